@@ -1,0 +1,30 @@
+# Tessera's two commands: `make demo` and `make test`. Everything installs what it needs first.
+#   make deps    install the Debian packages the build, tests and demo need (apt-get, as root)
+#   make build   configure (CMake + Ninja, ccache when present) and build everything
+#   make test    deps + build + every test (unit and integration, real etcd, real processes)
+#   make bench   benchmarks (not part of `make test`)
+#   make chaos   long fault-injection runs (not part of `make test`)
+BUILD_DIR ?= build
+BUILD_TYPE ?= RelWithDebInfo
+JOBS ?= 2
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps configure build test clean format
+
+deps:
+	$(SUDO) scripts/install-deps.sh
+
+configure: deps
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+
+build: configure
+	ninja -C $(BUILD_DIR) -j$(JOBS)
+
+test: build
+	cd $(BUILD_DIR) && ctest -j$(JOBS) --output-on-failure --timeout 600
+
+clean:
+	rm -rf $(BUILD_DIR)
+
+format:
+	git ls-files '*.cc' '*.h' | xargs clang-format -i

@@ -1,0 +1,26 @@
+# Helpers shared by every CMakeLists.txt in the tree.
+
+# tessera_library(NAME SOURCES... DEPS...): a static library of our own code with warnings on.
+function(tessera_library name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(${name} STATIC ${ARG_SOURCES})
+  target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
+  target_compile_options(${name} PRIVATE ${TESSERA_WARNINGS})
+  target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+endfunction()
+
+# tessera_test(NAME SOURCES... DEPS... [LABELS ...] [TIMEOUT s]): a GoogleTest binary whose tests
+# are registered with CTest one by one, so `ctest -j2` spreads them over both cores.
+function(tessera_test name)
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  if(NOT ARG_TIMEOUT)
+    set(ARG_TIMEOUT 120)
+  endif()
+  add_executable(${name} ${ARG_SOURCES})
+  target_compile_options(${name} PRIVATE ${TESSERA_WARNINGS})
+  target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  gtest_discover_tests(${name}
+    DISCOVERY_TIMEOUT 60
+    PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
+    ENVIRONMENT "TESSERA_BUILD_DIR=${PROJECT_BINARY_DIR};TESSERA_SOURCE_DIR=${PROJECT_SOURCE_DIR}")
+endfunction()

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Installs every Debian package Tessera's build, tests, benchmarks and demo need.
+# Idempotent: packages already installed are skipped; apt-get runs only when something is missing.
+# Run as root (CI and `make deps` do). Nothing is downloaded from outside Debian's archive here;
+# the web console's npm packages are installed by the build from the npm registry.
+set -euo pipefail
+
+PACKAGES=(
+  # toolchain
+  build-essential cmake ninja-build ccache pkg-config git
+  # RPC and coordination
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc etcd-server etcd-client
+  # libraries
+  libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  libssl-dev libzstd-dev zlib1g-dev libasio-dev
+  # tests and benchmarks
+  libgtest-dev libgmock-dev googletest libbenchmark-dev iperf3 iproute2 procps
+  # Python module and the PyTorch example (torch uses whichever libblas.so.3 is selected:
+  # OpenBLAS makes it about 20x faster than the reference BLAS)
+  python3 python3-dev pybind11-dev python3-numpy python3-torch libopenblas0-pthread
+  # real data sets
+  dataset-fashion-mnist bible-kjv
+  # web console build and browser tests
+  chromium
+)
+
+missing=()
+for p in "${PACKAGES[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+# Node.js and npm: any installed node (Debian's or another apt source) will do.
+if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: every package is already installed"
+  exit 0
+fi
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "install-deps: missing packages: ${missing[*]}" >&2
+  echo "install-deps: run as root (sudo make deps) to install them" >&2
+  exit 1
+fi
+
+echo "install-deps: installing ${missing[*]}"
+export DEBIAN_FRONTEND=noninteractive
+apt-get update -q || echo "install-deps: apt-get update failed; trying the cached package lists" >&2
+apt-get install -y -q --no-install-recommends "${missing[@]}"
+echo "install-deps: done"

@@ -1,0 +1,107 @@
+// `tessera version` and `tessera status`: what is registered for a job in etcd.
+#include <cstdio>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "cli/etcd_flags.h"
+#include "common/version.h"
+#include "coord/election.h"
+#include "coord/keys.h"
+#include "coord/registry.h"
+
+namespace tessera::cli {
+namespace {
+
+struct StatusFlags {
+  EtcdFlags etcd;
+  bool json = false;
+};
+
+void PrintMembers(const char* title, const MemberList& list) {
+  if (list.members.empty()) {
+    std::printf("%s: none registered\n", title);
+    return;
+  }
+  std::printf("%s (%zu):\n", title, list.members.size());
+  for (const auto& m : list.members) {
+    std::printf("  %-12s epoch %-8lld %s\n", m.name.c_str(), static_cast<long long>(m.epoch),
+                m.value.c_str());
+  }
+}
+
+nlohmann::json MembersJson(const MemberList& list) {
+  auto arr = nlohmann::json::array();
+  for (const auto& m : list.members) {
+    nlohmann::json v = nlohmann::json::parse(m.value, nullptr, false);
+    arr.push_back(
+        {{"name", m.name}, {"epoch", m.epoch}, {"value", v.is_discarded() ? nlohmann::json(m.value) : v}});
+  }
+  return arr;
+}
+
+int RunStatus(const StatusFlags& f) {
+  auto client = ConnectEtcd(f.etcd);
+  if (!client.ok()) return Fail("status", client.status());
+  auto& etcd = **client;
+  auto ping = etcd.Ping(std::chrono::milliseconds(static_cast<int64_t>(f.etcd.timeout_s * 1000)));
+  if (!ping.ok()) return Fail("status", ping.status());
+  Registry pservers(&etcd, keys::PserverPrefix(f.etcd.job));
+  Registry trainers(&etcd, keys::TrainerPrefix(f.etcd.job));
+  auto ps = pservers.List();
+  if (!ps.ok()) return Fail("status", ps.status());
+  auto tr = trainers.List();
+  if (!tr.ok()) return Fail("status", tr.status());
+  auto leader = Election::Leader(&etcd, keys::MasterElectionPrefix(f.etcd.job));
+  if (!leader.ok()) return Fail("status", leader.status());
+  auto config = etcd.Get(keys::Config(f.etcd.job));
+  if (!config.ok()) return Fail("status", config.status());
+
+  if (f.json) {
+    nlohmann::json out;
+    out["job"] = f.etcd.job;
+    out["etcd"] = {{"endpoint", ping->endpoint}, {"version", ping->version}, {"revision", ping->revision}};
+    out["configured"] = !config->kvs.empty();
+    out["master"] = leader->has_value()
+                        ? nlohmann::json{{"epoch", (*leader)->epoch}, {"value", (*leader)->value}}
+                        : nlohmann::json(nullptr);
+    out["pservers"] = MembersJson(*ps);
+    out["trainers"] = MembersJson(*tr);
+    std::cout << out.dump(2) << "\n";
+    return 0;
+  }
+  std::printf("job %s (etcd %s, version %s, revision %lld)\n", f.etcd.job.c_str(), ping->endpoint.c_str(),
+              ping->version.c_str(), static_cast<long long>(ping->revision));
+  std::printf("config: %s\n", config->kvs.empty() ? "not created (see `tessera job create`)" : "present");
+  if (leader->has_value()) {
+    std::printf("master: %s (epoch %lld)\n", (*leader)->value.c_str(),
+                static_cast<long long>((*leader)->epoch));
+  } else {
+    std::printf("master: none elected\n");
+  }
+  PrintMembers("pservers", *ps);
+  PrintMembers("trainers", *tr);
+  return 0;
+}
+
+}  // namespace
+
+void RegisterVersion(CLI::App& app, int* exit_code) {
+  auto* cmd = app.add_subcommand("version", "Print Tessera's version");
+  cmd->callback([exit_code] {
+    std::printf("tessera %s\n", TESSERA_VERSION);
+    *exit_code = 0;
+  });
+}
+
+void RegisterStatus(CLI::App& app, int* exit_code) {
+  auto flags = std::make_shared<StatusFlags>();
+  auto* cmd =
+      app.add_subcommand("status", "Show the members registered for a job: master, pservers, trainers");
+  AddEtcdFlags(cmd, &flags->etcd);
+  flags->etcd.timeout_s = 3;
+  cmd->add_flag("--json", flags->json, "print JSON instead of text");
+  cmd->callback([flags, exit_code] { *exit_code = RunStatus(*flags); });
+}
+
+}  // namespace tessera::cli

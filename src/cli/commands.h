@@ -1,0 +1,13 @@
+// Registration of every `tessera` subcommand. Each Register* adds its subcommand to `app`; when
+// the subcommand is chosen its callback runs it and stores the process exit code in *exit_code.
+// Used only by src/cli/main.cc.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace tessera::cli {
+
+void RegisterVersion(CLI::App& app, int* exit_code);
+void RegisterStatus(CLI::App& app, int* exit_code);
+
+}  // namespace tessera::cli

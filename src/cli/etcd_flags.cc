@@ -1,0 +1,51 @@
+// Shared etcd flags for `tessera` subcommands (see etcd_flags.h).
+#include "cli/etcd_flags.h"
+
+#include <cstdio>
+
+#include "common/strings.h"
+
+namespace tessera::cli {
+
+void AddEtcdFlags(CLI::App* cmd, EtcdFlags* f, bool need_job) {
+  cmd->add_option("--etcd", f->endpoints, "etcd endpoints, host:port[,host:port...]")
+      ->envname("TESSERA_ETCD")
+      ->required();
+  auto* job = cmd->add_option("--job", f->job, "job name")->envname("TESSERA_JOB");
+  if (need_job) job->required();
+  cmd->add_option("--etcd-user", f->user, "etcd user name (enables auth)")->envname("TESSERA_ETCD_USER");
+  cmd->add_option("--etcd-password", f->password, "etcd password")->envname("TESSERA_ETCD_PASSWORD");
+  cmd->add_flag("--etcd-tls", f->tls, "connect to etcd over TLS");
+  cmd->add_option("--etcd-ca", f->ca, "PEM file of CA certificates for etcd TLS");
+  cmd->add_option("--etcd-cert", f->cert, "PEM client certificate for etcd TLS");
+  cmd->add_option("--etcd-key", f->key, "PEM client key for etcd TLS");
+  cmd->add_option("--etcd-timeout", f->timeout_s, "seconds an etcd call keeps retrying")
+      ->capture_default_str();
+}
+
+StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& f) {
+  if (!f.job.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(f.job, "job"));
+  TESSERA_ASSIGN_OR_RETURN(auto endpoints, ParseEndpoints(f.endpoints));
+  etcd::EtcdOptions o;
+  o.endpoints = endpoints;
+  o.username = f.user;
+  o.password = f.password;
+  o.tls = f.tls || !f.ca.empty();
+  o.ca_file = f.ca;
+  o.cert_file = f.cert;
+  o.key_file = f.key;
+  o.retry_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
+  o.request_timeout = std::min(o.request_timeout, o.retry_timeout);
+  return etcd::EtcdClient::Create(o);
+}
+
+int Fail(const std::string& cmd, const Status& status) {
+  std::string msg = status.message();
+  for (char& c : msg) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  std::fprintf(stderr, "tessera %s: %s\n", cmd.c_str(), msg.c_str());
+  return 1;
+}
+
+}  // namespace tessera::cli

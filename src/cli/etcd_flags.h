@@ -1,0 +1,33 @@
+// Flags every etcd-using `tessera` subcommand shares (--etcd, --job, auth and TLS), with their
+// environment-variable equivalents, and the EtcdOptions they become. Used only by src/cli.
+#pragma once
+
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+
+#include "coord/etcd_client.h"
+#include "tessera/status.h"
+
+namespace tessera::cli {
+
+struct EtcdFlags {
+  std::string endpoints;  // --etcd / TESSERA_ETCD
+  std::string job;        // --job / TESSERA_JOB
+  std::string user;       // --etcd-user / TESSERA_ETCD_USER
+  std::string password;   // --etcd-password / TESSERA_ETCD_PASSWORD
+  bool tls = false;       // --etcd-tls
+  std::string ca, cert, key;
+  double timeout_s = 20;  // --etcd-timeout: how long a call retries before giving up
+};
+
+// Adds the flags to `cmd`. `need_job`: --job is required.
+void AddEtcdFlags(CLI::App* cmd, EtcdFlags* flags, bool need_job = true);
+
+// Validates the flags and creates a client (no network I/O yet).
+StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& flags);
+
+// Prints "tessera <cmd>: <message>" on one line to stderr and returns exit code 1.
+int Fail(const std::string& cmd, const Status& status);
+
+}  // namespace tessera::cli

@@ -1,0 +1,27 @@
+// The `tessera` command: one binary with a subcommand per role and tool.
+// Flags (and their TESSERA_* environment equivalents) are read here, once, into each command's
+// options; nothing deeper reads the environment.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "common/version.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Tessera " TESSERA_VERSION
+               ": a parameter server for distributed training.\n"
+               "Parameters live in shards on pservers; trainers push gradients and pull parameters; a\n"
+               "master hands out data tasks; etcd coordinates them all. Run `tessera <command> --help`.",
+               "tessera"};
+  app.require_subcommand(1, 1);
+  app.fallthrough(false);
+  int exit_code = 0;
+  tessera::cli::RegisterVersion(app, &exit_code);
+  tessera::cli::RegisterStatus(app, &exit_code);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return exit_code;
+}

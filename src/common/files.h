@@ -1,0 +1,28 @@
+// File helpers with the durability Tessera needs: atomic replace (write to a temporary name,
+// fsync, rename, fsync the directory), whole-file reads with clear errors, temp directories.
+// Thread-safe (they share no state).
+#pragma once
+
+#include <string>
+#include <string_view>
+
+#include "tessera/status.h"
+
+namespace tessera {
+
+StatusOr<std::string> ReadFile(const std::string& path);
+
+// Writes `data` to `path` so that a crash leaves either the old file or the new one, never a
+// mix: writes "<path>.tmp-<random>", fsyncs it, renames it over `path`, fsyncs the directory.
+Status WriteFileAtomic(const std::string& path, std::string_view data);
+
+// fsync() on a file or directory path.
+Status FsyncPath(const std::string& path);
+
+// Creates a fresh directory under $TMPDIR (or /tmp) named "<prefix>XXXXXX".
+StatusOr<std::string> MakeTempDir(const std::string& prefix);
+
+// Removes a file or a directory tree; a missing path is not an error.
+Status RemoveAll(const std::string& path);
+
+}  // namespace tessera

@@ -1,0 +1,29 @@
+#include "common/files.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+namespace tessera {
+namespace {
+
+TEST(FilesTest, AtomicWriteReplacesAndLeavesNoTemporaries) {
+  auto dir = MakeTempDir("files-test-");
+  ASSERT_TRUE(dir.ok());
+  std::string path = *dir + "/x";
+  ASSERT_TRUE(WriteFileAtomic(path, "one").ok());
+  ASSERT_TRUE(WriteFileAtomic(path, "two").ok());
+  EXPECT_EQ(*ReadFile(path), "two");
+  int files = 0;
+  for (auto& e : std::filesystem::directory_iterator(*dir)) {
+    (void)e;
+    ++files;
+  }
+  EXPECT_EQ(files, 1);
+  EXPECT_EQ(ReadFile(*dir + "/missing").status().code(), StatusCode::kNotFound);
+  ASSERT_TRUE(RemoveAll(*dir).ok());
+  EXPECT_FALSE(std::filesystem::exists(*dir));
+}
+
+}  // namespace
+}  // namespace tessera

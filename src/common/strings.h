@@ -1,0 +1,41 @@
+// Small string helpers: parsing numbers and host:port with clear errors, splitting, formatting
+// sizes. Pure functions; thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tessera/status.h"
+
+namespace tessera {
+
+std::vector<std::string> Split(std::string_view s, char sep, bool skip_empty = true);
+std::string_view Trim(std::string_view s);
+std::string Join(const std::vector<std::string>& parts, std::string_view sep);
+bool StartsWith(std::string_view s, std::string_view prefix);
+
+// Parses a whole decimal integer; `what` names the value in the error message.
+StatusOr<int64_t> ParseInt64(std::string_view s, std::string_view what);
+StatusOr<uint64_t> ParseUint64(std::string_view s, std::string_view what);
+StatusOr<double> ParseDouble(std::string_view s, std::string_view what);
+
+struct HostPort {
+  std::string host;
+  int port = 0;
+  std::string ToString() const { return host + ":" + std::to_string(port); }
+};
+// Parses "host:port" (port 1..65535).
+StatusOr<HostPort> ParseHostPort(std::string_view s);
+
+// Parses a comma-separated list of host:port endpoints, e.g. "127.0.0.1:2379,10.0.0.2:2379".
+StatusOr<std::vector<std::string>> ParseEndpoints(std::string_view s);
+
+// "1.5 MiB", "312 B".
+std::string HumanBytes(double bytes);
+
+// Validates a job or data set name: 1..64 of [A-Za-z0-9_.-], not starting with '.'.
+Status ValidateName(std::string_view name, std::string_view what);
+
+}  // namespace tessera

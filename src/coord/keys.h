@@ -1,0 +1,59 @@
+// The etcd key layout of a Tessera job: every key lives under /tessera/<job>/.
+// This header is the one place that spells key names; docs/etcd-keys.md explains each.
+// Pure functions; thread-safe.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace tessera::keys {
+
+inline std::string Root() { return "/tessera/"; }
+inline std::string Job(std::string_view job) { return Root() + std::string(job) + "/"; }
+
+// Job configuration (JSON), written once by `tessera job create`.
+inline std::string Config(std::string_view job) { return Job(job) + "config"; }
+// Slot -> pserver index map (JSON), beside the configuration.
+inline std::string SlotMap(std::string_view job) { return Job(job) + "slotmap"; }
+
+// pserver registrations: one key per claimed index, attached to the pserver's lease.
+inline std::string PserverPrefix(std::string_view job) { return Job(job) + "pservers/"; }
+inline std::string Pserver(std::string_view job, int index) {
+  return PserverPrefix(job) + std::to_string(index);
+}
+// Per-pserver "initialized" flags, written by each pserver once its parameters are set.
+inline std::string PserverReadyPrefix(std::string_view job) { return Job(job) + "pserver-ready/"; }
+inline std::string PserverReady(std::string_view job, int index) {
+  return PserverReadyPrefix(job) + std::to_string(index);
+}
+// Election-style lock that decides which trainer initializes the parameters.
+inline std::string InitLockPrefix(std::string_view job) { return Job(job) + "init-lock/"; }
+
+// Trainer registrations, attached to each trainer's lease.
+inline std::string TrainerPrefix(std::string_view job) { return Job(job) + "trainers/"; }
+inline std::string Trainer(std::string_view job, std::string_view id) {
+  return TrainerPrefix(job) + std::string(id);
+}
+
+// Master election: candidates under this prefix; the leader is the oldest key.
+inline std::string MasterElectionPrefix(std::string_view job) { return Job(job) + "master/election/"; }
+// The master's persisted state (task queue snapshot and deltas).
+inline std::string MasterStatePrefix(std::string_view job) { return Job(job) + "master/state/"; }
+
+// Latest checkpoint metadata per pserver index.
+inline std::string CheckpointPrefix(std::string_view job) { return Job(job) + "checkpoints/"; }
+inline std::string Checkpoint(std::string_view job, int index) {
+  return CheckpointPrefix(job) + std::to_string(index);
+}
+
+// Training metrics (cost history) kept for the console.
+inline std::string MetricsPrefix(std::string_view job) { return Job(job) + "metrics/"; }
+
+// The last path element of a key ("/tessera/j/pservers/3" -> "3").
+inline std::string_view LastElement(std::string_view key) {
+  size_t slash = key.rfind('/');
+  return slash == std::string_view::npos ? key : key.substr(slash + 1);
+}
+
+}  // namespace tessera::keys

@@ -1,0 +1,253 @@
+// Registry and MemberWatch (see registry.h).
+#include "coord/registry.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "common/strings.h"
+#include "coord/keys.h"
+
+namespace tessera {
+
+using etcd::Compare;
+using etcd::Op;
+using etcd::Txn;
+
+const Member* MemberList::Find(const std::string& name) const {
+  for (const auto& m : members) {
+    if (m.name == name) return &m;
+  }
+  return nullptr;
+}
+
+static void SortMembers(std::vector<Member>* members) {
+  std::sort(members->begin(), members->end(), [](const Member& a, const Member& b) {
+    auto na = ParseInt64(a.name, "");
+    auto nb = ParseInt64(b.name, "");
+    if (na.ok() && nb.ok()) return *na < *nb;
+    if (na.ok() != nb.ok()) return na.ok();
+    return a.name < b.name;
+  });
+}
+
+static Member MemberFromKv(const etcd::KeyValue& kv) {
+  Member m;
+  m.key = kv.key;
+  m.name = std::string(keys::LastElement(kv.key));
+  m.value = kv.value;
+  m.epoch = kv.create_revision;
+  m.lease = kv.lease;
+  return m;
+}
+
+MemberList MembersFromRange(const std::string& prefix, const etcd::RangeResult& range) {
+  MemberList list;
+  list.revision = range.revision;
+  for (const auto& kv : range.kvs) {
+    if (kv.key.size() <= prefix.size()) continue;
+    // Only direct children: "<prefix><name>".
+    if (kv.key.find('/', prefix.size()) != std::string::npos) continue;
+    list.members.push_back(MemberFromKv(kv));
+  }
+  SortMembers(&list.members);
+  return list;
+}
+
+Registry::Registry(etcd::EtcdClient* etcd, std::string prefix) : etcd_(etcd), prefix_(std::move(prefix)) {}
+
+StatusOr<MemberList> Registry::List() {
+  etcd::GetOptions o;
+  o.prefix = true;
+  TESSERA_ASSIGN_OR_RETURN(auto range, etcd_->Get(prefix_, o));
+  return MembersFromRange(prefix_, range);
+}
+
+StatusOr<Claim> Registry::ClaimIndex(int n, const std::string& value, int64_t lease) {
+  if (n < 1) return Status::InvalidArgument("cannot claim an index in [0, " + std::to_string(n) + ")");
+  // Build "if key0 absent: put key0, else if key1 absent: put key1, else ..." inside out.
+  Txn txn;
+  for (int i = n - 1; i >= 0; --i) {
+    Txn level;
+    std::string key = prefix_ + std::to_string(i);
+    level.compares.push_back(Compare::Absent(key));
+    level.success.push_back(Op::Put(key, value, lease));
+    if (i < n - 1) level.failure.push_back(Op::Nested(std::move(txn)));
+    txn = std::move(level);
+  }
+  TESSERA_ASSIGN_OR_RETURN(etcd::TxnResult result, etcd_->Commit(txn));
+  Claim claim;
+  const etcd::TxnResult* r = &result;
+  for (int i = 0; i < n; ++i) {
+    if (r->succeeded) {
+      // Nested responses carry no header: the key was created at the outer txn's revision.
+      claim.index = i;
+      claim.epoch = result.revision;
+      claim.key = prefix_ + std::to_string(i);
+      break;
+    }
+    if (r->results.empty() || !r->results[0].txn) break;
+    r = r->results[0].txn.get();
+  }
+  // A transaction retried after a lost reply may have claimed an index already: keep exactly one.
+  TESSERA_ASSIGN_OR_RETURN(MemberList list, List());
+  for (const auto& m : list.members) {
+    if (m.lease != lease || m.key == claim.key) continue;
+    auto idx = ParseInt64(m.name, "index");
+    if (claim.index < 0 && idx.ok()) {
+      claim.index = static_cast<int>(*idx);
+      claim.epoch = m.epoch;
+      claim.key = m.key;
+      continue;
+    }
+    Txn release;
+    release.compares.push_back(Compare::Lease(m.key, Compare::Result::kEqual, lease));
+    release.success.push_back(Op::Delete(m.key));
+    (void)etcd_->Commit(release);
+  }
+  if (claim.index < 0) {
+    return Status::ResourceExhausted("all " + std::to_string(n) + " indices under " + prefix_ + " are taken");
+  }
+  return claim;
+}
+
+StatusOr<int64_t> Registry::Register(const std::string& name, const std::string& value, int64_t lease) {
+  std::string key = prefix_ + name;
+  Txn txn;
+  txn.compares.push_back(Compare::Absent(key));
+  txn.success.push_back(Op::Put(key, value, lease));
+  txn.failure.push_back(Op::Get(key));
+  TESSERA_ASSIGN_OR_RETURN(etcd::TxnResult result, etcd_->Commit(txn));
+  if (result.succeeded) return result.revision;
+  if (!result.results.empty() && !result.results[0].range.kvs.empty()) {
+    const auto& kv = result.results[0].range.kvs[0];
+    if (kv.lease == lease && lease != 0) return kv.create_revision;  // our own earlier attempt
+    return Status::AlreadyExists("member '" + name + "' under " + prefix_ + " is already registered (epoch " +
+                                 std::to_string(kv.create_revision) + ")");
+  }
+  return Status::Aborted("registering '" + name + "' raced with its deletion; try again");
+}
+
+Status Registry::Update(const std::string& name, const std::string& value, int64_t epoch, int64_t lease) {
+  std::string key = prefix_ + name;
+  Txn txn;
+  txn.compares.push_back(Compare::CreateRevision(key, Compare::Result::kEqual, epoch));
+  txn.success.push_back(Op::Put(key, value, lease));
+  TESSERA_ASSIGN_OR_RETURN(etcd::TxnResult result, etcd_->Commit(txn));
+  if (!result.succeeded) {
+    return Status::FailedPrecondition("member '" + name + "' (epoch " + std::to_string(epoch) +
+                                      ") is no longer registered");
+  }
+  return Status::OK();
+}
+
+Status Registry::Deregister(const std::string& name, int64_t epoch) {
+  std::string key = prefix_ + name;
+  Txn txn;
+  txn.compares.push_back(Compare::CreateRevision(key, Compare::Result::kEqual, epoch));
+  txn.success.push_back(Op::Delete(key));
+  TESSERA_ASSIGN_OR_RETURN(etcd::TxnResult result, etcd_->Commit(txn));
+  (void)result;  // already gone is fine
+  return Status::OK();
+}
+
+std::unique_ptr<MemberWatch> Registry::Watch(std::function<void(const MemberList&)> on_change) {
+  return std::unique_ptr<MemberWatch>(new MemberWatch(etcd_, prefix_, std::move(on_change)));
+}
+
+// ---- MemberWatch ------------------------------------------------------------------------------
+
+MemberWatch::MemberWatch(etcd::EtcdClient* etcd, std::string prefix,
+                         std::function<void(const MemberList&)> cb)
+    : etcd_(etcd), prefix_(std::move(prefix)), on_change_(std::move(cb)) {
+  thread_ = std::thread([this] { Run(); });
+}
+
+MemberWatch::~MemberWatch() { Cancel(); }
+
+void MemberWatch::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+MemberList MemberWatch::Snapshot() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return list_;
+}
+
+bool MemberWatch::WaitFor(const std::function<bool(const MemberList&)>& pred,
+                          std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return cv_.wait_for(lock, timeout, [&] { return pred(list_); });
+}
+
+void MemberWatch::Apply(const etcd::WatchUpdate& u) {
+  MemberList copy;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!u.status.ok()) {
+      restart_ = true;
+      cv_.notify_all();
+      return;
+    }
+    if (u.events.empty()) {
+      list_.revision = std::max(list_.revision, u.revision);
+      return;
+    }
+    for (const auto& ev : u.events) {
+      if (ev.kv.key.find('/', prefix_.size()) != std::string::npos) continue;
+      std::string name(keys::LastElement(ev.kv.key));
+      auto it = std::find_if(list_.members.begin(), list_.members.end(),
+                             [&](const Member& m) { return m.name == name; });
+      if (ev.type == etcd::WatchEvent::Type::kDelete) {
+        if (it != list_.members.end()) list_.members.erase(it);
+      } else if (it != list_.members.end()) {
+        *it = MemberFromKv(ev.kv);
+      } else {
+        list_.members.push_back(MemberFromKv(ev.kv));
+      }
+    }
+    SortMembers(&list_.members);
+    list_.revision = std::max(list_.revision, u.revision);
+    copy = list_;
+  }
+  cv_.notify_all();
+  if (on_change_) on_change_(copy);
+}
+
+void MemberWatch::Run() {
+  Registry registry(etcd_, prefix_);
+  while (!cancelled_) {
+    auto listed = registry.List();
+    if (!listed.ok()) {
+      if (cancelled_ || etcd_->shut_down()) return;
+      spdlog::warn("listing members under {} failed: {}; retrying", prefix_, listed.status().ToString());
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::seconds(1), [&] { return cancelled_.load(); });
+      continue;
+    }
+    MemberList copy;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      list_ = *listed;
+      restart_ = false;
+      copy = list_;
+    }
+    cv_.notify_all();
+    if (on_change_) on_change_(copy);
+    etcd::WatchOptions wo;
+    wo.prefix = true;
+    wo.start_revision = copy.revision + 1;
+    auto watcher = etcd_->Watch(prefix_, wo, [this](const etcd::WatchUpdate& u) { Apply(u); });
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return cancelled_.load() || restart_; });
+    lock.unlock();
+    watcher->Cancel();
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,114 @@
+// Registry: membership under an etcd prefix. pservers claim the lowest free index 0..N-1 in one
+// transaction; trainers register a named member; anyone lists or watches the members. Every
+// member key is attached to its owner's lease, so a dead member disappears after the TTL, and
+// carries its epoch: the revision that created the key. A member that comes back after its key
+// expired gets a new, larger epoch, which is how servers tell stale clients from current ones.
+//
+// Thread-safety: Registry methods may be called from any thread. MemberWatch calls its callback
+// on its own thread, one call at a time.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coord/etcd_client.h"
+#include "coord/etcd_watch.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+struct Member {
+  std::string name;   // the key's last element: "0", "trainer-3", ...
+  std::string key;    // the full key
+  std::string value;  // what the member registered (JSON by convention)
+  int64_t epoch = 0;  // create revision of the key
+  int64_t lease = 0;
+};
+
+struct MemberList {
+  std::vector<Member> members;  // sorted by name (numerically when names are numbers)
+  int64_t revision = 0;         // the store revision this list reflects
+  const Member* Find(const std::string& name) const;
+};
+
+struct Claim {
+  int index = -1;
+  int64_t epoch = 0;
+  std::string key;
+};
+
+class MemberWatch;
+
+class Registry {
+ public:
+  // `prefix` ends with '/', e.g. keys::PserverPrefix(job).
+  Registry(etcd::EtcdClient* etcd, std::string prefix);
+
+  // Claims the lowest free index in [0, n) with one nested transaction ("if 0 is free take it,
+  // else if 1 is free ..."), attaching `lease`. ResourceExhausted when all n are taken.
+  // Safe against a retried transaction: an index this lease already holds is reused, and a
+  // second one is released.
+  StatusOr<Claim> ClaimIndex(int n, const std::string& value, int64_t lease);
+
+  // Registers member `name` with `lease`; returns its epoch. AlreadyExists if another lease
+  // holds the name (a retry of our own registration succeeds).
+  StatusOr<int64_t> Register(const std::string& name, const std::string& value, int64_t lease);
+
+  // Replaces our member's value, only if the key is still the one created at `epoch`.
+  Status Update(const std::string& name, const std::string& value, int64_t epoch, int64_t lease);
+
+  // Removes our member, only if the key is still the one created at `epoch`.
+  Status Deregister(const std::string& name, int64_t epoch);
+
+  StatusOr<MemberList> List();
+
+  // Watches the members: calls `on_change` with the full list once at start and after every
+  // change. Survives etcd restarts and history compaction (it re-lists).
+  std::unique_ptr<MemberWatch> Watch(std::function<void(const MemberList&)> on_change);
+
+  const std::string& prefix() const { return prefix_; }
+
+ private:
+  etcd::EtcdClient* etcd_;
+  std::string prefix_;
+};
+
+class MemberWatch {
+ public:
+  ~MemberWatch();
+  MemberWatch(const MemberWatch&) = delete;
+  MemberWatch& operator=(const MemberWatch&) = delete;
+
+  MemberList Snapshot() const;
+  // Blocks until `pred(list)` holds or `timeout` passes; returns whether it held.
+  bool WaitFor(const std::function<bool(const MemberList&)>& pred, std::chrono::milliseconds timeout);
+  void Cancel();
+
+ private:
+  friend class Registry;
+  MemberWatch(etcd::EtcdClient* etcd, std::string prefix, std::function<void(const MemberList&)> cb);
+  void Run();
+  void Apply(const etcd::WatchUpdate& u);
+
+  etcd::EtcdClient* etcd_;
+  const std::string prefix_;
+  std::function<void(const MemberList&)> on_change_;
+
+  mutable std::mutex mu_;  // guards list_, restart_, and is the lock for cv_
+  MemberList list_;
+  bool restart_ = false;  // the watch ended (history compacted): re-list
+  std::condition_variable cv_;
+  std::atomic<bool> cancelled_{false};
+  std::thread thread_;
+};
+
+// Parses a member list out of range results under `prefix`.
+MemberList MembersFromRange(const std::string& prefix, const etcd::RangeResult& range);
+
+}  // namespace tessera

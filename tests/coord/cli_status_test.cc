@@ -1,0 +1,86 @@
+// `tessera status`: lists a job's members, and fails with one line naming the endpoint when etcd
+// is down.
+#include <gtest/gtest.h>
+
+#include "common/files.h"
+#include "coord/etcd_fixture.h"
+#include "coord/keys.h"
+#include "coord/registry.h"
+#include "harness/subprocess.h"
+
+namespace tessera::testing {
+namespace {
+
+struct CliRun {
+  int code = -1;
+  std::string out;
+};
+
+CliRun RunTessera(const std::vector<std::string>& args) {
+  auto dir = MakeTempDir("cli-test-");
+  EXPECT_TRUE(dir.ok());
+  SpawnOptions o;
+  o.argv = {BuildPath("src/tessera")};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.log_path = *dir + "/out";
+  auto p = Subprocess::Spawn(o);
+  EXPECT_TRUE(p.ok());
+  CliRun r;
+  auto code = (*p)->Wait(std::chrono::seconds(60));
+  EXPECT_TRUE(code.has_value());
+  r.code = code.value_or(-1);
+  r.out = (*p)->Output();
+  (void)RemoveAll(*dir);
+  return r;
+}
+
+TEST_F(EtcdTest, StatusListsRegisteredMembers) {
+  auto lease = client_->GrantLease(10);
+  ASSERT_TRUE(lease.ok());
+  Registry ps(client_.get(), keys::PserverPrefix("demo"));
+  ASSERT_TRUE(ps.ClaimIndex(2, "{\"address\":\"127.0.0.1:7000\"}", lease->id).ok());
+  Registry tr(client_.get(), keys::TrainerPrefix("demo"));
+  ASSERT_TRUE(tr.Register("trainer-0", "{}", lease->id).ok());
+
+  CliRun r = RunTessera({"status", "--etcd", server_->endpoint(), "--job", "demo"});
+  EXPECT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("pservers (1)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("127.0.0.1:7000"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("trainer-0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("master: none elected"), std::string::npos) << r.out;
+
+  CliRun empty = RunTessera({"status", "--etcd", server_->endpoint(), "--job", "other"});
+  EXPECT_EQ(empty.code, 0);
+  EXPECT_NE(empty.out.find("pservers: none registered"), std::string::npos) << empty.out;
+
+  CliRun json = RunTessera({"status", "--etcd", server_->endpoint(), "--job", "demo", "--json"});
+  EXPECT_EQ(json.code, 0);
+  EXPECT_NE(json.out.find("\"pservers\""), std::string::npos) << json.out;
+}
+
+TEST_F(EtcdTest, StatusAgainstStoppedEtcdFailsWithOneLineNamingTheEndpoint) {
+  ASSERT_TRUE(server_->Stop().ok());
+  CliRun r = RunTessera({"status", "--etcd", server_->endpoint(), "--job", "demo"});
+  EXPECT_NE(r.code, 0);
+  EXPECT_NE(r.out.find(server_->endpoint()), std::string::npos) << r.out;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
+  EXPECT_EQ(r.out.rfind("tessera status: ", 0), 0u) << r.out;
+}
+
+TEST(CliTest, BadFlagsAreRejectedClearly) {
+  CliRun bad_job = RunTessera({"status", "--etcd", "127.0.0.1:2379", "--job", "a/b"});
+  EXPECT_NE(bad_job.code, 0);
+  EXPECT_NE(bad_job.out.find("job name"), std::string::npos) << bad_job.out;
+  CliRun bad_ep = RunTessera({"status", "--etcd", "nohost", "--job", "j"});
+  EXPECT_NE(bad_ep.code, 0);
+  EXPECT_NE(bad_ep.out.find("host:port"), std::string::npos) << bad_ep.out;
+  CliRun help = RunTessera({"status", "--help"});
+  EXPECT_EQ(help.code, 0);
+  EXPECT_NE(help.out.find("TESSERA_ETCD"), std::string::npos) << help.out;
+  CliRun version = RunTessera({"version"});
+  EXPECT_EQ(version.code, 0);
+  EXPECT_NE(version.out.find("tessera 0."), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::testing

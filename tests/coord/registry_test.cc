@@ -1,0 +1,175 @@
+// Registry against a real etcd: index claims by concurrent processes, re-claim after a SIGKILL,
+// named registration, and the member watch.
+#include "coord/registry.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <set>
+
+#include "common/files.h"
+#include "common/strings.h"
+#include "coord/etcd_fixture.h"
+#include "coord/lease_keeper.h"
+#include "harness/subprocess.h"
+
+namespace tessera::testing {
+namespace {
+
+TEST_F(EtcdTest, EightConcurrentClaimersOfFourIndicesThenReclaimAfterKill) {
+  const std::string prefix = "/tessera/claims/pservers/";
+  const int64_t kTtl = 2;
+  auto dir = MakeTempDir("claim-test-");
+  ASSERT_TRUE(dir.ok());
+  std::vector<std::unique_ptr<Subprocess>> procs;
+  for (int i = 0; i < 8; ++i) {
+    SpawnOptions o;
+    o.argv = {BuildPath("tests/coord_probe"),
+              "claim",
+              "--etcd",
+              server_->endpoint(),
+              "--prefix",
+              prefix,
+              "--n",
+              "4",
+              "--ttl",
+              std::to_string(kTtl)};
+    o.log_path = *dir + "/claimer" + std::to_string(i) + ".log";
+    auto p = Subprocess::Spawn(o);
+    ASSERT_TRUE(p.ok()) << p.status();
+    procs.push_back(std::move(*p));
+  }
+  std::map<int, int> holder;  // index -> process
+  int refused = 0;
+  for (int i = 0; i < 8; ++i) {
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          auto out = procs[i]->Output();
+          return out.find("CLAIMED") != std::string::npos || out.find("NO_FREE_INDEX") != std::string::npos ||
+                 out.find("ERROR") != std::string::npos;
+        },
+        std::chrono::seconds(30)))
+        << "claimer " << i << " said: " << procs[i]->Output();
+    std::string out = procs[i]->Output();
+    ASSERT_EQ(out.find("ERROR"), std::string::npos) << out;
+    size_t at = out.find("CLAIMED ");
+    if (at == std::string::npos) {
+      ++refused;
+      continue;
+    }
+    int index = std::stoi(out.substr(at + 8));
+    EXPECT_EQ(holder.count(index), 0u) << "index " << index << " claimed twice";
+    holder[index] = i;
+  }
+  EXPECT_EQ(holder.size(), 4u);
+  EXPECT_EQ(refused, 4);
+  for (int idx = 0; idx < 4; ++idx) EXPECT_EQ(holder.count(idx), 1u) << idx;
+
+  // Kill the holder of index 2; the index stays taken until its lease expires, then is free.
+  Registry reg(client_.get(), prefix);
+  auto keeper = LeaseKeeper::Start(client_.get(), {kTtl, {}});
+  ASSERT_TRUE(keeper.ok());
+  procs[holder[2]]->Kill();
+  auto killed = std::chrono::steady_clock::now();
+  auto early = reg.ClaimIndex(4, "me", (*keeper)->id());
+  EXPECT_EQ(early.status().code(), StatusCode::kResourceExhausted) << "claimable before the TTL passed";
+  StatusOr<Claim> claim = Status::Unavailable("not yet");
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        claim = reg.ClaimIndex(4, "me", (*keeper)->id());
+        return claim.ok();
+      },
+      std::chrono::seconds(15), std::chrono::milliseconds(100)));
+  EXPECT_EQ(claim->index, 2);
+  EXPECT_LE(SecondsSince(killed), kTtl + 1.0);
+  auto list = reg.List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->members.size(), 4u);
+  const Member* mine = list->Find("2");
+  ASSERT_NE(mine, nullptr);
+  EXPECT_EQ(mine->epoch, claim->epoch);
+  EXPECT_EQ(mine->value, "me");
+  procs.clear();
+  ASSERT_TRUE(RemoveAll(*dir).ok());
+}
+
+TEST_F(EtcdTest, RegisterIsIdempotentForItsOwnLeaseAndRefusesOthers) {
+  auto a = client_->GrantLease(10);
+  auto b = client_->GrantLease(10);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Registry reg(client_.get(), "/tessera/j/trainers/");
+  auto e1 = reg.Register("t1", "{\"addr\":\"x\"}", a->id);
+  ASSERT_TRUE(e1.ok()) << e1.status();
+  auto again = reg.Register("t1", "{\"addr\":\"x\"}", a->id);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*again, *e1);
+  auto taken = reg.Register("t1", "{}", b->id);
+  EXPECT_EQ(taken.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(taken.status().message().find("t1"), std::string::npos);
+
+  ASSERT_TRUE(reg.Update("t1", "{\"addr\":\"y\"}", *e1, a->id).ok());
+  EXPECT_EQ(reg.List()->Find("t1")->value, "{\"addr\":\"y\"}");
+  EXPECT_EQ(reg.Update("t1", "{}", *e1 + 1000, a->id).code(), StatusCode::kFailedPrecondition);
+
+  // A stale owner (wrong epoch) cannot deregister the current member.
+  ASSERT_TRUE(reg.Deregister("t1", *e1 + 1000).ok());
+  EXPECT_NE(reg.List()->Find("t1"), nullptr);
+  ASSERT_TRUE(reg.Deregister("t1", *e1).ok());
+  EXPECT_EQ(reg.List()->Find("t1"), nullptr);
+  // A new registration of the same name gets a new, larger epoch.
+  auto e2 = reg.Register("t1", "{}", b->id);
+  ASSERT_TRUE(e2.ok());
+  EXPECT_GT(*e2, *e1);
+}
+
+TEST_F(EtcdTest, ClaimIndexTakesTheLowestFreeIndex) {
+  auto lease = client_->GrantLease(10);
+  ASSERT_TRUE(lease.ok());
+  Registry reg(client_.get(), "/tessera/j/pservers/");
+  // Pre-occupy 0 and 2 with other leases.
+  ASSERT_TRUE(client_->Put("/tessera/j/pservers/0", "other").ok());
+  ASSERT_TRUE(client_->Put("/tessera/j/pservers/2", "other").ok());
+  auto c = reg.ClaimIndex(4, "me", lease->id);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->index, 1);
+  // Claiming again with the same lease returns a new free index (3) but releases the extra one,
+  // so a lease never holds two indices.
+  auto again = reg.ClaimIndex(4, "me", lease->id);
+  ASSERT_TRUE(again.ok());
+  auto list = reg.List();
+  int mine = 0;
+  for (const auto& m : list->members) mine += m.lease == lease->id;
+  EXPECT_EQ(mine, 1);
+  EXPECT_EQ(reg.ClaimIndex(0, "me", lease->id).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(EtcdTest, MemberWatchSeesJoinsAndLeavesWithEpochs) {
+  Registry reg(client_.get(), "/tessera/j/trainers/");
+  std::mutex mu;
+  std::vector<size_t> sizes;
+  auto watch = reg.Watch([&](const MemberList& l) {
+    std::lock_guard<std::mutex> lock(mu);
+    sizes.push_back(l.members.size());
+  });
+  ASSERT_TRUE(watch->WaitFor([](const MemberList& l) { return l.revision > 0; }, std::chrono::seconds(10)));
+  auto lease = client_->GrantLease(10);
+  ASSERT_TRUE(lease.ok());
+  auto e1 = reg.Register("a", "1", lease->id);
+  auto e2 = reg.Register("b", "2", lease->id);
+  ASSERT_TRUE(e1.ok() && e2.ok());
+  ASSERT_TRUE(
+      watch->WaitFor([](const MemberList& l) { return l.members.size() == 2; }, std::chrono::seconds(10)));
+  auto snap = watch->Snapshot();
+  EXPECT_EQ(snap.Find("a")->epoch, *e1);
+  EXPECT_EQ(snap.Find("b")->epoch, *e2);
+  // Nested keys under the prefix are not members.
+  ASSERT_TRUE(client_->Put("/tessera/j/trainers/a/extra", "x").ok());
+  ASSERT_TRUE(client_->RevokeLease(lease->id).ok());
+  ASSERT_TRUE(
+      watch->WaitFor([](const MemberList& l) { return l.members.empty(); }, std::chrono::seconds(10)));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(sizes.front(), 0u);
+}
+
+}  // namespace
+}  // namespace tessera::testing
