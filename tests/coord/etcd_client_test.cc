@@ -207,3 +207,36 @@ TEST_F(EtcdTest, AuthenticatesWithUserAndPassword) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+TEST(EtcdTlsTest, TalksToEtcdOverTlsWithTheGivenCa) {
+  EtcdServerOptions so;
+  so.tls = true;
+  auto server = EtcdServer::Launch(so);
+  ASSERT_TRUE(server.ok()) << server.status();
+  etcd::EtcdOptions o;
+  o.endpoints = {(*server)->endpoint()};
+  o.tls = true;
+  o.ca_file = (*server)->ca_file();
+  auto c = etcd::EtcdClient::Create(o);
+  ASSERT_TRUE(c.ok());
+  auto put = (*c)->Put("/tls", "yes");
+  ASSERT_TRUE(put.ok()) << put.status();
+  EXPECT_EQ((*c)->Get("/tls")->kvs[0].value, "yes");
+
+  // Without TLS the same server is unreachable; a missing CA file is a clear error.
+  etcd::EtcdOptions plain;
+  plain.endpoints = o.endpoints;
+  plain.retry_timeout = std::chrono::milliseconds(1500);
+  auto p = etcd::EtcdClient::Create(plain);
+  EXPECT_FALSE((*p)->Get("/tls").ok());
+  o.ca_file = (*server)->dir() + "/missing.pem";
+  auto missing = etcd::EtcdClient::Create(o);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("missing.pem"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::testing

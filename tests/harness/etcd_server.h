@@ -11,15 +11,22 @@
 
 namespace tessera::testing {
 
+struct EtcdServerOptions {
+  // Serve clients over TLS with a CA and certificate made for this server (openssl CLI); the CA
+  // file is ca_file().
+  bool tls = false;
+};
+
 class EtcdServer {
  public:
   // Starts etcd and waits until it answers (up to 30 s).
-  static StatusOr<std::unique_ptr<EtcdServer>> Launch();
+  static StatusOr<std::unique_ptr<EtcdServer>> Launch(EtcdServerOptions options = {});
   ~EtcdServer();
 
   std::string endpoint() const { return "127.0.0.1:" + std::to_string(client_port_); }
   const std::string& data_dir() const { return data_dir_; }
   const std::string& dir() const { return dir_; }
+  std::string ca_file() const { return dir_ + "/ca.pem"; }
   pid_t pid() const { return proc_ ? proc_->pid() : -1; }
 
   // Graceful stop (SIGTERM) and restart with the same ports and data.
@@ -30,6 +37,8 @@ class EtcdServer {
 
  private:
   EtcdServer() = default;
+  Status MakeCertificates();
+  EtcdServerOptions options_;
   std::string dir_;
   std::string data_dir_;
   int client_port_ = 0;
