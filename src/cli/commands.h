@@ -9,5 +9,7 @@ namespace tessera::cli {
 
 void RegisterVersion(CLI::App& app, int* exit_code);
 void RegisterStatus(CLI::App& app, int* exit_code);
+void RegisterJob(CLI::App& app, int* exit_code);
+void RegisterPserver(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

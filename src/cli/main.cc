@@ -18,6 +18,8 @@ int main(int argc, char** argv) {
   int exit_code = 0;
   tessera::cli::RegisterVersion(app, &exit_code);
   tessera::cli::RegisterStatus(app, &exit_code);
+  tessera::cli::RegisterJob(app, &exit_code);
+  tessera::cli::RegisterPserver(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

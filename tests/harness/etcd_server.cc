@@ -36,8 +36,10 @@ Status EtcdServer::MakeCertificates() {
   // A CA, and a server certificate for 127.0.0.1 signed by it.
   std::string d = dir_;
   std::string cmd =
-      "cd '" + d + "' && "
-      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tessera-test-ca -keyout ca-key.pem -out ca.pem && "
+      "cd '" + d +
+      "' && "
+      "openssl req -x509 -newkey rsa:2048 -nodes -days 2 -subj /CN=tessera-test-ca -keyout ca-key.pem -out "
+      "ca.pem && "
       "openssl req -newkey rsa:2048 -nodes -subj /CN=127.0.0.1 -keyout server-key.pem -out server.csr && "
       "printf 'subjectAltName=IP:127.0.0.1\n' > san.ext && "
       "openssl x509 -req -in server.csr -CA ca.pem -CAkey ca-key.pem -CAcreateserial -days 2 "

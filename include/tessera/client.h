@@ -1,0 +1,136 @@
+// The trainer-side client of Tessera's parameter servers.
+//
+// A Client registers the trainer in etcd (with a lease), finds the pservers and follows them as
+// they move, and moves parameters: dense tensors that live in the caller's own buffers, and
+// sparse tables of rows keyed by uint64. Every operation sends one batched request per pserver,
+// issued concurrently (one worker thread per pserver), and returns a Handle to wait on, so
+// computation can overlap communication.
+//
+// Typical sync-mode loop:
+//   auto client = Client::Connect(options);             // registers the trainer
+//   client->AddDense("w", w.data(), w.size());          // binds the caller's buffer
+//   client->Initialize();                               // one trainer initializes, all join
+//   client->Pull().Wait();                              // w now holds the current values
+//   for (each batch) {
+//     ... compute gradient sum g over n samples ...
+//     Gradients grads; grads.Dense("w", g); grads.samples = n;
+//     client->PushPull(grads).Wait();                  // w holds the next version
+//   }
+//
+// Failures: transport errors and pservers that restart (also at the same address) are retried
+// with backoff until `request_timeout`; a restarted pserver without state is re-initialized from
+// this trainer's current values. Retried pushes are applied once (tagged with trainer and step).
+// Errors that retrying cannot fix (unknown parameter, wrong size, non-finite gradient) come back
+// from Wait() with a message that names the parameter.
+//
+// Thread-safety: Client methods may be called from one thread at a time (a trainer's loop);
+// Handles may be waited on from any thread. Buffers passed to an operation must stay valid and
+// untouched until its Handle completes.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "tessera/params.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+struct ClientOptions {
+  std::vector<std::string> etcd_endpoints;  // host:port of etcd; required
+  std::string job;                          // required
+  std::string trainer_id;                   // empty: the lowest free number ("0", "1", ...)
+  int64_t lease_ttl_seconds = 10;
+  // How long one operation keeps retrying (and a sync pull may wait for slower trainers).
+  std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
+  std::string etcd_username, etcd_password;
+  bool etcd_tls = false;
+  std::string etcd_ca_file;
+  bool allow_nonfinite = false;  // send NaN/Inf gradients instead of having them refused
+};
+
+// Completion of an asynchronous operation.
+class Handle {
+ public:
+  Handle() = default;
+  // Blocks until the operation is done on every pserver; returns the first error.
+  Status Wait() const;
+  bool done() const;
+  // After Wait(): the lowest version / slowest-trainer clock reported by the pservers.
+  int64_t version() const;
+  int64_t min_clock() const;
+
+  struct State;
+  explicit Handle(std::shared_ptr<State> s) : state_(std::move(s)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// The gradients of one step: dense gradient sums for whole parameters and sparse gradient sums
+// for rows, computed over `samples` samples (the pservers divide by the total).
+struct Gradients {
+  struct DenseGrad {
+    std::string name;
+    std::span<const float> grad;  // same length as the parameter
+  };
+  struct SparseGrad {
+    std::string table;
+    std::span<const uint64_t> keys;  // duplicates are summed
+    std::span<const float> grads;    // keys.size() * dim
+  };
+  std::vector<DenseGrad> dense;
+  std::vector<SparseGrad> sparse;
+  int64_t samples = 0;
+
+  void Dense(std::string name, std::span<const float> g) { dense.push_back({std::move(name), g}); }
+  void Sparse(std::string table, std::span<const uint64_t> keys, std::span<const float> g) {
+    sparse.push_back({std::move(table), keys, g});
+  }
+};
+
+class Client {
+ public:
+  // Connects to etcd, reads the job and registers this trainer. Fails with NotFound if the job
+  // does not exist.
+  static StatusOr<std::unique_ptr<Client>> Connect(const ClientOptions& options);
+  virtual ~Client() = default;
+
+  // Declares a dense parameter whose values live in `values[0..size)` (initial values are taken
+  // from there by the initializing trainer; pulls write there). `optimizer` null: the job's.
+  virtual Status AddDense(const std::string& name, float* values, size_t size,
+                          const OptimizerConfig* optimizer = nullptr) = 0;
+  // Declares a sparse table of rows of `dim` floats created on first touch by `init`.
+  virtual Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
+                           const OptimizerConfig* optimizer = nullptr) = 0;
+
+  // Makes sure every pserver holds the declared parameters: one trainer (the winner of an etcd
+  // lock) initializes them from its values, the others wait for every pserver to report itself
+  // initialized. Then joins every pserver's consistency group and sets step().
+  virtual Status Initialize() = 0;
+
+  // Pulls every dense parameter into its buffer (sync: the current step's version).
+  virtual Handle Pull() = 0;
+  // Pushes this step's gradients; the step then advances.
+  virtual Handle Push(const Gradients& grads) = 0;
+  // Pushes this step's gradients and pulls the dense parameters of the next version.
+  virtual Handle PushPull(const Gradients& grads) = 0;
+  // Pulls rows of a sparse table for `keys` into out[keys.size() * dim].
+  virtual Handle SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) = 0;
+
+  // The step the next push belongs to.
+  virtual int64_t step() const = 0;
+  virtual const std::string& trainer_id() const = 0;
+  virtual int num_pservers() const = 0;
+  virtual ConsistencyMode mode() const = 0;
+  // Waits until at least `n` trainers are registered in the job (or `timeout` passes).
+  virtual Status WaitForTrainers(int n, std::chrono::milliseconds timeout) = 0;
+  // Leaves every pserver's group and deregisters; the destructor does it too.
+  virtual Status Close() = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,75 @@
+// Parameter-level configuration shared by the job, the pservers and the trainer client:
+// server-side optimizers, sparse-row initializers and the consistency mode.
+// Plain values; thread-safe as values are.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "tessera/status.h"
+
+namespace tessera {
+
+// A server-side optimizer and its hyper-parameters. Defaults follow PyTorch where it has one.
+//   sgd:      w -= lr * (g + wd*w)
+//   momentum: v = momentum*v + (g + wd*w);  w -= lr * v   (nesterov: w -= lr * (g' + momentum*v))
+//   adagrad:  a += g'^2;  w -= lr * g' / (sqrt(a) + eps)
+//   adam:     m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*g'^2;
+//             w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
+// where g is the gradient averaged over the samples it was computed on.
+struct OptimizerConfig {
+  enum class Type { kSgd, kMomentum, kAdagrad, kAdam };
+  Type type = Type::kSgd;
+  float lr = 0.01f;
+  float weight_decay = 0.0f;
+  float momentum = 0.9f;             // momentum only
+  bool nesterov = false;             // momentum only
+  float beta1 = 0.9f;                // adam only
+  float beta2 = 0.999f;              // adam only
+  float eps = 1e-8f;                 // adagrad, adam
+  float initial_accumulator = 0.0f;  // adagrad only
+
+  // "sgd", "adam:lr=0.001,beta2=0.99", "momentum:lr=0.1,momentum=0.9,nesterov=1".
+  static StatusOr<OptimizerConfig> Parse(std::string_view spec);
+  std::string ToString() const;
+  Status Validate() const;
+  // Number of per-element state arrays the optimizer keeps (0, 1 or 2).
+  int StateArrays() const;
+  bool operator==(const OptimizerConfig&) const = default;
+};
+
+std::string_view OptimizerTypeName(OptimizerConfig::Type t);
+
+// How rows of a sparse table are created on first touch. Deterministic: the same (seed, table,
+// key) gives the same row on every pserver, every run.
+struct InitializerConfig {
+  enum class Type { kZeros, kUniform, kNormal };
+  Type type = Type::kZeros;
+  float a = 0.0f;  // uniform: low; normal: mean
+  float b = 0.0f;  // uniform: high; normal: standard deviation
+  uint64_t seed = 0;
+
+  // "zeros", "uniform:-0.1,0.1", "normal:0,0.01", each optionally ",seed=N".
+  static StatusOr<InitializerConfig> Parse(std::string_view spec);
+  std::string ToString() const;
+  bool operator==(const InitializerConfig&) const = default;
+};
+
+// When pushed gradients are applied and when pulls may answer.
+//   sync:   all live trainers' gradients of a step are summed (in trainer-id order), divided by
+//           the total sample count and applied once; pulls for the next version wait.
+//   async:  every push is applied on arrival.
+//   ssp:S   pushes apply on arrival; a pull at clock c waits until the slowest live trainer has
+//           reached c - S.
+struct ConsistencyMode {
+  enum class Kind { kSync, kAsync, kSsp };
+  Kind kind = Kind::kSync;
+  int64_t staleness = 0;  // ssp only
+
+  static StatusOr<ConsistencyMode> Parse(std::string_view spec);  // "sync", "async", "ssp:2"
+  std::string ToString() const;
+  bool operator==(const ConsistencyMode&) const = default;
+};
+
+}  // namespace tessera

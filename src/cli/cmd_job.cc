@@ -1,0 +1,148 @@
+// `tessera job create|show|delete`: a job's configuration and slot map in etcd.
+#include <cstdio>
+
+#include "cli/commands.h"
+#include "cli/etcd_flags.h"
+#include "common/clock.h"
+#include "common/random.h"
+#include "coord/keys.h"
+#include "coord/registry.h"
+#include "job/job_config.h"
+#include "job/slot_map.h"
+
+namespace tessera::cli {
+namespace {
+
+struct JobFlags {
+  EtcdFlags etcd;
+  int pservers = 1;
+  int slots = 1024;
+  int64_t block_size = 1 << 16;
+  std::string mode = "sync";
+  std::string optimizer = "sgd:lr=0.01";
+  int min_trainers = 1;
+  bool force = false;
+};
+
+int RunCreate(const JobFlags& f) {
+  JobConfig c;
+  c.pservers = f.pservers;
+  c.slots = f.slots;
+  c.block_size = f.block_size;
+  auto mode = ConsistencyMode::Parse(f.mode);
+  if (!mode.ok()) return Fail("job create", mode.status());
+  c.mode = *mode;
+  auto opt = OptimizerConfig::Parse(f.optimizer);
+  if (!opt.ok()) return Fail("job create", opt.status());
+  c.optimizer = *opt;
+  c.min_trainers = f.min_trainers;
+  c.token = NewUuid();
+  c.created_ms = WallMillis();
+  Status v = c.Validate();
+  if (!v.ok()) return Fail("job create", v);
+  auto client = ConnectEtcd(f.etcd);
+  if (!client.ok()) return Fail("job create", client.status());
+  SlotMap map = SlotMap::RoundRobin(c.slots, c.pservers);
+  etcd::Txn txn;
+  txn.compares.push_back(etcd::Compare::Absent(keys::Config(f.etcd.job)));
+  txn.success.push_back(etcd::Op::Put(keys::Config(f.etcd.job), c.ToJson()));
+  txn.success.push_back(etcd::Op::Put(keys::SlotMap(f.etcd.job), map.ToJson()));
+  auto r = (*client)->Commit(txn);
+  if (!r.ok()) return Fail("job create", r.status());
+  if (!r->succeeded) {
+    return Fail("job create", Status::AlreadyExists("job '" + f.etcd.job +
+                                                    "' already exists (see `tessera job show`; "
+                                                    "`tessera job delete` removes it)"));
+  }
+  std::printf(
+      "created job %s: %d pservers, %d slots, block size %lld, mode %s, optimizer %s, min trainers %d\n",
+      f.etcd.job.c_str(), c.pservers, c.slots, static_cast<long long>(c.block_size),
+      c.mode.ToString().c_str(), c.optimizer.ToString().c_str(), c.min_trainers);
+  return 0;
+}
+
+int RunShow(const JobFlags& f) {
+  auto client = ConnectEtcd(f.etcd);
+  if (!client.ok()) return Fail("job show", client.status());
+  auto cfg = (*client)->Get(keys::Config(f.etcd.job));
+  if (!cfg.ok()) return Fail("job show", cfg.status());
+  if (cfg->kvs.empty()) return Fail("job show", Status::NotFound("job '" + f.etcd.job + "' does not exist"));
+  auto c = JobConfig::FromJson(cfg->kvs[0].value);
+  if (!c.ok()) return Fail("job show", c.status().WithContext(keys::Config(f.etcd.job)));
+  auto map_kv = (*client)->Get(keys::SlotMap(f.etcd.job));
+  if (!map_kv.ok()) return Fail("job show", map_kv.status());
+  std::printf("job %s\n", f.etcd.job.c_str());
+  std::printf("  pservers      %d\n", c->pservers);
+  std::printf("  slots         %d\n", c->slots);
+  std::printf("  block size    %lld elements\n", static_cast<long long>(c->block_size));
+  std::printf("  mode          %s\n", c->mode.ToString().c_str());
+  std::printf("  optimizer     %s\n", c->optimizer.ToString().c_str());
+  std::printf("  min trainers  %d\n", c->min_trainers);
+  if (map_kv->kvs.empty()) {
+    std::printf("  slot map      missing!\n");
+    return 1;
+  }
+  auto map = SlotMap::FromJson(map_kv->kvs[0].value);
+  if (!map.ok()) return Fail("job show", map.status().WithContext(keys::SlotMap(f.etcd.job)));
+  std::printf("  slot map      ");
+  for (int p = 0; p < map->pservers(); ++p) {
+    std::printf("%spserver %d: %zu slots", p ? ", " : "", p, map->SlotsOf(p).size());
+  }
+  std::printf("\n");
+  return 0;
+}
+
+int RunDelete(const JobFlags& f) {
+  auto client = ConnectEtcd(f.etcd);
+  if (!client.ok()) return Fail("job delete", client.status());
+  Registry ps(client->get(), keys::PserverPrefix(f.etcd.job));
+  auto live = ps.List();
+  if (!live.ok()) return Fail("job delete", live.status());
+  if (!live->members.empty() && !f.force) {
+    return Fail("job delete",
+                Status::FailedPrecondition(std::to_string(live->members.size()) + " pservers of job '" +
+                                           f.etcd.job + "' are running; stop them or pass --force"));
+  }
+  auto n = (*client)->Delete(keys::Job(f.etcd.job), true);
+  if (!n.ok()) return Fail("job delete", n.status());
+  std::printf("deleted job %s (%lld keys)\n", f.etcd.job.c_str(), static_cast<long long>(*n));
+  return 0;
+}
+
+}  // namespace
+
+void RegisterJob(CLI::App& app, int* exit_code) {
+  auto* job = app.add_subcommand("job", "Create, show or delete a job's configuration in etcd");
+  job->require_subcommand(1);
+  auto f = std::make_shared<JobFlags>();
+  auto* create = job->add_subcommand("create", "Write a new job's configuration and slot map (once)");
+  AddEtcdFlags(create, &f->etcd);
+  create->add_option("--pservers", f->pservers, "number of parameter servers")->capture_default_str();
+  create->add_option("--mode", f->mode, "consistency: sync, async or ssp:S (bounded staleness S)")
+      ->capture_default_str();
+  create->add_option("--slots", f->slots, "hash slots that blocks and keys are placed on")
+      ->capture_default_str();
+  create->add_option("--block-size", f->block_size, "elements per dense block")->capture_default_str();
+  create
+      ->add_option(
+          "--optimizer", f->optimizer,
+          "default optimizer: sgd|momentum|adagrad|adam[:lr=..,weight_decay=..,momentum=..,nesterov=1,"
+          "beta1=..,beta2=..,eps=..]")
+      ->capture_default_str();
+  create->add_option("--min-trainers", f->min_trainers, "sync: the first step waits for this many trainers")
+      ->capture_default_str();
+  create->callback([f, exit_code] { *exit_code = RunCreate(*f); });
+
+  auto g = std::make_shared<JobFlags>();
+  auto* show = job->add_subcommand("show", "Print a job's configuration and slot map");
+  AddEtcdFlags(show, &g->etcd);
+  show->callback([g, exit_code] { *exit_code = RunShow(*g); });
+
+  auto h = std::make_shared<JobFlags>();
+  auto* del = job->add_subcommand("delete", "Delete every key of a job from etcd");
+  AddEtcdFlags(del, &h->etcd);
+  del->add_flag("--force", h->force, "delete even while pservers are registered");
+  del->callback([h, exit_code] { *exit_code = RunDelete(*h); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,92 @@
+// `tessera pserver`: run one parameter server of a job.
+#include "cli/commands.h"
+#include "cli/etcd_flags.h"
+#include "cli/signals.h"
+#include "common/logging.h"
+#include "common/strings.h"
+#include "pserver/pserver_node.h"
+
+namespace tessera::cli {
+namespace {
+
+struct PserverFlags {
+  EtcdFlags etcd;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int64_t lease_ttl = 10;
+  std::string transport = "grpc";
+  std::string log_level = "info";
+  std::string log_file;
+};
+
+int RunPserver(const PserverFlags& f) {
+  PserverNode* node_ptr = nullptr;
+  std::mutex mu;
+  SignalWatcher watcher([&](int) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (node_ptr) node_ptr->Stop();
+  });
+  LogOptions lo;
+  lo.job = f.etcd.job;
+  lo.node = "pserver";
+  lo.level = f.log_level;
+  lo.file = f.log_file;
+  Status ls = InitLogging(lo);
+  if (!ls.ok()) return Fail("pserver", ls);
+  auto endpoints = ParseEndpoints(f.etcd.endpoints);
+  if (!endpoints.ok()) return Fail("pserver", endpoints.status());
+  Status name = ValidateName(f.etcd.job, "job");
+  if (!name.ok()) return Fail("pserver", name);
+  if (f.lease_ttl < 2)
+    return Fail("pserver", Status::InvalidArgument("--lease-ttl must be at least 2 seconds"));
+  PserverOptions o;
+  o.etcd.endpoints = *endpoints;
+  o.etcd.username = f.etcd.user;
+  o.etcd.password = f.etcd.password;
+  o.etcd.tls = f.etcd.tls || !f.etcd.ca.empty();
+  o.etcd.ca_file = f.etcd.ca;
+  o.etcd.cert_file = f.etcd.cert;
+  o.etcd.key_file = f.etcd.key;
+  o.job = f.etcd.job;
+  o.host = f.host;
+  o.port = f.port;
+  o.lease_ttl_seconds = f.lease_ttl;
+  o.transport = f.transport;
+  PserverNode node(o);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    node_ptr = &node;
+    if (watcher.received()) node.Stop();
+  }
+  Status s = node.Run();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    node_ptr = nullptr;
+  }
+  if (s.ok()) return 0;
+  if (s.code() == StatusCode::kAborted) return 3;  // lease lost: a supervisor restarts us
+  return Fail("pserver", s);
+}
+
+}  // namespace
+
+void RegisterPserver(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<PserverFlags>();
+  auto* cmd = app.add_subcommand(
+      "pserver",
+      "Run a parameter server: claims the lowest free pserver index of the job (with a lease),\n"
+      "serves that index's slots, and stops serving at once if its lease is lost.\n"
+      "Exit codes: 0 after SIGTERM/SIGINT, 3 when the lease was lost, 1 on errors.");
+  AddEtcdFlags(cmd, &f->etcd);
+  cmd->add_option("--host", f->host, "address to listen on and advertise to trainers")->capture_default_str();
+  cmd->add_option("--port", f->port, "port to listen on (0: any free port)")->capture_default_str();
+  cmd->add_option("--lease-ttl", f->lease_ttl,
+                  "seconds without keep-alive after which etcd drops this pserver")
+      ->capture_default_str();
+  cmd->add_option("--transport", f->transport, "data-plane transport: grpc")->capture_default_str();
+  cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")->capture_default_str();
+  cmd->add_option("--log-file", f->log_file, "also write the log to this file");
+  cmd->callback([f, exit_code] { *exit_code = RunPserver(*f); });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,377 @@
+// Client implementation (see include/tessera/client.h): registration, initialization under an
+// etcd lock, the join-step agreement, and dispatch of one request per pserver per operation.
+#include "tessera/client.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <latch>
+#include <nlohmann/json.hpp>
+
+#include "client/handle_state.h"
+#include "client/pserver_directory.h"
+#include "client/pserver_link.h"
+#include "client/request_builder.h"
+#include "common/clock.h"
+#include "common/strings.h"
+#include "coord/election.h"
+#include "coord/keys.h"
+#include "coord/lease_keeper.h"
+#include "coord/registry.h"
+#include "job/wire_convert.h"
+
+namespace tessera {
+
+// ---- Handle -----------------------------------------------------------------------------------
+
+Status Handle::Wait() const {
+  if (!state_) return Status::OK();
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait(lock, [&] { return state_->remaining <= 0; });
+  return state_->status;
+}
+
+bool Handle::done() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->remaining <= 0;
+}
+
+int64_t Handle::version() const {
+  if (!state_) return -1;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->version == INT64_MAX ? -1 : state_->version;
+}
+
+int64_t Handle::min_clock() const {
+  if (!state_) return -1;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->min_clock == INT64_MAX ? -1 : state_->min_clock;
+}
+
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+class ClientImpl : public Client, public PserverLink::Owner {
+ public:
+  ~ClientImpl() override { (void)Close(); }
+
+  static StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& o) {
+    TESSERA_RETURN_IF_ERROR(ValidateName(o.job, "job"));
+    if (o.etcd_endpoints.empty()) return Status::InvalidArgument("no etcd endpoint given");
+    if (!o.trainer_id.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(o.trainer_id, "trainer id"));
+    std::unique_ptr<ClientImpl> c(new ClientImpl());
+    c->options_ = o;
+    etcd::EtcdOptions eo;
+    eo.endpoints = o.etcd_endpoints;
+    eo.username = o.etcd_username;
+    eo.password = o.etcd_password;
+    eo.tls = o.etcd_tls || !o.etcd_ca_file.empty();
+    eo.ca_file = o.etcd_ca_file;
+    TESSERA_ASSIGN_OR_RETURN(c->etcd_, etcd::EtcdClient::Create(eo));
+    TESSERA_ASSIGN_OR_RETURN(auto cfg, c->etcd_->Get(keys::Config(o.job)));
+    if (cfg.kvs.empty()) {
+      return Status::NotFound("job '" + o.job + "' does not exist in etcd at " + c->etcd_->endpoints() +
+                              " (create it with `tessera job create`)");
+    }
+    TESSERA_ASSIGN_OR_RETURN(c->job_, JobConfig::FromJson(cfg.kvs[0].value));
+    TESSERA_ASSIGN_OR_RETURN(auto map, c->etcd_->Get(keys::SlotMap(o.job)));
+    if (map.kvs.empty()) return Status::DataLoss("job '" + o.job + "' has no slot map");
+    TESSERA_ASSIGN_OR_RETURN(c->slots_, SlotMap::FromJson(map.kvs[0].value));
+    TESSERA_ASSIGN_OR_RETURN(c->keeper_, LeaseKeeper::Start(c->etcd_.get(), {o.lease_ttl_seconds, {}}));
+    TESSERA_RETURN_IF_ERROR(c->Register());
+    c->builder_ = std::make_unique<RequestBuilder>(c->job_, c->slots_);
+    c->directory_ = std::make_unique<PserverDirectory>(c->etcd_.get(), o.job, c->job_.pservers);
+    for (int i = 0; i < c->job_.pservers; ++i) {
+      c->links_.push_back(std::make_unique<PserverLink>(i, c->directory_.get(), c.get()));
+    }
+    return std::unique_ptr<Client>(std::move(c));
+  }
+
+  Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig* opt) override {
+    if (initialized_) return Status::FailedPrecondition("declare parameters before Initialize()");
+    return builder_->AddDense(name, values, size, opt ? *opt : job_.optimizer);
+  }
+
+  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
+                   const OptimizerConfig* opt) override {
+    if (initialized_) return Status::FailedPrecondition("declare parameters before Initialize()");
+    return builder_->AddSparse(name, dim, init, opt ? *opt : job_.optimizer);
+  }
+
+  Status Initialize() override {
+    Deadline d(options_.request_timeout);
+    TESSERA_RETURN_IF_ERROR(directory_->WaitAllRegistered(d));
+    if (!directory_->AllReady()) {
+      Election lock(etcd_.get(), keys::InitLockPrefix(options_.job), keeper_->id());
+      Status won = lock.Campaign(id_, [&] { return directory_->AllReady() || d.expired(); });
+      if (won.ok()) {
+        Status s = OnEveryLink([&](PserverLink& link) -> Status {
+          if (directory_->Ready(link.index())) return Status::OK();
+          return InitPserver(link, d);
+        });
+        (void)lock.Resign();
+        TESSERA_RETURN_IF_ERROR(s);
+      } else if (won.code() != StatusCode::kCancelled) {
+        return won;
+      }
+    }
+    TESSERA_RETURN_IF_ERROR(directory_->WaitAllReady(d));
+    TESSERA_RETURN_IF_ERROR(JoinAll(d));
+    initialized_ = true;
+    spdlog::info("trainer {} joined {} pservers at step {} (mode {})", id_, links_.size(), step_.load(),
+                 job_.mode.ToString());
+    return Status::OK();
+  }
+
+  Handle Pull() override {
+    auto calls = NewCalls();
+    builder_->AddDensePull(&calls);
+    for (auto& c : calls) c->req.set_need(PullNeed(step_));
+    return Dispatch(std::move(calls), /*all=*/false);
+  }
+
+  Handle Push(const Gradients& grads) override { return DoPush(grads, /*pull=*/false); }
+  Handle PushPull(const Gradients& grads) override { return DoPush(grads, /*pull=*/true); }
+
+  Handle SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) override {
+    auto calls = NewCalls();
+    Status s = builder_->AddSparsePull(table, keys, out, &calls);
+    if (!s.ok()) return Failed(s);
+    for (auto& c : calls) c->req.set_need(PullNeed(step_));
+    return Dispatch(std::move(calls), /*all=*/false);
+  }
+
+  int64_t step() const override { return step_.load(); }
+  const std::string& trainer_id() const override { return id_; }
+  int num_pservers() const override { return job_.pservers; }
+  ConsistencyMode mode() const override { return job_.mode; }
+
+  Status WaitForTrainers(int n, std::chrono::milliseconds timeout) override {
+    auto watch = Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Watch(nullptr);
+    bool ok =
+        watch->WaitFor([n](const MemberList& l) { return static_cast<int>(l.members.size()) >= n; }, timeout);
+    watch->Cancel();
+    if (!ok)
+      return Status::DeadlineExceeded("fewer than " + std::to_string(n) + " trainers registered in time");
+    return Status::OK();
+  }
+
+  Status Close() override {
+    if (closed_) return Status::OK();
+    closed_ = true;
+    if (initialized_) {
+      Deadline d(std::chrono::seconds(2));
+      (void)OnEveryLink([&](PserverLink& link) -> Status {
+        LinkCall call;
+        call.req.set_op(wire::DataRequest::LEAVE);
+        return link.Run(call, d, /*recover=*/false).status();
+      });
+    }
+    if (directory_) directory_->Interrupt();
+    for (auto& l : links_) l->Close();
+    links_.clear();
+    directory_.reset();
+    if (keeper_) {
+      (void)Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Deregister(id_, epoch_);
+      (void)keeper_->Revoke();
+    }
+    return Status::OK();
+  }
+
+  // ---- PserverLink::Owner ----
+
+  void Stamp(wire::DataRequest* req) override {
+    req->set_job_token(job_.token);
+    req->set_trainer(id_);
+    req->set_trainer_epoch(epoch_);
+    req->set_allow_nonfinite(options_.allow_nonfinite);
+  }
+
+  Status Reinitialize(PserverLink& link, const Deadline& d) override {
+    if (!directory_->Ready(link.index())) {
+      spdlog::warn(
+          "pserver {} restarted without its parameters; re-initializing it from trainer {}'s copy at step {} "
+          "(optimizer state and sparse rows on it start over)",
+          link.index(), id_, step_.load());
+      TESSERA_RETURN_IF_ERROR(InitPserver(link, d));
+    }
+    return Rejoin(link, d);
+  }
+
+  Status Rejoin(PserverLink& link, const Deadline& d) override {
+    LinkCall call;
+    call.req.set_op(wire::DataRequest::JOIN);
+    call.req.set_step(step_.load());
+    return link.Run(call, d, /*recover=*/false).status();
+  }
+
+ private:
+  ClientImpl() = default;
+
+  Status Register() {
+    Registry reg(etcd_.get(), keys::TrainerPrefix(options_.job));
+    nlohmann::json info = {
+        {"host", Hostname()}, {"pid", static_cast<int64_t>(::getpid())}, {"started_ms", WallMillis()}};
+    if (!options_.trainer_id.empty()) {
+      auto e = reg.Register(options_.trainer_id, info.dump(), keeper_->id());
+      if (!e.ok()) {
+        return e.status().WithContext("trainer id '" + options_.trainer_id + "' of job '" + options_.job +
+                                      "'");
+      }
+      id_ = options_.trainer_id;
+      epoch_ = *e;
+      return Status::OK();
+    }
+    for (int attempt = 0; attempt < 100; ++attempt) {
+      TESSERA_ASSIGN_OR_RETURN(MemberList list, reg.List());
+      int64_t candidate = 0;
+      while (list.Find(std::to_string(candidate))) ++candidate;
+      auto e = reg.Register(std::to_string(candidate), info.dump(), keeper_->id());
+      if (e.ok()) {
+        id_ = std::to_string(candidate);
+        epoch_ = *e;
+        return Status::OK();
+      }
+      if (e.status().code() != StatusCode::kAlreadyExists && e.status().code() != StatusCode::kAborted) {
+        return e.status();
+      }
+    }
+    return Status::Aborted("could not find a free trainer id after 100 attempts");
+  }
+
+  // Runs fn on every link's thread in parallel; returns the first error.
+  Status OnEveryLink(const std::function<Status(PserverLink&)>& fn) {
+    std::vector<Status> results(links_.size());
+    std::latch done(static_cast<std::ptrdiff_t>(links_.size()));
+    for (size_t i = 0; i < links_.size(); ++i) {
+      links_[i]->Post([&, i] {
+        results[i] = fn(*links_[i]);
+        done.count_down();
+      });
+    }
+    done.wait();
+    for (const auto& s : results) {
+      if (!s.ok()) return s;
+    }
+    return Status::OK();
+  }
+
+  Status InitPserver(PserverLink& link, const Deadline& d) {
+    LinkCall init;
+    builder_->BuildInit(link.index(), &init);
+    init.req.set_step(step_.load());
+    TESSERA_RETURN_IF_ERROR(link.Run(init, d, /*recover=*/false).status());
+    LinkCall done;
+    done.req.set_op(wire::DataRequest::INIT_DONE);
+    return link.Run(done, d, /*recover=*/false).status();
+  }
+
+  // Every pserver must agree on the step this trainer starts at: ask with the largest answer
+  // until all give the same one.
+  Status JoinAll(const Deadline& d) {
+    int64_t requested = step_.load();
+    for (int round = 0; round < 10; ++round) {
+      std::vector<int64_t> starts(links_.size(), -1);
+      TESSERA_RETURN_IF_ERROR(OnEveryLink([&](PserverLink& link) -> Status {
+        LinkCall call;
+        call.req.set_op(wire::DataRequest::JOIN);
+        call.req.set_step(requested);
+        TESSERA_ASSIGN_OR_RETURN(wire::DataReply r, link.Run(call, d, /*recover=*/false));
+        starts[link.index()] = r.start_step();
+        return Status::OK();
+      }));
+      int64_t top = *std::max_element(starts.begin(), starts.end());
+      if (std::all_of(starts.begin(), starts.end(), [&](int64_t s) { return s == top; })) {
+        step_ = top;
+        return Status::OK();
+      }
+      requested = top;
+    }
+    return Status::Aborted("pservers did not agree on a start step in 10 rounds");
+  }
+
+  int64_t PullNeed(int64_t step) const { return job_.mode.kind == ConsistencyMode::Kind::kAsync ? 0 : step; }
+
+  std::vector<std::unique_ptr<LinkCall>> NewCalls() const {
+    std::vector<std::unique_ptr<LinkCall>> calls;
+    for (int i = 0; i < job_.pservers; ++i) calls.push_back(std::make_unique<LinkCall>());
+    return calls;
+  }
+
+  Handle Failed(const Status& s) {
+    auto state = std::make_shared<Handle::State>(1);
+    state->Complete(s, 0, 0);
+    return Handle(state);
+  }
+
+  Handle DoPush(const Gradients& grads, bool pull) {
+    if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
+    auto calls = NewCalls();
+    Status s = builder_->AddPush(grads, &calls);
+    if (!s.ok()) return Failed(s);
+    int64_t step = step_.load();
+    if (pull) builder_->AddDensePull(&calls);
+    for (auto& c : calls) {
+      c->req.set_step(step);
+      if (pull) c->req.set_need(PullNeed(step + 1));
+    }
+    // Sync and ssp: every pserver hears from every trainer every step (empty pushes too).
+    bool all = job_.mode.kind != ConsistencyMode::Kind::kAsync;
+    Handle h = Dispatch(std::move(calls), all);
+    RaiseStep(step + 1);
+    return h;
+  }
+
+  Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all) {
+    std::vector<int> targets;
+    for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
+      const auto& r = calls[i]->req;
+      if (all || r.push_size() > 0 || r.pull_size() > 0) targets.push_back(i);
+    }
+    auto state = std::make_shared<Handle::State>(static_cast<int>(targets.size()));
+    for (int i : targets) {
+      std::shared_ptr<LinkCall> call(std::move(calls[i]));
+      links_[i]->Submit(call, options_.request_timeout,
+                        [this, state](const Status& s, const wire::DataReply& r, int64_t resume) {
+                          if (s.code() == StatusCode::kAborted && resume >= 0) RaiseStep(resume);
+                          state->Complete(s, r.version(), r.min_clock());
+                        });
+    }
+    return Handle(state);
+  }
+
+  void RaiseStep(int64_t to) {
+    int64_t cur = step_.load();
+    while (cur < to && !step_.compare_exchange_weak(cur, to)) {
+    }
+  }
+
+  ClientOptions options_;
+  std::unique_ptr<etcd::EtcdClient> etcd_;
+  std::unique_ptr<LeaseKeeper> keeper_;
+  JobConfig job_;
+  SlotMap slots_;
+  std::string id_;
+  int64_t epoch_ = 0;
+  std::unique_ptr<RequestBuilder> builder_;
+  std::unique_ptr<PserverDirectory> directory_;
+  std::vector<std::unique_ptr<PserverLink>> links_;
+  std::atomic<int64_t> step_{0};
+  bool initialized_ = false;
+  bool closed_ = false;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) {
+  return ClientImpl::Create(options);
+}
+
+}  // namespace tessera

@@ -1,0 +1,34 @@
+// Handle::State: the shared completion state behind a tessera::Handle. Each pserver's part of an
+// operation calls Complete() once; Wait() returns when all parts are in. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+
+#include "tessera/client.h"
+
+namespace tessera {
+
+struct Handle::State {
+  explicit State(int parts) : remaining(parts) {}
+
+  void Complete(const Status& s, int64_t version, int64_t min_clock) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!s.ok() && status.ok()) status = s;
+    if (s.ok()) {
+      if (version < this->version) this->version = version;
+      if (min_clock < this->min_clock) this->min_clock = min_clock;
+    }
+    if (--remaining == 0) cv.notify_all();
+  }
+
+  mutable std::mutex mu;
+  std::condition_variable cv;
+  int remaining;
+  Status status;
+  int64_t version = INT64_MAX;
+  int64_t min_clock = INT64_MAX;
+};
+
+}  // namespace tessera

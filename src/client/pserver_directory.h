@@ -1,0 +1,54 @@
+// PserverDirectory: the trainer's live view of a job's pservers, from etcd: each index's address
+// and epoch (its registration) and whether it reports itself initialized for that epoch.
+// Callers wait on it for a pserver to appear or change. Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "coord/etcd_client.h"
+#include "coord/registry.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+struct PserverAddress {
+  std::string address;
+  int64_t epoch = 0;
+};
+
+class PserverDirectory {
+ public:
+  PserverDirectory(etcd::EtcdClient* etcd, const std::string& job, int pservers);
+  ~PserverDirectory();
+
+  // Waits until pserver `index` is registered; with `not_epoch`, until its epoch differs from it.
+  StatusOr<PserverAddress> Resolve(int index, const Deadline& deadline, int64_t not_epoch = -1);
+  // Whether every pserver is registered and reports itself initialized for its current epoch.
+  bool AllReady() const;
+  bool Ready(int index) const;
+  Status WaitAllRegistered(const Deadline& deadline);
+  Status WaitAllReady(const Deadline& deadline);
+  // Wakes waiters (e.g. at shutdown).
+  void Interrupt();
+
+ private:
+  void OnPservers(const MemberList& list);
+  void OnReady(const MemberList& list);
+  bool ReadyLocked(int index) const;
+
+  const int n_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<PserverAddress> current_;  // epoch 0: not registered
+  std::vector<int64_t> ready_epoch_;     // epoch named in pserver-ready/<i>, 0 if none
+  bool interrupted_ = false;
+  std::unique_ptr<MemberWatch> pserver_watch_;
+  std::unique_ptr<MemberWatch> ready_watch_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,143 @@
+// PserverLink (see pserver_link.h).
+#include "client/pserver_link.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/backoff.h"
+#include "job/wire_convert.h"
+#include "transport/grpc_transport.h"
+
+namespace tessera {
+
+PserverLink::PserverLink(int index, PserverDirectory* directory, Owner* owner)
+    : index_(index), directory_(directory), owner_(owner) {
+  thread_ = std::thread([this] { Loop(); });
+}
+
+PserverLink::~PserverLink() { Close(); }
+
+void PserverLink::Close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    closing_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void PserverLink::Post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queue_.push_back(std::move(fn));
+  }
+  cv_.notify_all();
+}
+
+void PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, Done done) {
+  Post([this, call, timeout, done] {
+    Deadline deadline(timeout);
+    int64_t resume = -1;
+    auto r = Run(*call, deadline, /*recover=*/true, &resume);
+    if (r.ok() && call->after) call->after();
+    done(r.status(), r.ok() ? *r : wire::DataReply(), resume);
+  });
+}
+
+void PserverLink::Loop() {
+  while (true) {
+    Job job;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      if (queue_.empty()) return;  // closing, nothing left
+      job = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    job();
+  }
+}
+
+StatusOr<ClientConnection*> PserverLink::Connect(const Deadline& deadline, int64_t not_epoch) {
+  TESSERA_ASSIGN_OR_RETURN(PserverAddress a, directory_->Resolve(index_, deadline, not_epoch));
+  if (!conn_ || a.address != target_.address || a.epoch != target_.epoch) {
+    if (conn_ && a.epoch != target_.epoch) {
+      spdlog::info("pserver {} is now at {} (epoch {})", index_, a.address, a.epoch);
+    }
+    conn_ = NewGrpcConnection(a.address);
+    target_ = a;
+  }
+  return conn_.get();
+}
+
+StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadline, bool recover,
+                                           int64_t* resume_step) {
+  Backoff backoff({std::chrono::milliseconds(50), std::chrono::milliseconds(1000), 2.0, 0.2});
+  int64_t avoid_epoch = -1;  // after a stale-epoch answer: wait for a newer registration
+  Status last = Status::Unavailable("pserver " + std::to_string(index_) + " was not reached");
+  while (true) {
+    bool closing;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      closing = closing_;
+    }
+    if (closing) return Status::Cancelled("client is closing");
+    if (deadline.expired()) {
+      return Status(last.code() == StatusCode::kOk ? StatusCode::kDeadlineExceeded : last.code(),
+                    "pserver " + std::to_string(index_) + ": gave up after retrying: " + last.message());
+    }
+    auto conn = Connect(Deadline::At(std::min(deadline.at(), Now() + std::chrono::seconds(2))), avoid_epoch);
+    if (!conn.ok()) {
+      if (conn.status().code() == StatusCode::kCancelled) return conn.status();
+      last = conn.status();
+      std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
+      continue;
+    }
+    avoid_epoch = -1;
+    owner_->Stamp(&call.req);
+    call.req.set_pserver_index(index_);
+    call.req.set_pserver_epoch(target_.epoch);
+    std::string header = call.req.SerializeAsString();
+    auto result = (*conn)->Call(header, call.payload, call.reply, deadline.remaining());
+    if (!result.ok()) {
+      last = result.status();
+      if (last.code() == StatusCode::kDataLoss) return last;
+      std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
+      continue;
+    }
+    wire::DataReply reply;
+    if (!reply.ParseFromString(result->header)) {
+      return Status::DataLoss("pserver " + std::to_string(index_) + " sent a malformed reply header");
+    }
+    Status s = ReplyStatus(reply);
+    if (s.ok()) {
+      if (!call.reply.empty() && result->payload_bytes == 0 && TotalSize(call.reply) > 0) {
+        return Status::DataLoss("pserver " + std::to_string(index_) + " sent no payload for a pull");
+      }
+      return reply;
+    }
+    last = s;
+    switch (reply.reason()) {
+      case wire::DataReply::STALE_EPOCH:
+        avoid_epoch = target_.epoch;
+        continue;
+      case wire::DataReply::NOT_SERVING:
+        std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
+        continue;
+      case wire::DataReply::NOT_INITIALIZED:
+        if (!recover) return s;
+        if (Status r = owner_->Reinitialize(*this, deadline); !r.ok()) last = r;
+        continue;
+      case wire::DataReply::NOT_JOINED:
+        if (!recover) return s;
+        if (Status r = owner_->Rejoin(*this, deadline); !r.ok()) last = r;
+        continue;
+      case wire::DataReply::STEP_CLOSED:
+        if (resume_step) *resume_step = reply.resume_step();
+        return Status::Aborted("pserver " + std::to_string(index_) + ": " + s.message());
+      default:
+        return Status(s.code(), "pserver " + std::to_string(index_) + ": " + s.message());
+    }
+  }
+}
+
+}  // namespace tessera

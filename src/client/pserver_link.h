@@ -1,0 +1,73 @@
+// PserverLink: the trainer's connection to one pserver index: a worker thread that runs that
+// pserver's requests in order, one at a time (requests to different pservers run concurrently).
+// A request is retried with backoff until its deadline when the transport fails or the pserver
+// moved (stale epoch, lease lost, restarted at the same or another address); a pserver that came
+// back without state is re-initialized and re-joined through the Owner before the retry.
+// Thread-safe.
+#pragma once
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "client/pserver_directory.h"
+#include "client/request_builder.h"
+#include "transport/transport.h"
+
+namespace tessera {
+
+class PserverLink {
+ public:
+  // What a link needs from the client to recover a pserver.
+  class Owner {
+   public:
+    virtual ~Owner() = default;
+    // Fills the identity fields of a request (job token, trainer, epochs).
+    virtual void Stamp(wire::DataRequest* req) = 0;
+    // Re-initializes pserver `index` (through `link`) after it restarted without state.
+    virtual Status Reinitialize(PserverLink& link, const Deadline& deadline) = 0;
+    // Joins pserver `index`'s consistency group again.
+    virtual Status Rejoin(PserverLink& link, const Deadline& deadline) = 0;
+  };
+
+  // Called with the outcome; for a refused push (Aborted: the step closed) `resume_step` says
+  // where the pserver wants the trainer to continue.
+  using Done = std::function<void(const Status&, const wire::DataReply&, int64_t resume_step)>;
+
+  PserverLink(int index, PserverDirectory* directory, Owner* owner);
+  ~PserverLink();
+
+  int index() const { return index_; }
+  // Queues `call`; `done` runs on the link's thread when it has finished (or failed).
+  void Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, Done done);
+  // Runs `fn` on the link's thread, after the requests queued before it.
+  void Post(std::function<void()> fn);
+  // Sends `call` with retries until `deadline`. With `recover`, a pserver that lost its state is
+  // re-initialized / re-joined through the Owner first. REQUIRES: on the link's thread (inside
+  // a posted function or the Owner's recovery).
+  StatusOr<wire::DataReply> Run(LinkCall& call, const Deadline& deadline, bool recover,
+                                int64_t* resume_step = nullptr);
+  void Close();
+
+ private:
+  using Job = std::function<void()>;
+  void Loop();
+  StatusOr<ClientConnection*> Connect(const Deadline& deadline, int64_t not_epoch);
+
+  const int index_;
+  PserverDirectory* directory_;
+  Owner* owner_;
+  std::unique_ptr<ClientConnection> conn_;
+  PserverAddress target_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Job> queue_;
+  bool closing_ = false;
+  std::thread thread_;
+};
+
+}  // namespace tessera

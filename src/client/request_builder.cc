@@ -1,0 +1,232 @@
+// RequestBuilder (see request_builder.h).
+#include "client/request_builder.h"
+
+#include <cmath>
+
+#include "job/wire_convert.h"
+
+namespace tessera {
+namespace {
+
+wire::Segment DenseSegment(const std::string& name, int64_t block, int64_t count) {
+  wire::Segment s;
+  s.set_param(name);
+  s.set_block(block);
+  s.set_count(count);
+  s.set_dtype(wire::FLOAT32);
+  return s;
+}
+
+}  // namespace
+
+RequestBuilder::RequestBuilder(const JobConfig& job, const SlotMap& slots) : job_(job), slots_(slots) {}
+
+Status RequestBuilder::AddDense(const std::string& name, float* values, size_t size,
+                                const OptimizerConfig& opt) {
+  if (name.empty()) return Status::InvalidArgument("a parameter needs a name");
+  if (dense_index_.count(name) || sparse_index_.count(name)) {
+    return Status::AlreadyExists("parameter '" + name + "' is declared twice");
+  }
+  if (size == 0 || values == nullptr)
+    return Status::InvalidArgument("dense parameter '" + name + "' needs a buffer");
+  TESSERA_RETURN_IF_ERROR(opt.Validate().WithContext("parameter '" + name + "'"));
+  DenseParamInfo d;
+  d.name = name;
+  d.values = values;
+  d.size = size;
+  d.optimizer = opt;
+  d.layout = BlockLayout{static_cast<int64_t>(size), job_.block_size};
+  d.blocks_of.resize(slots_.pservers());
+  for (int64_t b = 0; b < d.layout.blocks(); ++b) {
+    d.blocks_of[slots_.PserverOf(SlotOfBlock(name, b, slots_.slots()))].push_back(b);
+  }
+  dense_index_[name] = dense_.size();
+  dense_.push_back(std::move(d));
+  return Status::OK();
+}
+
+Status RequestBuilder::AddSparse(const std::string& name, int dim, const InitializerConfig& init,
+                                 const OptimizerConfig& opt) {
+  if (name.empty()) return Status::InvalidArgument("a sparse table needs a name");
+  if (dense_index_.count(name) || sparse_index_.count(name)) {
+    return Status::AlreadyExists("parameter '" + name + "' is declared twice");
+  }
+  if (dim < 1) return Status::InvalidArgument("sparse table '" + name + "' needs dim >= 1");
+  TESSERA_RETURN_IF_ERROR(opt.Validate().WithContext("table '" + name + "'"));
+  sparse_index_[name] = sparse_.size();
+  sparse_.push_back({name, dim, init, opt});
+  return Status::OK();
+}
+
+Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls) const {
+  // Check everything before building anything.
+  for (const auto& g : grads.dense) {
+    auto it = dense_index_.find(g.name);
+    if (it == dense_index_.end())
+      return Status::InvalidArgument("push: unknown dense parameter '" + g.name + "'");
+    if (g.grad.size() != dense_[it->second].size) {
+      return Status::InvalidArgument("push: gradient of '" + g.name + "' has " +
+                                     std::to_string(g.grad.size()) + " elements, the parameter has " +
+                                     std::to_string(dense_[it->second].size));
+    }
+  }
+  for (const auto& s : grads.sparse) {
+    auto it = sparse_index_.find(s.table);
+    if (it == sparse_index_.end())
+      return Status::InvalidArgument("push: unknown sparse table '" + s.table + "'");
+    size_t dim = static_cast<size_t>(sparse_[it->second].dim);
+    if (s.grads.size() != s.keys.size() * dim) {
+      return Status::InvalidArgument("push: table '" + s.table + "' has rows of " + std::to_string(dim) +
+                                     ", so " + std::to_string(s.keys.size()) + " keys need " +
+                                     std::to_string(s.keys.size() * dim) + " gradient values, not " +
+                                     std::to_string(s.grads.size()));
+    }
+  }
+  if ((!grads.dense.empty() || !grads.sparse.empty()) && grads.samples < 1) {
+    return Status::InvalidArgument("push: gradients need a sample count >= 1");
+  }
+  for (int p = 0; p < slots_.pservers(); ++p) {
+    (*calls)[p]->req.set_is_push(true);
+    (*calls)[p]->req.set_samples(grads.samples);
+  }
+  for (const auto& g : grads.dense) {
+    const DenseParamInfo& d = dense_[dense_index_.at(g.name)];
+    for (int p = 0; p < slots_.pservers(); ++p) {
+      LinkCall& c = *(*calls)[p];
+      for (int64_t b : d.blocks_of[p]) {
+        *c.req.add_push() = DenseSegment(d.name, b, d.layout.length(b));
+        c.payload.push_back(
+            {g.grad.data() + d.layout.begin(b), static_cast<size_t>(d.layout.length(b)) * sizeof(float)});
+      }
+    }
+  }
+  for (const auto& s : grads.sparse) {
+    const SparseTableInfo& t = sparse_[sparse_index_.at(s.table)];
+    const size_t dim = static_cast<size_t>(t.dim);
+    // Per pserver: unique keys and their summed rows.
+    std::vector<std::vector<uint64_t>> keys(slots_.pservers());
+    std::vector<std::vector<float>> rows(slots_.pservers());
+    std::vector<std::unordered_map<uint64_t, size_t>> seen(slots_.pservers());
+    for (size_t i = 0; i < s.keys.size(); ++i) {
+      int p = slots_.PserverOf(SlotOfKey(t.name, s.keys[i], slots_.slots()));
+      auto [it, inserted] = seen[p].try_emplace(s.keys[i], keys[p].size());
+      const float* g = s.grads.data() + i * dim;
+      if (inserted) {
+        keys[p].push_back(s.keys[i]);
+        rows[p].insert(rows[p].end(), g, g + dim);
+      } else {
+        float* row = rows[p].data() + it->second * dim;
+        for (size_t j = 0; j < dim; ++j) row[j] += g[j];
+      }
+    }
+    for (int p = 0; p < slots_.pservers(); ++p) {
+      if (keys[p].empty()) continue;
+      LinkCall& c = *(*calls)[p];
+      wire::Segment* seg = c.req.add_push();
+      seg->set_param(t.name);
+      seg->set_block(-1);
+      seg->set_count(static_cast<int64_t>(keys[p].size()));
+      seg->set_dtype(wire::FLOAT32);
+      for (uint64_t k : keys[p]) seg->add_keys(k);
+      c.send_scratch.insert(c.send_scratch.end(), rows[p].begin(), rows[p].end());
+    }
+  }
+  // Sparse rows were appended to send_scratch; point the payload at them now that it is final.
+  for (int p = 0; p < slots_.pservers(); ++p) {
+    LinkCall& c = *(*calls)[p];
+    if (!c.send_scratch.empty())
+      c.payload.push_back({c.send_scratch.data(), c.send_scratch.size() * sizeof(float)});
+  }
+  // The pserver reads the payload in segment order: dense segments were added before sparse ones
+  // for every pserver, and the sparse rows are in one trailing buffer in the same order.
+  return Status::OK();
+}
+
+void RequestBuilder::AddDensePull(std::vector<std::unique_ptr<LinkCall>>* calls) const {
+  for (const auto& d : dense_) {
+    for (int p = 0; p < slots_.pservers(); ++p) {
+      LinkCall& c = *(*calls)[p];
+      for (int64_t b : d.blocks_of[p]) {
+        *c.req.add_pull() = DenseSegment(d.name, b, d.layout.length(b));
+        c.reply.push_back(
+            {d.values + d.layout.begin(b), static_cast<size_t>(d.layout.length(b)) * sizeof(float)});
+      }
+    }
+  }
+}
+
+Status RequestBuilder::AddSparsePull(const std::string& table, std::span<const uint64_t> keys, float* out,
+                                     std::vector<std::unique_ptr<LinkCall>>* calls) const {
+  auto it = sparse_index_.find(table);
+  if (it == sparse_index_.end()) return Status::InvalidArgument("pull: unknown sparse table '" + table + "'");
+  const SparseTableInfo& t = sparse_[it->second];
+  const size_t dim = static_cast<size_t>(t.dim);
+  const int n = slots_.pservers();
+  auto unique = std::make_shared<std::vector<std::vector<uint64_t>>>(n);
+  // For each requested position: (pserver, row index in that pserver's reply).
+  auto where = std::make_shared<std::vector<std::pair<int, size_t>>>(keys.size());
+  std::vector<std::unordered_map<uint64_t, size_t>> seen(n);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    int p = slots_.PserverOf(SlotOfKey(table, keys[i], slots_.slots()));
+    auto [pos, inserted] = seen[p].try_emplace(keys[i], (*unique)[p].size());
+    if (inserted) (*unique)[p].push_back(keys[i]);
+    (*where)[i] = {p, pos->second};
+  }
+  // Each pserver's rows land in its call's recv_scratch; the last `after` to run scatters all.
+  auto pending = std::make_shared<std::atomic<int>>(0);
+  std::vector<LinkCall*> used;
+  for (int p = 0; p < n; ++p) {
+    if ((*unique)[p].empty()) continue;
+    LinkCall& c = *(*calls)[p];
+    wire::Segment* seg = c.req.add_pull();
+    seg->set_param(table);
+    seg->set_block(-1);
+    seg->set_count(static_cast<int64_t>((*unique)[p].size()));
+    seg->set_dtype(wire::FLOAT32);
+    for (uint64_t k : (*unique)[p]) seg->add_keys(k);
+    c.recv_scratch.resize((*unique)[p].size() * dim);
+    c.reply.push_back({c.recv_scratch.data(), c.recv_scratch.size() * sizeof(float)});
+    used.push_back(&c);
+    ++*pending;
+  }
+  std::vector<const float*> sources(n, nullptr);
+  for (int p = 0; p < n; ++p) {
+    if (!(*unique)[p].empty()) sources[p] = (*calls)[p]->recv_scratch.data();
+  }
+  for (LinkCall* c : used) {
+    c->after = [pending, where, sources, out, dim] {
+      if (--*pending != 0) return;
+      for (size_t i = 0; i < where->size(); ++i) {
+        const float* row = sources[(*where)[i].first] + (*where)[i].second * dim;
+        std::copy(row, row + dim, out + i * dim);
+      }
+    };
+  }
+  return Status::OK();
+}
+
+void RequestBuilder::BuildInit(int p, LinkCall* call) const {
+  call->req.set_op(wire::DataRequest::INIT);
+  for (const auto& d : dense_) {
+    wire::ParamSpec* s = call->req.add_params();
+    s->set_name(d.name);
+    s->set_sparse(false);
+    s->set_size(static_cast<int64_t>(d.size));
+    *s->mutable_optimizer() = ToWire(d.optimizer);
+    for (int64_t b : d.blocks_of[p]) {
+      *call->req.add_push() = DenseSegment(d.name, b, d.layout.length(b));
+      call->payload.push_back(
+          {d.values + d.layout.begin(b), static_cast<size_t>(d.layout.length(b)) * sizeof(float)});
+    }
+  }
+  for (const auto& t : sparse_) {
+    wire::ParamSpec* s = call->req.add_params();
+    s->set_name(t.name);
+    s->set_sparse(true);
+    s->set_dim(t.dim);
+    *s->mutable_optimizer() = ToWire(t.optimizer);
+    *s->mutable_init() = ToWire(t.init);
+  }
+}
+
+}  // namespace tessera

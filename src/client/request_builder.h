@@ -1,0 +1,83 @@
+// RequestBuilder: turns declared parameters and a step's gradients into one request per
+// pserver: header segments, a gather list pointing into the caller's gradient buffers, and a
+// scatter list pointing into the caller's parameter buffers for the reply. Sparse keys are
+// de-duplicated (gradients of a repeated key are summed) and grouped by pserver. Pure: no I/O;
+// thread-compatible.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "job/job_config.h"
+#include "job/placement.h"
+#include "job/slot_map.h"
+#include "tessera/client.h"
+#include "tessera/data.pb.h"
+#include "transport/transport.h"
+
+namespace tessera {
+
+struct DenseParamInfo {
+  std::string name;
+  float* values = nullptr;
+  size_t size = 0;
+  OptimizerConfig optimizer;
+  BlockLayout layout;
+  std::vector<std::vector<int64_t>> blocks_of;  // per pserver: the blocks it holds
+};
+
+struct SparseTableInfo {
+  std::string name;
+  int dim = 0;
+  InitializerConfig init;
+  OptimizerConfig optimizer;
+};
+
+// One request to one pserver, with the buffers it gathers from and scatters into.
+struct LinkCall {
+  wire::DataRequest req;
+  std::vector<ConstBuffer> payload;
+  std::vector<MutableBuffer> reply;
+  std::vector<float> send_scratch;  // sparse gradient rows gathered for this pserver
+  std::vector<float> recv_scratch;  // sparse rows pulled, before they are scattered
+  std::function<void()> after;      // runs after a successful reply
+};
+
+class RequestBuilder {
+ public:
+  RequestBuilder(const JobConfig& job, const SlotMap& slots);
+
+  Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig& opt);
+  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
+                   const OptimizerConfig& opt);
+  const std::vector<DenseParamInfo>& dense() const { return dense_; }
+  const std::vector<SparseTableInfo>& sparse() const { return sparse_; }
+
+  // Adds this step's push (dense blocks and sparse rows for pserver p) to calls[p]. Checks names
+  // and sizes first: InvalidArgument names the parameter.
+  Status AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls) const;
+  // Adds pulls of every dense parameter's blocks into their value buffers.
+  void AddDensePull(std::vector<std::unique_ptr<LinkCall>>* calls) const;
+  // Adds a pull of `keys` of `table` into out[keys.size() * dim]; the rows are scattered into
+  // `out` by each call's `after`.
+  Status AddSparsePull(const std::string& table, std::span<const uint64_t> keys, float* out,
+                       std::vector<std::unique_ptr<LinkCall>>* calls) const;
+  // An INIT request for pserver p: every declaration, and the dense blocks p holds.
+  void BuildInit(int p, LinkCall* call) const;
+
+  int pservers() const { return slots_.pservers(); }
+
+ private:
+  JobConfig job_;
+  SlotMap slots_;
+  std::vector<DenseParamInfo> dense_;
+  std::vector<SparseTableInfo> sparse_;
+  std::unordered_map<std::string, size_t> dense_index_, sparse_index_;
+};
+
+}  // namespace tessera

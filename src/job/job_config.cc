@@ -1,0 +1,57 @@
+// JobConfig JSON (see job_config.h).
+#include "job/job_config.h"
+
+#include <nlohmann/json.hpp>
+
+namespace tessera {
+
+Status JobConfig::Validate() const {
+  if (pservers < 1 || pservers > 4096)
+    return Status::InvalidArgument("pservers must be 1..4096, not " + std::to_string(pservers));
+  if (slots < pservers || slots > (1 << 20)) {
+    return Status::InvalidArgument("slots must be at least the number of pservers (" +
+                                   std::to_string(pservers) + ") and at most 1048576, not " +
+                                   std::to_string(slots));
+  }
+  if (block_size < 1 || block_size > (int64_t{1} << 28)) {
+    return Status::InvalidArgument("block size must be 1..268435456 elements, not " +
+                                   std::to_string(block_size));
+  }
+  if (min_trainers < 1) return Status::InvalidArgument("min trainers must be >= 1");
+  return optimizer.Validate();
+}
+
+std::string JobConfig::ToJson() const {
+  nlohmann::json j;
+  j["pservers"] = pservers;
+  j["slots"] = slots;
+  j["block_size"] = block_size;
+  j["mode"] = mode.ToString();
+  j["optimizer"] = optimizer.ToString();
+  j["min_trainers"] = min_trainers;
+  j["token"] = token;
+  j["created_ms"] = created_ms;
+  return j.dump();
+}
+
+StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
+  auto j = nlohmann::json::parse(json, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return Status::DataLoss("job config is not a JSON object");
+  JobConfig c;
+  try {
+    c.pservers = j.at("pservers").get<int>();
+    c.slots = j.at("slots").get<int>();
+    c.block_size = j.at("block_size").get<int64_t>();
+    TESSERA_ASSIGN_OR_RETURN(c.mode, ConsistencyMode::Parse(j.at("mode").get<std::string>()));
+    TESSERA_ASSIGN_OR_RETURN(c.optimizer, OptimizerConfig::Parse(j.at("optimizer").get<std::string>()));
+    c.min_trainers = j.value("min_trainers", 1);
+    c.token = j.at("token").get<std::string>();
+    c.created_ms = j.value("created_ms", int64_t{0});
+  } catch (const nlohmann::json::exception& e) {
+    return Status::DataLoss(std::string("job config: ") + e.what());
+  }
+  TESSERA_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+}  // namespace tessera

@@ -1,0 +1,29 @@
+// JobConfig: a job's configuration, stored as JSON at /tessera/<job>/config, written once by
+// `tessera job create` and read by every pserver and trainer.
+// A value type; thread-safe as values are.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "tessera/params.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+struct JobConfig {
+  int pservers = 1;              // number of pserver indices (0..pservers-1)
+  int slots = 1024;              // hash slots that blocks and keys are placed on
+  int64_t block_size = 1 << 16;  // elements per dense block (256 KiB of float32)
+  ConsistencyMode mode;          // default: sync
+  OptimizerConfig optimizer;     // default optimizer of parameters that name none
+  int min_trainers = 1;          // sync: the first step waits for this many trainers
+  std::string token;             // random; every data-plane message must carry it
+  int64_t created_ms = 0;        // wall-clock creation time
+
+  Status Validate() const;
+  std::string ToJson() const;
+  static StatusOr<JobConfig> FromJson(const std::string& json);
+};
+
+}  // namespace tessera

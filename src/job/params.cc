@@ -1,0 +1,234 @@
+// Parsing and printing of optimizer, initializer and consistency specs (see tessera/params.h).
+#include "tessera/params.h"
+
+#include <cmath>
+#include <cstdio>
+
+#include "common/strings.h"
+
+namespace tessera {
+namespace {
+
+// Splits "name:k=v,k=v" into the name and its key/value list.
+struct Spec {
+  std::string name;
+  std::vector<std::pair<std::string, std::string>> kv;
+  std::vector<std::string> positional;
+};
+
+Spec SplitSpec(std::string_view s) {
+  Spec out;
+  size_t colon = s.find(':');
+  out.name = std::string(Trim(s.substr(0, colon)));
+  if (colon == std::string_view::npos) return out;
+  for (const auto& part : Split(s.substr(colon + 1), ',')) {
+    size_t eq = part.find('=');
+    if (eq == std::string::npos) {
+      out.positional.push_back(std::string(Trim(part)));
+    } else {
+      out.kv.emplace_back(std::string(Trim(std::string_view(part).substr(0, eq))),
+                          std::string(Trim(std::string_view(part).substr(eq + 1))));
+    }
+  }
+  return out;
+}
+
+std::string Num(float v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(v));
+  return buf;
+}
+
+}  // namespace
+
+std::string_view OptimizerTypeName(OptimizerConfig::Type t) {
+  switch (t) {
+    case OptimizerConfig::Type::kSgd:
+      return "sgd";
+    case OptimizerConfig::Type::kMomentum:
+      return "momentum";
+    case OptimizerConfig::Type::kAdagrad:
+      return "adagrad";
+    case OptimizerConfig::Type::kAdam:
+      return "adam";
+  }
+  return "?";
+}
+
+StatusOr<OptimizerConfig> OptimizerConfig::Parse(std::string_view spec) {
+  Spec s = SplitSpec(spec);
+  OptimizerConfig c;
+  if (s.name == "sgd")
+    c.type = Type::kSgd;
+  else if (s.name == "momentum")
+    c.type = Type::kMomentum;
+  else if (s.name == "adagrad")
+    c.type = Type::kAdagrad;
+  else if (s.name == "adam")
+    c.type = Type::kAdam;
+  else {
+    return Status::InvalidArgument("unknown optimizer '" + s.name + "' (use sgd, momentum, adagrad or adam)");
+  }
+  if (!s.positional.empty()) {
+    return Status::InvalidArgument("optimizer '" + std::string(spec) + "': expected key=value settings");
+  }
+  for (const auto& [k, v] : s.kv) {
+    TESSERA_ASSIGN_OR_RETURN(double d, ParseDouble(v, "optimizer setting " + k));
+    float f = static_cast<float>(d);
+    if (k == "lr")
+      c.lr = f;
+    else if (k == "weight_decay" || k == "wd")
+      c.weight_decay = f;
+    else if (k == "momentum")
+      c.momentum = f;
+    else if (k == "nesterov")
+      c.nesterov = d != 0;
+    else if (k == "beta1")
+      c.beta1 = f;
+    else if (k == "beta2")
+      c.beta2 = f;
+    else if (k == "eps")
+      c.eps = f;
+    else if (k == "initial_accumulator")
+      c.initial_accumulator = f;
+    else
+      return Status::InvalidArgument("optimizer '" + s.name + "' has no setting '" + k + "'");
+  }
+  TESSERA_RETURN_IF_ERROR(c.Validate());
+  return c;
+}
+
+Status OptimizerConfig::Validate() const {
+  auto bad = [&](const std::string& what) {
+    return Status::InvalidArgument("optimizer " + ToString() + ": " + what);
+  };
+  if (!(lr > 0) || !std::isfinite(lr)) return bad("lr must be a positive number");
+  if (!(weight_decay >= 0) || !std::isfinite(weight_decay)) return bad("weight_decay must be >= 0");
+  if (!(momentum >= 0 && momentum < 1)) return bad("momentum must be in [0, 1)");
+  if (!(beta1 >= 0 && beta1 < 1)) return bad("beta1 must be in [0, 1)");
+  if (!(beta2 >= 0 && beta2 < 1)) return bad("beta2 must be in [0, 1)");
+  if (!(eps > 0)) return bad("eps must be > 0");
+  if (!(initial_accumulator >= 0)) return bad("initial_accumulator must be >= 0");
+  return Status::OK();
+}
+
+int OptimizerConfig::StateArrays() const {
+  switch (type) {
+    case Type::kSgd:
+      return 0;
+    case Type::kMomentum:
+      return 1;
+    case Type::kAdagrad:
+      return 1;
+    case Type::kAdam:
+      return 2;
+  }
+  return 0;
+}
+
+std::string OptimizerConfig::ToString() const {
+  std::string s(OptimizerTypeName(type));
+  s += ":lr=" + Num(lr);
+  if (weight_decay != 0) s += ",weight_decay=" + Num(weight_decay);
+  switch (type) {
+    case Type::kSgd:
+      break;
+    case Type::kMomentum:
+      s += ",momentum=" + Num(momentum);
+      if (nesterov) s += ",nesterov=1";
+      break;
+    case Type::kAdagrad:
+      s += ",eps=" + Num(eps);
+      if (initial_accumulator != 0) s += ",initial_accumulator=" + Num(initial_accumulator);
+      break;
+    case Type::kAdam:
+      s += ",beta1=" + Num(beta1) + ",beta2=" + Num(beta2) + ",eps=" + Num(eps);
+      break;
+  }
+  return s;
+}
+
+StatusOr<InitializerConfig> InitializerConfig::Parse(std::string_view spec) {
+  Spec s = SplitSpec(spec);
+  InitializerConfig c;
+  size_t need = 0;
+  if (s.name == "zeros")
+    c.type = Type::kZeros;
+  else if (s.name == "uniform") {
+    c.type = Type::kUniform;
+    need = 2;
+  } else if (s.name == "normal") {
+    c.type = Type::kNormal;
+    need = 2;
+  } else
+    return Status::InvalidArgument("unknown initializer '" + s.name +
+                                   "' (use zeros, uniform:LOW,HIGH or normal:MEAN,STDDEV)");
+  if (s.positional.size() != need) {
+    return Status::InvalidArgument("initializer '" + std::string(spec) + "' needs " + std::to_string(need) +
+                                   " numbers");
+  }
+  if (need == 2) {
+    TESSERA_ASSIGN_OR_RETURN(double a, ParseDouble(s.positional[0], "initializer"));
+    TESSERA_ASSIGN_OR_RETURN(double b, ParseDouble(s.positional[1], "initializer"));
+    c.a = static_cast<float>(a);
+    c.b = static_cast<float>(b);
+  }
+  for (const auto& [k, v] : s.kv) {
+    if (k != "seed") return Status::InvalidArgument("initializer has no setting '" + k + "'");
+    TESSERA_ASSIGN_OR_RETURN(c.seed, ParseUint64(v, "initializer seed"));
+  }
+  if (c.type == Type::kUniform && !(c.a <= c.b))
+    return Status::InvalidArgument("uniform initializer needs LOW <= HIGH");
+  if (c.type == Type::kNormal && !(c.b >= 0))
+    return Status::InvalidArgument("normal initializer needs STDDEV >= 0");
+  return c;
+}
+
+std::string InitializerConfig::ToString() const {
+  std::string s;
+  switch (type) {
+    case Type::kZeros:
+      s = "zeros";
+      break;
+    case Type::kUniform:
+      s = "uniform:" + Num(a) + "," + Num(b);
+      break;
+    case Type::kNormal:
+      s = "normal:" + Num(a) + "," + Num(b);
+      break;
+  }
+  if (seed != 0) s += (type == Type::kZeros ? ":seed=" : ",seed=") + std::to_string(seed);
+  return s;
+}
+
+StatusOr<ConsistencyMode> ConsistencyMode::Parse(std::string_view spec) {
+  ConsistencyMode m;
+  if (spec == "sync") return m;
+  if (spec == "async") {
+    m.kind = Kind::kAsync;
+    return m;
+  }
+  if (StartsWith(spec, "ssp:")) {
+    auto s = ParseInt64(spec.substr(4), "ssp staleness");
+    if (!s.ok() || *s < 0)
+      return Status::InvalidArgument("mode '" + std::string(spec) + "': staleness must be an integer >= 0");
+    m.kind = Kind::kSsp;
+    m.staleness = *s;
+    return m;
+  }
+  return Status::InvalidArgument("unknown mode '" + std::string(spec) + "' (use sync, async or ssp:S)");
+}
+
+std::string ConsistencyMode::ToString() const {
+  switch (kind) {
+    case Kind::kSync:
+      return "sync";
+    case Kind::kAsync:
+      return "async";
+    case Kind::kSsp:
+      return "ssp:" + std::to_string(staleness);
+  }
+  return "?";
+}
+
+}  // namespace tessera

@@ -1,0 +1,232 @@
+// Consistency state machine (see consistency.h).
+#include "pserver/consistency.h"
+
+#include <algorithm>
+
+#include "common/logging.h"
+#include "common/strings.h"
+
+namespace tessera {
+
+bool TrainerIdLess(const std::string& a, const std::string& b) {
+  auto na = ParseInt64(a, "");
+  auto nb = ParseInt64(b, "");
+  if (na.ok() && nb.ok()) return *na < *nb;
+  if (na.ok() != nb.ok()) return na.ok();
+  return a < b;
+}
+
+Consistency::Consistency(Options options, int64_t version) : options_(options), version_(version) {
+  clock_floor_ = version;
+  if (options_.mode.kind != ConsistencyMode::Kind::kSync) clock_floor_ = 0;
+}
+
+std::string Consistency::StepMsg(int64_t v) { return "step " + std::to_string(v); }
+
+int64_t Consistency::EligibleCount() const {
+  int64_t n = 0;
+  for (const auto& [id, m] : members_) n += m.start <= version_;
+  return n;
+}
+
+int64_t Consistency::min_clock() const {
+  if (options_.mode.kind != ConsistencyMode::Kind::kSsp) return version_;
+  if (members_.empty()) return clock_floor_;
+  int64_t m = INT64_MAX;
+  for (const auto& [id, mem] : members_) m = std::min(m, mem.start);
+  return m;
+}
+
+std::vector<std::string> Consistency::members() const {
+  std::vector<std::string> out;
+  for (const auto& [id, m] : members_) out.push_back(id);
+  std::sort(out.begin(), out.end(), TrainerIdLess);
+  return out;
+}
+
+StatusOr<int64_t> Consistency::Join(const std::string& trainer, int64_t epoch, int64_t requested) {
+  TESSERA_CHECK(!applying_);
+  auto it = members_.find(trainer);
+  if (it != members_.end() && it->second.epoch > epoch) {
+    return Status::FailedPrecondition("trainer " + trainer + " joined with epoch " + std::to_string(epoch) +
+                                      ", older than its current registration (epoch " +
+                                      std::to_string(it->second.epoch) + ")");
+  }
+  if (it != members_.end() && it->second.epoch < epoch) {
+    Leave(trainer, it->second.epoch);  // an older incarnation of the same id
+    it = members_.end();
+  }
+  requested = std::max<int64_t>(requested, 0);
+  int64_t start = 0;
+  switch (options_.mode.kind) {
+    case ConsistencyMode::Kind::kSync: {
+      if (it != members_.end()) {
+        start = std::max(it->second.start, requested);
+      } else {
+        // One contribution per trainer id per step: an id that already pushed for the open
+        // step (an earlier incarnation) takes part from the next one.
+        bool open = (pushed_.empty() || (!started_ && EligibleCount() < options_.min_trainers)) &&
+                    pushed_.count(trainer) == 0;
+        start = std::max(requested, open ? version_ : version_ + 1);
+      }
+      break;
+    }
+    case ConsistencyMode::Kind::kSsp: {
+      if (it != members_.end()) {
+        start = std::max(it->second.start, requested);
+      } else {
+        start = std::max(requested, min_clock());
+      }
+      break;
+    }
+    case ConsistencyMode::Kind::kAsync:
+      start = it != members_.end() ? std::max(it->second.start, requested) : requested;
+      break;
+  }
+  members_[trainer] = Member{epoch, start};
+  if (options_.mode.kind == ConsistencyMode::Kind::kSync) MaybeCompleteBarrier();
+  if (options_.mode.kind == ConsistencyMode::Kind::kSsp) ReleasePulls();
+  return start;
+}
+
+void Consistency::Leave(const std::string& trainer, int64_t epoch) {
+  TESSERA_CHECK(!applying_);
+  auto it = members_.find(trainer);
+  if (it == members_.end() || (epoch != 0 && it->second.epoch != epoch)) return;
+  if (options_.mode.kind == ConsistencyMode::Kind::kSsp && members_.size() == 1)
+    clock_floor_ = it->second.start;
+  members_.erase(it);
+  if (options_.mode.kind == ConsistencyMode::Kind::kSync) MaybeCompleteBarrier();
+  if (options_.mode.kind == ConsistencyMode::Kind::kSsp) ReleasePulls();
+}
+
+StatusOr<Consistency::PushVerdict> Consistency::Push(const std::string& trainer, int64_t epoch,
+                                                     int64_t step) {
+  TESSERA_CHECK(!applying_);
+  auto last = last_push_.find(trainer);
+  bool seen_before = last != last_push_.end() && last->second.epoch == epoch;
+  if (seen_before && step <= last->second.step && options_.mode.kind != ConsistencyMode::Kind::kSync) {
+    return PushVerdict::kDuplicate;
+  }
+  if (seen_before && step == last->second.step) return PushVerdict::kDuplicate;
+
+  auto it = members_.find(trainer);
+  if (it == members_.end() || it->second.epoch != epoch) {
+    return Status::FailedPrecondition("trainer " + trainer + " (epoch " + std::to_string(epoch) +
+                                      ") has not joined this pserver");
+  }
+  switch (options_.mode.kind) {
+    case ConsistencyMode::Kind::kSync: {
+      if (step < version_) {
+        return Status::Aborted(StepMsg(step) + " is closed; the pserver is at " + StepMsg(version_) +
+                               "; resume at " + StepMsg(version_));
+      }
+      if (step > version_) {
+        return Status::OutOfRange(StepMsg(step) + " is not open; the pserver is at " + StepMsg(version_));
+      }
+      if (it->second.start > step) {
+        return Status::Aborted("trainer " + trainer + " takes part from " + StepMsg(it->second.start) +
+                               "; resume at " + StepMsg(it->second.start));
+      }
+      pushed_[trainer] = epoch;
+      last_push_[trainer] = LastPush{epoch, step};
+      MaybeCompleteBarrier();
+      return PushVerdict::kHold;
+    }
+    case ConsistencyMode::Kind::kAsync:
+      last_push_[trainer] = LastPush{epoch, step};
+      ++version_;
+      return PushVerdict::kApply;
+    case ConsistencyMode::Kind::kSsp: {
+      if (step < it->second.start) return PushVerdict::kDuplicate;
+      if (step > it->second.start) {
+        return Status::OutOfRange("trainer " + trainer + " pushed " + StepMsg(step) +
+                                  " but its clock is at " + StepMsg(it->second.start));
+      }
+      it->second.start = step + 1;
+      last_push_[trainer] = LastPush{epoch, step};
+      ++version_;
+      ReleasePulls();
+      return PushVerdict::kApply;
+    }
+  }
+  return Status::Internal("unknown consistency mode");
+}
+
+bool Consistency::Answerable(int64_t need) const {
+  switch (options_.mode.kind) {
+    case ConsistencyMode::Kind::kSync:
+      return need <= version_ && !applying_;
+    case ConsistencyMode::Kind::kAsync:
+      return true;
+    case ConsistencyMode::Kind::kSsp:
+      return members_.empty() || min_clock() >= need - options_.mode.staleness;
+  }
+  return true;
+}
+
+StatusOr<bool> Consistency::Pull(uint64_t ticket, const std::string& trainer, int64_t epoch, int64_t need) {
+  (void)trainer;
+  (void)epoch;
+  TESSERA_CHECK(!applying_);
+  if (options_.mode.kind == ConsistencyMode::Kind::kSync && need > version_ + 1) {
+    return Status::OutOfRange("pull for version " + std::to_string(need) +
+                              " is more than one step ahead of the pserver (at version " +
+                              std::to_string(version_) + ")");
+  }
+  if (Answerable(need)) return true;
+  waiting_[ticket] = need;
+  return false;
+}
+
+int64_t Consistency::ResumeStep(const std::string& trainer) const {
+  auto it = members_.find(trainer);
+  int64_t start = it == members_.end() ? 0 : it->second.start;
+  return options_.mode.kind == ConsistencyMode::Kind::kSync ? std::max(version_, start) : start;
+}
+
+void Consistency::CancelPull(uint64_t ticket) { waiting_.erase(ticket); }
+
+void Consistency::ReleasePulls() {
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (Answerable(it->second)) {
+      ready_.pulls.push_back(it->first);
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+void Consistency::MaybeCompleteBarrier() {
+  if (applying_ || pushed_.empty()) return;
+  for (const auto& [id, m] : members_) {
+    if (m.start > version_) continue;  // not eligible for this step
+    auto p = pushed_.find(id);
+    if (p == pushed_.end() || p->second != m.epoch) return;  // still waiting for it
+  }
+  if (!started_ && static_cast<int>(pushed_.size()) < options_.min_trainers) return;
+  Barrier b;
+  b.step = version_;
+  for (const auto& [id, e] : pushed_) b.contributors.push_back(id);
+  std::sort(b.contributors.begin(), b.contributors.end(), TrainerIdLess);
+  applying_ = true;
+  ready_.barrier = std::move(b);
+}
+
+void Consistency::BarrierApplied(int64_t step) {
+  TESSERA_CHECK(applying_ && step == version_);
+  applying_ = false;
+  started_ = true;
+  pushed_.clear();
+  ++version_;
+  ReleasePulls();
+}
+
+Consistency::Ready Consistency::TakeReady() {
+  Ready r = std::move(ready_);
+  ready_ = Ready{};
+  return r;
+}
+
+}  // namespace tessera

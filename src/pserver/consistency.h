@@ -1,0 +1,131 @@
+// Consistency: one pserver's rule for when pushed gradients apply and when pulls may answer.
+// A pure state machine driven by events (a trainer joined or left, a push or a pull arrived);
+// no sockets, threads or clocks inside. After each event the shell calls TakeReady() and acts on
+// what it says: apply a sync barrier (then call BarrierApplied()), answer released pulls.
+//
+// Modes (see tessera/params.h):
+//  - sync: step v is open. Each trainer whose start step is <= v ("eligible") pushes once for v;
+//    pushes are held. When every eligible member has pushed, a Barrier names the contributors in
+//    trainer-id order (numeric ids numerically), the shell sums their gradients in that order,
+//    divides by the total sample count, applies once, and calls BarrierApplied(): the version
+//    becomes v+1 and pulls needing v+1 are released. A trainer that leaves mid-step stops being
+//    waited for (a push it already made still counts). A joining trainer takes part from the
+//    current step if nobody has pushed for it yet, otherwise from the next one; before the first
+//    barrier, the step waits until `min_trainers` have pushed, and joiners enter the current step.
+//  - async: every push applies on arrival (kApply); pulls answer at once.
+//  - ssp:S: each member has a clock (the step it pushes next); a push applies on arrival and
+//    advances its clock; a pull at clock c waits until the slowest member's clock is >= c - S.
+// Retried pushes are recognized by (trainer, epoch, step) and answered kDuplicate.
+//
+// Not thread-safe: the pserver serializes events under its lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "tessera/params.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+// Orders trainer ids: numerically when both are numbers, otherwise as strings.
+bool TrainerIdLess(const std::string& a, const std::string& b);
+
+class Consistency {
+ public:
+  struct Options {
+    ConsistencyMode mode;
+    int min_trainers = 1;
+  };
+
+  struct Barrier {
+    int64_t step = 0;
+    std::vector<std::string> contributors;  // in trainer-id order
+  };
+
+  struct Ready {
+    std::optional<Barrier> barrier;  // sync: apply it, then call BarrierApplied(step)
+    std::vector<uint64_t> pulls;     // waiting pulls that may be answered now
+    bool empty() const { return !barrier && pulls.empty(); }
+  };
+
+  enum class PushVerdict {
+    kHold,       // sync: keep the gradient until the barrier
+    kApply,      // async/ssp: apply it now
+    kDuplicate,  // a retry of a push already taken: acknowledge, do nothing
+  };
+
+  explicit Consistency(Options options, int64_t version = 0);
+
+  // A trainer joins, asking to start no earlier than `requested`. Returns the step it takes part
+  // from. Joining again with the same epoch may only raise the start step. FailedPrecondition for
+  // an epoch older than the member's current one.
+  StatusOr<int64_t> Join(const std::string& trainer, int64_t epoch, int64_t requested);
+
+  // A trainer left (its lease expired, or it said goodbye). `epoch` 0 matches any epoch.
+  void Leave(const std::string& trainer, int64_t epoch);
+
+  // A push for `step`. Errors: FailedPrecondition (not joined, or a stale epoch), Aborted (the step
+  // is closed, or the trainer takes part only from a later step: the message says where to
+  // resume), OutOfRange (a step that is not open yet).
+  StatusOr<PushVerdict> Push(const std::string& trainer, int64_t epoch, int64_t step);
+
+  // A pull needing version `need` (sync) or made at clock `need` (ssp). Returns true if it may be
+  // answered now; false if it waits (a later Ready lists `ticket`). OutOfRange for a sync pull
+  // more than one version ahead.
+  StatusOr<bool> Pull(uint64_t ticket, const std::string& trainer, int64_t epoch, int64_t need);
+  void CancelPull(uint64_t ticket);
+
+  // Where a trainer should continue after a push was refused: the open step, or its start step
+  // if that is later.
+  int64_t ResumeStep(const std::string& trainer) const;
+
+  // sync: the shell applied the barrier for `step`. REQUIRES: it was the last Ready's barrier.
+  void BarrierApplied(int64_t step);
+
+  // What the shell must do now; clears it.
+  Ready TakeReady();
+
+  // sync: the open step (= number of applied barriers since version 0). async/ssp: the number of
+  // pushes applied.
+  int64_t version() const { return version_; }
+  // ssp: the slowest member's clock (the last known one when there are no members). Others: version.
+  int64_t min_clock() const;
+  std::vector<std::string> members() const;
+  bool applying() const { return applying_; }
+  // Waiting pulls (for tests and status).
+  size_t waiting_pulls() const { return waiting_.size(); }
+
+ private:
+  struct Member {
+    int64_t epoch = 0;
+    int64_t start = 0;  // sync: first step it takes part in; ssp: its clock
+  };
+  struct LastPush {
+    int64_t epoch = 0;
+    int64_t step = -1;
+  };
+
+  void MaybeCompleteBarrier();
+  void ReleasePulls();
+  bool Answerable(int64_t need) const;
+  int64_t EligibleCount() const;
+  static std::string StepMsg(int64_t v);
+
+  Options options_;
+  int64_t version_;
+  std::map<std::string, Member> members_;
+  std::map<std::string, int64_t> pushed_;  // sync: trainer -> epoch, pushes held for the open step
+  std::map<std::string, LastPush> last_push_;
+  bool started_ = false;                 // sync: a barrier has completed
+  bool applying_ = false;                // sync: a barrier is out for the shell to apply
+  int64_t clock_floor_ = 0;              // ssp: min clock when the last member left
+  std::map<uint64_t, int64_t> waiting_;  // ticket -> need
+  Ready ready_;
+};
+
+}  // namespace tessera

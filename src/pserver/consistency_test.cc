@@ -1,0 +1,371 @@
+#include "pserver/consistency.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+namespace tessera {
+namespace {
+
+Consistency Sync(int min_trainers = 1) { return Consistency({ConsistencyMode{}, min_trainers}); }
+
+Consistency Ssp(int s) {
+  ConsistencyMode m;
+  m.kind = ConsistencyMode::Kind::kSsp;
+  m.staleness = s;
+  return Consistency({m, 1});
+}
+
+Consistency Async() {
+  ConsistencyMode m;
+  m.kind = ConsistencyMode::Kind::kAsync;
+  return Consistency({m, 1});
+}
+
+// Applies a pending barrier (as the shell would) and returns it.
+std::optional<Consistency::Barrier> Drain(Consistency& c, std::vector<uint64_t>* released = nullptr) {
+  auto r = c.TakeReady();
+  if (released) released->insert(released->end(), r.pulls.begin(), r.pulls.end());
+  if (!r.barrier) return std::nullopt;
+  c.BarrierApplied(r.barrier->step);
+  auto after = c.TakeReady();
+  if (released) released->insert(released->end(), after.pulls.begin(), after.pulls.end());
+  return r.barrier;
+}
+
+TEST(ConsistencySyncTest, BarrierWaitsForEveryMemberAndOrdersContributorsById) {
+  auto c = Sync();
+  ASSERT_EQ(*c.Join("10", 1, 0), 0);
+  ASSERT_EQ(*c.Join("2", 1, 0), 0);
+  ASSERT_EQ(*c.Join("a", 1, 0), 0);
+  EXPECT_EQ(*c.Push("a", 1, 0), Consistency::PushVerdict::kHold);
+  EXPECT_EQ(*c.Push("10", 1, 0), Consistency::PushVerdict::kHold);
+  EXPECT_FALSE(Drain(c));
+  EXPECT_EQ(*c.Push("2", 1, 0), Consistency::PushVerdict::kHold);
+  auto b = Drain(c);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->step, 0);
+  EXPECT_EQ(b->contributors, (std::vector<std::string>{"2", "10", "a"}));
+  EXPECT_EQ(c.version(), 1);
+}
+
+TEST(ConsistencySyncTest, PullsForTheNextVersionWaitUntilTheBarrier) {
+  auto c = Sync();
+  ASSERT_TRUE(c.Join("0", 1, 0).ok());
+  ASSERT_TRUE(c.Join("1", 1, 0).ok());
+  EXPECT_TRUE(*c.Pull(100, "0", 1, 0));   // current version: at once
+  EXPECT_FALSE(*c.Pull(101, "0", 1, 1));  // next version: waits
+  EXPECT_EQ(c.Pull(102, "0", 1, 2).status().code(), StatusCode::kOutOfRange);
+  ASSERT_TRUE(c.Push("0", 1, 0).ok());
+  std::vector<uint64_t> released;
+  EXPECT_FALSE(Drain(c, &released));
+  EXPECT_TRUE(released.empty());
+  ASSERT_TRUE(c.Push("1", 1, 0).ok());
+  ASSERT_TRUE(Drain(c, &released));
+  EXPECT_EQ(released, std::vector<uint64_t>{101});
+  EXPECT_EQ(c.waiting_pulls(), 0u);
+}
+
+TEST(ConsistencySyncTest, RetriedPushIsADuplicateBeforeAndAfterTheStepCloses) {
+  auto c = Sync();
+  ASSERT_TRUE(c.Join("0", 1, 0).ok());
+  ASSERT_TRUE(c.Join("1", 1, 0).ok());
+  EXPECT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kHold);
+  EXPECT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kDuplicate);
+  ASSERT_TRUE(c.Push("1", 1, 0).ok());
+  ASSERT_TRUE(Drain(c));
+  EXPECT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kDuplicate);
+}
+
+TEST(ConsistencySyncTest, ClosedFutureAndUnjoinedPushesAreRejectedWithWhereToResume) {
+  auto c = Sync();
+  ASSERT_TRUE(c.Join("0", 1, 0).ok());
+  ASSERT_TRUE(c.Push("0", 1, 0).ok());
+  ASSERT_TRUE(Drain(c));
+  ASSERT_TRUE(c.Push("0", 1, 1).ok());
+  ASSERT_TRUE(Drain(c));
+  // Step 0 closed without a push from a late member: "closed, resume at step 2".
+  ASSERT_TRUE(c.Join("1", 1, 0).ok());
+  auto closed = c.Push("1", 1, 0);
+  EXPECT_EQ(closed.status().code(), StatusCode::kAborted);
+  EXPECT_NE(closed.status().message().find("resume at step 2"), std::string::npos) << closed.status();
+  EXPECT_EQ(c.Push("0", 1, 5).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(c.Push("stranger", 1, 2).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.Push("0", 2, 2).status().code(), StatusCode::kFailedPrecondition);  // wrong epoch
+}
+
+TEST(ConsistencySyncTest, JoinerEntersTheCurrentStepOnlyIfNobodyPushedYet) {
+  auto c = Sync();
+  ASSERT_TRUE(c.Join("0", 1, 0).ok());
+  EXPECT_EQ(*c.Join("1", 1, 0), 0);  // nobody pushed: joins step 0
+  ASSERT_TRUE(c.Push("0", 1, 0).ok());
+  EXPECT_EQ(*c.Join("2", 1, 0), 1);  // "0" pushed already: from step 1
+  EXPECT_EQ(c.Push("2", 1, 0).status().code(), StatusCode::kAborted);
+  ASSERT_TRUE(c.Push("1", 1, 0).ok());
+  auto b = Drain(c);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, (std::vector<std::string>{"0", "1"}));
+  // From step 1 the barrier waits for "2" too.
+  ASSERT_TRUE(c.Push("0", 1, 1).ok());
+  ASSERT_TRUE(c.Push("1", 1, 1).ok());
+  EXPECT_FALSE(Drain(c));
+  ASSERT_TRUE(c.Push("2", 1, 1).ok());
+  EXPECT_EQ(Drain(c)->contributors.size(), 3u);
+}
+
+TEST(ConsistencySyncTest, MemberLeavingMidStepCompletesTheBarrierWithoutIt) {
+  auto c = Sync();
+  for (auto id : {"0", "1", "2"}) ASSERT_TRUE(c.Join(id, 1, 0).ok());
+  ASSERT_TRUE(c.Push("0", 1, 0).ok());
+  ASSERT_TRUE(c.Push("2", 1, 0).ok());
+  EXPECT_FALSE(Drain(c));
+  c.Leave("1", 1);
+  auto b = Drain(c);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, (std::vector<std::string>{"0", "2"}));
+}
+
+TEST(ConsistencySyncTest, PushOfADeadTrainerStillCounts) {
+  auto c = Sync();
+  for (auto id : {"0", "1"}) ASSERT_TRUE(c.Join(id, 1, 0).ok());
+  ASSERT_TRUE(c.Push("1", 1, 0).ok());
+  c.Leave("1", 1);
+  EXPECT_FALSE(Drain(c));  // still waiting for "0"
+  ASSERT_TRUE(c.Push("0", 1, 0).ok());
+  EXPECT_EQ(Drain(c)->contributors, (std::vector<std::string>{"0", "1"}));
+}
+
+TEST(ConsistencySyncTest, LeaveWithAStaleEpochIsIgnoredAndRejoinReplacesTheOldIncarnation) {
+  auto c = Sync();
+  ASSERT_TRUE(c.Join("0", 5, 0).ok());
+  c.Leave("0", 4);
+  EXPECT_EQ(c.members().size(), 1u);
+  EXPECT_EQ(c.Join("0", 3, 0).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(c.Join("0", 9, 0).ok());  // restarted trainer, new registration
+  EXPECT_EQ(c.Push("0", 5, 0).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_TRUE(c.Push("0", 9, 0).ok());
+}
+
+TEST(ConsistencySyncTest, MinTrainersHoldsTheFirstStepAndLetsLateStartersIn) {
+  auto c = Sync(3);
+  ASSERT_TRUE(c.Join("0", 1, 0).ok());
+  ASSERT_TRUE(c.Push("0", 1, 0).ok());
+  EXPECT_FALSE(Drain(c));            // only one of three
+  EXPECT_EQ(*c.Join("1", 1, 0), 0);  // still enters step 0 although "0" pushed
+  ASSERT_TRUE(c.Push("1", 1, 0).ok());
+  EXPECT_FALSE(Drain(c));
+  EXPECT_EQ(*c.Join("2", 1, 0), 0);
+  ASSERT_TRUE(c.Push("2", 1, 0).ok());
+  EXPECT_EQ(Drain(c)->contributors.size(), 3u);
+  // After the first step min_trainers no longer matters: one trainer alone can go on.
+  c.Leave("1", 1);
+  c.Leave("2", 1);
+  ASSERT_TRUE(c.Push("0", 1, 1).ok());
+  EXPECT_TRUE(Drain(c));
+}
+
+TEST(ConsistencySyncTest, RaisingTheStartStepOnRejoinLeavesTheCurrentBarrier) {
+  auto c = Sync();
+  for (auto id : {"0", "1"}) ASSERT_TRUE(c.Join(id, 1, 0).ok());
+  ASSERT_TRUE(c.Push("0", 1, 0).ok());
+  EXPECT_EQ(*c.Join("1", 1, 1), 1);  // trainer 1 agreed with another pserver to start at 1
+  auto b = Drain(c);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, std::vector<std::string>{"0"});
+  EXPECT_EQ(*c.Join("1", 1, 0), 1);  // a start step never goes down
+}
+
+// Random interleavings of joins, deaths, pushes and pulls, checked against the rules.
+TEST(ConsistencySyncTest, RandomInterleavingsKeepTheRules) {
+  for (uint32_t seed = 0; seed < 300; ++seed) {
+    std::mt19937 rng(seed);
+    auto c = Sync(1 + seed % 3);
+    struct T {
+      int64_t epoch = 0;
+      int64_t start = 0;
+      bool alive = false;
+    };
+    std::map<std::string, T> trainers;
+    std::set<std::string> pushed_this_step;
+    std::map<uint64_t, int64_t> pulls;  // ticket -> need
+    uint64_t next_ticket = 1;
+    int64_t epoch_counter = 0;
+    int barriers = 0;
+    auto process = [&] {
+      auto r = c.TakeReady();
+      for (uint64_t t : r.pulls) {
+        ASSERT_TRUE(pulls.count(t));
+        ASSERT_LE(pulls[t], c.version() + (r.barrier ? 0 : 0));
+        pulls.erase(t);
+      }
+      if (r.barrier) {
+        ASSERT_EQ(r.barrier->step, c.version());
+        std::set<std::string> contributors(r.barrier->contributors.begin(), r.barrier->contributors.end());
+        ASSERT_EQ(contributors, pushed_this_step) << "seed " << seed;
+        ASSERT_TRUE(
+            std::is_sorted(r.barrier->contributors.begin(), r.barrier->contributors.end(), TrainerIdLess));
+        // Every live eligible member had pushed.
+        for (auto& [id, t] : trainers) {
+          if (t.alive && t.start <= c.version()) {
+            ASSERT_TRUE(pushed_this_step.count(id)) << "seed " << seed;
+          }
+        }
+        c.BarrierApplied(r.barrier->step);
+        pushed_this_step.clear();
+        ++barriers;
+        auto after = c.TakeReady();
+        for (uint64_t t : after.pulls) {
+          ASSERT_LE(pulls.at(t), c.version());
+          pulls.erase(t);
+        }
+      }
+    };
+    for (int step = 0; step < 400; ++step) {
+      int ev = rng() % 10;
+      std::string id = std::to_string(rng() % 6);
+      T& t = trainers[id];
+      if (ev == 0 && !t.alive) {
+        t.epoch = ++epoch_counter;
+        auto s = c.Join(id, t.epoch, 0);
+        ASSERT_TRUE(s.ok());
+        ASSERT_GE(*s, c.version());
+        t.start = *s;
+        t.alive = true;
+      } else if (ev == 1 && t.alive && rng() % 3 == 0) {
+        c.Leave(id, t.epoch);
+        t.alive = false;
+      } else if (ev <= 7 && t.alive) {
+        auto v = c.Push(id, t.epoch, c.version());
+        if (t.start > c.version()) {
+          ASSERT_EQ(v.status().code(), StatusCode::kAborted);
+        } else if (pushed_this_step.count(id)) {
+          ASSERT_EQ(*v, Consistency::PushVerdict::kDuplicate);
+        } else {
+          ASSERT_EQ(*v, Consistency::PushVerdict::kHold);
+          pushed_this_step.insert(id);
+        }
+      } else if (t.alive) {
+        uint64_t ticket = next_ticket++;
+        int64_t need = c.version() + rng() % 2;
+        auto p = c.Pull(ticket, id, t.epoch, need);
+        ASSERT_TRUE(p.ok());
+        if (*p) {
+          ASSERT_LE(need, c.version());
+        } else {
+          pulls[ticket] = need;
+        }
+      }
+      process();
+      if (HasFatalFailure()) return;
+    }
+    // Liveness: when every live eligible member pushes, the step completes.
+    bool any_alive = false;
+    for (auto& [id, t] : trainers) {
+      if (t.alive && t.start <= c.version() && !pushed_this_step.count(id)) {
+        ASSERT_TRUE(c.Push(id, t.epoch, c.version()).ok());
+        pushed_this_step.insert(id);
+      }
+      any_alive |= t.alive && t.start <= c.version();
+    }
+    int before = barriers;
+    process();
+    if (any_alive &&
+        (barriers > 0 || static_cast<int>(pushed_this_step.size()) >= 1 + static_cast<int>(seed % 3))) {
+      EXPECT_EQ(barriers, before + 1) << "seed " << seed;
+    }
+  }
+}
+
+TEST(ConsistencyAsyncTest, AppliesOnArrivalAndDeduplicatesRetries) {
+  auto c = Async();
+  ASSERT_TRUE(c.Join("0", 1, 0).ok());
+  EXPECT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kApply);
+  EXPECT_EQ(*c.Push("0", 1, 1), Consistency::PushVerdict::kApply);
+  EXPECT_EQ(*c.Push("0", 1, 1), Consistency::PushVerdict::kDuplicate);
+  EXPECT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kDuplicate);
+  EXPECT_EQ(c.version(), 2);
+  EXPECT_TRUE(*c.Pull(1, "0", 1, 100));
+  EXPECT_TRUE(c.TakeReady().empty());
+  EXPECT_EQ(c.Push("x", 1, 0).status().code(), StatusCode::kFailedPrecondition);
+}
+
+TEST(ConsistencySspTest, PullWaitsForTheSlowestWithinStaleness) {
+  auto c = Ssp(2);
+  ASSERT_EQ(*c.Join("fast", 1, 0), 0);
+  ASSERT_EQ(*c.Join("slow", 1, 0), 0);
+  for (int s = 0; s < 3; ++s) ASSERT_EQ(*c.Push("fast", 1, s), Consistency::PushVerdict::kApply);
+  // fast is at clock 3; slow at 0: 3 - 0 > 2, so fast's pull waits.
+  EXPECT_FALSE(*c.Pull(7, "fast", 1, 3));
+  EXPECT_TRUE(*c.Pull(8, "slow", 1, 0));
+  ASSERT_TRUE(c.Push("slow", 1, 0).ok());
+  auto r = c.TakeReady();
+  EXPECT_EQ(r.pulls, std::vector<uint64_t>{7});
+  EXPECT_EQ(c.min_clock(), 1);
+}
+
+TEST(ConsistencySspTest, SlowestLeavingReleasesPullsAndJoinersStartAtTheMinClock) {
+  auto c = Ssp(1);
+  ASSERT_TRUE(c.Join("a", 1, 0).ok());
+  ASSERT_TRUE(c.Join("b", 1, 0).ok());
+  for (int s = 0; s < 4; ++s) ASSERT_TRUE(c.Push("a", 1, s).ok());
+  ASSERT_TRUE(c.Push("b", 1, 0).ok());
+  EXPECT_FALSE(*c.Pull(1, "a", 1, 4));
+  c.Leave("b", 1);
+  EXPECT_EQ(c.TakeReady().pulls, std::vector<uint64_t>{1});
+  EXPECT_EQ(*c.Join("c", 1, 0), 4);  // starts at the slowest live clock, not at 0
+  EXPECT_EQ(c.Push("c", 1, 6).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(*c.Push("c", 1, 3), Consistency::PushVerdict::kDuplicate);
+}
+
+TEST(ConsistencySspTest, RandomInterleavingsNeverAnswerBeyondTheBound) {
+  for (uint32_t seed = 0; seed < 200; ++seed) {
+    std::mt19937 rng(seed);
+    const int S = seed % 4;
+    auto c = Ssp(S);
+    std::map<std::string, int64_t> clock;  // live members
+    std::map<std::string, int64_t> epoch;  // a re-registered trainer gets a new epoch
+    int64_t next_epoch = 1;
+    std::map<uint64_t, int64_t> waiting;
+    uint64_t ticket = 1;
+    auto min_clock = [&] {
+      int64_t m = INT64_MAX;
+      for (auto& [id, cl] : clock) m = std::min(m, cl);
+      return m;
+    };
+    for (int i = 0; i < 300; ++i) {
+      std::string id = std::to_string(rng() % 4);
+      int ev = rng() % 8;
+      if (!clock.count(id)) {
+        epoch[id] = next_epoch++;
+        auto s = c.Join(id, epoch[id], 0);
+        ASSERT_TRUE(s.ok());
+        clock[id] = *s;
+      } else if (ev == 0) {
+        c.Leave(id, epoch[id]);
+        clock.erase(id);
+      } else if (ev < 5) {
+        ASSERT_EQ(*c.Push(id, epoch[id], clock[id]), Consistency::PushVerdict::kApply);
+        clock[id]++;
+      } else {
+        auto p = c.Pull(ticket, id, epoch[id], clock[id]);
+        ASSERT_TRUE(p.ok());
+        if (*p) {
+          ASSERT_GE(min_clock(), clock[id] - S) << "seed " << seed;
+        } else {  // waits
+          waiting[ticket] = clock[id];
+        }
+        ++ticket;
+      }
+      for (uint64_t t : c.TakeReady().pulls) {
+        ASSERT_TRUE(clock.empty() || min_clock() >= waiting.at(t) - S) << "seed " << seed;
+        waiting.erase(t);
+      }
+      for (auto& [t, need] : waiting)
+        ASSERT_TRUE(!clock.empty() && min_clock() < need - S) << "seed " << seed;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace tessera

@@ -1,0 +1,102 @@
+#include "pserver/optimizer.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+namespace tessera {
+namespace {
+
+// Textbook formulas in double precision, one element at a time.
+struct Reference {
+  OptimizerConfig c;
+  double w, s1 = 0, s2 = 0;
+  int64_t t = 0;
+  void Step(double g_sum, double scale) {
+    double g = g_sum * scale + c.weight_decay * w;
+    ++t;
+    switch (c.type) {
+      case OptimizerConfig::Type::kSgd:
+        w -= c.lr * g;
+        break;
+      case OptimizerConfig::Type::kMomentum:
+        s1 = c.momentum * s1 + g;
+        w -= c.lr * (c.nesterov ? g + c.momentum * s1 : s1);
+        break;
+      case OptimizerConfig::Type::kAdagrad:
+        s1 += g * g;
+        w -= c.lr * g / (std::sqrt(s1) + c.eps);
+        break;
+      case OptimizerConfig::Type::kAdam: {
+        s1 = c.beta1 * s1 + (1 - c.beta1) * g;
+        s2 = c.beta2 * s2 + (1 - c.beta2) * g * g;
+        double mhat = s1 / (1 - std::pow(c.beta1, t));
+        double vhat = s2 / (1 - std::pow(c.beta2, t));
+        w -= c.lr * mhat / (std::sqrt(vhat) + c.eps);
+        break;
+      }
+    }
+  }
+};
+
+void CheckAgainstReference(const std::string& spec) {
+  auto c = OptimizerConfig::Parse(spec);
+  ASSERT_TRUE(c.ok()) << c.status();
+  const size_t n = 37;  // odd: exercises the vector loop's tail
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist;
+  std::vector<float> w(n), s1(n), s2(n), g(n);
+  std::vector<Reference> ref(n);
+  for (size_t i = 0; i < n; ++i) {
+    w[i] = dist(rng);
+    ref[i] = Reference{*c, w[i]};
+  }
+  InitState(*c, s1.data(), s2.data(), n);
+  for (size_t i = 0; i < n; ++i) ref[i].s1 = s1[i];
+  for (int64_t t = 1; t <= 20; ++t) {
+    for (auto& x : g) x = dist(rng) * 4;
+    const float scale = 0.25f;  // four samples
+    ApplyUpdate(*c, w.data(), g.data(), scale, n, s1.data(), s2.data(), t);
+    for (size_t i = 0; i < n; ++i) ref[i].Step(g[i], scale);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    EXPECT_NEAR(w[i], ref[i].w, 1e-5 * std::max(1.0, std::abs(ref[i].w))) << spec << " element " << i;
+  }
+}
+
+TEST(OptimizerTest, SgdMatchesTheTextbook) { CheckAgainstReference("sgd:lr=0.1"); }
+TEST(OptimizerTest, SgdWithWeightDecayMatchesTheTextbook) {
+  CheckAgainstReference("sgd:lr=0.1,weight_decay=0.01");
+}
+TEST(OptimizerTest, MomentumMatchesTheTextbook) { CheckAgainstReference("momentum:lr=0.05,momentum=0.9"); }
+TEST(OptimizerTest, NesterovMatchesTheTextbook) {
+  CheckAgainstReference("momentum:lr=0.05,momentum=0.8,nesterov=1");
+}
+TEST(OptimizerTest, AdagradMatchesTheTextbook) {
+  CheckAgainstReference("adagrad:lr=0.1,initial_accumulator=0.1");
+}
+TEST(OptimizerTest, AdamMatchesTheTextbook) { CheckAgainstReference("adam:lr=0.01,beta1=0.9,beta2=0.99"); }
+TEST(OptimizerTest, AdamWithWeightDecayMatchesTheTextbook) {
+  CheckAgainstReference("adam:lr=0.01,weight_decay=0.1");
+}
+
+TEST(OptimizerTest, SpecsParseValidateAndRoundTrip) {
+  for (const char* s : {"sgd:lr=0.5", "momentum:lr=0.1,momentum=0.5,nesterov=1", "adagrad:lr=0.1,eps=1e-06",
+                        "adam:lr=0.001,beta1=0.8,beta2=0.9,eps=1e-07", "sgd:lr=0.1,weight_decay=0.001"}) {
+    auto c = OptimizerConfig::Parse(s);
+    ASSERT_TRUE(c.ok()) << s << ": " << c.status();
+    auto again = OptimizerConfig::Parse(c->ToString());
+    ASSERT_TRUE(again.ok()) << c->ToString();
+    EXPECT_EQ(*again, *c) << s;
+  }
+  EXPECT_EQ(OptimizerConfig::Parse("rmsprop").status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(OptimizerConfig::Parse("sgd:lr=-1").status().message().find("lr"), std::string::npos);
+  EXPECT_NE(OptimizerConfig::Parse("adam:gamma=1").status().message().find("gamma"), std::string::npos);
+  EXPECT_FALSE(OptimizerConfig::Parse("sgd:lr=abc").ok());
+  EXPECT_FALSE(OptimizerConfig::Parse("momentum:momentum=1.5").ok());
+}
+
+}  // namespace
+}  // namespace tessera

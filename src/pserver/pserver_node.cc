@@ -1,0 +1,200 @@
+// PserverNode (see pserver_node.h).
+#include "pserver/pserver_node.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+
+#include "common/clock.h"
+#include "common/logging.h"
+#include "coord/keys.h"
+#include "coord/lease_keeper.h"
+#include "coord/registry.h"
+#include "job/job_config.h"
+#include "job/slot_map.h"
+#include "pserver/pserver_service.h"
+#include "transport/grpc_transport.h"
+
+namespace tessera {
+namespace {
+
+// Answers NOT_SERVING until the real service is installed (the transport must listen before the
+// pserver can advertise its address and claim an index).
+class Forwarder : public RequestHandler {
+ public:
+  void Install(PserverService* s) { service_.store(s); }
+  void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) override {
+    PserverService* s = service_.load();
+    if (s) return s->Handle(header, payload, std::move(r));
+    wire::DataReply reply;
+    reply.set_code(static_cast<int>(StatusCode::kUnavailable));
+    reply.set_message("pserver is starting up");
+    reply.set_reason(wire::DataReply::NOT_SERVING);
+    std::string h = reply.SerializeAsString();
+    r->Send(h, {});
+  }
+
+ private:
+  std::atomic<PserverService*> service_{nullptr};
+};
+
+}  // namespace
+
+PserverNode::PserverNode(PserverOptions options) : options_(std::move(options)) {}
+PserverNode::~PserverNode() { Stop(); }
+
+void PserverNode::Stop() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+}
+
+Status PserverNode::Run() {
+  TESSERA_ASSIGN_OR_RETURN(auto etcd, etcd::EtcdClient::Create(options_.etcd));
+  const std::string& job = options_.job;
+  TESSERA_ASSIGN_OR_RETURN(auto cfg_kv, etcd->Get(keys::Config(job)));
+  if (cfg_kv.kvs.empty()) {
+    return Status::NotFound("job '" + job + "' does not exist in etcd at " + etcd->endpoints() +
+                            " (create it with `tessera job create`)");
+  }
+  TESSERA_ASSIGN_OR_RETURN(JobConfig config, JobConfig::FromJson(cfg_kv.kvs[0].value));
+  TESSERA_ASSIGN_OR_RETURN(auto map_kv, etcd->Get(keys::SlotMap(job)));
+  if (map_kv.kvs.empty()) return Status::DataLoss("job '" + job + "' has a configuration but no slot map");
+  TESSERA_ASSIGN_OR_RETURN(SlotMap slots, SlotMap::FromJson(map_kv.kvs[0].value));
+
+  if (options_.transport != "grpc") {
+    return Status::InvalidArgument("transport '" + options_.transport + "' is not available (use grpc)");
+  }
+  Forwarder forwarder;
+  auto server = NewGrpcServerTransport();
+  TESSERA_RETURN_IF_ERROR(server->Start(options_.host, options_.port, &forwarder));
+  const std::string address = options_.host + ":" + std::to_string(server->port());
+
+  std::unique_ptr<PserverService> service;
+  std::mutex service_mu;  // guards `service` against the lease listener
+  auto on_lease = [&](LeaseState s) {
+    std::lock_guard<std::mutex> lock(service_mu);
+    if (s == LeaseState::kAlive) {
+      if (service) service->ResumeServing();
+      return;
+    }
+    if (service) service->StopServing(Status::Unavailable(std::string("its lease is ") + LeaseStateName(s)));
+    if (s == LeaseState::kLost) {
+      std::lock_guard<std::mutex> l2(mu_);
+      lost_ = true;
+      lost_reason_ = Status::Aborted("lease lost");
+      cv_.notify_all();
+    }
+  };
+  TESSERA_ASSIGN_OR_RETURN(auto keeper,
+                           LeaseKeeper::Start(etcd.get(), {options_.lease_ttl_seconds, {}}, on_lease));
+
+  // Claim the lowest free index, waiting for one to free up if all are taken.
+  Registry registry(etcd.get(), keys::PserverPrefix(job));
+  nlohmann::json info = {{"address", address},
+                         {"host", options_.host},
+                         {"pid", static_cast<int64_t>(::getpid())},
+                         {"transport", server->name()},
+                         {"started_ms", WallMillis()}};
+  Claim claim;
+  auto waiting_since = Now();
+  while (true) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stop_) return Status::OK();
+    }
+    auto c = registry.ClaimIndex(config.pservers, info.dump(), keeper->id());
+    if (c.ok()) {
+      claim = *c;
+      break;
+    }
+    if (c.status().code() != StatusCode::kResourceExhausted) return c.status();
+    if (Now() - waiting_since > std::chrono::seconds(10)) {
+      spdlog::info("all {} pserver indices of job {} are taken; waiting for one to free up", config.pservers,
+                   job);
+      waiting_since = Now();
+    }
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stop_; });
+  }
+  index_ = claim.index;
+  epoch_ = claim.epoch;
+  SetLogNode("pserver-" + std::to_string(claim.index));
+  spdlog::info("pserver {} serving at {} (epoch {}, {} of {} slots, mode {})", claim.index, address,
+               claim.epoch, slots.SlotsOf(claim.index).size(), slots.slots(), config.mode.ToString());
+
+  PserverServiceOptions so;
+  so.index = claim.index;
+  so.epoch = claim.epoch;
+  so.job = config;
+  so.slots = slots;
+  so.on_initialized = [&etcd, &job, claim, lease = keeper->id()](int64_t version) -> Status {
+    nlohmann::json v = {{"epoch", claim.epoch}, {"version", version}};
+    return etcd->Put(keys::PserverReady(job, claim.index), v.dump(), lease).status();
+  };
+  {
+    std::lock_guard<std::mutex> lock(service_mu);
+    service = std::make_unique<PserverService>(so);
+    if (keeper->state() != LeaseState::kAlive)
+      service->StopServing(Status::Unavailable("its lease is in doubt"));
+  }
+  forwarder.Install(service.get());
+
+  // Trainers whose registration disappears leave the consistency group.
+  std::map<std::string, int64_t> trainers;
+  std::mutex trainers_mu;
+  auto trainer_watch = Registry(etcd.get(), keys::TrainerPrefix(job)).Watch([&](const MemberList& list) {
+    std::lock_guard<std::mutex> lock(trainers_mu);
+    std::map<std::string, int64_t> now;
+    for (const auto& m : list.members) now[m.name] = m.epoch;
+    for (const auto& [name, epoch] : trainers) {
+      auto it = now.find(name);
+      if (it == now.end() || it->second != epoch) service->TrainerLeft(name, epoch);
+    }
+    trainers = std::move(now);
+  });
+  // Our own key going away (revoked, expired, deleted) means we must stop at once.
+  auto self_watch = registry.Watch([&](const MemberList& list) {
+    const Member* me = list.Find(std::to_string(claim.index));
+    if (me && me->epoch == claim.epoch) return;
+    service->StopServing(Status::Unavailable("its registration " + claim.key + " is gone"));
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!lost_) {
+      lost_ = true;
+      lost_reason_ = Status::Aborted("registration " + claim.key + " (epoch " + std::to_string(claim.epoch) +
+                                     ") is gone");
+    }
+    cv_.notify_all();
+  });
+
+  Status result;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || lost_; });
+    if (lost_) result = lost_reason_;
+  }
+  if (!result.ok()) spdlog::error("pserver {} stops serving: {}", claim.index, result.message());
+  service->StopServing(result.ok() ? Status::Unavailable("shutting down") : result);
+  self_watch->Cancel();
+  trainer_watch->Cancel();
+  server->Shutdown();
+  forwarder.Install(nullptr);
+  if (result.ok()) {
+    // A clean exit frees the index at once for a successor.
+    Status s = keeper->Revoke();
+    if (!s.ok()) spdlog::warn("could not revoke the lease: {}", s.ToString());
+    spdlog::info("pserver {} stopped", claim.index);
+  } else {
+    keeper->Stop();
+  }
+  {
+    std::lock_guard<std::mutex> lock(service_mu);
+    service.reset();
+  }
+  return result;
+}
+
+}  // namespace tessera

@@ -1,0 +1,58 @@
+// PserverNode: the pserver process around a PserverService. It reads the job's configuration
+// and slot map from etcd, listens, claims the lowest free pserver index with a lease
+// (advertising its address), serves that index's slots, feeds trainer departures (from etcd)
+// to the service, and stops serving at once when its lease is in doubt or its key is gone.
+// Stop() (SIGTERM) stops serving, revokes the lease so a successor can claim the index at
+// once, and returns.
+//
+// Thread-safety: Run() blocks its caller; Stop() may be called from any thread (a signal
+// handler thread).
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "coord/etcd_client.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+struct PserverOptions {
+  etcd::EtcdOptions etcd;
+  std::string job;
+  std::string host = "127.0.0.1";  // address to listen on and advertise
+  int port = 0;                    // 0: any free port
+  int64_t lease_ttl_seconds = 10;
+  std::string transport = "grpc";
+};
+
+class PserverNode {
+ public:
+  explicit PserverNode(PserverOptions options);
+  ~PserverNode();
+
+  // Runs until Stop() or until the lease is lost. OK after Stop(); Aborted if the lease was lost;
+  // another error if start-up failed (no such job, port in use, etcd unreachable).
+  Status Run();
+  void Stop();
+
+  // Valid once serving (for tests and logs).
+  int index() const { return index_.load(); }
+  int64_t epoch() const { return epoch_.load(); }
+
+ private:
+  struct State;
+  PserverOptions options_;
+  std::atomic<int> index_{-1};
+  std::atomic<int64_t> epoch_{0};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  bool lost_ = false;
+  Status lost_reason_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,559 @@
+// PserverService (see pserver_service.h).
+#include "pserver/pserver_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cmath>
+#include <cstring>
+#include <unordered_map>
+
+#include "common/strings.h"
+#include "job/wire_convert.h"
+
+namespace tessera {
+namespace {
+
+using Reason = wire::DataReply::Reason;
+
+std::span<const uint64_t> Keys(const wire::Segment& seg) {
+  return {seg.keys().data(), static_cast<size_t>(seg.keys_size())};
+}
+
+std::string DTypeName(int t) {
+  const std::string& n = wire::DType_Name(static_cast<wire::DType>(t));
+  return n.empty() ? "type " + std::to_string(t) : n;
+}
+
+// Index of the first NaN or infinity among n floats, or -1. Branch-free inner loop over chunks.
+int64_t FirstNonFinite(const char* bytes, size_t n) {
+  constexpr size_t kChunk = 1024;
+  for (size_t base = 0; base < n; base += kChunk) {
+    size_t end = std::min(n, base + kChunk);
+    uint32_t bad = 0;
+    for (size_t i = base; i < end; ++i) {
+      uint32_t bits;
+      std::memcpy(&bits, bytes + 4 * i, 4);
+      bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
+    }
+    if (!bad) continue;
+    for (size_t i = base; i < end; ++i) {
+      float f;
+      std::memcpy(&f, bytes + 4 * i, 4);
+      if (!std::isfinite(f)) return static_cast<int64_t>(i);
+    }
+  }
+  return -1;
+}
+
+Reason ReasonFor(const Status& s) {
+  switch (s.code()) {
+    case StatusCode::kAborted:
+      return wire::DataReply::STEP_CLOSED;
+    case StatusCode::kFailedPrecondition:
+      return wire::DataReply::NOT_JOINED;
+    default:
+      return wire::DataReply::BAD_REQUEST;
+  }
+}
+
+}  // namespace
+
+PserverService::PserverService(PserverServiceOptions options)
+    : options_(std::move(options)),
+      store_(options_.index, options_.job, options_.slots),
+      consistency_(std::make_unique<Consistency>(
+          Consistency::Options{options_.job.mode, options_.job.min_trainers}, 0)) {}
+
+PserverService::~PserverService() { StopServing(Status::Unavailable("pserver is shutting down")); }
+
+void PserverService::SendError(Responder& r, const Status& s, Reason reason, int64_t resume) {
+  wire::DataReply reply;
+  reply.set_code(static_cast<int>(s.code()));
+  reply.set_message(s.message());
+  reply.set_reason(reason);
+  reply.set_resume_step(resume);
+  std::string h = reply.SerializeAsString();
+  r.Send(h, {});
+}
+
+void PserverService::Send(Reply& reply) {
+  std::string h = reply.header.SerializeAsString();
+  ConstBuffer b{reply.payload.data(), reply.payload.size() * sizeof(float)};
+  reply.responder->Send(
+      h, reply.payload.empty() ? std::span<const ConstBuffer>{} : std::span<const ConstBuffer>(&b, 1));
+}
+
+void PserverService::Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) {
+  wire::DataRequest req;
+  if (!req.ParseFromArray(header.data(), static_cast<int>(header.size()))) {
+    return SendError(
+        *r, Status::InvalidArgument("malformed request header (" + std::to_string(header.size()) + " bytes)"),
+        wire::DataReply::BAD_REQUEST);
+  }
+  if (req.job_token() != options_.job.token) {
+    return SendError(*r, Status::PermissionDenied("request for another job: the job token does not match"),
+                     wire::DataReply::BAD_REQUEST);
+  }
+  if (!serving_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return SendError(*r,
+                     Status::Unavailable("pserver " + std::to_string(options_.index) +
+                                         " is not serving: " + stop_reason_.message()),
+                     wire::DataReply::NOT_SERVING);
+  }
+  bool any_epoch = req.op() == wire::DataRequest::STATUS && req.pserver_epoch() == 0;
+  if (!any_epoch && (req.pserver_index() != options_.index || req.pserver_epoch() != options_.epoch)) {
+    return SendError(
+        *r,
+        Status::FailedPrecondition("stale epoch: this is pserver " + std::to_string(options_.index) +
+                                   " at epoch " + std::to_string(options_.epoch) +
+                                   ", the request was for pserver " + std::to_string(req.pserver_index()) +
+                                   " at epoch " + std::to_string(req.pserver_epoch())),
+        wire::DataReply::STALE_EPOCH);
+  }
+  switch (req.op()) {
+    case wire::DataRequest::DATA:
+      return HandleData(req, payload, std::move(r));
+    case wire::DataRequest::INIT:
+      return HandleInit(req, payload, std::move(r));
+    case wire::DataRequest::INIT_DONE:
+      return HandleInitDone(req, std::move(r));
+    case wire::DataRequest::STATUS:
+      return HandleStatus(std::move(r));
+    case wire::DataRequest::JOIN:
+    case wire::DataRequest::LEAVE: {
+      std::vector<Reply> replies;
+      Reply rep;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (!initialized_) {
+          return SendError(
+              *r,
+              Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
+              wire::DataReply::NOT_INITIALIZED);
+        }
+        if (req.op() == wire::DataRequest::JOIN) {
+          auto start = consistency_->Join(req.trainer(), req.trainer_epoch(), req.step());
+          if (!start.ok()) return SendError(*r, start.status(), wire::DataReply::BAD_REQUEST);
+          rep.header.set_start_step(*start);
+        } else {
+          consistency_->Leave(req.trainer(), req.trainer_epoch());
+        }
+        Drain(&replies);
+        rep.header.set_version(consistency_->version());
+        rep.header.set_min_clock(consistency_->min_clock());
+      }
+      rep.responder = std::move(r);
+      replies.push_back(std::move(rep));
+      for (auto& x : replies) Send(x);
+      return;
+    }
+    default:
+      return SendError(*r, Status::InvalidArgument("unknown request op " + std::to_string(req.op())),
+                       wire::DataReply::BAD_REQUEST);
+  }
+}
+
+Status PserverService::CheckPush(const wire::DataRequest& req, ConstBuffer payload) const {
+  size_t bytes = 0;
+  for (const auto& seg : req.push()) {
+    if (seg.dtype() != wire::FLOAT32) {
+      return Status::InvalidArgument("parameter '" + seg.param() + "': dtype " + DTypeName(seg.dtype()) +
+                                     " is not supported (parameters are FLOAT32)");
+    }
+    if (seg.block() >= 0) {
+      TESSERA_RETURN_IF_ERROR(store_.CheckDense(seg.param(), seg.block(), seg.count()));
+      bytes += static_cast<size_t>(seg.count()) * sizeof(float);
+    } else {
+      if (seg.keys_size() != seg.count()) {
+        return Status::InvalidArgument("sparse segment of '" + seg.param() + "' lists " +
+                                       std::to_string(seg.keys_size()) + " keys but says " +
+                                       std::to_string(seg.count()) + " rows");
+      }
+      TESSERA_RETURN_IF_ERROR(store_.CheckSparse(seg.param(), Keys(seg)));
+      bytes += static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param()) * sizeof(float);
+    }
+  }
+  if (bytes != payload.size) {
+    return Status::InvalidArgument("payload has " + std::to_string(payload.size) +
+                                   " bytes but the header describes " + std::to_string(bytes));
+  }
+  if (req.is_push() && req.push_size() > 0 && req.samples() < 1) {
+    return Status::InvalidArgument("a push with gradients needs a sample count >= 1, got " +
+                                   std::to_string(req.samples()));
+  }
+  return Status::OK();
+}
+
+Status PserverService::CheckPull(const wire::DataRequest& req) const {
+  for (const auto& seg : req.pull()) {
+    if (seg.dtype() != wire::FLOAT32) {
+      return Status::InvalidArgument("parameter '" + seg.param() + "': dtype " + DTypeName(seg.dtype()) +
+                                     " is not supported (parameters are FLOAT32)");
+    }
+    if (seg.block() >= 0) {
+      TESSERA_RETURN_IF_ERROR(store_.CheckDense(seg.param(), seg.block(), seg.count()));
+    } else {
+      TESSERA_RETURN_IF_ERROR(store_.CheckSparse(seg.param(), Keys(seg)));
+    }
+  }
+  return Status::OK();
+}
+
+void PserverService::HandleData(const wire::DataRequest& req, ConstBuffer payload,
+                                std::unique_ptr<Responder> r) {
+  // Finiteness first, without the lock: a pass over the payload.
+  if (!req.allow_nonfinite() && payload.size % 4 == 0) {
+    int64_t bad = FirstNonFinite(static_cast<const char*>(payload.data), payload.size / 4);
+    if (bad >= 0) {
+      int64_t at = bad;
+      std::string where = "element " + std::to_string(bad);
+      std::lock_guard<std::mutex> lock(mu_);
+      for (const auto& seg : req.push()) {
+        int64_t n = seg.count();
+        if (seg.block() < 0) {
+          if (!store_.IsSparse(seg.param())) break;
+          n = static_cast<int64_t>(seg.keys_size()) * store_.Dim(seg.param());
+        }
+        if (at < n) {
+          if (seg.block() >= 0) {
+            where = "block " + std::to_string(seg.block()) + " element " + std::to_string(at);
+          } else {
+            where = "row of key " + std::to_string(seg.keys(static_cast<int>(at / store_.Dim(seg.param()))));
+          }
+          return SendError(*r,
+                           Status::InvalidArgument("gradient for '" + seg.param() + "' " + where +
+                                                   " is not finite (NaN or infinity); nothing was applied"),
+                           wire::DataReply::BAD_REQUEST);
+        }
+        at -= n;
+      }
+      return SendError(*r,
+                       Status::InvalidArgument("gradient " + where + " is not finite; nothing was applied"),
+                       wire::DataReply::BAD_REQUEST);
+    }
+  }
+  std::vector<Reply> replies;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (!initialized_) {
+      lock.unlock();
+      return SendError(
+          *r, Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
+          wire::DataReply::NOT_INITIALIZED);
+    }
+    Status s = CheckPush(req, payload);
+    if (s.ok()) s = CheckPull(req);
+    if (!s.ok()) {
+      lock.unlock();
+      return SendError(*r, s, wire::DataReply::BAD_REQUEST);
+    }
+    if (req.is_push()) {
+      auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
+      if (!verdict.ok()) {
+        int64_t resume = consistency_->ResumeStep(req.trainer());
+        lock.unlock();
+        return SendError(*r, verdict.status(), ReasonFor(verdict.status()), resume);
+      }
+      if (*verdict != Consistency::PushVerdict::kDuplicate) {
+        ++counters_.pushes;
+        counters_.bytes_in += static_cast<int64_t>(payload.size);
+      }
+      if (*verdict == Consistency::PushVerdict::kHold) {
+        PendingPush& p = held_[req.trainer()];
+        p.samples = req.samples();
+        p.segments.assign(req.push().begin(), req.push().end());
+        p.payload.assign(static_cast<const char*>(payload.data), payload.size);
+      } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
+        ApplySegments({req.push().begin(), req.push().end()}, static_cast<const char*>(payload.data),
+                      1.0f / static_cast<float>(req.samples()));
+      }
+      Drain(&replies);
+    }
+    if (req.pull_size() > 0) {
+      uint64_t ticket = next_ticket_++;
+      auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), req.need());
+      if (!now.ok()) {
+        lock.unlock();
+        for (auto& x : replies) Send(x);
+        return SendError(*r, now.status(), wire::DataReply::BAD_REQUEST);
+      }
+      if (*now) {
+        replies.push_back(BuildPullReply(req, std::move(r)));
+      } else {
+        waiting_[ticket] = PendingPull{req, std::move(r)};
+      }
+    } else {
+      Reply ack;
+      ack.header.set_version(consistency_->version());
+      ack.header.set_min_clock(consistency_->min_clock());
+      ack.responder = std::move(r);
+      replies.push_back(std::move(ack));
+    }
+  }
+  for (auto& x : replies) Send(x);
+}
+
+void PserverService::ApplySegments(const std::vector<wire::Segment>& segs, const char* payload, float scale) {
+  const char* p = payload;
+  for (const auto& seg : segs) {
+    const float* data = reinterpret_cast<const float*>(p);
+    if (seg.block() >= 0) {
+      store_.ApplyDense(seg.param(), seg.block(), data, scale);
+      p += seg.count() * sizeof(float);
+    } else {
+      store_.ApplySparse(seg.param(), Keys(seg), data, scale);
+      p += static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param()) * sizeof(float);
+    }
+  }
+}
+
+void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
+  int64_t total = 0;
+  for (const auto& c : b.contributors) total += held_[c].samples;
+  if (total > 0) {
+    const float scale = 1.0f / static_cast<float>(total);
+    // Sum every contributor's gradient in trainer-id order, then apply once.
+    std::vector<std::pair<std::string, int64_t>> dense_order;
+    std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> sparse;
+    std::map<std::string, std::unordered_map<uint64_t, size_t>> sparse_index;
+    for (const auto& c : b.contributors) {
+      const PendingPush& p = held_[c];
+      const char* at = p.payload.data();
+      for (const auto& seg : p.segments) {
+        const float* g = reinterpret_cast<const float*>(at);
+        if (seg.block() >= 0) {
+          auto key = std::make_pair(seg.param(), seg.block());
+          auto& acc = dense_acc_[key];
+          bool first = std::find(dense_order.begin(), dense_order.end(), key) == dense_order.end();
+          if (first) {
+            dense_order.push_back(key);
+            acc.assign(g, g + seg.count());
+          } else {
+            for (int64_t i = 0; i < seg.count(); ++i) acc[i] += g[i];
+          }
+          at += seg.count() * sizeof(float);
+        } else {
+          const int dim = store_.Dim(seg.param());
+          auto& [keys, rows] = sparse[seg.param()];
+          auto& index = sparse_index[seg.param()];
+          for (int k = 0; k < seg.keys_size(); ++k) {
+            auto [it, inserted] = index.try_emplace(seg.keys(k), keys.size());
+            if (inserted) {
+              keys.push_back(seg.keys(k));
+              rows.insert(rows.end(), g + k * dim, g + (k + 1) * dim);
+            } else {
+              float* row = rows.data() + it->second * dim;
+              for (int i = 0; i < dim; ++i) row[i] += g[k * dim + i];
+            }
+          }
+          at += static_cast<size_t>(seg.keys_size()) * dim * sizeof(float);
+        }
+      }
+    }
+    for (const auto& key : dense_order)
+      store_.ApplyDense(key.first, key.second, dense_acc_[key].data(), scale);
+    for (const auto& [table, kr] : sparse) store_.ApplySparse(table, kr.first, kr.second.data(), scale);
+  }
+  for (const auto& c : b.contributors) held_.erase(c);
+}
+
+void PserverService::Drain(std::vector<Reply>* out) {
+  while (true) {
+    auto ready = consistency_->TakeReady();
+    if (ready.empty()) return;
+    if (ready.barrier) {
+      ApplyBarrier(*ready.barrier);
+      consistency_->BarrierApplied(ready.barrier->step);
+    }
+    for (uint64_t t : ready.pulls) {
+      auto it = waiting_.find(t);
+      if (it == waiting_.end()) continue;
+      out->push_back(BuildPullReply(it->second.request, std::move(it->second.responder)));
+      waiting_.erase(it);
+    }
+  }
+}
+
+PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& req,
+                                                     std::unique_ptr<Responder> r) {
+  Reply rep;
+  rep.header.set_version(consistency_->version());
+  rep.header.set_min_clock(consistency_->min_clock());
+  size_t floats = 0;
+  for (const auto& seg : req.pull()) {
+    floats += seg.block() >= 0 ? static_cast<size_t>(seg.count())
+                               : static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param());
+  }
+  rep.payload.resize(floats);
+  float* out = rep.payload.data();
+  for (const auto& seg : req.pull()) {
+    *rep.header.add_pull() = seg;
+    if (seg.block() >= 0) {
+      const float* v = store_.DenseValues(seg.param(), seg.block());
+      std::copy(v, v + seg.count(), out);
+      out += seg.count();
+    } else {
+      store_.ReadSparse(seg.param(), Keys(seg), out);
+      out += static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param());
+    }
+  }
+  ++counters_.pulls;
+  counters_.bytes_out += static_cast<int64_t>(floats * sizeof(float));
+  rep.responder = std::move(r);
+  return rep;
+}
+
+void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payload,
+                                std::unique_ptr<Responder> r) {
+  Reply rep;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (const auto& spec : req.params()) {
+      ParamDecl d;
+      d.name = spec.name();
+      d.sparse = spec.sparse();
+      d.size = spec.size();
+      d.dim = spec.dim();
+      auto opt = FromWire(spec.optimizer());
+      if (!opt.ok()) {
+        lock.unlock();
+        return SendError(*r, opt.status().WithContext("parameter '" + spec.name() + "'"),
+                         wire::DataReply::BAD_REQUEST);
+      }
+      d.optimizer = *opt;
+      if (d.sparse) {
+        auto init = FromWire(spec.init());
+        if (!init.ok()) {
+          lock.unlock();
+          return SendError(*r, init.status().WithContext("table '" + spec.name() + "'"),
+                           wire::DataReply::BAD_REQUEST);
+        }
+        d.init = *init;
+      }
+      Status s = store_.Declare(d);
+      if (!s.ok()) {
+        lock.unlock();
+        return SendError(*r, s, wire::DataReply::BAD_REQUEST);
+      }
+    }
+    Status s = CheckPush(req, payload);
+    if (!s.ok()) {
+      lock.unlock();
+      return SendError(*r, s, wire::DataReply::BAD_REQUEST);
+    }
+    if (!initialized_) {
+      const char* p = static_cast<const char*>(payload.data);
+      for (const auto& seg : req.push()) {
+        if (seg.block() < 0) continue;
+        store_.SetDense(seg.param(), seg.block(), reinterpret_cast<const float*>(p));
+        p += seg.count() * sizeof(float);
+      }
+      if (consistency_->version() != req.step() && consistency_->members().empty()) {
+        consistency_ = std::make_unique<Consistency>(
+            Consistency::Options{options_.job.mode, options_.job.min_trainers}, req.step());
+      }
+    }
+    rep.header.set_initialized(initialized_);
+    rep.header.set_version(consistency_->version());
+  }
+  rep.responder = std::move(r);
+  Send(rep);
+}
+
+void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r) {
+  int64_t version;
+  int64_t bytes;
+  bool first;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    first = !initialized_;
+    initialized_ = true;
+    version = consistency_->version();
+    bytes = store_.TotalBytes();
+  }
+  if (first) {
+    spdlog::info("pserver {} initialized by trainer {} at version {} ({} held here)", options_.index,
+                 req.trainer(), version, HumanBytes(static_cast<double>(bytes)));
+  }
+  Status s = options_.on_initialized ? options_.on_initialized(version) : Status::OK();
+  if (!s.ok()) return SendError(*r, s.WithContext("recording readiness in etcd"), wire::DataReply::NONE);
+  Reply rep;
+  rep.header.set_initialized(true);
+  rep.header.set_version(version);
+  rep.responder = std::move(r);
+  Send(rep);
+}
+
+void PserverService::HandleStatus(std::unique_ptr<Responder> r) {
+  Reply rep;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& h = rep.header;
+    h.set_version(consistency_->version());
+    h.set_min_clock(consistency_->min_clock());
+    h.set_initialized(initialized_);
+    h.set_pushes(counters_.pushes);
+    h.set_pulls(counters_.pulls);
+    h.set_mode(options_.job.mode.ToString());
+    h.set_waiting_pulls(static_cast<int64_t>(waiting_.size()));
+    for (const auto& m : consistency_->members()) h.add_trainers(m);
+    for (const auto& p : store_.Stats()) {
+      auto* ps = h.add_params();
+      ps->set_name(p.name);
+      ps->set_sparse(p.sparse);
+      ps->set_elements(p.elements);
+      ps->set_bytes(p.bytes);
+    }
+  }
+  rep.responder = std::move(r);
+  Send(rep);
+}
+
+void PserverService::TrainerLeft(const std::string& trainer, int64_t epoch) {
+  std::vector<Reply> replies;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto before = consistency_->members();
+    consistency_->Leave(trainer, epoch);
+    if (consistency_->members().size() != before.size()) {
+      spdlog::info("trainer {} (epoch {}) left pserver {}'s group at version {}", trainer, epoch,
+                   options_.index, consistency_->version());
+    }
+    Drain(&replies);
+  }
+  for (auto& x : replies) Send(x);
+}
+
+void PserverService::StopServing(const Status& why) {
+  std::map<uint64_t, PendingPull> waiting;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    serving_ = false;
+    stop_reason_ = why;
+    waiting.swap(waiting_);
+    for (auto& [t, p] : waiting) consistency_->CancelPull(t);
+  }
+  for (auto& [t, p] : waiting) {
+    SendError(*p.responder,
+              Status::Unavailable("pserver " + std::to_string(options_.index) +
+                                  " stopped serving: " + why.message()),
+              wire::DataReply::NOT_SERVING);
+  }
+}
+
+void PserverService::ResumeServing() {
+  std::lock_guard<std::mutex> lock(mu_);
+  serving_ = true;
+  stop_reason_ = Status::OK();
+}
+
+PserverService::Counters PserverService::counters() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  Counters c = counters_;
+  c.version = consistency_->version();
+  c.initialized = initialized_;
+  return c;
+}
+
+}  // namespace tessera

@@ -1,0 +1,113 @@
+// PserverService: a pserver's request handler. It decodes each data-plane request, checks it
+// whole (job token, epoch, parameter names, sizes, dtype, finiteness), then, under one lock,
+// feeds the Consistency state machine and the ShardStore and answers: at once, or later for a
+// pull that waits on a barrier or on the staleness bound. Sync barriers are applied here: the
+// held gradients are summed in trainer-id order and applied once with scale 1/total samples.
+//
+// Owned by the pserver process (PserverNode), which feeds it membership changes from etcd and
+// stops it when the lease is lost. Thread-safe: Handle() is called from transport threads.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "job/job_config.h"
+#include "job/slot_map.h"
+#include "pserver/consistency.h"
+#include "pserver/shard_store.h"
+#include "tessera/data.pb.h"
+#include "transport/transport.h"
+
+namespace tessera {
+
+struct PserverServiceOptions {
+  int index = 0;
+  int64_t epoch = 0;  // this pserver's registration epoch
+  JobConfig job;
+  SlotMap slots;
+  // Called (outside the lock) when a trainer finishes initialization; records readiness in etcd.
+  std::function<Status(int64_t version)> on_initialized;
+};
+
+class PserverService : public RequestHandler {
+ public:
+  explicit PserverService(PserverServiceOptions options);
+  ~PserverService() override;
+
+  void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> responder) override;
+
+  // A trainer's registration disappeared from etcd (epoch 0: any).
+  void TrainerLeft(const std::string& trainer, int64_t epoch);
+  // Refuses every request (and fails waiting pulls) with `why`, e.g. when the lease is lost.
+  void StopServing(const Status& why);
+  // Serves again (the lease was confirmed alive after an etcd outage).
+  void ResumeServing();
+  bool serving() const { return serving_.load(); }
+
+  struct Counters {
+    int64_t version = 0;
+    int64_t pushes = 0;
+    int64_t pulls = 0;
+    int64_t bytes_in = 0;
+    int64_t bytes_out = 0;
+    bool initialized = false;
+  };
+  Counters counters() const;
+
+ private:
+  struct PendingPush {
+    int64_t samples = 0;
+    std::vector<wire::Segment> segments;
+    std::string payload;
+  };
+  struct PendingPull {
+    wire::DataRequest request;
+    std::unique_ptr<Responder> responder;
+  };
+  struct Reply {
+    wire::DataReply header;
+    std::vector<float> payload;
+    std::unique_ptr<Responder> responder;
+  };
+
+  void HandleData(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
+  void HandleInit(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
+  void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);
+  void HandleStatus(std::unique_ptr<Responder> r);
+
+  // Checks push segments against the store and the payload; returns the bytes they describe.
+  Status CheckPush(const wire::DataRequest& req, ConstBuffer payload) const;
+  Status CheckPull(const wire::DataRequest& req) const;
+  // Applies the segments of one push (async/ssp) or of a barrier's sum. REQUIRES: mu_ held.
+  void ApplySegments(const std::vector<wire::Segment>& segs, const char* payload, float scale);
+  // Runs what the consistency machine says (barriers, released pulls). REQUIRES: mu_ held.
+  void Drain(std::vector<Reply>* out);
+  void ApplyBarrier(const Consistency::Barrier& b);
+  // Builds a pull reply from the store. REQUIRES: mu_ held.
+  Reply BuildPullReply(const wire::DataRequest& req, std::unique_ptr<Responder> r);
+  void FillStatus(wire::DataReply* reply, Status s, wire::DataReply::Reason reason) const;
+  static void Send(Reply& reply);
+  static void SendError(Responder& r, const Status& s, wire::DataReply::Reason reason, int64_t resume = 0);
+
+  PserverServiceOptions options_;
+  std::atomic<bool> serving_{true};
+
+  mutable std::mutex mu_;  // guards everything below
+  Status stop_reason_;
+  ShardStore store_;
+  std::unique_ptr<Consistency> consistency_;
+  bool initialized_ = false;
+  std::map<std::string, PendingPush> held_;  // sync: pushes held for the open step
+  std::map<uint64_t, PendingPull> waiting_;
+  uint64_t next_ticket_ = 1;
+  // Sync barrier accumulators, reused every step.
+  std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_;
+  Counters counters_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,103 @@
+// ShardStore: the parameters one pserver holds: the blocks of dense parameters and the rows of
+// sparse tables whose slots the slot map gives this pserver, each with its optimizer state.
+//
+// Validation is separate from mutation: Check* methods never change anything, so a request is
+// checked whole before any part of it is applied ("bad input loses nothing").
+//
+// Not thread-safe: the PserverService serializes access under its lock.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "job/job_config.h"
+#include "job/placement.h"
+#include "job/slot_map.h"
+#include "tessera/params.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+struct ParamDecl {
+  std::string name;
+  bool sparse = false;
+  int64_t size = 0;  // dense: elements
+  int dim = 0;       // sparse: row width
+  OptimizerConfig optimizer;
+  InitializerConfig init;  // sparse
+  bool operator==(const ParamDecl&) const = default;
+};
+
+class ShardStore {
+ public:
+  ShardStore(int pserver_index, const JobConfig& job, const SlotMap& slots);
+
+  int index() const { return index_; }
+
+  // Declares a parameter. Idempotent for the same declaration; InvalidArgument if one with the
+  // same name differs. Allocates (and zeroes) the dense blocks this pserver owns.
+  Status Declare(const ParamDecl& decl);
+  bool Declared(const std::string& name) const;
+  bool IsSparse(const std::string& name) const { return sparse_.count(name) > 0; }
+
+  // Checks that a dense block reference is valid here and has `count` elements.
+  Status CheckDense(const std::string& name, int64_t block, int64_t count) const;
+  // Checks that sparse keys of `table` all belong to this pserver.
+  Status CheckSparse(const std::string& table, std::span<const uint64_t> keys) const;
+  // Row width of a sparse table. REQUIRES: declared and sparse.
+  int Dim(const std::string& table) const;
+
+  // Sets a dense block's values (initialization). REQUIRES: CheckDense passed.
+  void SetDense(const std::string& name, int64_t block, const float* values);
+  // Applies a gradient sum (scaled by `scale`) to a dense block. REQUIRES: CheckDense passed.
+  void ApplyDense(const std::string& name, int64_t block, const float* grad, float scale);
+  // Applies gradient rows (one per key) to a sparse table, creating rows first touched.
+  void ApplySparse(const std::string& table, std::span<const uint64_t> keys, const float* grads, float scale);
+  // The current values of a dense block (stable until the next Set/Apply on it).
+  const float* DenseValues(const std::string& name, int64_t block) const;
+  // Copies rows for `keys` into out (keys.size() * dim floats), creating rows first touched.
+  void ReadSparse(const std::string& table, std::span<const uint64_t> keys, float* out);
+
+  struct ParamStats {
+    std::string name;
+    bool sparse;
+    int64_t elements;  // dense elements or sparse rows held here
+    int64_t bytes;     // values plus optimizer state
+  };
+  std::vector<ParamStats> Stats() const;
+  int64_t TotalBytes() const;
+
+ private:
+  struct DenseBlock {
+    int64_t length = 0;
+    int64_t t = 0;            // updates applied (adam's step)
+    std::vector<float> data;  // [values | state 1 | state 2], `length` each
+  };
+  struct Dense {
+    ParamDecl decl;
+    BlockLayout layout;
+    std::map<int64_t, DenseBlock> blocks;  // the blocks owned here
+  };
+  struct Sparse {
+    ParamDecl decl;
+    uint64_t table_hash = 0;
+    int stride = 0;                             // floats per row: dim * (1 + state arrays)
+    std::unordered_map<uint64_t, size_t> rows;  // key -> row number
+    std::vector<float> arena;                   // rows, `stride` floats each
+    std::vector<int64_t> t;                     // updates applied per row
+  };
+  float* Row(Sparse& s, uint64_t key);
+
+  int index_;
+  JobConfig job_;
+  SlotMap slots_;
+  std::unordered_map<std::string, std::unique_ptr<Dense>> dense_;
+  std::unordered_map<std::string, std::unique_ptr<Sparse>> sparse_;
+};
+
+}  // namespace tessera

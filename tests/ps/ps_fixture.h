@@ -1,0 +1,94 @@
+// Fixture for pserver tests: a real etcd, a job written to it, and pserver processes
+// (`tessera pserver`) started and ended by PID. Test-only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/files.h"
+#include "common/random.h"
+#include "coord/etcd_fixture.h"
+#include "coord/keys.h"
+#include "coord/registry.h"
+#include "harness/subprocess.h"
+#include "job/job_config.h"
+#include "job/slot_map.h"
+#include "tessera/client.h"
+
+namespace tessera::testing {
+
+class PsTest : public EtcdTest {
+ protected:
+  void SetUp() override {
+    EtcdTest::SetUp();
+    auto d = MakeTempDir("ps-test-");
+    ASSERT_TRUE(d.ok());
+    dir_ = *d;
+  }
+  void TearDown() override {
+    procs_.clear();
+    (void)RemoveAll(dir_);
+  }
+
+  JobConfig MakeJob(const std::string& job, int pservers, const std::string& mode = "sync",
+                    const std::string& optimizer = "sgd:lr=0.1", int64_t block_size = 64,
+                    int min_trainers = 1) {
+    JobConfig c;
+    c.pservers = pservers;
+    c.slots = 64;
+    c.block_size = block_size;
+    c.mode = *ConsistencyMode::Parse(mode);
+    c.optimizer = *OptimizerConfig::Parse(optimizer);
+    c.min_trainers = min_trainers;
+    c.token = NewUuid();
+    etcd::Txn txn;
+    txn.compares.push_back(etcd::Compare::Absent(keys::Config(job)));
+    txn.success.push_back(etcd::Op::Put(keys::Config(job), c.ToJson()));
+    txn.success.push_back(etcd::Op::Put(keys::SlotMap(job), SlotMap::RoundRobin(c.slots, pservers).ToJson()));
+    auto r = client_->Commit(txn);
+    EXPECT_TRUE(r.ok() && r->succeeded) << r.status();
+    return c;
+  }
+
+  // Starts a `tessera pserver` process; returns its index in procs_.
+  size_t StartPserver(const std::string& job, int64_t ttl = 2) {
+    SpawnOptions o;
+    o.argv = {BuildPath("src/tessera"), "pserver", "--etcd", server_->endpoint(), "--job", job, "--lease-ttl",
+              std::to_string(ttl)};
+    o.log_path = dir_ + "/pserver" + std::to_string(procs_.size()) + ".log";
+    auto p = Subprocess::Spawn(o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    procs_.push_back(std::move(*p));
+    return procs_.size() - 1;
+  }
+
+  // Waits until `n` pservers of `job` are registered.
+  bool WaitForPservers(const std::string& job, size_t n,
+                       std::chrono::milliseconds timeout = std::chrono::seconds(30)) {
+    Registry reg(client_.get(), keys::PserverPrefix(job));
+    return WaitUntil(
+        [&] {
+          auto l = reg.List();
+          return l.ok() && l->members.size() == n;
+        },
+        timeout);
+  }
+
+  ClientOptions ClientFor(const std::string& job, const std::string& id = "") {
+    ClientOptions o;
+    o.etcd_endpoints = {server_->endpoint()};
+    o.job = job;
+    o.trainer_id = id;
+    o.lease_ttl_seconds = 2;
+    o.request_timeout = std::chrono::seconds(60);
+    return o;
+  }
+
+  std::string dir_;
+  std::vector<std::unique_ptr<Subprocess>> procs_;
+};
+
+}  // namespace tessera::testing

@@ -1,0 +1,105 @@
+// linear_trainer: a trainer process for the pserver integration tests. It trains a linear model
+// (one dense parameter "w", plus optionally a sparse table) through the Tessera client on the
+// deterministic data of linear_data.h and reports, one line per event:
+//   STEP <n> LEAD <need - min_clock>   (with --report-leads)
+//   FINAL_LOSS <mse>  /  MAX_LEAD <n>  /  DONE
+// and writes the final parameters to --out (one value per line). Test-only.
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <thread>
+
+#include "linear_data.h"
+#include "tessera/client.h"
+
+using namespace tessera;
+
+int main(int argc, char** argv) {
+  CLI::App app{"linear-model trainer for tests"};
+  std::string etcd, job, id, out, optimizer;
+  int dim = 100, batch = 8, steps = 10, trainers = 1;
+  int sleep_ms = 0;
+  bool report_leads = false;
+  app.add_option("--etcd", etcd)->required();
+  app.add_option("--job", job)->required();
+  app.add_option("--id", id);
+  app.add_option("--dim", dim);
+  app.add_option("--batch", batch);
+  app.add_option("--steps", steps);
+  app.add_option("--trainers", trainers, "wait for this many trainers before starting");
+  app.add_option("--sleep-ms", sleep_ms, "pause per step (a slow trainer)");
+  app.add_option("--optimizer", optimizer, "parameter optimizer (default: the job's)");
+  app.add_option("--out", out);
+  app.add_flag("--report-leads", report_leads);
+  CLI11_PARSE(app, argc, argv);
+
+  auto fail = [](const std::string& what, const Status& s) {
+    std::printf("ERROR %s: %s\n", what.c_str(), s.ToString().c_str());
+    std::fflush(stdout);
+    return 2;
+  };
+  ClientOptions o;
+  o.etcd_endpoints = {etcd};
+  o.job = job;
+  o.trainer_id = id;
+  o.lease_ttl_seconds = 2;
+  o.request_timeout = std::chrono::seconds(60);
+  auto client = Client::Connect(o);
+  if (!client.ok()) return fail("connect", client.status());
+  Client& c = **client;
+  std::vector<float> w(dim);
+  for (int j = 0; j < dim; ++j) w[j] = testing::InitialWeight(j);
+  OptimizerConfig opt;
+  if (!optimizer.empty()) {
+    auto p = OptimizerConfig::Parse(optimizer);
+    if (!p.ok()) return fail("optimizer", p.status());
+    opt = *p;
+  }
+  if (Status s = c.AddDense("w", w.data(), w.size(), optimizer.empty() ? nullptr : &opt); !s.ok())
+    return fail("add", s);
+  if (Status s = c.WaitForTrainers(trainers, std::chrono::seconds(60)); !s.ok()) return fail("wait", s);
+  if (Status s = c.Initialize(); !s.ok()) return fail("initialize", s);
+  std::printf("JOINED %s AT %lld\n", c.trainer_id().c_str(), static_cast<long long>(c.step()));
+  std::fflush(stdout);
+  if (Status s = c.Pull().Wait(); !s.ok()) return fail("pull", s);
+  const int64_t me = std::stoll(c.trainer_id());
+  int64_t max_lead = 0;
+  std::vector<float> g(dim);
+  for (int i = 0; i < steps; ++i) {
+    if (sleep_ms) std::this_thread::sleep_for(std::chrono::milliseconds(sleep_ms));
+    std::fill(g.begin(), g.end(), 0.0f);
+    int64_t step = c.step();
+    testing::AddBatchGradient(step, me, batch, w, &g);
+    Gradients grads;
+    grads.Dense("w", g);
+    grads.samples = batch;
+    Handle h = c.PushPull(grads);
+    Status s = h.Wait();
+    if (s.code() == StatusCode::kAborted) {
+      std::printf("SKIPPED step %lld: %s\n", static_cast<long long>(step), s.message().c_str());
+      if (Status p = c.Pull().Wait(); !p.ok()) return fail("pull", p);
+      continue;
+    }
+    if (!s.ok()) return fail("push-pull", s);
+    int64_t lead = (step + 1) - h.min_clock();
+    max_lead = std::max(max_lead, lead);
+    if (report_leads) {
+      std::printf("STEP %lld LEAD %lld\n", static_cast<long long>(step), static_cast<long long>(lead));
+      std::fflush(stdout);
+    }
+  }
+  std::printf("FINAL_LOSS %.9g\nMAX_LEAD %lld\n", testing::EvalLoss(w), static_cast<long long>(max_lead));
+  if (!out.empty()) {
+    std::ofstream f(out);
+    char buf[32];
+    for (float v : w) {
+      std::snprintf(buf, sizeof buf, "%.9g\n", v);
+      f << buf;
+    }
+  }
+  if (Status s = c.Close(); !s.ok()) return fail("close", s);
+  std::printf("DONE\n");
+  std::fflush(stdout);
+  return 0;
+}
