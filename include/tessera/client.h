@@ -129,7 +129,7 @@ class Client {
   virtual ConsistencyMode mode() const = 0;
   // Waits until at least `n` trainers are registered in the job (or `timeout` passes).
   virtual Status WaitForTrainers(int n, std::chrono::milliseconds timeout) = 0;
-  // Leaves every pserver's group and deregisters; the destructor does it too.
+  // Deregisters the trainer (every pserver then drops it from its group); the destructor does it too.
   virtual Status Close() = 0;
 };
 

@@ -114,7 +114,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
       if (won.ok()) {
         Status s = OnEveryLink([&](PserverLink& link) -> Status {
           if (directory_->Ready(link.index())) return Status::OK();
-          return InitPserver(link, d);
+          return InitPserver(link, d, step_.load());
         });
         (void)lock.Resign();
         TESSERA_RETURN_IF_ERROR(s);
@@ -166,14 +166,8 @@ class ClientImpl : public Client, public PserverLink::Owner {
   Status Close() override {
     if (closed_) return Status::OK();
     closed_ = true;
-    if (initialized_) {
-      Deadline d(std::chrono::seconds(2));
-      (void)OnEveryLink([&](PserverLink& link) -> Status {
-        LinkCall call;
-        call.req.set_op(wire::DataRequest::LEAVE);
-        return link.Run(call, d, /*recover=*/false).status();
-      });
-    }
+    // Deregistering is the goodbye: every pserver watches the trainers' keys and takes this
+    // trainer out of its group at once (no request that could hang on a dead pserver).
     if (directory_) directory_->Interrupt();
     for (auto& l : links_) l->Close();
     links_.clear();
@@ -194,21 +188,21 @@ class ClientImpl : public Client, public PserverLink::Owner {
     req->set_allow_nonfinite(options_.allow_nonfinite);
   }
 
-  Status Reinitialize(PserverLink& link, const Deadline& d) override {
+  Status Reinitialize(PserverLink& link, const Deadline& d, int64_t step) override {
     if (!directory_->Ready(link.index())) {
       spdlog::warn(
           "pserver {} restarted without its parameters; re-initializing it from trainer {}'s copy at step {} "
           "(optimizer state and sparse rows on it start over)",
-          link.index(), id_, step_.load());
-      TESSERA_RETURN_IF_ERROR(InitPserver(link, d));
+          link.index(), id_, step);
+      TESSERA_RETURN_IF_ERROR(InitPserver(link, d, step));
     }
-    return Rejoin(link, d);
+    return Rejoin(link, d, step);
   }
 
-  Status Rejoin(PserverLink& link, const Deadline& d) override {
+  Status Rejoin(PserverLink& link, const Deadline& d, int64_t step) override {
     LinkCall call;
     call.req.set_op(wire::DataRequest::JOIN);
-    call.req.set_step(step_.load());
+    call.req.set_step(step);
     return link.Run(call, d, /*recover=*/false).status();
   }
 
@@ -263,10 +257,10 @@ class ClientImpl : public Client, public PserverLink::Owner {
     return Status::OK();
   }
 
-  Status InitPserver(PserverLink& link, const Deadline& d) {
+  Status InitPserver(PserverLink& link, const Deadline& d, int64_t step) {
     LinkCall init;
     builder_->BuildInit(link.index(), &init);
-    init.req.set_step(step_.load());
+    init.req.set_step(step);
     TESSERA_RETURN_IF_ERROR(link.Run(init, d, /*recover=*/false).status());
     LinkCall done;
     done.req.set_op(wire::DataRequest::INIT_DONE);

@@ -8,6 +8,12 @@
 #include "transport/grpc_transport.h"
 
 namespace tessera {
+namespace {
+
+// The step a request belongs to: its push step, or for a pull the version it needs.
+int64_t RequestStep(const wire::DataRequest& req) { return req.is_push() ? req.step() : req.need(); }
+
+}  // namespace
 
 PserverLink::PserverLink(int index, PserverDirectory* directory, Owner* owner)
     : index_(index), directory_(directory), owner_(owner) {
@@ -125,11 +131,11 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
         continue;
       case wire::DataReply::NOT_INITIALIZED:
         if (!recover) return s;
-        if (Status r = owner_->Reinitialize(*this, deadline); !r.ok()) last = r;
+        if (Status r = owner_->Reinitialize(*this, deadline, RequestStep(call.req)); !r.ok()) last = r;
         continue;
       case wire::DataReply::NOT_JOINED:
         if (!recover) return s;
-        if (Status r = owner_->Rejoin(*this, deadline); !r.ok()) last = r;
+        if (Status r = owner_->Rejoin(*this, deadline, RequestStep(call.req)); !r.ok()) last = r;
         continue;
       case wire::DataReply::STEP_CLOSED:
         if (resume_step) *resume_step = reply.resume_step();

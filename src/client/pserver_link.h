@@ -27,10 +27,11 @@ class PserverLink {
     virtual ~Owner() = default;
     // Fills the identity fields of a request (job token, trainer, epochs).
     virtual void Stamp(wire::DataRequest* req) = 0;
-    // Re-initializes pserver `index` (through `link`) after it restarted without state.
-    virtual Status Reinitialize(PserverLink& link, const Deadline& deadline) = 0;
-    // Joins pserver `index`'s consistency group again.
-    virtual Status Rejoin(PserverLink& link, const Deadline& deadline) = 0;
+    // Re-initializes pserver `index` (through `link`) after it restarted without state, at
+    // `step`: the step of the request being retried (the trainer's values belong to it).
+    virtual Status Reinitialize(PserverLink& link, const Deadline& deadline, int64_t step) = 0;
+    // Joins pserver `index`'s consistency group again, from `step`.
+    virtual Status Rejoin(PserverLink& link, const Deadline& deadline, int64_t step) = 0;
   };
 
   // Called with the outcome; for a refused push (Aborted: the step closed) `resume_step` says

@@ -162,7 +162,7 @@ Status RequestBuilder::AddSparsePull(const std::string& table, std::span<const u
   const SparseTableInfo& t = sparse_[it->second];
   const size_t dim = static_cast<size_t>(t.dim);
   const int n = slots_.pservers();
-  auto unique = std::make_shared<std::vector<std::vector<uint64_t>>>(n);
+  auto unique = std::make_unique<std::vector<std::vector<uint64_t>>>(n);
   // For each requested position: (pserver, row index in that pserver's reply).
   auto where = std::make_shared<std::vector<std::pair<int, size_t>>>(keys.size());
   std::vector<std::unordered_map<uint64_t, size_t>> seen(n);
@@ -172,9 +172,9 @@ Status RequestBuilder::AddSparsePull(const std::string& table, std::span<const u
     if (inserted) (*unique)[p].push_back(keys[i]);
     (*where)[i] = {p, pos->second};
   }
-  // Each pserver's rows land in its call's recv_scratch; the last `after` to run scatters all.
-  auto pending = std::make_shared<std::atomic<int>>(0);
-  std::vector<LinkCall*> used;
+  // Each pserver's rows land in its call's recv_scratch; when that call completes its `after`
+  // copies them to their positions in `out` (positions are disjoint between pservers, and a
+  // call's scratch lives only as long as the call).
   for (int p = 0; p < n; ++p) {
     if ((*unique)[p].empty()) continue;
     LinkCall& c = *(*calls)[p];
@@ -186,18 +186,12 @@ Status RequestBuilder::AddSparsePull(const std::string& table, std::span<const u
     for (uint64_t k : (*unique)[p]) seg->add_keys(k);
     c.recv_scratch.resize((*unique)[p].size() * dim);
     c.reply.push_back({c.recv_scratch.data(), c.recv_scratch.size() * sizeof(float)});
-    used.push_back(&c);
-    ++*pending;
-  }
-  std::vector<const float*> sources(n, nullptr);
-  for (int p = 0; p < n; ++p) {
-    if (!(*unique)[p].empty()) sources[p] = (*calls)[p]->recv_scratch.data();
-  }
-  for (LinkCall* c : used) {
-    c->after = [pending, where, sources, out, dim] {
-      if (--*pending != 0) return;
+    LinkCall* self = &c;
+    c.after = [self, p, where, out, dim] {
+      const float* rows = self->recv_scratch.data();
       for (size_t i = 0; i < where->size(); ++i) {
-        const float* row = sources[(*where)[i].first] + (*where)[i].second * dim;
+        if ((*where)[i].first != p) continue;
+        const float* row = rows + (*where)[i].second * dim;
         std::copy(row, row + dim, out + i * dim);
       }
     };

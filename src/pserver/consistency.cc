@@ -57,33 +57,23 @@ StatusOr<int64_t> Consistency::Join(const std::string& trainer, int64_t epoch, i
     it = members_.end();
   }
   requested = std::max<int64_t>(requested, 0);
-  int64_t start = 0;
-  switch (options_.mode.kind) {
-    case ConsistencyMode::Kind::kSync: {
-      if (it != members_.end()) {
-        start = std::max(it->second.start, requested);
-      } else {
-        // One contribution per trainer id per step: an id that already pushed for the open
-        // step (an earlier incarnation) takes part from the next one.
-        bool open = (pushed_.empty() || (!started_ && EligibleCount() < options_.min_trainers)) &&
-                    pushed_.count(trainer) == 0;
-        start = std::max(requested, open ? version_ : version_ + 1);
-      }
-      break;
-    }
-    case ConsistencyMode::Kind::kSsp: {
-      if (it != members_.end()) {
-        start = std::max(it->second.start, requested);
-      } else {
-        start = std::max(requested, min_clock());
-      }
-      break;
-    }
-    case ConsistencyMode::Kind::kAsync:
-      start = it != members_.end() ? std::max(it->second.start, requested) : requested;
-      break;
+  int64_t start = requested;
+  if (it != members_.end()) {
+    start = std::max(it->second.start, requested);  // a start step never goes down
+  } else if (options_.mode.kind == ConsistencyMode::Kind::kSync) {
+    // One contribution per trainer id per step: an id that already pushed for the open step
+    // (an earlier incarnation) takes part from the next one.
+    bool open = (pushed_.empty() || (!started_ && EligibleCount() < options_.min_trainers)) &&
+                pushed_.count(trainer) == 0;
+    start = std::max(requested, open ? version_ : version_ + 1);
+  } else if (options_.mode.kind == ConsistencyMode::Kind::kSsp) {
+    start = std::max(requested, min_clock());  // a newcomer starts at the slowest clock
   }
   members_[trainer] = Member{epoch, start};
+  if (options_.mode.kind == ConsistencyMode::Kind::kSsp &&
+      static_cast<int>(members_.size()) >= options_.min_trainers) {
+    started_ = true;
+  }
   if (options_.mode.kind == ConsistencyMode::Kind::kSync) MaybeCompleteBarrier();
   if (options_.mode.kind == ConsistencyMode::Kind::kSsp) ReleasePulls();
   return start;
@@ -160,6 +150,8 @@ bool Consistency::Answerable(int64_t need) const {
     case ConsistencyMode::Kind::kAsync:
       return true;
     case ConsistencyMode::Kind::kSsp:
+      // Before `min_trainers` have joined, nobody starts (the group is still forming).
+      if (!started_) return false;
       return members_.empty() || min_clock() >= need - options_.mode.staleness;
   }
   return true;

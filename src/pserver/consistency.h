@@ -15,6 +15,7 @@
 //  - async: every push applies on arrival (kApply); pulls answer at once.
 //  - ssp:S: each member has a clock (the step it pushes next); a push applies on arrival and
 //    advances its clock; a pull at clock c waits until the slowest member's clock is >= c - S.
+//    Pulls wait until `min_trainers` members have joined once (the group forms first).
 // Retried pushes are recognized by (trainer, epoch, step) and answered kDuplicate.
 //
 // Not thread-safe: the pserver serializes events under its lock.

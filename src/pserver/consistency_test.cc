@@ -304,6 +304,19 @@ TEST(ConsistencySspTest, PullWaitsForTheSlowestWithinStaleness) {
   EXPECT_EQ(c.min_clock(), 1);
 }
 
+TEST(ConsistencySspTest, PullsWaitUntilMinTrainersHaveJoined) {
+  ConsistencyMode m;
+  m.kind = ConsistencyMode::Kind::kSsp;
+  m.staleness = 1;
+  Consistency c({m, 2});
+  ASSERT_TRUE(c.Join("a", 1, 0).ok());
+  EXPECT_FALSE(*c.Pull(1, "a", 1, 0));  // alone: the group is still forming
+  ASSERT_TRUE(c.Join("b", 1, 0).ok());
+  EXPECT_EQ(c.TakeReady().pulls, std::vector<uint64_t>{1});
+  c.Leave("b", 1);
+  EXPECT_TRUE(*c.Pull(2, "a", 1, 0));  // once formed, departures do not stop it
+}
+
 TEST(ConsistencySspTest, SlowestLeavingReleasesPullsAndJoinersStartAtTheMinClock) {
   auto c = Ssp(1);
   ASSERT_TRUE(c.Join("a", 1, 0).ok());

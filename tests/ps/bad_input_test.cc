@@ -1,0 +1,189 @@
+// Bad input reaches the pserver and is refused with a message saying what and where, and
+// nothing stored changes: unknown parameter, wrong size, wrong dtype, closed step, non-finite
+// gradient, inconsistent payload, malformed header, another job's token, a stale epoch.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "ps/ps_fixture.h"
+#include "tessera/data.pb.h"
+#include "transport/grpc_transport.h"
+
+namespace tessera::testing {
+namespace {
+
+class BadInputTest : public PsTest {
+ protected:
+  void SetUp() override {
+    PsTest::SetUp();
+    cfg_ = MakeJob(kJob, 1, "sync", "sgd:lr=0.1", 64);
+    StartPserver(kJob);
+    ASSERT_TRUE(WaitForPservers(kJob, 1));
+    auto c = Client::Connect(ClientFor(kJob, "0"));
+    ASSERT_TRUE(c.ok());
+    client = std::move(*c);
+    w.assign(100, 1.0f);
+    ASSERT_TRUE(client->AddDense("w", w.data(), w.size()).ok());
+    ASSERT_TRUE(client->AddSparse("emb", 4, InitializerConfig{}).ok());
+    ASSERT_TRUE(client->Initialize().ok());
+    // Two good steps, so step 0 is closed.
+    for (int s = 0; s < 2; ++s) {
+      std::vector<float> g(100, 0.5f);
+      Gradients grads;
+      grads.Dense("w", g);
+      grads.samples = 1;
+      ASSERT_TRUE(client->PushPull(grads).Wait().ok());
+    }
+    auto kv = client_->Get(keys::Pserver(kJob, 0));
+    address_ = nlohmann::json::parse(kv->kvs[0].value)["address"];
+    pserver_epoch_ = kv->kvs[0].create_revision;
+    auto t = client_->Get(keys::Trainer(kJob, "0"));
+    trainer_epoch_ = t->kvs[0].create_revision;
+    conn_ = NewGrpcConnection(address_);
+    snapshot_ = Values();
+  }
+
+  std::vector<float> Values() {
+    std::vector<float> copy(100);
+    EXPECT_TRUE(client->Pull().Wait().ok());
+    std::copy(w.begin(), w.end(), copy.begin());
+    return copy;
+  }
+
+  // A well-formed push request of block 0 ("w" holds 64 elements there), to be spoiled.
+  wire::DataRequest GoodPush() {
+    wire::DataRequest r;
+    r.set_op(wire::DataRequest::DATA);
+    r.set_job_token(cfg_.token);
+    r.set_pserver_index(0);
+    r.set_pserver_epoch(pserver_epoch_);
+    r.set_trainer("0");
+    r.set_trainer_epoch(trainer_epoch_);
+    r.set_step(client->step());
+    r.set_is_push(true);
+    r.set_samples(1);
+    auto* s = r.add_push();
+    s->set_param("w");
+    s->set_block(0);
+    s->set_count(64);
+    s->set_dtype(wire::FLOAT32);
+    return r;
+  }
+
+  wire::DataReply Send(const std::string& header, const std::vector<float>& payload) {
+    ConstBuffer b{payload.data(), payload.size() * sizeof(float)};
+    auto r = conn_->Call(header, std::span<const ConstBuffer>(&b, payload.empty() ? 0 : 1), {},
+                         std::chrono::seconds(10));
+    EXPECT_TRUE(r.ok()) << r.status();
+    wire::DataReply reply;
+    EXPECT_TRUE(reply.ParseFromString(r->header));
+    return reply;
+  }
+
+  void ExpectRefused(const wire::DataReply& r, const std::string& needle) {
+    EXPECT_NE(r.code(), 0) << needle;
+    EXPECT_NE(r.message().find(needle), std::string::npos) << "message: " << r.message();
+    EXPECT_EQ(Values(), snapshot_) << "stored values changed after: " << r.message();
+  }
+
+  const std::string kJob = "bad";
+  JobConfig cfg_;
+  std::unique_ptr<Client> client;
+  std::vector<float> w;
+  std::string address_;
+  int64_t pserver_epoch_ = 0, trainer_epoch_ = 0;
+  std::unique_ptr<ClientConnection> conn_;
+  std::vector<float> snapshot_;
+};
+
+TEST_F(BadInputTest, UnknownParameter) {
+  auto r = GoodPush();
+  r.mutable_push(0)->set_param("nope");
+  ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(64, 1)), "unknown parameter 'nope'");
+}
+
+TEST_F(BadInputTest, WrongSize) {
+  auto r = GoodPush();
+  r.mutable_push(0)->set_count(10);
+  ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(10, 1)),
+                "'w' block 0: expected 64 elements, got 10");
+}
+
+TEST_F(BadInputTest, WrongDtype) {
+  auto r = GoodPush();
+  r.mutable_push(0)->set_dtype(wire::FLOAT64);
+  ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(128, 1)),
+                "parameter 'w': dtype FLOAT64 is not supported");
+}
+
+TEST_F(BadInputTest, PushForAClosedStep) {
+  auto r = GoodPush();
+  r.set_step(0);
+  auto reply = Send(r.SerializeAsString(), std::vector<float>(64, 1));
+  EXPECT_EQ(reply.reason(), wire::DataReply::STEP_CLOSED);
+  EXPECT_EQ(reply.resume_step(), 2);
+  ExpectRefused(reply, "step 0 is closed");
+}
+
+TEST_F(BadInputTest, NonFiniteGradientNamesTheParameter) {
+  auto r = GoodPush();
+  std::vector<float> g(64, 1.0f);
+  g[17] = std::nanf("");
+  ExpectRefused(Send(r.SerializeAsString(), g), "gradient for 'w' block 0 element 17 is not finite");
+  g[17] = INFINITY;
+  ExpectRefused(Send(r.SerializeAsString(), g), "not finite");
+  // Through the client too.
+  std::vector<float> full(100, 0.0f);
+  full[99] = -INFINITY;
+  Gradients grads;
+  grads.Dense("w", full);
+  grads.samples = 1;
+  Status s = client->Push(grads).Wait();
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("gradient for 'w'"), std::string::npos) << s;
+}
+
+TEST_F(BadInputTest, PayloadThatDoesNotMatchTheHeader) {
+  auto r = GoodPush();
+  ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(63, 1)),
+                "payload has 252 bytes but the header describes 256");
+}
+
+TEST_F(BadInputTest, MalformedHeaderWrongJobAndStaleEpoch) {
+  ExpectRefused(Send("\xff\xff\xff garbage", {}), "malformed request header");
+  auto r = GoodPush();
+  r.set_job_token("someone-else");
+  ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(64, 1)), "another job");
+  r = GoodPush();
+  r.set_pserver_epoch(pserver_epoch_ - 1);
+  auto reply = Send(r.SerializeAsString(), std::vector<float>(64, 1));
+  EXPECT_EQ(reply.reason(), wire::DataReply::STALE_EPOCH);
+  ExpectRefused(reply, "stale epoch");
+}
+
+TEST_F(BadInputTest, ClientSideChecksNameTheParameter) {
+  std::vector<float> small(5);
+  Gradients g1;
+  g1.Dense("w", small);
+  g1.samples = 1;
+  Status s = client->Push(g1).Wait();
+  EXPECT_NE(s.message().find("gradient of 'w' has 5 elements, the parameter has 100"), std::string::npos)
+      << s;
+  Gradients g2;
+  g2.Dense("ghost", small);
+  g2.samples = 1;
+  EXPECT_NE(client->Push(g2).Wait().message().find("unknown dense parameter 'ghost'"), std::string::npos);
+  std::vector<uint64_t> keys{1, 2};
+  std::vector<float> rows(3);
+  Gradients g3;
+  g3.Sparse("emb", keys, rows);
+  g3.samples = 1;
+  EXPECT_NE(client->Push(g3).Wait().message().find("2 keys need 8 gradient values, not 3"),
+            std::string::npos);
+  EXPECT_EQ(client->AddDense("late", small.data(), small.size()).code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(Values(), snapshot_);
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -1,0 +1,141 @@
+// pserver failures: a pserver killed with SIGKILL is replaced by a new process and the trainer
+// goes on (re-resolving and re-initializing it); a pserver whose lease is revoked stops answering
+// within a second; SIGTERM stops a pserver cleanly and frees its index at once.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+#include "linear_data.h"
+#include "ps/ps_fixture.h"
+#include "pserver/optimizer.h"
+#include "tessera/data.pb.h"
+#include "transport/grpc_transport.h"
+
+namespace tessera::testing {
+namespace {
+
+// The pid and epoch registered for pserver `index`.
+std::pair<int64_t, int64_t> PserverPidEpoch(etcd::EtcdClient* c, const std::string& job, int index) {
+  Registry reg(c, keys::PserverPrefix(job));
+  auto l = reg.List();
+  if (!l.ok()) return {0, 0};
+  const Member* m = l->Find(std::to_string(index));
+  if (!m) return {0, 0};
+  auto j = nlohmann::json::parse(m->value);
+  return {j["pid"].get<int64_t>(), m->epoch};
+}
+
+class FailoverTest : public PsTest {};
+
+TEST_F(FailoverTest, KilledPserverIsReplacedAndTrainingGoesOnUnchanged) {
+  const std::string job = "failover";
+  const int kDim = 200;
+  MakeJob(job, 2, "sync", "sgd:lr=0.2", 32);
+  StartPserver(job);
+  StartPserver(job);
+  ASSERT_TRUE(WaitForPservers(job, 2));
+  auto c = Client::Connect(ClientFor(job, "0"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<float> w(kDim);
+  for (int j = 0; j < kDim; ++j) w[j] = InitialWeight(j);
+  ASSERT_TRUE((*c)->AddDense("w", w.data(), w.size()).ok());
+  ASSERT_TRUE((*c)->Initialize().ok());
+  ASSERT_TRUE((*c)->Pull().Wait().ok());
+  auto step = [&](int s) {
+    std::vector<float> g(kDim, 0.0f);
+    AddBatchGradient(s, 0, 5, w, &g);
+    Gradients grads;
+    grads.Dense("w", g);
+    grads.samples = 5;
+    return (*c)->PushPull(grads).Wait();
+  };
+  for (int s = 0; s < 5; ++s) ASSERT_TRUE(step(s).ok());
+
+  auto [pid, old_epoch] = PserverPidEpoch(client_.get(), job, 1);
+  ASSERT_GT(pid, 0);
+  for (auto& p : procs_) {
+    if (p->pid() == pid) p->Kill();
+  }
+  StartPserver(job);  // the replacement claims index 1 once the dead one's lease expires
+  for (int s = 5; s < 10; ++s) {
+    Status st = step(s);
+    ASSERT_TRUE(st.ok()) << "step " << s << ": " << st;
+  }
+  auto [new_pid, new_epoch] = PserverPidEpoch(client_.get(), job, 1);
+  EXPECT_NE(new_pid, pid);
+  EXPECT_GT(new_epoch, old_epoch);
+  EXPECT_EQ((*c)->step(), 10);
+
+  // SGD keeps no state, and the replacement was initialized from the trainer's copy at the step
+  // it had reached: the run equals one without the failure.
+  std::vector<float> ref(kDim);
+  for (int j = 0; j < kDim; ++j) ref[j] = InitialWeight(j);
+  auto opt = *OptimizerConfig::Parse("sgd:lr=0.2");
+  for (int s = 0; s < 10; ++s) {
+    std::vector<float> g(kDim, 0.0f);
+    AddBatchGradient(s, 0, 5, ref, &g);
+    ApplyUpdate(opt, ref.data(), g.data(), 1.0f / 5, kDim, nullptr, nullptr, s + 1);
+  }
+  for (int j = 0; j < kDim; ++j) ASSERT_NEAR(w[j], ref[j], 1e-5 * std::max(1.0f, std::abs(ref[j]))) << j;
+}
+
+TEST_F(FailoverTest, PserverWhoseLeaseIsRevokedStopsAnsweringWithinOneSecond) {
+  const std::string job = "revoke";
+  auto cfg = MakeJob(job, 1);
+  size_t p = StartPserver(job, /*ttl=*/10);
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  auto kv = client_->Get(keys::Pserver(job, 0));
+  ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
+  int64_t lease = kv->kvs[0].lease;
+  std::string address = nlohmann::json::parse(kv->kvs[0].value)["address"];
+  auto conn = NewGrpcConnection(address);
+  auto status_ok = [&] {
+    wire::DataRequest req;
+    req.set_op(wire::DataRequest::STATUS);
+    req.set_job_token(cfg.token);
+    auto r = conn->Call(req.SerializeAsString(), {}, {}, std::chrono::seconds(2));
+    if (!r.ok()) return false;
+    wire::DataReply reply;
+    return reply.ParseFromString(r->header) && reply.code() == 0;
+  };
+  ASSERT_TRUE(status_ok());
+  ASSERT_TRUE(client_->RevokeLease(lease).ok());
+  auto revoked = std::chrono::steady_clock::now();
+  ASSERT_TRUE(
+      WaitUntil([&] { return !status_ok(); }, std::chrono::seconds(10), std::chrono::milliseconds(20)));
+  EXPECT_LE(SecondsSince(revoked), 1.0);
+  // It then exits with the "lease lost" code for a supervisor to restart it.
+  auto code = procs_[p]->Wait(std::chrono::seconds(15));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 3) << procs_[p]->Output();
+}
+
+TEST_F(FailoverTest, SigtermStopsCleanlyAndFreesTheIndexAtOnce) {
+  const std::string job = "term";
+  MakeJob(job, 1);
+  size_t p = StartPserver(job, /*ttl=*/30);
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  ASSERT_TRUE(procs_[p]->Signal(SIGTERM).ok());
+  auto stopped = std::chrono::steady_clock::now();
+  auto code = procs_[p]->Wait(std::chrono::seconds(15));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 0) << procs_[p]->Output();
+  // Freed by revoking the lease, not by waiting 30 s for it to expire.
+  ASSERT_TRUE(WaitForPservers(job, 0, std::chrono::seconds(5)));
+  EXPECT_LT(SecondsSince(stopped), 5.0);
+  EXPECT_NE(procs_[p]->Output().find("pserver 0 stopped"), std::string::npos) << procs_[p]->Output();
+}
+
+TEST_F(FailoverTest, PserverForAMissingJobFailsWithAClearMessage) {
+  size_t p = StartPserver("no-such-job");
+  auto code = procs_[p]->Wait(std::chrono::seconds(30));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(procs_[p]->Output().find("job 'no-such-job' does not exist"), std::string::npos)
+      << procs_[p]->Output();
+}
+
+}  // namespace
+}  // namespace tessera::testing
