@@ -9,7 +9,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps configure build test clean format
+.PHONY: deps configure build test bench clean format
 
 deps:
 	$(SUDO) scripts/install-deps.sh
@@ -22,6 +22,9 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest -j$(JOBS) --output-on-failure --timeout 600
+
+bench: build
+	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/ps_bench
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -14,6 +14,7 @@
 #include "client/pserver_link.h"
 #include "client/request_builder.h"
 #include "common/clock.h"
+#include "common/logging.h"
 #include "common/strings.h"
 #include "coord/election.h"
 #include "coord/keys.h"
@@ -86,6 +87,14 @@ class ClientImpl : public Client, public PserverLink::Owner {
     TESSERA_ASSIGN_OR_RETURN(c->slots_, SlotMap::FromJson(map.kvs[0].value));
     TESSERA_ASSIGN_OR_RETURN(c->keeper_, LeaseKeeper::Start(c->etcd_.get(), {o.lease_ttl_seconds, {}}));
     TESSERA_RETURN_IF_ERROR(c->Register());
+    // A library must not write to the program's stdout: unless the program installed its own
+    // logger, log to stderr with the job and trainer on every line.
+    if (spdlog::default_logger()->name().empty()) {
+      LogOptions lo;
+      lo.job = o.job;
+      lo.node = "trainer-" + c->id_;
+      (void)InitLogging(lo);
+    }
     c->builder_ = std::make_unique<RequestBuilder>(c->job_, c->slots_);
     c->directory_ = std::make_unique<PserverDirectory>(c->etcd_.get(), o.job, c->job_.pservers);
     for (int i = 0; i < c->job_.pservers; ++i) {

@@ -162,6 +162,33 @@ TEST_F(BadInputTest, MalformedHeaderWrongJobAndStaleEpoch) {
   ExpectRefused(reply, "stale epoch");
 }
 
+TEST_F(BadInputTest, RetriedPushIsAppliedOnce) {
+  // The same push (trainer 0, same epoch, same step) arrives twice, as after a lost reply.
+  auto r = GoodPush();
+  std::string header = r.SerializeAsString();
+  std::vector<float> g(64, 1.0f);
+  auto first = Send(header, g);
+  ASSERT_EQ(first.code(), 0) << first.message();
+  auto again = Send(header, g);
+  ASSERT_EQ(again.code(), 0) << again.message();
+  // Block 0 moved by lr * g once (0.1), not twice.
+  std::vector<float> now(100);
+  wire::DataRequest pull;
+  pull.set_op(wire::DataRequest::DATA);
+  pull.set_job_token(cfg_.token);
+  pull.set_pserver_index(0);
+  pull.set_pserver_epoch(pserver_epoch_);
+  pull.set_trainer("0");
+  pull.set_trainer_epoch(trainer_epoch_);
+  pull.set_need(client->step() + 1);
+  *pull.add_pull() = r.push(0);
+  MutableBuffer out{now.data(), 64 * sizeof(float)};
+  auto reply = conn_->Call(pull.SerializeAsString(), {}, std::span<const MutableBuffer>(&out, 1),
+                           std::chrono::seconds(10));
+  ASSERT_TRUE(reply.ok()) << reply.status();
+  for (int i = 0; i < 64; ++i) ASSERT_FLOAT_EQ(now[i], snapshot_[i] - 0.1f) << i;
+}
+
 TEST_F(BadInputTest, ClientSideChecksNameTheParameter) {
   std::vector<float> small(5);
   Gradients g1;

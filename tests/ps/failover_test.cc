@@ -7,6 +7,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "harness/ports.h"
 #include "linear_data.h"
 #include "ps/ps_fixture.h"
 #include "pserver/optimizer.h"
@@ -79,6 +80,52 @@ TEST_F(FailoverTest, KilledPserverIsReplacedAndTrainingGoesOnUnchanged) {
     ApplyUpdate(opt, ref.data(), g.data(), 1.0f / 5, kDim, nullptr, nullptr, s + 1);
   }
   for (int j = 0; j < kDim; ++j) ASSERT_NEAR(w[j], ref[j], 1e-5 * std::max(1.0f, std::abs(ref[j]))) << j;
+}
+
+TEST_F(FailoverTest, PserverBackAtTheSameAddressIsReconnected) {
+  const std::string job = "same-address";
+  MakeJob(job, 1, "async", "sgd:lr=0.1");
+  const int port = FreePort();
+  auto start = [&] {
+    SpawnOptions o;
+    o.argv = {BuildPath("src/tessera"),
+              "pserver",
+              "--etcd",
+              server_->endpoint(),
+              "--job",
+              job,
+              "--lease-ttl",
+              "2",
+              "--port",
+              std::to_string(port)};
+    o.log_path = dir_ + "/same" + std::to_string(procs_.size()) + ".log";
+    auto p = Subprocess::Spawn(o);
+    EXPECT_TRUE(p.ok());
+    procs_.push_back(std::move(*p));
+  };
+  start();
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  auto c = Client::Connect(ClientFor(job));
+  ASSERT_TRUE(c.ok());
+  std::vector<float> w(10, 1.0f);
+  ASSERT_TRUE((*c)->AddDense("w", w.data(), w.size()).ok());
+  ASSERT_TRUE((*c)->Initialize().ok());
+  ASSERT_TRUE((*c)->Pull().Wait().ok());
+  auto [pid, epoch] = PserverPidEpoch(client_.get(), job, 0);
+  procs_.back()->Kill();
+  start();  // same port: it binds once the old socket is gone, and registers after the TTL
+  std::vector<float> g(10, 1.0f);
+  Gradients grads;
+  grads.Dense("w", g);
+  grads.samples = 1;
+  Status s = (*c)->PushPull(grads).Wait();
+  ASSERT_TRUE(s.ok()) << s;
+  auto [new_pid, new_epoch] = PserverPidEpoch(client_.get(), job, 0);
+  EXPECT_NE(new_pid, pid);
+  EXPECT_GT(new_epoch, epoch);
+  auto kv = client_->Get(keys::Pserver(job, 0));
+  EXPECT_NE(kv->kvs[0].value.find(":" + std::to_string(port) + "\""), std::string::npos) << kv->kvs[0].value;
+  for (float v : w) EXPECT_FLOAT_EQ(v, 0.9f);  // re-initialized from the trainer's 1.0, then one step
 }
 
 TEST_F(FailoverTest, PserverWhoseLeaseIsRevokedStopsAnsweringWithinOneSecond) {
