@@ -9,6 +9,8 @@
 #include "coord/election.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
+#include "job/job_config.h"
+#include "master/master_client.h"
 
 namespace tessera::cli {
 namespace {
@@ -38,6 +40,31 @@ nlohmann::json MembersJson(const MemberList& list) {
         {{"name", m.name}, {"epoch", m.epoch}, {"value", v.is_discarded() ? nlohmann::json(m.value) : v}});
   }
   return arr;
+}
+
+// The leading master's task-queue summary, indented under the "master:" line.
+void PrintMasterStatus(etcd::EtcdClient& etcd, const std::string& job_name, const etcd::RangeResult& config) {
+  if (config.kvs.empty()) return;
+  auto job = JobConfig::FromJson(config.kvs[0].value);
+  if (!job.ok()) return;
+  master::MasterClient mc(&etcd, job_name, job->token);
+  auto st = mc.GetStatus(Deadline(std::chrono::seconds(3)));
+  if (!st.ok()) {
+    std::printf("  (task status unavailable: %s)\n", st.status().message().c_str());
+    return;
+  }
+  std::printf(
+      "  data set %s, pass %d of %d%s: tasks %lld todo, %lld pending, %lld done, %lld failed "
+      "(%lld handed out, %lld repeated, %lld timed out)\n",
+      st->dataset().c_str(), st->pass() + 1, st->passes(), st->finished() ? " (finished)" : "",
+      static_cast<long long>(st->todo()), static_cast<long long>(st->pending()),
+      static_cast<long long>(st->done()), static_cast<long long>(st->failed()),
+      static_cast<long long>(st->dispatches()), static_cast<long long>(st->duplicates()),
+      static_cast<long long>(st->timeouts()));
+  for (const auto& ft : st->failed_tasks()) {
+    std::printf("  failed task %lld (pass %d, %d failures): %s\n", static_cast<long long>(ft.id()),
+                ft.pass() + 1, ft.failures(), ft.reason().c_str());
+  }
 }
 
 int RunStatus(const StatusFlags& f) {
@@ -76,6 +103,7 @@ int RunStatus(const StatusFlags& f) {
   if (leader->has_value()) {
     std::printf("master: %s (epoch %lld)\n", (*leader)->value.c_str(),
                 static_cast<long long>((*leader)->epoch));
+    PrintMasterStatus(etcd, f.etcd.job, *config);
   } else {
     std::printf("master: none elected\n");
   }

@@ -20,6 +20,8 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterStatus(app, &exit_code);
   tessera::cli::RegisterJob(app, &exit_code);
   tessera::cli::RegisterPserver(app, &exit_code);
+  tessera::cli::RegisterData(app, &exit_code);
+  tessera::cli::RegisterMaster(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -1,0 +1,70 @@
+// The trainer-side data reader: records from the tasks the job's master hands out.
+//
+// A Reader asks the master (found through etcd, followed when it moves) for a task, reads the
+// task's chunks from the data set store (checking each chunk's checksum and that it matches the
+// manifest), and yields its records in order. A task is acknowledged to the master only after
+// the caller says, with Trained(), that every record returned so far has been trained on, so a
+// trainer that dies mid-task loses nothing: the task goes back to the queue. A corrupt chunk
+// fails its task (with the reason) and the reader moves on to the next task.
+//
+// Thread-safety: one thread uses a Reader at a time.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "tessera/status.h"
+
+namespace tessera {
+
+struct ReaderOptions {
+  std::vector<std::string> etcd_endpoints;  // required
+  std::string job;                          // required
+  // The trainer this reader works for (tasks are attributed to it, and returned to the queue
+  // when its registration goes). Use Client::trainer_id(). Empty: the reader registers its own
+  // trainer id with a lease.
+  std::string trainer_id;
+  std::string store;  // the store path as mounted here (empty: the master's path)
+  std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
+  int64_t lease_ttl_seconds = 10;
+};
+
+struct ReaderStats {
+  int64_t tasks_done = 0;    // acknowledged
+  int64_t tasks_failed = 0;  // failed by this reader (corrupt chunks)
+  int64_t stale = 0;         // acknowledgements the master refused (task re-dispatched meanwhile)
+  int64_t records = 0;       // records returned
+};
+
+class Reader {
+ public:
+  static StatusOr<std::unique_ptr<Reader>> Open(const ReaderOptions& options);
+  virtual ~Reader() = default;
+
+  // Copies the next record into *record. Returns false when there is nothing more for this
+  // trainer right now: the rest of the pass is in other trainers' hands (train what you have,
+  // call Trained(), then call Next() again: it waits for the next pass or for a task returned to
+  // the queue), or every pass is done (finished()).
+  //   while (!reader->finished()) {
+  //     while (reader->Next(&rec)) { ...; if (batch full) { train; reader->Trained(); } }
+  //     train the partial batch; reader->Trained();   // end of this trainer's share of a pass
+  //   }
+  virtual StatusOr<bool> Next(std::string* record) = 0;
+  // Every pass of the data is done.
+  virtual bool finished() const = 0;
+  // Every record returned so far has been trained on: acknowledge the tasks they completed.
+  virtual Status Trained() = 0;
+  // The pass of the task the last record came from (0-based), and the number of passes.
+  virtual int pass() const = 0;
+  virtual int passes() const = 0;
+  // "line" (text data sets) or "example" (tessera.data.Example).
+  virtual const std::string& record_type() const = 0;
+  virtual ReaderStats stats() const = 0;
+  // For tests and logs: the last task handed out (id, epoch).
+  virtual std::pair<int64_t, int64_t> current_task() const = 0;
+};
+
+}  // namespace tessera

@@ -1,0 +1,112 @@
+// `tessera master`: run a master (the leader, or a standby waiting in the election).
+#include "cli/commands.h"
+#include "cli/etcd_flags.h"
+#include "cli/signals.h"
+#include "common/logging.h"
+#include "common/strings.h"
+#include "master/master_node.h"
+
+namespace tessera::cli {
+namespace {
+
+struct MasterFlags {
+  EtcdFlags etcd;
+  std::string store, dataset;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int chunks_per_task = 1;
+  double task_timeout_s = 60;
+  int max_failures = 3;
+  int passes = 1;
+  uint64_t seed = 1;
+  int64_t lease_ttl = 10;
+  std::string log_level = "info";
+  std::string log_file;
+};
+
+int RunMaster(const MasterFlags& f) {
+  std::mutex mu;
+  master::MasterNode* node_ptr = nullptr;
+  SignalWatcher watcher([&](int) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (node_ptr) node_ptr->Stop();
+  });
+  LogOptions lo;
+  lo.job = f.etcd.job;
+  lo.node = "master";
+  lo.level = f.log_level;
+  lo.file = f.log_file;
+  if (Status s = InitLogging(lo); !s.ok()) return Fail("master", s);
+  if (Status s = ValidateName(f.etcd.job, "job"); !s.ok()) return Fail("master", s);
+  auto endpoints = ParseEndpoints(f.etcd.endpoints);
+  if (!endpoints.ok()) return Fail("master", endpoints.status());
+  if (f.lease_ttl < 2)
+    return Fail("master", Status::InvalidArgument("--lease-ttl must be at least 2 seconds"));
+  master::MasterOptions o;
+  o.etcd.endpoints = *endpoints;
+  o.etcd.username = f.etcd.user;
+  o.etcd.password = f.etcd.password;
+  o.etcd.tls = f.etcd.tls || !f.etcd.ca.empty();
+  o.etcd.ca_file = f.etcd.ca;
+  o.etcd.cert_file = f.etcd.cert;
+  o.etcd.key_file = f.etcd.key;
+  o.job = f.etcd.job;
+  o.store = f.store;
+  o.dataset = f.dataset;
+  o.host = f.host;
+  o.port = f.port;
+  o.lease_ttl_seconds = f.lease_ttl;
+  o.queue.chunks_per_task = f.chunks_per_task;
+  o.queue.timeout_ms = static_cast<int64_t>(f.task_timeout_s * 1000);
+  o.queue.max_failures = f.max_failures;
+  o.queue.passes = f.passes;
+  o.queue.seed = f.seed;
+  master::MasterNode node(o);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    node_ptr = &node;
+    if (watcher.received()) node.Stop();
+  }
+  Status s = node.Run();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    node_ptr = nullptr;
+  }
+  if (s.ok()) return 0;
+  if (s.code() == StatusCode::kAborted) return 3;
+  return Fail("master", s);
+}
+
+}  // namespace
+
+void RegisterMaster(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<MasterFlags>();
+  auto* cmd = app.add_subcommand(
+      "master",
+      "Run a master for a job: it hands the data set's chunks out to trainers as tasks, pass after\n"
+      "pass, and keeps its whole state in etcd. Start several: one leads, the others wait as\n"
+      "standbys and take over within the lease TTL if it dies. Exit codes: 0 after SIGTERM/SIGINT,\n"
+      "3 when deposed or its lease was lost, 1 on errors.");
+  AddEtcdFlags(cmd, &f->etcd);
+  cmd->add_option("--store", f->store, "data set store (a path every trainer can read)")
+      ->envname("TESSERA_STORE")
+      ->required();
+  cmd->add_option("--dataset", f->dataset, "data set to train on")->required();
+  cmd->add_option("--chunks-per-task", f->chunks_per_task, "chunks in one task")->capture_default_str();
+  cmd->add_option("--task-timeout", f->task_timeout_s, "seconds before a pending task goes back to the queue")
+      ->capture_default_str();
+  cmd->add_option("--max-failures", f->max_failures,
+                  "failures of a task tolerated before it is given up for the pass")
+      ->capture_default_str();
+  cmd->add_option("--passes", f->passes, "passes over the data set")->capture_default_str();
+  cmd->add_option("--seed", f->seed, "shuffling seed")->capture_default_str();
+  cmd->add_option("--host", f->host, "address to listen on and advertise")->capture_default_str();
+  cmd->add_option("--port", f->port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--lease-ttl", f->lease_ttl, "seconds after which a dead master is replaced")
+      ->capture_default_str();
+  cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")->capture_default_str();
+  cmd->add_option("--log-file", f->log_file, "also write the log to this file");
+  cmd->callback([f, exit_code] { *exit_code = RunMaster(*f); });
+}
+
+}  // namespace tessera::cli

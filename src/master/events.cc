@@ -1,0 +1,69 @@
+// Master events (see events.h).
+#include "master/events.h"
+
+#include "common/bytes.h"
+
+namespace tessera::master {
+
+std::string EncodeEvent(const Event& e) {
+  std::string out;
+  ByteWriter w(&out);
+  w.PutVarint(static_cast<uint64_t>(e.type));
+  w.PutString(e.trainer);
+  w.PutVarint(static_cast<uint64_t>(e.task));
+  w.PutVarint(static_cast<uint64_t>(e.epoch));
+  w.PutString(e.reason);
+  return out;
+}
+
+StatusOr<std::vector<Event>> DecodeDelta(const std::string& delta) {
+  ByteReader r(delta);
+  uint64_t n;
+  if (!r.GetVarint(&n) || n > delta.size()) return Status::DataLoss("master state delta: bad event count");
+  std::vector<Event> out;
+  for (uint64_t i = 0; i < n; ++i) {
+    std::string one;
+    if (!r.GetString(&one)) return Status::DataLoss("master state delta: truncated");
+    ByteReader er(one);
+    uint64_t type, task, epoch;
+    Event e;
+    if (!er.GetVarint(&type) || type < 1 || type > 5 || !er.GetString(&e.trainer) || !er.GetVarint(&task) ||
+        !er.GetVarint(&epoch) || !er.GetString(&e.reason)) {
+      return Status::DataLoss("master state delta: bad event " + std::to_string(i));
+    }
+    e.type = static_cast<Event::Type>(type);
+    e.task = static_cast<int64_t>(task);
+    e.epoch = static_cast<int64_t>(epoch);
+    out.push_back(std::move(e));
+  }
+  return out;
+}
+
+Status Replay(TaskQueue& q, const Event& e, int64_t now_ms) {
+  switch (e.type) {
+    case Event::Type::kDispatch: {
+      auto n = q.Dispatch(e.trainer, now_ms);
+      if (n.kind != TaskQueue::NextKind::kTask || n.task.task != e.task || n.task.epoch != e.epoch) {
+        return Status::DataLoss("master state replay diverged: logged dispatch of task " +
+                                std::to_string(e.task) + " epoch " + std::to_string(e.epoch) +
+                                " did not reproduce");
+      }
+      return Status::OK();
+    }
+    case Event::Type::kFinish:
+      (void)q.Finish(e.task, e.epoch);
+      return Status::OK();
+    case Event::Type::kFail:
+      (void)q.Fail(e.task, e.epoch, e.reason);
+      return Status::OK();
+    case Event::Type::kExpire:
+      (void)q.Expire(e.task, e.epoch);
+      return Status::OK();
+    case Event::Type::kLost:
+      (void)q.TrainerLost(e.trainer);
+      return Status::OK();
+  }
+  return Status::DataLoss("unknown master event");
+}
+
+}  // namespace tessera::master

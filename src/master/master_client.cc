@@ -1,0 +1,130 @@
+// MasterClient (see master_client.h).
+#include "master/master_client.h"
+
+#include <spdlog/spdlog.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/backoff.h"
+#include "coord/election.h"
+#include "coord/keys.h"
+
+namespace tessera::master {
+
+MasterClient::MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token)
+    : etcd_(etcd), job_(std::move(job)), token_(std::move(job_token)) {}
+
+std::string MasterClient::leader() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return address_;
+}
+
+Status MasterClient::Resolve(const Deadline& deadline) {
+  (void)deadline;  // the etcd client retries within its own timeout
+  TESSERA_ASSIGN_OR_RETURN(auto leader, Election::Leader(etcd_, keys::MasterElectionPrefix(job_)));
+  if (!leader.has_value()) return Status::Unavailable("job '" + job_ + "' has no master (is one running?)");
+  auto j = nlohmann::json::parse(leader->value, nullptr, false);
+  if (j.is_discarded() || !j.contains("address"))
+    return Status::DataLoss("master registration is not readable");
+  std::string address = j["address"].get<std::string>();
+  if (address != address_ || !stub_) {
+    if (!address_.empty() && address != address_)
+      spdlog::info("master of job {} is now at {}", job_, address);
+    address_ = address;
+    grpc::ChannelArguments args;
+    args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
+    args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+    stub_ = Master::NewStub(channel_);
+  }
+  return Status::OK();
+}
+
+template <typename Fn>
+Status MasterClient::Call(const char* what, const Deadline& deadline, Fn fn) {
+  std::lock_guard<std::mutex> lock(mu_);
+  Backoff backoff({std::chrono::milliseconds(50), std::chrono::milliseconds(1000), 2.0, 0.2});
+  Status last = Status::Unavailable("no master reached");
+  while (!deadline.expired()) {
+    Status r = stub_ ? Status::OK() : Resolve(deadline);
+    if (r.ok()) {
+      auto connect_by =
+          std::chrono::system_clock::now() + std::min(deadline.remaining(), std::chrono::milliseconds(1000));
+      if (channel_->GetState(true) == GRPC_CHANNEL_READY || channel_->WaitForConnected(connect_by)) {
+        grpc::ClientContext ctx;
+        ctx.set_deadline(std::chrono::system_clock::now() +
+                         std::min(deadline.remaining(), std::chrono::milliseconds(30000)));
+        grpc::Status s = fn(*stub_, &ctx);
+        if (s.ok()) return Status::OK();
+        last = Status(static_cast<StatusCode>(s.error_code()),
+                      "master " + address_ + ": " + what + ": " + s.error_message());
+        if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+            s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+          return last;
+        }
+      } else {
+        last = Status::Unavailable("cannot connect to the master at " + address_);
+      }
+      stub_.reset();  // look for the leader again
+    } else {
+      last = r;
+      if (r.code() != StatusCode::kUnavailable && r.code() != StatusCode::kDeadlineExceeded) return r;
+    }
+    std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
+  }
+  return last;
+}
+
+StatusOr<GetTaskReply> MasterClient::GetTask(const std::string& trainer, const Deadline& deadline) {
+  GetTaskRequest req;
+  req.set_job_token(token_);
+  req.set_trainer(trainer);
+  GetTaskReply reply;
+  TESSERA_RETURN_IF_ERROR(Call("get task", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
+    reply.Clear();
+    return s.GetTask(c, req, &reply);
+  }));
+  return reply;
+}
+
+StatusOr<bool> MasterClient::Finish(const std::string& trainer, int64_t task, int64_t epoch,
+                                    const Deadline& deadline) {
+  TaskResult req;
+  req.set_job_token(token_);
+  req.set_trainer(trainer);
+  req.set_task_id(task);
+  req.set_epoch(epoch);
+  TaskResultReply reply;
+  TESSERA_RETURN_IF_ERROR(Call("finish task", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
+    return s.FinishTask(c, req, &reply);
+  }));
+  return reply.accepted();
+}
+
+StatusOr<bool> MasterClient::Fail(const std::string& trainer, int64_t task, int64_t epoch,
+                                  const std::string& reason, const Deadline& deadline) {
+  TaskResult req;
+  req.set_job_token(token_);
+  req.set_trainer(trainer);
+  req.set_task_id(task);
+  req.set_epoch(epoch);
+  req.set_error(reason);
+  TaskResultReply reply;
+  TESSERA_RETURN_IF_ERROR(Call("fail task", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
+    return s.FailTask(c, req, &reply);
+  }));
+  return reply.accepted();
+}
+
+StatusOr<StatusReply> MasterClient::GetStatus(const Deadline& deadline) {
+  StatusRequest req;
+  StatusReply reply;
+  TESSERA_RETURN_IF_ERROR(Call("status", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
+    return s.GetStatus(c, req, &reply);
+  }));
+  return reply;
+}
+
+}  // namespace tessera::master

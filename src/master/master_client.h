@@ -1,0 +1,47 @@
+// MasterClient: how trainers (and `tessera status`) talk to a job's leading master. It finds
+// the leader in etcd (the oldest key under master/election/), calls it, and when the call
+// fails because the master died, was deposed or is a standby, looks for the leader again and
+// retries with backoff until the deadline. Thread-safe (calls are serialized).
+#pragma once
+
+#include <grpcpp/grpcpp.h>
+
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include "common/clock.h"
+#include "coord/etcd_client.h"
+#include "tessera/master.grpc.pb.h"
+#include "tessera/status.h"
+
+namespace tessera::master {
+
+class MasterClient {
+ public:
+  MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token);
+
+  StatusOr<GetTaskReply> GetTask(const std::string& trainer, const Deadline& deadline);
+  // True if accepted; false if stale (the task had been handed to someone else).
+  StatusOr<bool> Finish(const std::string& trainer, int64_t task, int64_t epoch, const Deadline& deadline);
+  StatusOr<bool> Fail(const std::string& trainer, int64_t task, int64_t epoch, const std::string& reason,
+                      const Deadline& deadline);
+  StatusOr<StatusReply> GetStatus(const Deadline& deadline);
+  // The leader's address as last resolved ("" if none yet).
+  std::string leader() const;
+
+ private:
+  template <typename Fn>
+  Status Call(const char* what, const Deadline& deadline, Fn fn);
+  Status Resolve(const Deadline& deadline);
+
+  etcd::EtcdClient* etcd_;
+  const std::string job_;
+  const std::string token_;
+  mutable std::mutex mu_;
+  std::string address_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<Master::Stub> stub_;
+};
+
+}  // namespace tessera::master

@@ -1,0 +1,49 @@
+// MasterNode: the `tessera master` process. It listens, then campaigns in the job's master
+// election (standbys wait there). Once leading it loads the task queue from etcd (or creates it
+// from the data set's manifest), replays the logged events, and serves trainers until stopped,
+// deposed, or its lease is lost. A clean stop resigns so a standby takes over at once.
+// Thread-safety: Run() blocks its caller; Stop() may be called from any thread.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <string>
+
+#include "coord/etcd_client.h"
+#include "master/task_queue.h"
+#include "tessera/status.h"
+
+namespace tessera::master {
+
+struct MasterOptions {
+  etcd::EtcdOptions etcd;
+  std::string job;
+  std::string store;
+  std::string dataset;
+  std::string host = "127.0.0.1";
+  int port = 0;
+  int64_t lease_ttl_seconds = 10;
+  TaskQueueOptions queue;  // chunks is taken from the data set
+  int compact_every = 500;
+};
+
+class MasterNode {
+ public:
+  explicit MasterNode(MasterOptions options) : options_(std::move(options)) {}
+  ~MasterNode() { Stop(); }
+  // OK after Stop(); Aborted when deposed or the lease was lost; other errors at start-up.
+  Status Run();
+  void Stop();
+  bool leading() const { return leading_.load(); }
+
+ private:
+  MasterOptions options_;
+  std::atomic<bool> leading_{false};
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  Status lost_;
+};
+
+}  // namespace tessera::master

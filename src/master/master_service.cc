@@ -1,0 +1,195 @@
+// MasterService (see master_service.h).
+#include "master/master_service.h"
+
+#include <spdlog/spdlog.h>
+
+#include "common/clock.h"
+
+namespace tessera::master {
+
+int64_t SteadyMillis() {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now().time_since_epoch()).count();
+}
+
+MasterService::MasterService(std::string job_token, std::string dataset_dir, dataset::Manifest manifest)
+    : token_(std::move(job_token)), dataset_dir_(std::move(dataset_dir)), manifest_(std::move(manifest)) {}
+
+void MasterService::Activate(std::unique_ptr<TaskQueue> queue, StateLog* log, int64_t election_epoch) {
+  std::lock_guard<std::mutex> lock(mu_);
+  queue_ = std::move(queue);
+  log_ = log;
+  election_epoch_ = election_epoch;
+  stop_reason_ = Status::OK();
+  active_ = true;
+}
+
+void MasterService::Stop(const Status& why) {
+  std::lock_guard<std::mutex> lock(mu_);
+  active_ = false;
+  stop_reason_ = why;
+}
+
+grpc::Status MasterService::Check(const std::string& token) const {
+  if (token != token_) {
+    return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
+                        "request for another job: the job token does not match");
+  }
+  if (!active_) {
+    std::lock_guard<std::mutex> lock(mu_);
+    return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master: " + stop_reason_.message());
+  }
+  return grpc::Status::OK;
+}
+
+uint64_t MasterService::Log(const Event& e) {
+  uint64_t ticket = log_->Append(EncodeEvent(e));
+  if (log_->WantsCompaction()) ticket = log_->Compact(queue_->Snapshot());
+  return ticket;
+}
+
+grpc::Status MasterService::Durable(uint64_t ticket) {
+  Status s = log_->WaitDurable(ticket);
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(grpc::StatusCode::UNAVAILABLE, "master state not persisted: " + s.message());
+}
+
+grpc::Status MasterService::GetTask(grpc::ServerContext*, const GetTaskRequest* req, GetTaskReply* reply) {
+  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  if (req->trainer().empty())
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GetTask needs a trainer id");
+  uint64_t ticket = 0;
+  TaskQueue::Next next;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
+    next = queue_->Dispatch(req->trainer(), SteadyMillis());
+    if (next.kind == TaskQueue::NextKind::kTask) {
+      ticket = Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
+    }
+    reply->set_pass(queue_->pass());
+    reply->set_passes(queue_->passes());
+  }
+  reply->set_dataset_dir(dataset_dir_);
+  reply->set_dataset(manifest_.name);
+  reply->set_record_type(manifest_.record_type);
+  switch (next.kind) {
+    case TaskQueue::NextKind::kFinished:
+      reply->set_kind(GetTaskReply::FINISHED);
+      return grpc::Status::OK;
+    case TaskQueue::NextKind::kWait:
+      reply->set_kind(GetTaskReply::WAIT);
+      reply->set_retry_after_ms(200);
+      return grpc::Status::OK;
+    case TaskQueue::NextKind::kTask:
+      break;
+  }
+  if (auto d = Durable(ticket); !d.ok()) return d;
+  reply->set_kind(GetTaskReply::TASK);
+  Task* t = reply->mutable_task();
+  t->set_id(next.task.task);
+  t->set_epoch(next.task.epoch);
+  t->set_pass(next.task.pass);
+  for (int64_t c = next.task.first_chunk; c < next.task.first_chunk + next.task.chunks; ++c) {
+    const auto& info = manifest_.chunks[static_cast<size_t>(c)];
+    ChunkRef* ref = t->add_chunks();
+    ref->set_index(c);
+    ref->set_part(info.part);
+    ref->set_offset(info.offset);
+    ref->set_records(info.records);
+    ref->set_bytes(info.bytes);
+    ref->set_crc(info.crc);
+    ref->set_raw_bytes(info.raw_bytes);
+  }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterService::FinishTask(grpc::ServerContext*, const TaskResult* req, TaskResultReply* reply) {
+  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
+    bool ok = queue_->Finish(req->task_id(), req->epoch());
+    reply->set_accepted(ok);
+    if (!ok) return grpc::Status::OK;  // stale: nothing changed
+    ticket = Log(Event{Event::Type::kFinish, req->trainer(), req->task_id(), req->epoch(), ""});
+    if (queue_->finished()) spdlog::info("all {} passes over {} are done", queue_->passes(), manifest_.name);
+  }
+  return Durable(ticket);
+}
+
+grpc::Status MasterService::FailTask(grpc::ServerContext*, const TaskResult* req, TaskResultReply* reply) {
+  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  uint64_t ticket = 0;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
+    bool ok = queue_->Fail(req->task_id(), req->epoch(), req->error());
+    reply->set_accepted(ok);
+    if (!ok) return grpc::Status::OK;
+    spdlog::warn("task {} failed at trainer {}: {}", req->task_id(), req->trainer(), req->error());
+    ticket = Log(Event{Event::Type::kFail, req->trainer(), req->task_id(), req->epoch(), req->error()});
+  }
+  return Durable(ticket);
+}
+
+grpc::Status MasterService::GetStatus(grpc::ServerContext*, const StatusRequest*, StatusReply* reply) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_ || !queue_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
+  auto c = queue_->counts();
+  reply->set_pass(queue_->pass());
+  reply->set_passes(queue_->passes());
+  reply->set_finished(queue_->finished());
+  reply->set_tasks(queue_->tasks());
+  reply->set_todo(c.todo);
+  reply->set_pending(c.pending);
+  reply->set_done(c.done);
+  reply->set_failed(c.failed);
+  const auto& s = queue_->stats();
+  reply->set_dispatches(s.dispatches);
+  reply->set_duplicates(s.duplicates);
+  reply->set_timeouts(s.timeouts);
+  reply->set_failures(s.failures);
+  reply->set_dataset(manifest_.name);
+  reply->set_epoch(election_epoch_);
+  for (const auto& f : queue_->failed_history()) {
+    FailedTask* ft = reply->add_failed_tasks();
+    ft->set_id(f.task);
+    ft->set_pass(f.pass);
+    ft->set_failures(f.failures);
+    ft->set_reason(f.reason);
+  }
+  return grpc::Status::OK;
+}
+
+void MasterService::Tick(int64_t now_ms) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return;
+  for (auto [task, epoch] : queue_->Overdue(now_ms)) {
+    if (queue_->Expire(task, epoch)) {
+      spdlog::warn("task {} (epoch {}) timed out; it goes back to the queue", task, epoch);
+      Log(Event{Event::Type::kExpire, "", task, epoch, ""});
+    }
+  }
+}
+
+void MasterService::TrainersChanged(const MemberList& trainers) {
+  std::set<std::string> live;
+  for (const auto& m : trainers.members) live.insert(m.name);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!active_) return;
+  // Any trainer holding tasks that is not registered any more (also one that vanished while no
+  // master was leading) gets its tasks returned now, not after the task timeout.
+  std::set<std::string> holders;
+  for (const auto& [task, trainer] : queue_->PendingTrainers()) holders.insert(trainer);
+  for (const auto& t : holders) {
+    if (live.count(t)) continue;
+    int n = queue_->TrainerLost(t);
+    if (n > 0) {
+      spdlog::warn("trainer {} is gone; its {} pending tasks go back to the queue", t, n);
+      Log(Event{Event::Type::kLost, t, 0, 0, ""});
+    }
+  }
+}
+
+}  // namespace tessera::master

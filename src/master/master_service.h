@@ -1,0 +1,65 @@
+// MasterService: the leading master's gRPC service (tessera.master.Master). It owns the
+// TaskQueue and the StateLog: every change is applied under one lock, appended to the log, and
+// the RPC that caused it is answered only once the change is durable in etcd. A timer (Tick)
+// expires overdue tasks; a watch of the trainers' registrations (TrainersChanged) returns a lost
+// trainer's tasks at once. Until Activate() (and after Stop()) every RPC is refused as
+// UNAVAILABLE, so trainers look for the leader again.
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+
+#include "coord/registry.h"
+#include "dataset/manifest.h"
+#include "master/events.h"
+#include "master/state_log.h"
+#include "master/task_queue.h"
+#include "tessera/master.grpc.pb.h"
+
+namespace tessera::master {
+
+class MasterService final : public tessera::master::Master::Service {
+ public:
+  MasterService(std::string job_token, std::string dataset_dir, dataset::Manifest manifest);
+
+  // Starts serving with a restored or new queue whose changes go to `log`. `election_epoch`
+  // is reported in status.
+  void Activate(std::unique_ptr<TaskQueue> queue, StateLog* log, int64_t election_epoch);
+  // Refuses everything from now on with `why`.
+  void Stop(const Status& why);
+  bool active() const { return active_.load(); }
+
+  void Tick(int64_t now_ms);
+  void TrainersChanged(const MemberList& trainers);
+
+  grpc::Status GetTask(grpc::ServerContext*, const GetTaskRequest*, GetTaskReply*) override;
+  grpc::Status FinishTask(grpc::ServerContext*, const TaskResult*, TaskResultReply*) override;
+  grpc::Status FailTask(grpc::ServerContext*, const TaskResult*, TaskResultReply*) override;
+  grpc::Status GetStatus(grpc::ServerContext*, const StatusRequest*, StatusReply*) override;
+
+ private:
+  grpc::Status Check(const std::string& token) const;
+  // Logs `e` (REQUIRES: mu_ held) and returns the ticket to wait for.
+  uint64_t Log(const Event& e);
+  grpc::Status Durable(uint64_t ticket);
+
+  const std::string token_;
+  const std::string dataset_dir_;
+  const dataset::Manifest manifest_;
+  std::atomic<bool> active_{false};
+
+  mutable std::mutex mu_;  // guards everything below
+  std::unique_ptr<TaskQueue> queue_;
+  StateLog* log_ = nullptr;
+  Status stop_reason_ = Status::Unavailable("this master is a standby");
+  int64_t election_epoch_ = 0;
+};
+
+// Milliseconds on the steady clock (task deadlines).
+int64_t SteadyMillis();
+
+}  // namespace tessera::master

@@ -1,0 +1,173 @@
+// Reader implementation (see include/tessera/reader.h).
+#include "tessera/reader.h"
+
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "common/clock.h"
+#include "coord/keys.h"
+#include "coord/lease_keeper.h"
+#include "coord/registry.h"
+#include "dataset/manifest.h"
+#include "job/job_config.h"
+#include "master/master_client.h"
+#include "recordio/file.h"
+
+namespace tessera {
+namespace {
+
+class ReaderImpl : public Reader {
+ public:
+  static StatusOr<std::unique_ptr<Reader>> Create(const ReaderOptions& o) {
+    if (o.etcd_endpoints.empty()) return Status::InvalidArgument("no etcd endpoint given");
+    std::unique_ptr<ReaderImpl> r(new ReaderImpl());
+    r->options_ = o;
+    etcd::EtcdOptions eo;
+    eo.endpoints = o.etcd_endpoints;
+    TESSERA_ASSIGN_OR_RETURN(r->etcd_, etcd::EtcdClient::Create(eo));
+    TESSERA_ASSIGN_OR_RETURN(auto cfg, r->etcd_->Get(keys::Config(o.job)));
+    if (cfg.kvs.empty()) return Status::NotFound("job '" + o.job + "' does not exist");
+    TESSERA_ASSIGN_OR_RETURN(JobConfig job, JobConfig::FromJson(cfg.kvs[0].value));
+    r->trainer_ = o.trainer_id;
+    if (r->trainer_.empty()) {
+      // A reader on its own registers a trainer id, so the master can return its tasks if it dies.
+      TESSERA_ASSIGN_OR_RETURN(r->keeper_, LeaseKeeper::Start(r->etcd_.get(), {o.lease_ttl_seconds, {}}));
+      Registry reg(r->etcd_.get(), keys::TrainerPrefix(o.job));
+      for (int attempt = 0; attempt < 100 && r->trainer_.empty(); ++attempt) {
+        TESSERA_ASSIGN_OR_RETURN(MemberList list, reg.List());
+        int64_t n = 0;
+        while (list.Find(std::to_string(n))) ++n;
+        nlohmann::json info = {{"pid", static_cast<int64_t>(::getpid())}, {"reader", true}};
+        auto e = reg.Register(std::to_string(n), info.dump(), r->keeper_->id());
+        if (e.ok()) r->trainer_ = std::to_string(n);
+      }
+      if (r->trainer_.empty()) return Status::Aborted("could not register a trainer id for the reader");
+    }
+    r->master_ = std::make_unique<master::MasterClient>(r->etcd_.get(), o.job, job.token);
+    return std::unique_ptr<Reader>(std::move(r));
+  }
+
+  StatusOr<bool> Next(std::string* record) override {
+    while (next_ >= records_.size()) {
+      if (have_task_) {
+        trained_wait_.push_back({task_.id(), task_.epoch()});
+        have_task_ = false;
+      }
+      if (finished_) return false;
+      TESSERA_ASSIGN_OR_RETURN(bool got, FetchTask());
+      if (!got) return false;  // finished, or the caller must train and acknowledge first
+    }
+    record->assign(records_[next_++]);
+    ++stats_.records;
+    return true;
+  }
+
+  Status Trained() override {
+    // A task is acknowledged once all its records were handed out and trained.
+    for (const auto& [id, epoch] : trained_wait_) {
+      TESSERA_ASSIGN_OR_RETURN(bool accepted,
+                               master_->Finish(trainer_, id, epoch, Deadline(options_.request_timeout)));
+      if (accepted) {
+        ++stats_.tasks_done;
+      } else {
+        ++stats_.stale;
+      }
+    }
+    trained_wait_.clear();
+    return Status::OK();
+  }
+
+  bool finished() const override { return finished_; }
+  int pass() const override { return pass_; }
+  int passes() const override { return passes_; }
+  const std::string& record_type() const override { return record_type_; }
+  ReaderStats stats() const override { return stats_; }
+  std::pair<int64_t, int64_t> current_task() const override { return {task_.id(), task_.epoch()}; }
+
+ private:
+  ReaderImpl() = default;
+
+  // Gets the next task and loads its records. False when every pass is done (finished_), or
+  // when the master has nothing now while this reader holds tasks awaiting Trained(): the pass
+  // cannot end before they are acknowledged, so the caller must train and acknowledge first.
+  StatusOr<bool> FetchTask() {
+    while (true) {
+      TESSERA_ASSIGN_OR_RETURN(auto reply, master_->GetTask(trainer_, Deadline(options_.request_timeout)));
+      passes_ = reply.passes();
+      record_type_ = reply.record_type();
+      if (reply.kind() == master::GetTaskReply::FINISHED) {
+        finished_ = true;
+        return false;
+      }
+      if (reply.kind() == master::GetTaskReply::WAIT) {
+        if (!trained_wait_.empty()) return false;
+        // Other trainers hold the rest of the pass: wait for the next pass, or for one of their
+        // tasks to come back to the queue.
+        std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(10, reply.retry_after_ms())));
+        continue;
+      }
+      Deadline deadline(options_.request_timeout);
+      std::string dir = options_.store.empty() ? reply.dataset_dir() : options_.store + "/" + reply.dataset();
+      Status loaded = Load(reply.task(), dir, reply.dataset());
+      if (loaded.ok()) {
+        task_ = reply.task();
+        pass_ = task_.pass();
+        have_task_ = true;
+        return true;
+      }
+      // A chunk we cannot read fails the task, with the reason, and we move on.
+      spdlog::warn("trainer {}: task {} failed: {}", trainer_, reply.task().id(), loaded.message());
+      ++stats_.tasks_failed;
+      (void)master_->Fail(trainer_, reply.task().id(), reply.task().epoch(), loaded.message(), deadline);
+    }
+  }
+
+  Status Load(const master::Task& t, const std::string& dir, const std::string& dataset) {
+    buffers_.resize(t.chunks_size());
+    records_.clear();
+    next_ = 0;
+    std::vector<std::string_view> recs;
+    for (int i = 0; i < t.chunks_size(); ++i) {
+      const auto& c = t.chunks(i);
+      recordio::ChunkInfo expect;
+      expect.records = c.records();
+      expect.bytes = c.bytes();
+      expect.crc = c.crc();
+      std::string part = dataset::Manifest::PartName(c.part());
+      std::string name = dataset + "/" + part + " chunk " + std::to_string(c.index()) + " at offset " +
+                         std::to_string(c.offset());
+      auto& [stored, scratch] = buffers_[i];
+      TESSERA_RETURN_IF_ERROR(
+          recordio::ReadChunkAt(dir + "/" + part, c.offset(), &expect, name, &stored, &scratch, &recs));
+      records_.insert(records_.end(), recs.begin(), recs.end());
+    }
+    return Status::OK();
+  }
+
+  ReaderOptions options_;
+  std::unique_ptr<etcd::EtcdClient> etcd_;
+  std::unique_ptr<LeaseKeeper> keeper_;
+  std::string trainer_;
+  std::unique_ptr<master::MasterClient> master_;
+  master::Task task_;
+  bool have_task_ = false;
+  bool finished_ = false;
+  int pass_ = 0, passes_ = 0;
+  std::string record_type_;
+  std::vector<std::pair<std::string, std::string>> buffers_;  // per chunk: stored, decompressed
+  std::vector<std::string_view> records_;
+  size_t next_ = 0;
+  std::vector<std::pair<int64_t, int64_t>> trained_wait_;
+  ReaderStats stats_;
+};
+
+}  // namespace
+
+StatusOr<std::unique_ptr<Reader>> Reader::Open(const ReaderOptions& options) {
+  return ReaderImpl::Create(options);
+}
+
+}  // namespace tessera

@@ -1,0 +1,306 @@
+// TaskQueue (see task_queue.h).
+#include "master/task_queue.h"
+
+#include <algorithm>
+#include <random>
+
+#include "common/bytes.h"
+#include "common/hash.h"
+
+namespace tessera::master {
+
+Status TaskQueueOptions::Validate() const {
+  if (chunks < 1) return Status::InvalidArgument("the data set has no chunks");
+  if (chunks_per_task < 1) return Status::InvalidArgument("--chunks-per-task must be >= 1");
+  if (timeout_ms < 1) return Status::InvalidArgument("--task-timeout must be positive");
+  if (max_failures < 0) return Status::InvalidArgument("--max-failures must be >= 0");
+  if (passes < 1) return Status::InvalidArgument("--passes must be >= 1");
+  return Status::OK();
+}
+
+TaskQueue::TaskQueue(TaskQueueOptions options) : options_(options) {
+  tasks_ = (options_.chunks + options_.chunks_per_task - 1) / options_.chunks_per_task;
+  StartPass(0);
+}
+
+void TaskQueue::StartPass(int pass) {
+  pass_ = pass;
+  order_.resize(tasks_);
+  for (int64_t i = 0; i < tasks_; ++i) order_[i] = i;
+  // A seeded shuffle of our own (std::shuffle's algorithm is unspecified across libraries).
+  uint64_t state = HashCombine(options_.seed, static_cast<uint64_t>(pass));
+  for (int64_t i = tasks_ - 1; i > 0; --i) {
+    state = Mix64(state);
+    int64_t j = static_cast<int64_t>(state % static_cast<uint64_t>(i + 1));
+    std::swap(order_[i], order_[j]);
+  }
+  cursor_ = 0;
+  requeued_.clear();
+  pending_.clear();
+  done_.assign(tasks_, false);
+  dispatched_.assign(tasks_, false);
+  failures_.clear();
+  failed_.clear();
+}
+
+TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) {
+  Next n;
+  if (finished_) {
+    n.kind = NextKind::kFinished;
+    return n;
+  }
+  int64_t task;
+  if (!requeued_.empty()) {
+    task = requeued_.front();
+    requeued_.pop_front();
+  } else if (cursor_ < tasks_) {
+    task = order_[cursor_++];
+  } else {
+    n.kind = NextKind::kWait;
+    return n;
+  }
+  int64_t epoch = next_epoch_++;
+  pending_[task] = Pending{epoch, trainer, now_ms + options_.timeout_ms};
+  ++stats_.dispatches;
+  if (dispatched_[task]) ++stats_.duplicates;
+  dispatched_[task] = true;
+  n.kind = NextKind::kTask;
+  n.task.task = task;
+  n.task.epoch = epoch;
+  n.task.pass = pass_;
+  n.task.first_chunk = task * options_.chunks_per_task;
+  n.task.chunks = std::min<int64_t>(options_.chunks_per_task, options_.chunks - n.task.first_chunk);
+  n.task.deadline_ms = now_ms + options_.timeout_ms;
+  return n;
+}
+
+bool TaskQueue::Finish(int64_t task, int64_t epoch) {
+  auto it = pending_.find(task);
+  if (it == pending_.end() || it->second.epoch != epoch) return false;
+  pending_.erase(it);
+  done_[task] = true;
+  ++stats_.finishes;
+  MaybeEndPass();
+  return true;
+}
+
+void TaskQueue::Requeue(int64_t task, const std::string& reason) {
+  int f = ++failures_[task];
+  if (f > options_.max_failures) {
+    FailedTask ft{task, pass_, f, reason};
+    failed_[task] = ft;
+    failed_history_.push_back(ft);
+    if (failed_history_.size() > 1000) failed_history_.erase(failed_history_.begin());
+  } else {
+    requeued_.push_back(task);
+  }
+}
+
+bool TaskQueue::Fail(int64_t task, int64_t epoch, const std::string& reason) {
+  auto it = pending_.find(task);
+  if (it == pending_.end() || it->second.epoch != epoch) return false;
+  pending_.erase(it);
+  ++stats_.failures;
+  Requeue(task, reason.empty() ? "failed" : reason);
+  MaybeEndPass();
+  return true;
+}
+
+std::vector<std::pair<int64_t, int64_t>> TaskQueue::Overdue(int64_t now_ms) const {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& [task, p] : pending_) {
+    if (p.deadline_ms <= now_ms) out.emplace_back(task, p.epoch);
+  }
+  return out;
+}
+
+bool TaskQueue::Expire(int64_t task, int64_t epoch) {
+  auto it = pending_.find(task);
+  if (it == pending_.end() || it->second.epoch != epoch) return false;
+  std::string trainer = it->second.trainer;
+  pending_.erase(it);
+  ++stats_.timeouts;
+  Requeue(task, "timed out at trainer " + trainer);
+  MaybeEndPass();
+  return true;
+}
+
+int TaskQueue::TrainerLost(const std::string& trainer) {
+  std::vector<int64_t> lost;
+  for (const auto& [task, p] : pending_) {
+    if (p.trainer == trainer) lost.push_back(task);
+  }
+  for (int64_t t : lost) {
+    pending_.erase(t);
+    ++stats_.lost;
+    Requeue(t, "trainer " + trainer + " was lost");
+  }
+  if (!lost.empty()) MaybeEndPass();
+  return static_cast<int>(lost.size());
+}
+
+void TaskQueue::ResetDeadlines(int64_t now_ms) {
+  for (auto& [task, p] : pending_) p.deadline_ms = now_ms + options_.timeout_ms;
+}
+
+void TaskQueue::MaybeEndPass() {
+  if (finished_ || !requeued_.empty() || cursor_ < tasks_ || !pending_.empty()) return;
+  if (pass_ + 1 < options_.passes) {
+    StartPass(pass_ + 1);
+  } else {
+    finished_ = true;
+  }
+}
+
+TaskQueue::Counts TaskQueue::counts() const {
+  Counts c;
+  c.pending = static_cast<int64_t>(pending_.size());
+  c.failed = static_cast<int64_t>(failed_.size());
+  for (bool d : done_) c.done += d;
+  c.todo = static_cast<int64_t>(requeued_.size()) + (tasks_ - cursor_);
+  if (finished_) c.todo = 0;
+  return c;
+}
+
+std::map<int64_t, std::string> TaskQueue::PendingTrainers() const {
+  std::map<int64_t, std::string> out;
+  for (const auto& [t, p] : pending_) out[t] = p.trainer;
+  return out;
+}
+
+// ---- Snapshot -------------------------------------------------------------------------------
+
+namespace {
+constexpr uint64_t kSnapshotMagic = 0x54535131;  // "TSQ1"
+}
+
+std::string TaskQueue::Snapshot() const {
+  std::string out;
+  ByteWriter w(&out);
+  w.PutVarint(kSnapshotMagic);
+  w.PutVarint(static_cast<uint64_t>(options_.chunks));
+  w.PutVarint(static_cast<uint64_t>(options_.chunks_per_task));
+  w.PutVarint(static_cast<uint64_t>(options_.passes));
+  w.PutVarint(options_.seed);
+  w.PutVarint(static_cast<uint64_t>(pass_));
+  w.PutVarint(finished_ ? 1 : 0);
+  w.PutVarint(static_cast<uint64_t>(cursor_));
+  w.PutVarint(static_cast<uint64_t>(next_epoch_));
+  for (int64_t v : {stats_.dispatches, stats_.duplicates, stats_.finishes, stats_.failures, stats_.timeouts,
+                    stats_.lost}) {
+    w.PutVarint(static_cast<uint64_t>(v));
+  }
+  w.PutVarint(requeued_.size());
+  for (int64_t t : requeued_) w.PutVarint(static_cast<uint64_t>(t));
+  w.PutVarint(pending_.size());
+  for (const auto& [t, p] : pending_) {
+    w.PutVarint(static_cast<uint64_t>(t));
+    w.PutVarint(static_cast<uint64_t>(p.epoch));
+    w.PutString(p.trainer);
+  }
+  w.PutBits(done_);
+  w.PutBits(dispatched_);
+  w.PutVarint(failures_.size());
+  for (const auto& [t, f] : failures_) {
+    w.PutVarint(static_cast<uint64_t>(t));
+    w.PutVarint(static_cast<uint64_t>(f));
+  }
+  auto put_failed = [&](const FailedTask& f) {
+    w.PutVarint(static_cast<uint64_t>(f.task));
+    w.PutVarint(static_cast<uint64_t>(f.pass));
+    w.PutVarint(static_cast<uint64_t>(f.failures));
+    w.PutString(f.reason.substr(0, 200));
+  };
+  w.PutVarint(failed_.size());
+  for (const auto& [t, f] : failed_) put_failed(f);
+  w.PutVarint(failed_history_.size());
+  for (const auto& f : failed_history_) put_failed(f);
+  return out;
+}
+
+StatusOr<TaskQueue> TaskQueue::Restore(TaskQueueOptions options, std::string_view snapshot) {
+  auto corrupt = [](const std::string& what) { return Status::DataLoss("master state snapshot: " + what); };
+  ByteReader r(snapshot);
+  uint64_t magic, chunks, cpt, passes, seed, pass, finished, cursor, next_epoch;
+  if (!r.GetVarint(&magic) || magic != kSnapshotMagic) return corrupt("bad magic");
+  if (!r.GetVarint(&chunks) || !r.GetVarint(&cpt) || !r.GetVarint(&passes) || !r.GetVarint(&seed)) {
+    return corrupt("truncated header");
+  }
+  if (static_cast<int64_t>(chunks) != options.chunks || static_cast<int>(cpt) != options.chunks_per_task ||
+      seed != options.seed) {
+    return Status::FailedPrecondition(
+        "the saved task queue was made for another data set or settings (" + std::to_string(chunks) +
+        " chunks, " + std::to_string(cpt) + " per task, seed " + std::to_string(seed) + "; now " +
+        std::to_string(options.chunks) + " chunks, " + std::to_string(options.chunks_per_task) +
+        " per task, seed " + std::to_string(options.seed) + ")");
+  }
+  options.passes = static_cast<int>(std::max<uint64_t>(passes, static_cast<uint64_t>(options.passes)));
+  TaskQueue q(options);
+  if (!r.GetVarint(&pass) || !r.GetVarint(&finished) || !r.GetVarint(&cursor) || !r.GetVarint(&next_epoch)) {
+    return corrupt("truncated state");
+  }
+  if (pass >= static_cast<uint64_t>(q.options_.passes) || cursor > static_cast<uint64_t>(q.tasks_)) {
+    return corrupt("pass or cursor out of range");
+  }
+  q.StartPass(static_cast<int>(pass));
+  q.finished_ = finished != 0;
+  q.cursor_ = static_cast<int64_t>(cursor);
+  q.next_epoch_ = static_cast<int64_t>(next_epoch);
+  for (int64_t* v : {&q.stats_.dispatches, &q.stats_.duplicates, &q.stats_.finishes, &q.stats_.failures,
+                     &q.stats_.timeouts, &q.stats_.lost}) {
+    uint64_t x;
+    if (!r.GetVarint(&x)) return corrupt("truncated stats");
+    *v = static_cast<int64_t>(x);
+  }
+  auto task_id = [&](uint64_t* t) { return r.GetVarint(t) && *t < static_cast<uint64_t>(q.tasks_); };
+  uint64_t n;
+  if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad requeue list");
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t t;
+    if (!task_id(&t)) return corrupt("bad requeued task");
+    q.requeued_.push_back(static_cast<int64_t>(t));
+  }
+  if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad pending list");
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t t, e;
+    std::string trainer;
+    if (!task_id(&t) || !r.GetVarint(&e) || !r.GetString(&trainer)) return corrupt("bad pending task");
+    q.pending_[static_cast<int64_t>(t)] = Pending{static_cast<int64_t>(e), trainer, 0};
+  }
+  if (!r.GetBits(&q.done_, static_cast<uint64_t>(q.tasks_)) ||
+      static_cast<int64_t>(q.done_.size()) != q.tasks_ ||
+      !r.GetBits(&q.dispatched_, static_cast<uint64_t>(q.tasks_)) ||
+      static_cast<int64_t>(q.dispatched_.size()) != q.tasks_) {
+    return corrupt("bad task bitmaps");
+  }
+  if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad failure counts");
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t t, f;
+    if (!task_id(&t) || !r.GetVarint(&f)) return corrupt("bad failure count");
+    q.failures_[static_cast<int64_t>(t)] = static_cast<int>(f);
+  }
+  auto get_failed = [&](FailedTask* f) {
+    uint64_t t, p, c;
+    if (!task_id(&t) || !r.GetVarint(&p) || !r.GetVarint(&c) || !r.GetString(&f->reason)) return false;
+    f->task = static_cast<int64_t>(t);
+    f->pass = static_cast<int>(p);
+    f->failures = static_cast<int>(c);
+    return true;
+  };
+  if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad failed list");
+  for (uint64_t i = 0; i < n; ++i) {
+    FailedTask f;
+    if (!get_failed(&f)) return corrupt("bad failed task");
+    q.failed_[f.task] = f;
+  }
+  if (!r.GetVarint(&n) || n > 1000) return corrupt("bad failure history");
+  for (uint64_t i = 0; i < n; ++i) {
+    FailedTask f;
+    if (!get_failed(&f)) return corrupt("bad failure history entry");
+    q.failed_history_.push_back(f);
+  }
+  if (!r.done()) return corrupt("stray bytes at the end");
+  return q;
+}
+
+}  // namespace tessera::master

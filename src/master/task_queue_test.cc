@@ -1,0 +1,253 @@
+#include "master/task_queue.h"
+
+#include <gtest/gtest.h>
+#include <zstd.h>
+
+#include <random>
+#include <set>
+
+namespace tessera::master {
+namespace {
+
+TaskQueueOptions Opts(int64_t chunks, int per_task = 1, int passes = 1, int max_failures = 2) {
+  TaskQueueOptions o;
+  o.chunks = chunks;
+  o.chunks_per_task = per_task;
+  o.passes = passes;
+  o.max_failures = max_failures;
+  o.timeout_ms = 1000;
+  o.seed = 42;
+  return o;
+}
+
+TEST(TaskQueueTest, EveryTaskOncePerPassInAShuffledOrderAndChunksGroupedByTask) {
+  TaskQueue q(Opts(10, 3));
+  EXPECT_EQ(q.tasks(), 4);
+  std::vector<int64_t> order;
+  int64_t chunks = 0;
+  for (int i = 0; i < 4; ++i) {
+    auto n = q.Dispatch("t0", 0);
+    ASSERT_EQ(n.kind, TaskQueue::NextKind::kTask);
+    order.push_back(n.task.task);
+    EXPECT_EQ(n.task.first_chunk, n.task.task * 3);
+    chunks += n.task.chunks;
+  }
+  EXPECT_EQ(chunks, 10);  // the last task has the single leftover chunk
+  EXPECT_EQ(std::set<int64_t>(order.begin(), order.end()).size(), 4u);
+  EXPECT_EQ(q.Dispatch("t0", 0).kind, TaskQueue::NextKind::kWait);  // all pending
+}
+
+TEST(TaskQueueTest, ShuffleIsSeededAndDiffersBetweenPasses) {
+  auto order = [](uint64_t seed, int passes) {
+    auto o = Opts(50, 1, passes);
+    o.seed = seed;
+    TaskQueue q(o);
+    std::vector<int64_t> out;
+    while (true) {
+      auto n = q.Dispatch("t", 0);
+      if (n.kind != TaskQueue::NextKind::kTask) break;
+      out.push_back(n.task.task);
+      EXPECT_TRUE(q.Finish(n.task.task, n.task.epoch));
+    }
+    return out;
+  };
+  auto a = order(1, 2), b = order(1, 2), c = order(2, 2);
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a, c);
+  ASSERT_EQ(a.size(), 100u);
+  EXPECT_NE(std::vector<int64_t>(a.begin(), a.begin() + 50), std::vector<int64_t>(a.begin() + 50, a.end()));
+}
+
+TEST(TaskQueueTest, StaleEpochsAreIgnored) {
+  TaskQueue q(Opts(2));
+  auto a = q.Dispatch("t0", 0);
+  EXPECT_FALSE(q.Finish(a.task.task, a.task.epoch + 100));
+  EXPECT_FALSE(q.Fail(a.task.task, a.task.epoch - 1, "x"));
+  // It times out and goes to someone else: the first trainer's late finish is stale.
+  ASSERT_TRUE(q.Expire(a.task.task, a.task.epoch));
+  auto again = q.Dispatch("t1", 0);
+  ASSERT_EQ(again.task.task, a.task.task);
+  EXPECT_GT(again.task.epoch, a.task.epoch);
+  EXPECT_FALSE(q.Finish(a.task.task, a.task.epoch));
+  EXPECT_TRUE(q.Finish(again.task.task, again.task.epoch));
+  EXPECT_FALSE(q.Finish(again.task.task, again.task.epoch));  // twice: the second is stale
+  EXPECT_EQ(q.stats().duplicates, 1);
+}
+
+TEST(TaskQueueTest, TimeoutsComeFromTicksAndReturnTasksAheadOfUntouchedOnes) {
+  TaskQueue q(Opts(5));
+  auto a = q.Dispatch("t0", 100);
+  EXPECT_EQ(a.task.deadline_ms, 1100);
+  EXPECT_TRUE(q.Overdue(1099).empty());
+  auto overdue = q.Overdue(1100);
+  ASSERT_EQ(overdue.size(), 1u);
+  ASSERT_TRUE(q.Expire(overdue[0].first, overdue[0].second));
+  EXPECT_EQ(q.Dispatch("t1", 1200).task.task, a.task.task);  // retried before untouched tasks
+  EXPECT_EQ(q.stats().timeouts, 1);
+}
+
+TEST(TaskQueueTest, FailuresPastTheLimitMoveTheTaskToFailedNotRetriedThisPass) {
+  TaskQueue q(Opts(3, 1, 1, /*max_failures=*/1));
+  auto a = q.Dispatch("t0", 0);
+  ASSERT_TRUE(q.Fail(a.task.task, a.task.epoch, "corrupt chunk 7"));  // failure 1: retried
+  auto b = q.Dispatch("t0", 0);
+  ASSERT_EQ(b.task.task, a.task.task);
+  ASSERT_TRUE(q.Fail(b.task.task, b.task.epoch, "corrupt chunk 7"));  // failure 2: failed
+  EXPECT_EQ(q.counts().failed, 1);
+  ASSERT_EQ(q.failed_history().size(), 1u);
+  EXPECT_EQ(q.failed_history()[0].reason, "corrupt chunk 7");
+  EXPECT_EQ(q.failed_history()[0].failures, 2);
+  for (int i = 0; i < 2; ++i) {
+    auto n = q.Dispatch("t0", 0);
+    ASSERT_EQ(n.kind, TaskQueue::NextKind::kTask);
+    EXPECT_NE(n.task.task, a.task.task);
+    ASSERT_TRUE(q.Finish(n.task.task, n.task.epoch));
+  }
+  EXPECT_TRUE(q.finished());
+}
+
+TEST(TaskQueueTest, PassEndsWhenTheLastTaskFailsForGood) {
+  TaskQueue q(Opts(2, 1, /*passes=*/2, /*max_failures=*/0));
+  auto a = q.Dispatch("t0", 0);
+  auto b = q.Dispatch("t1", 0);
+  ASSERT_TRUE(q.Finish(a.task.task, a.task.epoch));
+  EXPECT_EQ(q.pass(), 0);
+  ASSERT_TRUE(q.Fail(b.task.task, b.task.epoch, "bad"));  // the last task fails: pass over
+  EXPECT_EQ(q.pass(), 1);
+  // The next pass has every task again, the failed one included.
+  std::set<int64_t> seen;
+  for (int i = 0; i < 2; ++i) seen.insert(q.Dispatch("t0", 0).task.task);
+  EXPECT_EQ(seen.size(), 2u);
+  EXPECT_EQ(q.counts().failed, 0);
+}
+
+TEST(TaskQueueTest, AllTasksFailingStillEndsEveryPassAndTheJob) {
+  TaskQueue q(Opts(3, 1, /*passes=*/2, /*max_failures=*/0));
+  for (int pass = 0; pass < 2; ++pass) {
+    for (int i = 0; i < 3; ++i) {
+      auto n = q.Dispatch("t", 0);
+      ASSERT_EQ(n.kind, TaskQueue::NextKind::kTask);
+      ASSERT_EQ(n.task.pass, pass);
+      ASSERT_TRUE(q.Fail(n.task.task, n.task.epoch, "always fails"));
+    }
+  }
+  EXPECT_TRUE(q.finished());
+  EXPECT_EQ(q.Dispatch("t", 0).kind, TaskQueue::NextKind::kFinished);
+  EXPECT_EQ(q.failed_history().size(), 6u);
+}
+
+TEST(TaskQueueTest, LateJoinerGetsTheCurrentPass) {
+  TaskQueue q(Opts(2, 1, /*passes=*/3));
+  for (int i = 0; i < 2; ++i) {
+    auto n = q.Dispatch("early", 0);
+    ASSERT_TRUE(q.Finish(n.task.task, n.task.epoch));
+  }
+  EXPECT_EQ(q.pass(), 1);
+  EXPECT_EQ(q.Dispatch("late", 0).task.pass, 1);
+}
+
+TEST(TaskQueueTest, LostTrainersTasksReturnAtOnceWithAFailureCounted) {
+  TaskQueue q(Opts(4, 1, 1, /*max_failures=*/0));
+  auto a = q.Dispatch("dead", 0);
+  auto b = q.Dispatch("dead", 0);
+  auto c = q.Dispatch("alive", 0);
+  EXPECT_EQ(q.TrainerLost("dead"), 2);
+  EXPECT_EQ(q.counts().pending, 1);
+  EXPECT_EQ(q.counts().failed, 2);  // max_failures 0: one loss is enough
+  EXPECT_EQ(q.TrainerLost("nobody"), 0);
+  EXPECT_FALSE(q.Finish(a.task.task, a.task.epoch));
+  EXPECT_TRUE(q.Finish(c.task.task, c.task.epoch));
+  (void)b;
+}
+
+TEST(TaskQueueTest, FinishedQueueSaysSoAndCountsAddUp) {
+  TaskQueue q(Opts(3));
+  auto n1 = q.Dispatch("t", 0);
+  auto c = q.counts();
+  EXPECT_EQ(c.todo + c.pending + c.done + c.failed, 3);
+  ASSERT_TRUE(q.Finish(n1.task.task, n1.task.epoch));
+  while (true) {
+    auto n = q.Dispatch("t", 0);
+    if (n.kind == TaskQueue::NextKind::kFinished) break;
+    ASSERT_TRUE(q.Finish(n.task.task, n.task.epoch));
+  }
+  EXPECT_EQ(q.stats().finishes, 3);
+  EXPECT_EQ(q.stats().duplicates, 0);
+}
+
+// Replaying the same events gives the same state; a snapshot restores it exactly.
+TEST(TaskQueueTest, RandomEventsReplayAndSnapshotRestoreExactly) {
+  for (uint32_t seed = 0; seed < 50; ++seed) {
+    std::mt19937 rng(seed);
+    auto o = Opts(40, 3, 3, 2);
+    TaskQueue q(o);
+    std::vector<TaskQueue::Dispatched> held;
+    int64_t now = 0;
+    for (int i = 0; i < 300 && !q.finished(); ++i) {
+      now += 100;
+      int ev = rng() % 10;
+      std::string trainer = "t" + std::to_string(rng() % 3);
+      if (ev < 4) {
+        auto n = q.Dispatch(trainer, now);
+        if (n.kind == TaskQueue::NextKind::kTask) held.push_back(n.task);
+      } else if (ev < 7 && !held.empty()) {
+        auto d = held[rng() % held.size()];
+        (void)q.Finish(d.task, d.epoch);
+      } else if (ev == 7 && !held.empty()) {
+        auto d = held[rng() % held.size()];
+        (void)q.Fail(d.task, d.epoch, "r");
+      } else if (ev == 8) {
+        for (auto [t, e] : q.Overdue(now)) ASSERT_TRUE(q.Expire(t, e));
+      } else {
+        q.TrainerLost(trainer);
+      }
+      auto c = q.counts();
+      if (!q.finished()) {
+        ASSERT_EQ(c.todo + c.pending + c.done + c.failed, q.tasks()) << "seed " << seed;
+      }
+      if (i % 37 == 0) {
+        auto r = TaskQueue::Restore(o, q.Snapshot());
+        ASSERT_TRUE(r.ok()) << r.status();
+        ASSERT_EQ(r->Snapshot(), q.Snapshot());
+        // The restored queue hands out exactly what the original would.
+        auto a = q.Dispatch("x", now), b = r->Dispatch("x", now);
+        ASSERT_EQ(a.kind, b.kind);
+        ASSERT_EQ(a.task.task, b.task.task);
+        ASSERT_EQ(a.task.epoch, b.task.epoch);
+        if (a.kind == TaskQueue::NextKind::kTask) held.push_back(a.task);
+      }
+    }
+  }
+}
+
+TEST(TaskQueueTest, SnapshotOfAHundredThousandChunksFitsEasilyInAnEtcdRequest) {
+  TaskQueue q(Opts(100000, 1, 3));
+  // Half done, some pending, some failed.
+  for (int i = 0; i < 50000; ++i) {
+    auto n = q.Dispatch("t" + std::to_string(i % 8), 0);
+    if (i % 1000 == 0) continue;  // left pending
+    if (i % 997 == 0) {
+      (void)q.Fail(n.task.task, n.task.epoch, "corrupt");
+    } else {
+      (void)q.Finish(n.task.task, n.task.epoch);
+    }
+  }
+  std::string snap = q.Snapshot();
+  EXPECT_LT(snap.size(), 60u * 1024) << snap.size();
+  std::string packed(ZSTD_compressBound(snap.size()), '\0');
+  packed.resize(ZSTD_compress(packed.data(), packed.size(), snap.data(), snap.size(), 3));
+  EXPECT_LT(packed.size(), 1572864u / 10) << "etcd's default request limit is 1.5 MiB";
+  EXPECT_TRUE(TaskQueue::Restore(q.options(), snap).ok());
+}
+
+TEST(TaskQueueTest, CorruptOrForeignSnapshotsAreRefused) {
+  TaskQueue q(Opts(10));
+  std::string s = q.Snapshot();
+  EXPECT_EQ(TaskQueue::Restore(Opts(11), s).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(TaskQueue::Restore(Opts(10), s.substr(0, s.size() / 2)).status().code(), StatusCode::kDataLoss);
+  EXPECT_EQ(TaskQueue::Restore(Opts(10), "garbage").status().code(), StatusCode::kDataLoss);
+  EXPECT_FALSE(Opts(0).Validate().ok());
+}
+
+}  // namespace
+}  // namespace tessera::master
