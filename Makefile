@@ -25,6 +25,7 @@ test: build
 
 bench: build
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/ps_bench
+	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/master_bench
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,0 +1,309 @@
+// The master with real etcd, master processes and consumer processes: a standby takes over
+// when the leader is killed and no task is lost; a killed trainer's tasks come back within its
+// lease TTL; a corrupt chunk fails its task with the reason; a restarted master continues from
+// etcd; the state of 100,000 chunks fits in etcd.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "common/files.h"
+#include "common/random.h"
+#include "coord/election.h"
+#include "coord/etcd_fixture.h"
+#include "coord/keys.h"
+#include "dataset/dataset.h"
+#include "harness/subprocess.h"
+#include "job/job_config.h"
+#include "job/slot_map.h"
+#include "master/master_client.h"
+
+namespace tessera::testing {
+namespace {
+
+class MasterTest : public EtcdTest {
+ protected:
+  void SetUp() override {
+    EtcdTest::SetUp();
+    auto d = MakeTempDir("master-test-");
+    ASSERT_TRUE(d.ok());
+    dir_ = *d;
+    JobConfig c;
+    c.token = NewUuid();
+    token_ = c.token;
+    etcd::Txn txn;
+    txn.success.push_back(etcd::Op::Put(keys::Config(kJob), c.ToJson()));
+    txn.success.push_back(etcd::Op::Put(keys::SlotMap(kJob), SlotMap::RoundRobin(c.slots, 1).ToJson()));
+    ASSERT_TRUE(client_->Commit(txn).ok());
+  }
+  void TearDown() override {
+    procs_.clear();
+    (void)RemoveAll(dir_);
+  }
+
+  // A text data set of `lines` lines in chunks of ~`chunk` bytes.
+  void MakeDataset(const std::string& name, int lines, int chunk) {
+    dataset::WriterOptions o;
+    o.parts = 3;
+    o.chunk_bytes = static_cast<size_t>(chunk);
+    auto w = dataset::DatasetWriter::Create(dir_ + "/store", name, "text", "line", o);
+    ASSERT_TRUE(w.ok()) << w.status();
+    for (int i = 0; i < lines; ++i)
+      ASSERT_TRUE((*w)->Add("record " + std::to_string(i) + " " + std::string(40, 'x')).ok());
+    ASSERT_TRUE((*w)->Commit(nlohmann::json::object()).ok());
+  }
+
+  Subprocess& StartMaster(const std::string& dataset, std::vector<std::string> extra = {}) {
+    SpawnOptions o;
+    o.argv = {BuildPath("src/tessera"), "master",    "--etcd", server_->endpoint(), "--job", kJob, "--store",
+              dir_ + "/store",          "--dataset", dataset,  "--lease-ttl",       "2"};
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.log_path = dir_ + "/master" + std::to_string(procs_.size()) + ".log";
+    auto p = Subprocess::Spawn(o);
+    EXPECT_TRUE(p.ok());
+    procs_.push_back(std::move(*p));
+    return *procs_.back();
+  }
+
+  Subprocess& StartConsumer(std::vector<std::string> extra = {}) {
+    SpawnOptions o;
+    o.argv = {BuildPath("tests/task_consumer"), "--etcd", server_->endpoint(), "--job", kJob};
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.log_path = dir_ + "/consumer" + std::to_string(procs_.size()) + ".log";
+    auto p = Subprocess::Spawn(o);
+    EXPECT_TRUE(p.ok());
+    procs_.push_back(std::move(*p));
+    return *procs_.back();
+  }
+
+  // The pid of the leading master, or 0.
+  int64_t LeaderPid() {
+    auto l = Election::Leader(client_.get(), keys::MasterElectionPrefix(kJob));
+    if (!l.ok() || !l->has_value()) return 0;
+    return nlohmann::json::parse((*l)->value)["pid"].get<int64_t>();
+  }
+
+  master::StatusReply MasterStatus() {
+    master::MasterClient mc(client_.get(), kJob, token_);
+    auto s = mc.GetStatus(Deadline(std::chrono::seconds(20)));
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.value_or(master::StatusReply());
+  }
+
+  // (pass, task) pairs a consumer started, from its "TASK pass id epoch" lines.
+  static std::vector<std::pair<int, int64_t>> TasksOf(Subprocess& p) {
+    std::vector<std::pair<int, int64_t>> out;
+    std::istringstream in(p.Output());
+    std::string word;
+    while (in >> word) {
+      if (word != "TASK") continue;
+      int pass;
+      int64_t id, epoch;
+      in >> pass >> id >> epoch;
+      out.emplace_back(pass, id);
+    }
+    return out;
+  }
+
+  const std::string kJob = "mjob";
+  std::string dir_, token_;
+  std::vector<std::unique_ptr<Subprocess>> procs_;
+};
+
+TEST_F(MasterTest, StandbyTakesOverWhenTheLeaderIsKilledAndNoTaskIsLost) {
+  MakeDataset("d", 6000, 4096);  // ~75 chunks
+  auto m = dataset::LoadManifest(dir_ + "/store/d");
+  ASSERT_TRUE(m.ok());
+  const int64_t tasks = static_cast<int64_t>(m->chunks.size());
+  Subprocess& first = StartMaster("d", {"--passes", "2", "--task-timeout", "20"});
+  ASSERT_TRUE(WaitUntil([&] { return LeaderPid() == first.pid(); }, std::chrono::seconds(30)));
+  StartMaster("d", {"--passes", "2", "--task-timeout", "20"});  // standby
+  std::vector<Subprocess*> consumers;
+  for (int i = 0; i < 3; ++i) consumers.push_back(&StartConsumer({"--batch", "20", "--sleep-ms", "15"}));
+  // Kill the leader while the consumers are mid-way through the first pass.
+  ASSERT_TRUE(WaitUntil([&] { return TasksOf(*consumers[0]).size() + TasksOf(*consumers[1]).size() > 20; },
+                        std::chrono::seconds(60)));
+  int64_t killed = first.pid();
+  first.Kill();
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        int64_t p = LeaderPid();
+        return p != 0 && p != killed;
+      },
+      std::chrono::seconds(15)));
+  double took = SecondsSince(t0);
+  EXPECT_LE(took, 2 + 1.0) << "a standby leads within the election TTL + 1 s";
+  for (Subprocess* c : consumers) {
+    auto code = c->Wait(std::chrono::seconds(120));
+    ASSERT_TRUE(code.has_value() && *code == 0) << c->Output();
+  }
+  // Every task was done in every pass (none failed), and none was lost.
+  std::map<int, std::set<int64_t>> done;
+  int64_t executions = 0;
+  for (Subprocess* c : consumers) {
+    for (auto [pass, id] : TasksOf(*c)) {
+      done[pass].insert(id);
+      ++executions;
+    }
+  }
+  ASSERT_EQ(done.size(), 2u);
+  for (auto& [pass, ids] : done) EXPECT_EQ(static_cast<int64_t>(ids.size()), tasks) << "pass " << pass;
+  auto st = MasterStatus();
+  EXPECT_TRUE(st.finished());
+  EXPECT_EQ(st.failed(), 0);
+  int64_t duplicates = executions - 2 * tasks;
+  std::printf(
+      "[ master failover ] %lld tasks x 2 passes, %lld executions, %lld duplicated (at-least-once); "
+      "standby led %.2f s after the kill\n",
+      static_cast<long long>(tasks), static_cast<long long>(executions), static_cast<long long>(duplicates),
+      took);
+  EXPECT_GE(duplicates, 0);
+}
+
+TEST_F(MasterTest, KilledTrainersTasksAreHandedOutAgainWithinItsLeaseTtl) {
+  MakeDataset("d", 2000, 4096);
+  StartMaster("d", {"--task-timeout", "120"});  // the timeout is not what brings the task back
+  Subprocess& holder = StartConsumer({"--hold-after", "5"});
+  ASSERT_TRUE(holder.WaitForOutput("HOLDING", std::chrono::seconds(30))) << holder.Output();
+  int64_t held = TasksOf(holder).back().second;
+  holder.Kill();
+  auto killed = std::chrono::steady_clock::now();
+  Subprocess& other = StartConsumer();
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        for (auto [pass, id] : TasksOf(other)) {
+          if (id == held) return true;
+        }
+        return false;
+      },
+      std::chrono::seconds(20)));
+  EXPECT_LE(SecondsSince(killed), 2 + 1.0) << "handed out again within the trainer's lease TTL + 1 s";
+  auto code = other.Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.has_value() && *code == 0) << other.Output();
+  EXPECT_TRUE(MasterStatus().finished());
+}
+
+TEST_F(MasterTest, CorruptChunkFailsItsTaskWithTheReasonAndTheRestIsDone) {
+  MakeDataset("d", 1000, 4096);
+  auto m = dataset::LoadManifest(dir_ + "/store/d");
+  ASSERT_TRUE(m.ok());
+  const auto& c = m->chunks[3];
+  std::string part = dir_ + "/store/d/" + dataset::Manifest::PartName(c.part);
+  auto bytes = ReadFile(part);
+  (*bytes)[c.offset + 60] ^= 0x01;
+  ASSERT_TRUE(WriteFileAtomic(part, *bytes).ok());
+  StartMaster("d", {"--max-failures", "1"});
+  Subprocess& consumer = StartConsumer();
+  auto code = consumer.Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.has_value() && *code == 0) << consumer.Output();
+  auto st = MasterStatus();
+  EXPECT_TRUE(st.finished());
+  EXPECT_EQ(st.failed(), 1);
+  EXPECT_EQ(st.done(), static_cast<int64_t>(m->chunks.size()) - 1);
+  ASSERT_EQ(st.failed_tasks_size(), 1);
+  EXPECT_EQ(st.failed_tasks(0).id(), 3);
+  EXPECT_EQ(st.failed_tasks(0).failures(), 2);
+  EXPECT_NE(st.failed_tasks(0).reason().find("chunk 3 at offset"), std::string::npos)
+      << st.failed_tasks(0).reason();
+  EXPECT_NE(st.failed_tasks(0).reason().find("checksum"), std::string::npos) << st.failed_tasks(0).reason();
+  // `tessera status` shows it to the user.
+  SpawnOptions o;
+  o.argv = {BuildPath("src/tessera"), "status", "--etcd", server_->endpoint(), "--job", kJob};
+  o.log_path = dir_ + "/status.log";
+  auto p = Subprocess::Spawn(o);
+  ASSERT_TRUE((*p)->Wait(std::chrono::seconds(30)).has_value());
+  EXPECT_NE((*p)->Output().find("failed task 3"), std::string::npos) << (*p)->Output();
+}
+
+TEST_F(MasterTest, RestartedMasterContinuesFromItsStateInEtcd) {
+  MakeDataset("d", 3000, 4096);
+  Subprocess& first = StartMaster("d", {"--passes", "3"});
+  Subprocess& part = StartConsumer({"--hold-after", "1500", "--batch", "10"});
+  ASSERT_TRUE(part.WaitForOutput("HOLDING", std::chrono::seconds(60)));
+  part.Kill();
+  auto before = MasterStatus();
+  EXPECT_GT(before.done(), 10);
+  ASSERT_TRUE(first.Signal(SIGTERM).ok());
+  ASSERT_TRUE(first.Wait(std::chrono::seconds(20)).has_value());
+  // A new master (with other flags: the saved job settings win) picks up where it stopped.
+  StartMaster("d", {"--passes", "1", "--chunks-per-task", "7"});
+  auto after = MasterStatus();
+  EXPECT_EQ(after.done() + after.pending() + after.todo() + after.failed(), before.tasks());
+  EXPECT_EQ(after.passes(), 3);
+  EXPECT_GE(after.done(), before.done());
+  EXPECT_EQ(after.dispatches(), before.dispatches());
+  Subprocess& rest = StartConsumer();
+  auto code = rest.Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.has_value() && *code == 0) << rest.Output();
+  EXPECT_TRUE(MasterStatus().finished());
+}
+
+TEST_F(MasterTest, StateOfAHundredThousandChunksFitsInEtcdAndSurvivesARestart) {
+  // A manifest of 100,000 (tiny) chunks; the part files are not read by the master.
+  dataset::WriterOptions o;
+  o.parts = 1;
+  o.chunk_bytes = 1024;
+  o.compressor = recordio::Compressor::kNone;
+  auto w = dataset::DatasetWriter::Create(dir_ + "/store", "big", "text", "line", o);
+  ASSERT_TRUE(w.ok());
+  std::string rec(1100, 'r');
+  for (int i = 0; i < 100000; ++i) ASSERT_TRUE((*w)->Add(rec).ok());
+  ASSERT_TRUE((*w)->Commit(nlohmann::json::object()).ok());
+  Subprocess& m1 = StartMaster("big", {"--passes", "2"});
+  master::MasterClient mc(client_.get(), kJob, token_);
+  // Dispatch and finish 3,000 tasks; leave some pending.
+  for (int i = 0; i < 3000; ++i) {
+    auto t = mc.GetTask("t" + std::to_string(i % 4), Deadline(std::chrono::seconds(30)));
+    ASSERT_TRUE(t.ok()) << t.status();
+    if (i % 100 == 0) continue;
+    ASSERT_TRUE(mc.Finish("t" + std::to_string(i % 4), t->task().id(), t->task().epoch(),
+                          Deadline(std::chrono::seconds(30)))
+                    .ok());
+  }
+  // Everything the master keeps in etcd is small: the base plus not-yet-compacted deltas.
+  etcd::GetOptions g;
+  g.prefix = true;
+  auto state = client_->Get(keys::MasterStatePrefix(kJob), g);
+  ASSERT_TRUE(state.ok());
+  size_t total = 0, largest = 0;
+  for (const auto& kv : state->kvs) {
+    total += kv.value.size();
+    largest = std::max(largest, kv.value.size());
+  }
+  std::printf("[ master state ] 100,000 tasks: %zu keys, %zu bytes in all, largest value %zu bytes\n",
+              state->kvs.size(), total, largest);
+  EXPECT_LT(largest, 1572864u / 10) << "etcd's request limit is 1.5 MiB";
+  EXPECT_LT(state->kvs.size(), 600u);  // compacted: not one key per RPC
+  auto before = mc.GetStatus(Deadline(std::chrono::seconds(10)));
+  ASSERT_TRUE(before.ok());
+  m1.Kill();
+  StartMaster("big", {"--passes", "2"});
+  auto after = mc.GetStatus(Deadline(std::chrono::seconds(30)));
+  ASSERT_TRUE(after.ok()) << after.status();
+  EXPECT_EQ(after->done(), before->done());
+  EXPECT_EQ(after->dispatches(), before->dispatches());
+  EXPECT_EQ(after->tasks(), 100000);
+}
+
+TEST_F(MasterTest, MasterRefusesAnotherDataSetsQueue) {
+  MakeDataset("a", 100, 1024);
+  MakeDataset("b", 200, 1024);
+  Subprocess& m1 = StartMaster("a");
+  ASSERT_TRUE(WaitUntil([&] { return LeaderPid() == m1.pid(); }, std::chrono::seconds(30)));
+  ASSERT_TRUE(m1.Signal(SIGTERM).ok());
+  ASSERT_TRUE(m1.Wait(std::chrono::seconds(20)).has_value());
+  Subprocess& m2 = StartMaster("b");
+  auto code = m2.Wait(std::chrono::seconds(30));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(m2.Output().find("already has a task queue for another data set"), std::string::npos)
+      << m2.Output();
+}
+
+}  // namespace
+}  // namespace tessera::testing
