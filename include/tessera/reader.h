@@ -44,13 +44,15 @@ class Reader {
   static StatusOr<std::unique_ptr<Reader>> Open(const ReaderOptions& options);
   virtual ~Reader() = default;
 
-  // Copies the next record into *record. Returns false when there is nothing more for this
-  // trainer right now: the rest of the pass is in other trainers' hands (train what you have,
-  // call Trained(), then call Next() again: it waits for the next pass or for a task returned to
-  // the queue), or every pass is done (finished()).
+  // Copies the next record into *record. Returns false when there is nothing for this trainer
+  // right now: the rest of the pass is in other trainers' hands, or every pass is done
+  // (finished()). It never waits for other trainers: in sync mode the caller must keep taking
+  // part in steps (with empty pushes) or the others could not finish the pass. So:
   //   while (!reader->finished()) {
-  //     while (reader->Next(&rec)) { ...; if (batch full) { train; reader->Trained(); } }
-  //     train the partial batch; reader->Trained();   // end of this trainer's share of a pass
+  //     if (!reader->Next(&rec)) {             // nothing now: train what you have, then
+  //       train the partial batch (or an empty step); reader->Trained(); continue;
+  //     }
+  //     add rec to the batch; if (batch full) { train; reader->Trained(); }
   //   }
   virtual StatusOr<bool> Next(std::string* record) = 0;
   // Every pass of the data is done.

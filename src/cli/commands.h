@@ -13,5 +13,6 @@ void RegisterJob(CLI::App& app, int* exit_code);
 void RegisterPserver(CLI::App& app, int* exit_code);
 void RegisterData(CLI::App& app, int* exit_code);
 void RegisterMaster(CLI::App& app, int* exit_code);
+void RegisterModels(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

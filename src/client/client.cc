@@ -164,13 +164,15 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   Status WaitForTrainers(int n, std::chrono::milliseconds timeout) override {
     auto watch = Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Watch(nullptr);
-    bool ok = watch->WaitFor([n](const MemberList& l) { return static_cast<int>(l.members.size()) >= n; }, timeout);
+    bool ok =
+        watch->WaitFor([n](const MemberList& l) { return static_cast<int>(l.members.size()) >= n; }, timeout);
     MemberList seen = watch->Snapshot();
     watch->Cancel();
     if (!ok) {
       std::vector<std::string> names;
       for (const auto& m : seen.members) names.push_back(m.name);
-      return Status::DeadlineExceeded("fewer than " + std::to_string(n) + " trainers registered in time (saw " +
+      return Status::DeadlineExceeded("fewer than " + std::to_string(n) +
+                                      " trainers registered in time (saw " +
                                       std::to_string(seen.members.size()) + " [" + Join(names, ",") +
                                       "] at revision " + std::to_string(seen.revision) + ")");
     }

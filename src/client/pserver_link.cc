@@ -116,8 +116,10 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     }
     Status s = ReplyStatus(reply);
     if (s.ok()) {
-      if (!call.reply.empty() && result->payload_bytes == 0 && TotalSize(call.reply) > 0) {
-        return Status::DataLoss("pserver " + std::to_string(index_) + " sent no payload for a pull");
+      if (result->payload_bytes != TotalSize(call.reply)) {
+        return Status::DataLoss("pserver " + std::to_string(index_) + " sent " +
+                                std::to_string(result->payload_bytes) + " payload bytes for a pull of " +
+                                std::to_string(TotalSize(call.reply)));
       }
       return reply;
     }

@@ -25,7 +25,8 @@ std::shared_ptr<grpc::Channel> MakeChannel(const EtcdOptions& o, const std::stri
   // pings more often than every 5 s (--grpc-keepalive-min-time).
   args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
   args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  // etcd refuses pings on a connection without an active call (GOAWAY "too_many_pings").
+  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 0);
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // this client retries itself, across endpoints
   args.SetMaxReceiveMessageSize(64 << 20);

@@ -128,3 +128,15 @@ StatusOr<StatusReply> MasterClient::GetStatus(const Deadline& deadline) {
 }
 
 }  // namespace tessera::master
+
+namespace tessera::master {
+
+Status MasterClient::Report(const ProgressReport& report, const Deadline& deadline) {
+  ProgressReport req = report;
+  req.set_job_token(token_);
+  ProgressReply reply;
+  return Call("report", deadline,
+              [&](Master::Stub& s, grpc::ClientContext* c) { return s.Report(c, req, &reply); });
+}
+
+}  // namespace tessera::master

@@ -27,6 +27,7 @@ class MasterClient {
   StatusOr<bool> Fail(const std::string& trainer, int64_t task, int64_t epoch, const std::string& reason,
                       const Deadline& deadline);
   StatusOr<StatusReply> GetStatus(const Deadline& deadline);
+  Status Report(const ProgressReport& report, const Deadline& deadline);
   // The leader's address as last resolved ("" if none yet).
   std::string leader() const;
 

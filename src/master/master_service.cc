@@ -152,6 +152,21 @@ grpc::Status MasterService::GetStatus(grpc::ServerContext*, const StatusRequest*
   reply->set_failures(s.failures);
   reply->set_dataset(manifest_.name);
   reply->set_epoch(election_epoch_);
+  // Samples per second over the last 5 s of reports (or since the first report).
+  int64_t now = SteadyMillis(), window_samples = 0, oldest = now;
+  for (const auto& r : recent_) {
+    if (r.time_ms < now - 5000) continue;
+    window_samples += r.samples;
+    oldest = std::min(oldest, r.time_ms);
+  }
+  double span = std::max<double>(1.0, std::min<double>(5.0, (now - oldest) / 1000.0 + 1.0));
+  reply->set_samples_per_second(window_samples / span);
+  double cost = 0;
+  for (const auto& [t, c] : last_cost_) cost += c;
+  reply->set_last_cost(last_cost_.empty() ? 0 : cost / static_cast<double>(last_cost_.size()));
+  reply->set_samples(samples_);
+  reply->set_step(max_step_);
+  for (const auto& m : metrics_) *reply->add_metrics() = m;
   for (const auto& f : queue_->failed_history()) {
     FailedTask* ft = reply->add_failed_tasks();
     ft->set_id(f.task);
@@ -159,6 +174,26 @@ grpc::Status MasterService::GetStatus(grpc::ServerContext*, const StatusRequest*
     ft->set_failures(f.failures);
     ft->set_reason(f.reason);
   }
+  return grpc::Status::OK;
+}
+
+grpc::Status MasterService::Report(grpc::ServerContext*, const ProgressReport* req, ProgressReply*) {
+  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  std::lock_guard<std::mutex> lock(mu_);
+  int64_t now = SteadyMillis();
+  if (req->samples() > 0) {
+    recent_.push_back({now, req->samples()});
+    samples_ += req->samples();
+    last_cost_[req->trainer()] = req->cost_sum() / static_cast<double>(req->samples());
+  }
+  max_step_ = std::max(max_step_, req->step());
+  for (const auto& m : req->metrics()) {
+    spdlog::info("pass {} evaluation by trainer {}: {} = {:.4f}", m.pass() + 1, req->trainer(), m.name(),
+                 m.value());
+    metrics_.push_back(m);
+    if (metrics_.size() > 1000) metrics_.erase(metrics_.begin());
+  }
+  while (!recent_.empty() && recent_.front().time_ms < now - 10000) recent_.pop_front();
   return grpc::Status::OK;
 }
 

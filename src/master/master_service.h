@@ -8,10 +8,13 @@
 #pragma once
 
 #include <atomic>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "coord/registry.h"
 #include "dataset/manifest.h"
@@ -40,6 +43,7 @@ class MasterService final : public tessera::master::Master::Service {
   grpc::Status FinishTask(grpc::ServerContext*, const TaskResult*, TaskResultReply*) override;
   grpc::Status FailTask(grpc::ServerContext*, const TaskResult*, TaskResultReply*) override;
   grpc::Status GetStatus(grpc::ServerContext*, const StatusRequest*, StatusReply*) override;
+  grpc::Status Report(grpc::ServerContext*, const ProgressReport*, ProgressReply*) override;
 
  private:
   grpc::Status Check(const std::string& token) const;
@@ -57,6 +61,16 @@ class MasterService final : public tessera::master::Master::Service {
   StateLog* log_ = nullptr;
   Status stop_reason_ = Status::Unavailable("this master is a standby");
   int64_t election_epoch_ = 0;
+  // Progress (guarded by mu_): recent reports for the rate, the latest cost, metrics per pass.
+  struct Recent {
+    int64_t time_ms;
+    int64_t samples;
+  };
+  std::deque<Recent> recent_;
+  std::map<std::string, double> last_cost_;  // per trainer
+  int64_t samples_ = 0;
+  int64_t max_step_ = 0;
+  std::vector<Metric> metrics_;
 };
 
 // Milliseconds on the steady clock (task deadlines).

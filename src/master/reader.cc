@@ -90,9 +90,8 @@ class ReaderImpl : public Reader {
  private:
   ReaderImpl() = default;
 
-  // Gets the next task and loads its records. False when every pass is done (finished_), or
-  // when the master has nothing now while this reader holds tasks awaiting Trained(): the pass
-  // cannot end before they are acknowledged, so the caller must train and acknowledge first.
+  // Gets the next task and loads its records. False when every pass is done (finished_) or the
+  // master has nothing to hand out right now.
   StatusOr<bool> FetchTask() {
     while (true) {
       TESSERA_ASSIGN_OR_RETURN(auto reply, master_->GetTask(trainer_, Deadline(options_.request_timeout)));
@@ -102,13 +101,8 @@ class ReaderImpl : public Reader {
         finished_ = true;
         return false;
       }
-      if (reply.kind() == master::GetTaskReply::WAIT) {
-        if (!trained_wait_.empty()) return false;
-        // Other trainers hold the rest of the pass: wait for the next pass, or for one of their
-        // tasks to come back to the queue.
-        std::this_thread::sleep_for(std::chrono::milliseconds(std::max<int64_t>(10, reply.retry_after_ms())));
-        continue;
-      }
+      // Other trainers hold the rest of the pass: the caller keeps stepping and asks again.
+      if (reply.kind() == master::GetTaskReply::WAIT) return false;
       Deadline deadline(options_.request_timeout);
       std::string dir = options_.store.empty() ? reply.dataset_dir() : options_.store + "/" + reply.dataset();
       Status loaded = Load(reply.task(), dir, reply.dataset());

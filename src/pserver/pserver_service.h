@@ -79,6 +79,7 @@ class PserverService : public RequestHandler {
   void HandleInit(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);
   void HandleStatus(std::unique_ptr<Responder> r);
+  void HandleExport(const wire::DataRequest& req, std::unique_ptr<Responder> r);
 
   // Checks push segments against the store and the payload; returns the bytes they describe.
   Status CheckPush(const wire::DataRequest& req, ConstBuffer payload) const;

@@ -129,6 +129,7 @@ float* ShardStore::Row(Sparse& s, uint64_t key) {
   if (inserted) {
     s.arena.resize(s.arena.size() + s.stride);
     s.t.push_back(0);
+    s.keys.push_back(key);
     float* row = s.arena.data() + it->second * s.stride;
     const int dim = s.decl.dim;
     InitRow(s.decl.init, s.table_hash, key, row, dim);
@@ -163,6 +164,30 @@ void ShardStore::ReadSparse(const std::string& table, std::span<const uint64_t> 
     const float* row = Row(s, keys[i]);
     std::copy(row, row + dim, out + i * dim);
   }
+}
+
+std::vector<ParamDecl> ShardStore::Declarations() const {
+  std::vector<ParamDecl> out;
+  for (const auto& [name, d] : dense_) out.push_back(d->decl);
+  for (const auto& [name, s] : sparse_) out.push_back(s->decl);
+  std::sort(out.begin(), out.end(), [](const ParamDecl& a, const ParamDecl& b) { return a.name < b.name; });
+  return out;
+}
+
+int64_t ShardStore::DumpRows(const std::string& table, int64_t first, int64_t max_rows,
+                             std::vector<uint64_t>* keys, std::vector<float>* values) const {
+  const Sparse& s = *sparse_.at(table);
+  const int64_t rows = static_cast<int64_t>(s.keys.size());
+  const int dim = s.decl.dim;
+  keys->clear();
+  values->clear();
+  int64_t end = std::min(rows, first + std::max<int64_t>(1, max_rows));
+  for (int64_t r = std::max<int64_t>(0, first); r < end; ++r) {
+    keys->push_back(s.keys[r]);
+    const float* row = s.arena.data() + r * s.stride;
+    values->insert(values->end(), row, row + dim);
+  }
+  return end < rows ? end : -1;
 }
 
 std::vector<ShardStore::ParamStats> ShardStore::Stats() const {

@@ -63,6 +63,13 @@ class ShardStore {
   // Copies rows for `keys` into out (keys.size() * dim floats), creating rows first touched.
   void ReadSparse(const std::string& table, std::span<const uint64_t> keys, float* out);
 
+  // Every declaration held here, sorted by name.
+  std::vector<ParamDecl> Declarations() const;
+  // Copies up to `max_rows` rows of `table` starting at row number `first` (in creation order)
+  // into keys/values; returns the next row number, or -1 when there are no more.
+  int64_t DumpRows(const std::string& table, int64_t first, int64_t max_rows, std::vector<uint64_t>* keys,
+                   std::vector<float>* values) const;
+
   struct ParamStats {
     std::string name;
     bool sparse;
@@ -90,6 +97,7 @@ class ShardStore {
     std::unordered_map<uint64_t, size_t> rows;  // key -> row number
     std::vector<float> arena;                   // rows, `stride` floats each
     std::vector<int64_t> t;                     // updates applied per row
+    std::vector<uint64_t> keys;                 // row number -> key
   };
   float* Row(Sparse& s, uint64_t key);
 

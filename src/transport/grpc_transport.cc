@@ -136,17 +136,17 @@ class GrpcConnection : public ClientConnection {
     out.header = std::move(*reply.mutable_header());
     const std::string& rp = reply.payload();
     out.payload_bytes = rp.size();
-    if (!rp.empty()) {
-      size_t want = TotalSize(reply_buffers);
-      if (rp.size() != want) {
-        return Status::DataLoss("pserver " + address_ + " replied with " + std::to_string(rp.size()) +
-                                " payload bytes, expected " + std::to_string(want));
-      }
-      size_t o = 0;
-      for (const auto& b : reply_buffers) {
-        std::memcpy(b.data, rp.data() + o, b.size);
-        o += b.size;
-      }
+    if (rp.size() > TotalSize(reply_buffers)) {
+      return Status::DataLoss("pserver " + address_ + " replied with " + std::to_string(rp.size()) +
+                              " payload bytes, more than the " + std::to_string(TotalSize(reply_buffers)) +
+                              " expected");
+    }
+    size_t o = 0;
+    for (const auto& b : reply_buffers) {
+      if (o >= rp.size()) break;
+      size_t n = std::min(b.size, rp.size() - o);
+      std::memcpy(b.data, rp.data() + o, n);
+      o += n;
     }
     return out;
   }

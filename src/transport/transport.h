@@ -79,9 +79,10 @@ struct CallResult {
 class ClientConnection {
  public:
   virtual ~ClientConnection() = default;
-  // Sends one request and waits up to `timeout` for its reply. A reply payload must fill
-  // `reply_buffers` exactly (DataLoss otherwise) unless it is empty. Unavailable when the peer
-  // cannot be reached or the connection breaks: the caller may retry on a new connection.
+  // Sends one request and waits up to `timeout` for its reply. The reply payload fills
+  // `reply_buffers` in order from the start (DataLoss if it is larger than they are); the result
+  // says how many bytes arrived. Unavailable when the peer cannot be reached or the connection
+  // breaks: the caller may retry on a new connection.
   virtual StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
                                     std::span<const MutableBuffer> reply_buffers,
                                     std::chrono::milliseconds timeout) = 0;

@@ -42,11 +42,12 @@ int main(int argc, char** argv) {
       std::printf("ERROR %s\n", more.status().ToString().c_str());
       return 2;
     }
-    if (!*more) {  // this share of the pass is done: "train" the partial batch and acknowledge
+    if (!*more) {  // nothing now: "train" the partial batch, acknowledge, ask again shortly
       if (Status s = (*reader)->Trained(); !s.ok()) {
         std::printf("ERROR %s\n", s.ToString().c_str());
         return 2;
       }
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
       continue;
     }
     auto t = (*reader)->current_task();

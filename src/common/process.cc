@@ -1,5 +1,5 @@
-// Subprocess (see subprocess.h).
-#include "harness/subprocess.h"
+// Process (see process.h).
+#include "common/process.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -20,7 +20,7 @@
 
 extern char** environ;
 
-namespace tessera::testing {
+namespace tessera {
 namespace {
 
 // PR_SET_PDEATHSIG fires when the *thread* that forked exits, not the process. So every child is
@@ -61,9 +61,9 @@ class Spawner {
 
 }  // namespace
 
-StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(SpawnOptions options) {
+StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
   if (options.argv.empty()) return Status::InvalidArgument("no program to spawn");
-  std::unique_ptr<Subprocess> p(new Subprocess(std::move(options)));
+  std::unique_ptr<Process> p(new Process(std::move(options)));
   const auto& o = p->options_;
   // Prepare everything the child needs before fork (no allocation after fork).
   std::vector<std::string> env_strings;
@@ -90,7 +90,7 @@ StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(SpawnOptions options) {
     if (pid == 0) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
-      ::setpgid(0, 0);
+      if (o.new_process_group) ::setpgid(0, 0);
       int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd >= 0) {
         ::dup2(fd, 1);
@@ -109,11 +109,11 @@ StatusOr<std::unique_ptr<Subprocess>> Subprocess::Spawn(SpawnOptions options) {
   return p;
 }
 
-Subprocess::~Subprocess() {
+Process::~Process() {
   if (running()) Kill();
 }
 
-bool Subprocess::running() {
+bool Process::running() {
   if (pid_ <= 0 || exit_code_) return false;
   int status = 0;
   pid_t r = ::waitpid(pid_, &status, WNOHANG);
@@ -124,19 +124,19 @@ bool Subprocess::running() {
   return r == 0;
 }
 
-Status Subprocess::Signal(int sig) {
+Status Process::Signal(int sig) {
   if (!running()) return Status::FailedPrecondition("process " + std::to_string(pid_) + " is not running");
   if (::kill(pid_, sig) != 0) return Status::Internal(std::string("kill: ") + std::strerror(errno));
   return Status::OK();
 }
 
-void Subprocess::Kill() {
+void Process::Kill() {
   if (!running()) return;
   ::kill(pid_, SIGKILL);
   Wait(std::chrono::seconds(30));
 }
 
-std::optional<int> Subprocess::Terminate(std::chrono::milliseconds grace) {
+std::optional<int> Process::Terminate(std::chrono::milliseconds grace) {
   if (!running()) return exit_code_;
   ::kill(pid_, SIGTERM);
   auto code = Wait(grace);
@@ -145,7 +145,7 @@ std::optional<int> Subprocess::Terminate(std::chrono::milliseconds grace) {
   return std::nullopt;
 }
 
-std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
+std::optional<int> Process::Wait(std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (running()) {
     if (std::chrono::steady_clock::now() >= deadline) return std::nullopt;
@@ -154,13 +154,13 @@ std::optional<int> Subprocess::Wait(std::chrono::milliseconds timeout) {
   return exit_code_;
 }
 
-std::string Subprocess::Output() const {
+std::string Process::Output() const {
   if (options_.log_path.empty()) return "";
   auto s = ReadFile(options_.log_path);
   return s.ok() ? *s : "";
 }
 
-bool Subprocess::WaitForOutput(const std::string& text, std::chrono::milliseconds timeout) {
+bool Process::WaitForOutput(const std::string& text, std::chrono::milliseconds timeout) {
   auto deadline = std::chrono::steady_clock::now() + timeout;
   while (std::chrono::steady_clock::now() < deadline) {
     if (Output().find(text) != std::string::npos) return true;
@@ -169,9 +169,4 @@ bool Subprocess::WaitForOutput(const std::string& text, std::chrono::millisecond
   return Output().find(text) != std::string::npos;
 }
 
-std::string BuildPath(const std::string& relative) {
-  const char* dir = std::getenv("TESSERA_BUILD_DIR");
-  return std::string(dir && *dir ? dir : ".") + "/" + relative;
-}
-
-}  // namespace tessera::testing
+}  // namespace tessera

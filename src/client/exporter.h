@@ -1,0 +1,18 @@
+// ExportModel: reads every parameter of a job from its pservers (all shards merged) into a
+// ModelFile: dense parameters block by block, sparse tables page by page. It does not register as
+// a trainer, so it can run beside (or after) training without touching any barrier.
+#pragma once
+
+#include <chrono>
+#include <string>
+
+#include "coord/etcd_client.h"
+#include "models/model_file.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::string& job,
+                                        std::chrono::milliseconds timeout);
+
+}  // namespace tessera

@@ -1,0 +1,151 @@
+// mlp: a softmax classifier with one ReLU hidden layer, for image records (tessera.data.Example
+// with pixel bytes and a numeric label, e.g. Fashion-MNIST). Settings: hidden (256), classes
+// (10). Cost: cross-entropy summed over the batch. Evaluation: accuracy and mean loss.
+#include <Eigen/Dense>
+#include <cmath>
+#include <random>
+
+#include "models/model.h"
+#include "tessera/example.pb.h"
+
+namespace tessera::models {
+namespace {
+
+using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+using MatMap = Eigen::Map<RowMat>;
+using Vec = Eigen::RowVectorXf;
+
+class Mlp : public Model {
+ public:
+  explicit Mlp(const ModelOptions& o)
+      : opts_(o),
+        hidden_(o.Int("hidden", 256)),
+        classes_(o.Int("classes", 10)),
+        inputs_(o.Int("inputs", 784)) {}
+
+  std::string name() const override { return "mlp"; }
+  std::string record_type() const override { return "example"; }
+
+  Status Declare(Client& client) override {
+    if (hidden_ < 1 || classes_ < 2 || inputs_ < 1)
+      return Status::InvalidArgument("mlp: bad hidden/classes/inputs");
+    w1_.resize(inputs_ * hidden_);
+    b1_.assign(hidden_, 0.0f);
+    w2_.resize(hidden_ * classes_);
+    b2_.assign(classes_, 0.0f);
+    // He-uniform initialization, seeded: every trainer computes the same values.
+    std::mt19937_64 rng(opts_.seed);
+    float l1 = std::sqrt(6.0f / static_cast<float>(inputs_)),
+          l2 = std::sqrt(6.0f / static_cast<float>(hidden_));
+    std::uniform_real_distribution<float> d1(-l1, l1), d2(-l2, l2);
+    for (auto& v : w1_) v = d1(rng);
+    for (auto& v : w2_) v = d2(rng);
+    g_w1_.resize(w1_.size());
+    g_b1_.resize(b1_.size());
+    g_w2_.resize(w2_.size());
+    g_b2_.resize(b2_.size());
+    TESSERA_RETURN_IF_ERROR(client.AddDense("w1", w1_.data(), w1_.size()));
+    TESSERA_RETURN_IF_ERROR(client.AddDense("b1", b1_.data(), b1_.size()));
+    TESSERA_RETURN_IF_ERROR(client.AddDense("w2", w2_.data(), w2_.size()));
+    return client.AddDense("b2", b2_.data(), b2_.size());
+  }
+
+  StatusOr<StepResult> Step(Client&, const std::vector<std::string>& records, Gradients* grads) override {
+    RowMat x;
+    std::vector<int> y;
+    TESSERA_RETURN_IF_ERROR(Decode(records, &x, &y));
+    const int64_t b = x.rows();
+    MatMap W1(w1_.data(), inputs_, hidden_), W2(w2_.data(), hidden_, classes_);
+    Eigen::Map<Vec> B1(b1_.data(), hidden_), B2(b2_.data(), classes_);
+    RowMat z1 = (x * W1).rowwise() + B1;
+    RowMat a1 = z1.cwiseMax(0.0f);
+    RowMat p = (a1 * W2).rowwise() + B2;
+    double cost = Softmax(&p, y);
+    for (int64_t i = 0; i < b; ++i) p(i, y[i]) -= 1.0f;  // dLoss/dLogits, summed over the batch
+    MatMap GW1(g_w1_.data(), inputs_, hidden_), GW2(g_w2_.data(), hidden_, classes_);
+    Eigen::Map<Vec> GB1(g_b1_.data(), hidden_), GB2(g_b2_.data(), classes_);
+    GW2.noalias() = a1.transpose() * p;
+    GB2 = p.colwise().sum();
+    RowMat da1 = p * W2.transpose();
+    da1 = da1.cwiseProduct((z1.array() > 0.0f).cast<float>().matrix());
+    GW1.noalias() = x.transpose() * da1;
+    GB1 = da1.colwise().sum();
+    grads->Dense("w1", g_w1_);
+    grads->Dense("b1", g_b1_);
+    grads->Dense("w2", g_w2_);
+    grads->Dense("b2", g_b2_);
+    return StepResult{cost, b};
+  }
+
+  StatusOr<std::vector<Metric>> Evaluate(Client&, dataset::DatasetReader& eval) override {
+    int64_t correct = 0, total = 0;
+    double loss = 0;
+    std::vector<std::string_view> recs;
+    std::vector<std::string> batch;
+    for (size_t c = 0; c < eval.manifest().chunks.size(); ++c) {
+      TESSERA_RETURN_IF_ERROR(eval.ReadChunk(c, &recs));
+      batch.assign(recs.begin(), recs.end());
+      RowMat x;
+      std::vector<int> y;
+      TESSERA_RETURN_IF_ERROR(Decode(batch, &x, &y));
+      MatMap W1(w1_.data(), inputs_, hidden_), W2(w2_.data(), hidden_, classes_);
+      Eigen::Map<Vec> B1(b1_.data(), hidden_), B2(b2_.data(), classes_);
+      RowMat p = (((x * W1).rowwise() + B1).cwiseMax(0.0f) * W2).rowwise() + B2;
+      for (int64_t i = 0; i < p.rows(); ++i) {
+        Eigen::Index arg;
+        p.row(i).maxCoeff(&arg);
+        correct += arg == y[i];
+      }
+      loss += Softmax(&p, y);
+      total += p.rows();
+    }
+    if (total == 0) return Status::InvalidArgument("the evaluation data set is empty");
+    return std::vector<Metric>{{"accuracy", static_cast<double>(correct) / total}, {"loss", loss / total}};
+  }
+
+ private:
+  Status Decode(const std::vector<std::string>& records, RowMat* x, std::vector<int>* y) const {
+    x->resize(static_cast<int64_t>(records.size()), inputs_);
+    y->resize(records.size());
+    data::Example ex;
+    for (size_t i = 0; i < records.size(); ++i) {
+      if (!ex.ParseFromString(records[i])) return Status::DataLoss("mlp: record is not an Example");
+      if (static_cast<int64_t>(ex.data().size()) != inputs_) {
+        return Status::InvalidArgument("mlp: an image has " + std::to_string(ex.data().size()) +
+                                       " pixels, the model " + std::to_string(inputs_));
+      }
+      if (ex.label_id() < 0 || ex.label_id() >= classes_) {
+        return Status::InvalidArgument("mlp: label " + std::to_string(ex.label_id()) + " is outside 0.." +
+                                       std::to_string(classes_ - 1));
+      }
+      const unsigned char* px = reinterpret_cast<const unsigned char*>(ex.data().data());
+      for (int64_t j = 0; j < inputs_; ++j) (*x)(static_cast<int64_t>(i), j) = px[j] * (1.0f / 255.0f);
+      (*y)[i] = static_cast<int>(ex.label_id());
+    }
+    return Status::OK();
+  }
+
+  // Turns logits into probabilities in place; returns the summed cross-entropy.
+  static double Softmax(RowMat* p, const std::vector<int>& y) {
+    double cost = 0;
+    for (int64_t i = 0; i < p->rows(); ++i) {
+      float m = p->row(i).maxCoeff();
+      p->row(i) = (p->row(i).array() - m).exp();
+      float s = p->row(i).sum();
+      p->row(i) /= s;
+      cost -= std::log(std::max((*p)(i, y[i]), 1e-12f));
+    }
+    return cost;
+  }
+
+  ModelOptions opts_;
+  int64_t hidden_, classes_, inputs_;
+  std::vector<float> w1_, b1_, w2_, b2_;
+  std::vector<float> g_w1_, g_b1_, g_w2_, g_b2_;
+};
+
+}  // namespace
+
+std::unique_ptr<Model> NewMlp(const ModelOptions& o) { return std::make_unique<Mlp>(o); }
+
+}  // namespace tessera::models

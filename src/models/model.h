@@ -1,0 +1,60 @@
+// Built-in models: what a model must do to be trained by Tessera's generic trainer loop
+// (models/trainer.h): declare its parameters, turn a batch of records into gradients (pulling
+// sparse rows it needs first), evaluate itself on a held-out data set, and load a model file.
+// A model owns its dense parameter buffers and gradient buffers; the client pulls into the
+// former and pushes from the latter. Not thread-safe (the trainer loop owns it).
+#pragma once
+
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "dataset/dataset.h"
+#include "models/model_file.h"
+#include "tessera/client.h"
+
+namespace tessera::models {
+
+struct ModelOptions {
+  int batch_size = 64;  // records per step
+  uint64_t seed = 1;
+  std::map<std::string, std::string> args;  // model settings, e.g. hidden=256 (--model-arg k=v)
+  // Reads an integer/double/string setting or its default.
+  int64_t Int(const std::string& key, int64_t def) const;
+  double Double(const std::string& key, double def) const;
+  std::string Str(const std::string& key, const std::string& def) const;
+};
+
+struct Metric {
+  std::string name;
+  double value = 0;
+};
+
+class Model {
+ public:
+  virtual ~Model() = default;
+  virtual std::string name() const = 0;
+  // The record type it trains on: "example" or "line".
+  virtual std::string record_type() const = 0;
+  // Declares its parameters with the client (dense values live in the model's buffers).
+  virtual Status Declare(Client& client) = 0;
+  // Computes the gradient sums of a batch into `grads` (buffers owned by the model) and returns
+  // the summed training cost. REQUIRES: the dense parameters hold the step's version.
+  struct StepResult {
+    double cost_sum = 0;
+    int64_t samples = 0;
+  };
+  virtual StatusOr<StepResult> Step(Client& client, const std::vector<std::string>& records,
+                                    Gradients* grads) = 0;
+  // Evaluates the current parameters on a data set (read directly, not through tasks).
+  virtual StatusOr<std::vector<Metric>> Evaluate(Client& client, dataset::DatasetReader& eval) = 0;
+};
+
+StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& name, const ModelOptions& options);
+
+// Helpers for models.
+// Parses "key=value" settings.
+StatusOr<std::map<std::string, std::string>> ParseModelArgs(const std::vector<std::string>& args);
+
+}  // namespace tessera::models

@@ -1,0 +1,43 @@
+// RunTrainer: Tessera's generic trainer loop for a built-in model (`tessera train`, and every
+// trainer `tessera local --model NAME` starts). It connects (registering the trainer),
+// initializes or joins the parameters, then repeats: read a batch of records from the tasks the
+// master hands out, compute the gradients, push them and pull the next parameters, acknowledge the
+// records as trained. In sync and ssp mode a trainer with nothing to read right now still takes
+// part in every step with an empty push, so the others are not held up. Progress (samples,
+// cost) goes to the master about once a second; at the end of each pass the trainer with the
+// lowest live id evaluates on the held-out data set and reports the metrics.
+// A stop request (SIGTERM) ends the loop after the current step, acknowledging what was trained.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <string>
+#include <vector>
+
+#include "models/model.h"
+#include "tessera/status.h"
+
+namespace tessera::models {
+
+struct TrainerOptions {
+  std::vector<std::string> etcd_endpoints;
+  std::string job;
+  std::string trainer_id;  // empty: the lowest free number
+  std::string model;       // mlp, logreg, word2vec
+  ModelOptions model_options;
+  std::string store;         // the store as mounted here (empty: the master's path)
+  std::string eval_dataset;  // held-out data set in the store (empty: no evaluation)
+  int64_t lease_ttl_seconds = 10;
+  std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
+  const std::atomic<bool>* stop = nullptr;
+};
+
+struct TrainerResult {
+  int64_t steps = 0;
+  int64_t samples = 0;
+  std::vector<Metric> final_metrics;  // the last evaluation, if this trainer evaluated
+};
+
+StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options);
+
+}  // namespace tessera::models
