@@ -2,6 +2,7 @@
 #   make deps    install the Debian packages the build, tests and demo need (apt-get, as root)
 #   make build   configure (CMake + Ninja, ccache when present) and build everything
 #   make test    deps + build + every test (unit and integration, real etcd, real processes)
+#   make demo    deps + build + the main job: Fashion-MNIST on a local cluster, with the result
 #   make bench   benchmarks (not part of `make test`)
 #   make chaos   long fault-injection runs (not part of `make test`)
 BUILD_DIR ?= build
@@ -9,7 +10,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps configure build test bench clean format
+.PHONY: deps configure build test demo bench clean format
 
 deps:
 	$(SUDO) scripts/install-deps.sh
@@ -22,6 +23,9 @@ build: configure
 
 test: build
 	cd $(BUILD_DIR) && ctest -j$(JOBS) --output-on-failure --timeout 600
+
+demo: build
+	scripts/demo.sh
 
 bench: build
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/ps_bench

@@ -14,5 +14,6 @@ void RegisterPserver(CLI::App& app, int* exit_code);
 void RegisterData(CLI::App& app, int* exit_code);
 void RegisterMaster(CLI::App& app, int* exit_code);
 void RegisterModels(CLI::App& app, int* exit_code);
+void RegisterLocal(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

@@ -8,6 +8,7 @@
 #include <atomic>
 #include <latch>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "client/handle_state.h"
 #include "client/pserver_directory.h"
@@ -230,14 +231,35 @@ class ClientImpl : public Client, public PserverLink::Owner {
     nlohmann::json info = {
         {"host", Hostname()}, {"pid", static_cast<int64_t>(::getpid())}, {"started_ms", WallMillis()}};
     if (!options_.trainer_id.empty()) {
-      auto e = reg.Register(options_.trainer_id, info.dump(), keeper_->id());
-      if (!e.ok()) {
-        return e.status().WithContext("trainer id '" + options_.trainer_id + "' of job '" + options_.job +
-                                      "'");
+      // A restarted trainer may find its predecessor's key still there until that lease expires:
+      // wait for it (a live trainer with the same id is refused at once).
+      Deadline deadline(options_.request_timeout);
+      while (true) {
+        auto e = reg.Register(options_.trainer_id, info.dump(), keeper_->id());
+        if (e.ok()) {
+          id_ = options_.trainer_id;
+          epoch_ = *e;
+          return Status::OK();
+        }
+        Status refused =
+            e.status().WithContext("trainer id '" + options_.trainer_id + "' of job '" + options_.job + "'");
+        if (e.status().code() != StatusCode::kAlreadyExists && e.status().code() != StatusCode::kAborted)
+          return refused;
+        auto kv = etcd_->Get(keys::Trainer(options_.job, options_.trainer_id));
+        if (!kv.ok()) return kv.status();
+        if (!kv->kvs.empty()) {
+          auto ttl = etcd_->LeaseTimeToLive(kv->kvs[0].lease);
+          if (!ttl.ok()) return ttl.status();
+          // Only a short remaining lease belongs to a dead predecessor worth waiting for.
+          if (ttl->ttl_seconds > 2 * options_.lease_ttl_seconds + 5 || deadline.expired()) return refused;
+          if (ttl->ttl_seconds > 0) {
+            spdlog::info(
+                "trainer id {} is still registered by a previous process; waiting {} s for its lease",
+                options_.trainer_id, ttl->ttl_seconds);
+          }
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(250));
       }
-      id_ = options_.trainer_id;
-      epoch_ = *e;
-      return Status::OK();
     }
     for (int attempt = 0; attempt < 100; ++attempt) {
       TESSERA_ASSIGN_OR_RETURN(MemberList list, reg.List());

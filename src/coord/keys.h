@@ -50,6 +50,9 @@ inline std::string Checkpoint(std::string_view job, int index) {
 // Training metrics (cost history) kept for the console.
 inline std::string MetricsPrefix(std::string_view job) { return Job(job) + "metrics/"; }
 
+// `tessera local`: the number of trainers the supervisor should run (`tessera local scale`).
+inline std::string LocalTrainers(std::string_view job) { return Job(job) + "local/trainers"; }
+
 // The last path element of a key ("/tessera/j/pservers/3" -> "3").
 inline std::string_view LastElement(std::string_view key) {
   size_t slash = key.rfind('/');

@@ -120,6 +120,9 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
       return HandleInitDone(req, std::move(r));
     case wire::DataRequest::STATUS:
       return HandleStatus(std::move(r));
+    case wire::DataRequest::DESCRIBE:
+    case wire::DataRequest::DUMP_SPARSE:
+      return HandleExport(req, std::move(r));
     case wire::DataRequest::JOIN:
     case wire::DataRequest::LEAVE: {
       std::vector<Reply> replies;

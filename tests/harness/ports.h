@@ -1,9 +1,10 @@
-// Free loopback TCP ports for tests. Test-only.
+// Free loopback TCP ports for tests (see common/net.h). Test-only.
 #pragma once
+
+#include "common/net.h"
 
 namespace tessera::testing {
 
-// A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
-int FreePort();
+inline int FreePort() { return FreeLoopbackPort(); }
 
 }  // namespace tessera::testing

@@ -1,5 +1,5 @@
-// Free loopback ports (see ports.h).
-#include "harness/ports.h"
+// Network helpers (see net.h).
+#include "common/net.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -8,9 +8,9 @@
 
 #include <cstdlib>
 
-namespace tessera::testing {
+namespace tessera {
 
-int FreePort() {
+int FreeLoopbackPort() {
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) std::abort();
   sockaddr_in addr{};
@@ -25,4 +25,4 @@ int FreePort() {
   return port;
 }
 
-}  // namespace tessera::testing
+}  // namespace tessera

@@ -1,0 +1,105 @@
+// `tessera local`: a whole job on this machine, supervised; `tessera local scale`: change the
+// number of trainers of a running `tessera local`.
+#include <unistd.h>
+
+#include <atomic>
+#include <cstdio>
+#include <filesystem>
+
+#include "cli/commands.h"
+#include "cli/etcd_flags.h"
+#include "cli/signals.h"
+#include "common/logging.h"
+#include "common/progress.h"
+#include "local/supervisor.h"
+
+namespace tessera::cli {
+namespace {
+
+std::string SelfPath() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "tessera";
+}
+
+int RunLocalCmd(local::LocalOptions o) {
+  std::atomic<bool> stop{false};
+  SignalWatcher signals([&](int) { stop = true; });
+  LogOptions lo;
+  lo.job = o.job;
+  lo.node = "local";
+  if (Status s = InitLogging(lo); !s.ok()) return Fail("local", s);
+  o.tessera_bin = SelfPath();
+  o.progress_tty = ProgressBar::StderrIsTerminal();
+  if (o.run_dir.empty()) o.run_dir = "runs/" + o.job + "-" + std::to_string(::getpid());
+  o.run_dir = std::filesystem::absolute(o.run_dir).lexically_normal().string();
+  if (!o.store.empty()) o.store = std::filesystem::absolute(o.store).lexically_normal().string();
+  auto r = local::RunLocal(o, &stop);
+  if (!r.ok()) return Fail("local", r.status());
+  if (!r->completed) {
+    std::fprintf(stderr, "tessera local: stopped before the job finished (run directory %s)\n",
+                 o.run_dir.c_str());
+    return signals.received() ? 128 + signals.received() : 1;
+  }
+  std::printf("job %s finished: %s\nmodel saved to %s\nrun directory %s (logs, result.json)\n", o.job.c_str(),
+              r->metrics.c_str(), r->model_path.c_str(), o.run_dir.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void RegisterLocal(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<local::LocalOptions>();
+  auto* cmd = app.add_subcommand(
+      "local",
+      "Run a whole job on this machine: an etcd (unless --etcd names one), a master (plus\n"
+      "--standby-masters), P pservers and T trainers, each restarted with backoff if it dies.\n"
+      "Trainers run a built-in model (--model mlp|logreg|word2vec) or your command\n"
+      "(--trainer-cmd \"python3 train.py\"), which gets TESSERA_ETCD, TESSERA_JOB,\n"
+      "TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_DATASET, TESSERA_EVAL_DATASET, TESSERA_RUN_DIR,\n"
+      "TESSERA_BATCH_SIZE. Logs go to RUN/logs/. At the end the model is saved (RUN/model.tsm)\n"
+      "and RUN/result.json written. Ctrl-C stops everything.");
+  cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
+  cmd->add_option("--job", o->job, "job name")->capture_default_str();
+  cmd->add_option("--etcd", o->etcd, "use this etcd (host:port) instead of starting one");
+  cmd->add_option("--store", o->store, "data set store")->envname("TESSERA_STORE")->required();
+  cmd->add_option("--dataset", o->dataset, "data set to train on")->required();
+  cmd->add_option("--eval-dataset", o->eval_dataset, "held-out data set evaluated after each pass");
+  cmd->add_option("--model", o->model, "built-in model: mlp, logreg or word2vec");
+  cmd->add_option("--trainer-cmd", o->trainer_cmd, "your trainer command, run through /bin/sh");
+  cmd->add_option("--model-arg", o->model_args, "model setting key=value (repeatable)");
+  cmd->add_option("--batch-size", o->batch_size, "records per step per trainer")->capture_default_str();
+  cmd->add_option("--pservers", o->pservers, "parameter servers")->capture_default_str();
+  cmd->add_option("--trainers", o->trainers, "trainers")->capture_default_str();
+  cmd->add_option("--standby-masters", o->standby_masters, "standby masters")->capture_default_str();
+  cmd->add_option("--mode", o->mode, "sync, async or ssp:S")->capture_default_str();
+  cmd->add_option("--optimizer", o->optimizer, "server-side optimizer, e.g. adam:lr=0.001")
+      ->capture_default_str();
+  cmd->add_option("--passes", o->passes, "passes over the data")->capture_default_str();
+  cmd->add_option("--chunks-per-task", o->chunks_per_task, "chunks per task")->capture_default_str();
+  cmd->add_option("--task-timeout", o->task_timeout_s, "seconds before a pending task is handed out again")
+      ->capture_default_str();
+  cmd->add_option("--lease-ttl", o->lease_ttl_seconds, "lease TTL of every process, in seconds")
+      ->capture_default_str();
+  cmd->add_option("--model-out", o->model_out, "where to save the trained model (default RUN/model.tsm)");
+  auto* scale = cmd->add_subcommand("scale", "Change the number of trainers of a running `tessera local`");
+  auto run = std::make_shared<std::string>();
+  auto trainers = std::make_shared<int>(1);
+  scale->add_option("--run", *run, "the run directory")->required();
+  scale->add_option("--trainers", *trainers, "trainers to run")->required();
+  scale->callback([run, trainers, exit_code] {
+    Status s = local::ScaleTrainers(*run, *trainers);
+    if (!s.ok()) {
+      *exit_code = Fail("local scale", s);
+      return;
+    }
+    std::printf("asked %s to run %d trainers\n", run->c_str(), *trainers);
+    *exit_code = 0;
+  });
+  cmd->callback([o, cmd, exit_code] {
+    if (cmd->got_subcommand("scale")) return;
+    *exit_code = RunLocalCmd(*o);
+  });
+}
+
+}  // namespace tessera::cli

@@ -1,0 +1,49 @@
+// Progress line (see progress_line.h).
+#include "local/progress_line.h"
+
+#include <fmt/format.h>
+
+#include <map>
+
+namespace tessera::local {
+namespace {
+
+// The metrics of the latest pass that has any.
+std::map<std::string, double> LatestMetrics(const master::StatusReply& s, int* pass) {
+  std::map<std::string, double> out;
+  *pass = -1;
+  for (const auto& m : s.metrics()) *pass = std::max(*pass, m.pass());
+  for (const auto& m : s.metrics()) {
+    if (m.pass() == *pass) out[m.name()] = m.value();
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string ProgressLine(const master::StatusReply& s, int trainers_running) {
+  int64_t finished_tasks = s.done() + s.failed();
+  std::string line =
+      fmt::format("pass {}/{}  tasks {}/{}", s.pass() + 1, s.passes(), finished_tasks, s.tasks());
+  if (s.failed() > 0) line += fmt::format(" ({} failed)", s.failed());
+  line += fmt::format("  {:.0f} samples/s", s.samples_per_second());
+  if (s.samples() > 0) line += fmt::format("  cost {:.4f}", s.last_cost());
+  int pass;
+  auto metrics = LatestMetrics(s, &pass);
+  for (const auto& [name, value] : metrics) line += fmt::format("  {} {:.4f}", name, value);
+  if (!metrics.empty()) line += fmt::format(" (pass {})", pass + 1);
+  line += fmt::format("  trainers {}", trainers_running);
+  return line;
+}
+
+std::string FinalMetrics(const master::StatusReply& s) {
+  int pass;
+  auto metrics = LatestMetrics(s, &pass);
+  if (metrics.empty()) return "no evaluation metrics";
+  std::string out;
+  for (const auto& [name, value] : metrics)
+    out += fmt::format("{}{} {:.4f}", out.empty() ? "" : ", ", name, value);
+  return out + fmt::format(" (after pass {})", pass + 1);
+}
+
+}  // namespace tessera::local

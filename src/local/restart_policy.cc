@@ -1,0 +1,52 @@
+// RestartPolicy (see restart_policy.h).
+#include "local/restart_policy.h"
+
+#include <algorithm>
+
+namespace tessera::local {
+
+const char* RoleName(Role r) {
+  switch (r) {
+    case Role::kEtcd:
+      return "etcd";
+    case Role::kMaster:
+      return "master";
+    case Role::kPserver:
+      return "pserver";
+    case Role::kTrainer:
+      return "trainer";
+  }
+  return "?";
+}
+
+Decision RestartPolicy::OnExit(Role role, int code, std::chrono::milliseconds uptime, bool stopping) {
+  Decision d;
+  if (stopping) {
+    d.kind = Decision::Kind::kDone;
+    d.reason = "stopped as asked";
+    return d;
+  }
+  // A trainer that finishes its work exits 0: it is done, like a completed Kubernetes Job pod.
+  if (role == Role::kTrainer && code == 0) {
+    d.kind = Decision::Kind::kDone;
+    d.reason = "finished";
+    return d;
+  }
+  if (uptime >= o_.stable_after) quick_failures_ = 0;
+  ++quick_failures_;
+  if (quick_failures_ > o_.max_quick_failures) {
+    d.kind = Decision::Kind::kGiveUp;
+    d.reason = std::string(RoleName(role)) + " failed " + std::to_string(quick_failures_) +
+               " times in a row, each soon after starting (exit " + std::to_string(code) + "): giving up";
+    return d;
+  }
+  auto delay = o_.initial_backoff;
+  for (int i = 1; i < quick_failures_ && delay < o_.max_backoff; ++i) delay *= 2;
+  d.delay = std::min(delay, o_.max_backoff);
+  d.reason = code > 128 ? "killed by signal " + std::to_string(code - 128)
+                        : "exited with code " + std::to_string(code);
+  if (code == 3) d.reason = "lost its lease";
+  return d;
+}
+
+}  // namespace tessera::local

@@ -1,0 +1,42 @@
+// RestartPolicy: what `tessera local` does when one of its processes exits, as Kubernetes would:
+// restart it after a backoff that doubles with each quick failure (reset once it stayed up a
+// while), leave it be when its work is done, or give up on a crash loop. Pure: times are
+// passed in; no processes or clocks inside. Not thread-safe (one supervisor).
+#pragma once
+
+#include <chrono>
+#include <string>
+
+namespace tessera::local {
+
+enum class Role { kEtcd, kMaster, kPserver, kTrainer };
+const char* RoleName(Role r);
+
+struct RestartOptions {
+  std::chrono::milliseconds initial_backoff{500};
+  std::chrono::milliseconds max_backoff{10000};
+  std::chrono::milliseconds stable_after{30000};  // up this long: the next failure starts over
+  int max_quick_failures = 8;                     // in a row, each within stable_after: give up
+};
+
+struct Decision {
+  enum class Kind { kRestart, kDone, kGiveUp };
+  Kind kind = Kind::kRestart;
+  std::chrono::milliseconds delay{0};  // kRestart: wait this long first
+  std::string reason;                  // for the log
+};
+
+class RestartPolicy {
+ public:
+  explicit RestartPolicy(RestartOptions o = {}) : o_(o) {}
+  // A process of `role` that ran for `uptime` exited with `code` (128+signal if killed).
+  // `stopping`: the supervisor asked it to stop (it is not restarted).
+  Decision OnExit(Role role, int code, std::chrono::milliseconds uptime, bool stopping);
+  int quick_failures() const { return quick_failures_; }
+
+ private:
+  RestartOptions o_;
+  int quick_failures_ = 0;
+};
+
+}  // namespace tessera::local

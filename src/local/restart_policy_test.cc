@@ -1,0 +1,47 @@
+#include "local/restart_policy.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::local {
+namespace {
+
+using std::chrono::milliseconds;
+using std::chrono::seconds;
+
+TEST(RestartPolicyTest, FinishedTrainersAreDoneAndStoppedProcessesStayStopped) {
+  RestartPolicy p;
+  EXPECT_EQ(p.OnExit(Role::kTrainer, 0, seconds(5), false).kind, Decision::Kind::kDone);
+  EXPECT_EQ(p.OnExit(Role::kPserver, 137, seconds(5), /*stopping=*/true).kind, Decision::Kind::kDone);
+  // A pserver or master that exits 0 on its own is restarted: they do not finish.
+  EXPECT_EQ(p.OnExit(Role::kPserver, 0, seconds(5), false).kind, Decision::Kind::kRestart);
+}
+
+TEST(RestartPolicyTest, BackoffDoublesForQuickFailuresAndResetsAfterAStableRun) {
+  RestartOptions o;
+  o.initial_backoff = milliseconds(100);
+  o.max_backoff = milliseconds(1000);
+  RestartPolicy p(o);
+  EXPECT_EQ(p.OnExit(Role::kPserver, 137, seconds(1), false).delay, milliseconds(100));
+  EXPECT_EQ(p.OnExit(Role::kPserver, 137, seconds(1), false).delay, milliseconds(200));
+  EXPECT_EQ(p.OnExit(Role::kPserver, 137, seconds(1), false).delay, milliseconds(400));
+  EXPECT_EQ(p.OnExit(Role::kPserver, 137, seconds(1), false).delay, milliseconds(800));
+  EXPECT_EQ(p.OnExit(Role::kPserver, 137, seconds(1), false).delay, milliseconds(1000));
+  auto after_stable = p.OnExit(Role::kPserver, 3, seconds(60), false);
+  EXPECT_EQ(after_stable.delay, milliseconds(100));
+  EXPECT_EQ(after_stable.reason, "lost its lease");
+  EXPECT_EQ(p.OnExit(Role::kTrainer, 137, seconds(1), false).reason, "killed by signal 9");
+}
+
+TEST(RestartPolicyTest, GivesUpOnACrashLoop) {
+  RestartOptions o;
+  o.max_quick_failures = 3;
+  RestartPolicy p(o);
+  for (int i = 0; i < 3; ++i)
+    EXPECT_EQ(p.OnExit(Role::kMaster, 1, milliseconds(10), false).kind, Decision::Kind::kRestart);
+  auto d = p.OnExit(Role::kMaster, 1, milliseconds(10), false);
+  EXPECT_EQ(d.kind, Decision::Kind::kGiveUp);
+  EXPECT_NE(d.reason.find("master failed 4 times"), std::string::npos) << d.reason;
+}
+
+}  // namespace
+}  // namespace tessera::local

@@ -1,0 +1,55 @@
+// Supervisor: `tessera local`, a whole job on this machine. It starts an etcd (unless one is
+// given) with its data in the run directory, creates the job, and runs P pservers, a master (and
+// standbys) and T trainers (a built-in model or the user's command), each with its log in
+// <run>/logs/. A process that exits is restarted with backoff (RestartPolicy), as Kubernetes
+// would; trainers that finish are done. The number of trainers follows the etcd key that
+// `tessera local scale` writes. When every pass is done and every trainer finished, it exports
+// the model to one file, writes <run>/result.json, stops everything in order (trainers, masters,
+// pservers, etcd) and returns. A stop request (Ctrl-C, SIGTERM) stops everything the same way.
+// Thread-safety: Run() blocks its caller; `stop` may be set from any thread.
+#pragma once
+
+#include <atomic>
+#include <string>
+#include <vector>
+
+#include "tessera/status.h"
+
+namespace tessera::local {
+
+struct LocalOptions {
+  std::string run_dir;
+  std::string job = "local";
+  std::string etcd;  // host:port of an etcd to use; empty: start one in the run directory
+  std::string store, dataset, eval_dataset;
+  std::string model;        // a built-in model, or
+  std::string trainer_cmd;  // a command run through /bin/sh for each trainer
+  std::vector<std::string> model_args;
+  int batch_size = 64;
+  int pservers = 1;
+  int trainers = 1;
+  int standby_masters = 0;
+  std::string mode = "sync";
+  std::string optimizer = "adam:lr=0.001";
+  int passes = 1;
+  int chunks_per_task = 1;
+  double task_timeout_s = 60;
+  int max_failures = 3;
+  int64_t lease_ttl_seconds = 10;
+  std::string model_out;    // default: <run>/model.tsm
+  std::string tessera_bin;  // this program
+  bool progress_tty = false;
+};
+
+struct LocalResult {
+  bool completed = false;  // every pass done, every trainer finished
+  std::string metrics;     // final evaluation, for people
+  std::string model_path;
+};
+
+StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop);
+
+// `tessera local scale`: asks the supervisor of `run_dir` to run `trainers` trainers.
+Status ScaleTrainers(const std::string& run_dir, int trainers);
+
+}  // namespace tessera::local
