@@ -62,8 +62,8 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
   cmd->add_option("--job", o->job, "job name")->capture_default_str();
   cmd->add_option("--etcd", o->etcd, "use this etcd (host:port) instead of starting one");
-  cmd->add_option("--store", o->store, "data set store")->envname("TESSERA_STORE")->required();
-  cmd->add_option("--dataset", o->dataset, "data set to train on")->required();
+  cmd->add_option("--store", o->store, "data set store (required)")->envname("TESSERA_STORE");
+  cmd->add_option("--dataset", o->dataset, "data set to train on (required)");
   cmd->add_option("--eval-dataset", o->eval_dataset, "held-out data set evaluated after each pass");
   cmd->add_option("--model", o->model, "built-in model: mlp, logreg or word2vec");
   cmd->add_option("--trainer-cmd", o->trainer_cmd, "your trainer command, run through /bin/sh");

@@ -117,23 +117,16 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   Status Initialize() override {
     Deadline d(options_.request_timeout);
-    TESSERA_RETURN_IF_ERROR(directory_->WaitAllRegistered(d));
-    if (!directory_->AllReady()) {
-      Election lock(etcd_.get(), keys::InitLockPrefix(options_.job), keeper_->id());
-      Status won = lock.Campaign(id_, [&] { return directory_->AllReady() || d.expired(); });
-      if (won.ok()) {
-        Status s = OnEveryLink([&](PserverLink& link) -> Status {
-          if (directory_->Ready(link.index())) return Status::OK();
-          return InitPserver(link, d, step_.load());
-        });
-        (void)lock.Resign();
-        TESSERA_RETURN_IF_ERROR(s);
-      } else if (won.code() != StatusCode::kCancelled) {
-        return won;
-      }
+    Status joined = Status::OK();
+    // A pserver may be replaced while this runs (seen ready, then gone): start over, a few times.
+    for (int round = 0; round < 5 && !d.expired(); ++round) {
+      TESSERA_RETURN_IF_ERROR(directory_->WaitAllRegistered(d));
+      TESSERA_RETURN_IF_ERROR(InitializePservers(d));
+      TESSERA_RETURN_IF_ERROR(directory_->WaitAllReady(d));
+      joined = JoinAll(d);
+      if (joined.ok() || directory_->AllReady()) break;
     }
-    TESSERA_RETURN_IF_ERROR(directory_->WaitAllReady(d));
-    TESSERA_RETURN_IF_ERROR(JoinAll(d));
+    TESSERA_RETURN_IF_ERROR(joined);
     initialized_ = true;
     spdlog::info("trainer {} joined {} pservers at step {} (mode {})", id_, links_.size(), step_.load(),
                  job_.mode.ToString());
@@ -141,6 +134,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
   }
 
   Handle Pull() override {
+    if (Status s = Realign(); !s.ok()) return Failed(s);
     auto calls = NewCalls();
     builder_->AddDensePull(&calls);
     for (auto& c : calls) c->req.set_need(PullNeed(step_));
@@ -295,6 +289,77 @@ class ClientImpl : public Client, public PserverLink::Owner {
     return Status::OK();
   }
 
+  bool AnyReady() const {
+    for (int i = 0; i < job_.pservers; ++i) {
+      if (directory_->Ready(i)) return true;
+    }
+    return false;
+  }
+
+  // Makes every pserver ready: a fresh job's pservers get this trainer's initial values (one
+  // trainer does it, under the init lock); a pserver replaced mid-job is restored by the trainers
+  // that were training (they hold current values), and only if none does in a grace period does
+  // this trainer restore it itself.
+  Status InitializePservers(const Deadline& d) {
+    if (directory_->AllReady()) return Status::OK();
+    if (AnyReady()) {
+      auto grace = std::chrono::seconds(3 * options_.lease_ttl_seconds + 5);
+      Deadline g(std::min<std::chrono::milliseconds>(grace, d.remaining()));
+      if (directory_->WaitAllReady(g).ok()) return Status::OK();
+    }
+    Election lock(etcd_.get(), keys::InitLockPrefix(options_.job), keeper_->id());
+    Status won = lock.Campaign(id_, [&] { return directory_->AllReady() || d.expired(); });
+    if (won.code() == StatusCode::kCancelled) return Status::OK();  // another trainer did it
+    TESSERA_RETURN_IF_ERROR(won);
+    Status s = InitializeUnready(d);
+    (void)lock.Resign();
+    return s;
+  }
+
+  // Initializes every pserver that is not ready. REQUIRES: holding the init lock.
+  Status InitializeUnready(const Deadline& d) {
+    int64_t version = step_.load();
+    int ready = -1;
+    for (int i = 0; i < job_.pservers && ready < 0; ++i) {
+      if (directory_->Ready(i)) ready = i;
+    }
+    if (ready >= 0) {
+      // A pserver lost its parameters and no trainer restored them: start it at the others'
+      // version (so steps line up) with the current values of everything the others hold and
+      // this trainer's initial values for the rest. Checkpoints avoid this loss.
+      LinkCall describe;
+      describe.req.set_op(wire::DataRequest::DESCRIBE);
+      StatusOr<wire::DataReply> r = Status::Unavailable("");
+      std::latch done(1);
+      links_[ready]->Post([&] {
+        r = links_[ready]->Run(describe, d, /*recover=*/false);
+        done.count_down();
+      });
+      done.wait();
+      TESSERA_RETURN_IF_ERROR(r.status());
+      version = r->version();
+      step_ = version;
+      auto calls = NewCalls();
+      builder_->AddDensePull(&calls);
+      for (int i = 0; i < job_.pservers; ++i) {
+        if (!directory_->Ready(i)) calls[i] = std::make_unique<LinkCall>();  // nothing to pull there
+        calls[i]->req.set_need(PullNeed(version));
+      }
+      TESSERA_RETURN_IF_ERROR(Dispatch(std::move(calls), /*all=*/false, /*recover=*/false).Wait());
+    }
+    return OnEveryLink([&](PserverLink& link) -> Status {
+      if (directory_->Ready(link.index())) return Status::OK();
+      if (ready >= 0) {
+        spdlog::warn(
+            "pserver {} lost its parameters and no trainer had a copy: re-initializing it at version {} "
+            "(current values from the other pservers, initial values for its own; enable checkpoints "
+            "to avoid this)",
+            link.index(), version);
+      }
+      return InitPserver(link, d, version);
+    });
+  }
+
   Status InitPserver(PserverLink& link, const Deadline& d, int64_t step) {
     LinkCall init;
     builder_->BuildInit(link.index(), &init);
@@ -345,6 +410,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   Handle DoPush(const Gradients& grads, bool pull) {
     if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
+    if (Status s = Realign(); !s.ok()) return Failed(s);
     auto calls = NewCalls();
     Status s = builder_->AddPush(grads, &calls);
     if (!s.ok()) return Failed(s);
@@ -361,7 +427,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
     return h;
   }
 
-  Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all) {
+  Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true) {
     std::vector<int> targets;
     for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
       const auto& r = calls[i]->req;
@@ -370,13 +436,21 @@ class ClientImpl : public Client, public PserverLink::Owner {
     auto state = std::make_shared<Handle::State>(static_cast<int>(targets.size()));
     for (int i : targets) {
       std::shared_ptr<LinkCall> call(std::move(calls[i]));
-      links_[i]->Submit(call, options_.request_timeout,
+      links_[i]->Submit(call, options_.request_timeout, recover,
                         [this, state](const Status& s, const wire::DataReply& r, int64_t resume) {
-                          if (s.code() == StatusCode::kAborted && resume >= 0) RaiseStep(resume);
+                          if (s.code() == StatusCode::kAborted && resume >= 0) {
+                            RaiseStep(resume);
+                            realign_ = true;
+                          }
                           state->Complete(s, r.version(), r.min_clock());
                         });
     }
     return Handle(state);
+  }
+
+  Status Realign() {
+    if (!initialized_ || !realign_.exchange(false)) return Status::OK();
+    return JoinAll(Deadline(options_.request_timeout));
   }
 
   void RaiseStep(int64_t to) {
@@ -396,6 +470,10 @@ class ClientImpl : public Client, public PserverLink::Owner {
   std::unique_ptr<PserverDirectory> directory_;
   std::vector<std::unique_ptr<PserverLink>> links_;
   std::atomic<int64_t> step_{0};
+  // A push was refused on some pserver (the step closed there without us): before the next
+  // request, every pserver is told where this trainer goes on, so none waits for a push for a
+  // step it skipped.
+  std::atomic<bool> realign_{false};
   bool initialized_ = false;
   bool closed_ = false;
 };

@@ -39,11 +39,12 @@ void PserverLink::Post(std::function<void()> fn) {
   cv_.notify_all();
 }
 
-void PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, Done done) {
-  Post([this, call, timeout, done] {
+void PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover,
+                         Done done) {
+  Post([this, call, timeout, recover, done] {
     Deadline deadline(timeout);
     int64_t resume = -1;
-    auto r = Run(*call, deadline, /*recover=*/true, &resume);
+    auto r = Run(*call, deadline, recover, &resume);
     if (r.ok() && call->after) call->after();
     done(r.status(), r.ok() ? *r : wire::DataReply(), resume);
   });

@@ -43,7 +43,8 @@ class PserverLink {
 
   int index() const { return index_; }
   // Queues `call`; `done` runs on the link's thread when it has finished (or failed).
-  void Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, Done done);
+  // With `recover`, see Run().
+  void Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover, Done done);
   // Runs `fn` on the link's thread, after the requests queued before it.
   void Post(std::function<void()> fn);
   // Sends `call` with retries until `deadline`. With `recover`, a pserver that lost its state is

@@ -17,6 +17,9 @@ bool TrainerIdLess(const std::string& a, const std::string& b) {
 }
 
 Consistency::Consistency(Options options, int64_t version) : options_(options), version_(version) {
+  // A pserver that starts past version 0 (restored or re-initialized mid-job) joins a group that
+  // formed long ago: waiting for `min_trainers` again could wait for trainers that already left.
+  started_ = version > 0;
   clock_floor_ = version;
   if (options_.mode.kind != ConsistencyMode::Kind::kSync) clock_floor_ = 0;
 }

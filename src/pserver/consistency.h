@@ -11,7 +11,8 @@
 //    becomes v+1 and pulls needing v+1 are released. A trainer that leaves mid-step stops being
 //    waited for (a push it already made still counts). A joining trainer takes part from the
 //    current step if nobody has pushed for it yet, otherwise from the next one; before the first
-//    barrier, the step waits until `min_trainers` have pushed, and joiners enter the current step.
+//    barrier, the step waits until `min_trainers` have pushed, and joiners enter the current step
+//    (a Consistency created past version 0 is restored mid-job and does not wait).
 //  - async: every push applies on arrival (kApply); pulls answer at once.
 //  - ssp:S: each member has a clock (the step it pushes next); a push applies on arrival and
 //    advances its clock; a pull at clock c waits until the slowest member's clock is >= c - S.

@@ -165,6 +165,19 @@ TEST(ConsistencySyncTest, MinTrainersHoldsTheFirstStepAndLetsLateStartersIn) {
   EXPECT_TRUE(Drain(c));
 }
 
+TEST(ConsistencySyncTest, RestoredMidJobDoesNotWaitForMinTrainers) {
+  // A replaced pserver re-initialized at step 611 by the one trainer still running; another
+  // trainer joins it at 612 (it agreed on 612 with the pservers that went on). Waiting for two
+  // pushers at 611 would hang the job.
+  Consistency c({ConsistencyMode{}, 2}, 611);
+  ASSERT_TRUE(c.Join("1", 1, 611).ok());
+  EXPECT_EQ(*c.Join("0", 2, 612), 612);
+  ASSERT_TRUE(c.Push("1", 1, 611).ok());
+  auto b = Drain(c);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, std::vector<std::string>{"1"});
+}
+
 TEST(ConsistencySyncTest, RaisingTheStartStepOnRejoinLeavesTheCurrentBarrier) {
   auto c = Sync();
   for (auto id : {"0", "1"}) ASSERT_TRUE(c.Join(id, 1, 0).ok());

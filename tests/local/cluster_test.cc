@@ -1,0 +1,121 @@
+// `tessera local` as a cluster: trainers added and removed while a sync job runs (it finishes
+// with the expected result and no task lost); a pserver and a trainer killed with SIGKILL are
+// restarted and the job finishes; Ctrl-C stops everything and leaves no process behind.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "coord/keys.h"
+#include "coord/registry.h"
+#include "local/local_fixture.h"
+
+namespace tessera::testing {
+namespace {
+
+// pid of a registered member (pservers/<i> or trainers/<id>), 0 if not registered.
+int64_t PidOf(etcd::EtcdClient* etcd, const std::string& prefix, const std::string& name) {
+  auto l = Registry(etcd, prefix).List();
+  if (!l.ok()) return 0;
+  const Member* m = l->Find(name);
+  if (!m) return 0;
+  auto j = nlohmann::json::parse(m->value, nullptr, false);
+  return j.is_discarded() ? 0 : j.value("pid", int64_t{0});
+}
+
+TEST_F(LocalTest, TrainersAddedAndRemovedWhileASyncJobRuns) {
+  UploadFashionMnist();
+  Subprocess& p =
+      StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--pservers", "2",
+                  "--trainers", "3", "--passes", "4", "--model-arg", "hidden=64", "--job", "elastic"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  // Wait for training to be under way, then add a fourth trainer.
+  ASSERT_TRUE(WaitUntil([&] { return MasterStatus(etcd.get(), "elastic").samples() > 5000; },
+                        std::chrono::seconds(120), std::chrono::milliseconds(100)))
+      << p.Output();
+  auto up = Tessera({"local", "scale", "--run", run(), "--trainers", "4"});
+  ASSERT_EQ(up.code, 0) << up.out;
+  ASSERT_TRUE(WaitUntil([&] { return PidOf(etcd.get(), keys::TrainerPrefix("elastic"), "3") != 0; },
+                        std::chrono::seconds(60)))
+      << p.Output();
+  // Let the newcomer take part for a while (the steps go on with it in the barrier), then go
+  // down to two: trainers 3 and 2 are stopped.
+  int64_t step = MasterStatus(etcd.get(), "elastic").step();
+  ASSERT_TRUE(WaitUntil([&] { return MasterStatus(etcd.get(), "elastic").step() > step + 30; },
+                        std::chrono::seconds(120), std::chrono::milliseconds(100)))
+      << p.Output();
+  auto down = Tessera({"local", "scale", "--run", run(), "--trainers", "2"});
+  ASSERT_EQ(down.code, 0) << down.out;
+  auto code = p.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail(40);
+  ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+  EXPECT_NE(p.Output().find("scaled up: started trainer-3"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("scaled down: stopping trainer-3"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("scaled down: stopping trainer-2"), std::string::npos) << p.Output();
+  auto r = Result();
+  EXPECT_EQ(r["failed_tasks"], 0) << "no task lost";
+  EXPECT_GE(r["samples"].get<int64_t>(), 3 * 60000) << "every record of every pass was trained (some twice)";
+  EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.80);
+}
+
+TEST_F(LocalTest, KilledPserverAndTrainerAreRestartedAndTheJobFinishes) {
+  UploadFashionMnist();
+  Subprocess& p =
+      StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--pservers", "2",
+                  "--trainers", "2", "--passes", "4", "--model-arg", "hidden=64", "--job", "chaos"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  // Kill in the middle of the second pass.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto s = MasterStatus(etcd.get(), "chaos");
+        return s.pass() >= 1 && s.done() > 10;
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(100)))
+      << p.Output();
+  int64_t ps = PidOf(etcd.get(), keys::PserverPrefix("chaos"), "1");
+  int64_t tr = PidOf(etcd.get(), keys::TrainerPrefix("chaos"), "0");
+  ASSERT_GT(ps, 0);
+  ASSERT_GT(tr, 0);
+  ASSERT_EQ(::kill(static_cast<pid_t>(ps), SIGKILL), 0);
+  ASSERT_EQ(::kill(static_cast<pid_t>(tr), SIGKILL), 0);
+  auto code = p.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail(40);
+  ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+  // The supervisor's process names need not match the index a pserver claimed.
+  EXPECT_TRUE(std::regex_search(p.Output(), std::regex("pserver-[0-9] killed by signal 9; restarting it")))
+      << p.Output();
+  EXPECT_NE(p.Output().find("trainer-0 killed by signal 9; restarting it"), std::string::npos) << p.Output();
+  auto r = Result();
+  EXPECT_EQ(r["failed_tasks"], 0);
+  EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.75);
+}
+
+TEST_F(LocalTest, CtrlCStopsEverythingAndLeavesNoProcessBehind) {
+  UploadFashionMnist(false);
+  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--pservers", "2", "--trainers", "2",
+                              "--passes", "50", "--job", "stopme"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  std::vector<int64_t> pids;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        pids = {PidOf(etcd.get(), keys::PserverPrefix("stopme"), "0"),
+                PidOf(etcd.get(), keys::PserverPrefix("stopme"), "1"),
+                PidOf(etcd.get(), keys::TrainerPrefix("stopme"), "0"),
+                PidOf(etcd.get(), keys::TrainerPrefix("stopme"), "1")};
+        return std::all_of(pids.begin(), pids.end(), [](int64_t x) { return x > 0; });
+      },
+      std::chrono::seconds(60)));
+  ASSERT_TRUE(p.Signal(SIGINT).ok());
+  auto code = p.Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_NE(*code, 0);
+  EXPECT_NE(p.Output().find("stopped before the job finished"), std::string::npos) << p.Output();
+  for (int64_t pid : pids) EXPECT_NE(::kill(static_cast<pid_t>(pid), 0), 0) << "pid " << pid << " still runs";
+}
+
+}  // namespace
+}  // namespace tessera::testing

@@ -1,0 +1,99 @@
+// Fixture for `tessera local` tests: a temp directory with a store, helpers to upload data sets
+// and to run `tessera local` as a process. Test-only.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "common/files.h"
+#include "coord/etcd_client.h"
+#include "coord/keys.h"
+#include "data/data_fixture.h"
+#include "harness/subprocess.h"
+#include "harness/wait.h"
+#include "job/job_config.h"
+#include "master/master_client.h"
+
+namespace tessera::testing {
+
+class LocalTest : public TempDirTest {
+ protected:
+  std::string store() const { return dir_ + "/store"; }
+  std::string run() const { return dir_ + "/run"; }
+
+  void UploadFashionMnist(bool test_set = true) {
+    const std::string f = "/usr/share/datasets/fashion-mnist/";
+    auto a = Tessera({"upload", "--store", store(), "--dataset", "fm", "--format", "idx", "--images",
+                      f + "train-images-idx3-ubyte.gz", "--labels", f + "train-labels-idx1-ubyte.gz"});
+    ASSERT_EQ(a.code, 0) << a.out;
+    if (test_set) {
+      auto b = Tessera({"upload", "--store", store(), "--dataset", "fm-test", "--format", "idx", "--images",
+                        f + "t10k-images-idx3-ubyte.gz", "--labels", f + "t10k-labels-idx1-ubyte.gz"});
+      ASSERT_EQ(b.code, 0) << b.out;
+    }
+  }
+
+  // Starts `tessera local` with `args` (after --run and --store) as a process.
+  Subprocess& StartLocal(const std::vector<std::string>& args) {
+    SpawnOptions o;
+    o.argv = {BuildPath("src/tessera"), "local", "--run", run(), "--store", store(), "--lease-ttl", "3"};
+    o.argv.insert(o.argv.end(), args.begin(), args.end());
+    o.log_path = dir_ + "/local.log";
+    o.env["TESSERA_BUILD_DIR"] = BuildPath("");
+    auto p = Subprocess::Spawn(o);
+    EXPECT_TRUE(p.ok());
+    local_ = std::move(*p);
+    return *local_;
+  }
+
+  // result.json of the finished run.
+  nlohmann::json Result() {
+    auto text = ReadFile(run() + "/result.json");
+    EXPECT_TRUE(text.ok()) << "no result.json; tessera local said:\n" << (local_ ? local_->Output() : "");
+    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json::object();
+  }
+
+  // An etcd client for the running job (from run.json).
+  std::unique_ptr<etcd::EtcdClient> JobEtcd() {
+    if (!WaitUntil([&] { return ReadFile(run() + "/run.json").ok(); }, std::chrono::seconds(60)))
+      return nullptr;
+    auto j = nlohmann::json::parse(*ReadFile(run() + "/run.json"));
+    etcd::EtcdOptions o;
+    o.endpoints = {j["etcd"].get<std::string>()};
+    return std::move(*etcd::EtcdClient::Create(o));
+  }
+
+  // The last lines of every process log of the run, for failure messages.
+  std::string LogsTail(size_t lines = 15) {
+    std::string out;
+    std::error_code ec;
+    for (const auto& e : std::filesystem::directory_iterator(run() + "/logs", ec)) {
+      auto text = ReadFile(e.path().string());
+      if (!text.ok()) continue;
+      size_t pos = text->size();
+      for (size_t n = 0; n <= lines && pos > 0 && pos != std::string::npos; ++n)
+        pos = text->rfind('\n', pos - 1);
+      out += "--- " + e.path().filename().string() + " ---\n" +
+             text->substr(pos == std::string::npos ? 0 : pos) + "\n";
+    }
+    return out;
+  }
+
+  // The job's master status (an empty reply while none answers).
+  master::StatusReply MasterStatus(etcd::EtcdClient* etcd, const std::string& job) {
+    auto cfg = etcd->Get(keys::Config(job));
+    if (!cfg.ok() || cfg->kvs.empty()) return {};
+    auto jc = JobConfig::FromJson(cfg->kvs[0].value);
+    if (!jc.ok()) return {};
+    master::MasterClient mc(etcd, job, jc->token);
+    return mc.GetStatus(Deadline(std::chrono::seconds(2))).value_or(master::StatusReply());
+  }
+
+  std::unique_ptr<Subprocess> local_;
+};
+
+}  // namespace tessera::testing

@@ -1,0 +1,110 @@
+// Each built-in model learns on real or generated data under `tessera local`, with thresholds a
+// broken gradient or update could not pass; the exported model holds what was trained.
+#include <gtest/gtest.h>
+
+#include <Eigen/Dense>
+#include <sstream>
+
+#include "dataset/dataset.h"
+#include "local/local_fixture.h"
+#include "models/model_file.h"
+#include "tessera/example.pb.h"
+
+namespace tessera::testing {
+namespace {
+
+TEST_F(LocalTest, MlpLearnsFashionMnistAndTheExportedModelHoldsIt) {
+  UploadFashionMnist();
+  Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--pservers",
+                              "2", "--trainers", "1", "--passes", "1", "--model-arg", "hidden=64"});
+  auto code = p.Wait(std::chrono::seconds(240));
+  ASSERT_TRUE(code.has_value());
+  ASSERT_EQ(*code, 0) << p.Output();
+  auto r = Result();
+  double accuracy = r["metrics"]["accuracy"];
+  EXPECT_GE(accuracy, 0.78) << "one pass of Fashion-MNIST; random guessing is 0.10";
+  EXPECT_EQ(r["failed_tasks"], 0);
+  EXPECT_EQ(r["samples"], 60000);
+  // The exported model reproduces the reported accuracy.
+  auto m = models::ReadModelFile(r["model"].get<std::string>());
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto *w1 = m->Find("w1"), *b1 = m->Find("b1"), *w2 = m->Find("w2"), *b2 = m->Find("b2");
+  ASSERT_TRUE(w1 && b1 && w2 && b2);
+  ASSERT_EQ(w1->size, 784 * 64);
+  using RowMat = Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  Eigen::Map<const RowMat> W1(w1->values.data(), 784, 64), W2(w2->values.data(), 64, 10);
+  Eigen::Map<const Eigen::RowVectorXf> B1(b1->values.data(), 64), B2(b2->values.data(), 10);
+  auto test = dataset::DatasetReader::Open(store(), "fm-test");
+  ASSERT_TRUE(test.ok());
+  int64_t correct = 0, total = 0;
+  std::vector<std::string_view> recs;
+  for (size_t c = 0; c < (*test)->manifest().chunks.size(); ++c) {
+    ASSERT_TRUE((*test)->ReadChunk(c, &recs).ok());
+    for (auto rec : recs) {
+      data::Example ex;
+      ASSERT_TRUE(ex.ParseFromArray(rec.data(), static_cast<int>(rec.size())));
+      Eigen::RowVectorXf x(784);
+      for (int j = 0; j < 784; ++j) x[j] = static_cast<unsigned char>(ex.data()[j]) / 255.0f;
+      Eigen::RowVectorXf out = ((x * W1 + B1).cwiseMax(0.0f) * W2) + B2;
+      Eigen::Index arg;
+      out.maxCoeff(&arg);
+      correct += arg == ex.label_id();
+      ++total;
+    }
+  }
+  EXPECT_NEAR(static_cast<double>(correct) / total, accuracy, 0.002);
+}
+
+TEST_F(LocalTest, LogregApproachesTheBestAchievableAuc) {
+  auto gen = Tessera({"gen-ctr", "--train-out", dir_ + "/train.svm", "--eval-out", dir_ + "/eval.svm",
+                      "--rows", "60000", "--eval-rows", "10000", "--features", "20000", "--per-row", "15"});
+  ASSERT_EQ(gen.code, 0) << gen.out;
+  size_t at = gen.out.find("best achievable AUC on the evaluation rows: ");
+  ASSERT_NE(at, std::string::npos) << gen.out;
+  double best = std::stod(gen.out.substr(at + 44));
+  ASSERT_EQ(Tessera({"upload", "--store", store(), "--dataset", "ctr", "--format", "libsvm", "--input",
+                     dir_ + "/train.svm", "--chunk-size", "131072"})
+                .code,
+            0);
+  ASSERT_EQ(Tessera({"upload", "--store", store(), "--dataset", "ctr-eval", "--format", "libsvm", "--input",
+                     dir_ + "/eval.svm"})
+                .code,
+            0);
+  Subprocess& p =
+      StartLocal({"--dataset", "ctr", "--eval-dataset", "ctr-eval", "--model", "logreg", "--pservers", "2",
+                  "--trainers", "2", "--passes", "3", "--optimizer", "sgd:lr=5", "--batch-size", "256"});
+  auto code = p.Wait(std::chrono::seconds(240));
+  ASSERT_TRUE(code.has_value() && *code == 0) << p.Output();
+  double auc = Result()["metrics"]["auc"];
+  std::printf("[ logreg ] AUC %.4f, best achievable %.4f\n", auc, best);
+  EXPECT_GE(auc, 0.75);
+  EXPECT_GE(auc, best - 0.1);
+}
+
+TEST_F(LocalTest, Word2vecPutsWordsThatOccurTogetherCloser) {
+  std::string bible = dir_ + "/bible.txt";
+  ASSERT_EQ(std::system(("/usr/bin/bible -f Gen1:1-Rev22:21 > " + bible).c_str()), 0);
+  ASSERT_EQ(Tessera({"upload", "--store", store(), "--dataset", "kjv", "--format", "text", "--input", bible,
+                     "--chunk-size", "131072"})
+                .code,
+            0);
+  Subprocess& p =
+      StartLocal({"--dataset", "kjv", "--eval-dataset", "kjv", "--model", "word2vec", "--pservers", "2",
+                  "--trainers", "2", "--passes", "2", "--optimizer", "adagrad:lr=0.2"});
+  auto code = p.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value() && *code == 0) << p.Output();
+  auto r = Result();
+  double gap = r["metrics"]["related_minus_random"];
+  std::printf("[ word2vec ] related %.3f, random %.3f\n", r["metrics"]["related"].get<double>(),
+              r["metrics"]["random"].get<double>());
+  EXPECT_GE(gap, 0.1) << "untrained vectors give about 0";
+  // Both tables were exported with rows.
+  auto m = models::ReadModelFile(r["model"].get<std::string>());
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_NE(m->Find("in"), nullptr);
+  EXPECT_GT(m->Find("in")->keys.size(), 5000u);
+  EXPECT_EQ(m->Find("in")->dim, 32);
+}
+
+}  // namespace
+}  // namespace tessera::testing
