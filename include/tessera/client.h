@@ -122,6 +122,9 @@ class Client {
   // Pulls rows of a sparse table for `keys` into out[keys.size() * dim].
   virtual Handle SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) = 0;
 
+  // The row width of a declared sparse table; NotFound for an undeclared one.
+  virtual StatusOr<int> SparseDim(const std::string& table) const = 0;
+
   // The step the next push belongs to.
   virtual int64_t step() const = 0;
   virtual const std::string& trainer_id() const = 0;

@@ -152,6 +152,13 @@ class ClientImpl : public Client, public PserverLink::Owner {
     return Dispatch(std::move(calls), /*all=*/false);
   }
 
+  StatusOr<int> SparseDim(const std::string& table) const override {
+    for (const auto& t : builder_->sparse()) {
+      if (t.name == table) return t.dim;
+    }
+    return Status::NotFound("sparse table '" + table + "' was not declared");
+  }
+
   int64_t step() const override { return step_.load(); }
   const std::string& trainer_id() const override { return id_; }
   int num_pservers() const override { return job_.pservers; }

@@ -185,15 +185,25 @@ Status Supervisor::CreateJob() {
 }
 
 std::map<std::string, std::string> Supervisor::TrainerEnv(int slot) const {
-  return {{"TESSERA_ETCD", etcd_endpoint_},
-          {"TESSERA_JOB", o_.job},
-          {"TESSERA_TRAINER_ID", std::to_string(slot)},
-          {"TESSERA_STORE", o_.store},
-          {"TESSERA_DATASET", o_.dataset},
-          {"TESSERA_EVAL_DATASET", o_.eval_dataset},
-          {"TESSERA_RUN_DIR", o_.run_dir},
-          {"TESSERA_BATCH_SIZE", std::to_string(o_.batch_size)},
-          {"TESSERA_LEASE_TTL", std::to_string(o_.lease_ttl_seconds)}};
+  std::map<std::string, std::string> env = {{"TESSERA_ETCD", etcd_endpoint_},
+                                            {"TESSERA_JOB", o_.job},
+                                            {"TESSERA_TRAINER_ID", std::to_string(slot)},
+                                            {"TESSERA_STORE", o_.store},
+                                            {"TESSERA_DATASET", o_.dataset},
+                                            {"TESSERA_EVAL_DATASET", o_.eval_dataset},
+                                            {"TESSERA_RUN_DIR", o_.run_dir},
+                                            {"TESSERA_BATCH_SIZE", std::to_string(o_.batch_size)},
+                                            {"TESSERA_LEASE_TTL", std::to_string(o_.lease_ttl_seconds)}};
+  // `import tessera` in a trainer command finds the module built (or installed) beside this binary.
+  fs::path bin = fs::path(o_.tessera_bin).parent_path();
+  for (const fs::path& dir : {bin / "../python", bin / "../lib/tessera/python"}) {
+    std::error_code ec;
+    if (!fs::exists(dir / "tessera" / "__init__.py", ec)) continue;
+    const char* old = std::getenv("PYTHONPATH");
+    env["PYTHONPATH"] = fs::weakly_canonical(dir, ec).string() + (old && *old ? std::string(":") + old : "");
+    break;
+  }
+  return env;
 }
 
 Managed& Supervisor::AddTrainer(int slot) {
@@ -390,6 +400,7 @@ StatusOr<LocalResult> Supervisor::Run() {
   }
   master::MasterClient master(etcd_.get(), o_.job, job_.token);
   TimePoint next_status = Now(), next_scale = Now();
+  int64_t scale_revision = 0;
   master::StatusReply last;
   bool finished = false;
   while (!(stop_ && stop_->load())) {
@@ -400,7 +411,9 @@ StatusOr<LocalResult> Supervisor::Run() {
       etcd::CallOptions quick;
       quick.retry_timeout = std::chrono::milliseconds(500);
       auto want = etcd_->Get(keys::LocalTrainers(o_.job), {}, quick);
-      if (want.ok() && !want->kvs.empty()) {
+      // Only a change of the wanted count scales (trainers that finished are not replaced).
+      if (want.ok() && !want->kvs.empty() && want->kvs[0].mod_revision != scale_revision) {
+        scale_revision = want->kvs[0].mod_revision;
         auto n = ParseInt64(want->kvs[0].value, "trainers");
         if (n.ok() && *n >= 0 && *n <= 1000) Scale(static_cast<int>(*n));
       }

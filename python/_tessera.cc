@@ -1,0 +1,369 @@
+// _tessera: the native half of the Python module `tessera` (python/tessera/__init__.py is the
+// half users see). It wraps api::Session and the model-file functions. Arrays cross without
+// copies: dense parameters and gradients are numpy views of the caller's buffers (torch tensors
+// via .numpy()), checked for dtype, contiguity and size; sparse keys are uint64 arrays.
+// Blocking calls release the GIL. Errors raise tessera.Error with the status code name.
+#include <pybind11/numpy.h>
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+
+#include <cstring>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "api/session.h"
+#include "client/exporter.h"
+#include "common/logging.h"
+#include "common/strings.h"
+#include "coord/etcd_client.h"
+#include "models/model_file.h"
+#include "tessera/example.pb.h"
+
+namespace py = pybind11;
+
+namespace tessera::python {
+namespace {
+
+using FloatArray = py::array_t<float, py::array::c_style>;
+using KeyArray = py::array_t<uint64_t, py::array::c_style>;
+
+struct Error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void Check(const Status& s) {
+  if (!s.ok()) throw Error(s.ToString());
+}
+
+template <typename T>
+T Value(StatusOr<T> s) {
+  Check(s.status());
+  return std::move(*s);
+}
+
+// A float32 C-contiguous numpy array that shares memory with `obj` (no copy, no cast).
+FloatArray FloatView(const py::handle& obj, const std::string& what, bool writeable) {
+  if (!py::isinstance<py::array>(obj)) throw py::type_error(what + ": expected a numpy array");
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  if (!a.dtype().is(py::dtype::of<float>())) {
+    throw py::type_error(what + ": expected float32, got " + std::string(py::str(a.dtype())));
+  }
+  if (!(a.flags() & py::array::c_style)) throw py::value_error(what + ": the array is not contiguous");
+  if (writeable && !a.writeable()) throw py::value_error(what + ": the array is read-only");
+  return py::reinterpret_borrow<FloatArray>(a);
+}
+
+KeyArray KeyView(const py::handle& obj, const std::string& what) {
+  if (!py::isinstance<py::array>(obj)) throw py::type_error(what + ": expected a numpy array of keys");
+  auto a = py::reinterpret_borrow<py::array>(obj);
+  if (!a.dtype().is(py::dtype::of<uint64_t>())) {
+    throw py::type_error(what + ": keys must be uint64, got " + std::string(py::str(a.dtype())));
+  }
+  if (!(a.flags() & py::array::c_style)) throw py::value_error(what + ": the keys are not contiguous");
+  return py::reinterpret_borrow<KeyArray>(a);
+}
+
+class PySession {
+ public:
+  PySession(std::optional<std::string> etcd, std::optional<std::string> job,
+            std::optional<std::string> trainer_id, std::optional<std::string> store, int64_t lease_ttl,
+            double timeout_s) {
+    api::SessionOptions o;
+    if (etcd) {
+      for (auto& e : Split(*etcd, ',')) o.etcd_endpoints.push_back(e);
+    }
+    o.job = job.value_or("");
+    o.trainer_id = trainer_id.value_or("");
+    o.store = store.value_or("");
+    o.lease_ttl_seconds = lease_ttl;
+    o.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    py::gil_scoped_release release;
+    session_ = Value(api::Session::Open(std::move(o)));
+  }
+
+  void AddDense(const std::string& name, py::object values, std::optional<std::string> optimizer) {
+    FloatArray a = FloatView(values, "parameter '" + name + "'", /*writeable=*/true);
+    if (a.size() == 0) throw py::value_error("parameter '" + name + "' is empty");
+    std::optional<OptimizerConfig> opt;
+    if (optimizer) opt = Value(OptimizerConfig::Parse(*optimizer));
+    Check(session_->client().AddDense(name, a.mutable_data(), static_cast<size_t>(a.size()),
+                                      opt ? &*opt : nullptr));
+    dense_.emplace_back(name, a);  // pulls write into it: keep it alive
+  }
+
+  void AddSparse(const std::string& name, int dim, const std::string& init,
+                 std::optional<std::string> optimizer) {
+    auto ic = Value(InitializerConfig::Parse(init));
+    std::optional<OptimizerConfig> opt;
+    if (optimizer) opt = Value(OptimizerConfig::Parse(*optimizer));
+    Check(session_->client().AddSparse(name, dim, ic, opt ? &*opt : nullptr));
+  }
+
+  void Initialize() {
+    py::gil_scoped_release release;
+    Check(session_->Initialize());
+  }
+
+  void Pull() {
+    py::gil_scoped_release release;
+    Check(session_->client().Pull().Wait());
+  }
+
+  // dense: [(name, float32 gradient sums)], sparse: [(table, uint64 keys, float32 [n, dim])].
+  // Returns False if the step closed without this trainer (its gradient was dropped); the
+  // parameters then hold the current version either way.
+  bool PushPull(const py::list& dense, const py::list& sparse, int64_t samples) {
+    if (samples < 0) throw py::value_error("samples is negative");
+    Gradients g;
+    std::vector<py::object> keep;  // the arrays stay referenced until the push is done
+    for (const auto& item : dense) {
+      auto t = item.cast<py::tuple>();
+      std::string name = t[0].cast<std::string>();
+      FloatArray a = FloatView(t[1], "gradient of '" + name + "'", false);
+      g.Dense(name, std::span<const float>(a.data(), static_cast<size_t>(a.size())));
+      keep.push_back(a);
+    }
+    for (const auto& item : sparse) {
+      auto t = item.cast<py::tuple>();
+      std::string table = t[0].cast<std::string>();
+      KeyArray k = KeyView(t[1], "keys of '" + table + "'");
+      FloatArray a = FloatView(t[2], "gradient rows of '" + table + "'", false);
+      g.Sparse(table, std::span<const uint64_t>(k.data(), static_cast<size_t>(k.size())),
+               std::span<const float>(a.data(), static_cast<size_t>(a.size())));
+      keep.push_back(k);
+      keep.push_back(a);
+    }
+    g.samples = samples;
+    py::gil_scoped_release release;
+    Status s = session_->client().PushPull(g).Wait();
+    if (s.code() == StatusCode::kAborted) {
+      Check(session_->client().Pull().Wait());
+      return false;
+    }
+    Check(s);
+    return true;
+  }
+
+  void SparsePull(const std::string& table, py::object keys, py::object out) {
+    KeyArray k = KeyView(keys, "keys of '" + table + "'");
+    FloatArray o = FloatView(out, "rows of '" + table + "'", true);
+    int dim = Value(session_->client().SparseDim(table));
+    if (o.size() != k.size() * dim) {
+      throw py::value_error("rows of '" + table + "': expected " + std::to_string(k.size()) + " x " +
+                            std::to_string(dim) + " floats, got " + std::to_string(o.size()));
+    }
+    py::gil_scoped_release release;
+    Check(session_->client()
+              .SparsePull(table, std::span<const uint64_t>(k.data(), static_cast<size_t>(k.size())),
+                          o.mutable_data())
+              .Wait());
+  }
+
+  // ("record", bytes) | ("wait", None) | ("done", None)
+  py::tuple NextRecord() {
+    api::Session::Next n;
+    {
+      py::gil_scoped_release release;
+      n = Value(session_->NextRecord(&record_));
+    }
+    switch (n) {
+      case api::Session::Next::kRecord:
+        return py::make_tuple("record", py::bytes(record_));
+      case api::Session::Next::kWait:
+        return py::make_tuple("wait", py::none());
+      case api::Session::Next::kDone:
+        break;
+    }
+    return py::make_tuple("done", py::none());
+  }
+
+  void Trained() {
+    py::gil_scoped_release release;
+    Check(session_->Trained());
+  }
+  void Idle() {
+    py::gil_scoped_release release;
+    Check(session_->Idle());
+  }
+  std::string JobDataset() {
+    py::gil_scoped_release release;
+    return Value(session_->JobDataset());
+  }
+  void Report(int64_t samples, double cost_sum) {
+    py::gil_scoped_release release;
+    session_->Report(samples, cost_sum);
+  }
+  void ReportMetrics(const std::map<std::string, double>& metrics, int pass) {
+    std::vector<std::pair<std::string, double>> m(metrics.begin(), metrics.end());
+    py::gil_scoped_release release;
+    session_->ReportMetrics(m, pass);
+  }
+  bool IsEvaluator() {
+    py::gil_scoped_release release;
+    return session_->IsEvaluator();
+  }
+  void Close() {
+    py::gil_scoped_release release;
+    Check(session_->Close());
+  }
+
+  api::Session& session() { return *session_; }
+
+ private:
+  std::unique_ptr<api::Session> session_;
+  std::vector<std::pair<std::string, FloatArray>> dense_;
+  std::string record_;
+};
+
+// Decodes tessera.data.Example records of an image data set: (pixels uint8 [n, size], labels
+// int64 [n], shape of one image).
+py::tuple DecodeImages(const std::vector<py::bytes>& records) {
+  data::Example ex;
+  std::vector<int64_t> labels(records.size());
+  std::vector<int> shape;
+  size_t width = 0;
+  std::vector<uint8_t> pixels;
+  for (size_t i = 0; i < records.size(); ++i) {
+    std::string_view r = records[i];
+    if (!ex.ParseFromArray(r.data(), static_cast<int>(r.size()))) {
+      throw py::value_error("record " + std::to_string(i) + " is not a tessera.data.Example");
+    }
+    if (i == 0) {
+      width = ex.data().size();
+      shape.assign(ex.shape().begin(), ex.shape().end());
+      pixels.resize(records.size() * width);
+    } else if (ex.data().size() != width) {
+      throw py::value_error("record " + std::to_string(i) + " has " + std::to_string(ex.data().size()) +
+                            " bytes of data, record 0 has " + std::to_string(width));
+    }
+    std::memcpy(pixels.data() + i * width, ex.data().data(), width);
+    labels[i] = ex.label_id();
+  }
+  py::array_t<uint8_t> px({static_cast<py::ssize_t>(records.size()), static_cast<py::ssize_t>(width)});
+  if (!pixels.empty()) std::memcpy(px.mutable_data(), pixels.data(), pixels.size());
+  py::array_t<int64_t> lab(static_cast<py::ssize_t>(labels.size()));
+  if (!labels.empty()) std::memcpy(lab.mutable_data(), labels.data(), labels.size() * sizeof(int64_t));
+  return py::make_tuple(px, lab, py::tuple(py::cast(shape)));
+}
+
+// A .tsm model file as {name: float32 array} for dense tensors and {name: (uint64 keys,
+// float32 [rows, dim])} for sparse tables.
+py::dict ReadModel(const std::string& path) {
+  models::ModelFile m;
+  {
+    py::gil_scoped_release release;
+    m = Value(models::ReadModelFile(path));
+  }
+  py::dict out;
+  for (const auto& t : m.tensors) {
+    if (!t.sparse) {
+      py::array_t<float> a(static_cast<py::ssize_t>(t.values.size()));
+      std::memcpy(a.mutable_data(), t.values.data(), t.values.size() * sizeof(float));
+      out[py::str(t.name)] = a;
+    } else {
+      py::array_t<uint64_t> k(static_cast<py::ssize_t>(t.keys.size()));
+      std::memcpy(k.mutable_data(), t.keys.data(), t.keys.size() * sizeof(uint64_t));
+      py::array_t<float> v({static_cast<py::ssize_t>(t.keys.size()), static_cast<py::ssize_t>(t.dim)});
+      std::memcpy(v.mutable_data(), t.values.data(), t.values.size() * sizeof(float));
+      out[py::str(t.name)] = py::make_tuple(k, v);
+    }
+  }
+  return out;
+}
+
+// Reads every parameter of the session's job from its pservers (all shards merged) into `path`.
+void ExportModelFile(PySession& s, const std::string& path, double timeout_s) {
+  py::gil_scoped_release release;
+  etcd::EtcdOptions eo;
+  eo.endpoints = s.session().options().etcd_endpoints;
+  auto etcd = Value(etcd::EtcdClient::Create(eo));
+  auto model = Value(ExportModel(etcd.get(), s.session().options().job,
+                                 std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))));
+  Check(models::WriteModelFile(path, model));
+}
+
+class PyLocalDataset {
+ public:
+  PyLocalDataset(const std::string& store, const std::string& name) {
+    py::gil_scoped_release release;
+    ds_ = Value(api::LocalDataset::Open(store, name));
+  }
+  // Up to n records (fewer at the end; empty when done).
+  std::vector<py::bytes> NextBatch(int n) {
+    std::vector<std::string> recs;
+    {
+      py::gil_scoped_release release;
+      std::string r;
+      while (static_cast<int>(recs.size()) < n && Value(ds_->Next(&r))) recs.push_back(r);
+    }
+    return {recs.begin(), recs.end()};
+  }
+  void Rewind() { ds_->Rewind(); }
+  int64_t records() const { return ds_->records(); }
+
+ private:
+  std::unique_ptr<api::LocalDataset> ds_;
+};
+
+}  // namespace
+}  // namespace tessera::python
+
+PYBIND11_MODULE(_tessera, m) {
+  using namespace tessera::python;
+  m.doc() = "Native part of the tessera module (use `import tessera`).";
+  py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
+
+  py::class_<PySession>(m, "Session")
+      .def(py::init<std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
+                    std::optional<std::string>, int64_t, double>(),
+           py::arg("etcd") = py::none(), py::arg("job") = py::none(), py::arg("trainer_id") = py::none(),
+           py::arg("store") = py::none(), py::arg("lease_ttl") = 0, py::arg("timeout") = 300.0)
+      .def("add_dense", &PySession::AddDense, py::arg("name"), py::arg("values"),
+           py::arg("optimizer") = py::none())
+      .def("add_sparse", &PySession::AddSparse, py::arg("name"), py::arg("dim"), py::arg("init") = "zeros",
+           py::arg("optimizer") = py::none())
+      .def("initialize", &PySession::Initialize)
+      .def("pull", &PySession::Pull)
+      .def("push_pull", &PySession::PushPull, py::arg("dense"), py::arg("sparse"), py::arg("samples"))
+      .def("sparse_pull", &PySession::SparsePull, py::arg("table"), py::arg("keys"), py::arg("out"))
+      .def("next_record", &PySession::NextRecord)
+      .def("trained", &PySession::Trained)
+      .def("idle", &PySession::Idle)
+      .def("job_dataset", &PySession::JobDataset)
+      .def("report", &PySession::Report, py::arg("samples"), py::arg("cost_sum"))
+      .def("report_metrics", &PySession::ReportMetrics, py::arg("metrics"), py::arg("pass_"))
+      .def("is_evaluator", &PySession::IsEvaluator)
+      .def("close", &PySession::Close)
+      .def_property_readonly("trainer_id", [](PySession& s) { return s.session().client().trainer_id(); })
+      .def_property_readonly("step", [](PySession& s) { return s.session().client().step(); })
+      .def_property_readonly("mode", [](PySession& s) { return s.session().client().mode().ToString(); })
+      .def_property_readonly("pass_", [](PySession& s) { return s.session().pass(); })
+      .def_property_readonly("passes", [](PySession& s) { return s.session().passes(); })
+      .def_property_readonly("job", [](PySession& s) { return s.session().options().job; })
+      .def_property_readonly("store", [](PySession& s) { return s.session().options().store; })
+      .def_property_readonly(
+          "etcd", [](PySession& s) { return tessera::Join(s.session().options().etcd_endpoints, ","); });
+
+  py::class_<PyLocalDataset>(m, "LocalDataset")
+      .def(py::init<std::string, std::string>(), py::arg("store"), py::arg("name"))
+      .def("next_batch", &PyLocalDataset::NextBatch, py::arg("n"))
+      .def("rewind", &PyLocalDataset::Rewind)
+      .def_property_readonly("records", &PyLocalDataset::records);
+
+  m.def("decode_images", &DecodeImages, py::arg("records"));
+  m.def("read_model", &ReadModel, py::arg("path"));
+  m.def("export_model", &ExportModelFile, py::arg("session"), py::arg("path"), py::arg("timeout") = 300.0);
+  m.def(
+      "init_logging",
+      [](const std::string& job, const std::string& node, const std::string& level) {
+        tessera::LogOptions lo;
+        lo.job = job;
+        lo.node = node;
+        lo.level = level;
+        Check(tessera::InitLogging(lo));
+      },
+      py::arg("job"), py::arg("node"), py::arg("level") = "info");
+}

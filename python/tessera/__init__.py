@@ -1,0 +1,329 @@
+"""Tessera's Python API: train PyTorch models through Tessera's parameter servers.
+
+A trainer script (it runs unchanged under `tessera local --trainer-cmd "python3 train.py"` and on
+a cluster, taking its coordinates from the TESSERA_* environment):
+
+    import tessera, torch
+    tessera.init()                                    # connect, register this trainer
+    model = torch.nn.Sequential(...)
+    opt = tessera.Optimizer(model)                    # pservers hold the parameters now
+    for batch in tessera.reader().batches(64):        # records of the tasks handed to us
+        x, y = decode(batch)
+        loss = torch.nn.functional.cross_entropy(model(x), y)
+        opt.zero_grad(); loss.backward()
+        opt.step(samples=len(batch), cost=loss.item()) # push gradients, pull new values
+    tessera.finish()
+
+The optimizer itself (SGD, momentum, Adagrad, Adam) runs on the pservers: the job's, or the one
+named with Optimizer(model, optimizer="adam:lr=0.001"). Parameters and gradients move between
+torch's buffers and the network without copies through Python objects.
+
+Events: tessera.on("batch_end", fn) calls fn(info) after every step, tessera.on("pass_end", fn)
+after each pass over the data (info has step, pass, samples, cost).
+"""
+
+import os as _os
+
+import numpy as _np
+
+try:
+    from . import _tessera
+except ImportError as e:  # most often: another Python than the one the module was built for
+    import sys as _sys
+    raise ImportError("tessera's native module could not be loaded by %s (Python %d.%d): %s. It is built for "
+                      "Debian's /usr/bin/python3; run your script with that." %
+                      (_sys.executable, _sys.version_info[0], _sys.version_info[1], e)) from e
+from ._tessera import Error
+
+__all__ = ["init", "session", "reader", "Optimizer", "Embedding", "report", "on", "is_evaluator",
+           "save_model", "load_model", "load_into", "decode_images", "finish", "Error"]
+
+_session = None
+_callbacks = {"batch_end": [], "pass_end": []}
+
+
+def init(etcd=None, job=None, trainer_id=None, store=None, lease_ttl=0, timeout=300.0, log_level="info"):
+    """Connects to the job and registers this trainer. Arguments left out come from the
+    environment (TESSERA_ETCD, TESSERA_JOB, TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_LEASE_TTL).
+    Returns the session (also kept as the module's default)."""
+    global _session
+    if _session is not None:
+        raise Error("tessera.init() was already called in this process")
+    job_name = job or _os.environ.get("TESSERA_JOB", "-")
+    node = "trainer-" + (trainer_id or _os.environ.get("TESSERA_TRAINER_ID", "?"))
+    _tessera.init_logging(job_name, node, log_level)
+    _session = _tessera.Session(etcd=etcd, job=job, trainer_id=trainer_id, store=store, lease_ttl=lease_ttl,
+                                timeout=timeout)
+    return _session
+
+
+def session():
+    """The session tessera.init() opened."""
+    if _session is None:
+        raise Error("call tessera.init() first")
+    return _session
+
+
+def on(event, fn):
+    """Calls fn(info: dict) on "batch_end" (after every step) or "pass_end" (after each pass)."""
+    if event not in _callbacks:
+        raise ValueError("unknown event %r (expected one of %s)" % (event, ", ".join(sorted(_callbacks))))
+    _callbacks[event].append(fn)
+
+
+def _fire(event, info):
+    for fn in list(_callbacks[event]):
+        fn(dict(info))
+
+
+class _Progress:
+    """What the callbacks see."""
+    step = 0
+    samples = 0
+    cost = None
+
+
+_progress = _Progress()
+
+
+class Reader:
+    """Records of a data set.
+
+    reader() (or reader(name) for the job's own data set) yields the records of the tasks the
+    job's master hands to this trainer; any other name reads that data set in full from the store
+    (for evaluation), as does reader(name, store=DIR) without a job. Iterate over .batches(n) for lists of up to n records: a task is
+    acknowledged only once the step that used its records is done (when the next batch is asked
+    for), and while other trainers hold the rest of a pass this trainer takes part in the steps
+    with empty gradients so nobody waits."""
+
+    def __init__(self, dataset=None, store=None):
+        self._local = None
+        if store is not None:  # a data set read directly, no job needed
+            if dataset is None:
+                raise ValueError("reading from a store needs the data set's name")
+            self._local = _tessera.LocalDataset(store, dataset)
+            return
+        s = session()
+        if dataset is not None and dataset != s.job_dataset():
+            self._local = _tessera.LocalDataset(s.store or _os.environ.get("TESSERA_STORE", ""), dataset)
+
+    def batches(self, size):
+        if size <= 0:
+            raise ValueError("batch size must be positive, got %d" % size)
+        if self._local is not None:
+            self._local.rewind()
+            while True:
+                b = self._local.next_batch(size)
+                if not b:
+                    return
+                yield b
+        yield from self._dispatched(size)
+
+    def __iter__(self):
+        for b in self.batches(1):
+            yield b[0]
+
+    def _dispatched(self, size):
+        s = session()
+        batch, current = [], None
+
+        def done_pass(p):
+            _fire("pass_end", {"pass": p, "step": s.step, "samples": _progress.samples, "cost": _progress.cost})
+
+        while True:
+            kind, rec = s.next_record()
+            if kind == "record":
+                p = s.pass_
+                if current is not None and p != current:
+                    # A record of the next pass: the previous pass is complete everywhere.
+                    if batch:
+                        yield batch
+                        s.trained()
+                        batch = []
+                    done_pass(current)
+                current = p
+                batch.append(rec)
+                if len(batch) < size:
+                    continue
+            if batch:
+                yield batch
+                s.trained()
+                batch = []
+            elif kind == "wait":
+                s.idle()
+            if kind == "done":
+                if current is not None:
+                    done_pass(current)
+                return
+
+    @property
+    def records(self):
+        """Records in a locally read data set (None for dispatched records)."""
+        return self._local.records if self._local is not None else None
+
+
+def reader(dataset=None, store=None):
+    """See Reader. With `store`, reads `dataset` from that store without a job."""
+    return Reader(dataset, store)
+
+
+def decode_images(records):
+    """Image records (e.g. Fashion-MNIST uploaded with --format idx) as (pixels uint8 [n, h*w],
+    labels int64 [n], (h, w))."""
+    return _tessera.decode_images(records)
+
+
+def _float_view(t, what):
+    import torch
+    if t.device.type != "cpu" or t.dtype != torch.float32:
+        raise TypeError("%s must be a float32 CPU tensor (got %s on %s)" % (what, t.dtype, t.device))
+    if not t.is_contiguous():
+        raise ValueError("%s is not contiguous" % what)
+    return t.detach().numpy()
+
+
+class Embedding:
+    """A sparse embedding table held by the pservers: rows of `dim` floats keyed by any
+    non-negative integer id, created on first use by `init` ("zeros", "uniform:-0.05,0.05",
+    "normal:0,0.01"). Call it like torch.nn.Embedding; declare it before the Optimizer and pass
+    it there (or make it an attribute of the model) so its rows' gradients are pushed."""
+
+    def __init__(self, name, dim, init="uniform:-0.05,0.05", optimizer=None):
+        self.name, self.dim, self.init, self.optimizer = name, int(dim), init, optimizer
+        self._pending = []
+        session().add_sparse(name, self.dim, init, optimizer)
+
+    def __call__(self, ids):
+        import torch
+        flat = ids.reshape(-1)
+        if flat.numel() and int(flat.min()) < 0:
+            raise ValueError("embedding '%s': ids must be non-negative" % self.name)
+        keys = _np.ascontiguousarray(flat.cpu().numpy().astype(_np.uint64))
+        out = _np.empty((keys.size, self.dim), dtype=_np.float32)
+        session().sparse_pull(self.name, keys, out)
+        rows = torch.from_numpy(out)
+        if torch.is_grad_enabled():
+            rows.requires_grad_()
+            self._pending.append((keys, rows))
+        return rows.view(*ids.shape, self.dim)
+
+    def _take_grads(self, scale):
+        out = []
+        for keys, rows in self._pending:
+            if rows.grad is not None:
+                out.append((self.name, keys, _np.ascontiguousarray(rows.grad.numpy() * scale, dtype=_np.float32)))
+        self._pending = []
+        return out
+
+
+class Optimizer:
+    """Trains `model` (a torch.nn.Module) through the pservers. Construction declares every
+    parameter (by its name in model.named_parameters()) and every Embedding given or found among
+    the model's attributes, initializes the pservers (one trainer's initial values win; the
+    others start from them) and loads the current values into the model's own tensors.
+
+    step(samples, cost) pushes this batch's gradients and pulls the next parameters in place.
+    Gradients are taken as means over `samples` (the usual loss reduction); say loss="sum" if
+    yours are sums. The model's tensors must stay where they are (no .to() or re-assignment)."""
+
+    def __init__(self, model, optimizer=None, embeddings=(), loss="mean"):
+        if loss not in ("mean", "sum"):
+            raise ValueError("loss must be 'mean' or 'sum', got %r" % loss)
+        s = session()
+        self._loss = loss
+        self._params = []
+        for name, p in model.named_parameters():
+            s.add_dense(name, _float_view(p.data, "parameter '%s'" % name), optimizer)
+            self._params.append((name, p))
+        found = [v for v in vars(model).values() if isinstance(v, Embedding)]
+        self._embeddings = list(embeddings) + [e for e in found if e not in embeddings]
+        if not self._params and not self._embeddings:
+            raise ValueError("the model has no parameters to train")
+        s.initialize()
+
+    def zero_grad(self):
+        # Embedding rows looked up since the last step keep their (fresh) gradients: zero_grad
+        # usually comes between the forward pass and backward().
+        for _, p in self._params:
+            p.grad = None
+
+    def step(self, samples, cost=None):
+        """Pushes the gradients of a batch of `samples` samples (cost: its mean loss, for
+        progress) and pulls the next version. Returns False if the step closed without this
+        trainer (the group changed; the gradient was dropped)."""
+        if samples <= 0:
+            raise ValueError("samples must be positive, got %r" % samples)
+        s = session()
+        scale = float(samples) if self._loss == "mean" else 1.0
+        dense = []
+        for name, p in self._params:
+            if p.grad is None:
+                continue
+            g = p.grad.detach()
+            if scale != 1.0:
+                g.mul_(scale)  # the pservers take gradient sums and divide by the total samples
+            dense.append((name, _float_view(g, "gradient of '%s'" % name)))
+        sparse = []
+        for e in self._embeddings:
+            sparse.extend(e._take_grads(scale))
+        took = s.push_pull(dense, sparse, int(samples))
+        _progress.step = s.step
+        _progress.samples += int(samples)
+        if cost is not None:
+            _progress.cost = float(cost)
+            s.report(int(samples), float(cost) * samples)
+        else:
+            s.report(int(samples), 0.0)
+        _fire("batch_end", {"step": s.step, "pass": s.pass_, "samples": _progress.samples, "cost": _progress.cost})
+        return took
+
+
+def report(cost=None, samples=0, metrics=None, pass_=None):
+    """Progress for the job's console: `samples` trained at mean cost `cost`, and/or evaluation
+    `metrics` (a dict of name -> value) for pass `pass_` (default: the current one)."""
+    s = session()
+    if samples:
+        s.report(int(samples), float(cost or 0.0) * int(samples))
+    if metrics:
+        s.report_metrics({str(k): float(v) for k, v in metrics.items()}, s.pass_ if pass_ is None else int(pass_))
+
+
+def is_evaluator():
+    """Whether this trainer is the lowest-numbered live one (the one that should evaluate)."""
+    return session().is_evaluator()
+
+
+def save_model(path, timeout=300.0):
+    """Writes every parameter of the job, read from the pservers with all shards merged, to a
+    Tessera model file (.tsm) that `tessera` tools and load_model() read."""
+    _tessera.export_model(session(), path, timeout)
+
+
+def load_model(path):
+    """A .tsm file as {name: float32 array} (dense) and {name: (uint64 keys, float32 rows)}
+    (sparse tables). The file's checksum is verified."""
+    return _tessera.read_model(path)
+
+
+def load_into(model, path):
+    """Copies the dense tensors of a .tsm file into `model`'s parameters of the same names.
+    Raises Error naming any parameter that is missing or has another size."""
+    import torch
+    tensors = load_model(path)
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if name not in tensors:
+                raise Error("model file %s has no parameter '%s'" % (path, name))
+            v = tensors[name]
+            if isinstance(v, tuple) or v.size != p.numel():
+                raise Error("parameter '%s' in %s has %s values, the model %d" %
+                            (name, path, "sparse" if isinstance(v, tuple) else v.size, p.numel()))
+            p.copy_(torch.from_numpy(v).view_as(p))
+
+
+def finish():
+    """Acknowledges what was trained, flushes progress and deregisters this trainer."""
+    global _session
+    if _session is not None:
+        _session.close()
+        _session = None

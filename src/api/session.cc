@@ -1,0 +1,203 @@
+// Session (see session.h).
+#include "api/session.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdlib>
+#include <thread>
+
+#include "common/strings.h"
+#include "coord/etcd_client.h"
+#include "coord/keys.h"
+#include "job/job_config.h"
+#include "master/master_client.h"
+#include "master/progress_reporter.h"
+
+namespace tessera::api {
+namespace {
+
+std::string Env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+}  // namespace
+
+Status SessionOptions::ResolveFromEnvironment() {
+  if (etcd_endpoints.empty()) {
+    for (auto& e : Split(Env("TESSERA_ETCD"), ',')) {
+      if (!e.empty()) etcd_endpoints.push_back(std::string(e));
+    }
+  }
+  if (job.empty()) job = Env("TESSERA_JOB");
+  if (trainer_id.empty()) trainer_id = Env("TESSERA_TRAINER_ID");
+  if (store.empty()) store = Env("TESSERA_STORE");
+  if (lease_ttl_seconds <= 0) {
+    std::string ttl = Env("TESSERA_LEASE_TTL");
+    lease_ttl_seconds = ttl.empty() ? 10 : std::atoll(ttl.c_str());
+    if (lease_ttl_seconds <= 0) {
+      return Status::InvalidArgument("TESSERA_LEASE_TTL='" + ttl + "' is not a positive number of seconds");
+    }
+  }
+  if (etcd_endpoints.empty()) {
+    return Status::InvalidArgument("no etcd endpoint: pass etcd=\"host:port\" or set TESSERA_ETCD");
+  }
+  if (job.empty()) return Status::InvalidArgument("no job: pass job=\"NAME\" or set TESSERA_JOB");
+  return Status::OK();
+}
+
+// ---- LocalDataset ----
+
+StatusOr<std::unique_ptr<LocalDataset>> LocalDataset::Open(const std::string& store,
+                                                           const std::string& name) {
+  if (store.empty()) {
+    return Status::InvalidArgument("reading data set '" + name +
+                                   "' needs the store: pass store= or set TESSERA_STORE");
+  }
+  auto d = std::make_unique<LocalDataset>();
+  TESSERA_ASSIGN_OR_RETURN(d->reader_, dataset::DatasetReader::Open(store, name));
+  return d;
+}
+
+StatusOr<bool> LocalDataset::Next(std::string* record) {
+  while (next_record_ >= chunk_.size()) {
+    if (next_chunk_ >= reader_->manifest().chunks.size()) return false;
+    TESSERA_RETURN_IF_ERROR(reader_->ReadChunk(next_chunk_++, &chunk_));
+    next_record_ = 0;
+  }
+  record->assign(chunk_[next_record_++]);
+  return true;
+}
+
+void LocalDataset::Rewind() {
+  chunk_.clear();
+  next_chunk_ = next_record_ = 0;
+}
+
+int64_t LocalDataset::records() const { return reader_->manifest().records; }
+
+// ---- Session ----
+
+struct Session::Impl {
+  std::unique_ptr<Client> client;
+  std::unique_ptr<etcd::EtcdClient> etcd;
+  std::unique_ptr<master::MasterClient> master;
+  std::unique_ptr<master::ProgressReporter> reporter;
+  std::unique_ptr<Reader> reader;
+  bool initialized = false;
+  bool closed = false;
+  int pass = 0;
+};
+
+Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { client_ = impl_->client.get(); }
+
+Session::~Session() { (void)Close(); }
+
+StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
+  TESSERA_RETURN_IF_ERROR(o.ResolveFromEnvironment());
+  auto impl = std::make_unique<Impl>();
+  etcd::EtcdOptions eo;
+  eo.endpoints = o.etcd_endpoints;
+  TESSERA_ASSIGN_OR_RETURN(impl->etcd, etcd::EtcdClient::Create(eo));
+  TESSERA_ASSIGN_OR_RETURN(auto cfg, impl->etcd->Get(keys::Config(o.job)));
+  if (cfg.kvs.empty()) {
+    return Status::NotFound("job '" + o.job + "' does not exist in etcd at " + Join(o.etcd_endpoints, ","));
+  }
+  TESSERA_ASSIGN_OR_RETURN(JobConfig job, JobConfig::FromJson(cfg.kvs[0].value));
+  ClientOptions co;
+  co.etcd_endpoints = o.etcd_endpoints;
+  co.job = o.job;
+  co.trainer_id = o.trainer_id;
+  co.lease_ttl_seconds = o.lease_ttl_seconds;
+  co.request_timeout = o.request_timeout;
+  TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
+  impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.job, job.token);
+  impl->reporter = std::make_unique<master::ProgressReporter>(impl->master.get(), impl->client->trainer_id());
+  o.trainer_id = impl->client->trainer_id();
+  std::unique_ptr<Session> s(new Session(std::move(impl)));
+  s->options_ = std::move(o);
+  return s;
+}
+
+Status Session::Initialize() {
+  if (impl_->initialized) return Status::OK();
+  TESSERA_RETURN_IF_ERROR(client_->Initialize());
+  TESSERA_RETURN_IF_ERROR(client_->Pull().Wait());
+  impl_->initialized = true;
+  return Status::OK();
+}
+
+StatusOr<std::string> Session::JobDataset() {
+  TESSERA_ASSIGN_OR_RETURN(auto st, impl_->master->GetStatus(Deadline(options_.request_timeout)));
+  return st.dataset();
+}
+
+Status Session::OpenReader() {
+  if (impl_->reader) return Status::OK();
+  ReaderOptions ro;
+  ro.etcd_endpoints = options_.etcd_endpoints;
+  ro.job = options_.job;
+  ro.trainer_id = client_->trainer_id();
+  ro.store = options_.store;
+  ro.request_timeout = options_.request_timeout;
+  ro.lease_ttl_seconds = options_.lease_ttl_seconds;
+  TESSERA_ASSIGN_OR_RETURN(impl_->reader, Reader::Open(ro));
+  return Status::OK();
+}
+
+StatusOr<Session::Next> Session::NextRecord(std::string* record) {
+  if (!impl_->initialized)
+    return Status::FailedPrecondition("initialize the parameters before reading records");
+  TESSERA_RETURN_IF_ERROR(OpenReader());
+  TESSERA_ASSIGN_OR_RETURN(bool more, impl_->reader->Next(record));
+  if (more) {
+    impl_->pass = impl_->reader->pass();
+    return Next::kRecord;
+  }
+  return impl_->reader->finished() ? Next::kDone : Next::kWait;
+}
+
+Status Session::Idle() {
+  TESSERA_RETURN_IF_ERROR(Trained());
+  std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  return EmptyStep();
+}
+
+Status Session::Trained() { return impl_->reader ? impl_->reader->Trained() : Status::OK(); }
+int Session::pass() const { return impl_->pass; }
+int Session::passes() const { return impl_->reader ? impl_->reader->passes() : 0; }
+bool Session::finished() const { return impl_->reader && impl_->reader->finished(); }
+std::string Session::record_type() const { return impl_->reader ? impl_->reader->record_type() : ""; }
+
+Status Session::EmptyStep() {
+  if (client_->mode().kind == ConsistencyMode::Kind::kAsync) return Status::OK();
+  Gradients none;
+  Status s = client_->PushPull(none).Wait();
+  // Aborted: the step closed without us (the group changed); catch up with a pull.
+  if (s.code() == StatusCode::kAborted) return client_->Pull().Wait();
+  return s;
+}
+
+void Session::Report(int64_t samples, double cost_sum) {
+  impl_->reporter->Add(samples, cost_sum, client_->step(), impl_->pass);
+}
+
+void Session::ReportMetrics(const std::vector<std::pair<std::string, double>>& metrics, int pass) {
+  impl_->reporter->Flush(metrics, pass);
+}
+
+bool Session::IsEvaluator() {
+  return master::IsLowestLiveTrainer(impl_->etcd.get(), options_.job, client_->trainer_id());
+}
+
+Status Session::Close() {
+  if (impl_->closed) return Status::OK();
+  impl_->closed = true;
+  Status s = Status::OK();
+  if (impl_->reader) s = impl_->reader->Trained();
+  impl_->reporter->Flush();
+  Status c = client_->Close();
+  return s.ok() ? c : s;
+}
+
+}  // namespace tessera::api

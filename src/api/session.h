@@ -1,0 +1,107 @@
+// Session: what a user's trainer program holds while it trains under Tessera: the parameter
+// client, the reader of dispatched tasks, progress reports to the master. The Python module and
+// the C API are thin shells around it; the built-in trainer loop has the same shape.
+//
+// Coordinates come from arguments or, where those are empty, from the environment that
+// `tessera local` (or a cluster launcher) sets for a trainer: TESSERA_ETCD, TESSERA_JOB,
+// TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_LEASE_TTL.
+//
+// Records: NextRecord() returns the next record of the tasks this trainer was handed, kWait when
+// there is nothing for it right now (the rest of the pass is with other trainers: train what you
+// hold, or call Idle() to take part in the step with an empty push so the others are not held
+// up), or kDone when every pass is done. Trained() acknowledges every record returned so far
+// (call it after the step that used them): a task is never acknowledged before it is trained.
+//
+// Thread-safety: one thread at a time (a trainer's loop).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dataset/dataset.h"
+#include "tessera/client.h"
+#include "tessera/reader.h"
+#include "tessera/status.h"
+
+namespace tessera::api {
+
+struct SessionOptions {
+  std::vector<std::string> etcd_endpoints;  // empty: TESSERA_ETCD (comma-separated)
+  std::string job;                          // empty: TESSERA_JOB
+  std::string trainer_id;                   // empty: TESSERA_TRAINER_ID, else the lowest free number
+  std::string store;                        // empty: TESSERA_STORE, else the master's path
+  int64_t lease_ttl_seconds = 0;            // 0: TESSERA_LEASE_TTL, else 10
+  std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
+
+  // Fills empty fields from the environment; InvalidArgument naming what is missing.
+  Status ResolveFromEnvironment();
+};
+
+// A data set read in full from the store, outside the task queue (for evaluation).
+class LocalDataset {
+ public:
+  static StatusOr<std::unique_ptr<LocalDataset>> Open(const std::string& store, const std::string& name);
+  // The next record, in manifest order; false at the end.
+  StatusOr<bool> Next(std::string* record);
+  void Rewind();
+  int64_t records() const;
+
+ private:
+  std::unique_ptr<dataset::DatasetReader> reader_;
+  std::vector<std::string_view> chunk_;
+  size_t next_chunk_ = 0, next_record_ = 0;
+};
+
+class Session {
+ public:
+  static StatusOr<std::unique_ptr<Session>> Open(SessionOptions options);
+  ~Session();
+
+  Client& client() { return *client_; }
+  const SessionOptions& options() const { return options_; }
+
+  // Parameters: after declaring them on client(), Initialize() makes every pserver hold them and
+  // pulls the current values.
+  Status Initialize();
+
+  // The job's data set (the one the master hands out), as the master reports it.
+  StatusOr<std::string> JobDataset();
+  // Dispatched records (see above). REQUIRES: Initialize() done.
+  enum class Next { kRecord, kWait, kDone };
+  StatusOr<Next> NextRecord(std::string* record);
+  Status Trained();
+  // Nothing held and nothing to read: acknowledges, pauses briefly, and takes part in the step
+  // with an empty push (sync/ssp).
+  Status Idle();
+  int pass() const;    // 0-based pass of the last record
+  int passes() const;  // 0 until the first record
+  bool finished() const;
+  std::string record_type() const;
+
+  // One step with no gradient (sync/ssp: keeps this trainer in the barrier). No-op in async.
+  Status EmptyStep();
+
+  // Progress and evaluation results to the master (sent about once a second).
+  void Report(int64_t samples, double cost_sum);
+  void ReportMetrics(const std::vector<std::pair<std::string, double>>& metrics, int pass);
+  // Whether this trainer is the lowest live one (the one that should evaluate).
+  bool IsEvaluator();
+
+  // Flushes reports, acknowledges what was trained, deregisters. Idempotent.
+  Status Close();
+
+ private:
+  struct Impl;
+  explicit Session(std::unique_ptr<Impl> impl);
+  Status OpenReader();
+
+  SessionOptions options_;
+  std::unique_ptr<Impl> impl_;
+  Client* client_ = nullptr;
+};
+
+}  // namespace tessera::api

@@ -1,0 +1,144 @@
+// The Python module and the C API, each as the trainers of a `tessera local` job: the PyTorch
+// Fashion-MNIST example beats a fixed accuracy; the Python API's sparse embedding, dense
+// parameters, events, error messages and model save/load work; the C example learns known
+// weights; the C API refuses bad calls with codes and messages.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <random>
+
+#include "harness/etcd_server.h"
+#include "local/local_fixture.h"
+#include "models/model_file.h"
+#include "tessera/tessera_c.h"
+
+namespace tessera::testing {
+namespace {
+
+const char* kPython = "/usr/bin/python3";  // the interpreter the module is built for
+
+std::string SourcePath(const std::string& rel) { return std::string(TESSERA_SOURCE_DIR) + "/" + rel; }
+
+TEST_F(LocalTest, PytorchExampleTrainsFashionMnist) {
+  UploadFashionMnist();
+  std::string cmd = std::string(kPython) + " " + SourcePath("examples/fashion_mnist/train.py") + " --save " +
+                    dir_ + "/mine.tsm";
+  Subprocess& p =
+      StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--trainer-cmd", cmd, "--pservers", "2",
+                  "--trainers", "2", "--passes", "2", "--optimizer", "adam:lr=0.002"});
+  auto code = p.Wait(std::chrono::seconds(420));
+  ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail();
+  ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+  auto r = Result();
+  EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.80) << "two passes of a small CNN; chance is 0.10";
+  EXPECT_EQ(r["failed_tasks"], 0);
+  EXPECT_GE(r["samples"].get<int64_t>(), 2 * 60000);
+  // The model the script saved through the module and the one `tessera local` exported hold
+  // the same tensors (both read from the pservers after the last step).
+  auto mine = models::ReadModelFile(dir_ + "/mine.tsm");
+  auto theirs = models::ReadModelFile(r["model"].get<std::string>());
+  ASSERT_TRUE(mine.ok()) << mine.status();
+  ASSERT_TRUE(theirs.ok()) << theirs.status();
+  ASSERT_EQ(mine->tensors.size(), theirs->tensors.size());
+  ASSERT_NE(mine->Find("conv1.weight"), nullptr);
+  for (const auto& t : mine->tensors) {
+    const auto* o = theirs->Find(t.name);
+    ASSERT_NE(o, nullptr) << t.name;
+    EXPECT_EQ(t.values, o->values) << t.name;
+  }
+}
+
+TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
+  {
+    std::ofstream f(dir_ + "/ids.txt");
+    for (int copy = 0; copy < 20; ++copy) {
+      for (int i = 0; i < 300; ++i) f << i << " " << (i * 7 + 3) % 5 << "\n";
+    }
+  }
+  auto up = Tessera({"upload", "--store", store(), "--dataset", "ids", "--format", "text", "--input",
+                     dir_ + "/ids.txt", "--chunk-size", "8192"});
+  ASSERT_EQ(up.code, 0) << up.out;
+  std::string cmd = std::string(kPython) + " " + SourcePath("tests/python/api_checks.py");
+  Subprocess& p = StartLocal(
+      {"--dataset", "ids", "--trainer-cmd", cmd, "--pservers", "2", "--trainers", "2", "--passes", "2"});
+  auto code = p.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail();
+  ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+  int64_t records = 0;
+  for (const char* id : {"0", "1"}) {
+    auto text = ReadFile(run() + "/api-checks-" + id + ".json");
+    ASSERT_TRUE(text.ok()) << "trainer " << id << " wrote no report\n" << LogsTail();
+    auto j = nlohmann::json::parse(*text);
+    records += j["records"].get<int64_t>();
+    EXPECT_GE(j["accuracy"].get<double>(), 0.95) << "every id's label is learnable: " << *text;
+    EXPECT_EQ(j["pass_end"], nlohmann::json::array({0, 1})) << *text;
+    EXPECT_GT(j["batch_end"].get<int64_t>(), 0) << *text;
+    EXPECT_EQ(j["errors"].size(), 8u) << *text;
+    if (j.contains("saved_rows")) {
+      EXPECT_EQ(j["saved_rows"], 300) << "every id's row is in the saved model";
+      EXPECT_TRUE(j["saved_bias_matches"].get<bool>());
+      EXPECT_TRUE(j["load_into_matches"].get<bool>());
+    }
+  }
+  EXPECT_EQ(records, 2 * 6000) << "every record of both passes was trained exactly once";
+  EXPECT_GE(Result()["metrics"]["accuracy"].get<double>(), 0.95);
+}
+
+TEST_F(LocalTest, CExampleLearnsKnownWeights) {
+  const float truth[] = {2.0f, -3.0f, 0.5f, 1.0f, 0.7f};  // 4 weights, then the bias
+  {
+    std::ofstream f(dir_ + "/lin.csv");
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::normal_distribution<float> noise(0, 0.01f);
+    for (int i = 0; i < 8000; ++i) {
+      float x[4], y = truth[4] + noise(rng);
+      for (int j = 0; j < 4; ++j) {
+        x[j] = u(rng);
+        y += truth[j] * x[j];
+      }
+      f << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << y << "\n";
+    }
+  }
+  auto up = Tessera({"upload", "--store", store(), "--dataset", "lin", "--format", "text", "--input",
+                     dir_ + "/lin.csv", "--chunk-size", "32768"});
+  ASSERT_EQ(up.code, 0) << up.out;
+  Subprocess& p =
+      StartLocal({"--dataset", "lin", "--trainer-cmd", BuildPath("examples/linreg_c"), "--pservers", "2",
+                  "--trainers", "2", "--passes", "4", "--optimizer", "sgd:lr=0.2", "--batch-size", "32"});
+  auto code = p.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail();
+  ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+  auto m = models::ReadModelFile(Result()["model"].get<std::string>());
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto* w = m->Find("w");
+  ASSERT_NE(w, nullptr);
+  ASSERT_EQ(w->values.size(), 5u);
+  for (int j = 0; j < 5; ++j) EXPECT_NEAR(w->values[j], truth[j], 0.05) << "w[" << j << "]";
+  EXPECT_NE(LogsTail().find("linreg_c: trainer"), std::string::npos) << "the C program ran to its end";
+}
+
+// The C API's error contract, against a real etcd: codes and messages, no crash on NULLs.
+TEST_F(LocalTest, CApiRefusesBadCallsWithCodesAndMessages) {
+  auto etcd = EtcdServer::Launch();
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  tessera_client* c = nullptr;
+  EXPECT_EQ(tessera_client_create((*etcd)->endpoint().c_str(), "missing", nullptr, nullptr),
+            TESSERA_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tessera_last_error()).find("out"), std::string::npos) << tessera_last_error();
+  EXPECT_EQ(tessera_client_create((*etcd)->endpoint().c_str(), "missing", nullptr, &c),
+            TESSERA_ERR_NOT_FOUND);
+  EXPECT_EQ(c, nullptr);
+  EXPECT_NE(std::string(tessera_last_error()).find("job 'missing' does not exist"), std::string::npos)
+      << tessera_last_error();
+  ::unsetenv("TESSERA_ETCD");
+  EXPECT_EQ(tessera_client_create(nullptr, "x", nullptr, &c), TESSERA_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tessera_last_error()).find("TESSERA_ETCD"), std::string::npos)
+      << tessera_last_error();
+  EXPECT_EQ(tessera_begin_init(nullptr), TESSERA_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tessera_last_error()).find("NULL"), std::string::npos) << tessera_last_error();
+  tessera_client_free(nullptr);  // a no-op
+}
+
+}  // namespace
+}  // namespace tessera::testing

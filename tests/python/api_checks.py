@@ -1,0 +1,108 @@
+#!/usr/bin/python3
+"""A trainer for the Python API test (tests/local/api_test.cc runs it under `tessera local`).
+
+The data set holds lines "ID LABEL": 300 ids, each 20 times, each id with one of 5 labels. The model is a sparse
+tessera.Embedding (one row of 5 logits per id) plus a dense bias, trained with cross-entropy:
+it can reach 100% only if sparse lookups, sparse gradient pushes and dense pushes all work.
+Along the way it checks bad input is refused with clear errors, counts events, and writes what
+it saw to $TESSERA_RUN_DIR/api-checks-<trainer>.json (the C++ test asserts on it). Any failed
+check exits non-zero.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+import tessera
+
+IDS, CLASSES = 300, 5
+
+
+def expect_error(fn, kind, words):
+    try:
+        fn()
+    except kind as e:
+        msg = str(e)
+        for w in words:
+            assert w in msg, "error %r does not mention %r" % (msg, w)
+        return msg
+    raise AssertionError("no %s raised" % kind.__name__)
+
+
+class Model(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = tessera.Embedding("emb", CLASSES, init="zeros", optimizer="sgd:lr=10")
+        self.bias = torch.nn.Parameter(torch.zeros(CLASSES))
+
+    def forward(self, ids):
+        return self.emb(ids) + self.bias
+
+
+def decode(batch):
+    pairs = [r.split() for r in batch]
+    return torch.tensor([int(a) for a, _ in pairs]), torch.tensor([int(b) for _, b in pairs])
+
+
+def main():
+    torch.set_num_threads(1)
+    errors = {}
+    errors["no_init"] = expect_error(lambda: tessera.session(), tessera.Error, ["tessera.init()"])
+    s = tessera.init()
+    errors["double_init"] = expect_error(lambda: tessera.init(), tessera.Error, ["already"])
+    errors["bad_event"] = expect_error(lambda: tessera.on("nope", print), ValueError, ["nope", "batch_end"])
+    errors["float64"] = expect_error(lambda: s.add_dense("x", np.zeros(4)), TypeError, ["'x'", "float32"])
+    errors["strided"] = expect_error(lambda: s.add_dense("y", np.zeros((4, 4), np.float32)[:, 1]), ValueError,
+                                     ["'y'", "contiguous"])
+    errors["bad_optimizer"] = expect_error(lambda: s.add_dense("z", np.zeros(4, np.float32), "adamw"), tessera.Error,
+                                           ["adamw"])
+
+    model = Model()
+    opt = tessera.Optimizer(model, optimizer="sgd:lr=0.5")
+    errors["undeclared_table"] = expect_error(
+        lambda: s.sparse_pull("nope", np.zeros(1, np.uint64), np.zeros(5, np.float32)), tessera.Error, ["nope"])
+    errors["bad_samples"] = expect_error(lambda: opt.step(samples=0), ValueError, ["samples"])
+
+    events = {"batch_end": 0, "pass_end": []}
+    tessera.on("batch_end", lambda info: events.__setitem__("batch_end", events["batch_end"] + 1))
+    tessera.on("pass_end", lambda info: events["pass_end"].append(info["pass"]))
+    records = 0
+    for batch in tessera.reader().batches(32):
+        ids, labels = decode(batch)
+        loss = F.cross_entropy(model(ids), labels)
+        opt.zero_grad()
+        loss.backward()
+        opt.step(samples=len(batch), cost=loss.item())
+        records += len(batch)
+
+    # Every id's learned row, read back from the pservers.
+    truth = [(i * 7 + 3) % CLASSES for i in range(IDS)]
+    with torch.no_grad():
+        logits = model(torch.arange(IDS))
+    accuracy = float((logits.argmax(1) == torch.tensor(truth)).float().mean())
+    out = {"trainer": s.trainer_id, "records": records, "batch_end": events["batch_end"],
+           "pass_end": events["pass_end"], "accuracy": accuracy, "errors": errors, "step": s.step}
+    if tessera.is_evaluator():
+        tessera.report(metrics={"accuracy": accuracy})
+        path = os.path.join(os.environ["TESSERA_RUN_DIR"], "saved.tsm")
+        tessera.save_model(path)
+        saved = tessera.load_model(path)
+        keys, rows = saved["emb"]
+        out["saved_rows"] = int(len(keys))
+        out["saved_bias_matches"] = bool(np.allclose(saved["bias"], model.bias.detach().numpy()))
+        check = Model.__new__(Model)
+        torch.nn.Module.__init__(check)
+        check.bias = torch.nn.Parameter(torch.zeros(CLASSES))
+        tessera.load_into(check, path)
+        out["load_into_matches"] = bool(torch.equal(check.bias, model.bias))
+    with open(os.path.join(os.environ["TESSERA_RUN_DIR"], "api-checks-%s.json" % s.trainer_id), "w") as f:
+        json.dump(out, f)
+    tessera.finish()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
