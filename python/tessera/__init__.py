@@ -224,7 +224,7 @@ class Optimizer:
 
     step(samples, cost) pushes this batch's gradients and pulls the next parameters in place.
     Gradients are taken as means over `samples` (the usual loss reduction); say loss="sum" if
-    yours are sums. The model's tensors must stay where they are (no .to() or re-assignment)."""
+    yours are sums. step() scales the .grad tensors in place (to sums) before sending them. The model's tensors must stay where they are (no .to() or re-assignment)."""
 
     def __init__(self, model, optimizer=None, embeddings=(), loss="mean"):
         if loss not in ("mean", "sum"):

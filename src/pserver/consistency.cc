@@ -194,7 +194,19 @@ void Consistency::ReleasePulls() {
 }
 
 void Consistency::MaybeCompleteBarrier() {
-  if (applying_ || pushed_.empty()) return;
+  if (applying_) return;
+  if (pushed_.empty()) {
+    // Every member takes part only from a later step (they agreed on it with other pservers
+    // that went on without them): close this step with nothing to apply, so the version
+    // catches up with them instead of waiting for pushes that will never come.
+    if (!started_ || members_.empty()) return;
+    for (const auto& [id, m] : members_) {
+      if (m.start <= version_) return;
+    }
+    applying_ = true;
+    ready_.barrier = Barrier{version_, {}};
+    return;
+  }
   for (const auto& [id, m] : members_) {
     if (m.start > version_) continue;  // not eligible for this step
     auto p = pushed_.find(id);
@@ -216,6 +228,7 @@ void Consistency::BarrierApplied(int64_t step) {
   pushed_.clear();
   ++version_;
   ReleasePulls();
+  MaybeCompleteBarrier();
 }
 
 Consistency::Ready Consistency::TakeReady() {

@@ -12,7 +12,8 @@
 //    waited for (a push it already made still counts). A joining trainer takes part from the
 //    current step if nobody has pushed for it yet, otherwise from the next one; before the first
 //    barrier, the step waits until `min_trainers` have pushed, and joiners enter the current step
-//    (a Consistency created past version 0 is restored mid-job and does not wait).
+//    (a Consistency created past version 0 is restored mid-job and does not wait). When every
+//    member starts only at a later step, the open step closes with an empty Barrier.
 //  - async: every push applies on arrival (kApply); pulls answer at once.
 //  - ssp:S: each member has a clock (the step it pushes next); a push applies on arrival and
 //    advances its clock; a pull at clock c waits until the slowest member's clock is >= c - S.

@@ -273,7 +273,9 @@ void PserverService::HandleData(const wire::DataRequest& req, ConstBuffer payloa
       }
       Drain(&replies);
     }
-    if (req.pull_size() > 0) {
+    // A request with `need` and nothing to pull still waits for that version: a sync trainer
+    // must not run ahead of a pserver that holds none of the parameters it pulls.
+    if (req.pull_size() > 0 || req.need() > 0) {
       uint64_t ticket = next_ticket_++;
       auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), req.need());
       if (!now.ok()) {

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <thread>
 
 #include "linear_data.h"
 #include "ps/ps_fixture.h"
@@ -99,6 +100,54 @@ INSTANTIATE_TEST_SUITE_P(Optimizers, SyncMatchesOneProcess,
                          ::testing::Values("sgd:lr=0.2", "sgd:lr=0.2,weight_decay=0.01",
                                            "momentum:lr=0.05,momentum=0.9,nesterov=1", "adagrad:lr=0.1",
                                            "adam:lr=0.05"));
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// A pserver that holds none of the parameters still takes part in every step: a sync trainer's
+// step returns only when every pserver has closed it, so no trainer runs ahead of the pserver
+// that holds nothing (it used to be answered at once, and the next push was "not open yet").
+TEST_F(PsTest, SyncStepsWaitForAPserverThatHoldsNothing) {
+  const std::string kJob = "nothing";
+  MakeJob(kJob, 2, "sync", "sgd:lr=0.1", 64, 2);
+  StartPserver(kJob);
+  StartPserver(kJob);
+  ASSERT_TRUE(WaitForPservers(kJob, 2));
+  constexpr int kSteps = 40;
+  std::vector<Status> failures[2];
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 2; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = Client::Connect(ClientFor(kJob, std::to_string(t)));
+      if (!c.ok()) return failures[t].push_back(c.status());
+      std::vector<float> w(5, 0.0f), g(5, 1.0f);  // 5 floats: one block, on one pserver only
+      Status s = (*c)->AddDense("w", w.data(), w.size());
+      if (s.ok()) s = (*c)->Initialize();
+      if (!s.ok()) return failures[t].push_back(s);
+      for (int step = 0; step < kSteps; ++step) {
+        // Trainer 1 is slower, so trainer 0 would race ahead if it could.
+        if (t == 1) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        Gradients grads;
+        grads.Dense("w", g);
+        grads.samples = 1;
+        Handle h = (*c)->PushPull(grads);
+        if (Status e = h.Wait(); !e.ok()) failures[t].push_back(e);
+        if (h.version() != (*c)->step()) {
+          failures[t].push_back(Status::Internal("step " + std::to_string((*c)->step()) +
+                                                 " but a pserver is at " + std::to_string(h.version())));
+        }
+      }
+      (void)(*c)->Close();
+    });
+  }
+  for (auto& th : threads) th.join();
+  for (int t = 0; t < 2; ++t) {
+    EXPECT_TRUE(failures[t].empty()) << "trainer " << t << ": " << failures[t].front();
+  }
+}
 
 }  // namespace
 }  // namespace tessera::testing

@@ -1,0 +1,236 @@
+// mlp_bench: training throughput (samples/s) of the built-in `mlp` on Fashion-MNIST, three ways:
+//   1. in one process without Tessera: the same model code and the same optimizer kernel the
+//      pservers run, applied in place (no network, no barrier, no master);
+//   2. through Tessera: `tessera local` with 1 pserver and 1 trainer (and with 2 and 2), measured
+//      from the trainer's "joined" to its "trainer done" log lines (start-up excluded);
+//   3. PyTorch on the same model and batch size, one process and DDP (gloo, 2 processes), when
+//      /usr/bin/python3 has torch (bench/torch_mlp.py).
+// Uploads Fashion-MNIST from the Debian package into a temp store. Prints a Markdown table.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <fstream>
+#include <regex>
+
+#include "client/handle_state.h"
+#include "common/clock.h"
+#include "common/files.h"
+#include "dataset/dataset.h"
+#include "harness/subprocess.h"
+#include "models/model.h"
+#include "pserver/optimizer.h"
+
+namespace tessera::bench {
+namespace {
+
+using testing::BuildPath;
+
+// A Client that applies updates in place, in this process: the "without Tessera" baseline.
+class InProcessClient : public Client {
+ public:
+  explicit InProcessClient(OptimizerConfig opt) : opt_(opt) {}
+  Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig*) override {
+    Param p{name, values, size, std::vector<float>(size), std::vector<float>(size)};
+    InitState(opt_, p.s1.data(), p.s2.data(), size);
+    params_.push_back(std::move(p));
+    return Status::OK();
+  }
+  Status AddSparse(const std::string&, int, const InitializerConfig&, const OptimizerConfig*) override {
+    return Status::Unimplemented("the in-process baseline has no sparse tables");
+  }
+  Status Initialize() override { return Status::OK(); }
+  Handle Pull() override { return Done(); }
+  Handle Push(const Gradients& g) override { return PushPull(g); }
+  Handle PushPull(const Gradients& g) override {
+    ++t_;
+    for (const auto& d : g.dense) {
+      for (auto& p : params_) {
+        if (p.name == d.name) {
+          ApplyUpdate(opt_, p.values, d.grad.data(), 1.0f / static_cast<float>(g.samples), p.size,
+                      p.s1.data(), p.s2.data(), t_);
+        }
+      }
+    }
+    return Done();
+  }
+  Handle SparsePull(const std::string&, std::span<const uint64_t>, float*) override { return Done(); }
+  StatusOr<int> SparseDim(const std::string& t) const override { return Status::NotFound(t); }
+  int64_t step() const override { return t_; }
+  const std::string& trainer_id() const override { return id_; }
+  int num_pservers() const override { return 0; }
+  ConsistencyMode mode() const override { return {}; }
+  Status WaitForTrainers(int, std::chrono::milliseconds) override { return Status::OK(); }
+  Status Close() override { return Status::OK(); }
+
+ private:
+  struct Param {
+    std::string name;
+    float* values;
+    size_t size;
+    std::vector<float> s1, s2;
+  };
+  static Handle Done() {
+    auto s = std::make_shared<Handle::State>(1);
+    s->Complete(Status::OK(), 0, 0);
+    return Handle(s);
+  }
+  OptimizerConfig opt_;
+  std::vector<Param> params_;
+  int64_t t_ = 0;
+  std::string id_ = "0";
+};
+
+StatusOr<double> InProcess(const std::string& store, int hidden, int batch, const std::string& opt) {
+  models::ModelOptions mo;
+  mo.batch_size = batch;
+  mo.args["hidden"] = std::to_string(hidden);
+  TESSERA_ASSIGN_OR_RETURN(auto model, models::MakeModel("mlp", mo));
+  TESSERA_ASSIGN_OR_RETURN(auto oc, OptimizerConfig::Parse(opt));
+  InProcessClient client(oc);
+  TESSERA_RETURN_IF_ERROR(model->Declare(client));
+  TESSERA_ASSIGN_OR_RETURN(auto ds, dataset::DatasetReader::Open(store, "fm"));
+  std::vector<std::string> records;
+  std::vector<std::string_view> chunk;
+  for (size_t c = 0; c < ds->manifest().chunks.size(); ++c) {
+    TESSERA_RETURN_IF_ERROR(ds->ReadChunk(c, &chunk));
+    for (auto r : chunk) records.emplace_back(r);
+  }
+  auto start = Now();
+  std::vector<std::string> b;
+  for (size_t i = 0; i < records.size(); i += batch) {
+    b.assign(records.begin() + i, records.begin() + std::min(records.size(), i + batch));
+    Gradients g;
+    TESSERA_ASSIGN_OR_RETURN(auto r, model->Step(client, b, &g));
+    g.samples = r.samples;
+    TESSERA_RETURN_IF_ERROR(client.PushPull(g).Wait());
+  }
+  return records.size() / std::chrono::duration<double>(Now() - start).count();
+}
+
+// Seconds since midnight of a log line's "YYYY-MM-DD HH:MM:SS.mmm" stamp.
+double Stamp(const std::string& line) {
+  int h, m, s, ms;
+  if (std::sscanf(line.c_str() + 11, "%d:%d:%d.%d", &h, &m, &s, &ms) != 4) return -1;
+  return h * 3600 + m * 60 + s + ms / 1000.0;
+}
+
+// samples/s of every trainer together, from the trainers' logs of a `tessera local` run.
+StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store, int hidden, int batch,
+                                const std::string& opt, int pservers, int trainers) {
+  std::string run = dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers);
+  testing::SpawnOptions so;
+  so.argv = {BuildPath("src/tessera"),
+             "local",
+             "--run",
+             run,
+             "--store",
+             store,
+             "--dataset",
+             "fm",
+             "--model",
+             "mlp",
+             "--model-arg",
+             "hidden=" + std::to_string(hidden),
+             "--batch-size",
+             std::to_string(batch),
+             "--optimizer",
+             opt,
+             "--pservers",
+             std::to_string(pservers),
+             "--trainers",
+             std::to_string(trainers),
+             "--passes",
+             "1"};
+  so.log_path = run + ".log";
+  TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(so));
+  auto code = p->Wait(std::chrono::minutes(10));
+  if (!code || *code != 0) return Status::Internal("tessera local failed: " + p->Output());
+  double first = 1e18, last = 0;
+  int64_t samples = 0;
+  std::regex done_re("trainer done: \\d+ steps, (\\d+) samples");
+  for (int t = 0; t < trainers; ++t) {
+    std::ifstream log(run + "/logs/trainer-" + std::to_string(t) + ".log");
+    std::string line;
+    std::smatch m;
+    while (std::getline(log, line)) {
+      if (line.find(" joined ") != std::string::npos) first = std::min(first, Stamp(line));
+      if (std::regex_search(line, m, done_re)) {
+        last = std::max(last, Stamp(line));
+        samples += std::stoll(m[1]);
+      }
+    }
+  }
+  if (samples == 0 || last <= first) return Status::Internal("could not read the trainers' logs in " + run);
+  return samples / (last - first);
+}
+
+int Run(int hidden, int batch, const std::string& opt) {
+  auto dir = MakeTempDir("mlp-bench-");
+  if (!dir.ok()) return 1;
+  const std::string f = "/usr/share/datasets/fashion-mnist/";
+  const std::string store = *dir + "/store";
+  testing::SpawnOptions up;
+  up.argv = {BuildPath("src/tessera"),
+             "upload",
+             "--store",
+             store,
+             "--dataset",
+             "fm",
+             "--format",
+             "idx",
+             "--images",
+             f + "train-images-idx3-ubyte.gz",
+             "--labels",
+             f + "train-labels-idx1-ubyte.gz"};
+  up.log_path = *dir + "/upload.log";
+  auto u = testing::Subprocess::Spawn(up);
+  if (!u.ok() || (*u)->Wait(std::chrono::minutes(2)).value_or(1) != 0) {
+    std::fprintf(stderr, "upload failed\n");
+    return 1;
+  }
+  std::printf("mlp (784-%d-10), batch %d, %s, 1 pass of Fashion-MNIST (60000 samples)\n\n", hidden, batch,
+              opt.c_str());
+  std::printf("| setup | samples/s |\n|---|---|\n");
+  auto row = [](const std::string& name, const StatusOr<double>& v) {
+    if (v.ok()) {
+      std::printf("| %s | %.0f |\n", name.c_str(), *v);
+    } else {
+      std::printf("| %s | failed: %s |\n", name.c_str(), v.status().ToString().c_str());
+    }
+    std::fflush(stdout);
+  };
+  row("one process, no Tessera (same model code and optimizer kernel)", InProcess(store, hidden, batch, opt));
+  row("Tessera: 1 pserver, 1 trainer (sync)", ThroughTessera(*dir, store, hidden, batch, opt, 1, 1));
+  row("Tessera: 2 pservers, 2 trainers (sync), both trainers",
+      ThroughTessera(*dir, store, hidden, batch, opt, 2, 2));
+  // PyTorch, if present: the same model and batch size.
+  testing::SpawnOptions py;
+  py.argv = {"/usr/bin/python3", std::string(TESSERA_SOURCE_DIR) + "/bench/torch_mlp.py",
+             "--store",          store,
+             "--hidden",         std::to_string(hidden),
+             "--batch",          std::to_string(batch)};
+  py.env["PYTHONPATH"] = BuildPath("python");
+  py.log_path = *dir + "/torch.log";
+  auto t = testing::Subprocess::Spawn(py);
+  if (t.ok() && (*t)->Wait(std::chrono::minutes(15)).value_or(1) == 0) {
+    std::printf("%s", (*t)->Output().c_str());
+  } else {
+    std::printf("| PyTorch | not measured: %s |\n",
+                t.ok() ? (*t)->Output().c_str() : t.status().ToString().c_str());
+  }
+  (void)RemoveAll(*dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"mlp training throughput: in one process, through Tessera, and PyTorch"};
+  int hidden = 256, batch = 64;
+  std::string opt = "adam:lr=0.001";
+  app.add_option("--hidden", hidden, "hidden units");
+  app.add_option("--batch", batch, "samples per step");
+  app.add_option("--optimizer", opt, "optimizer");
+  CLI11_PARSE(app, argc, argv);
+  return tessera::bench::Run(hidden, batch, opt);
+}
