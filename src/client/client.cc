@@ -86,7 +86,15 @@ class ClientImpl : public Client, public PserverLink::Owner {
     TESSERA_ASSIGN_OR_RETURN(auto map, c->etcd_->Get(keys::SlotMap(o.job)));
     if (map.kvs.empty()) return Status::DataLoss("job '" + o.job + "' has no slot map");
     TESSERA_ASSIGN_OR_RETURN(c->slots_, SlotMap::FromJson(map.kvs[0].value));
-    TESSERA_ASSIGN_OR_RETURN(c->keeper_, LeaseKeeper::Start(c->etcd_.get(), {o.lease_ttl_seconds, {}}));
+    ClientImpl* self = c.get();
+    TESSERA_ASSIGN_OR_RETURN(
+        c->keeper_, LeaseKeeper::Start(c->etcd_.get(), {o.lease_ttl_seconds, {}}, [self](LeaseState st) {
+          if (st != LeaseState::kLost || self->lease_lost_.exchange(true)) return;
+          spdlog::error(
+              "trainer {}'s lease was lost (etcd did not hear from it within {} s): the job "
+              "now counts it as gone; restart the trainer to take part again",
+              self->id_, self->options_.lease_ttl_seconds);
+        }));
     TESSERA_RETURN_IF_ERROR(c->Register());
     // A library must not write to the program's stdout: unless the program installed its own
     // logger, log to stderr with the job and trainer on every line.
@@ -134,6 +142,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
   }
 
   Handle Pull() override {
+    if (lease_lost_) return Failed(LeaseLost());
     if (Status s = Realign(); !s.ok()) return Failed(s);
     auto calls = NewCalls();
     builder_->AddDensePull(&calls);
@@ -166,8 +175,13 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   Status WaitForTrainers(int n, std::chrono::milliseconds timeout) override {
     auto watch = Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Watch(nullptr);
-    bool ok =
-        watch->WaitFor([n](const MemberList& l) { return static_cast<int>(l.members.size()) >= n; }, timeout);
+    Deadline d(timeout);
+    bool ok = false;
+    while (!ok && !d.expired()) {
+      if (lease_lost_) return LeaseLost();
+      ok = watch->WaitFor([n](const MemberList& l) { return static_cast<int>(l.members.size()) >= n; },
+                          std::min<std::chrono::milliseconds>(d.remaining(), std::chrono::milliseconds(500)));
+    }
     MemberList seen = watch->Snapshot();
     watch->Cancel();
     if (!ok) {
@@ -417,6 +431,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   Handle DoPush(const Gradients& grads, bool pull) {
     if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
+    if (lease_lost_) return Failed(LeaseLost());
     if (Status s = Realign(); !s.ok()) return Failed(s);
     auto calls = NewCalls();
     Status s = builder_->AddPush(grads, &calls);
@@ -455,6 +470,10 @@ class ClientImpl : public Client, public PserverLink::Owner {
     return Handle(state);
   }
 
+  Status LeaseLost() const {
+    return Status::FailedPrecondition("trainer " + id_ + "'s lease was lost: the job counts it as gone");
+  }
+
   Status Realign() {
     if (!initialized_ || !realign_.exchange(false)) return Status::OK();
     return JoinAll(Deadline(options_.request_timeout));
@@ -468,6 +487,9 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   ClientOptions options_;
   std::unique_ptr<etcd::EtcdClient> etcd_;
+  // Set (once) from the lease keeper's thread when the lease is gone: the registration went
+  // with it, so every later operation fails and says so (a supervisor restarts the trainer).
+  std::atomic<bool> lease_lost_{false};
   std::unique_ptr<LeaseKeeper> keeper_;
   JobConfig job_;
   SlotMap slots_;

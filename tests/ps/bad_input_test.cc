@@ -214,3 +214,26 @@ TEST_F(BadInputTest, ClientSideChecksNameTheParameter) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// A trainer whose lease is gone (here: revoked) is told so on its next operation, instead of
+// going on as a member the job no longer counts.
+TEST_F(BadInputTest, LostLeaseIsReportedOnTheNextOperation) {
+  auto t = client_->Get(keys::Trainer(kJob, "0"));
+  ASSERT_TRUE(t.ok() && !t->kvs.empty());
+  ASSERT_TRUE(client_->RevokeLease(t->kvs[0].lease).ok());
+  Status s;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        s = client->Pull().Wait();
+        return !s.ok();
+      },
+      std::chrono::seconds(20)));
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("lease was lost"), std::string::npos) << s;
+}
+
+}  // namespace
+}  // namespace tessera::testing
