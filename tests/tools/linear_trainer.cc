@@ -10,6 +10,8 @@
 #include <fstream>
 #include <thread>
 
+#include "coord/etcd_client.h"
+#include "coord/keys.h"
 #include "linear_data.h"
 #include "tessera/client.h"
 
@@ -48,6 +50,8 @@ int main(int argc, char** argv) {
   auto client = Client::Connect(o);
   if (!client.ok()) return fail("connect", client.status());
   Client& c = **client;
+  std::printf("REGISTERED %s\n", c.trainer_id().c_str());
+  std::fflush(stdout);
   std::vector<float> w(dim);
   for (int j = 0; j < dim; ++j) w[j] = testing::InitialWeight(j);
   OptimizerConfig opt;
@@ -58,7 +62,24 @@ int main(int argc, char** argv) {
   }
   if (Status s = c.AddDense("w", w.data(), w.size(), optimizer.empty() ? nullptr : &opt); !s.ok())
     return fail("add", s);
-  if (Status s = c.WaitForTrainers(trainers, std::chrono::seconds(60)); !s.ok()) return fail("wait", s);
+  if (Status s = c.WaitForTrainers(trainers, std::chrono::seconds(60)); !s.ok()) {
+    // For a post-mortem: every key of the job as etcd has it now, with revisions and leases.
+    etcd::EtcdOptions eo;
+    eo.endpoints = {etcd};
+    if (auto e = etcd::EtcdClient::Create(eo); e.ok()) {
+      etcd::GetOptions ro;
+      ro.prefix = true;
+      if (auto r = (*e)->Get(keys::Job(job), ro); r.ok()) {
+        std::printf("KEYS at revision %lld:\n", static_cast<long long>(r->revision));
+        for (const auto& kv : r->kvs) {
+          std::printf("  %s create=%lld mod=%lld lease=%lld\n", kv.key.c_str(),
+                      static_cast<long long>(kv.create_revision), static_cast<long long>(kv.mod_revision),
+                      static_cast<long long>(kv.lease));
+        }
+      }
+    }
+    return fail("wait", s);
+  }
   if (Status s = c.Initialize(); !s.ok()) return fail("initialize", s);
   std::printf("JOINED %s AT %lld\n", c.trainer_id().c_str(), static_cast<long long>(c.step()));
   std::fflush(stdout);
