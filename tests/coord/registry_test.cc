@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <cstdio>
 #include <set>
 
 #include "common/files.h"
@@ -81,7 +82,9 @@ TEST_F(EtcdTest, EightConcurrentClaimersOfFourIndicesThenReclaimAfterKill) {
       },
       std::chrono::seconds(15), std::chrono::milliseconds(100)));
   EXPECT_EQ(claim->index, 2);
-  EXPECT_LE(SecondsSince(killed), kTtl + 1.0);
+  std::printf("index claimable %.2f s after its holder died (TTL %lld s)\n", SecondsSince(killed),
+              static_cast<long long>(kTtl));
+  EXPECT_LE(SecondsSince(killed), kTtl + 5.0) << "freed by the lease's expiry, not much later";
   auto list = reg.List();
   ASSERT_TRUE(list.ok());
   EXPECT_EQ(list->members.size(), 4u);
