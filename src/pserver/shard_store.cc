@@ -214,4 +214,73 @@ int64_t ShardStore::TotalBytes() const {
   return n;
 }
 
+ShardSnapshot ShardStore::Snapshot() const {
+  ShardSnapshot snap;
+  snap.decls = Declarations();
+  for (const auto& decl : snap.decls) {
+    if (!decl.sparse) {
+      for (const auto& [b, blk] : dense_.at(decl.name)->blocks)
+        snap.dense.push_back({decl.name, b, blk.t, blk.data});
+    } else {
+      const Sparse& t = *sparse_.at(decl.name);
+      snap.sparse.push_back({decl.name, t.keys, t.t, t.arena});
+    }
+  }
+  return snap;
+}
+
+Status ShardStore::Restore(const ShardSnapshot& snap) {
+  // Build the new state aside and swap it in only when all of it fits.
+  ShardStore fresh(index_, job_, slots_);
+  for (const auto& d : snap.decls) TESSERA_RETURN_IF_ERROR(fresh.Declare(d));
+  size_t blocks = 0;
+  for (const auto& [name, d] : fresh.dense_) blocks += d->blocks.size();
+  if (blocks != snap.dense.size()) {
+    return Status::InvalidArgument("the snapshot has " + std::to_string(snap.dense.size()) +
+                                   " dense blocks, this pserver owns " + std::to_string(blocks));
+  }
+  for (const auto& b : snap.dense) {
+    auto it = fresh.dense_.find(b.param);
+    if (it == fresh.dense_.end())
+      return Status::InvalidArgument("dense parameter '" + b.param + "' is not declared");
+    auto blk = it->second->blocks.find(b.block);
+    if (blk == it->second->blocks.end()) {
+      return Status::InvalidArgument("block " + std::to_string(b.block) + " of '" + b.param +
+                                     "' does not belong to pserver " + std::to_string(index_));
+    }
+    if (b.data.size() != blk->second.data.size()) {
+      return Status::InvalidArgument("block " + std::to_string(b.block) + " of '" + b.param + "' has " +
+                                     std::to_string(b.data.size()) + " floats, expected " +
+                                     std::to_string(blk->second.data.size()));
+    }
+    blk->second.data = b.data;
+    blk->second.t = b.t;
+  }
+  for (const auto& t : snap.sparse) {
+    auto it = fresh.sparse_.find(t.param);
+    if (it == fresh.sparse_.end())
+      return Status::InvalidArgument("sparse table '" + t.param + "' is not declared");
+    Sparse& s = *it->second;
+    if (t.t.size() != t.keys.size() || t.arena.size() != t.keys.size() * static_cast<size_t>(s.stride)) {
+      return Status::InvalidArgument("sparse table '" + t.param + "': " + std::to_string(t.keys.size()) +
+                                     " keys do not match its rows");
+    }
+    Status owned = fresh.CheckSparse(t.param, t.keys);
+    if (!owned.ok()) return owned;
+    s.keys = t.keys;
+    s.t = t.t;
+    s.arena = t.arena;
+    s.rows.clear();
+    for (size_t r = 0; r < s.keys.size(); ++r) {
+      if (!s.rows.emplace(s.keys[r], r).second) {
+        return Status::InvalidArgument("sparse table '" + t.param + "' has key " + std::to_string(s.keys[r]) +
+                                       " twice");
+      }
+    }
+  }
+  dense_ = std::move(fresh.dense_);
+  sparse_ = std::move(fresh.sparse_);
+  return Status::OK();
+}
+
 }  // namespace tessera

@@ -33,6 +33,29 @@ struct ParamDecl {
   bool operator==(const ParamDecl&) const = default;
 };
 
+// Everything a ShardStore holds, as plain data: what a checkpoint saves and loads. Dense blocks
+// and sparse rows keep their optimizer state ([values | state 1 | state 2]) and update counts.
+struct ShardSnapshot {
+  struct DenseBlock {
+    std::string param;
+    int64_t block = 0;
+    int64_t t = 0;
+    std::vector<float> data;
+    bool operator==(const DenseBlock&) const = default;
+  };
+  struct SparseTable {
+    std::string param;
+    std::vector<uint64_t> keys;  // row order
+    std::vector<int64_t> t;      // per row
+    std::vector<float> arena;    // rows of dim * (1 + state arrays) floats
+    bool operator==(const SparseTable&) const = default;
+  };
+  std::vector<ParamDecl> decls;  // sorted by name
+  std::vector<DenseBlock> dense;
+  std::vector<SparseTable> sparse;
+  bool operator==(const ShardSnapshot&) const = default;
+};
+
 class ShardStore {
  public:
   ShardStore(int pserver_index, const JobConfig& job, const SlotMap& slots);
@@ -65,6 +88,13 @@ class ShardStore {
 
   // Every declaration held here, sorted by name.
   std::vector<ParamDecl> Declarations() const;
+
+  // A copy of everything held (for a checkpoint; the copy is the only time the caller's lock
+  // needs to be held).
+  ShardSnapshot Snapshot() const;
+  // Replaces everything held with `snap`. InvalidArgument (nothing changed) if it does not fit
+  // this pserver: a block it does not own, wrong lengths, rows of the wrong width.
+  Status Restore(const ShardSnapshot& snap);
   // Copies up to `max_rows` rows of `table` starting at row number `first` (in creation order)
   // into keys/values; returns the next row number, or -1 when there are no more.
   int64_t DumpRows(const std::string& table, int64_t first, int64_t max_rows, std::vector<uint64_t>* keys,

@@ -1,0 +1,53 @@
+// Checkpoint files: one pserver's shard (declarations, dense blocks and sparse rows with their
+// optimizer state) at one version, in one self-checking file. Written by the pserver's
+// checkpointer, read when a pserver claims an index that has a recorded checkpoint, and by tests.
+//
+// Layout: "TSCK", then (varints and length-prefixed strings, see common/bytes.h) the format
+// number, job, pserver index, version, creation time, the declarations (optimizer and initializer
+// as their wire protos), every dense block (param, block, update count, floats) and every sparse
+// table (param, keys, per-row update counts, rows), then "TSCKEND" and the SHA-256 (hex) of all
+// before it. Floats and integers in arrays are little-endian.
+//
+// Writing goes to a new file named by a UUID, fsynced with its directory before it is visible
+// under its final name, so a crash at any moment leaves either no file or a whole one. The
+// digest recorded in etcd is the SHA-256 of the whole file. Thread-safe (no shared state).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "pserver/shard_store.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+struct Checkpoint {
+  std::string job;
+  int index = 0;
+  int64_t version = 0;
+  int64_t created_ms = 0;
+  ShardSnapshot shard;
+};
+
+std::string EncodeCheckpoint(const Checkpoint& c);
+// DataLoss naming `what` (e.g. the file) and the first thing wrong.
+StatusOr<Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string& what);
+
+struct WrittenCheckpoint {
+  std::string uuid;
+  std::string path;
+  std::string digest;  // SHA-256 (hex) of the whole file
+  int64_t bytes = 0;
+};
+
+// Writes `c` to "<dir>/<job>-ps<index>-<uuid>.tsck" durably (see above).
+StatusOr<WrittenCheckpoint> WriteCheckpoint(const std::string& dir, const Checkpoint& c);
+// The path WriteCheckpoint uses for `uuid`.
+std::string CheckpointPath(const std::string& dir, const std::string& job, int index,
+                           const std::string& uuid);
+
+// Reads and checks a checkpoint file: NotFound if missing, DataLoss if its SHA-256 is not
+// `digest` (when given) or it does not decode.
+StatusOr<Checkpoint> ReadCheckpoint(const std::string& path, const std::string& digest);
+
+}  // namespace tessera
