@@ -76,6 +76,9 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   cmd->add_option("--optimizer", o->optimizer, "server-side optimizer, e.g. adam:lr=0.001")
       ->capture_default_str();
   cmd->add_option("--passes", o->passes, "passes over the data")->capture_default_str();
+  cmd->add_option("--checkpoint-every", o->checkpoint_every,
+                  "pservers checkpoint their shards to RUN/checkpoints every S seconds (0: no checkpoints)")
+      ->capture_default_str();
   cmd->add_option("--chunks-per-task", o->chunks_per_task, "chunks per task")->capture_default_str();
   cmd->add_option("--task-timeout", o->task_timeout_s, "seconds before a pending task is handed out again")
       ->capture_default_str();

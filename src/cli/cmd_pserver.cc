@@ -15,6 +15,9 @@ struct PserverFlags {
   int port = 0;
   int64_t lease_ttl = 10;
   std::string transport = "grpc";
+  std::string checkpoint_dir;
+  double checkpoint_every = 0;
+  int64_t checkpoint_steps = 0;
   std::string log_level = "info";
   std::string log_file;
 };
@@ -52,6 +55,17 @@ int RunPserver(const PserverFlags& f) {
   o.port = f.port;
   o.lease_ttl_seconds = f.lease_ttl;
   o.transport = f.transport;
+  o.checkpoint_dir = f.checkpoint_dir;
+  o.checkpoint_seconds = f.checkpoint_every;
+  o.checkpoint_steps = f.checkpoint_steps;
+  if (o.checkpoint_dir.empty() && (f.checkpoint_every > 0 || f.checkpoint_steps > 0)) {
+    return Fail("pserver",
+                Status::InvalidArgument("--checkpoint-every/--checkpoint-steps need --checkpoint-dir"));
+  }
+  if (f.checkpoint_every < 0 || f.checkpoint_steps < 0) {
+    return Fail("pserver",
+                Status::InvalidArgument("--checkpoint-every and --checkpoint-steps must not be negative"));
+  }
   PserverNode node(o);
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -84,6 +98,14 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
                   "seconds without keep-alive after which etcd drops this pserver")
       ->capture_default_str();
   cmd->add_option("--transport", f->transport, "data-plane transport: grpc")->capture_default_str();
+  cmd->add_option("--checkpoint-dir", f->checkpoint_dir,
+                  "directory for shard checkpoints (local disk or a shared mount); a restarted pserver loads "
+                  "the newest good one recorded in etcd. Empty: no checkpoints");
+  cmd->add_option("--checkpoint-every", f->checkpoint_every,
+                  "seconds between checkpoints (0: off; one is always taken right after initialization)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-steps", f->checkpoint_steps, "versions between checkpoints (0: off)")
+      ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->add_option("--log-file", f->log_file, "also write the log to this file");
   cmd->callback([f, exit_code] { *exit_code = RunPserver(*f); });

@@ -249,9 +249,13 @@ Status Supervisor::Setup() {
   TESSERA_RETURN_IF_ERROR(WriteFileAtomic(o_.run_dir + "/run.json", run.dump(2)));
   const std::string ttl = std::to_string(o_.lease_ttl_seconds);
   for (int p = 0; p < o_.pservers; ++p) {
-    TESSERA_RETURN_IF_ERROR(Spawn(
-        Add("pserver-" + std::to_string(p), Role::kPserver, p,
-            {o_.tessera_bin, "pserver", "--etcd", etcd_endpoint_, "--job", o_.job, "--lease-ttl", ttl})));
+    std::vector<std::string> argv = {o_.tessera_bin, "pserver", "--etcd",      etcd_endpoint_,
+                                     "--job",        o_.job,    "--lease-ttl", ttl};
+    if (o_.checkpoint_every > 0) {
+      argv.insert(argv.end(), {"--checkpoint-dir", o_.run_dir + "/checkpoints", "--checkpoint-every",
+                               fmt::format("{}", o_.checkpoint_every)});
+    }
+    TESSERA_RETURN_IF_ERROR(Spawn(Add("pserver-" + std::to_string(p), Role::kPserver, p, argv)));
   }
   for (int m = 0; m <= o_.standby_masters; ++m) {
     TESSERA_RETURN_IF_ERROR(Spawn(Add("master-" + std::to_string(m), Role::kMaster, m,

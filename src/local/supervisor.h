@@ -32,6 +32,7 @@ struct LocalOptions {
   std::string mode = "sync";
   std::string optimizer = "adam:lr=0.001";
   int passes = 1;
+  double checkpoint_every = 0;  // pserver checkpoints to RUN/checkpoints every S seconds (0: none)
   int chunks_per_task = 1;
   double task_timeout_s = 60;
   int max_failures = 3;

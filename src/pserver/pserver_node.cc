@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "common/clock.h"
 #include "common/logging.h"
@@ -13,6 +14,7 @@
 #include "coord/registry.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
+#include "pserver/checkpointer.h"
 #include "pserver/pserver_service.h"
 #include "transport/grpc_transport.h"
 
@@ -141,7 +143,30 @@ Status PserverNode::Run() {
     if (keeper->state() != LeaseState::kAlive)
       service->StopServing(Status::Unavailable("its lease is in doubt"));
   }
+  std::unique_ptr<Checkpointer> checkpointer;
+  if (!options_.checkpoint_dir.empty()) {
+    checkpointer =
+        std::make_unique<Checkpointer>(etcd.get(), job, claim.index, claim.epoch, options_.checkpoint_dir);
+    TESSERA_ASSIGN_OR_RETURN(auto latest, checkpointer->LoadLatest());
+    if (!latest) {
+      spdlog::info("pserver {}: no usable checkpoint in {}; a trainer initializes the shard", claim.index,
+                   options_.checkpoint_dir);
+    } else if (Status s = service->RestoreCheckpoint(*latest); !s.ok()) {
+      spdlog::error(
+          "pserver {}: the checkpoint of version {} does not fit this job ({}); a trainer initializes the "
+          "shard instead",
+          claim.index, latest->version, s.ToString());
+    } else {
+      spdlog::info(
+          "pserver {}: loaded the checkpoint of version {} from {} ({} dense blocks, {} sparse tables)",
+          claim.index, latest->version, options_.checkpoint_dir, latest->shard.dense.size(),
+          latest->shard.sparse.size());
+    }
+  }
   forwarder.Install(service.get());
+  std::thread checkpoint_thread;
+  if (checkpointer)
+    checkpoint_thread = std::thread([&] { CheckpointLoop(service.get(), checkpointer.get()); });
 
   // Trainers whose registration disappears leave the consistency group.
   std::map<std::string, int64_t> trainers;
@@ -176,6 +201,7 @@ Status PserverNode::Run() {
     cv_.wait(lock, [&] { return stop_ || lost_; });
     if (lost_) result = lost_reason_;
   }
+  if (checkpoint_thread.joinable()) checkpoint_thread.join();
   if (!result.ok()) spdlog::error("pserver {} stops serving: {}", claim.index, result.message());
   service->StopServing(result.ok() ? Status::Unavailable("shutting down") : result);
   self_watch->Cancel();
@@ -195,6 +221,44 @@ Status PserverNode::Run() {
     service.reset();
   }
   return result;
+}
+
+void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpointer) {
+  int64_t last_version = -1;
+  TimePoint last_time = Now();
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_ && !lost_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_ || lost_; });
+    if (stop_ || lost_) break;
+    lock.unlock();
+    int64_t v = service->CheckpointableVersion();
+    double since = std::chrono::duration<double>(Now() - last_time).count();
+    bool due =
+        v >= 0 && v != last_version &&
+        (last_version < 0 || (options_.checkpoint_seconds > 0 && since >= options_.checkpoint_seconds) ||
+         (options_.checkpoint_steps > 0 && v - last_version >= options_.checkpoint_steps));
+    if (due) {
+      auto start = Now();
+      auto c = service->SnapshotForCheckpoint(options_.job);
+      auto copied = Now();
+      if (c.ok()) {
+        auto rec = checkpointer->Save(*c);
+        if (rec.ok()) {
+          spdlog::info(
+              "pserver {}: checkpoint of version {} recorded ({} ms copying under the lock, {} ms writing)",
+              index_.load(), c->version,
+              std::chrono::duration_cast<std::chrono::milliseconds>(copied - start).count(),
+              std::chrono::duration_cast<std::chrono::milliseconds>(Now() - copied).count());
+          last_version = c->version;
+        } else {
+          spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), c->version,
+                        rec.status().ToString());
+        }
+      }
+      last_time = Now();  // also after a failure: retry at the next period, not at once
+    }
+    lock.lock();
+  }
 }
 
 }  // namespace tessera

@@ -20,6 +20,9 @@
 
 namespace tessera {
 
+class PserverService;
+class Checkpointer;
+
 struct PserverOptions {
   etcd::EtcdOptions etcd;
   std::string job;
@@ -27,6 +30,12 @@ struct PserverOptions {
   int port = 0;                    // 0: any free port
   int64_t lease_ttl_seconds = 10;
   std::string transport = "grpc";
+  // Checkpoints of the shard (see checkpointer.h): none when `checkpoint_dir` is empty. One is
+  // taken right after initialization, then every `checkpoint_seconds` and/or every
+  // `checkpoint_steps` versions (0: that trigger is off), when the version moved.
+  std::string checkpoint_dir;
+  double checkpoint_seconds = 0;
+  int64_t checkpoint_steps = 0;
 };
 
 class PserverNode {
@@ -44,6 +53,8 @@ class PserverNode {
   int64_t epoch() const { return epoch_.load(); }
 
  private:
+  void CheckpointLoop(PserverService* service, Checkpointer* checkpointer);
+
   struct State;
   PserverOptions options_;
   std::atomic<int> index_{-1};

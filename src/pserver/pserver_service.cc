@@ -7,6 +7,7 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "common/clock.h"
 #include "common/strings.h"
 #include "job/wire_convert.h"
 
@@ -447,12 +448,21 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
       lock.unlock();
       return SendError(*r, s, wire::DataReply::BAD_REQUEST);
     }
-    if (!initialized_) {
+    // A restored shard takes a trainer's values only if they are newer than the checkpoint.
+    bool take = !initialized_ && (restored_version_ < 0 || req.step() > restored_version_);
+    if (take) {
       const char* p = static_cast<const char*>(payload.data);
       for (const auto& seg : req.push()) {
         if (seg.block() < 0) continue;
         store_.SetDense(seg.param(), seg.block(), reinterpret_cast<const float*>(p));
         p += seg.count() * sizeof(float);
+      }
+      if (restored_version_ >= 0 && !refill_logged_) {
+        refill_logged_ = true;
+        spdlog::info(
+            "pserver {}: dense values refilled by trainer {} at step {}; optimizer state and sparse rows "
+            "from the checkpoint of version {}",
+            options_.index, req.trainer(), req.step(), restored_version_);
       }
       if (consistency_->version() != req.step() && consistency_->members().empty()) {
         consistency_ = std::make_unique<Consistency>(
@@ -474,6 +484,7 @@ void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_pt
     std::lock_guard<std::mutex> lock(mu_);
     first = !initialized_;
     initialized_ = true;
+    restored_version_ = -1;
     version = consistency_->version();
     bytes = store_.TotalBytes();
   }
@@ -600,6 +611,33 @@ PserverService::Counters PserverService::counters() const {
   c.version = consistency_->version();
   c.initialized = initialized_;
   return c;
+}
+
+StatusOr<Checkpoint> PserverService::SnapshotForCheckpoint(const std::string& job) {
+  Checkpoint c;
+  c.job = job;
+  c.index = options_.index;
+  c.created_ms = WallMillis();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!initialized_) return Status::FailedPrecondition("not initialized yet");
+  c.version = consistency_->version();
+  c.shard = store_.Snapshot();
+  return c;
+}
+
+Status PserverService::RestoreCheckpoint(const Checkpoint& c) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (initialized_) return Status::FailedPrecondition("the shard is already initialized");
+  TESSERA_RETURN_IF_ERROR(store_.Restore(c.shard));
+  consistency_ = std::make_unique<Consistency>(
+      Consistency::Options{options_.job.mode, options_.job.min_trainers}, c.version);
+  restored_version_ = c.version;
+  return Status::OK();
+}
+
+int64_t PserverService::CheckpointableVersion() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return initialized_ ? consistency_->version() : -1;
 }
 
 }  // namespace tessera

@@ -18,6 +18,7 @@
 
 #include "job/job_config.h"
 #include "job/slot_map.h"
+#include "pserver/checkpoint_file.h"
 #include "pserver/consistency.h"
 #include "pserver/shard_store.h"
 #include "tessera/data.pb.h"
@@ -40,6 +41,18 @@ class PserverService : public RequestHandler {
   ~PserverService() override;
 
   void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> responder) override;
+
+  // A copy of the shard at the current version, taken under the lock (the only stall a
+  // checkpoint causes). FailedPrecondition before the shard is initialized.
+  StatusOr<Checkpoint> SnapshotForCheckpoint(const std::string& job);
+  // Before serving: holds the checkpoint's shard at its version, not yet ready. The first INIT
+  // decides what the dense values are: a trainer that was training (its step is past the
+  // checkpoint's version) refills them with its current values and the version moves to its
+  // step; an INIT at or below the checkpoint's version (a fresh trainer's initial values) is
+  // not applied. Optimizer state and sparse rows come from the checkpoint either way.
+  Status RestoreCheckpoint(const Checkpoint& c);
+  // The version a checkpoint would have now, or -1 before initialization.
+  int64_t CheckpointableVersion();
 
   // A trainer's registration disappeared from etcd (epoch 0: any).
   void TrainerLeft(const std::string& trainer, int64_t epoch);
@@ -103,6 +116,8 @@ class PserverService : public RequestHandler {
   ShardStore store_;
   std::unique_ptr<Consistency> consistency_;
   bool initialized_ = false;
+  int64_t restored_version_ = -1;  // the checkpoint's version until the first INIT_DONE, else -1
+  bool refill_logged_ = false;
   std::map<std::string, PendingPush> held_;  // sync: pushes held for the open step
   std::map<uint64_t, PendingPull> waiting_;
   uint64_t next_ticket_ = 1;
