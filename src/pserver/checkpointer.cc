@@ -75,6 +75,9 @@ StatusOr<std::optional<Checkpoint>> Checkpointer::LoadLatest() {
   TESSERA_ASSIGN_OR_RETURN(auto cur, etcd_->Get(keys::Checkpoint(job_, index_)));
   if (cur.kvs.empty()) return std::optional<Checkpoint>();
   TESSERA_ASSIGN_OR_RETURN(auto records, DecodeCheckpointRecords(cur.kvs[0].value));
+  // Files of this index that no record names were written by a pserver that died (or was fenced)
+  // before recording them: nobody will ever load them.
+  Prune(records);
   std::map<std::string, CheckpointFileState> files;
   for (const auto& r : records) {
     std::string path = CheckpointPath(dir_, job_, index_, r.uuid);

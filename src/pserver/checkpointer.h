@@ -8,8 +8,9 @@
 // that was replaced while it stalled records nothing. The newest two checkpoints stay; older
 // files of this index are deleted after the record moved on.
 //
-// Load: reads the record, checks each named file (exists, SHA-256 matches), and loads the newest
-// good one; each one passed over is logged with the reason.
+// Load: reads the record, deletes this index's files that no record names (written by a pserver
+// that died before recording them), checks each named file (exists, SHA-256 matches), and loads
+// the newest good one; each one passed over is logged with the reason.
 //
 // Thread-safety: one thread at a time (the pserver's checkpoint thread, or start-up).
 #pragma once

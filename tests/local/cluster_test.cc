@@ -119,3 +119,42 @@ TEST_F(LocalTest, CtrlCStopsEverythingAndLeavesNoProcessBehind) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// With checkpoints, a pserver killed mid-training comes back with its shard from the newest good
+// checkpoint (optimizer state and sparse rows included), a live trainer refills its dense values,
+// and the job finishes.
+TEST_F(LocalTest, KilledPserverComesBackFromItsCheckpoint) {
+  UploadFashionMnist();
+  Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--pservers",
+                              "2", "--trainers", "2", "--passes", "4", "--model-arg", "hidden=64", "--job",
+                              "ckpt", "--checkpoint-every", "0.5"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto s = MasterStatus(etcd.get(), "ckpt");
+        auto rec = etcd->Get(keys::Checkpoint("ckpt", 1));
+        return s.pass() >= 1 && rec.ok() && !rec->kvs.empty();
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(100)))
+      << p.Output();
+  int64_t ps = PidOf(etcd.get(), keys::PserverPrefix("ckpt"), "1");
+  ASSERT_GT(ps, 0);
+  ASSERT_EQ(::kill(static_cast<pid_t>(ps), SIGKILL), 0);
+  auto code = p.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail(40);
+  ASSERT_EQ(*code, 0) << p.Output() << LogsTail(40);
+  std::string logs = LogsTail(200);
+  EXPECT_TRUE(std::regex_search(logs, std::regex("pserver 1: loaded the checkpoint of version [1-9][0-9]*")))
+      << logs;
+  EXPECT_NE(logs.find("pserver 1: dense values refilled by trainer"), std::string::npos) << logs;
+  auto r = Result();
+  EXPECT_EQ(r["failed_tasks"], 0);
+  EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.80);
+}
+
+}  // namespace
+}  // namespace tessera::testing
