@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "local/local_fixture.h"
+#include "pserver/checkpoint_choice.h"
+#include "pserver/checkpoint_file.h"
 
 namespace tessera::testing {
 namespace {
@@ -124,8 +127,8 @@ namespace tessera::testing {
 namespace {
 
 // With checkpoints, a pserver killed mid-training comes back with its shard from the newest good
-// checkpoint (optimizer state and sparse rows included), a live trainer refills its dense values,
-// and the job finishes.
+// checkpoint (optimizer state and sparse rows included; here the newest is corrupted first, so
+// the one before it), a live trainer refills its dense values, and the job finishes.
 TEST_F(LocalTest, KilledPserverComesBackFromItsCheckpoint) {
   UploadFashionMnist();
   Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--pservers",
@@ -144,11 +147,30 @@ TEST_F(LocalTest, KilledPserverComesBackFromItsCheckpoint) {
   int64_t ps = PidOf(etcd.get(), keys::PserverPrefix("ckpt"), "1");
   ASSERT_GT(ps, 0);
   ASSERT_EQ(::kill(static_cast<pid_t>(ps), SIGKILL), 0);
+  // Damage the newest checkpoint before the replacement starts (it waits for the dead one's
+  // lease): it must be refused by name and the one before it loaded.
+  auto rec = etcd->Get(keys::Checkpoint("ckpt", 1));
+  ASSERT_TRUE(rec.ok() && !rec->kvs.empty());
+  auto records = DecodeCheckpointRecords(rec->kvs[0].value);
+  ASSERT_TRUE(records.ok() && records->size() == 2) << rec->kvs[0].value;
+  const std::string newest = CheckpointPath(run() + "/checkpoints", "ckpt", 1, (*records)[0].uuid);
+  {
+    std::fstream f(newest, std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(f.good()) << newest;
+    f.seekp(100);
+    f.put('\x7f');
+  }
   auto code = p.Wait(std::chrono::seconds(300));
   ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail(40);
   ASSERT_EQ(*code, 0) << p.Output() << LogsTail(40);
   std::string logs = LogsTail(200);
-  EXPECT_TRUE(std::regex_search(logs, std::regex("pserver 1: loaded the checkpoint of version [1-9][0-9]*")))
+  EXPECT_NE(
+      logs.find("not loading checkpoint " + (*records)[0].uuid + " (version " +
+                std::to_string((*records)[0].version) + "): its file does not match its recorded digest"),
+      std::string::npos)
+      << logs;
+  EXPECT_NE(logs.find("pserver 1: loaded the checkpoint of version " + std::to_string((*records)[1].version)),
+            std::string::npos)
       << logs;
   EXPECT_NE(logs.find("pserver 1: dense values refilled by trainer"), std::string::npos) << logs;
   auto r = Result();
