@@ -10,7 +10,7 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps configure build test demo bench clean format
+.PHONY: deps configure build test demo bench chaos clean format
 
 deps:
 	$(SUDO) scripts/install-deps.sh
@@ -31,6 +31,9 @@ bench: build
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/ps_bench
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/master_bench
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/mlp_bench
+
+chaos: build
+	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/chaos
 
 clean:
 	rm -rf $(BUILD_DIR)
