@@ -339,6 +339,10 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   // Initializes every pserver that is not ready. REQUIRES: holding the init lock.
   Status InitializeUnready(const Deadline& d) {
+    // The lock may come after whoever held it made every pserver ready: nothing to do then (and
+    // the restore path below must not run: its pull could wait for this very trainer to join).
+    // (The directory follows etcd through a watch: give it a moment to catch up first.)
+    if (directory_->WaitAllReady(Deadline(std::chrono::seconds(1))).ok()) return Status::OK();
     int64_t version = step_.load();
     int ready = -1;
     for (int i = 0; i < job_.pservers && ready < 0; ++i) {

@@ -133,6 +133,7 @@ Status PserverNode::Run() {
   so.epoch = claim.epoch;
   so.job = config;
   so.slots = slots;
+  so.lease_alive = [k = keeper.get()] { return k->state() == LeaseState::kAlive; };
   so.on_initialized = [&etcd, &job, claim, lease = keeper->id()](int64_t version) -> Status {
     nlohmann::json v = {{"epoch", claim.epoch}, {"version", version}};
     return etcd->Put(keys::PserverReady(job, claim.index), v.dump(), lease).status();

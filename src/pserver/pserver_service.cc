@@ -95,6 +95,12 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
     return SendError(*r, Status::PermissionDenied("request for another job: the job token does not match"),
                      wire::DataReply::BAD_REQUEST);
   }
+  if (options_.lease_alive && !options_.lease_alive()) {
+    return SendError(*r,
+                     Status::Unavailable("pserver " + std::to_string(options_.index) +
+                                         " is not serving: its lease is not confirmed alive"),
+                     wire::DataReply::NOT_SERVING);
+  }
   if (!serving_) {
     std::lock_guard<std::mutex> lock(mu_);
     return SendError(*r,

@@ -33,6 +33,10 @@ struct PserverServiceOptions {
   SlotMap slots;
   // Called (outside the lock) when a trainer finishes initialization; records readiness in etcd.
   std::function<Status(int64_t version)> on_initialized;
+  // Asked on every request: is this pserver's lease known alive right now? A pserver that
+  // stalled (SIGSTOP, a long pause) past its lease must answer nothing after it resumes, even
+  // before its lease keeper has run again. Null: always alive (tests).
+  std::function<bool()> lease_alive;
 };
 
 class PserverService : public RequestHandler {

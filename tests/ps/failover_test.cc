@@ -192,3 +192,50 @@ TEST_F(FailoverTest, PserverForAMissingJobFailsWithAClearMessage) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// Fencing: a pserver frozen (SIGSTOP) past its lease TTL answers nothing once it runs again,
+// not even before its lease keeper has caught up, and then exits with the "lease lost" code.
+TEST_F(PsTest, PserverStalledPastItsLeaseAnswersNothingAfterItResumes) {
+  const std::string job = "stall";
+  auto cfg = MakeJob(job, 1);
+  size_t p = StartPserver(job, /*ttl=*/2);
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  auto kv = client_->Get(keys::Pserver(job, 0));
+  ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
+  auto conn = NewGrpcConnection(nlohmann::json::parse(kv->kvs[0].value)["address"].get<std::string>());
+  int answered = 0, asked = 0;
+  auto ask = [&] {
+    wire::DataRequest req;
+    req.set_op(wire::DataRequest::STATUS);
+    req.set_job_token(cfg.token);
+    ++asked;
+    auto r = conn->Call(req.SerializeAsString(), {}, {}, std::chrono::seconds(2));
+    wire::DataReply reply;
+    bool ok = r.ok() && reply.ParseFromString(r->header) && reply.code() == 0;
+    answered += ok;
+    return ok;
+  };
+  ASSERT_TRUE(ask());
+  answered = asked = 0;
+  pid_t pid = procs_[p]->pid();
+  ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+  // Past the TTL etcd drops the lease and the key.
+  ASSERT_TRUE(
+      WaitUntil([&] { return client_->Get(keys::Pserver(job, 0))->kvs.empty(); }, std::chrono::seconds(20)));
+  // A request waits in its socket while the process is frozen, and is the first thing it sees.
+  std::thread first([&] { ask(); });
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));  // let the request reach the socket
+  ASSERT_EQ(::kill(pid, SIGCONT), 0);
+  first.join();
+  for (int i = 0; i < 20 && procs_[p]->running(); ++i) ask();
+  EXPECT_EQ(answered, 0) << "answered " << answered << " of " << asked << " requests after resuming";
+  auto code = procs_[p]->Wait(std::chrono::seconds(15));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 3) << procs_[p]->Output();
+}
+
+}  // namespace
+}  // namespace tessera::testing
