@@ -25,6 +25,7 @@
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
+#include "fashion_mnist.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
 #include "master/master_client.h"
@@ -80,7 +81,7 @@ std::vector<int64_t> MasterPids(const std::string& endpoint) {
   return out;
 }
 
-master::StatusReply Status(etcd::EtcdClient* etcd, const std::string& job) {
+master::StatusReply JobStatus(etcd::EtcdClient* etcd, const std::string& job) {
   auto cfg = etcd->Get(keys::Config(job));
   if (!cfg.ok() || cfg->kvs.empty()) return {};
   auto jc = JobConfig::FromJson(cfg->kvs[0].value);
@@ -153,11 +154,11 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (Now() >= next_poll) {
       next_poll = Now() + std::chrono::milliseconds(500);
-      auto st = Status(etcd.get(), job);
+      auto st = JobStatus(etcd.get(), job);
       if (st.tasks() > 0) out.last = st;
     }
     if (!chaos || elapsed() < next_fault) continue;
-    auto st = Status(etcd.get(), job);
+    auto st = JobStatus(etcd.get(), job);
     if (st.finished() || st.step() == 0) {
       next_fault = elapsed() + 0.5;
       continue;
@@ -217,9 +218,9 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     // reports arrive about once a second, so this reads up to a second long).
     auto fault_time = stop_time.value_or(Now());  // a stall counts from its start
     stop_time.reset();
-    step0 = std::max(step0, Status(etcd.get(), job).step());
+    step0 = std::max(step0, JobStatus(etcd.get(), job).step());
     while ((*p)->running() && std::chrono::duration<double>(Now() - fault_time).count() < 120) {
-      auto s2 = Status(etcd.get(), job);
+      auto s2 = JobStatus(etcd.get(), job);
       if (s2.finished() || s2.step() > step0 + 50) {
         f.recovery_s = std::chrono::duration<double>(Now() - fault_time).count();
         break;
@@ -257,26 +258,10 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
 int Run(int passes, uint64_t seed, double every_s) {
   auto dir = MakeTempDir("chaos-");
   if (!dir.ok()) return 1;
-  const std::string f = "/usr/share/datasets/fashion-mnist/", store = *dir + "/store";
-  for (auto [name, img, lab] :
-       {std::tuple{"fm", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"},
-        std::tuple{"fm-test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}}) {
-    testing::SpawnOptions up;
-    up.argv = {BuildPath("src/tessera"),
-               "upload",
-               "--store",
-               store,
-               "--dataset",
-               name,
-               "--format",
-               "idx",
-               "--images",
-               f + img,
-               "--labels",
-               f + lab};
-    up.log_path = *dir + "/upload.log";
-    auto u = testing::Subprocess::Spawn(up);
-    if (!u.ok() || (*u)->Wait(std::chrono::minutes(2)).value_or(1) != 0) return 1;
+  const std::string store = *dir + "/store";
+  if (Status u = UploadFashionMnist(store, *dir, /*test_set=*/true); !u.ok()) {
+    std::fprintf(stderr, "%s\n", u.ToString().c_str());
+    return 1;
   }
   std::printf(
       "chaos: mlp (784-128-10) on Fashion-MNIST, %d passes, 2 pservers (checkpoint every 1 s), 2 trainers, "

@@ -15,6 +15,7 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "dataset/dataset.h"
+#include "fashion_mnist.h"
 #include "harness/subprocess.h"
 #include "models/model.h"
 #include "pserver/optimizer.h"
@@ -166,25 +167,9 @@ StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store
 int Run(int hidden, int batch, const std::string& opt) {
   auto dir = MakeTempDir("mlp-bench-");
   if (!dir.ok()) return 1;
-  const std::string f = "/usr/share/datasets/fashion-mnist/";
   const std::string store = *dir + "/store";
-  testing::SpawnOptions up;
-  up.argv = {BuildPath("src/tessera"),
-             "upload",
-             "--store",
-             store,
-             "--dataset",
-             "fm",
-             "--format",
-             "idx",
-             "--images",
-             f + "train-images-idx3-ubyte.gz",
-             "--labels",
-             f + "train-labels-idx1-ubyte.gz"};
-  up.log_path = *dir + "/upload.log";
-  auto u = testing::Subprocess::Spawn(up);
-  if (!u.ok() || (*u)->Wait(std::chrono::minutes(2)).value_or(1) != 0) {
-    std::fprintf(stderr, "upload failed\n");
+  if (Status u = UploadFashionMnist(store, *dir, /*test_set=*/false); !u.ok()) {
+    std::fprintf(stderr, "%s\n", u.ToString().c_str());
     return 1;
   }
   std::printf("mlp (784-%d-10), batch %d, %s, 1 pass of Fashion-MNIST (60000 samples)\n\n", hidden, batch,

@@ -37,19 +37,12 @@ int RunMaster(const MasterFlags& f) {
   lo.level = f.log_level;
   lo.file = f.log_file;
   if (Status s = InitLogging(lo); !s.ok()) return Fail("master", s);
-  if (Status s = ValidateName(f.etcd.job, "job"); !s.ok()) return Fail("master", s);
-  auto endpoints = ParseEndpoints(f.etcd.endpoints);
-  if (!endpoints.ok()) return Fail("master", endpoints.status());
+  auto eo = EtcdOptionsFromFlags(f.etcd);
+  if (!eo.ok()) return Fail("master", eo.status());
   if (f.lease_ttl < 2)
     return Fail("master", Status::InvalidArgument("--lease-ttl must be at least 2 seconds"));
   master::MasterOptions o;
-  o.etcd.endpoints = *endpoints;
-  o.etcd.username = f.etcd.user;
-  o.etcd.password = f.etcd.password;
-  o.etcd.tls = f.etcd.tls || !f.etcd.ca.empty();
-  o.etcd.ca_file = f.etcd.ca;
-  o.etcd.cert_file = f.etcd.cert;
-  o.etcd.key_file = f.etcd.key;
+  o.etcd = *eo;
   o.job = f.etcd.job;
   o.store = f.store;
   o.dataset = f.dataset;

@@ -36,20 +36,12 @@ int RunPserver(const PserverFlags& f) {
   lo.file = f.log_file;
   Status ls = InitLogging(lo);
   if (!ls.ok()) return Fail("pserver", ls);
-  auto endpoints = ParseEndpoints(f.etcd.endpoints);
-  if (!endpoints.ok()) return Fail("pserver", endpoints.status());
-  Status name = ValidateName(f.etcd.job, "job");
-  if (!name.ok()) return Fail("pserver", name);
+  auto eo = EtcdOptionsFromFlags(f.etcd);
+  if (!eo.ok()) return Fail("pserver", eo.status());
   if (f.lease_ttl < 2)
     return Fail("pserver", Status::InvalidArgument("--lease-ttl must be at least 2 seconds"));
   PserverOptions o;
-  o.etcd.endpoints = *endpoints;
-  o.etcd.username = f.etcd.user;
-  o.etcd.password = f.etcd.password;
-  o.etcd.tls = f.etcd.tls || !f.etcd.ca.empty();
-  o.etcd.ca_file = f.etcd.ca;
-  o.etcd.cert_file = f.etcd.cert;
-  o.etcd.key_file = f.etcd.key;
+  o.etcd = *eo;
   o.job = f.etcd.job;
   o.host = f.host;
   o.port = f.port;

@@ -23,7 +23,7 @@ void AddEtcdFlags(CLI::App* cmd, EtcdFlags* f, bool need_job) {
       ->capture_default_str();
 }
 
-StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& f) {
+StatusOr<etcd::EtcdOptions> EtcdOptionsFromFlags(const EtcdFlags& f) {
   if (!f.job.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(f.job, "job"));
   TESSERA_ASSIGN_OR_RETURN(auto endpoints, ParseEndpoints(f.endpoints));
   etcd::EtcdOptions o;
@@ -34,6 +34,11 @@ StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& f) {
   o.ca_file = f.ca;
   o.cert_file = f.cert;
   o.key_file = f.key;
+  return o;
+}
+
+StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& f) {
+  TESSERA_ASSIGN_OR_RETURN(etcd::EtcdOptions o, EtcdOptionsFromFlags(f));
   o.retry_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   o.request_timeout = std::min(o.request_timeout, o.retry_timeout);
   return etcd::EtcdClient::Create(o);

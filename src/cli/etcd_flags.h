@@ -24,6 +24,9 @@ struct EtcdFlags {
 // Adds the flags to `cmd`. `need_job`: --job is required.
 void AddEtcdFlags(CLI::App* cmd, EtcdFlags* flags, bool need_job = true);
 
+// Validates the flags (endpoints, job name) and turns them into client options.
+StatusOr<etcd::EtcdOptions> EtcdOptionsFromFlags(const EtcdFlags& flags);
+
 // Validates the flags and creates a client (no network I/O yet).
 StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& flags);
 

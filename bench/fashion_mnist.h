@@ -1,0 +1,42 @@
+// Uploads Fashion-MNIST from the Debian package (dataset-fashion-mnist) into a store as "fm"
+// (training set) and, with `test_set`, "fm-test", by running `tessera upload`. Bench-only.
+#pragma once
+
+#include <string>
+
+#include "harness/subprocess.h"
+#include "tessera/status.h"
+
+namespace tessera::bench {
+
+inline Status UploadFashionMnist(const std::string& store, const std::string& log_dir, bool test_set) {
+  const std::string f = "/usr/share/datasets/fashion-mnist/";
+  struct Set {
+    const char *name, *images, *labels;
+  };
+  for (Set s : {Set{"fm", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"},
+                Set{"fm-test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}}) {
+    if (!test_set && std::string(s.name) == "fm-test") break;
+    testing::SpawnOptions up;
+    up.argv = {testing::BuildPath("src/tessera"),
+               "upload",
+               "--store",
+               store,
+               "--dataset",
+               s.name,
+               "--format",
+               "idx",
+               "--images",
+               f + s.images,
+               "--labels",
+               f + s.labels};
+    up.log_path = log_dir + "/upload-" + s.name + ".log";
+    TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(up));
+    auto code = p->Wait(std::chrono::minutes(2));
+    if (!code || *code != 0)
+      return Status::Internal("uploading " + std::string(s.name) + " failed: " + p->Output());
+  }
+  return Status::OK();
+}
+
+}  // namespace tessera::bench
