@@ -119,6 +119,28 @@ int main(int argc, char** argv) {
       f << buf;
     }
   }
+  // Stay registered until every trainer got past its start barrier: a fast trainer that left
+  // early (easy in async mode) would leave a slow one waiting for `trainers` registrations
+  // that can no longer happen. Each marks itself done; all leave once all are done.
+  {
+    etcd::EtcdOptions eo;
+    eo.endpoints = {etcd};
+    auto e = etcd::EtcdClient::Create(eo);
+    if (!e.ok()) return fail("etcd", e.status());
+    const std::string prefix = keys::Job(job) + "test-done/";
+    if (Status s = (*e)->Put(prefix + c.trainer_id(), "1").status(); !s.ok()) return fail("done", s);
+    etcd::GetOptions go;
+    go.prefix = true;
+    go.count_only = true;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+    while (true) {
+      auto r = (*e)->Get(prefix, go);
+      if (r.ok() && r->count >= trainers) break;
+      if (std::chrono::steady_clock::now() > deadline)
+        return fail("done", Status::DeadlineExceeded("others not done"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  }
   if (Status s = c.Close(); !s.ok()) return fail("close", s);
   std::printf("DONE\n");
   std::fflush(stdout);
