@@ -31,6 +31,9 @@ int RunLocalCmd(local::LocalOptions o) {
   if (Status s = InitLogging(lo); !s.ok()) return Fail("local", s);
   o.tessera_bin = SelfPath();
   o.progress_tty = ProgressBar::StderrIsTerminal();
+  if (o.resume && o.run_dir.empty()) {
+    return Fail("local", Status::InvalidArgument("--resume needs --run DIR (the run to continue)"));
+  }
   if (o.run_dir.empty()) o.run_dir = "runs/" + o.job + "-" + std::to_string(::getpid());
   o.run_dir = std::filesystem::absolute(o.run_dir).lexically_normal().string();
   if (!o.store.empty()) o.store = std::filesystem::absolute(o.store).lexically_normal().string();
@@ -76,6 +79,9 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   cmd->add_option("--optimizer", o->optimizer, "server-side optimizer, e.g. adam:lr=0.001")
       ->capture_default_str();
   cmd->add_option("--passes", o->passes, "passes over the data")->capture_default_str();
+  cmd->add_flag("--resume", o->resume,
+                "continue the job of an earlier run in --run DIR (give the same flags): its etcd data, task "
+                "position and the pservers' checkpoints");
   cmd->add_option("--checkpoint-every", o->checkpoint_every,
                   "pservers checkpoint their shards to RUN/checkpoints every S seconds (0: no checkpoints)")
       ->capture_default_str();

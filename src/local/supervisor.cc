@@ -233,12 +233,39 @@ Status Supervisor::Setup() {
   std::error_code ec;
   fs::create_directories(o_.run_dir + "/logs", ec);
   if (ec) return Status::Unavailable("cannot create run directory '" + o_.run_dir + "': " + ec.message());
-  if (fs::exists(o_.run_dir + "/run.json")) {
-    return Status::AlreadyExists("run directory '" + o_.run_dir +
-                                 "' was used by an earlier run; choose a new one");
+  if (!o_.resume && fs::exists(o_.run_dir + "/run.json")) {
+    return Status::AlreadyExists(
+        "run directory '" + o_.run_dir +
+        "' was used by an earlier run; choose a new one, or continue it with --resume");
+  }
+  if (o_.resume) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(o_.run_dir + "/run.json"));
+    auto prev = nlohmann::json::parse(text, nullptr, false);
+    if (prev.is_discarded() || prev.value("job", "") != o_.job || prev.value("dataset", "") != o_.dataset) {
+      return Status::InvalidArgument(
+          "--resume: " + o_.run_dir + "/run.json is for job '" +
+          (prev.is_discarded() ? "?" : prev.value("job", "?")) + "' on data set '" +
+          (prev.is_discarded() ? "?" : prev.value("dataset", "?")) + "'; give the same --job and --dataset");
+    }
+    if (o_.etcd.empty() && !fs::exists(o_.run_dir + "/etcd")) {
+      return Status::NotFound("--resume: " + o_.run_dir + "/etcd holds no etcd data to continue from");
+    }
+    if (o_.checkpoint_every <= 0) {
+      console_.Event(
+          "warning: resuming without --checkpoint-every: the pservers start from fresh values while the "
+          "master continues at its saved position");
+    }
   }
   TESSERA_RETURN_IF_ERROR(StartEtcd());
-  TESSERA_RETURN_IF_ERROR(CreateJob());
+  if (o_.resume) {
+    TESSERA_ASSIGN_OR_RETURN(auto cfg, etcd_->Get(keys::Config(o_.job)));
+    if (cfg.kvs.empty()) return Status::NotFound("--resume: job '" + o_.job + "' is not in the run's etcd");
+    TESSERA_ASSIGN_OR_RETURN(job_, JobConfig::FromJson(cfg.kvs[0].value));
+    (void)etcd_->Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers));
+    (void)fs::remove(o_.run_dir + "/result.json", ec);
+  } else {
+    TESSERA_RETURN_IF_ERROR(CreateJob());
+  }
   nlohmann::json run = {{"job", o_.job},
                         {"etcd", etcd_endpoint_},
                         {"pid", static_cast<int64_t>(::getpid())},

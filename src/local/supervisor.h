@@ -33,6 +33,9 @@ struct LocalOptions {
   std::string optimizer = "adam:lr=0.001";
   int passes = 1;
   double checkpoint_every = 0;  // pserver checkpoints to RUN/checkpoints every S seconds (0: none)
+  // Continue the job of an earlier run in `run_dir` (stopped or crashed): its etcd data, the
+  // master's task position and the pservers' checkpoints are picked up where they are.
+  bool resume = false;
   int chunks_per_task = 1;
   double task_timeout_s = 60;
   int max_failures = 3;

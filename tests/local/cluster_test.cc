@@ -180,3 +180,66 @@ TEST_F(LocalTest, KilledPserverComesBackFromItsCheckpoint) {
 
 }  // namespace
 }  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// `tessera local` itself killed mid-job (its children go with it), then `--resume`: the master
+// continues from its saved task position, the pservers from their checkpoints, and the job
+// finishes with the expected accuracy.
+TEST_F(LocalTest, KilledLocalRunIsResumedFromItsSavedStateAndCheckpoints) {
+  UploadFashionMnist();
+  const std::vector<std::string> args = {"--dataset",
+                                         "fm",
+                                         "--eval-dataset",
+                                         "fm-test",
+                                         "--model",
+                                         "mlp",
+                                         "--pservers",
+                                         "2",
+                                         "--trainers",
+                                         "2",
+                                         "--passes",
+                                         "4",
+                                         "--model-arg",
+                                         "hidden=64",
+                                         "--job",
+                                         "resume",
+                                         "--checkpoint-every",
+                                         "0.5"};
+  Subprocess& first = StartLocal(args);
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto rec = etcd->Get(keys::Checkpoint("resume", 0));
+        return MasterStatus(etcd.get(), "resume").pass() >= 1 && rec.ok() && !rec->kvs.empty();
+      },
+      std::chrono::seconds(120), std::chrono::milliseconds(100)))
+      << first.Output();
+  first.Kill();
+  ASSERT_TRUE(first.Wait(std::chrono::seconds(30)).has_value());
+  etcd.reset();
+  // Every child went with it (they die with their parent); the run directory stays.
+  auto resumed_args = args;
+  resumed_args.push_back("--resume");
+  Subprocess& second = StartLocal(resumed_args);
+  auto code = second.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value()) << second.Output() << LogsTail(40);
+  ASSERT_EQ(*code, 0) << second.Output() << LogsTail(40);
+  std::string logs = LogsTail(400);
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(logs, m, std::regex("took over job resume at revision \\d+: pass (\\d)/4")))
+      << logs;
+  EXPECT_GE(std::stoi(m[1]), 2) << "the master continued where it was, not from the first pass";
+  EXPECT_TRUE(std::regex_search(logs, std::regex("pserver 0: loaded the checkpoint of version [1-9]")))
+      << logs;
+  EXPECT_TRUE(std::regex_search(logs, std::regex("pserver 1: loaded the checkpoint of version [1-9]")))
+      << logs;
+  auto r = Result();
+  EXPECT_EQ(r["failed_tasks"], 0);
+  EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.80);
+}
+
+}  // namespace
+}  // namespace tessera::testing
