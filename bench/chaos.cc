@@ -26,6 +26,7 @@
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "fashion_mnist.h"
+#include "harness/job_probe.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
 #include "master/master_client.h"
@@ -54,15 +55,6 @@ struct RunResult {
   master::StatusReply last;  // the master's counters, as last seen while the job ran
 };
 
-int64_t PidOf(etcd::EtcdClient* etcd, const std::string& prefix, const std::string& name) {
-  auto l = Registry(etcd, prefix).List();
-  if (!l.ok()) return 0;
-  const Member* m = l->Find(name);
-  if (!m) return 0;
-  auto j = nlohmann::json::parse(m->value, nullptr, false);
-  return j.is_discarded() ? 0 : j.value("pid", int64_t{0});
-}
-
 // Masters of this run: `tessera master` processes whose command line names its etcd.
 std::vector<int64_t> MasterPids(const std::string& endpoint) {
   std::vector<int64_t> out;
@@ -79,15 +71,6 @@ std::vector<int64_t> MasterPids(const std::string& endpoint) {
     }
   }
   return out;
-}
-
-master::StatusReply JobStatus(etcd::EtcdClient* etcd, const std::string& job) {
-  auto cfg = etcd->Get(keys::Config(job));
-  if (!cfg.ok() || cfg->kvs.empty()) return {};
-  auto jc = JobConfig::FromJson(cfg->kvs[0].value);
-  if (!jc.ok()) return {};
-  master::MasterClient mc(etcd, job, jc->token);
-  return mc.GetStatus(Deadline(std::chrono::seconds(2))).value_or(master::StatusReply());
 }
 
 RunResult RunJob(const std::string& dir, const std::string& store, const std::string& name, int passes,
@@ -154,11 +137,11 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
     if (Now() >= next_poll) {
       next_poll = Now() + std::chrono::milliseconds(500);
-      auto st = JobStatus(etcd.get(), job);
+      auto st = testing::MasterStatusOf(etcd.get(), job);
       if (st.tasks() > 0) out.last = st;
     }
     if (!chaos || elapsed() < next_fault) continue;
-    auto st = JobStatus(etcd.get(), job);
+    auto st = testing::MasterStatusOf(etcd.get(), job);
     if (st.finished() || st.step() == 0) {
       next_fault = elapsed() + 0.5;
       continue;
@@ -173,7 +156,7 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     if (n == 4 && !corrupted) kind = 4;
     if (kind == 0 || kind == 3 || kind == 4) {
       int idx = static_cast<int>(rng() % 2);
-      int64_t pid = PidOf(etcd.get(), keys::PserverPrefix(job), std::to_string(idx));
+      int64_t pid = testing::RegisteredPid(etcd.get(), keys::PserverPrefix(job), std::to_string(idx));
       if (pid <= 0) continue;
       if (kind == 3) {
         f.what = "SIGSTOP pserver " + std::to_string(idx) + " for 5 s (lease TTL 3 s), then SIGCONT";
@@ -203,7 +186,7 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
       }
     } else if (kind == 1) {
       int idx = static_cast<int>(rng() % 2);
-      int64_t pid = PidOf(etcd.get(), keys::TrainerPrefix(job), std::to_string(idx));
+      int64_t pid = testing::RegisteredPid(etcd.get(), keys::TrainerPrefix(job), std::to_string(idx));
       if (pid <= 0) continue;
       f.what = "kill -9 trainer " + std::to_string(idx);
       ::kill(static_cast<pid_t>(pid), SIGKILL);
@@ -218,9 +201,9 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     // reports arrive about once a second, so this reads up to a second long).
     auto fault_time = stop_time.value_or(Now());  // a stall counts from its start
     stop_time.reset();
-    step0 = std::max(step0, JobStatus(etcd.get(), job).step());
+    step0 = std::max(step0, testing::MasterStatusOf(etcd.get(), job).step());
     while ((*p)->running() && std::chrono::duration<double>(Now() - fault_time).count() < 120) {
-      auto s2 = JobStatus(etcd.get(), job);
+      auto s2 = testing::MasterStatusOf(etcd.get(), job);
       if (s2.finished() || s2.step() > step0 + 50) {
         f.recovery_s = std::chrono::duration<double>(Now() - fault_time).count();
         break;

@@ -10,6 +10,7 @@
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "master/master_client.h"
 #include "master/progress_reporter.h"
 
@@ -99,11 +100,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   etcd::EtcdOptions eo;
   eo.endpoints = o.etcd_endpoints;
   TESSERA_ASSIGN_OR_RETURN(impl->etcd, etcd::EtcdClient::Create(eo));
-  TESSERA_ASSIGN_OR_RETURN(auto cfg, impl->etcd->Get(keys::Config(o.job)));
-  if (cfg.kvs.empty()) {
-    return Status::NotFound("job '" + o.job + "' does not exist in etcd at " + Join(o.etcd_endpoints, ","));
-  }
-  TESSERA_ASSIGN_OR_RETURN(JobConfig job, JobConfig::FromJson(cfg.kvs[0].value));
+  TESSERA_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(impl->etcd.get(), o.job));
   ClientOptions co;
   co.etcd_endpoints = o.etcd_endpoints;
   co.job = o.job;

@@ -21,6 +21,7 @@
 #include "coord/keys.h"
 #include "coord/lease_keeper.h"
 #include "coord/registry.h"
+#include "job/job_store.h"
 #include "job/wire_convert.h"
 
 namespace tessera {
@@ -77,15 +78,8 @@ class ClientImpl : public Client, public PserverLink::Owner {
     eo.tls = o.etcd_tls || !o.etcd_ca_file.empty();
     eo.ca_file = o.etcd_ca_file;
     TESSERA_ASSIGN_OR_RETURN(c->etcd_, etcd::EtcdClient::Create(eo));
-    TESSERA_ASSIGN_OR_RETURN(auto cfg, c->etcd_->Get(keys::Config(o.job)));
-    if (cfg.kvs.empty()) {
-      return Status::NotFound("job '" + o.job + "' does not exist in etcd at " + c->etcd_->endpoints() +
-                              " (create it with `tessera job create`)");
-    }
-    TESSERA_ASSIGN_OR_RETURN(c->job_, JobConfig::FromJson(cfg.kvs[0].value));
-    TESSERA_ASSIGN_OR_RETURN(auto map, c->etcd_->Get(keys::SlotMap(o.job)));
-    if (map.kvs.empty()) return Status::DataLoss("job '" + o.job + "' has no slot map");
-    TESSERA_ASSIGN_OR_RETURN(c->slots_, SlotMap::FromJson(map.kvs[0].value));
+    TESSERA_ASSIGN_OR_RETURN(c->job_, LoadJobConfig(c->etcd_.get(), o.job));
+    TESSERA_ASSIGN_OR_RETURN(c->slots_, LoadSlotMap(c->etcd_.get(), o.job));
     ClientImpl* self = c.get();
     TESSERA_ASSIGN_OR_RETURN(
         c->keeper_, LeaseKeeper::Start(c->etcd_.get(), {o.lease_ttl_seconds, {}}, [self](LeaseState st) {

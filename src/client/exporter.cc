@@ -5,6 +5,7 @@
 #include "common/clock.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "job/placement.h"
 #include "job/slot_map.h"
 #include "job/wire_convert.h"
@@ -41,12 +42,8 @@ StatusOr<wire::DataReply> Call(Conn& c, int index, const std::string& token, wir
 StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::string& job,
                                         std::chrono::milliseconds timeout) {
   Deadline d(timeout);
-  TESSERA_ASSIGN_OR_RETURN(auto cfg_kv, etcd->Get(keys::Config(job)));
-  if (cfg_kv.kvs.empty()) return Status::NotFound("job '" + job + "' does not exist");
-  TESSERA_ASSIGN_OR_RETURN(JobConfig cfg, JobConfig::FromJson(cfg_kv.kvs[0].value));
-  TESSERA_ASSIGN_OR_RETURN(auto map_kv, etcd->Get(keys::SlotMap(job)));
-  if (map_kv.kvs.empty()) return Status::DataLoss("job '" + job + "' has no slot map");
-  TESSERA_ASSIGN_OR_RETURN(SlotMap slots, SlotMap::FromJson(map_kv.kvs[0].value));
+  TESSERA_ASSIGN_OR_RETURN(JobConfig cfg, LoadJobConfig(etcd, job));
+  TESSERA_ASSIGN_OR_RETURN(SlotMap slots, LoadSlotMap(etcd, job));
   PserverDirectory dir(etcd, job, cfg.pservers);
   TESSERA_RETURN_IF_ERROR(dir.WaitAllReady(d).WithContext("waiting for initialized pservers"));
   std::vector<Conn> conns(cfg.pservers);

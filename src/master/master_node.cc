@@ -17,6 +17,7 @@
 #include "coord/registry.h"
 #include "dataset/dataset.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "master/master_service.h"
 #include "master/state_log.h"
 
@@ -48,12 +49,7 @@ void MasterNode::Stop() {
 Status MasterNode::Run() {
   TESSERA_ASSIGN_OR_RETURN(auto etcd, etcd::EtcdClient::Create(options_.etcd));
   const std::string& job = options_.job;
-  TESSERA_ASSIGN_OR_RETURN(auto cfg_kv, etcd->Get(keys::Config(job)));
-  if (cfg_kv.kvs.empty()) {
-    return Status::NotFound("job '" + job + "' does not exist in etcd at " + etcd->endpoints() +
-                            " (create it with `tessera job create`)");
-  }
-  TESSERA_ASSIGN_OR_RETURN(JobConfig config, JobConfig::FromJson(cfg_kv.kvs[0].value));
+  TESSERA_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(etcd.get(), job));
   std::string dir = options_.store + "/" + options_.dataset;
   TESSERA_ASSIGN_OR_RETURN(dataset::Manifest manifest, dataset::LoadManifest(dir));
   if (manifest.chunks.empty())

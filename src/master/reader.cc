@@ -13,6 +13,7 @@
 #include "coord/registry.h"
 #include "dataset/manifest.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "master/master_client.h"
 #include "recordio/file.h"
 
@@ -28,9 +29,7 @@ class ReaderImpl : public Reader {
     etcd::EtcdOptions eo;
     eo.endpoints = o.etcd_endpoints;
     TESSERA_ASSIGN_OR_RETURN(r->etcd_, etcd::EtcdClient::Create(eo));
-    TESSERA_ASSIGN_OR_RETURN(auto cfg, r->etcd_->Get(keys::Config(o.job)));
-    if (cfg.kvs.empty()) return Status::NotFound("job '" + o.job + "' does not exist");
-    TESSERA_ASSIGN_OR_RETURN(JobConfig job, JobConfig::FromJson(cfg.kvs[0].value));
+    TESSERA_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(r->etcd_.get(), o.job));
     r->trainer_ = o.trainer_id;
     if (r->trainer_.empty()) {
       // A reader on its own registers a trainer id, so the master can return its tasks if it dies.

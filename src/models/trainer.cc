@@ -3,14 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include <thread>
-
 #include "api/session.h"
-#include "common/clock.h"
-#include "common/strings.h"
-#include "coord/keys.h"
-#include "coord/registry.h"
-#include "job/job_config.h"
 
 namespace tessera::models {
 StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {

@@ -13,6 +13,7 @@
 #include "coord/lease_keeper.h"
 #include "coord/registry.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "job/slot_map.h"
 #include "pserver/checkpointer.h"
 #include "pserver/pserver_service.h"
@@ -57,15 +58,8 @@ void PserverNode::Stop() {
 Status PserverNode::Run() {
   TESSERA_ASSIGN_OR_RETURN(auto etcd, etcd::EtcdClient::Create(options_.etcd));
   const std::string& job = options_.job;
-  TESSERA_ASSIGN_OR_RETURN(auto cfg_kv, etcd->Get(keys::Config(job)));
-  if (cfg_kv.kvs.empty()) {
-    return Status::NotFound("job '" + job + "' does not exist in etcd at " + etcd->endpoints() +
-                            " (create it with `tessera job create`)");
-  }
-  TESSERA_ASSIGN_OR_RETURN(JobConfig config, JobConfig::FromJson(cfg_kv.kvs[0].value));
-  TESSERA_ASSIGN_OR_RETURN(auto map_kv, etcd->Get(keys::SlotMap(job)));
-  if (map_kv.kvs.empty()) return Status::DataLoss("job '" + job + "' has a configuration but no slot map");
-  TESSERA_ASSIGN_OR_RETURN(SlotMap slots, SlotMap::FromJson(map_kv.kvs[0].value));
+  TESSERA_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(etcd.get(), job));
+  TESSERA_ASSIGN_OR_RETURN(SlotMap slots, LoadSlotMap(etcd.get(), job));
 
   if (options_.transport != "grpc") {
     return Status::InvalidArgument("transport '" + options_.transport + "' is not available (use grpc)");

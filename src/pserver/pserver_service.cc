@@ -7,7 +7,6 @@
 #include <cstring>
 #include <unordered_map>
 
-#include "common/clock.h"
 #include "common/strings.h"
 #include "job/wire_convert.h"
 
@@ -416,97 +415,6 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
   return rep;
 }
 
-void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payload,
-                                std::unique_ptr<Responder> r) {
-  Reply rep;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    for (const auto& spec : req.params()) {
-      ParamDecl d;
-      d.name = spec.name();
-      d.sparse = spec.sparse();
-      d.size = spec.size();
-      d.dim = spec.dim();
-      auto opt = FromWire(spec.optimizer());
-      if (!opt.ok()) {
-        lock.unlock();
-        return SendError(*r, opt.status().WithContext("parameter '" + spec.name() + "'"),
-                         wire::DataReply::BAD_REQUEST);
-      }
-      d.optimizer = *opt;
-      if (d.sparse) {
-        auto init = FromWire(spec.init());
-        if (!init.ok()) {
-          lock.unlock();
-          return SendError(*r, init.status().WithContext("table '" + spec.name() + "'"),
-                           wire::DataReply::BAD_REQUEST);
-        }
-        d.init = *init;
-      }
-      Status s = store_.Declare(d);
-      if (!s.ok()) {
-        lock.unlock();
-        return SendError(*r, s, wire::DataReply::BAD_REQUEST);
-      }
-    }
-    Status s = CheckPush(req, payload);
-    if (!s.ok()) {
-      lock.unlock();
-      return SendError(*r, s, wire::DataReply::BAD_REQUEST);
-    }
-    // A restored shard takes a trainer's values only if they are newer than the checkpoint.
-    bool take = !initialized_ && (restored_version_ < 0 || req.step() > restored_version_);
-    if (take) {
-      const char* p = static_cast<const char*>(payload.data);
-      for (const auto& seg : req.push()) {
-        if (seg.block() < 0) continue;
-        store_.SetDense(seg.param(), seg.block(), reinterpret_cast<const float*>(p));
-        p += seg.count() * sizeof(float);
-      }
-      if (restored_version_ >= 0 && !refill_logged_) {
-        refill_logged_ = true;
-        spdlog::info(
-            "pserver {}: dense values refilled by trainer {} at step {}; optimizer state and sparse rows "
-            "from the checkpoint of version {}",
-            options_.index, req.trainer(), req.step(), restored_version_);
-      }
-      if (consistency_->version() != req.step() && consistency_->members().empty()) {
-        consistency_ = std::make_unique<Consistency>(
-            Consistency::Options{options_.job.mode, options_.job.min_trainers}, req.step());
-      }
-    }
-    rep.header.set_initialized(initialized_);
-    rep.header.set_version(consistency_->version());
-  }
-  rep.responder = std::move(r);
-  Send(rep);
-}
-
-void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r) {
-  int64_t version;
-  int64_t bytes;
-  bool first;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    first = !initialized_;
-    initialized_ = true;
-    restored_version_ = -1;
-    version = consistency_->version();
-    bytes = store_.TotalBytes();
-  }
-  if (first) {
-    spdlog::info("pserver {} initialized by trainer {} at version {} ({} held here)", options_.index,
-                 req.trainer(), version, HumanBytes(static_cast<double>(bytes)));
-  }
-  Status s = options_.on_initialized ? options_.on_initialized(version) : Status::OK();
-  if (!s.ok()) return SendError(*r, s.WithContext("recording readiness in etcd"), wire::DataReply::NONE);
-  Reply rep;
-  rep.header.set_initialized(true);
-  rep.header.set_version(version);
-  rep.responder = std::move(r);
-  Send(rep);
-}
-
 void PserverService::HandleStatus(std::unique_ptr<Responder> r) {
   Reply rep;
   {
@@ -617,33 +525,6 @@ PserverService::Counters PserverService::counters() const {
   c.version = consistency_->version();
   c.initialized = initialized_;
   return c;
-}
-
-StatusOr<Checkpoint> PserverService::SnapshotForCheckpoint(const std::string& job) {
-  Checkpoint c;
-  c.job = job;
-  c.index = options_.index;
-  c.created_ms = WallMillis();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!initialized_) return Status::FailedPrecondition("not initialized yet");
-  c.version = consistency_->version();
-  c.shard = store_.Snapshot();
-  return c;
-}
-
-Status PserverService::RestoreCheckpoint(const Checkpoint& c) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (initialized_) return Status::FailedPrecondition("the shard is already initialized");
-  TESSERA_RETURN_IF_ERROR(store_.Restore(c.shard));
-  consistency_ = std::make_unique<Consistency>(
-      Consistency::Options{options_.job.mode, options_.job.min_trainers}, c.version);
-  restored_version_ = c.version;
-  return Status::OK();
-}
-
-int64_t PserverService::CheckpointableVersion() {
-  std::lock_guard<std::mutex> lock(mu_);
-  return initialized_ ? consistency_->version() : -1;
 }
 
 }  // namespace tessera

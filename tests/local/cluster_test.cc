@@ -10,22 +10,13 @@
 
 #include "coord/keys.h"
 #include "coord/registry.h"
+#include "harness/job_probe.h"
 #include "local/local_fixture.h"
 #include "pserver/checkpoint_choice.h"
 #include "pserver/checkpoint_file.h"
 
 namespace tessera::testing {
 namespace {
-
-// pid of a registered member (pservers/<i> or trainers/<id>), 0 if not registered.
-int64_t PidOf(etcd::EtcdClient* etcd, const std::string& prefix, const std::string& name) {
-  auto l = Registry(etcd, prefix).List();
-  if (!l.ok()) return 0;
-  const Member* m = l->Find(name);
-  if (!m) return 0;
-  auto j = nlohmann::json::parse(m->value, nullptr, false);
-  return j.is_discarded() ? 0 : j.value("pid", int64_t{0});
-}
 
 TEST_F(LocalTest, TrainersAddedAndRemovedWhileASyncJobRuns) {
   UploadFashionMnist();
@@ -40,7 +31,7 @@ TEST_F(LocalTest, TrainersAddedAndRemovedWhileASyncJobRuns) {
       << p.Output();
   auto up = Tessera({"local", "scale", "--run", run(), "--trainers", "4"});
   ASSERT_EQ(up.code, 0) << up.out;
-  ASSERT_TRUE(WaitUntil([&] { return PidOf(etcd.get(), keys::TrainerPrefix("elastic"), "3") != 0; },
+  ASSERT_TRUE(WaitUntil([&] { return RegisteredPid(etcd.get(), keys::TrainerPrefix("elastic"), "3") != 0; },
                         std::chrono::seconds(60)))
       << p.Output();
   // Let the newcomer take part for a while (the steps go on with it in the barrier), then go
@@ -78,8 +69,8 @@ TEST_F(LocalTest, KilledPserverAndTrainerAreRestartedAndTheJobFinishes) {
       },
       std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << p.Output();
-  int64_t ps = PidOf(etcd.get(), keys::PserverPrefix("chaos"), "1");
-  int64_t tr = PidOf(etcd.get(), keys::TrainerPrefix("chaos"), "0");
+  int64_t ps = RegisteredPid(etcd.get(), keys::PserverPrefix("chaos"), "1");
+  int64_t tr = RegisteredPid(etcd.get(), keys::TrainerPrefix("chaos"), "0");
   ASSERT_GT(ps, 0);
   ASSERT_GT(tr, 0);
   ASSERT_EQ(::kill(static_cast<pid_t>(ps), SIGKILL), 0);
@@ -105,10 +96,10 @@ TEST_F(LocalTest, CtrlCStopsEverythingAndLeavesNoProcessBehind) {
   std::vector<int64_t> pids;
   ASSERT_TRUE(WaitUntil(
       [&] {
-        pids = {PidOf(etcd.get(), keys::PserverPrefix("stopme"), "0"),
-                PidOf(etcd.get(), keys::PserverPrefix("stopme"), "1"),
-                PidOf(etcd.get(), keys::TrainerPrefix("stopme"), "0"),
-                PidOf(etcd.get(), keys::TrainerPrefix("stopme"), "1")};
+        pids = {RegisteredPid(etcd.get(), keys::PserverPrefix("stopme"), "0"),
+                RegisteredPid(etcd.get(), keys::PserverPrefix("stopme"), "1"),
+                RegisteredPid(etcd.get(), keys::TrainerPrefix("stopme"), "0"),
+                RegisteredPid(etcd.get(), keys::TrainerPrefix("stopme"), "1")};
         return std::all_of(pids.begin(), pids.end(), [](int64_t x) { return x > 0; });
       },
       std::chrono::seconds(60)));
@@ -144,7 +135,7 @@ TEST_F(LocalTest, KilledPserverComesBackFromItsCheckpoint) {
       },
       std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << p.Output();
-  int64_t ps = PidOf(etcd.get(), keys::PserverPrefix("ckpt"), "1");
+  int64_t ps = RegisteredPid(etcd.get(), keys::PserverPrefix("ckpt"), "1");
   ASSERT_GT(ps, 0);
   ASSERT_EQ(::kill(static_cast<pid_t>(ps), SIGKILL), 0);
   // Damage the newest checkpoint before the replacement starts (it waits for the dead one's

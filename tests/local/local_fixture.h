@@ -13,6 +13,7 @@
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "data/data_fixture.h"
+#include "harness/job_probe.h"
 #include "harness/subprocess.h"
 #include "harness/wait.h"
 #include "job/job_config.h"
@@ -85,12 +86,7 @@ class LocalTest : public TempDirTest {
 
   // The job's master status (an empty reply while none answers).
   master::StatusReply MasterStatus(etcd::EtcdClient* etcd, const std::string& job) {
-    auto cfg = etcd->Get(keys::Config(job));
-    if (!cfg.ok() || cfg->kvs.empty()) return {};
-    auto jc = JobConfig::FromJson(cfg->kvs[0].value);
-    if (!jc.ok()) return {};
-    master::MasterClient mc(etcd, job, jc->token);
-    return mc.GetStatus(Deadline(std::chrono::seconds(2))).value_or(master::StatusReply());
+    return MasterStatusOf(etcd, job);
   }
 
   std::unique_ptr<Subprocess> local_;

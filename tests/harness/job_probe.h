@@ -1,0 +1,36 @@
+// Looking at a running job from outside, for tests and benches: the pid a registered member
+// (pservers/<i>, trainers/<id>) wrote into its key, and the job's master status.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "coord/etcd_client.h"
+#include "coord/keys.h"
+#include "coord/registry.h"
+#include "job/job_config.h"
+#include "master/master_client.h"
+
+namespace tessera::testing {
+
+// The pid in member `name`'s registration under `prefix`; 0 if it is not registered.
+inline int64_t RegisteredPid(etcd::EtcdClient* etcd, const std::string& prefix, const std::string& name) {
+  auto l = Registry(etcd, prefix).List();
+  if (!l.ok()) return 0;
+  const Member* m = l->Find(name);
+  if (!m) return 0;
+  auto j = nlohmann::json::parse(m->value, nullptr, false);
+  return j.is_discarded() ? 0 : j.value("pid", int64_t{0});
+}
+
+// The job's master status; an empty reply while no master answers.
+inline master::StatusReply MasterStatusOf(etcd::EtcdClient* etcd, const std::string& job) {
+  auto cfg = etcd->Get(keys::Config(job));
+  if (!cfg.ok() || cfg->kvs.empty()) return {};
+  auto jc = JobConfig::FromJson(cfg->kvs[0].value);
+  if (!jc.ok()) return {};
+  master::MasterClient mc(etcd, job, jc->token);
+  return mc.GetStatus(Deadline(std::chrono::seconds(2))).value_or(master::StatusReply());
+}
+
+}  // namespace tessera::testing
