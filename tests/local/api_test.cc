@@ -29,6 +29,9 @@ TEST_F(LocalTest, PytorchExampleTrainsFashionMnist) {
   auto code = p.Wait(std::chrono::seconds(420));
   ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail();
   ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+  // Nobody asked to scale: trainers that finished before the job's end was known are not
+  // replaced by new ones.
+  EXPECT_EQ(p.Output().find("scaled up"), std::string::npos) << p.Output();
   auto r = Result();
   EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.80) << "two passes of a small CNN; chance is 0.10";
   EXPECT_EQ(r["failed_tasks"], 0);
