@@ -39,6 +39,15 @@ struct ReaderStats {
   int64_t records = 0;       // records returned
 };
 
+// A task the reader holds: how many of its records were returned (`offset`) of `records`.
+struct ReaderHeldTask {
+  int64_t task = 0;
+  int64_t epoch = 0;
+  int pass = 0;
+  int64_t offset = 0;
+  int64_t records = 0;
+};
+
 class Reader {
  public:
   static StatusOr<std::unique_ptr<Reader>> Open(const ReaderOptions& options);
@@ -59,6 +68,11 @@ class Reader {
   virtual bool finished() const = 0;
   // Every record returned so far has been trained on: acknowledge the tasks they completed.
   virtual Status Trained() = 0;
+  // The same, telling the master the trainer's step now (the model at that version holds every
+  // record returned so far); used for consistent checkpoints.
+  virtual Status TrainedAt(int64_t step) = 0;
+  // The tasks held now (returned from, not yet acknowledged), oldest first.
+  virtual std::vector<ReaderHeldTask> Held() const = 0;
   // The pass of the task the last record came from (0-based), and the number of passes.
   virtual int pass() const = 0;
   virtual int passes() const = 0;

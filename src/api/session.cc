@@ -88,6 +88,10 @@ struct Session::Impl {
   bool initialized = false;
   bool closed = false;
   int pass = 0;
+  // Consistent checkpoints: report the data position at every multiple of this step (0: off).
+  int64_t checkpoint_steps = 0;
+  int64_t first_step = -1;     // the first step this trainer pushes to
+  int64_t last_position = -1;  // the last version reported
 };
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { client_ = impl_->client.get(); }
@@ -110,6 +114,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
   impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.job, job.token);
   impl->reporter = std::make_unique<master::ProgressReporter>(impl->master.get(), impl->client->trainer_id());
+  impl->checkpoint_steps = job.checkpoint_steps;
   o.trainer_id = impl->client->trainer_id();
   std::unique_ptr<Session> s(new Session(std::move(impl)));
   s->options_ = std::move(o);
@@ -121,6 +126,32 @@ Status Session::Initialize() {
   TESSERA_RETURN_IF_ERROR(client_->Initialize());
   TESSERA_RETURN_IF_ERROR(client_->Pull().Wait());
   impl_->initialized = true;
+  impl_->first_step = client_->step() + 1;
+  return Status::OK();
+}
+
+Status Session::AfterStep() {
+  const int64_t every = impl_->checkpoint_steps, step = client_->step();
+  if (every <= 0 || !impl_->reader || step % every != 0 || step <= impl_->last_position ||
+      step < impl_->first_step) {
+    return Status::OK();
+  }
+  impl_->last_position = step;
+  master::PositionReport report;
+  report.set_trainer(client_->trainer_id());
+  report.set_version(step);
+  report.set_first_step(impl_->first_step);
+  for (const auto& t : impl_->reader->Held()) {
+    auto* h = report.add_tasks();
+    h->set_id(t.task);
+    h->set_epoch(t.epoch);
+    h->set_pass(t.pass);
+    h->set_offset(t.offset);
+    h->set_records(t.records);
+  }
+  // Not fatal: without this report that version is not a consistent checkpoint, a later one is.
+  Status s = impl_->master->ReportPosition(report, Deadline(std::chrono::seconds(10)));
+  if (!s.ok()) spdlog::warn("could not report the data position at step {}: {}", step, s.ToString());
   return Status::OK();
 }
 
@@ -160,7 +191,12 @@ Status Session::Idle() {
   return EmptyStep();
 }
 
-Status Session::Trained() { return impl_->reader ? impl_->reader->Trained() : Status::OK(); }
+Status Session::Trained() {
+  if (!impl_->reader) return Status::OK();
+  // The step tells the master which version holds the acknowledged tasks (consistent checkpoints).
+  TESSERA_RETURN_IF_ERROR(impl_->reader->TrainedAt(impl_->checkpoint_steps > 0 ? client_->step() : -1));
+  return AfterStep();
+}
 int Session::pass() const { return impl_->pass; }
 int Session::passes() const { return impl_->reader ? impl_->reader->passes() : 0; }
 bool Session::finished() const { return impl_->reader && impl_->reader->finished(); }
@@ -172,7 +208,8 @@ Status Session::EmptyStep() {
   Status s = client_->PushPull(none).Wait();
   // Aborted: the step closed without us (the group changed); catch up with a pull.
   if (s.code() == StatusCode::kAborted) return client_->Pull().Wait();
-  return s;
+  TESSERA_RETURN_IF_ERROR(s);
+  return AfterStep();
 }
 
 void Session::Report(int64_t samples, double cost_sum) {

@@ -98,6 +98,8 @@ class Session {
   struct Impl;
   explicit Session(std::unique_ptr<Impl> impl);
   Status OpenReader();
+  // After a step: at a consistent checkpoint version, reports the data position to the master.
+  Status AfterStep();
 
   SessionOptions options_;
   std::unique_ptr<Impl> impl_;

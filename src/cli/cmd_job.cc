@@ -21,6 +21,7 @@ struct JobFlags {
   std::string mode = "sync";
   std::string optimizer = "sgd:lr=0.01";
   int min_trainers = 1;
+  int64_t checkpoint_steps = 0;
   bool force = false;
 };
 
@@ -36,6 +37,7 @@ int RunCreate(const JobFlags& f) {
   if (!opt.ok()) return Fail("job create", opt.status());
   c.optimizer = *opt;
   c.min_trainers = f.min_trainers;
+  c.checkpoint_steps = f.checkpoint_steps;
   c.token = NewUuid();
   c.created_ms = WallMillis();
   Status v = c.Validate();
@@ -78,6 +80,9 @@ int RunShow(const JobFlags& f) {
   std::printf("  mode          %s\n", c->mode.ToString().c_str());
   std::printf("  optimizer     %s\n", c->optimizer.ToString().c_str());
   std::printf("  min trainers  %d\n", c->min_trainers);
+  if (c->checkpoint_steps > 0) {
+    std::printf("  consistent checkpoints every %lld steps\n", static_cast<long long>(c->checkpoint_steps));
+  }
   if (map_kv->kvs.empty()) {
     std::printf("  slot map      missing!\n");
     return 1;
@@ -130,6 +135,12 @@ void RegisterJob(CLI::App& app, int* exit_code) {
           "beta1=..,beta2=..,eps=..]")
       ->capture_default_str();
   create->add_option("--min-trainers", f->min_trainers, "sync: the first step waits for this many trainers")
+      ->capture_default_str();
+  create
+      ->add_option(
+          "--checkpoint-steps", f->checkpoint_steps,
+          "sync: pservers with a --checkpoint-dir checkpoint at every multiple of N steps, all at the "
+          "same version, and the master saves the data position with it (0: off)")
       ->capture_default_str();
   create->callback([f, exit_code] { *exit_code = RunCreate(*f); });
 

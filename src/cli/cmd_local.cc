@@ -85,6 +85,12 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   cmd->add_option("--checkpoint-every", o->checkpoint_every,
                   "pservers checkpoint their shards to RUN/checkpoints every S seconds (0: no checkpoints)")
       ->capture_default_str();
+  cmd->add_option(
+         "--checkpoint-steps", o->checkpoint_steps,
+         "sync: consistent checkpoints at every multiple of N steps (all pservers at the same version, "
+         "with the data position); a lost pserver rolls the whole job back to the newest one, and "
+         "--resume continues from it (0: off)")
+      ->capture_default_str();
   cmd->add_option("--chunks-per-task", o->chunks_per_task, "chunks per task")->capture_default_str();
   cmd->add_option("--task-timeout", o->task_timeout_s, "seconds before a pending task is handed out again")
       ->capture_default_str();

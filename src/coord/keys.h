@@ -3,6 +3,7 @@
 // Pure functions; thread-safe.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -46,6 +47,16 @@ inline std::string CheckpointPrefix(std::string_view job) { return Job(job) + "c
 inline std::string Checkpoint(std::string_view job, int index) {
   return CheckpointPrefix(job) + std::to_string(index);
 }
+
+// Consistent checkpoints (sync jobs with checkpoint steps): the data position saved with each
+// consistent version (20-digit zero-padded, so keys sort by version), and the rollback order
+// that the master applies once per generation: {"version": V, "generation": G}.
+inline std::string PositionPrefix(std::string_view job) { return Job(job) + "positions/"; }
+inline std::string Position(std::string_view job, int64_t version) {
+  std::string v = std::to_string(version);
+  return PositionPrefix(job) + std::string(v.size() < 20 ? 20 - v.size() : 0, '0') + v;
+}
+inline std::string Rollback(std::string_view job) { return Job(job) + "rollback"; }
 
 // Training metrics (cost history) kept for the console.
 inline std::string MetricsPrefix(std::string_view job) { return Job(job) + "metrics/"; }

@@ -18,6 +18,13 @@ Status JobConfig::Validate() const {
                                    std::to_string(block_size));
   }
   if (min_trainers < 1) return Status::InvalidArgument("min trainers must be >= 1");
+  if (checkpoint_steps < 0) {
+    return Status::InvalidArgument("checkpoint steps must be >= 0, not " + std::to_string(checkpoint_steps));
+  }
+  if (checkpoint_steps > 0 && mode.kind != ConsistencyMode::Kind::kSync) {
+    return Status::InvalidArgument("checkpoint steps (consistent checkpoints) need sync mode, not " +
+                                   mode.ToString() + "; use the pservers' --checkpoint-every instead");
+  }
   return optimizer.Validate();
 }
 
@@ -29,6 +36,7 @@ std::string JobConfig::ToJson() const {
   j["mode"] = mode.ToString();
   j["optimizer"] = optimizer.ToString();
   j["min_trainers"] = min_trainers;
+  if (checkpoint_steps > 0) j["checkpoint_steps"] = checkpoint_steps;
   j["token"] = token;
   j["created_ms"] = created_ms;
   return j.dump();
@@ -45,6 +53,7 @@ StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
     TESSERA_ASSIGN_OR_RETURN(c.mode, ConsistencyMode::Parse(j.at("mode").get<std::string>()));
     TESSERA_ASSIGN_OR_RETURN(c.optimizer, OptimizerConfig::Parse(j.at("optimizer").get<std::string>()));
     c.min_trainers = j.value("min_trainers", 1);
+    c.checkpoint_steps = j.value("checkpoint_steps", int64_t{0});
     c.token = j.at("token").get<std::string>();
     c.created_ms = j.value("created_ms", int64_t{0});
   } catch (const nlohmann::json::exception& e) {

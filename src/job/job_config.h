@@ -18,8 +18,13 @@ struct JobConfig {
   ConsistencyMode mode;          // default: sync
   OptimizerConfig optimizer;     // default optimizer of parameters that name none
   int min_trainers = 1;          // sync: the first step waits for this many trainers
-  std::string token;             // random; every data-plane message must carry it
-  int64_t created_ms = 0;        // wall-clock creation time
+  // Sync only, 0 = off: every pserver with a checkpoint directory checkpoints at the versions
+  // that are multiples of this (one consistent cut of the model), and every trainer reports its
+  // data position at those steps, so the job can roll back to a model and data position that
+  // belong together (docs/design-notes.md, "Consistent checkpoints").
+  int64_t checkpoint_steps = 0;
+  std::string token;       // random; every data-plane message must carry it
+  int64_t created_ms = 0;  // wall-clock creation time
 
   Status Validate() const;
   std::string ToJson() const;

@@ -25,6 +25,7 @@
 #include "job/slot_map.h"
 #include "local/progress_line.h"
 #include "local/restart_policy.h"
+#include "local/rollback.h"
 #include "master/master_client.h"
 
 namespace tessera::local {
@@ -101,6 +102,13 @@ class Supervisor {
   bool AllTrainersDone() const;
   void StopRole(Role role, std::chrono::milliseconds grace);
   void StopAll();
+  // A pserver of a job with consistent checkpoints was lost: every process of the job stops,
+  // the job is rolled back to its newest consistent checkpoint, and everything starts again.
+  void RollBackAndRestart(const std::string& why);
+  // Picks the rollback version and orders it (nothing of the job may run).
+  Status OrderRollback();
+  bool consistent() const { return job_.checkpoint_steps > 0; }
+  std::string CheckpointDir() const { return o_.run_dir + "/checkpoints"; }
   std::map<std::string, std::string> TrainerEnv(int slot) const;
   Managed& AddTrainer(int slot);
 
@@ -167,6 +175,7 @@ Status Supervisor::CreateJob() {
   TESSERA_ASSIGN_OR_RETURN(job_.mode, ConsistencyMode::Parse(o_.mode));
   TESSERA_ASSIGN_OR_RETURN(job_.optimizer, OptimizerConfig::Parse(o_.optimizer));
   job_.min_trainers = job_.mode.kind == ConsistencyMode::Kind::kAsync ? 1 : o_.trainers;
+  job_.checkpoint_steps = o_.checkpoint_steps;
   job_.token = NewUuid();
   job_.created_ms = WallMillis();
   TESSERA_RETURN_IF_ERROR(job_.Validate());
@@ -250,7 +259,7 @@ Status Supervisor::Setup() {
     if (o_.etcd.empty() && !fs::exists(o_.run_dir + "/etcd")) {
       return Status::NotFound("--resume: " + o_.run_dir + "/etcd holds no etcd data to continue from");
     }
-    if (o_.checkpoint_every <= 0) {
+    if (o_.checkpoint_every <= 0 && o_.checkpoint_steps <= 0) {
       console_.Event(
           "warning: resuming without --checkpoint-every: the pservers start from fresh values while the "
           "master continues at its saved position");
@@ -263,6 +272,11 @@ Status Supervisor::Setup() {
     TESSERA_ASSIGN_OR_RETURN(job_, JobConfig::FromJson(cfg.kvs[0].value));
     (void)etcd_->Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers));
     (void)fs::remove(o_.run_dir + "/result.json", ec);
+    if (consistent()) {
+      // Whatever the earlier run left registered is dead: free its indices and leadership now.
+      TESSERA_RETURN_IF_ERROR(RevokeJobLeases(etcd_.get(), o_.job));
+      TESSERA_RETURN_IF_ERROR(OrderRollback());
+    }
   } else {
     TESSERA_RETURN_IF_ERROR(CreateJob());
   }
@@ -278,10 +292,10 @@ Status Supervisor::Setup() {
   for (int p = 0; p < o_.pservers; ++p) {
     std::vector<std::string> argv = {o_.tessera_bin, "pserver", "--etcd",      etcd_endpoint_,
                                      "--job",        o_.job,    "--lease-ttl", ttl};
-    if (o_.checkpoint_every > 0) {
-      argv.insert(argv.end(), {"--checkpoint-dir", o_.run_dir + "/checkpoints", "--checkpoint-every",
-                               fmt::format("{}", o_.checkpoint_every)});
-    }
+    if (o_.checkpoint_every > 0 || consistent())
+      argv.insert(argv.end(), {"--checkpoint-dir", CheckpointDir()});
+    if (o_.checkpoint_every > 0)
+      argv.insert(argv.end(), {"--checkpoint-every", fmt::format("{}", o_.checkpoint_every)});
     TESSERA_RETURN_IF_ERROR(Spawn(Add("pserver-" + std::to_string(p), Role::kPserver, p, argv)));
   }
   for (int m = 0; m <= o_.standby_masters; ++m) {
@@ -315,6 +329,44 @@ Status Supervisor::Setup() {
   return Status::OK();
 }
 
+Status Supervisor::OrderRollback() {
+  TESSERA_ASSIGN_OR_RETURN(auto rb, PrepareRollback(etcd_.get(), o_.job, CheckpointDir()));
+  if (!rb) {
+    console_.Event(
+        "no consistent checkpoint to roll back to yet: the job starts over from its initial state");
+    return Status::OK();
+  }
+  console_.Event(fmt::format("rolling back to the consistent checkpoint of version {} (rollback {}){}{}",
+                             rb->version, rb->generation,
+                             rb->note.empty() ? "" : "; passed over: ", rb->note));
+  return Status::OK();
+}
+
+void Supervisor::RollBackAndRestart(const std::string& why) {
+  console_.Event(why + ": stopping the job to roll it back to its newest consistent checkpoint");
+  for (auto& m : procs_) {
+    if (m->role == Role::kEtcd || !m->proc) continue;
+    if (m->proc->running()) m->proc->Kill();
+    (void)m->proc->Wait(std::chrono::seconds(10));
+  }
+  Status s = RevokeJobLeases(etcd_.get(), o_.job);
+  if (s.ok()) s = OrderRollback();
+  if (!s.ok()) {
+    failed_ = s.WithContext("rolling back");
+    return;
+  }
+  for (Role role : {Role::kMaster, Role::kPserver, Role::kTrainer}) {
+    for (auto& m : procs_) {
+      if (m->role != role || m->stopping) continue;
+      m->done = m->waiting = false;
+      if (Status sp = Spawn(*m); !sp.ok()) {
+        failed_ = sp.WithContext("restarting " + m->name);
+        return;
+      }
+    }
+  }
+}
+
 void Supervisor::Reap() {
   for (auto& mp : procs_) {
     Managed& m = *mp;
@@ -341,6 +393,10 @@ void Supervisor::Reap() {
         failed_ = Status::Aborted(m.name + ": " + d.reason + " (see " + m.spec.log_path + ")");
         break;
       case Decision::Kind::kRestart:
+        if (m.role == Role::kPserver && consistent()) {
+          RollBackAndRestart(m.name + " " + d.reason);
+          return;
+        }
         m.waiting = true;
         m.restart_at = Now() + d.delay;
         console_.Event(

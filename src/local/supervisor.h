@@ -33,6 +33,10 @@ struct LocalOptions {
   std::string optimizer = "adam:lr=0.001";
   int passes = 1;
   double checkpoint_every = 0;  // pserver checkpoints to RUN/checkpoints every S seconds (0: none)
+  // Sync: consistent checkpoints every N steps (the job's checkpoint steps). A pserver that is
+  // lost then rolls the whole job back to the newest consistent checkpoint (model and data
+  // position together), and --resume continues from it.
+  int64_t checkpoint_steps = 0;
   // Continue the job of an earlier run in `run_dir` (stopped or crashed): its etcd data, the
   // master's task position and the pservers' checkpoints are picked up where they are.
   bool resume = false;

@@ -13,6 +13,7 @@ std::string EncodeEvent(const Event& e) {
   w.PutVarint(static_cast<uint64_t>(e.task));
   w.PutVarint(static_cast<uint64_t>(e.epoch));
   w.PutString(e.reason);
+  w.PutVarint(static_cast<uint64_t>(e.step + 1));  // added later: older events end before it
   return out;
 }
 
@@ -31,6 +32,11 @@ StatusOr<std::vector<Event>> DecodeDelta(const std::string& delta) {
         !er.GetVarint(&epoch) || !er.GetString(&e.reason)) {
       return Status::DataLoss("master state delta: bad event " + std::to_string(i));
     }
+    uint64_t step_plus_one = 0;
+    if (!er.done() && !er.GetVarint(&step_plus_one)) {
+      return Status::DataLoss("master state delta: bad step in event " + std::to_string(i));
+    }
+    e.step = static_cast<int64_t>(step_plus_one) - 1;
     e.type = static_cast<Event::Type>(type);
     e.task = static_cast<int64_t>(task);
     e.epoch = static_cast<int64_t>(epoch);
@@ -51,7 +57,7 @@ Status Replay(TaskQueue& q, const Event& e, int64_t now_ms) {
       return Status::OK();
     }
     case Event::Type::kFinish:
-      (void)q.Finish(e.task, e.epoch);
+      (void)q.Finish(e.task, e.epoch, e.step);
       return Status::OK();
     case Event::Type::kFail:
       (void)q.Fail(e.task, e.epoch, e.reason);

@@ -19,6 +19,7 @@ struct Event {
   int64_t task = 0;     // dispatch (as handed out), finish, fail, expire
   int64_t epoch = 0;
   std::string reason;  // fail
+  int64_t step = -1;   // finish: the trainer's step, or -1
 };
 
 std::string EncodeEvent(const Event& e);

@@ -90,12 +90,13 @@ StatusOr<GetTaskReply> MasterClient::GetTask(const std::string& trainer, const D
 }
 
 StatusOr<bool> MasterClient::Finish(const std::string& trainer, int64_t task, int64_t epoch,
-                                    const Deadline& deadline) {
+                                    const Deadline& deadline, int64_t step) {
   TaskResult req;
   req.set_job_token(token_);
   req.set_trainer(trainer);
   req.set_task_id(task);
   req.set_epoch(epoch);
+  req.set_step(step);
   TaskResultReply reply;
   TESSERA_RETURN_IF_ERROR(Call("finish task", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
     return s.FinishTask(c, req, &reply);
@@ -137,6 +138,18 @@ Status MasterClient::Report(const ProgressReport& report, const Deadline& deadli
   ProgressReply reply;
   return Call("report", deadline,
               [&](Master::Stub& s, grpc::ClientContext* c) { return s.Report(c, req, &reply); });
+}
+
+}  // namespace tessera::master
+
+namespace tessera::master {
+
+Status MasterClient::ReportPosition(const PositionReport& report, const Deadline& deadline) {
+  PositionReport req = report;
+  req.set_job_token(token_);
+  PositionReply reply;
+  return Call("report position", deadline,
+              [&](Master::Stub& s, grpc::ClientContext* c) { return s.ReportPosition(c, req, &reply); });
 }
 
 }  // namespace tessera::master

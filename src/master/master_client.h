@@ -23,11 +23,14 @@ class MasterClient {
 
   StatusOr<GetTaskReply> GetTask(const std::string& trainer, const Deadline& deadline);
   // True if accepted; false if stale (the task had been handed to someone else).
-  StatusOr<bool> Finish(const std::string& trainer, int64_t task, int64_t epoch, const Deadline& deadline);
+  // `step`: the trainer's step now (every record of the task is in the model at it), or -1.
+  StatusOr<bool> Finish(const std::string& trainer, int64_t task, int64_t epoch, const Deadline& deadline,
+                        int64_t step = -1);
   StatusOr<bool> Fail(const std::string& trainer, int64_t task, int64_t epoch, const std::string& reason,
                       const Deadline& deadline);
   StatusOr<StatusReply> GetStatus(const Deadline& deadline);
   Status Report(const ProgressReport& report, const Deadline& deadline);
+  Status ReportPosition(const PositionReport& report, const Deadline& deadline);
   // The leader's address as last resolved ("" if none yet).
   std::string leader() const;
 

@@ -36,6 +36,54 @@ nlohmann::json Settings(const dataset::Manifest& m, const TaskQueueOptions& q) {
           {"created_ms", m.created_ms}};
 }
 
+// Saves a consistent checkpoint's data position, fenced by the election; keeps the newest four.
+Status SavePosition(etcd::EtcdClient* etcd, const std::string& job, const Fence& fence,
+                    const DataPosition& p) {
+  etcd::GetOptions list;
+  list.prefix = true;
+  list.keys_only = true;
+  list.sort = etcd::GetOptions::Sort::kKeyAscend;
+  TESSERA_ASSIGN_OR_RETURN(auto old, etcd->Get(keys::PositionPrefix(job), list));
+  etcd::Txn txn;
+  txn.success.push_back(etcd::Op::Put(keys::Position(job, p.version), p.ToJson()));
+  const std::string mine = keys::Position(job, p.version);
+  std::vector<std::string> older;
+  for (const auto& kv : old.kvs) {
+    if (kv.key < mine) older.push_back(kv.key);
+  }
+  for (size_t i = 0; i + 3 < older.size(); ++i) txn.success.push_back(etcd::Op::Delete(older[i]));
+  return Election::FencedCommit(etcd, fence, txn).status();
+}
+
+// Applies a rollback order newer than the queue's last one: the model was rolled back to the
+// consistent checkpoint of a version, so the queue goes back to that version's data position.
+Status ApplyRollback(etcd::EtcdClient* etcd, const std::string& job, TaskQueue* queue, StateLog* log,
+                     const std::string& settings, int64_t seq) {
+  TESSERA_ASSIGN_OR_RETURN(auto order, etcd->Get(keys::Rollback(job)));
+  if (order.kvs.empty()) return Status::OK();
+  auto j = nlohmann::json::parse(order.kvs[0].value, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("version") || !j.contains("generation")) {
+    return Status::DataLoss("rollback order at " + keys::Rollback(job) +
+                            " is not {version, generation}: " + order.kvs[0].value);
+  }
+  int64_t version = j["version"].get<int64_t>(), generation = j["generation"].get<int64_t>();
+  if (generation <= queue->rewind_generation()) return Status::OK();
+  TESSERA_ASSIGN_OR_RETURN(auto saved, etcd->Get(keys::Position(job, version)));
+  DataPosition position = DataPosition::Start(queue->tasks());
+  if (!saved.kvs.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(position, DataPosition::FromJson(saved.kvs[0].value, queue->tasks()));
+  } else if (version != 0) {
+    return Status::FailedPrecondition("rollback to version " + std::to_string(version) +
+                                      " ordered, but no data position is saved for it at " +
+                                      keys::Position(job, version));
+  }
+  TESSERA_RETURN_IF_ERROR(queue->Rewind(position, generation));
+  TESSERA_RETURN_IF_ERROR(log->WriteBase(settings, queue->Snapshot(), seq));
+  spdlog::info("rolled back to the data position of version {} (rollback {}): pass {}, {} tasks in part",
+               version, generation, position.pass + 1, position.partial.size());
+  return Status::OK();
+}
+
 }  // namespace
 
 void MasterNode::Stop() {
@@ -141,7 +189,13 @@ Status MasterNode::Run() {
     spdlog::info("leading job {}: {} tasks of {} chunks from {} ({} passes)", job, queue->tasks(),
                  qo.chunks_per_task, manifest.name, qo.passes);
   }
+  TESSERA_RETURN_IF_ERROR(ApplyRollback(etcd.get(), job, queue.get(), &log, settings, seq));
   log.Start(seq, settings);
+  if (config.checkpoint_steps > 0) {
+    service.SetPositionSaver([&etcd, &job, fence = election.fence()](const DataPosition& p) {
+      return SavePosition(etcd.get(), job, fence, p);
+    });
+  }
   service.Activate(std::move(queue), &log, election.fence().revision);
   leading_ = true;
 

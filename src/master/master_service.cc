@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+
 #include "common/clock.h"
 
 namespace tessera::master {
@@ -89,6 +91,7 @@ grpc::Status MasterService::GetTask(grpc::ServerContext*, const GetTaskRequest* 
   t->set_id(next.task.task);
   t->set_epoch(next.task.epoch);
   t->set_pass(next.task.pass);
+  t->set_skip_records(next.task.skip_records);
   for (int64_t c = next.task.first_chunk; c < next.task.first_chunk + next.task.chunks; ++c) {
     const auto& info = manifest_.chunks[static_cast<size_t>(c)];
     ChunkRef* ref = t->add_chunks();
@@ -109,10 +112,11 @@ grpc::Status MasterService::FinishTask(grpc::ServerContext*, const TaskResult* r
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
-    bool ok = queue_->Finish(req->task_id(), req->epoch());
+    int64_t step = req->step() > 0 ? req->step() : -1;
+    bool ok = queue_->Finish(req->task_id(), req->epoch(), step);
     reply->set_accepted(ok);
     if (!ok) return grpc::Status::OK;  // stale: nothing changed
-    ticket = Log(Event{Event::Type::kFinish, req->trainer(), req->task_id(), req->epoch(), ""});
+    ticket = Log(Event{Event::Type::kFinish, req->trainer(), req->task_id(), req->epoch(), "", step});
     if (queue_->finished()) spdlog::info("all {} passes over {} are done", queue_->passes(), manifest_.name);
   }
   return Durable(ticket);
@@ -197,6 +201,59 @@ grpc::Status MasterService::Report(grpc::ServerContext*, const ProgressReport* r
   return grpc::Status::OK;
 }
 
+grpc::Status MasterService::ReportPosition(grpc::ServerContext*, const PositionReport* req, PositionReply*) {
+  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  if (req->trainer().empty() || req->version() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "a position report needs a trainer and a version");
+  }
+  TrainerPosition p;
+  p.trainer = req->trainer();
+  p.version = req->version();
+  p.first_step = req->first_step();
+  for (const auto& t : req->tasks()) {
+    p.tasks.push_back(HeldPosition{t.id(), t.epoch(), t.pass(), t.offset(), t.records()});
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (p.version <= saved_position_) return grpc::Status::OK;  // late: a newer one is saved
+    positions_.Add(p);
+  }
+  MaybeSavePosition();
+  return grpc::Status::OK;
+}
+
+void MasterService::MaybeSavePosition() {
+  std::lock_guard<std::mutex> save_lock(save_mu_);
+  DataPosition position;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!active_) return;
+    auto complete = positions_.Complete();
+    if (complete.empty() || complete.back() <= saved_position_) return;
+    auto p = queue_->PositionAt(complete.back(), positions_.ReportsAt(complete.back()));
+    if (!p.ok()) {
+      spdlog::warn("no data position for version {}: {}", complete.back(), p.status().ToString());
+      positions_.ForgetThrough(complete.back());
+      return;
+    }
+    position = std::move(*p);
+  }
+  if (save_position_) {
+    if (Status s = save_position_(position); !s.ok()) {
+      spdlog::warn("could not save the data position of version {}: {}", position.version, s.ToString());
+      return;
+    }
+  }
+  spdlog::info("data position of version {} saved: pass {}, {} tasks done, {} in part", position.version,
+               position.pass + 1, std::count(position.done.begin(), position.done.end(), true),
+               position.partial.size());
+  std::lock_guard<std::mutex> lock(mu_);
+  saved_position_ = std::max(saved_position_, position.version);
+  positions_.ForgetThrough(position.version);
+  if (queue_) queue_->ForgetFinishesThrough(position.version);
+}
+
 void MasterService::Tick(int64_t now_ms) {
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;
@@ -211,6 +268,11 @@ void MasterService::Tick(int64_t now_ms) {
 void MasterService::TrainersChanged(const MemberList& trainers) {
   std::set<std::string> live;
   for (const auto& m : trainers.members) live.insert(m.name);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    positions_.SetLive(live);
+  }
+  MaybeSavePosition();  // a trainer that left is not waited for any more
   std::lock_guard<std::mutex> lock(mu_);
   if (!active_) return;
   // Any trainer holding tasks that is not registered any more (also one that vanished while no

@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -19,6 +20,7 @@
 #include "coord/registry.h"
 #include "dataset/manifest.h"
 #include "master/events.h"
+#include "master/position.h"
 #include "master/state_log.h"
 #include "master/task_queue.h"
 #include "tessera/master.grpc.pb.h"
@@ -36,6 +38,10 @@ class MasterService final : public tessera::master::Master::Service {
   void Stop(const Status& why);
   bool active() const { return active_.load(); }
 
+  // Where data positions of consistent checkpoints go (the node saves them in etcd, fenced).
+  // Unset: positions are collected but not saved.
+  void SetPositionSaver(std::function<Status(const DataPosition&)> save) { save_position_ = std::move(save); }
+
   void Tick(int64_t now_ms);
   void TrainersChanged(const MemberList& trainers);
 
@@ -44,12 +50,15 @@ class MasterService final : public tessera::master::Master::Service {
   grpc::Status FailTask(grpc::ServerContext*, const TaskResult*, TaskResultReply*) override;
   grpc::Status GetStatus(grpc::ServerContext*, const StatusRequest*, StatusReply*) override;
   grpc::Status Report(grpc::ServerContext*, const ProgressReport*, ProgressReply*) override;
+  grpc::Status ReportPosition(grpc::ServerContext*, const PositionReport*, PositionReply*) override;
 
  private:
   grpc::Status Check(const std::string& token) const;
   // Logs `e` (REQUIRES: mu_ held) and returns the ticket to wait for.
   uint64_t Log(const Event& e);
   grpc::Status Durable(uint64_t ticket);
+  // Saves the newest complete data position, if there is a new one. Takes mu_ itself.
+  void MaybeSavePosition();
 
   const std::string token_;
   const std::string dataset_dir_;
@@ -71,6 +80,11 @@ class MasterService final : public tessera::master::Master::Service {
   int64_t samples_ = 0;
   int64_t max_step_ = 0;
   std::vector<Metric> metrics_;
+  // Consistent checkpoints: trainers' position reports (guarded by mu_), the saver.
+  PositionBook positions_;
+  int64_t saved_position_ = -1;
+  std::function<Status(const DataPosition&)> save_position_;
+  std::mutex save_mu_;  // one save at a time, in version order
 };
 
 // Milliseconds on the steady clock (task deadlines).

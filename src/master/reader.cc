@@ -52,7 +52,9 @@ class ReaderImpl : public Reader {
   StatusOr<bool> Next(std::string* record) override {
     while (next_ >= records_.size()) {
       if (have_task_) {
-        trained_wait_.push_back({task_.id(), task_.epoch()});
+        trained_wait_.push_back(ReaderHeldTask{task_.id(), task_.epoch(), task_.pass(),
+                                               static_cast<int64_t>(records_.size()),
+                                               static_cast<int64_t>(records_.size())});
         have_task_ = false;
       }
       if (finished_) return false;
@@ -64,11 +66,13 @@ class ReaderImpl : public Reader {
     return true;
   }
 
-  Status Trained() override {
+  Status Trained() override { return TrainedAt(-1); }
+
+  Status TrainedAt(int64_t step) override {
     // A task is acknowledged once all its records were handed out and trained.
-    for (const auto& [id, epoch] : trained_wait_) {
-      TESSERA_ASSIGN_OR_RETURN(bool accepted,
-                               master_->Finish(trainer_, id, epoch, Deadline(options_.request_timeout)));
+    for (const auto& t : trained_wait_) {
+      TESSERA_ASSIGN_OR_RETURN(bool accepted, master_->Finish(trainer_, t.task, t.epoch,
+                                                              Deadline(options_.request_timeout), step));
       if (accepted) {
         ++stats_.tasks_done;
       } else {
@@ -77,6 +81,15 @@ class ReaderImpl : public Reader {
     }
     trained_wait_.clear();
     return Status::OK();
+  }
+
+  std::vector<ReaderHeldTask> Held() const override {
+    std::vector<ReaderHeldTask> out = trained_wait_;
+    if (have_task_) {
+      out.push_back(ReaderHeldTask{task_.id(), task_.epoch(), task_.pass(), static_cast<int64_t>(next_),
+                                   static_cast<int64_t>(records_.size())});
+    }
+    return out;
   }
 
   bool finished() const override { return finished_; }
@@ -107,6 +120,12 @@ class ReaderImpl : public Reader {
       Status loaded = Load(reply.task(), dir, reply.dataset());
       if (loaded.ok()) {
         task_ = reply.task();
+        // After a rollback mid-task, the first records are in the model already.
+        if (task_.skip_records() > 0) {
+          next_ = std::min(records_.size(), static_cast<size_t>(task_.skip_records()));
+          spdlog::info("trainer {}: task {} continues at record {} of {} (the rest is in the model)",
+                       trainer_, task_.id(), next_, records_.size());
+        }
         pass_ = task_.pass();
         have_task_ = true;
         return true;
@@ -153,7 +172,7 @@ class ReaderImpl : public Reader {
   std::vector<std::pair<std::string, std::string>> buffers_;  // per chunk: stored, decompressed
   std::vector<std::string_view> records_;
   size_t next_ = 0;
-  std::vector<std::pair<int64_t, int64_t>> trained_wait_;
+  std::vector<ReaderHeldTask> trained_wait_;
   ReaderStats stats_;
 };
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <random>
+#include <set>
 
 #include "common/bytes.h"
 #include "common/hash.h"
@@ -41,6 +42,11 @@ void TaskQueue::StartPass(int pass) {
   dispatched_.assign(tasks_, false);
   failures_.clear();
   failed_.clear();
+  skip_.clear();
+}
+
+void TaskQueue::SkipDispatched() {
+  while (cursor_ < tasks_ && dispatched_[order_[cursor_]]) ++cursor_;
 }
 
 TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) {
@@ -50,6 +56,7 @@ TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) 
     return n;
   }
   int64_t task;
+  SkipDispatched();
   if (!requeued_.empty()) {
     task = requeued_.front();
     requeued_.pop_front();
@@ -71,14 +78,20 @@ TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) 
   n.task.first_chunk = task * options_.chunks_per_task;
   n.task.chunks = std::min<int64_t>(options_.chunks_per_task, options_.chunks - n.task.first_chunk);
   n.task.deadline_ms = now_ms + options_.timeout_ms;
+  if (auto s = skip_.find(task); s != skip_.end()) n.task.skip_records = s->second;
   return n;
 }
 
-bool TaskQueue::Finish(int64_t task, int64_t epoch) {
+bool TaskQueue::Finish(int64_t task, int64_t epoch, int64_t step) {
   auto it = pending_.find(task);
   if (it == pending_.end() || it->second.epoch != epoch) return false;
   pending_.erase(it);
   done_[task] = true;
+  if (step >= 0) {
+    recent_.push_back(Finished{task, pass_, step});
+    // Bounded: without saved positions nothing is forgotten otherwise.
+    if (recent_.size() > 1000000) recent_.pop_front();
+  }
   ++stats_.finishes;
   MaybeEndPass();
   return true;
@@ -144,6 +157,7 @@ void TaskQueue::ResetDeadlines(int64_t now_ms) {
 }
 
 void TaskQueue::MaybeEndPass() {
+  SkipDispatched();
   if (finished_ || !requeued_.empty() || cursor_ < tasks_ || !pending_.empty()) return;
   if (pass_ + 1 < options_.passes) {
     StartPass(pass_ + 1);
@@ -157,7 +171,8 @@ TaskQueue::Counts TaskQueue::counts() const {
   c.pending = static_cast<int64_t>(pending_.size());
   c.failed = static_cast<int64_t>(failed_.size());
   for (bool d : done_) c.done += d;
-  c.todo = static_cast<int64_t>(requeued_.size()) + (tasks_ - cursor_);
+  c.todo = static_cast<int64_t>(requeued_.size());
+  for (int64_t i = cursor_; i < tasks_; ++i) c.todo += !dispatched_[order_[i]];
   if (finished_) c.todo = 0;
   return c;
 }
@@ -166,6 +181,73 @@ std::map<int64_t, std::string> TaskQueue::PendingTrainers() const {
   std::map<int64_t, std::string> out;
   for (const auto& [t, p] : pending_) out[t] = p.trainer;
   return out;
+}
+
+// ---- Positions and rewinds ------------------------------------------------------------------
+
+StatusOr<DataPosition> TaskQueue::PositionAt(int64_t v, const std::vector<TrainerPosition>& reports) const {
+  // The pass at v: the earliest one that still had records trained after v (a finish after v, or
+  // a task in part); if none, the current one.
+  int pass = pass_;
+  for (const auto& f : recent_) {
+    if (f.step > v) pass = std::min(pass, f.pass);
+  }
+  for (const auto& r : reports) {
+    for (const auto& t : r.tasks) {
+      if (t.offset > 0 && t.offset < t.records) pass = std::min(pass, t.pass);
+    }
+  }
+  DataPosition p;
+  p.version = v;
+  p.pass = pass;
+  // An earlier pass ended after v: every task of it ended done (or failed for good).
+  p.done = pass < pass_ ? std::vector<bool>(static_cast<size_t>(tasks_), true) : done_;
+  for (const auto& f : recent_) {
+    if (f.pass == pass && f.step > v) p.done[static_cast<size_t>(f.task)] = false;
+  }
+  std::set<int64_t> seen;
+  for (const auto& r : reports) {
+    for (const auto& t : r.tasks) {
+      if (t.pass != pass || t.task < 0 || t.task >= tasks_ || !seen.insert(t.task).second) continue;
+      if (t.offset >= t.records) {
+        p.done[static_cast<size_t>(t.task)] = true;  // all in the model, acknowledged later
+      } else if (t.offset > 0) {
+        p.done[static_cast<size_t>(t.task)] = false;
+        p.partial.emplace_back(t.task, t.offset);
+      }
+    }
+  }
+  return p;
+}
+
+void TaskQueue::ForgetFinishesThrough(int64_t v) {
+  std::erase_if(recent_, [v](const Finished& f) { return f.step <= v; });
+}
+
+Status TaskQueue::Rewind(const DataPosition& p, int64_t generation) {
+  if (static_cast<int64_t>(p.done.size()) != tasks_) {
+    return Status::InvalidArgument("position has " + std::to_string(p.done.size()) + " tasks, the queue " +
+                                   std::to_string(tasks_));
+  }
+  if (p.pass < 0 || p.pass >= options_.passes) {
+    return Status::InvalidArgument("position is in pass " + std::to_string(p.pass + 1) + " of " +
+                                   std::to_string(options_.passes));
+  }
+  finished_ = false;
+  StartPass(p.pass);
+  for (int64_t t = 0; t < tasks_; ++t) {
+    if (p.done[static_cast<size_t>(t)]) done_[t] = dispatched_[t] = true;
+  }
+  for (const auto& [t, records] : p.partial) {
+    if (t < 0 || t >= tasks_ || dispatched_[t]) continue;
+    dispatched_[t] = true;
+    requeued_.push_back(t);
+    skip_[t] = records;
+  }
+  recent_.clear();
+  rewind_generation_ = generation;
+  MaybeEndPass();
+  return Status::OK();
 }
 
 // ---- Snapshot -------------------------------------------------------------------------------
@@ -215,6 +297,19 @@ std::string TaskQueue::Snapshot() const {
   for (const auto& [t, f] : failed_) put_failed(f);
   w.PutVarint(failed_history_.size());
   for (const auto& f : failed_history_) put_failed(f);
+  // Added with consistent checkpoints; older snapshots end before this.
+  w.PutVarint(recent_.size());
+  for (const auto& f : recent_) {
+    w.PutVarint(static_cast<uint64_t>(f.task));
+    w.PutVarint(static_cast<uint64_t>(f.pass));
+    w.PutVarint(static_cast<uint64_t>(f.step));
+  }
+  w.PutVarint(skip_.size());
+  for (const auto& [t, n] : skip_) {
+    w.PutVarint(static_cast<uint64_t>(t));
+    w.PutVarint(static_cast<uint64_t>(n));
+  }
+  w.PutVarint(static_cast<uint64_t>(rewind_generation_));
   return out;
 }
 
@@ -298,6 +393,23 @@ StatusOr<TaskQueue> TaskQueue::Restore(TaskQueueOptions options, std::string_vie
     FailedTask f;
     if (!get_failed(&f)) return corrupt("bad failure history entry");
     q.failed_history_.push_back(f);
+  }
+  if (!r.done()) {
+    if (!r.GetVarint(&n) || n > 1000000) return corrupt("bad recent finishes");
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t t, p, st;
+      if (!task_id(&t) || !r.GetVarint(&p) || !r.GetVarint(&st)) return corrupt("bad recent finish");
+      q.recent_.push_back(Finished{static_cast<int64_t>(t), static_cast<int>(p), static_cast<int64_t>(st)});
+    }
+    if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad skip list");
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t t, k;
+      if (!task_id(&t) || !r.GetVarint(&k)) return corrupt("bad skip entry");
+      q.skip_[static_cast<int64_t>(t)] = static_cast<int64_t>(k);
+    }
+    uint64_t g;
+    if (!r.GetVarint(&g)) return corrupt("bad rewind generation");
+    q.rewind_generation_ = static_cast<int64_t>(g);
   }
   if (!r.done()) return corrupt("stray bytes at the end");
   return q;

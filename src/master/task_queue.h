@@ -16,6 +16,11 @@
 // event log): Dispatch, Finish, Fail, Expire, TrainerLost. Given the same events in the same
 // order, a replay reaches the same state, epochs included.
 //
+// Consistent checkpoints (sync jobs with checkpoint steps): a Finish may carry the trainer's
+// step; the queue keeps the recent ones, so PositionAt(V, reports) can say which tasks the model
+// at version V contains (whole, or their first records), and Rewind() puts the queue back to
+// such a position after the model was rolled back to V.
+//
 // Not thread-safe: the master serializes events.
 #pragma once
 
@@ -26,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "master/position.h"
 #include "tessera/status.h"
 
 namespace tessera::master {
@@ -51,6 +57,7 @@ class TaskQueue {
     int64_t first_chunk = 0;
     int64_t chunks = 0;
     int64_t deadline_ms = 0;
+    int64_t skip_records = 0;  // already in the model (after a rewind mid-task)
   };
   enum class NextKind { kTask, kWait, kFinished };
   struct Next {
@@ -59,8 +66,9 @@ class TaskQueue {
   };
 
   Next Dispatch(const std::string& trainer, int64_t now_ms);
-  // True if (task, epoch) was pending and is now done; false if stale (ignored).
-  bool Finish(int64_t task, int64_t epoch);
+  // True if (task, epoch) was pending and is now done; false if stale (ignored). `step`: the
+  // trainer's step at the acknowledgement (>= 0 is remembered for PositionAt), or -1.
+  bool Finish(int64_t task, int64_t epoch, int64_t step = -1);
   bool Fail(int64_t task, int64_t epoch, const std::string& reason);
   // The pending dispatches whose deadline is <= now; the caller Expire()s each (and logs it).
   std::vector<std::pair<int64_t, int64_t>> Overdue(int64_t now_ms) const;
@@ -104,6 +112,17 @@ class TaskQueue {
   // whether a task is done in the current pass.
   bool IsDone(int64_t task) const { return done_[task]; }
 
+  // The data position that goes with the model at version `v`, from every live trainer's report
+  // at v (see master/position.h).
+  StatusOr<DataPosition> PositionAt(int64_t v, const std::vector<TrainerPosition>& reports) const;
+  // Forgets the remembered finishes at or before `v` (a position at v or later was saved).
+  void ForgetFinishesThrough(int64_t v);
+  // Puts the queue at `p` (the model was rolled back to p.version): tasks done there are done,
+  // partly trained ones go first and skip what is in the model, the rest is todo. Stats stay.
+  Status Rewind(const DataPosition& p, int64_t generation);
+  // The rollback generation of the last Rewind (0: never).
+  int64_t rewind_generation() const { return rewind_generation_; }
+
   // Compact binary snapshot (bitmaps for done and dispatched tasks: 100,000 tasks fit in about
   // 25 KB before compression). Deadlines are not kept: ResetDeadlines() after Restore().
   std::string Snapshot() const;
@@ -119,6 +138,8 @@ class TaskQueue {
   // The task went back to todo after a failure of some kind.
   void Requeue(int64_t task, const std::string& reason);
   void MaybeEndPass();
+  // Moves the cursor past tasks already handed out this pass (after a Rewind).
+  void SkipDispatched();
 
   TaskQueueOptions options_;
   int64_t tasks_ = 0;
@@ -135,6 +156,14 @@ class TaskQueue {
   std::vector<FailedTask> failed_history_;
   int64_t next_epoch_ = 1;
   Stats stats_;
+  struct Finished {
+    int64_t task = 0;
+    int pass = 0;
+    int64_t step = 0;
+  };
+  std::deque<Finished> recent_;      // finishes with a step, not yet covered by a saved position
+  std::map<int64_t, int64_t> skip_;  // this pass: task -> records already in the model
+  int64_t rewind_generation_ = 0;
 };
 
 }  // namespace tessera::master

@@ -128,6 +128,18 @@ Status PserverNode::Run() {
   so.job = config;
   so.slots = slots;
   so.lease_alive = [k = keeper.get()] { return k->state() == LeaseState::kAlive; };
+  so.job_name = job;
+  const bool consistent = !options_.checkpoint_dir.empty() && config.checkpoint_steps > 0;
+  if (consistent) {
+    so.snapshot_every = config.checkpoint_steps;
+    spdlog::info(
+        "pserver {}: consistent checkpoints at every version that is a multiple of {} (the job's checkpoint "
+        "steps){}",
+        claim.index, config.checkpoint_steps,
+        options_.checkpoint_seconds > 0 || options_.checkpoint_steps > 0
+            ? "; --checkpoint-every/--checkpoint-steps do not apply"
+            : "");
+  }
   so.on_initialized = [&etcd, &job, claim, lease = keeper->id()](int64_t version) -> Status {
     nlohmann::json v = {{"epoch", claim.epoch}, {"version", version}};
     return etcd->Put(keys::PserverReady(job, claim.index), v.dump(), lease).status();
@@ -161,7 +173,8 @@ Status PserverNode::Run() {
   forwarder.Install(service.get());
   std::thread checkpoint_thread;
   if (checkpointer)
-    checkpoint_thread = std::thread([&] { CheckpointLoop(service.get(), checkpointer.get()); });
+    checkpoint_thread =
+        std::thread([&, consistent] { CheckpointLoop(service.get(), checkpointer.get(), consistent); });
 
   // Trainers whose registration disappears leave the consistency group.
   std::map<std::string, int64_t> trainers;
@@ -218,14 +231,31 @@ Status PserverNode::Run() {
   return result;
 }
 
-void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpointer) {
+void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent) {
   int64_t last_version = -1;
   TimePoint last_time = Now();
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_ && !lost_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return stop_ || lost_; });
+    cv_.wait_for(lock, std::chrono::milliseconds(consistent ? 20 : 100), [&] { return stop_ || lost_; });
     if (stop_ || lost_) break;
     lock.unlock();
+    if (consistent) {
+      // The service took the copies at the due versions; write them.
+      if (auto due = service->TakeDueSnapshot()) {
+        auto written = Now();
+        auto rec = checkpointer->Save(*due);
+        if (rec.ok()) {
+          spdlog::info("pserver {}: consistent checkpoint of version {} recorded ({} ms writing)",
+                       index_.load(), due->version,
+                       std::chrono::duration_cast<std::chrono::milliseconds>(Now() - written).count());
+        } else {
+          spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), due->version,
+                        rec.status().ToString());
+        }
+      }
+      lock.lock();
+      continue;
+    }
     int64_t v = service->CheckpointableVersion();
     double since = std::chrono::duration<double>(Now() - last_time).count();
     bool due =

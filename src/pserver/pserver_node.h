@@ -53,7 +53,7 @@ class PserverNode {
   int64_t epoch() const { return epoch_.load(); }
 
  private:
-  void CheckpointLoop(PserverService* service, Checkpointer* checkpointer);
+  void CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent);
 
   struct State;
   PserverOptions options_;

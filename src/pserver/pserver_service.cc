@@ -376,6 +376,14 @@ void PserverService::Drain(std::vector<Reply>* out) {
     if (ready.barrier) {
       ApplyBarrier(*ready.barrier);
       consistency_->BarrierApplied(ready.barrier->step);
+      const int64_t v = consistency_->version();
+      if (options_.snapshot_every > 0 && v % options_.snapshot_every == 0) {
+        if (due_snapshot_) {
+          spdlog::warn("pserver {}: the checkpoint of version {} was not written before version {} was due",
+                       options_.index, due_snapshot_->version, v);
+        }
+        due_snapshot_ = SnapshotLocked();
+      }
     }
     for (uint64_t t : ready.pulls) {
       auto it = waiting_.find(t);

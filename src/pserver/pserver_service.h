@@ -13,6 +13,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,11 @@ struct PserverServiceOptions {
   // stalled (SIGSTOP, a long pause) past its lease must answer nothing after it resumes, even
   // before its lease keeper has run again. Null: always alive (tests).
   std::function<bool()> lease_alive;
+  // Consistent checkpoints (sync, job checkpoint steps N > 0 and a checkpoint directory): a copy
+  // of the shard is taken under the lock when a barrier makes the version a multiple of N, and
+  // at the first initialization, for the checkpoint thread to write (TakeDueSnapshot).
+  int64_t snapshot_every = 0;
+  std::string job_name;  // recorded in checkpoints
 };
 
 class PserverService : public RequestHandler {
@@ -57,6 +63,9 @@ class PserverService : public RequestHandler {
   Status RestoreCheckpoint(const Checkpoint& c);
   // The version a checkpoint would have now, or -1 before initialization.
   int64_t CheckpointableVersion();
+  // The snapshot taken at the last due version (see snapshot_every), once; none if no new one.
+  // A due snapshot not taken before the next one is replaced by it (and logged).
+  std::optional<Checkpoint> TakeDueSnapshot();
 
   // A trainer's registration disappeared from etcd (epoch 0: any).
   void TrainerLeft(const std::string& trainer, int64_t epoch);
@@ -109,6 +118,8 @@ class PserverService : public RequestHandler {
   // Builds a pull reply from the store. REQUIRES: mu_ held.
   Reply BuildPullReply(const wire::DataRequest& req, std::unique_ptr<Responder> r);
   void FillStatus(wire::DataReply* reply, Status s, wire::DataReply::Reason reason) const;
+  // A copy of the shard at the current version. REQUIRES: mu_ held, initialized.
+  Checkpoint SnapshotLocked() const;
   static void Send(Reply& reply);
   static void SendError(Responder& r, const Status& s, wire::DataReply::Reason reason, int64_t resume = 0);
 
@@ -128,6 +139,7 @@ class PserverService : public RequestHandler {
   // Sync barrier accumulators, reused every step.
   std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_;
   Counters counters_;
+  std::optional<Checkpoint> due_snapshot_;
 };
 
 }  // namespace tessera

@@ -84,6 +84,11 @@ void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_pt
     std::lock_guard<std::mutex> lock(mu_);
     first = !initialized_;
     initialized_ = true;
+    // The first consistent checkpoint: the initial values (a shard restored from a checkpoint
+    // of this version has one already).
+    if (first && options_.snapshot_every > 0 && restored_version_ != consistency_->version()) {
+      due_snapshot_ = SnapshotLocked();
+    }
     restored_version_ = -1;
     version = consistency_->version();
     bytes = store_.TotalBytes();
@@ -101,16 +106,29 @@ void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_pt
   Send(rep);
 }
 
-StatusOr<Checkpoint> PserverService::SnapshotForCheckpoint(const std::string& job) {
+Checkpoint PserverService::SnapshotLocked() const {
   Checkpoint c;
-  c.job = job;
+  c.job = options_.job_name;
   c.index = options_.index;
   c.created_ms = WallMillis();
-  std::lock_guard<std::mutex> lock(mu_);
-  if (!initialized_) return Status::FailedPrecondition("not initialized yet");
   c.version = consistency_->version();
   c.shard = store_.Snapshot();
   return c;
+}
+
+StatusOr<Checkpoint> PserverService::SnapshotForCheckpoint(const std::string& job) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!initialized_) return Status::FailedPrecondition("not initialized yet");
+  Checkpoint c = SnapshotLocked();
+  c.job = job;
+  return c;
+}
+
+std::optional<Checkpoint> PserverService::TakeDueSnapshot() {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::optional<Checkpoint> out = std::move(due_snapshot_);
+  due_snapshot_.reset();
+  return out;
 }
 
 Status PserverService::RestoreCheckpoint(const Checkpoint& c) {

@@ -24,7 +24,7 @@ namespace tessera::testing {
 class LocalTest : public TempDirTest {
  protected:
   std::string store() const { return dir_ + "/store"; }
-  std::string run() const { return dir_ + "/run"; }
+  std::string run() const { return dir_ + "/" + run_name_; }
 
   void UploadFashionMnist(bool test_set = true) {
     const std::string f = "/usr/share/datasets/fashion-mnist/";
@@ -43,7 +43,7 @@ class LocalTest : public TempDirTest {
     SpawnOptions o;
     o.argv = {BuildPath("src/tessera"), "local", "--run", run(), "--store", store(), "--lease-ttl", "3"};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
-    o.log_path = dir_ + "/local.log";
+    o.log_path = dir_ + "/local" + std::to_string(starts_++) + ".log";  // one per run: Output() is its own
     o.env["TESSERA_BUILD_DIR"] = BuildPath("");
     auto p = Subprocess::Spawn(o);
     EXPECT_TRUE(p.ok());
@@ -58,10 +58,16 @@ class LocalTest : public TempDirTest {
     return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json::object();
   }
 
-  // An etcd client for the running job (from run.json).
-  std::unique_ptr<etcd::EtcdClient> JobEtcd() {
-    if (!WaitUntil([&] { return ReadFile(run() + "/run.json").ok(); }, std::chrono::seconds(60)))
-      return nullptr;
+  // An etcd client for the running job (from run.json; with `pid`, once the run.json of that
+  // `tessera local` process is written, not an earlier run's).
+  std::unique_ptr<etcd::EtcdClient> JobEtcd(int64_t pid = 0) {
+    auto written = [&] {
+      auto text = ReadFile(run() + "/run.json");
+      if (!text.ok()) return false;
+      auto j = nlohmann::json::parse(*text, nullptr, false);
+      return !j.is_discarded() && (pid == 0 || j.value("pid", int64_t{0}) == pid);
+    };
+    if (!WaitUntil(written, std::chrono::seconds(60))) return nullptr;
     auto j = nlohmann::json::parse(*ReadFile(run() + "/run.json"));
     etcd::EtcdOptions o;
     o.endpoints = {j["etcd"].get<std::string>()};
@@ -90,6 +96,8 @@ class LocalTest : public TempDirTest {
   }
 
   std::unique_ptr<Subprocess> local_;
+  std::string run_name_ = "run";  // the run directory under the temp dir
+  int starts_ = 0;
 };
 
 }  // namespace tessera::testing

@@ -25,7 +25,9 @@ TEST_F(PsTest, KilledWhileWritingCheckpointsFiftyTimesTheNextStartAlwaysLoadsAGo
     auto p = Subprocess::Spawn(o);
     ASSERT_TRUE(p.ok()) << p.status();
     // Let it record at least once on the first run, then kill it somewhere in its loop.
-    if (run == 0) ASSERT_TRUE((*p)->WaitForOutput("SAVED", std::chrono::seconds(30))) << (*p)->Output();
+    if (run == 0) {
+      ASSERT_TRUE((*p)->WaitForOutput("SAVED", std::chrono::seconds(30))) << (*p)->Output();
+    }
     std::this_thread::sleep_for(std::chrono::milliseconds(std::uniform_int_distribution<int>(5, 150)(rng)));
     (*p)->Kill();
     (void)(*p)->Wait(std::chrono::seconds(10));
