@@ -34,6 +34,7 @@ bench: build
 
 chaos: build
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/chaos
+	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/chaos --checkpoint-steps 100
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <thread>
 
@@ -92,6 +93,10 @@ struct Session::Impl {
   int64_t checkpoint_steps = 0;
   int64_t first_step = -1;     // the first step this trainer pushes to
   int64_t last_position = -1;  // the last version reported
+  // Records returned while the client was already at `returned_step` (after that step's push):
+  // not in the model at that version.
+  int64_t returned_step = -1;
+  int64_t returned_after = 0;
 };
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { client_ = impl_->client.get(); }
@@ -141,7 +146,16 @@ Status Session::AfterStep() {
   report.set_trainer(client_->trainer_id());
   report.set_version(step);
   report.set_first_step(impl_->first_step);
-  for (const auto& t : impl_->reader->Held()) {
+  auto held = impl_->reader->Held();
+  // Records read after this step's push (the first record of the next pass, read to find that
+  // the pass ended) are not in the model at this version.
+  int64_t unpushed = impl_->returned_step == step ? impl_->returned_after : 0;
+  for (auto it = held.rbegin(); it != held.rend() && unpushed > 0; ++it) {
+    int64_t back = std::min(unpushed, it->offset);
+    it->offset -= back;
+    unpushed -= back;
+  }
+  for (const auto& t : held) {
     auto* h = report.add_tasks();
     h->set_id(t.task);
     h->set_epoch(t.epoch);
@@ -180,6 +194,11 @@ StatusOr<Session::Next> Session::NextRecord(std::string* record) {
   TESSERA_ASSIGN_OR_RETURN(bool more, impl_->reader->Next(record));
   if (more) {
     impl_->pass = impl_->reader->pass();
+    if (client_->step() != impl_->returned_step) {
+      impl_->returned_step = client_->step();
+      impl_->returned_after = 0;
+    }
+    ++impl_->returned_after;
     return Next::kRecord;
   }
   return impl_->reader->finished() ? Next::kDone : Next::kWait;
