@@ -14,6 +14,10 @@ struct MasterFlags {
   std::string store, dataset;
   std::string host = "127.0.0.1";
   int port = 0;
+  std::string http_host = "127.0.0.1";
+  int http_port = 0;
+  std::string log_dir;
+  std::string web_dir;
   int chunks_per_task = 1;
   double task_timeout_s = 60;
   int max_failures = 3;
@@ -48,6 +52,10 @@ int RunMaster(const MasterFlags& f) {
   o.dataset = f.dataset;
   o.host = f.host;
   o.port = f.port;
+  o.http_host = f.http_host;
+  o.http_port = f.http_port;
+  o.log_dir = f.log_dir;
+  o.web_dir = f.web_dir;
   o.lease_ttl_seconds = f.lease_ttl;
   o.queue.chunks_per_task = f.chunks_per_task;
   o.queue.timeout_ms = static_cast<int64_t>(f.task_timeout_s * 1000);
@@ -95,6 +103,17 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", f->seed, "shuffling seed")->capture_default_str();
   cmd->add_option("--host", f->host, "address to listen on and advertise")->capture_default_str();
   cmd->add_option("--port", f->port, "port (0: any free port)")->capture_default_str();
+  cmd->add_option("--http-host", f->http_host, "address of the web console and /metrics")
+      ->capture_default_str();
+  cmd->add_option("--http-port", f->http_port,
+                  "port of the web console and /metrics (0: any free port, printed at start; -1: off)")
+      ->capture_default_str();
+  cmd->add_option(
+      "--log-dir", f->log_dir,
+      "directory of the job's <node>.log files, shown in the console's logs panel (tessera local sets it)");
+  cmd->add_option("--web-dir", f->web_dir,
+                  "the console page's files (default: beside this program, ../console in a build tree, "
+                  "../share/tessera/web installed)");
   cmd->add_option("--lease-ttl", f->lease_ttl, "seconds after which a dead master is replaced")
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")->capture_default_str();

@@ -13,6 +13,7 @@ struct PserverFlags {
   EtcdFlags etcd;
   std::string host = "127.0.0.1";
   int port = 0;
+  int http_port = 0;
   int64_t lease_ttl = 10;
   std::string transport = "grpc";
   std::string checkpoint_dir;
@@ -45,6 +46,7 @@ int RunPserver(const PserverFlags& f) {
   o.job = f.etcd.job;
   o.host = f.host;
   o.port = f.port;
+  o.http_port = f.http_port;
   o.lease_ttl_seconds = f.lease_ttl;
   o.transport = f.transport;
   o.checkpoint_dir = f.checkpoint_dir;
@@ -97,6 +99,8 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
                   "seconds between checkpoints (0: off; one is always taken right after initialization)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-steps", f->checkpoint_steps, "versions between checkpoints (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--http-port", f->http_port, "port of /metrics (Prometheus; 0: any free port, -1: off)")
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->add_option("--log-file", f->log_file, "also write the log to this file");

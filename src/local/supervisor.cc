@@ -19,6 +19,7 @@
 #include "common/process.h"
 #include "common/random.h"
 #include "common/strings.h"
+#include "coord/election.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
@@ -108,6 +109,9 @@ class Supervisor {
   // Picks the rollback version and orders it (nothing of the job may run).
   Status OrderRollback();
   bool consistent() const { return job_.checkpoint_steps > 0; }
+  // Prints the leading master's console address when it is new.
+  void ShowConsole();
+  std::string console_url_;
   std::string CheckpointDir() const { return o_.run_dir + "/checkpoints"; }
   std::map<std::string, std::string> TrainerEnv(int slot) const;
   Managed& AddTrainer(int slot);
@@ -319,7 +323,11 @@ Status Supervisor::Setup() {
                                        "--max-failures",
                                        std::to_string(o_.max_failures),
                                        "--lease-ttl",
-                                       ttl})));
+                                       ttl,
+                                       "--http-port",
+                                       "0",
+                                       "--log-dir",
+                                       o_.run_dir + "/logs"})));
   }
   for (int t = 0; t < o_.trainers; ++t) TESSERA_RETURN_IF_ERROR(Spawn(AddTrainer(t)));
   console_.Event(fmt::format(
@@ -327,6 +335,17 @@ Status Supervisor::Setup() {
       o_.job, o_.pservers, o_.trainers, o_.model.empty() ? o_.trainer_cmd : o_.model, 1 + o_.standby_masters,
       o_.standby_masters ? " (standbys included)" : "", etcd_endpoint_, o_.run_dir));
   return Status::OK();
+}
+
+void Supervisor::ShowConsole() {
+  auto leader = Election::Leader(etcd_.get(), keys::MasterElectionPrefix(o_.job));
+  if (!leader.ok() || !leader->has_value()) return;
+  auto j = nlohmann::json::parse((*leader)->value, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("console")) return;
+  std::string url = j["console"].get<std::string>();
+  if (url == console_url_) return;
+  console_url_ = url;
+  console_.Event("web console: " + url);
 }
 
 Status Supervisor::OrderRollback() {
@@ -509,6 +528,7 @@ StatusOr<LocalResult> Supervisor::Run() {
       next_status = Now() + std::chrono::milliseconds(500);
       auto st = master.GetStatus(Deadline(std::chrono::milliseconds(400)));
       if (st.ok()) {
+        ShowConsole();
         last = *st;
         finished = st->finished();
         console_.Progress(ProgressLine(last, RunningTrainers()));

@@ -2,10 +2,14 @@
 #include "master/master_node.h"
 
 #include <grpcpp/grpcpp.h>
+#include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <filesystem>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <thread>
 
 #include "common/clock.h"
@@ -18,6 +22,8 @@
 #include "dataset/dataset.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
+#include "master/console_server.h"
+#include "master/console_state.h"
 #include "master/master_service.h"
 #include "master/state_log.h"
 
@@ -84,6 +90,83 @@ Status ApplyRollback(etcd::EtcdClient* etcd, const std::string& job, TaskQueue* 
   return Status::OK();
 }
 
+std::string CostKey(const std::string& job, int64_t seq) {
+  std::string v = std::to_string(seq);
+  return keys::MetricsPrefix(job) + "cost/" + std::string(v.size() < 20 ? 20 - v.size() : 0, '0') + v;
+}
+
+// The console's cost history survives the master: batches of points under metrics/cost/<seq>,
+// the newest 200 batches kept (fenced writes).
+class CostSaver {
+ public:
+  CostSaver(etcd::EtcdClient* etcd, std::string job) : etcd_(etcd), job_(std::move(job)) {}
+
+  std::vector<CostPoint> Load() {
+    etcd::GetOptions o;
+    o.prefix = true;
+    auto r = etcd_->Get(keys::MetricsPrefix(job_) + "cost/", o);
+    std::vector<CostPoint> out;
+    if (!r.ok()) return out;
+    for (const auto& kv : r->kvs) {
+      auto pts = CostHistory::FromJson(kv.value);
+      if (!pts.ok()) {
+        spdlog::warn("cost history batch {} is unreadable and skipped: {}", kv.key, pts.status().ToString());
+        continue;
+      }
+      out.insert(out.end(), pts->begin(), pts->end());
+      keys_.push_back(kv.key);
+    }
+    if (!out.empty()) saved_ = out.back().seq;
+    return out;
+  }
+
+  void Save(const MasterService& service, const Fence& fence) {
+    auto points = service.CostSince(saved_);
+    if (points.empty()) return;
+    etcd::Txn txn;
+    const std::string key = CostKey(job_, points.front().seq);
+    txn.success.push_back(etcd::Op::Put(key, CostHistory::ToJson(points)));
+    while (keys_.size() >= 200) {
+      txn.success.push_back(etcd::Op::Delete(keys_.front()));
+      keys_.erase(keys_.begin());
+    }
+    if (!Election::FencedCommit(etcd_, fence, txn).ok()) return;  // tried again next time
+    keys_.push_back(key);
+    saved_ = points.back().seq;
+  }
+
+ private:
+  etcd::EtcdClient* etcd_;
+  std::string job_;
+  std::vector<std::string> keys_;
+  int64_t saved_ = 0;
+};
+
+// Where the console page is: the given directory, or beside this binary (the build tree's
+// console/, or an install's share/tessera/web).
+std::string FindWebDir(const std::string& given) {
+  if (!given.empty()) return given;
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const auto& dir : {exe.parent_path() / "../console", exe.parent_path() / "../share/tessera/web"}) {
+    if (std::filesystem::exists(dir / "index.html", ec))
+      return std::filesystem::weakly_canonical(dir, ec).string();
+  }
+  return "";
+}
+
+// Registrations as the console's node history sees them.
+std::vector<NodeTracker::Live> LiveNodes(const MemberList& l) {
+  std::vector<NodeTracker::Live> out;
+  for (const auto& m : l.members) {
+    auto j = nlohmann::json::parse(m.value, nullptr, false);
+    std::string address = !j.is_discarded() && j.is_object() ? j.value("address", "") : "";
+    out.push_back({m.name, m.epoch, address, m.value});
+  }
+  return out;
+}
+
 }  // namespace
 
 void MasterNode::Stop() {
@@ -130,6 +213,86 @@ Status MasterNode::Run() {
   Election election(etcd.get(), keys::MasterElectionPrefix(job), keeper->id());
   nlohmann::json info = {
       {"address", address}, {"pid", static_cast<int64_t>(::getpid())}, {"started_ms", WallMillis()}};
+
+  // The console: up before the campaign, so its address is in the election value; a standby's
+  // answers 503 until it leads.
+  std::mutex nodes_mu;
+  NodeTracker nodes;
+  ConsoleSources cs;
+  cs.job = job;
+  cs.config = nlohmann::json::parse(config.ToJson());
+  cs.config.erase("token");
+  cs.status = [&service]() -> StatusOr<StatusReply> {
+    StatusRequest req;
+    StatusReply reply;
+    grpc::Status s = service.GetStatus(nullptr, &req, &reply);
+    if (!s.ok()) return Status::Unavailable("this master is not leading (yet): " + s.error_message());
+    return reply;
+  };
+  cs.cost_since = [&service](int64_t since) { return service.CostSince(since); };
+  cs.nodes = [&] {
+    std::lock_guard<std::mutex> lock(nodes_mu);
+    return nodes.Nodes();
+  };
+  struct Rate {
+    int64_t time_ms = 0;
+    int64_t pushes = 0;
+    double per_second = 0;
+  };
+  std::mutex rates_mu;
+  std::map<int, Rate> rates;
+  cs.pserver_extra = [&etcd, &job, &rates_mu, &rates](int index) {
+    nlohmann::json extra = nlohmann::json::object();
+    // The pserver's own numbers, from its /stats (short timeouts: a dead one must not stall the page).
+    auto reg = etcd->Get(keys::Pserver(job, index));
+    if (reg.ok() && !reg->kvs.empty()) {
+      auto info = nlohmann::json::parse(reg->kvs[0].value, nullptr, false);
+      std::smatch m;
+      std::string url = info.is_object() ? info.value("metrics", "") : "";
+      if (std::regex_match(url, m, std::regex("http://([^:/]+):([0-9]+)/metrics"))) {
+        httplib::Client c(m[1].str(), std::stoi(m[2].str()));
+        c.set_connection_timeout(0, 300000);
+        c.set_read_timeout(0, 500000);
+        auto r = c.Get("/stats");
+        auto stats =
+            r && r->status == 200 ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
+        if (stats.is_object() && stats.contains("pushes")) {
+          std::lock_guard<std::mutex> lock(rates_mu);
+          Rate& rate = rates[index];
+          int64_t now = WallMillis(), pushes = stats["pushes"].get<int64_t>();
+          if (rate.time_ms > 0 && now - rate.time_ms >= 500 && pushes >= rate.pushes) {
+            rate.per_second = (pushes - rate.pushes) * 1000.0 / static_cast<double>(now - rate.time_ms);
+          }
+          if (rate.time_ms == 0 || now - rate.time_ms >= 500) {
+            rate.time_ms = now;
+            rate.pushes = pushes;
+          }
+          stats["pushes_per_second"] = rate.per_second;
+          extra["stats"] = stats;
+        }
+      }
+    }
+    auto ready = etcd->Get(keys::PserverReady(job, index));
+    if (ready.ok() && !ready->kvs.empty())
+      extra["ready"] = nlohmann::json::parse(ready->kvs[0].value, nullptr, false);
+    auto ck = etcd->Get(keys::Checkpoint(job, index));
+    if (ck.ok() && !ck->kvs.empty()) {
+      auto c = nlohmann::json::parse(ck->kvs[0].value, nullptr, false);
+      if (!c.is_discarded()) extra["checkpoints"] = c.value("checkpoints", nlohmann::json::array());
+    }
+    return extra;
+  };
+  cs.log_dir = options_.log_dir;
+  cs.web_dir = FindWebDir(options_.web_dir);
+  cs.metrics = &service.metrics();
+  cs.before_metrics = [&service] { service.RefreshMetrics(); };
+  cs.started_ms = WallMillis();
+  ConsoleServer console(cs);
+  if (options_.http_port >= 0) {
+    TESSERA_ASSIGN_OR_RETURN(int http_port, console.Start(options_.http_host, options_.http_port));
+    info["console"] = "http://" + options_.http_host + ":" + std::to_string(http_port) + "/";
+    spdlog::info("console and /metrics at {}", info["console"].get<std::string>());
+  }
   spdlog::info("master at {} campaigning to lead job {} (standby until then)", address, job);
   Status won = election.Campaign(info.dump(), [&] {
     std::lock_guard<std::mutex> lock(mu_);
@@ -190,6 +353,8 @@ Status MasterNode::Run() {
                  qo.chunks_per_task, manifest.name, qo.passes);
   }
   TESSERA_RETURN_IF_ERROR(ApplyRollback(etcd.get(), job, queue.get(), &log, settings, seq));
+  CostSaver cost_saver(etcd.get(), job);
+  service.RestoreCost(cost_saver.Load());
   log.Start(seq, settings);
   if (config.checkpoint_steps > 0) {
     service.SetPositionSaver([&etcd, &job, fence = election.fence()](const DataPosition& p) {
@@ -201,13 +366,32 @@ Status MasterNode::Run() {
 
   auto trainers = Registry(etcd.get(), keys::TrainerPrefix(job)).Watch([&](const MemberList& l) {
     service.TrainersChanged(l);
+    std::lock_guard<std::mutex> lock(nodes_mu);
+    nodes.Update("trainer", LiveNodes(l), WallMillis());
   });
   service.TrainersChanged(trainers->Snapshot());
+  auto pservers = Registry(etcd.get(), keys::PserverPrefix(job)).Watch([&](const MemberList& l) {
+    std::lock_guard<std::mutex> lock(nodes_mu);
+    nodes.Update("pserver", LiveNodes(l), WallMillis());
+  });
   std::thread ticker([&] {
     std::unique_lock<std::mutex> lock(mu_);
+    auto next_save = SteadyClock::now();
     while (!stop_ && lost_.ok()) {
       lock.unlock();
       service.Tick(SteadyMillis());
+      if (SteadyClock::now() >= next_save) {
+        next_save = SteadyClock::now() + std::chrono::seconds(2);
+        cost_saver.Save(service, election.fence());
+        // Registrations still in etcd have live leases: that is the nodes' heartbeat.
+        for (auto [kind, prefix] : {std::pair{"pserver", keys::PserverPrefix(job)},
+                                    std::pair{"trainer", keys::TrainerPrefix(job)}}) {
+          auto l = Registry(etcd.get(), prefix).List();
+          if (!l.ok()) continue;
+          std::lock_guard<std::mutex> nl(nodes_mu);
+          nodes.Update(kind, LiveNodes(*l), WallMillis());
+        }
+      }
       if (Status f = log.failure(); !f.ok()) {
         service.Stop(f);
         std::lock_guard<std::mutex> l2(mu_);
@@ -227,7 +411,10 @@ Status MasterNode::Run() {
   }
   leading_ = false;
   ticker.join();
+  cost_saver.Save(service, election.fence());
+  pservers->Cancel();
   trainers->Cancel();
+  console.Stop();
   service.Stop(result.ok() ? Status::Unavailable("master stopped") : result);
   log.Stop();
   server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));

@@ -26,6 +26,12 @@ struct MasterOptions {
   int64_t lease_ttl_seconds = 10;
   TaskQueueOptions queue;  // chunks is taken from the data set
   int compact_every = 500;
+  // The web console and /metrics (docs/console-api.md): -1 off, 0 any free port.
+  std::string http_host = "127.0.0.1";
+  int http_port = 0;
+  std::string log_dir;  // <node>.log files the console's logs panel reads (tessera local: RUN/logs)
+  std::string web_dir;  // the console page; empty: next to the binary (../console in a build tree,
+                        // ../share/tessera/web installed)
 };
 
 class MasterNode {

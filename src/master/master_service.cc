@@ -6,8 +6,27 @@
 #include <algorithm>
 
 #include "common/clock.h"
+#include "common/metrics.h"
 
 namespace tessera::master {
+
+namespace {
+
+// Observes an RPC's duration into the master's latency histogram when it goes out of scope.
+class RpcTimer {
+ public:
+  RpcTimer(metrics::Registry& r, const char* method)
+      : h_(r.GetHistogram("tessera_master_rpc_seconds", "master RPC handling time, by method",
+                          metrics::LatencyBuckets(), {{"method", method}})),
+        start_(SteadyClock::now()) {}
+  ~RpcTimer() { h_.Observe(std::chrono::duration<double>(SteadyClock::now() - start_).count()); }
+
+ private:
+  metrics::Histogram& h_;
+  SteadyClock::time_point start_;
+};
+
+}  // namespace
 
 int64_t SteadyMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now().time_since_epoch()).count();
@@ -56,6 +75,7 @@ grpc::Status MasterService::Durable(uint64_t ticket) {
 }
 
 grpc::Status MasterService::GetTask(grpc::ServerContext*, const GetTaskRequest* req, GetTaskReply* reply) {
+  RpcTimer timer(registry_, "GetTask");
   if (auto c = Check(req->job_token()); !c.ok()) return c;
   if (req->trainer().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GetTask needs a trainer id");
@@ -107,6 +127,7 @@ grpc::Status MasterService::GetTask(grpc::ServerContext*, const GetTaskRequest* 
 }
 
 grpc::Status MasterService::FinishTask(grpc::ServerContext*, const TaskResult* req, TaskResultReply* reply) {
+  RpcTimer timer(registry_, "FinishTask");
   if (auto c = Check(req->job_token()); !c.ok()) return c;
   uint64_t ticket = 0;
   {
@@ -123,6 +144,7 @@ grpc::Status MasterService::FinishTask(grpc::ServerContext*, const TaskResult* r
 }
 
 grpc::Status MasterService::FailTask(grpc::ServerContext*, const TaskResult* req, TaskResultReply* reply) {
+  RpcTimer timer(registry_, "FailTask");
   if (auto c = Check(req->job_token()); !c.ok()) return c;
   uint64_t ticket = 0;
   {
@@ -182,6 +204,7 @@ grpc::Status MasterService::GetStatus(grpc::ServerContext*, const StatusRequest*
 }
 
 grpc::Status MasterService::Report(grpc::ServerContext*, const ProgressReport* req, ProgressReply*) {
+  RpcTimer timer(registry_, "Report");
   if (auto c = Check(req->job_token()); !c.ok()) return c;
   std::lock_guard<std::mutex> lock(mu_);
   int64_t now = SteadyMillis();
@@ -189,6 +212,22 @@ grpc::Status MasterService::Report(grpc::ServerContext*, const ProgressReport* r
     recent_.push_back({now, req->samples()});
     samples_ += req->samples();
     last_cost_[req->trainer()] = req->cost_sum() / static_cast<double>(req->samples());
+    CostPoint p;
+    p.time_ms = WallMillis();
+    p.trainer = req->trainer();
+    p.step = req->step();
+    p.pass = req->pass();
+    p.cost = last_cost_[req->trainer()];
+    cost_.Add(std::move(p));
+  }
+  for (const auto& m : req->metrics()) {
+    CostPoint p;
+    p.time_ms = WallMillis();
+    p.step = req->step();
+    p.pass = m.pass();
+    p.metric = m.name();
+    p.value = m.value();
+    cost_.Add(std::move(p));
   }
   max_step_ = std::max(max_step_, req->step());
   for (const auto& m : req->metrics()) {
@@ -252,6 +291,38 @@ void MasterService::MaybeSavePosition() {
   saved_position_ = std::max(saved_position_, position.version);
   positions_.ForgetThrough(position.version);
   if (queue_) queue_->ForgetFinishesThrough(position.version);
+}
+
+std::vector<CostPoint> MasterService::CostSince(int64_t since) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cost_.Since(since);
+}
+
+void MasterService::RestoreCost(std::vector<CostPoint> points) {
+  std::lock_guard<std::mutex> lock(mu_);
+  cost_.Restore(std::move(points));
+}
+
+void MasterService::RefreshMetrics() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!queue_) return;
+  auto c = queue_->counts();
+  for (auto [state, n] : {std::pair{"todo", c.todo}, std::pair{"pending", c.pending},
+                          std::pair{"done", c.done}, std::pair{"failed", c.failed}}) {
+    registry_.GetGauge("tessera_master_tasks", "tasks of the current pass, by state", {{"state", state}})
+        .Set(static_cast<double>(n));
+  }
+  registry_.GetGauge("tessera_master_pass", "the current pass (1-based)").Set(queue_->pass() + 1);
+  const auto& st = queue_->stats();
+  registry_.GetGauge("tessera_master_dispatches", "task hand-outs since this master leads (incl. replayed)")
+      .Set(static_cast<double>(st.dispatches));
+  registry_.GetGauge("tessera_master_task_timeouts", "tasks that timed out")
+      .Set(static_cast<double>(st.timeouts));
+  registry_.GetGauge("tessera_master_task_failures", "task failures reported")
+      .Set(static_cast<double>(st.failures));
+  registry_.GetGauge("tessera_master_samples", "samples trained, as reported to this master")
+      .Set(static_cast<double>(samples_));
+  registry_.GetGauge("tessera_master_step", "the largest step reported").Set(static_cast<double>(max_step_));
 }
 
 void MasterService::Tick(int64_t now_ms) {

@@ -17,8 +17,10 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics.h"
 #include "coord/registry.h"
 #include "dataset/manifest.h"
+#include "master/console_state.h"
 #include "master/events.h"
 #include "master/position.h"
 #include "master/state_log.h"
@@ -41,6 +43,15 @@ class MasterService final : public tessera::master::Master::Service {
   // Where data positions of consistent checkpoints go (the node saves them in etcd, fenced).
   // Unset: positions are collected but not saved.
   void SetPositionSaver(std::function<Status(const DataPosition&)> save) { save_position_ = std::move(save); }
+
+  // The console's cost and evaluation history (points with seq > `since`), and its restore
+  // after a takeover.
+  std::vector<CostPoint> CostSince(int64_t since) const;
+  void RestoreCost(std::vector<CostPoint> points);
+  // This master's Prometheus metrics (RPC latencies; the task gauges are refreshed by
+  // RefreshMetrics before each scrape).
+  metrics::Registry& metrics() { return registry_; }
+  void RefreshMetrics();
 
   void Tick(int64_t now_ms);
   void TrainersChanged(const MemberList& trainers);
@@ -80,6 +91,8 @@ class MasterService final : public tessera::master::Master::Service {
   int64_t samples_ = 0;
   int64_t max_step_ = 0;
   std::vector<Metric> metrics_;
+  CostHistory cost_;
+  metrics::Registry registry_;
   // Consistent checkpoints: trainers' position reports (guarded by mu_), the saver.
   PositionBook positions_;
   int64_t saved_position_ = -1;

@@ -1,6 +1,7 @@
 // PserverNode (see pserver_node.h).
 #include "pserver/pserver_node.h"
 
+#include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
@@ -9,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/metrics.h"
 #include "coord/keys.h"
 #include "coord/lease_keeper.h"
 #include "coord/registry.h"
@@ -41,6 +43,28 @@ class Forwarder : public RequestHandler {
  private:
   std::atomic<PserverService*> service_{nullptr};
 };
+
+// Brings the registry's totals and gauges up to the service's counters (before a scrape).
+void RefreshMetrics(PserverService& s, metrics::Registry& r, PserverService::Counters* last,
+                    int64_t last_ckpt_ms) {
+  auto c = s.counters();
+  r.GetGauge("tessera_pserver_version", "the shard's version (steps applied)")
+      .Set(static_cast<double>(c.version));
+  r.GetCounter("tessera_pserver_pushes_total", "pushes received")
+      .Add(static_cast<double>(c.pushes - last->pushes));
+  r.GetCounter("tessera_pserver_pulls_total", "pulls answered")
+      .Add(static_cast<double>(c.pulls - last->pulls));
+  r.GetCounter("tessera_pserver_received_bytes_total", "gradient bytes received")
+      .Add(static_cast<double>(c.bytes_in - last->bytes_in));
+  r.GetCounter("tessera_pserver_sent_bytes_total", "parameter bytes sent")
+      .Add(static_cast<double>(c.bytes_out - last->bytes_out));
+  r.GetGauge("tessera_pserver_initialized", "1 once the shard holds parameters").Set(c.initialized ? 1 : 0);
+  if (last_ckpt_ms > 0) {
+    r.GetGauge("tessera_pserver_checkpoint_age_seconds", "seconds since the last checkpoint was recorded")
+        .Set((WallMillis() - last_ckpt_ms) / 1000.0);
+  }
+  *last = c;
+}
 
 }  // namespace
 
@@ -88,13 +112,66 @@ Status PserverNode::Run() {
   TESSERA_ASSIGN_OR_RETURN(auto keeper,
                            LeaseKeeper::Start(etcd.get(), {options_.lease_ttl_seconds, {}}, on_lease));
 
-  // Claim the lowest free index, waiting for one to free up if all are taken.
-  Registry registry(etcd.get(), keys::PserverPrefix(job));
+  // Prometheus metrics, served before the claim so the address goes into the registration.
+  metrics::Registry prom;
+  PserverService* metrics_source = nullptr;  // set once the service exists (guarded by service_mu)
+  PserverService::Counters last_counters;
+  prom_ = &prom;
+  httplib::Server http;
+  std::thread http_thread;
   nlohmann::json info = {{"address", address},
                          {"host", options_.host},
                          {"pid", static_cast<int64_t>(::getpid())},
                          {"transport", server->name()},
                          {"started_ms", WallMillis()}};
+  if (options_.http_port >= 0) {
+    http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
+      {
+        std::lock_guard<std::mutex> lock(service_mu);
+        if (metrics_source) RefreshMetrics(*metrics_source, prom, &last_counters, last_checkpoint_ms_.load());
+      }
+      res.set_content(prom.Render(), "text/plain; version=0.0.4");
+    });
+    // For the console's nodes panel (the master asks).
+    http.Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
+      nlohmann::json j = {{"index", index_.load()}};
+      {
+        std::lock_guard<std::mutex> lock(service_mu);
+        if (metrics_source) {
+          auto c = metrics_source->counters();
+          j.update({{"version", c.version},
+                    {"pushes", c.pushes},
+                    {"pulls", c.pulls},
+                    {"bytes_in", c.bytes_in},
+                    {"bytes_out", c.bytes_out},
+                    {"param_bytes", c.param_bytes},
+                    {"initialized", c.initialized},
+                    {"slots", index_.load() >= 0 ? slots.SlotsOf(index_.load()).size() : 0}});
+        }
+      }
+      res.set_content(j.dump(), "application/json");
+    });
+    int http_port = options_.http_port == 0
+                        ? http.bind_to_any_port(options_.host)
+                        : (http.bind_to_port(options_.host, options_.http_port) ? options_.http_port : -1);
+    if (http_port <= 0) {
+      return Status::Unavailable("cannot listen for /metrics on " + options_.host + ":" +
+                                 std::to_string(options_.http_port));
+    }
+    http_thread = std::thread([&] { http.listen_after_bind(); });
+    info["metrics"] = "http://" + options_.host + ":" + std::to_string(http_port) + "/metrics";
+  }
+  struct HttpStop {
+    httplib::Server& s;
+    std::thread& t;
+    ~HttpStop() {
+      s.stop();
+      if (t.joinable()) t.join();
+    }
+  } http_stop{http, http_thread};
+
+  // Claim the lowest free index, waiting for one to free up if all are taken.
+  Registry registry(etcd.get(), keys::PserverPrefix(job));
   Claim claim;
   auto waiting_since = Now();
   while (true) {
@@ -129,6 +206,7 @@ Status PserverNode::Run() {
   so.slots = slots;
   so.lease_alive = [k = keeper.get()] { return k->state() == LeaseState::kAlive; };
   so.job_name = job;
+  so.metrics = &prom;
   const bool consistent = !options_.checkpoint_dir.empty() && config.checkpoint_steps > 0;
   if (consistent) {
     so.snapshot_every = config.checkpoint_steps;
@@ -147,6 +225,7 @@ Status PserverNode::Run() {
   {
     std::lock_guard<std::mutex> lock(service_mu);
     service = std::make_unique<PserverService>(so);
+    metrics_source = service.get();
     if (keeper->state() != LeaseState::kAlive)
       service->StopServing(Status::Unavailable("its lease is in doubt"));
   }
@@ -226,9 +305,21 @@ Status PserverNode::Run() {
   }
   {
     std::lock_guard<std::mutex> lock(service_mu);
+    metrics_source = nullptr;
     service.reset();
   }
   return result;
+}
+
+void PserverNode::ObserveCheckpoint(double seconds, int64_t version) {
+  last_checkpoint_ms_ = WallMillis();
+  if (!prom_) return;
+  prom_
+      ->GetHistogram("tessera_pserver_checkpoint_seconds", "time to copy, write and record a checkpoint",
+                     metrics::LatencyBuckets())
+      .Observe(seconds);
+  prom_->GetGauge("tessera_pserver_checkpoint_version", "version of the last checkpoint recorded")
+      .Set(static_cast<double>(version));
 }
 
 void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent) {
@@ -269,6 +360,7 @@ void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpoi
       if (c.ok()) {
         auto rec = checkpointer->Save(*c);
         if (rec.ok()) {
+          ObserveCheckpoint(std::chrono::duration<double>(Now() - start).count(), c->version);
           spdlog::info(
               "pserver {}: checkpoint of version {} recorded ({} ms copying under the lock, {} ms writing)",
               index_.load(), c->version,

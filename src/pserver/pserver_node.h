@@ -36,7 +36,14 @@ struct PserverOptions {
   std::string checkpoint_dir;
   double checkpoint_seconds = 0;
   int64_t checkpoint_steps = 0;
+  // Prometheus metrics at http://<host>:<http_port>/metrics (0: any free port, recorded in the
+  // registration as "metrics"; -1: off).
+  int http_port = 0;
 };
+
+namespace metrics {
+class Registry;
+}
 
 class PserverNode {
  public:
@@ -54,6 +61,9 @@ class PserverNode {
 
  private:
   void CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent);
+  void ObserveCheckpoint(double seconds, int64_t version);
+  metrics::Registry* prom_ = nullptr;  // the node's metrics, while Run() runs
+  std::atomic<int64_t> last_checkpoint_ms_{0};
 
   struct State;
   PserverOptions options_;

@@ -83,8 +83,32 @@ void PserverService::Send(Reply& reply) {
       h, reply.payload.empty() ? std::span<const ConstBuffer>{} : std::span<const ConstBuffer>(&b, 1));
 }
 
+namespace {
+
+// Observes the time a request takes to handle (not counting a pull's wait for its version).
+class HandleTimer {
+ public:
+  HandleTimer(metrics::Registry* r, const wire::DataRequest& req) : r_(r), req_(req) {}
+  ~HandleTimer() {
+    if (!r_) return;
+    std::string op = wire::DataRequest::Op_Name(req_.op());
+    for (char& c : op) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    r_->GetHistogram("tessera_pserver_request_seconds", "time to handle a request, by operation",
+                     metrics::LatencyBuckets(), {{"op", op.empty() ? "unknown" : op}})
+        .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count());
+  }
+
+ private:
+  metrics::Registry* r_;
+  const wire::DataRequest& req_;
+  std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
 void PserverService::Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) {
   wire::DataRequest req;
+  HandleTimer timer(options_.metrics, req);
   if (!req.ParseFromArray(header.data(), static_cast<int>(header.size()))) {
     return SendError(
         *r, Status::InvalidArgument("malformed request header (" + std::to_string(header.size()) + " bytes)"),
@@ -269,6 +293,7 @@ void PserverService::HandleData(const wire::DataRequest& req, ConstBuffer payloa
         counters_.bytes_in += static_cast<int64_t>(payload.size);
       }
       if (*verdict == Consistency::PushVerdict::kHold) {
+        if (held_.empty()) step_opened_ = std::chrono::steady_clock::now();
         PendingPush& p = held_[req.trainer()];
         p.samples = req.samples();
         p.segments.assign(req.push().begin(), req.push().end());
@@ -292,7 +317,7 @@ void PserverService::HandleData(const wire::DataRequest& req, ConstBuffer payloa
       if (*now) {
         replies.push_back(BuildPullReply(req, std::move(r)));
       } else {
-        waiting_[ticket] = PendingPull{req, std::move(r)};
+        waiting_[ticket] = PendingPull{req, std::move(r), std::chrono::steady_clock::now()};
       }
     } else {
       Reply ack;
@@ -374,6 +399,13 @@ void PserverService::Drain(std::vector<Reply>* out) {
     auto ready = consistency_->TakeReady();
     if (ready.empty()) return;
     if (ready.barrier) {
+      if (options_.metrics && !held_.empty()) {
+        options_.metrics
+            ->GetHistogram("tessera_pserver_barrier_seconds",
+                           "sync: from the first push of a step to its barrier (waiting for every trainer)",
+                           metrics::LatencyBuckets())
+            .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - step_opened_).count());
+      }
       ApplyBarrier(*ready.barrier);
       consistency_->BarrierApplied(ready.barrier->step);
       const int64_t v = consistency_->version();
@@ -388,6 +420,13 @@ void PserverService::Drain(std::vector<Reply>* out) {
     for (uint64_t t : ready.pulls) {
       auto it = waiting_.find(t);
       if (it == waiting_.end()) continue;
+      if (options_.metrics) {
+        options_.metrics
+            ->GetHistogram("tessera_pserver_pull_wait_seconds", "time a pull waited for its version",
+                           metrics::LatencyBuckets())
+            .Observe(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.since).count());
+      }
       out->push_back(BuildPullReply(it->second.request, std::move(it->second.responder)));
       waiting_.erase(it);
     }
@@ -532,6 +571,7 @@ PserverService::Counters PserverService::counters() const {
   Counters c = counters_;
   c.version = consistency_->version();
   c.initialized = initialized_;
+  c.param_bytes = store_.TotalBytes();
   return c;
 }
 

@@ -9,6 +9,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <functional>
 #include <map>
 #include <memory>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "common/metrics.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "pserver/checkpoint_file.h"
@@ -43,6 +45,8 @@ struct PserverServiceOptions {
   // at the first initialization, for the checkpoint thread to write (TakeDueSnapshot).
   int64_t snapshot_every = 0;
   std::string job_name;  // recorded in checkpoints
+  // Where request timings, pull waits and barrier waits are observed (null: not measured).
+  metrics::Registry* metrics = nullptr;
 };
 
 class PserverService : public RequestHandler {
@@ -82,6 +86,7 @@ class PserverService : public RequestHandler {
     int64_t bytes_in = 0;
     int64_t bytes_out = 0;
     bool initialized = false;
+    int64_t param_bytes = 0;  // values and optimizer state held
   };
   Counters counters() const;
 
@@ -94,6 +99,7 @@ class PserverService : public RequestHandler {
   struct PendingPull {
     wire::DataRequest request;
     std::unique_ptr<Responder> responder;
+    std::chrono::steady_clock::time_point since;
   };
   struct Reply {
     wire::DataReply header;
@@ -140,6 +146,7 @@ class PserverService : public RequestHandler {
   std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_;
   Counters counters_;
   std::optional<Checkpoint> due_snapshot_;
+  std::chrono::steady_clock::time_point step_opened_;  // sync: the first push held for the open step
 };
 
 }  // namespace tessera

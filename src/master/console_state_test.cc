@@ -1,0 +1,80 @@
+// Unit tests of the console's node history and cost history.
+#include "master/console_state.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::master {
+namespace {
+
+const NodeView* Find(const std::vector<NodeView>& nodes, const std::string& kind, const std::string& name) {
+  for (const auto& n : nodes) {
+    if (n.kind == kind && n.name == name) return &n;
+  }
+  return nullptr;
+}
+
+TEST(NodeTrackerTest, AliveLostAndRestartedUnderANewEpoch) {
+  NodeTracker t;
+  t.Update("pserver", {{"0", 10, "a:1", "{}"}, {"1", 11, "a:2", "{}"}}, 1000);
+  t.Update("trainer", {{"0", 12, "", "{}"}}, 1000);
+  auto n = t.Nodes();
+  ASSERT_EQ(n.size(), 3u);
+  EXPECT_EQ(Find(n, "pserver", "1")->state, "alive");
+  // Pserver 1 goes away: lost; the trainers' update does not touch pservers.
+  t.Update("pserver", {{"0", 10, "a:1", "{}"}}, 2000);
+  t.Update("trainer", {{"0", 12, "", "{}"}}, 2500);
+  n = t.Nodes();
+  EXPECT_EQ(Find(n, "pserver", "1")->state, "lost");
+  EXPECT_EQ(Find(n, "pserver", "1")->since_ms, 2000);
+  EXPECT_EQ(Find(n, "pserver", "0")->last_seen_ms, 2000);
+  // It comes back under a new epoch (and address): restarted.
+  t.Update("pserver", {{"0", 10, "a:1", "{}"}, {"1", 20, "a:3", "{}"}}, 3000);
+  n = t.Nodes();
+  EXPECT_EQ(Find(n, "pserver", "1")->state, "restarted");
+  EXPECT_EQ(Find(n, "pserver", "1")->restarts, 1);
+  EXPECT_EQ(Find(n, "pserver", "1")->address, "a:3");
+  EXPECT_EQ(Find(n, "pserver", "0")->state, "alive");
+  const auto& h = Find(n, "pserver", "1")->history;
+  ASSERT_EQ(h.size(), 3u);
+  EXPECT_EQ(h[0], (std::pair<std::string, int64_t>{"alive", 1000}));
+  EXPECT_EQ(h[1], (std::pair<std::string, int64_t>{"lost", 2000}));
+  EXPECT_EQ(h[2], (std::pair<std::string, int64_t>{"restarted", 3000}));
+  EXPECT_TRUE(t.Known("trainer", "0"));
+  EXPECT_FALSE(t.Known("trainer", "1"));
+}
+
+TEST(CostHistoryTest, BoundedSinceAndJsonRoundTrip) {
+  CostHistory h(3);
+  for (int i = 0; i < 5; ++i) {
+    CostPoint p;
+    p.trainer = "0";
+    p.step = i;
+    p.cost = 1.0 / (i + 1);
+    h.Add(p);
+  }
+  CostPoint eval;
+  eval.metric = "accuracy";
+  eval.value = 0.8;
+  EXPECT_EQ(h.Add(eval), 6);
+  auto all = h.Since(0);
+  ASSERT_EQ(all.size(), 3u);  // the oldest went
+  EXPECT_EQ(all.front().seq, 4);
+  EXPECT_EQ(h.Since(5).size(), 1u);
+  EXPECT_EQ(h.Since(6).size(), 0u);
+  EXPECT_EQ(h.Since(0, 2).size(), 2u);
+  auto back = CostHistory::FromJson(CostHistory::ToJson(all));
+  ASSERT_TRUE(back.ok());
+  ASSERT_EQ(back->size(), 3u);
+  EXPECT_EQ((*back)[2].metric, "accuracy");
+  EXPECT_DOUBLE_EQ((*back)[0].cost, 1.0 / 4);
+  // A new master restores them and continues the numbering.
+  CostHistory next;
+  next.Restore(*back);
+  EXPECT_EQ(next.last_seq(), 6);
+  EXPECT_EQ(next.Add(CostPoint{}), 7);
+  EXPECT_FALSE(CostHistory::FromJson("{}").ok());
+  EXPECT_FALSE(CostHistory::FromJson("[{\"step\":1}]").ok());  // no seq
+}
+
+}  // namespace
+}  // namespace tessera::master

@@ -1,0 +1,287 @@
+// Tessera's web console: polls the leading master's JSON API (docs/console-api.md) and draws
+// the job, its cost curves (uPlot: drag to zoom, double-click to reset, hover for values), its
+// nodes, checkpoints, failed tasks and logs. Plain browser JavaScript, no build step.
+"use strict";
+
+const POLL_MS = 1000;
+const state = {
+  since: 0,            // last history point received
+  costByTrainer: {},   // trainer -> [[step], [cost]]
+  evalByMetric: {},    // metric -> {pass: value}
+  logNode: "",
+  logSince: 0,
+  logLines: [],
+  nodesSeen: new Set(),
+};
+let costPlot = null;
+let evalPlot = null;
+
+const $ = (id) => document.getElementById(id);
+
+async function getJson(path) {
+  const res = await fetch(path, { cache: "no-store" });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(body.error || `${path}: HTTP ${res.status}`);
+  return body;
+}
+
+function fmtSeconds(s) {
+  if (s === null || s === undefined || !isFinite(s)) return "–";
+  s = Math.round(s);
+  const h = Math.floor(s / 3600), m = Math.floor((s % 3600) / 60), sec = s % 60;
+  return h ? `${h}h ${m}m` : m ? `${m}m ${sec}s` : `${sec}s`;
+}
+
+function fmtAge(ms) {
+  return ms ? fmtSeconds((Date.now() - ms) / 1000) + " ago" : "–";
+}
+
+function cell(row, text, cls) {
+  const td = document.createElement("td");
+  td.textContent = text;
+  if (cls) td.className = cls;
+  row.appendChild(td);
+  return td;
+}
+
+// ---- job ----
+
+function showJob(j) {
+  $("job-name").textContent = j.job;
+  document.title = `Tessera · ${j.job}`;
+  $("pass").textContent = `${j.pass} / ${j.passes}${j.finished ? " (finished)" : ""}`;
+  const t = j.tasks;
+  $("tasks").textContent = `${t.done} / ${t.pending} / ${t.todo} / ${t.failed}`;
+  $("rate").textContent = Math.round(j.samples_per_second).toLocaleString();
+  $("time").textContent = `${fmtSeconds(j.elapsed_seconds)} · ${fmtSeconds(j.eta_seconds)}`;
+  $("config").textContent = `${j.config.mode} · ${j.config.optimizer}`;
+  $("progress-bar").style.width = `${(100 * j.progress).toFixed(1)}%`;
+  $("status-line").textContent =
+    `${j.dataset} · step ${j.step} · ${j.samples.toLocaleString()} samples · last cost ${j.last_cost.toFixed(4)}`;
+}
+
+// ---- charts ----
+
+function chartWidth(el) {
+  return Math.max(320, el.clientWidth - 8);
+}
+
+function costData() {
+  const trainers = Object.keys(state.costByTrainer).sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
+  const steps = new Set();
+  for (const t of trainers) for (const s of state.costByTrainer[t][0]) steps.add(s);
+  const xs = [...steps].sort((a, b) => a - b);
+  const index = new Map(xs.map((x, i) => [x, i]));
+  const series = trainers.map((t) => {
+    const ys = new Array(xs.length).fill(null);
+    const [st, cs] = state.costByTrainer[t];
+    for (let i = 0; i < st.length; i++) ys[index.get(st[i])] = cs[i];
+    return ys;
+  });
+  // The average over trainers: the mean of each trainer's latest cost at or before the step.
+  const last = new Array(trainers.length).fill(null);
+  const avg = xs.map((_, i) => {
+    let sum = 0, n = 0;
+    series.forEach((ys, k) => {
+      if (ys[i] !== null) last[k] = ys[i];
+      if (last[k] !== null) { sum += last[k]; n++; }
+    });
+    return n ? sum / n : null;
+  });
+  return { trainers, data: [xs, avg, ...series] };
+}
+
+const PALETTE = ["#2f6fde", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4b5563"];
+
+function drawCost() {
+  const el = $("cost");
+  const { trainers, data } = costData();
+  el.dataset.points = String(data[0].length);
+  if (data[0].length === 0) return;
+  const wanted = 1 + trainers.length;
+  if (!costPlot || costPlot.series.length - 1 !== wanted) {
+    if (costPlot) costPlot.destroy();
+    const series = [{ label: "step" }, { label: "average", stroke: "#111827", width: 2, spanGaps: true }];
+    trainers.forEach((t, i) => series.push({ label: `trainer ${t}`, stroke: PALETTE[i % PALETTE.length], width: 1,
+                                              spanGaps: true }));
+    costPlot = new uPlot({ width: chartWidth(el), height: 260, series, scales: { x: { time: false } },
+                           axes: [{ label: "step" }, { label: "cost per sample" }] }, data, el);
+  } else {
+    costPlot.setData(data);
+  }
+}
+
+function drawEval() {
+  const el = $("eval");
+  const metrics = Object.keys(state.evalByMetric).sort();
+  const passes = new Set();
+  for (const m of metrics) for (const p of Object.keys(state.evalByMetric[m])) passes.add(Number(p));
+  const xs = [...passes].sort((a, b) => a - b);
+  el.dataset.points = String(xs.length);
+  if (xs.length === 0) return;
+  const data = [xs, ...metrics.map((m) => xs.map((p) => state.evalByMetric[m][p] ?? null))];
+  if (!evalPlot || evalPlot.series.length - 1 !== metrics.length) {
+    if (evalPlot) evalPlot.destroy();
+    const series = [{ label: "pass" }];
+    metrics.forEach((m, i) => series.push({ label: m, stroke: PALETTE[i % PALETTE.length], width: 2,
+                                            points: { show: true } }));
+    evalPlot = new uPlot({ width: chartWidth(el), height: 260, series, scales: { x: { time: false } },
+                           axes: [{ label: "pass", incrs: [1, 2, 5, 10, 20, 50, 100] }, {}] }, data, el);
+  } else {
+    evalPlot.setData(data);
+  }
+}
+
+async function pollHistory() {
+  for (let round = 0; round < 20; round++) {  // at most 20 x 5000 points per poll
+    const h = await getJson(`/api/metrics?since=${state.since}`);
+    for (const p of h.points) {
+      if (p.metric) {
+        (state.evalByMetric[p.metric] ??= {})[p.pass + 1] = p.value;
+      } else {
+        const s = (state.costByTrainer[p.trainer] ??= [[], []]);
+        s[0].push(p.step);
+        s[1].push(p.cost);
+      }
+    }
+    state.since = h.next;
+    if (!h.more) break;
+  }
+  drawCost();
+  drawEval();
+}
+
+// ---- nodes, checkpoints, tasks ----
+
+function showNodes(list) {
+  const body = $("nodes").querySelector("tbody");
+  const cks = $("checkpoints").querySelector("tbody");
+  body.replaceChildren();
+  cks.replaceChildren();
+  for (const n of list.nodes) {
+    state.nodesSeen.add(n.node);
+    const row = document.createElement("tr");
+    row.dataset.node = n.node;
+    row.dataset.state = n.state;
+    row.dataset.history = (n.history || []).map((h) => h.state).join(" ");
+    cell(row, n.node);
+    cell(row, n.address || "–");
+    cell(row, String(n.epoch));
+    cell(row, n.state, `state-${n.state}`);
+    cell(row, (n.history || []).map((h) => `${h.state} ${new Date(h.at_ms).toLocaleTimeString()}`).join(" → "));
+    cell(row, n.state === "lost" ? "–" : `${n.seconds_since_heartbeat.toFixed(1)} s ago`);
+    cell(row, n.stats ? `v${n.stats.version} · ${Math.round(n.stats.pushes_per_second)}/s · ` +
+                        `${(n.stats.param_bytes / 1048576).toFixed(1)} MiB · ${n.stats.slots} slots` : "");
+    cell(row, String(n.restarts));
+    const latest = (n.checkpoints || [])[0];
+    cell(row, latest ? `v${latest.version}, ${fmtAge(latest.time_ms)}` : n.kind === "pserver" ? "none" : "");
+    body.appendChild(row);
+    if (n.kind === "pserver") {
+      for (const [i, c] of (n.checkpoints || []).entries()) {
+        const r = document.createElement("tr");
+        cell(r, i === 0 ? n.node : "");
+        cell(r, String(c.version));
+        cell(r, new Date(c.time_ms).toLocaleTimeString());
+        cell(r, c.digest.slice(0, 16) + "…");
+        cell(r, i === 0 ? "newest" : "previous");
+        cks.appendChild(r);
+      }
+    }
+  }
+  if (!cks.children.length) {
+    const r = document.createElement("tr");
+    cell(r, "no checkpoints recorded (pservers run without --checkpoint-dir)").colSpan = 5;
+    cks.appendChild(r);
+  }
+  fillLogNodes();
+}
+
+function showTasks(t) {
+  const body = $("failed").querySelector("tbody");
+  body.replaceChildren();
+  for (const f of t.failed) {
+    const row = document.createElement("tr");
+    cell(row, String(f.id));
+    cell(row, String(f.pass));
+    cell(row, String(f.failures));
+    cell(row, f.reason);
+    body.appendChild(row);
+  }
+  $("failed-none").style.display = t.failed.length ? "none" : "";
+}
+
+// ---- logs ----
+
+function fillLogNodes() {
+  const select = $("log-node");
+  const names = new Set(["master-0", ...state.nodesSeen]);
+  const have = new Set([...select.options].map((o) => o.value));
+  for (const n of [...names].sort()) {
+    if (have.has(n)) continue;
+    const o = document.createElement("option");
+    o.value = o.textContent = n;
+    select.appendChild(o);
+  }
+  if (!state.logNode && select.options.length) {
+    const first = [...select.options].find((o) => o.value.startsWith("trainer")) || select.options[0];
+    select.value = first.value;
+    state.logNode = first.value;
+  }
+}
+
+function showLogs() {
+  const filter = $("log-filter").value;
+  const lines = filter ? state.logLines.filter((l) => l.includes(filter)) : state.logLines;
+  const pre = $("log-lines");
+  const atBottom = pre.scrollTop + pre.clientHeight >= pre.scrollHeight - 4;
+  pre.textContent = lines.slice(-500).join("\n");
+  if (atBottom) pre.scrollTop = pre.scrollHeight;
+}
+
+async function pollLogs() {
+  if (!state.logNode || state.logBusy) return;  // one request at a time, or lines would repeat
+  state.logBusy = true;
+  const node = state.logNode;
+  try {
+    const l = await getJson(`/api/logs?node=${encodeURIComponent(node)}&since=${state.logSince}`);
+    if (node !== state.logNode) return;
+    state.logLines.push(...l.lines);
+    if (state.logLines.length > 2000) state.logLines.splice(0, state.logLines.length - 2000);
+    state.logSince = l.next;
+  } catch (e) {
+    state.logLines = [`(${e.message})`];
+  } finally {
+    state.logBusy = false;
+  }
+  showLogs();
+}
+
+$("log-node").addEventListener("change", (e) => {
+  state.logNode = e.target.value;
+  state.logSince = 0;
+  state.logLines = [];
+  pollLogs();
+});
+$("log-filter").addEventListener("input", showLogs);
+
+// ---- the loop ----
+
+async function poll() {
+  try {
+    showJob(await getJson("/api/job"));
+    showNodes(await getJson("/api/nodes"));
+    showTasks(await getJson("/api/tasks"));
+    await pollHistory();
+    await pollLogs();
+  } catch (e) {
+    // A standby (503) or a master being replaced: say so and keep polling.
+    $("status-line").textContent = `waiting for the leading master: ${e.message}`;
+  }
+  setTimeout(poll, POLL_MS);
+}
+
+window.addEventListener("resize", () => {
+  if (costPlot) costPlot.setSize({ width: chartWidth($("cost")), height: 260 });
+  if (evalPlot) evalPlot.setSize({ width: chartWidth($("eval")), height: 260 });
+});
+poll();

@@ -1,0 +1,113 @@
+// Browser test of the web console: real headless Chromium (Debian's /usr/bin/chromium, driven by
+// playwright-core) against a running `tessera local` job. The page loads with no console errors,
+// the cost chart gains points while training runs, a pserver killed with SIGKILL shows as lost
+// and then restarted, and the logs panel shows a trainer's lines. Saves a screenshot.
+// Run by ctest (WebConsoleInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
+"use strict";
+
+const { spawn, execFileSync } = require("child_process");
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+
+const build = process.env.TESSERA_BUILD_DIR;
+const modules = process.env.TESSERA_WEB_MODULES;
+if (!build || !modules) {
+  console.error("set TESSERA_BUILD_DIR and TESSERA_WEB_MODULES (ctest does)");
+  process.exit(2);
+}
+const { chromium } = require(path.join(modules, "playwright-core"));
+const tessera = path.join(build, "src", "tessera");
+const screenshot = path.join(build, "console-screenshot.png");
+
+// Polls `fn` until it returns a truthy value or `seconds` pass; throws `what` on timeout.
+async function waitFor(what, seconds, fn) {
+  const deadline = Date.now() + seconds * 1000;
+  let last;
+  while (Date.now() < deadline) {
+    try {
+      last = await fn();
+      if (last) return last;
+    } catch (e) {
+      last = e.message;
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`timed out after ${seconds} s waiting for ${what} (last: ${JSON.stringify(last)})`);
+}
+
+async function main() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "web-test-"));
+  const store = path.join(dir, "store");
+  const fm = "/usr/share/datasets/fashion-mnist/";
+  for (const [name, images, labels] of [["fm", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"],
+                                        ["fm-test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]]) {
+    execFileSync(tessera, ["upload", "--store", store, "--dataset", name, "--format", "idx", "--images",
+                           fm + images, "--labels", fm + labels], { stdio: "ignore" });
+  }
+  let output = "";
+  const local = spawn(tessera, ["local", "--run", path.join(dir, "run"), "--store", store, "--dataset", "fm",
+                                "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg", "hidden=32",
+                                "--pservers", "2", "--trainers", "2", "--passes", "10", "--lease-ttl", "3",
+                                "--job", "web"], { stdio: ["ignore", "pipe", "pipe"] });
+  local.stdout.on("data", (d) => { output += d; });
+  local.stderr.on("data", (d) => { output += d; });
+  let context;
+  const errors = [];
+  try {
+    const url = await waitFor("the console URL from tessera local", 60,
+                              () => (output.match(/web console: (http:\/\/\S+)/) || [])[1]);
+    context = await chromium.launchPersistentContext(path.join(dir, "chromium-profile"), {
+      executablePath: "/usr/bin/chromium",
+      headless: true,
+      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+             "--disable-component-update", "--disable-sync"],
+      viewport: { width: 1400, height: 1300 },
+    });
+    const page = context.pages()[0] || (await context.newPage());
+    page.on("console", (m) => { if (m.type() === "error") errors.push(`console: ${m.text()}`); });
+    page.on("pageerror", (e) => errors.push(`page: ${e.message}`));
+    page.on("requestfailed", (r) => errors.push(`request failed: ${r.url()}`));
+    page.on("response", (r) => { if (r.status() >= 400) errors.push(`HTTP ${r.status()} for ${r.url()}`); });
+    await page.goto(url);
+    await waitFor("the job name on the page", 30, async () => (await page.textContent("#job-name")) === "web");
+
+    // The cost chart gains points while training runs (and is drawn).
+    const points = async () => Number(await page.getAttribute("#cost", "data-points"));
+    const first = await waitFor("cost points", 60, async () => ((await points()) >= 3 ? await points() : 0));
+    await waitFor("more cost points", 60, async () => (await points()) > first);
+    await waitFor("the chart drawn", 10, async () => (await page.locator("#cost canvas").count()) > 0);
+
+    // A pserver killed with SIGKILL shows as lost, then restarted.
+    const nodes = await (await fetch(new URL("/api/nodes", url))).json();
+    const ps1 = nodes.nodes.find((n) => n.node === "pserver-1");
+    if (!ps1 || !ps1.info || !ps1.info.pid) throw new Error("no pid for pserver-1: " + JSON.stringify(nodes));
+    process.kill(ps1.info.pid, "SIGKILL");
+    const row = page.locator('#nodes tr[data-node="pserver-1"]');
+    await waitFor("pserver-1 shown as lost and then restarted", 60, async () => {
+      const history = (await row.getAttribute("data-history")) || "";
+      return (await row.getAttribute("data-state")) === "restarted" && /lost.*restarted/.test(history);
+    });
+
+    // The logs panel shows a trainer's lines.
+    await page.selectOption("#log-node", "trainer-0");
+    await waitFor("trainer-0's log lines", 30, async () =>
+      /node=trainer-0/.test((await page.textContent("#log-lines")) || ""));
+
+    await page.screenshot({ path: screenshot, fullPage: true });
+    if (errors.length) throw new Error("the page reported errors:\n" + errors.join("\n"));
+    console.log(`PASS: cost points ${first} -> ${await points()}, pserver-1 lost then restarted, ` +
+                `trainer-0 log shown; screenshot ${screenshot}`);
+  } finally {
+    if (context) await context.close().catch(() => {});
+    local.kill("SIGINT");
+    await waitFor("tessera local to stop", 60, () => local.exitCode !== null || local.signalCode !== null)
+      .catch(() => local.kill("SIGKILL"));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((e) => {
+  console.error("FAIL:", e.message);
+  process.exit(1);
+});
