@@ -9,7 +9,10 @@ namespace tessera {
 std::string EncodeCheckpointRecords(const std::vector<CheckpointRecord>& records) {
   nlohmann::json list = nlohmann::json::array();
   for (const auto& r : records) {
-    list.push_back({{"uuid", r.uuid}, {"digest", r.digest}, {"version", r.version}, {"time_ms", r.time_ms}});
+    nlohmann::json e = {
+        {"uuid", r.uuid}, {"digest", r.digest}, {"version", r.version}, {"time_ms", r.time_ms}};
+    if (r.bytes > 0) e["bytes"] = r.bytes;
+    list.push_back(std::move(e));
   }
   return nlohmann::json{{"checkpoints", list}}.dump();
 }
@@ -25,7 +28,8 @@ StatusOr<std::vector<CheckpointRecord>> DecodeCheckpointRecords(const std::strin
         !e["digest"].is_string() || !e.contains("version") || !e["version"].is_number_integer()) {
       return Status::DataLoss("checkpoint record has a malformed entry: " + e.dump().substr(0, 200));
     }
-    out.push_back({e["uuid"], e["digest"], e["version"], e.value("time_ms", int64_t{0})});
+    out.push_back(
+        {e["uuid"], e["digest"], e["version"], e.value("time_ms", int64_t{0}), e.value("bytes", int64_t{0})});
   }
   return out;
 }

@@ -20,10 +20,11 @@ struct CheckpointRecord {
   std::string digest;  // SHA-256 (hex) of the file
   int64_t version = 0;
   int64_t time_ms = 0;
+  int64_t bytes = 0;  // the file's size (0: not recorded)
   bool operator==(const CheckpointRecord&) const = default;
 };
 
-// The etcd value: {"checkpoints": [{uuid, digest, version, time_ms}, ...]}, newest first.
+// The etcd value: {"checkpoints": [{uuid, digest, version, time_ms, bytes}, ...]}, newest first.
 std::string EncodeCheckpointRecords(const std::vector<CheckpointRecord>& records);
 StatusOr<std::vector<CheckpointRecord>> DecodeCheckpointRecords(const std::string& value);
 

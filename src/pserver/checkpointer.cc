@@ -18,7 +18,7 @@ Checkpointer::Checkpointer(etcd::EtcdClient* etcd, std::string job, int index, i
 StatusOr<CheckpointRecord> Checkpointer::Save(const Checkpoint& c) {
   TESSERA_ASSIGN_OR_RETURN(WrittenCheckpoint w, WriteCheckpoint(dir_, c));
   const std::string key = keys::Checkpoint(job_, index_);
-  CheckpointRecord rec{w.uuid, w.digest, c.version, c.created_ms};
+  CheckpointRecord rec{w.uuid, w.digest, c.version, c.created_ms, w.bytes};
   for (int attempt = 0; attempt < 5; ++attempt) {
     TESSERA_ASSIGN_OR_RETURN(auto cur, etcd_->Get(key));
     std::vector<CheckpointRecord> records;

@@ -124,6 +124,7 @@ Status PserverNode::Run() {
                          {"pid", static_cast<int64_t>(::getpid())},
                          {"transport", server->name()},
                          {"started_ms", WallMillis()}};
+  if (!options_.checkpoint_dir.empty()) info["checkpoint_dir"] = options_.checkpoint_dir;
   if (options_.http_port >= 0) {
     http.Get("/metrics", [&](const httplib::Request&, httplib::Response& res) {
       {

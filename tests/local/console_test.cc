@@ -42,9 +42,9 @@ const nlohmann::json* Node(const nlohmann::json& nodes, const std::string& node)
 
 TEST_F(LocalTest, ConsoleApiAndMetricsDescribeTheRunningJob) {
   UploadFashionMnist();
-  Subprocess& p =
-      StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
-                  "hidden=32", "--pservers", "2", "--trainers", "2", "--passes", "6", "--job", "web"});
+  Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
+                              "hidden=32", "--pservers", "2", "--trainers", "2", "--passes", "6", "--job",
+                              "web", "--checkpoint-every", "0.5"});
   std::smatch m;
   std::string out;
   ASSERT_TRUE(WaitUntil(
@@ -105,6 +105,19 @@ TEST_F(LocalTest, ConsoleApiAndMetricsDescribeTheRunningJob) {
     EXPECT_GT((*node)["epoch"].get<int64_t>(), 0);
   }
   EXPECT_FALSE((*Node(nodes.body, "pserver-0"))["address"].get<std::string>().empty());
+  // Checkpoints with their size, and the digest checked by the master (it sees the run's directory).
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        nodes = Fetch(c, "/api/nodes");
+        const auto* ps = Node(nodes.body, "pserver-0");
+        return ps && ps->contains("checkpoints") && !(*ps)["checkpoints"].empty();
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(200)))
+      << nodes.text;
+  const auto& newest = (*Node(nodes.body, "pserver-0"))["checkpoints"][0];
+  EXPECT_EQ(newest["digest_state"], "verified") << nodes.text;
+  EXPECT_GT(newest["bytes"].get<int64_t>(), 0) << nodes.text;
+  EXPECT_EQ(newest["digest"].get<std::string>().size(), 64u);
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
   int64_t ps = RegisteredPid(etcd.get(), keys::PserverPrefix("web"), "1");

@@ -182,7 +182,9 @@ function showNodes(list) {
         cell(r, i === 0 ? n.node : "");
         cell(r, String(c.version));
         cell(r, new Date(c.time_ms).toLocaleTimeString());
-        cell(r, c.digest.slice(0, 16) + "…");
+        cell(r, c.bytes ? `${(c.bytes / 1048576).toFixed(2)} MiB` : "–");
+        cell(r, `${c.digest.slice(0, 16)}… ${c.digest_state || ""}`, c.digest_state === "verified" ? "state-alive"
+                 : c.digest_state && c.digest_state !== "not visible from the master" ? "state-lost" : "");
         cell(r, i === 0 ? "newest" : "previous");
         cks.appendChild(r);
       }
@@ -190,7 +192,7 @@ function showNodes(list) {
   }
   if (!cks.children.length) {
     const r = document.createElement("tr");
-    cell(r, "no checkpoints recorded (pservers run without --checkpoint-dir)").colSpan = 5;
+    cell(r, "no checkpoints recorded (pservers run without --checkpoint-dir)").colSpan = 6;
     cks.appendChild(r);
   }
   fillLogNodes();
