@@ -51,6 +51,10 @@ struct ClientOptions {
   bool etcd_tls = false;
   std::string etcd_ca_file;
   bool allow_nonfinite = false;  // send NaN/Inf gradients instead of having them refused
+  // Data-plane transport to the pservers: "auto" (shared memory with a pserver on the same
+  // host, TCP otherwise), "shm", "tcp" or "grpc". A transport a pserver does not serve fails the
+  // operation with FailedPrecondition saying what it serves.
+  std::string transport = "auto";
 };
 
 // Completion of an asynchronous operation.

@@ -34,6 +34,8 @@ Status SessionOptions::ResolveFromEnvironment() {
   if (job.empty()) job = Env("TESSERA_JOB");
   if (trainer_id.empty()) trainer_id = Env("TESSERA_TRAINER_ID");
   if (store.empty()) store = Env("TESSERA_STORE");
+  if (transport.empty()) transport = Env("TESSERA_TRANSPORT");
+  if (transport.empty()) transport = "auto";
   if (lease_ttl_seconds <= 0) {
     std::string ttl = Env("TESSERA_LEASE_TTL");
     lease_ttl_seconds = ttl.empty() ? 10 : std::atoll(ttl.c_str());
@@ -116,6 +118,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   co.trainer_id = o.trainer_id;
   co.lease_ttl_seconds = o.lease_ttl_seconds;
   co.request_timeout = o.request_timeout;
+  co.transport = o.transport;
   TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
   impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.job, job.token);
   impl->reporter = std::make_unique<master::ProgressReporter>(impl->master.get(), impl->client->trainer_id());

@@ -35,6 +35,7 @@ struct SessionOptions {
   std::string trainer_id;                   // empty: TESSERA_TRAINER_ID, else the lowest free number
   std::string store;                        // empty: TESSERA_STORE, else the master's path
   int64_t lease_ttl_seconds = 0;            // 0: TESSERA_LEASE_TTL, else 10
+  std::string transport;                    // empty: TESSERA_TRANSPORT, else auto (see ClientOptions)
   std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
 
   // Fills empty fields from the environment; InvalidArgument naming what is missing.

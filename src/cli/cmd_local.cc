@@ -96,6 +96,10 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--lease-ttl", o->lease_ttl_seconds, "lease TTL of every process, in seconds")
       ->capture_default_str();
+  cmd->add_option("--transport", o->transport,
+                  "data plane between trainers and pservers: auto (shared memory here), shm, tcp or grpc")
+      ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
+      ->capture_default_str();
   cmd->add_option("--model-out", o->model_out, "where to save the trained model (default RUN/model.tsm)");
   auto* scale = cmd->add_subcommand("scale", "Change the number of trainers of a running `tessera local`");
   auto run = std::make_shared<std::string>();

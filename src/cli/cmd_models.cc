@@ -25,6 +25,7 @@ struct TrainFlags {
   uint64_t seed = 1;
   std::vector<std::string> model_args;
   int64_t lease_ttl = 10;
+  std::string transport = "auto";
   std::string log_level = "info";
 };
 
@@ -51,6 +52,7 @@ int RunTrain(const TrainFlags& f) {
   o.store = f.store;
   o.eval_dataset = f.eval_dataset;
   o.lease_ttl_seconds = f.lease_ttl;
+  o.transport = f.transport;
   o.stop = &stop;
   auto r = models::RunTrainer(o);
   if (!r.ok()) return Fail("train", r.status());
@@ -119,6 +121,11 @@ void RegisterModels(CLI::App& app, int* exit_code) {
   train->add_option("--seed", t->seed, "initialization seed")->capture_default_str();
   train->add_option("--model-arg", t->model_args, "model setting key=value (repeatable), e.g. hidden=256");
   train->add_option("--lease-ttl", t->lease_ttl, "seconds after which a dead trainer's tasks go back")
+      ->capture_default_str();
+  train->add_option("--transport", t->transport,
+                    "data plane to the pservers: auto (shared memory on the same host, else tcp), shm, tcp, grpc")
+      ->envname("TESSERA_TRANSPORT")
+      ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
       ->capture_default_str();
   train->add_option("--log-level", t->log_level, "trace, debug, info, warn, error")->capture_default_str();
   train->callback([t, exit_code] { *exit_code = RunTrain(*t); });

@@ -15,7 +15,8 @@ struct PserverFlags {
   int port = 0;
   int http_port = 0;
   int64_t lease_ttl = 10;
-  std::string transport = "grpc";
+  std::string transport = "auto";
+  int64_t max_message_mb = 2048;
   std::string checkpoint_dir;
   double checkpoint_every = 0;
   int64_t checkpoint_steps = 0;
@@ -49,6 +50,10 @@ int RunPserver(const PserverFlags& f) {
   o.http_port = f.http_port;
   o.lease_ttl_seconds = f.lease_ttl;
   o.transport = f.transport;
+  if (f.max_message_mb < 1 || f.max_message_mb > (int64_t{1} << 20)) {
+    return Fail("pserver", Status::InvalidArgument("--max-message-mb must be between 1 and 1048576"));
+  }
+  o.max_message_bytes = static_cast<size_t>(f.max_message_mb) << 20;
   o.checkpoint_dir = f.checkpoint_dir;
   o.checkpoint_seconds = f.checkpoint_every;
   o.checkpoint_steps = f.checkpoint_steps;
@@ -91,7 +96,14 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
   cmd->add_option("--lease-ttl", f->lease_ttl,
                   "seconds without keep-alive after which etcd drops this pserver")
       ->capture_default_str();
-  cmd->add_option("--transport", f->transport, "data-plane transport: grpc")->capture_default_str();
+  cmd->add_option("--transport", f->transport,
+                  "data-plane transports to serve: auto (tcp, shm and grpc; each trainer takes shared memory on "
+                  "the same host, else tcp), tcp, shm or grpc")
+      ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
+      ->capture_default_str();
+  cmd->add_option("--max-message-mb", f->max_message_mb,
+                  "largest request payload accepted over tcp and shm, in MiB (a larger frame closes the connection)")
+      ->capture_default_str();
   cmd->add_option("--checkpoint-dir", f->checkpoint_dir,
                   "directory for shard checkpoints (local disk or a shared mount); a restarted pserver loads "
                   "the newest good one recorded in etcd. Empty: no checkpoints");

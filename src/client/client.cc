@@ -23,6 +23,7 @@
 #include "coord/registry.h"
 #include "job/job_store.h"
 #include "job/wire_convert.h"
+#include "transport/endpoint_choice.h"
 
 namespace tessera {
 
@@ -71,6 +72,8 @@ class ClientImpl : public Client, public PserverLink::Owner {
     if (!o.trainer_id.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(o.trainer_id, "trainer id"));
     std::unique_ptr<ClientImpl> c(new ClientImpl());
     c->options_ = o;
+    TESSERA_ASSIGN_OR_RETURN(c->transport_.wanted, ParseTransportKind(o.transport));
+    c->transport_.host_id = HostIdentity();
     etcd::EtcdOptions eo;
     eo.endpoints = o.etcd_endpoints;
     eo.username = o.etcd_username;
@@ -101,7 +104,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
     c->builder_ = std::make_unique<RequestBuilder>(c->job_, c->slots_);
     c->directory_ = std::make_unique<PserverDirectory>(c->etcd_.get(), o.job, c->job_.pservers);
     for (int i = 0; i < c->job_.pservers; ++i) {
-      c->links_.push_back(std::make_unique<PserverLink>(i, c->directory_.get(), c.get()));
+      c->links_.push_back(std::make_unique<PserverLink>(i, c->directory_.get(), c.get(), &c->transport_));
     }
     return std::unique_ptr<Client>(std::move(c));
   }
@@ -130,8 +133,9 @@ class ClientImpl : public Client, public PserverLink::Owner {
     }
     TESSERA_RETURN_IF_ERROR(joined);
     initialized_ = true;
-    spdlog::info("trainer {} joined {} pservers at step {} (mode {})", id_, links_.size(), step_.load(),
-                 job_.mode.ToString());
+    RecordTransports();
+    spdlog::info("trainer {} joined {} pservers at step {} (mode {}, transport {})", id_, links_.size(),
+                 step_.load(), job_.mode.ToString(), TransportsText());
     return Status::OK();
   }
 
@@ -235,10 +239,35 @@ class ClientImpl : public Client, public PserverLink::Owner {
  private:
   ClientImpl() = default;
 
+  // "shm" when every pserver is reached over shared memory, else "0:shm,1:tcp".
+  std::string TransportsText() const {
+    std::vector<std::string> each;
+    for (const auto& l : links_) each.push_back(l->transport_name());
+    if (std::all_of(each.begin(), each.end(), [&](const std::string& t) { return t == each[0]; }))
+      return each.empty() ? "" : each[0];
+    std::string out;
+    for (size_t i = 0; i < each.size(); ++i) out += (i ? "," : "") + std::to_string(i) + ":" + each[i];
+    return out;
+  }
+
+  // Adds the transport used to each pserver to this trainer's registration (`tessera status`
+  // shows it). Best effort: a failure is logged, training goes on.
+  void RecordTransports() {
+    nlohmann::json used = nlohmann::json::object();
+    for (const auto& l : links_) used[std::to_string(l->index())] = l->transport_name();
+    if (used == info_["transport"]) return;
+    info_["transport"] = used;
+    Status s = Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Update(id_, info_.dump(), epoch_, keeper_->id());
+    if (!s.ok()) spdlog::warn("trainer {}: could not record its transports in etcd: {}", id_, s.ToString());
+  }
+
   Status Register() {
     Registry reg(etcd_.get(), keys::TrainerPrefix(options_.job));
-    nlohmann::json info = {
-        {"host", Hostname()}, {"pid", static_cast<int64_t>(::getpid())}, {"started_ms", WallMillis()}};
+    info_ = {{"host", Hostname()},
+             {"pid", static_cast<int64_t>(::getpid())},
+             {"started_ms", WallMillis()},
+             {"transport_wanted", options_.transport}};
+    const nlohmann::json& info = info_;
     if (!options_.trainer_id.empty()) {
       // A restarted trainer may find its predecessor's key still there until that lease expires:
       // wait for it (a live trainer with the same id is refused at once).
@@ -484,6 +513,8 @@ class ClientImpl : public Client, public PserverLink::Owner {
   }
 
   ClientOptions options_;
+  PserverLink::Transport transport_;
+  nlohmann::json info_;  // this trainer's registration value
   std::unique_ptr<etcd::EtcdClient> etcd_;
   // Set (once) from the lease keeper's thread when the lease is gone: the registration went
   // with it, so every later operation fails and says so (a supervisor restarts the trainer).

@@ -10,7 +10,8 @@
 #include "job/slot_map.h"
 #include "job/wire_convert.h"
 #include "tessera/data.pb.h"
-#include "transport/grpc_transport.h"
+#include "transport/endpoint_choice.h"
+#include "transport/transport_factory.h"
 
 namespace tessera {
 namespace {
@@ -31,7 +32,7 @@ StatusOr<wire::DataReply> Call(Conn& c, int index, const std::string& token, wir
   TESSERA_ASSIGN_OR_RETURN(CallResult r, c.conn->Call(req.SerializeAsString(), {}, out, d.remaining()));
   if (payload_bytes) *payload_bytes = r.payload_bytes;
   wire::DataReply reply;
-  if (!reply.ParseFromString(r.header))
+  if (!reply.ParseFromArray(r.header.data(), static_cast<int>(r.header.size())))
     return Status::DataLoss("pserver " + std::to_string(index) + ": malformed reply");
   TESSERA_RETURN_IF_ERROR(ReplyStatus(reply).WithContext("pserver " + std::to_string(index)));
   return reply;
@@ -47,9 +48,11 @@ StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::strin
   PserverDirectory dir(etcd, job, cfg.pservers);
   TESSERA_RETURN_IF_ERROR(dir.WaitAllReady(d).WithContext("waiting for initialized pservers"));
   std::vector<Conn> conns(cfg.pservers);
+  const std::string host = HostIdentity();
   for (int p = 0; p < cfg.pservers; ++p) {
     TESSERA_ASSIGN_OR_RETURN(conns[p].addr, dir.Resolve(p, d));
-    conns[p].conn = NewGrpcConnection(conns[p].addr.address);
+    TESSERA_ASSIGN_OR_RETURN(auto choice, ChooseEndpoint(conns[p].addr.endpoints, TransportKind::kAuto, host));
+    conns[p].conn = NewClientConnection(choice.kind, choice.endpoint, TransportOptions{});
   }
   wire::DataRequest describe;
   describe.set_op(wire::DataRequest::DESCRIBE);

@@ -37,7 +37,9 @@ void PserverDirectory::OnPservers(const MemberList& list) {
     if (!idx.ok() || *idx < 0 || *idx >= n_) continue;
     auto j = nlohmann::json::parse(m.value, nullptr, false);
     if (j.is_discarded() || !j.contains("address") || !j["address"].is_string()) continue;
-    now[*idx] = PserverAddress{j["address"].get<std::string>(), m.epoch};
+    auto endpoints = ParsePserverEndpoints(m.value);
+    if (!endpoints.ok()) continue;
+    now[*idx] = PserverAddress{j["address"].get<std::string>(), m.epoch, std::move(*endpoints)};
   }
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -13,12 +13,14 @@
 #include "coord/etcd_client.h"
 #include "coord/registry.h"
 #include "tessera/status.h"
+#include "transport/endpoint_choice.h"
 
 namespace tessera {
 
 struct PserverAddress {
-  std::string address;
+  std::string address;          // the pserver's main address (shown to people)
   int64_t epoch = 0;
+  PserverEndpoints endpoints;   // every transport it serves, and its host
 };
 
 class PserverDirectory {

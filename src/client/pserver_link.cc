@@ -5,7 +5,7 @@
 
 #include "common/backoff.h"
 #include "job/wire_convert.h"
-#include "transport/grpc_transport.h"
+#include "transport/transport_factory.h"
 
 namespace tessera {
 namespace {
@@ -15,8 +15,8 @@ int64_t RequestStep(const wire::DataRequest& req) { return req.is_push() ? req.s
 
 }  // namespace
 
-PserverLink::PserverLink(int index, PserverDirectory* directory, Owner* owner)
-    : index_(index), directory_(directory), owner_(owner) {
+PserverLink::PserverLink(int index, PserverDirectory* directory, Owner* owner, const Transport* transport)
+    : index_(index), directory_(directory), owner_(owner), transport_(transport) {
   thread_ = std::thread([this] { Loop(); });
 }
 
@@ -29,6 +29,11 @@ void PserverLink::Close() {
   }
   cv_.notify_all();
   if (thread_.joinable()) thread_.join();
+}
+
+std::string PserverLink::transport_name() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return chosen_name_;
 }
 
 void PserverLink::Post(std::function<void()> fn) {
@@ -67,11 +72,18 @@ void PserverLink::Loop() {
 StatusOr<ClientConnection*> PserverLink::Connect(const Deadline& deadline, int64_t not_epoch) {
   TESSERA_ASSIGN_OR_RETURN(PserverAddress a, directory_->Resolve(index_, deadline, not_epoch));
   if (!conn_ || a.address != target_.address || a.epoch != target_.epoch) {
-    if (conn_ && a.epoch != target_.epoch) {
-      spdlog::info("pserver {} is now at {} (epoch {})", index_, a.address, a.epoch);
+    const TransportKind excluded = a.epoch == shm_failed_epoch_ ? TransportKind::kShm : TransportKind::kAuto;
+    auto choice = ChooseEndpoint(a.endpoints, transport_->wanted, transport_->host_id, excluded);
+    if (!choice.ok()) return choice.status().WithContext("pserver " + std::to_string(index_));
+    if (!conn_ || a.epoch != target_.epoch || choice->kind != chosen_.kind) {
+      spdlog::info("pserver {} at {} over {} (epoch {})", index_, choice->endpoint, TransportKindName(choice->kind),
+                   a.epoch);
     }
-    conn_ = NewGrpcConnection(a.address);
+    conn_ = NewClientConnection(choice->kind, choice->endpoint, transport_->options);
     target_ = a;
+    chosen_ = *choice;
+    std::lock_guard<std::mutex> lock(mu_);
+    chosen_name_ = TransportKindName(choice->kind);
   }
   return conn_.get();
 }
@@ -94,7 +106,9 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     }
     auto conn = Connect(Deadline::At(std::min(deadline.at(), Now() + std::chrono::seconds(2))), avoid_epoch);
     if (!conn.ok()) {
-      if (conn.status().code() == StatusCode::kCancelled) return conn.status();
+      // Closing, or a transport this pserver does not serve: retrying will not help.
+      if (conn.status().code() == StatusCode::kCancelled || conn.status().code() == StatusCode::kFailedPrecondition)
+        return conn.status();
       last = conn.status();
       std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
       continue;
@@ -107,12 +121,22 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     auto result = (*conn)->Call(header, call.payload, call.reply, deadline.remaining());
     if (!result.ok()) {
       last = result.status();
-      if (last.code() == StatusCode::kDataLoss) return last;
+      if (last.code() == StatusCode::kDataLoss || last.code() == StatusCode::kInvalidArgument) return last;
+      if (chosen_.kind == TransportKind::kShm && transport_->wanted == TransportKind::kAuto &&
+          last.message().find("cannot connect") != std::string::npos) {
+        // Its socket is out of reach (a sandbox?), or it died: the next transport for this
+        // registration (a replacement registers anew and is tried over shared memory again).
+        spdlog::warn("pserver {}: shared memory is not reachable ({}); using the next transport", index_,
+                     last.message());
+        shm_failed_epoch_ = target_.epoch;
+        conn_.reset();
+        continue;
+      }
       std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
       continue;
     }
     wire::DataReply reply;
-    if (!reply.ParseFromString(result->header)) {
+    if (!reply.ParseFromArray(result->header.data(), static_cast<int>(result->header.size()))) {
       return Status::DataLoss("pserver " + std::to_string(index_) + " sent a malformed reply header");
     }
     Status s = ReplyStatus(reply);

@@ -34,11 +34,18 @@ class PserverLink {
     virtual Status Rejoin(PserverLink& link, const Deadline& deadline, int64_t step) = 0;
   };
 
+  // How the link reaches its pserver (shared by every link of a client).
+  struct Transport {
+    TransportKind wanted = TransportKind::kAuto;
+    std::string host_id;  // this process's HostIdentity()
+    TransportOptions options;
+  };
+
   // Called with the outcome; for a refused push (Aborted: the step closed) `resume_step` says
   // where the pserver wants the trainer to continue.
   using Done = std::function<void(const Status&, const wire::DataReply&, int64_t resume_step)>;
 
-  PserverLink(int index, PserverDirectory* directory, Owner* owner);
+  PserverLink(int index, PserverDirectory* directory, Owner* owner, const Transport* transport);
   ~PserverLink();
 
   int index() const { return index_; }
@@ -53,6 +60,8 @@ class PserverLink {
   StatusOr<wire::DataReply> Run(LinkCall& call, const Deadline& deadline, bool recover,
                                 int64_t* resume_step = nullptr);
   void Close();
+  // The transport of the current connection ("" before the first), e.g. for `tessera status`.
+  std::string transport_name() const;
 
  private:
   using Job = std::function<void()>;
@@ -62,13 +71,17 @@ class PserverLink {
   const int index_;
   PserverDirectory* directory_;
   Owner* owner_;
+  const Transport* transport_;
   std::unique_ptr<ClientConnection> conn_;
   PserverAddress target_;
+  EndpointChoice chosen_;
+  int64_t shm_failed_epoch_ = -1;  // auto: shared memory could not connect to this registration
 
-  std::mutex mu_;
+  mutable std::mutex mu_;  // guards queue_, closing_, chosen_name_
   std::condition_variable cv_;
   std::deque<Job> queue_;
   bool closing_ = false;
+  std::string chosen_name_;
   std::thread thread_;
 };
 

@@ -206,7 +206,8 @@ std::map<std::string, std::string> Supervisor::TrainerEnv(int slot) const {
                                             {"TESSERA_EVAL_DATASET", o_.eval_dataset},
                                             {"TESSERA_RUN_DIR", o_.run_dir},
                                             {"TESSERA_BATCH_SIZE", std::to_string(o_.batch_size)},
-                                            {"TESSERA_LEASE_TTL", std::to_string(o_.lease_ttl_seconds)}};
+                                            {"TESSERA_LEASE_TTL", std::to_string(o_.lease_ttl_seconds)},
+                                            {"TESSERA_TRANSPORT", o_.transport}};
   // `import tessera` in a trainer command finds the module built (or installed) beside this binary.
   fs::path bin = fs::path(o_.tessera_bin).parent_path();
   for (const fs::path& dir : {bin / "../python", bin / "../lib/tessera/python"}) {
@@ -294,8 +295,8 @@ Status Supervisor::Setup() {
   TESSERA_RETURN_IF_ERROR(WriteFileAtomic(o_.run_dir + "/run.json", run.dump(2)));
   const std::string ttl = std::to_string(o_.lease_ttl_seconds);
   for (int p = 0; p < o_.pservers; ++p) {
-    std::vector<std::string> argv = {o_.tessera_bin, "pserver", "--etcd",      etcd_endpoint_,
-                                     "--job",        o_.job,    "--lease-ttl", ttl};
+    std::vector<std::string> argv = {o_.tessera_bin, "pserver", "--etcd",      etcd_endpoint_, "--job",
+                                     o_.job,         "--lease-ttl", ttl, "--transport", o_.transport};
     if (o_.checkpoint_every > 0 || consistent())
       argv.insert(argv.end(), {"--checkpoint-dir", CheckpointDir()});
     if (o_.checkpoint_every > 0)

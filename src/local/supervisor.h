@@ -44,6 +44,9 @@ struct LocalOptions {
   double task_timeout_s = 60;
   int max_failures = 3;
   int64_t lease_ttl_seconds = 10;
+  // Data plane: what the pservers serve and the trainers use (TESSERA_TRANSPORT): auto, tcp,
+  // shm or grpc.
+  std::string transport = "auto";
   std::string model_out;    // default: <run>/model.tsm
   std::string tessera_bin;  // this program
   bool progress_tty = false;

@@ -15,6 +15,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   so.trainer_id = o.trainer_id;
   so.store = o.store;
   so.lease_ttl_seconds = o.lease_ttl_seconds;
+  so.transport = o.transport;
   so.request_timeout = o.request_timeout;
   TESSERA_ASSIGN_OR_RETURN(auto session, api::Session::Open(std::move(so)));
   Client* client = &session->client();

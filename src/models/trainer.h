@@ -28,6 +28,7 @@ struct TrainerOptions {
   std::string store;         // the store as mounted here (empty: the master's path)
   std::string eval_dataset;  // held-out data set in the store (empty: no evaluation)
   int64_t lease_ttl_seconds = 10;
+  std::string transport;  // empty: TESSERA_TRANSPORT, else auto
   std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
   const std::atomic<bool>* stop = nullptr;
 };

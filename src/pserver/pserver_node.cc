@@ -19,7 +19,8 @@
 #include "job/slot_map.h"
 #include "pserver/checkpointer.h"
 #include "pserver/pserver_service.h"
-#include "transport/grpc_transport.h"
+#include "transport/endpoint_choice.h"
+#include "transport/transport_factory.h"
 
 namespace tessera {
 namespace {
@@ -85,13 +86,31 @@ Status PserverNode::Run() {
   TESSERA_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(etcd.get(), job));
   TESSERA_ASSIGN_OR_RETURN(SlotMap slots, LoadSlotMap(etcd.get(), job));
 
-  if (options_.transport != "grpc") {
-    return Status::InvalidArgument("transport '" + options_.transport + "' is not available (use grpc)");
-  }
+  TESSERA_ASSIGN_OR_RETURN(TransportKind kind, ParseTransportKind(options_.transport));
+  // auto serves every transport: each trainer takes the best one it can reach. --port goes to
+  // the main transport (tcp when served); the others take free ports.
+  std::vector<TransportKind> kinds = kind == TransportKind::kAuto
+                                         ? std::vector<TransportKind>{TransportKind::kTcp, TransportKind::kShm,
+                                                                      TransportKind::kGrpc}
+                                         : std::vector<TransportKind>{kind};
+  TransportOptions to;
+  to.limits.max_payload = options_.max_message_bytes;
   Forwarder forwarder;
-  auto server = NewGrpcServerTransport();
-  TESSERA_RETURN_IF_ERROR(server->Start(options_.host, options_.port, &forwarder));
-  const std::string address = options_.host + ":" + std::to_string(server->port());
+  std::vector<std::unique_ptr<ServerTransport>> servers;
+  nlohmann::json endpoints = nlohmann::json::object();
+  for (TransportKind k : kinds) {
+    auto server = NewServerTransport(k, to);
+    TESSERA_RETURN_IF_ERROR(server->Start(options_.host, servers.empty() ? options_.port : 0, &forwarder));
+    endpoints[TransportKindName(k)] = server->endpoint();
+    servers.push_back(std::move(server));
+  }
+  struct ServersStop {
+    std::vector<std::unique_ptr<ServerTransport>>& s;
+    ~ServersStop() {
+      for (auto& x : s) x->Shutdown();
+    }
+  } servers_stop{servers};
+  const std::string address = servers[0]->endpoint();
 
   std::unique_ptr<PserverService> service;
   std::mutex service_mu;  // guards `service` against the lease listener
@@ -122,7 +141,9 @@ Status PserverNode::Run() {
   nlohmann::json info = {{"address", address},
                          {"host", options_.host},
                          {"pid", static_cast<int64_t>(::getpid())},
-                         {"transport", server->name()},
+                         {"transport", options_.transport},
+                         {"endpoints", endpoints},
+                         {"host_id", HostIdentity()},
                          {"started_ms", WallMillis()}};
   if (!options_.checkpoint_dir.empty()) info["checkpoint_dir"] = options_.checkpoint_dir;
   if (options_.http_port >= 0) {
@@ -197,8 +218,10 @@ Status PserverNode::Run() {
   index_ = claim.index;
   epoch_ = claim.epoch;
   SetLogNode("pserver-" + std::to_string(claim.index));
-  spdlog::info("pserver {} serving at {} (epoch {}, {} of {} slots, mode {})", claim.index, address,
-               claim.epoch, slots.SlotsOf(claim.index).size(), slots.slots(), config.mode.ToString());
+  std::string served;
+  for (const auto& [k, v] : endpoints.items()) served += (served.empty() ? "" : ", ") + k + " " + v.get<std::string>();
+  spdlog::info("pserver {} serving at {} (epoch {}, {} of {} slots, mode {}; data plane: {})", claim.index, address,
+               claim.epoch, slots.SlotsOf(claim.index).size(), slots.slots(), config.mode.ToString(), served);
 
   PserverServiceOptions so;
   so.index = claim.index;
@@ -294,7 +317,7 @@ Status PserverNode::Run() {
   service->StopServing(result.ok() ? Status::Unavailable("shutting down") : result);
   self_watch->Cancel();
   trainer_watch->Cancel();
-  server->Shutdown();
+  for (auto& s : servers) s->Shutdown();
   forwarder.Install(nullptr);
   if (result.ok()) {
     // A clean exit frees the index at once for a successor.

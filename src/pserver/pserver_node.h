@@ -29,7 +29,12 @@ struct PserverOptions {
   std::string host = "127.0.0.1";  // address to listen on and advertise
   int port = 0;                    // 0: any free port
   int64_t lease_ttl_seconds = 10;
-  std::string transport = "grpc";
+  // Data-plane transports served: grpc, tcp, shm, or auto (all three; each trainer picks the
+  // best it can reach). The registration lists every endpoint.
+  std::string transport = "auto";
+  // The largest request payload accepted by the tcp and shm transports (a larger frame closes
+  // that connection).
+  size_t max_message_bytes = size_t{2} << 30;
   // Checkpoints of the shard (see checkpointer.h): none when `checkpoint_dir` is empty. One is
   // taken right after initialization, then every `checkpoint_seconds` and/or every
   // `checkpoint_steps` versions (0: that trigger is off), when the version moved.

@@ -77,10 +77,11 @@ void PserverService::SendError(Responder& r, const Status& s, Reason reason, int
 }
 
 void PserverService::Send(Reply& reply) {
-  std::string h = reply.header.SerializeAsString();
-  ConstBuffer b{reply.payload.data(), reply.payload.size() * sizeof(float)};
+  thread_local std::string h;  // reused: no allocation per reply once grown
+  reply.header.SerializeToString(&h);
+  ConstBuffer b{reply.payload.data, reply.payload.size};
   reply.responder->Send(
-      h, reply.payload.empty() ? std::span<const ConstBuffer>{} : std::span<const ConstBuffer>(&b, 1));
+      h, reply.payload.size == 0 ? std::span<const ConstBuffer>{} : std::span<const ConstBuffer>(&b, 1));
 }
 
 namespace {
@@ -233,7 +234,7 @@ Status PserverService::CheckPull(const wire::DataRequest& req) const {
   return Status::OK();
 }
 
-void PserverService::HandleData(const wire::DataRequest& req, ConstBuffer payload,
+void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
                                 std::unique_ptr<Responder> r) {
   // Finiteness first, without the lock: a pass over the payload.
   if (!req.allow_nonfinite() && payload.size % 4 == 0) {
@@ -293,10 +294,12 @@ void PserverService::HandleData(const wire::DataRequest& req, ConstBuffer payloa
         counters_.bytes_in += static_cast<int64_t>(payload.size);
       }
       if (*verdict == Consistency::PushVerdict::kHold) {
-        if (held_.empty()) step_opened_ = std::chrono::steady_clock::now();
+        if (held_count_ == 0) step_opened_ = std::chrono::steady_clock::now();
         PendingPush& p = held_[req.trainer()];
+        if (!p.held) ++held_count_;
+        p.held = true;
         p.samples = req.samples();
-        p.segments.assign(req.push().begin(), req.push().end());
+        p.segments.Swap(req.mutable_push());  // the request is not read after this
         p.payload.assign(static_cast<const char*>(payload.data), payload.size);
       } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
         ApplySegments({req.push().begin(), req.push().end()}, static_cast<const char*>(payload.data),
@@ -349,8 +352,9 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
   for (const auto& c : b.contributors) total += held_[c].samples;
   if (total > 0) {
     const float scale = 1.0f / static_cast<float>(total);
-    // Sum every contributor's gradient in trainer-id order, then apply once.
-    std::vector<std::pair<std::string, int64_t>> dense_order;
+    // Every contributor's gradient is summed in trainer-id order, then applied once. A block
+    // only one trainer sent is applied straight from its held push.
+    dense_parts_.clear();
     std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> sparse;
     std::map<std::string, std::unordered_map<uint64_t, size_t>> sparse_index;
     for (const auto& c : b.contributors) {
@@ -359,15 +363,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
       for (const auto& seg : p.segments) {
         const float* g = reinterpret_cast<const float*>(at);
         if (seg.block() >= 0) {
-          auto key = std::make_pair(seg.param(), seg.block());
-          auto& acc = dense_acc_[key];
-          bool first = std::find(dense_order.begin(), dense_order.end(), key) == dense_order.end();
-          if (first) {
-            dense_order.push_back(key);
-            acc.assign(g, g + seg.count());
-          } else {
-            for (int64_t i = 0; i < seg.count(); ++i) acc[i] += g[i];
-          }
+          dense_parts_.push_back({&seg.param(), seg.block(), seg.count(), g});
           at += seg.count() * sizeof(float);
         } else {
           const int dim = store_.Dim(seg.param());
@@ -387,11 +383,39 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
         }
       }
     }
-    for (const auto& key : dense_order)
-      store_.ApplyDense(key.first, key.second, dense_acc_[key].data(), scale);
+    // Group the parts by block; a stable sort keeps trainer-id order within a block.
+    std::stable_sort(dense_parts_.begin(), dense_parts_.end(), [](const DensePart& x, const DensePart& y) {
+      int c = x.param->compare(*y.param);
+      return c != 0 ? c < 0 : x.block < y.block;
+    });
+    for (size_t i = 0; i < dense_parts_.size();) {
+      size_t j = i + 1;
+      while (j < dense_parts_.size() && *dense_parts_[j].param == *dense_parts_[i].param &&
+             dense_parts_[j].block == dense_parts_[i].block) {
+        ++j;
+      }
+      const DensePart& first = dense_parts_[i];
+      if (j == i + 1) {
+        store_.ApplyDense(*first.param, first.block, first.grad, scale);
+      } else {
+        auto& acc = dense_acc_[{*first.param, first.block}];
+        acc.assign(first.grad, first.grad + first.count);
+        float* __restrict a = acc.data();
+        for (size_t k = i + 1; k < j; ++k) {
+          const float* __restrict g = dense_parts_[k].grad;
+          for (int64_t e = 0; e < first.count; ++e) a[e] += g[e];
+        }
+        store_.ApplyDense(*first.param, first.block, a, scale);
+      }
+      i = j;
+    }
     for (const auto& [table, kr] : sparse) store_.ApplySparse(table, kr.first, kr.second.data(), scale);
   }
-  for (const auto& c : b.contributors) held_.erase(c);
+  for (const auto& c : b.contributors) {
+    PendingPush& p = held_[c];
+    if (p.held) --held_count_;
+    p.held = false;
+  }
 }
 
 void PserverService::Drain(std::vector<Reply>* out) {
@@ -399,7 +423,7 @@ void PserverService::Drain(std::vector<Reply>* out) {
     auto ready = consistency_->TakeReady();
     if (ready.empty()) return;
     if (ready.barrier) {
-      if (options_.metrics && !held_.empty()) {
+      if (options_.metrics && held_count_ > 0) {
         options_.metrics
             ->GetHistogram("tessera_pserver_barrier_seconds",
                            "sync: from the first push of a step to its barrier (waiting for every trainer)",
@@ -443,8 +467,8 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
     floats += seg.block() >= 0 ? static_cast<size_t>(seg.count())
                                : static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param());
   }
-  rep.payload.resize(floats);
-  float* out = rep.payload.data();
+  if (floats > 0) rep.payload = r->Allocate(floats * sizeof(float));
+  float* out = static_cast<float*>(rep.payload.data);
   for (const auto& seg : req.pull()) {
     *rep.header.add_pull() = seg;
     if (seg.block() >= 0) {
@@ -514,7 +538,8 @@ void PserverService::HandleExport(const wire::DataRequest& req, std::unique_ptr<
       }
       std::vector<uint64_t> keys;
       int64_t next = store_.DumpRows(req.pull(0).param(), req.step(),
-                                     req.samples() > 0 ? req.samples() : 65536, &keys, &rep.payload);
+                                     req.samples() > 0 ? req.samples() : 65536, &keys, &rep.owned);
+      rep.payload = {rep.owned.data(), rep.owned.size() * sizeof(float)};
       wire::Segment* seg = rep.header.add_pull();
       seg->set_param(req.pull(0).param());
       seg->set_block(-1);

@@ -91,10 +91,20 @@ class PserverService : public RequestHandler {
   Counters counters() const;
 
  private:
+  // A trainer's push held for the open sync step. Entries stay in held_ between steps (`held`
+  // says whether one is waiting) so their buffers are reused instead of allocated every step.
   struct PendingPush {
+    bool held = false;
     int64_t samples = 0;
-    std::vector<wire::Segment> segments;
+    google::protobuf::RepeatedPtrField<wire::Segment> segments;
     std::string payload;
+  };
+  // One dense gradient block of one contributor, while a barrier sums them.
+  struct DensePart {
+    const std::string* param;
+    int64_t block;
+    int64_t count;
+    const float* grad;
   };
   struct PendingPull {
     wire::DataRequest request;
@@ -103,11 +113,12 @@ class PserverService : public RequestHandler {
   };
   struct Reply {
     wire::DataReply header;
-    std::vector<float> payload;
+    MutableBuffer payload;     // lent by the responder (Allocate), or `owned`'s memory
+    std::vector<float> owned;  // DUMP_SPARSE pages
     std::unique_ptr<Responder> responder;
   };
 
-  void HandleData(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
+  void HandleData(wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   void HandleInit(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);
   void HandleStatus(std::unique_ptr<Responder> r);
@@ -140,10 +151,12 @@ class PserverService : public RequestHandler {
   int64_t restored_version_ = -1;  // the checkpoint's version until the first INIT_DONE, else -1
   bool refill_logged_ = false;
   std::map<std::string, PendingPush> held_;  // sync: pushes held for the open step
+  int held_count_ = 0;                       // entries of held_ with `held` set
   std::map<uint64_t, PendingPull> waiting_;
   uint64_t next_ticket_ = 1;
-  // Sync barrier accumulators, reused every step.
+  // Sync barrier accumulators and the list of parts to sum, reused every step.
   std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_;
+  std::vector<DensePart> dense_parts_;
   Counters counters_;
   std::optional<Checkpoint> due_snapshot_;
   std::chrono::steady_clock::time_point step_opened_;  // sync: the first push held for the open step

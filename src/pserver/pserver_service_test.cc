@@ -14,12 +14,17 @@ namespace {
 class Capture : public Responder {
  public:
   explicit Capture(wire::DataReply* out) : out_(out) {}
+  MutableBuffer Allocate(size_t bytes) override {
+    buf_.resize(bytes);
+    return {buf_.data(), bytes};
+  }
   void Send(std::string_view header, std::span<const ConstBuffer>) override {
     out_->ParseFromArray(header.data(), static_cast<int>(header.size()));
   }
 
  private:
   wire::DataReply* out_;
+  std::string buf_;
 };
 
 TEST(PserverServiceTest, RefusesEveryRequestWhileItsLeaseIsNotConfirmedAlive) {

@@ -23,11 +23,20 @@ class GrpcResponder : public Responder {
   ~GrpcResponder() override {
     if (!sent_) reactor_->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "pserver dropped the request"));
   }
+  MutableBuffer Allocate(size_t bytes) override {
+    std::string* p = reply_->mutable_payload();
+    p->resize(bytes);
+    return {p->data(), bytes};
+  }
   void Send(std::string_view header, std::span<const ConstBuffer> payload) override {
     if (sent_) return;
     sent_ = true;
     reply_->set_header(std::string(header));
     std::string* p = reply_->mutable_payload();
+    if (payload.size() == 1 && payload[0].data == p->data() && payload[0].size == p->size()) {
+      reactor_->Finish(grpc::Status::OK);  // built in place by Allocate
+      return;
+    }
     p->resize(TotalSize(payload));
     size_t off = 0;
     for (const auto& b : payload) {
@@ -73,9 +82,11 @@ class GrpcServerTransport : public ServerTransport {
       return Status::Unavailable("cannot listen on " + host + ":" + std::to_string(port) +
                                  " (address in use or not available)");
     }
+    endpoint_ = host + ":" + std::to_string(port_);
     return Status::OK();
   }
   int port() const override { return port_; }
+  std::string endpoint() const override { return endpoint_; }
   std::string name() const override { return "grpc"; }
   void Shutdown() override {
     std::lock_guard<std::mutex> lock(mu_);
@@ -90,6 +101,7 @@ class GrpcServerTransport : public ServerTransport {
   std::unique_ptr<DataPlaneService> service_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::string endpoint_;
 };
 
 class GrpcConnection : public ClientConnection {
@@ -123,7 +135,8 @@ class GrpcConnection : public ClientConnection {
       if (b.size) std::memcpy(p->data() + off, b.data, b.size);
       off += b.size;
     }
-    wire::Frame reply;
+    wire::Frame& reply = reply_;
+    reply.Clear();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout);
     grpc::Status s = stub_->Call(&ctx, req, &reply);
@@ -133,7 +146,7 @@ class GrpcConnection : public ClientConnection {
       return Status(code, "pserver " + address_ + ": " + s.error_message());
     }
     CallResult out;
-    out.header = std::move(*reply.mutable_header());
+    out.header = reply.header();
     const std::string& rp = reply.payload();
     out.payload_bytes = rp.size();
     if (rp.size() > TotalSize(reply_buffers)) {
@@ -156,6 +169,7 @@ class GrpcConnection : public ClientConnection {
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<wire::DataPlane::Stub> stub_;
+  wire::Frame reply_;  // the last reply (CallResult::header points into it)
 };
 
 }  // namespace

@@ -5,7 +5,10 @@
 //
 // Buffers: the sender gathers its payload from the caller's own buffers; the receiver of a reply
 // scatters the payload into buffers the caller gave (a pull can land straight in parameter
-// memory). A transport may copy; the fast ones do not.
+// memory); a reply's payload is built in memory the transport lends (Responder::Allocate: the
+// connection's reusable send buffer, or shared memory the peer reads). A transport may copy;
+// the fast ones (tcp, shm) do not, and allocate nothing per message once their buffers have
+// grown to the largest message seen.
 //
 // Thread-safety: a ClientConnection serves one call at a time (each pserver link owns one); a
 // ServerTransport calls its handler from any number of threads.
@@ -14,13 +17,30 @@
 #include <chrono>
 #include <cstddef>
 #include <memory>
+#include <ostream>
 #include <span>
 #include <string>
 #include <string_view>
 
 #include "tessera/status.h"
+#include "transport/frame.h"
 
 namespace tessera {
+
+// Which transport carries the data plane. kAuto: shared memory with a pserver on the same host,
+// TCP otherwise (a pserver started with auto serves all three).
+enum class TransportKind { kGrpc, kTcp, kShm, kAuto };
+StatusOr<TransportKind> ParseTransportKind(std::string_view name);
+std::string TransportKindName(TransportKind kind);
+inline std::ostream& operator<<(std::ostream& o, TransportKind k) { return o << TransportKindName(k); }
+
+struct TransportOptions {
+  FrameLimits limits;        // tcp, shm: the largest header and payload a receiver accepts
+  int max_connections = 1024;  // tcp, shm servers: more are refused (closed at once)
+  // tcp, shm servers: how long a reply may wait for a peer that does not read before the
+  // connection is closed.
+  std::chrono::milliseconds send_timeout{std::chrono::seconds(60)};
+};
 
 struct ConstBuffer {
   const void* data = nullptr;
@@ -45,10 +65,15 @@ inline size_t TotalSize(std::span<const MutableBuffer> bufs) {
 
 // Sends the reply to one request. Exactly one Send per request, from any thread, at any time
 // (a pull may be answered when a barrier completes). The payload only has to stay valid until
-// Send returns.
+// Send returns. A responder dropped without Send fails the request (the client sees Unavailable
+// and may retry). Send never blocks on the network.
 class Responder {
  public:
   virtual ~Responder() = default;
+  // Memory for a reply payload of `bytes`, valid until Send (or the responder's end). A payload
+  // built there and passed to Send as the single buffer {data, bytes} is sent without a copy.
+  // At most one Allocate per responder.
+  virtual MutableBuffer Allocate(size_t bytes) = 0;
   virtual void Send(std::string_view header, std::span<const ConstBuffer> payload) = 0;
 };
 
@@ -65,6 +90,8 @@ class ServerTransport {
   // Listens on host:port (port 0: any free port) and passes every request to `handler`.
   virtual Status Start(const std::string& host, int port, RequestHandler* handler) = 0;
   virtual int port() const = 0;
+  // What a client connects to: "host:port" (grpc, tcp) or a local socket name (shm).
+  virtual std::string endpoint() const = 0;
   virtual std::string name() const = 0;
   // Stops listening and drops connections. Replies not yet sent are abandoned (their
   // Responders' Send becomes a no-op); callers fail their pending requests first.
@@ -72,7 +99,7 @@ class ServerTransport {
 };
 
 struct CallResult {
-  std::string header;        // the reply header
+  std::string_view header;   // the reply header; valid until the next Call on the connection
   size_t payload_bytes = 0;  // how many payload bytes arrived (0 for error replies)
 };
 

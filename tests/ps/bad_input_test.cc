@@ -1,6 +1,8 @@
 // Bad input reaches the pserver and is refused with a message saying what and where, and
 // nothing stored changes: unknown parameter, wrong size, wrong dtype, closed step, non-finite
-// gradient, inconsistent payload, malformed header, another job's token, a stale epoch.
+// gradient, inconsistent payload, malformed header, another job's token, a stale epoch. Part of
+// the transport conformance suite: every case runs over grpc, tcp and shm (the trainer and the
+// raw connection both use the transport under test) and must give the same answer.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -8,19 +10,20 @@
 
 #include "ps/ps_fixture.h"
 #include "tessera/data.pb.h"
-#include "transport/grpc_transport.h"
 
 namespace tessera::testing {
 namespace {
 
-class BadInputTest : public PsTest {
+class BadInputTest : public PsTest, public ::testing::WithParamInterface<TransportKind> {
  protected:
   void SetUp() override {
     PsTest::SetUp();
     cfg_ = MakeJob(kJob, 1, "sync", "sgd:lr=0.1", 64);
     StartPserver(kJob);
     ASSERT_TRUE(WaitForPservers(kJob, 1));
-    auto c = Client::Connect(ClientFor(kJob, "0"));
+    auto opts = ClientFor(kJob, "0");
+    opts.transport = TransportKindName(GetParam());
+    auto c = Client::Connect(opts);
     ASSERT_TRUE(c.ok());
     client = std::move(*c);
     w.assign(100, 1.0f);
@@ -36,11 +39,11 @@ class BadInputTest : public PsTest {
       ASSERT_TRUE(client->PushPull(grads).Wait().ok());
     }
     auto kv = client_->Get(keys::Pserver(kJob, 0));
-    address_ = nlohmann::json::parse(kv->kvs[0].value)["address"];
     pserver_epoch_ = kv->kvs[0].create_revision;
     auto t = client_->Get(keys::Trainer(kJob, "0"));
     trainer_epoch_ = t->kvs[0].create_revision;
-    conn_ = NewGrpcConnection(address_);
+    conn_ = RawConnection(kJob, 0, GetParam());
+    ASSERT_NE(conn_, nullptr);
     snapshot_ = Values();
   }
 
@@ -77,7 +80,7 @@ class BadInputTest : public PsTest {
                          std::chrono::seconds(10));
     EXPECT_TRUE(r.ok()) << r.status();
     wire::DataReply reply;
-    EXPECT_TRUE(reply.ParseFromString(r->header));
+    EXPECT_TRUE(reply.ParseFromArray(r->header.data(), static_cast<int>(r->header.size())));
     return reply;
   }
 
@@ -91,33 +94,32 @@ class BadInputTest : public PsTest {
   JobConfig cfg_;
   std::unique_ptr<Client> client;
   std::vector<float> w;
-  std::string address_;
   int64_t pserver_epoch_ = 0, trainer_epoch_ = 0;
   std::unique_ptr<ClientConnection> conn_;
   std::vector<float> snapshot_;
 };
 
-TEST_F(BadInputTest, UnknownParameter) {
+TEST_P(BadInputTest, UnknownParameter) {
   auto r = GoodPush();
   r.mutable_push(0)->set_param("nope");
   ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(64, 1)), "unknown parameter 'nope'");
 }
 
-TEST_F(BadInputTest, WrongSize) {
+TEST_P(BadInputTest, WrongSize) {
   auto r = GoodPush();
   r.mutable_push(0)->set_count(10);
   ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(10, 1)),
                 "'w' block 0: expected 64 elements, got 10");
 }
 
-TEST_F(BadInputTest, WrongDtype) {
+TEST_P(BadInputTest, WrongDtype) {
   auto r = GoodPush();
   r.mutable_push(0)->set_dtype(wire::FLOAT64);
   ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(128, 1)),
                 "parameter 'w': dtype FLOAT64 is not supported");
 }
 
-TEST_F(BadInputTest, PushForAClosedStep) {
+TEST_P(BadInputTest, PushForAClosedStep) {
   auto r = GoodPush();
   r.set_step(0);
   auto reply = Send(r.SerializeAsString(), std::vector<float>(64, 1));
@@ -126,7 +128,7 @@ TEST_F(BadInputTest, PushForAClosedStep) {
   ExpectRefused(reply, "step 0 is closed");
 }
 
-TEST_F(BadInputTest, NonFiniteGradientNamesTheParameter) {
+TEST_P(BadInputTest, NonFiniteGradientNamesTheParameter) {
   auto r = GoodPush();
   std::vector<float> g(64, 1.0f);
   g[17] = std::nanf("");
@@ -144,13 +146,13 @@ TEST_F(BadInputTest, NonFiniteGradientNamesTheParameter) {
   EXPECT_NE(s.message().find("gradient for 'w'"), std::string::npos) << s;
 }
 
-TEST_F(BadInputTest, PayloadThatDoesNotMatchTheHeader) {
+TEST_P(BadInputTest, PayloadThatDoesNotMatchTheHeader) {
   auto r = GoodPush();
   ExpectRefused(Send(r.SerializeAsString(), std::vector<float>(63, 1)),
                 "payload has 252 bytes but the header describes 256");
 }
 
-TEST_F(BadInputTest, MalformedHeaderWrongJobAndStaleEpoch) {
+TEST_P(BadInputTest, MalformedHeaderWrongJobAndStaleEpoch) {
   ExpectRefused(Send("\xff\xff\xff garbage", {}), "malformed request header");
   auto r = GoodPush();
   r.set_job_token("someone-else");
@@ -162,7 +164,7 @@ TEST_F(BadInputTest, MalformedHeaderWrongJobAndStaleEpoch) {
   ExpectRefused(reply, "stale epoch");
 }
 
-TEST_F(BadInputTest, RetriedPushIsAppliedOnce) {
+TEST_P(BadInputTest, RetriedPushIsAppliedOnce) {
   // The same push (trainer 0, same epoch, same step) arrives twice, as after a lost reply.
   auto r = GoodPush();
   std::string header = r.SerializeAsString();
@@ -189,7 +191,7 @@ TEST_F(BadInputTest, RetriedPushIsAppliedOnce) {
   for (int i = 0; i < 64; ++i) ASSERT_FLOAT_EQ(now[i], snapshot_[i] - 0.1f) << i;
 }
 
-TEST_F(BadInputTest, ClientSideChecksNameTheParameter) {
+TEST_P(BadInputTest, ClientSideChecksNameTheParameter) {
   std::vector<float> small(5);
   Gradients g1;
   g1.Dense("w", small);
@@ -220,7 +222,7 @@ namespace {
 
 // A trainer whose lease is gone (here: revoked) is told so on its next operation, instead of
 // going on as a member the job no longer counts.
-TEST_F(BadInputTest, LostLeaseIsReportedOnTheNextOperation) {
+TEST_P(BadInputTest, LostLeaseIsReportedOnTheNextOperation) {
   auto t = client_->Get(keys::Trainer(kJob, "0"));
   ASSERT_TRUE(t.ok() && !t->kvs.empty());
   ASSERT_TRUE(client_->RevokeLease(t->kvs[0].lease).ok());
@@ -234,6 +236,10 @@ TEST_F(BadInputTest, LostLeaseIsReportedOnTheNextOperation) {
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
   EXPECT_NE(s.message().find("lease was lost"), std::string::npos) << s;
 }
+
+INSTANTIATE_TEST_SUITE_P(Transports, BadInputTest,
+                         ::testing::Values(TransportKind::kGrpc, TransportKind::kTcp, TransportKind::kShm),
+                         [](const auto& info) { return TransportKindName(info.param); });
 
 }  // namespace
 }  // namespace tessera::testing

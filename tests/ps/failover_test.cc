@@ -13,7 +13,6 @@
 #include "ps/ps_fixture.h"
 #include "pserver/optimizer.h"
 #include "tessera/data.pb.h"
-#include "transport/grpc_transport.h"
 
 namespace tessera::testing {
 namespace {
@@ -137,8 +136,7 @@ TEST_F(FailoverTest, PserverWhoseLeaseIsRevokedStopsAnsweringBeforeItsTtl) {
   auto kv = client_->Get(keys::Pserver(job, 0));
   ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
   int64_t lease = kv->kvs[0].lease;
-  std::string address = nlohmann::json::parse(kv->kvs[0].value)["address"];
-  auto conn = NewGrpcConnection(address);
+  auto conn = RawConnection(job, 0);
   auto status_ok = [&] {
     wire::DataRequest req;
     req.set_op(wire::DataRequest::STATUS);
@@ -146,7 +144,7 @@ TEST_F(FailoverTest, PserverWhoseLeaseIsRevokedStopsAnsweringBeforeItsTtl) {
     auto r = conn->Call(req.SerializeAsString(), {}, {}, std::chrono::seconds(2));
     if (!r.ok()) return false;
     wire::DataReply reply;
-    return reply.ParseFromString(r->header) && reply.code() == 0;
+    return reply.ParseFromArray(r->header.data(), static_cast<int>(r->header.size())) && reply.code() == 0;
   };
   ASSERT_TRUE(status_ok());
   ASSERT_TRUE(client_->RevokeLease(lease).ok());
@@ -205,7 +203,7 @@ TEST_F(PsTest, PserverStalledPastItsLeaseAnswersNothingAfterItResumes) {
   ASSERT_TRUE(WaitForPservers(job, 1));
   auto kv = client_->Get(keys::Pserver(job, 0));
   ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
-  auto conn = NewGrpcConnection(nlohmann::json::parse(kv->kvs[0].value)["address"].get<std::string>());
+  auto conn = RawConnection(job, 0);
   int answered = 0, asked = 0;
   auto ask = [&] {
     wire::DataRequest req;
@@ -214,7 +212,7 @@ TEST_F(PsTest, PserverStalledPastItsLeaseAnswersNothingAfterItResumes) {
     ++asked;
     auto r = conn->Call(req.SerializeAsString(), {}, {}, std::chrono::seconds(2));
     wire::DataReply reply;
-    bool ok = r.ok() && reply.ParseFromString(r->header) && reply.code() == 0;
+    bool ok = r.ok() && reply.ParseFromArray(r->header.data(), static_cast<int>(r->header.size())) && reply.code() == 0;
     answered += ok;
     return ok;
   };

@@ -17,6 +17,8 @@
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "tessera/client.h"
+#include "transport/endpoint_choice.h"
+#include "transport/transport_factory.h"
 
 namespace tessera::testing {
 
@@ -54,10 +56,10 @@ class PsTest : public EtcdTest {
   }
 
   // Starts a `tessera pserver` process; returns its index in procs_.
-  size_t StartPserver(const std::string& job, int64_t ttl = 2) {
+  size_t StartPserver(const std::string& job, int64_t ttl = 2, const std::string& transport = "auto") {
     SpawnOptions o;
     o.argv = {BuildPath("src/tessera"), "pserver", "--etcd", server_->endpoint(), "--job", job, "--lease-ttl",
-              std::to_string(ttl)};
+              std::to_string(ttl), "--transport", transport};
     o.log_path = dir_ + "/pserver" + std::to_string(procs_.size()) + ".log";
     auto p = Subprocess::Spawn(o);
     EXPECT_TRUE(p.ok()) << p.status();
@@ -75,6 +77,21 @@ class PsTest : public EtcdTest {
           return l.ok() && l->members.size() == n;
         },
         timeout);
+  }
+
+  // A raw data-plane connection to pserver `index` of `job` over `kind`, as a trainer would
+  // choose it from the registration.
+  std::unique_ptr<ClientConnection> RawConnection(const std::string& job, int index,
+                                                  TransportKind kind = TransportKind::kAuto) {
+    auto kv = client_->Get(keys::Pserver(job, index));
+    EXPECT_TRUE(kv.ok() && !kv->kvs.empty()) << "pserver " << index << " of " << job << " is not registered";
+    if (!kv.ok() || kv->kvs.empty()) return nullptr;
+    auto endpoints = ParsePserverEndpoints(kv->kvs[0].value);
+    EXPECT_TRUE(endpoints.ok()) << endpoints.status();
+    auto choice = ChooseEndpoint(*endpoints, kind, HostIdentity());
+    EXPECT_TRUE(choice.ok()) << choice.status();
+    if (!choice.ok()) return nullptr;
+    return NewClientConnection(choice->kind, choice->endpoint, TransportOptions{});
   }
 
   ClientOptions ClientFor(const std::string& job, const std::string& id = "") {

@@ -1,0 +1,73 @@
+// Frame preamble encoding and checks (see frame.h).
+#include "transport/frame.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace tessera {
+namespace {
+
+template <typename T>
+void Put(uint8_t* out, T v) {
+  for (size_t i = 0; i < sizeof(T); ++i) out[i] = static_cast<uint8_t>(static_cast<uint64_t>(v) >> (8 * i));
+}
+
+template <typename T>
+T Get(const uint8_t* in) {
+  uint64_t v = 0;
+  for (size_t i = 0; i < sizeof(T); ++i) v |= static_cast<uint64_t>(in[i]) << (8 * i);
+  return static_cast<T>(v);
+}
+
+std::string Hex(uint32_t v) {
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%08x", v);
+  return buf;
+}
+
+}  // namespace
+
+void EncodePreamble(const FramePreamble& p, uint8_t out[kFramePreambleBytes]) {
+  std::memset(out, 0, kFramePreambleBytes);
+  Put<uint32_t>(out, kFrameMagic);
+  out[4] = static_cast<uint8_t>(p.kind);
+  out[5] = p.flags;
+  Put<uint64_t>(out + 8, p.request_id);
+  Put<uint32_t>(out + 16, p.header_len);
+  Put<uint64_t>(out + 24, p.payload_len);
+}
+
+StatusOr<FramePreamble> DecodePreamble(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits) {
+  const uint32_t magic = Get<uint32_t>(in);
+  if (magic != kFrameMagic) {
+    return Status::InvalidArgument("bad frame magic " + Hex(magic) + " (not a Tessera data-plane frame)");
+  }
+  FramePreamble p;
+  const uint8_t kind = in[4];
+  if (kind != static_cast<uint8_t>(FrameKind::kRequest) && kind != static_cast<uint8_t>(FrameKind::kReply)) {
+    return Status::InvalidArgument("unknown frame kind " + std::to_string(kind));
+  }
+  p.kind = static_cast<FrameKind>(kind);
+  p.flags = in[5];
+  if (p.flags & ~kFrameFlagNewRegion) {
+    return Status::InvalidArgument("unknown frame flags " + std::to_string(p.flags));
+  }
+  if (Get<uint16_t>(in + 6) != 0 || Get<uint32_t>(in + 20) != 0) {
+    return Status::InvalidArgument("reserved frame fields are not zero");
+  }
+  p.request_id = Get<uint64_t>(in + 8);
+  p.header_len = Get<uint32_t>(in + 16);
+  p.payload_len = Get<uint64_t>(in + 24);
+  if (p.header_len > limits.max_header) {
+    return Status::InvalidArgument("frame header of " + std::to_string(p.header_len) +
+                                   " bytes is larger than the maximum " + std::to_string(limits.max_header));
+  }
+  if (p.payload_len > limits.max_payload) {
+    return Status::InvalidArgument("frame payload of " + std::to_string(p.payload_len) +
+                                   " bytes is larger than the maximum " + std::to_string(limits.max_payload) +
+                                   " (--max-message-mb)");
+  }
+  return p;
+}
+
+}  // namespace tessera

@@ -1,0 +1,54 @@
+// The frame of Tessera's own data-plane transports (TCP and shared memory): a fixed 32-byte
+// preamble in front of every message, then the message header (a serialized DataRequest or
+// DataReply) and the payload. Encoding and checking only: pure, no I/O, thread-safe.
+//
+// Wire layout (little-endian):
+//   0  u32 magic        "TSD1" (0x31445354)
+//   4  u8  kind         1 = request, 2 = reply
+//   5  u8  flags        bit 0: a new shared-memory region comes with this frame (shm only)
+//   6  u16 reserved     0
+//   8  u64 request_id   chosen by the client; a reply carries its request's id
+//   16 u32 header_len   bytes of the message header
+//   20 u32 reserved     0
+//   24 u64 payload_len  bytes of the payload
+// Over TCP the header and then the payload follow the preamble on the stream. Over shared memory
+// they sit in the sender's region: payload at offset 0, header at PayloadAlign(payload_len).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "tessera/status.h"
+
+namespace tessera {
+
+constexpr uint32_t kFrameMagic = 0x31445354;  // "TSD1"
+constexpr size_t kFramePreambleBytes = 32;
+
+enum class FrameKind : uint8_t { kRequest = 1, kReply = 2 };
+constexpr uint8_t kFrameFlagNewRegion = 1;
+
+struct FramePreamble {
+  FrameKind kind = FrameKind::kRequest;
+  uint8_t flags = 0;
+  uint64_t request_id = 0;
+  uint32_t header_len = 0;
+  uint64_t payload_len = 0;
+};
+
+// What a receiver accepts; anything larger is refused before a byte of it is read.
+struct FrameLimits {
+  size_t max_header = size_t{64} << 20;   // 64 MiB: a sparse request lists its keys here
+  size_t max_payload = size_t{2} << 30;   // 2 GiB (--max-message-mb)
+};
+
+void EncodePreamble(const FramePreamble& p, uint8_t out[kFramePreambleBytes]);
+// InvalidArgument saying what is wrong (bad magic, unknown kind or flags, a length past the
+// limits), so the receiver can log it and close the connection.
+StatusOr<FramePreamble> DecodePreamble(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits);
+
+// Where the header starts in a shared-memory region after a payload of `payload_len` bytes.
+constexpr uint64_t PayloadAlign(uint64_t payload_len) { return (payload_len + 63) & ~uint64_t{63}; }
+
+}  // namespace tessera

@@ -1,0 +1,161 @@
+// Shared-memory regions and seqpacket frames (see shm_region.h).
+#include "transport/shm_region.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstring>
+
+namespace tessera {
+namespace {
+
+Status Errno(const std::string& what) { return Status::Unavailable(what + ": " + std::strerror(errno)); }
+
+Status WaitFd(int fd, short events, const Deadline* deadline) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    int ms = deadline ? static_cast<int>(std::min<int64_t>(deadline->remaining().count(), 1 << 30)) : -1;
+    int r = ::poll(&p, 1, ms);
+    if (r > 0) return Status::OK();
+    if (r == 0) return Status::DeadlineExceeded("timed out waiting for the peer");
+    if (errno != EINTR) return Errno("poll");
+  }
+}
+
+}  // namespace
+
+void OwnRegion::Unmap() {
+  if (map_) ::munmap(map_, size_);
+  map_ = nullptr;
+  size_ = 0;
+}
+
+Status OwnRegion::Ensure(size_t bytes, size_t keep, size_t max_bytes) {
+  if (bytes <= size_ && map_) return Status::OK();
+  if (bytes > max_bytes) {
+    return Status::InvalidArgument("a message of " + std::to_string(bytes) + " bytes is larger than the maximum " +
+                                   std::to_string(max_bytes));
+  }
+  size_t size = size_t{1} << 20;
+  while (size < bytes) size *= 2;
+  if (size > max_bytes) size = (bytes + 4095) & ~size_t{4095};
+  UniqueFd fd(::memfd_create("tessera-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return Errno("memfd_create");
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return Errno("ftruncate of a shared-memory region");
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return Errno("sealing");
+  void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED) return Errno("mmap of a shared-memory region");
+  if (keep) std::memcpy(m, map_, std::min(keep, size_));
+  Unmap();
+  map_ = static_cast<char*>(m);
+  size_ = size;
+  pending_ = std::move(fd);
+  return Status::OK();
+}
+
+void PeerRegion::Unmap() {
+  if (map_) ::munmap(const_cast<char*>(map_), size_);
+  map_ = nullptr;
+  size_ = 0;
+}
+
+Status PeerRegion::Map(UniqueFd fd, size_t max_bytes) {
+  int seals = ::fcntl(fd.get(), F_GET_SEALS);
+  if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
+    return Status::InvalidArgument("the shared region is not a memfd sealed against shrinking");
+  }
+  struct stat st {};
+  if (::fstat(fd.get(), &st) != 0) return Errno("fstat of a shared region");
+  if (st.st_size <= 0 || static_cast<uint64_t>(st.st_size) > max_bytes) {
+    return Status::InvalidArgument("the shared region has " + std::to_string(st.st_size) +
+                                   " bytes (at most " + std::to_string(max_bytes) + " allowed)");
+  }
+  void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.get(), 0);
+  if (m == MAP_FAILED) return Errno("mmap of the peer's shared region");
+  Unmap();
+  map_ = static_cast<const char*>(m);
+  size_ = static_cast<size_t>(st.st_size);
+  return Status::OK();
+}
+
+Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd, const Deadline* deadline) {
+  iovec iov{const_cast<uint8_t*>(preamble), kFramePreambleBytes};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (pass_fd >= 0) {
+    std::memset(control, 0, sizeof control);
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
+  }
+  while (true) {
+    ssize_t w = ::sendmsg(sock, &msg, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
+    if (w == static_cast<ssize_t>(kFramePreambleBytes)) return Status::OK();
+    if (w >= 0) return Status::Unavailable("short send of a frame");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      TESSERA_RETURN_IF_ERROR(WaitFd(sock, POLLOUT, deadline));
+      continue;
+    }
+    return Errno("send");
+  }
+}
+
+Status RecvFrame(int sock, uint8_t (&preamble)[kFramePreambleBytes], UniqueFd* fd, const Deadline* deadline) {
+  *fd = UniqueFd();
+  while (true) {
+    iovec iov{preamble, kFramePreambleBytes};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    ssize_t r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (deadline ? MSG_DONTWAIT : 0));
+    if (r < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        TESSERA_RETURN_IF_ERROR(WaitFd(sock, POLLIN, deadline));
+        continue;
+      }
+      return Errno("recv");
+    }
+    // Collect every descriptor that came, so none leaks whatever else is wrong.
+    int got = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+      size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < n; ++i) {
+        int f;
+        std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+        if (got++ == 0) {
+          *fd = UniqueFd(f);
+        } else {
+          ::close(f);
+        }
+      }
+    }
+    if (r == 0) return Status::Cancelled("closed");
+    if (got > 1) return Status::InvalidArgument("a frame came with " + std::to_string(got) + " descriptors");
+    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+      return Status::InvalidArgument("a message longer than a frame preamble (or with too many descriptors)");
+    }
+    if (r != static_cast<ssize_t>(kFramePreambleBytes)) {
+      return Status::InvalidArgument("a message of " + std::to_string(r) + " bytes is not a frame preamble");
+    }
+    return Status::OK();
+  }
+}
+
+}  // namespace tessera

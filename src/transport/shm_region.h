@@ -1,0 +1,77 @@
+// Shared-memory regions and seqpacket frames for the shared-memory transport (shm_transport.h).
+// OwnRegion: the memory this side writes its messages into (a sealed memfd, mapped read-write).
+// PeerRegion: the other side's, mapped read-only after checking it cannot shrink under us.
+// SendFrame/RecvFrame: one 32-byte preamble per seqpacket message, with at most one descriptor.
+// Not thread-safe (one owner each).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/clock.h"
+#include "tessera/status.h"
+#include "transport/frame.h"
+#include "transport/stream_io.h"
+
+namespace tessera {
+
+class OwnRegion {
+ public:
+  OwnRegion() = default;
+  ~OwnRegion() { Unmap(); }
+  OwnRegion(const OwnRegion&) = delete;
+  OwnRegion& operator=(const OwnRegion&) = delete;
+
+  // Makes the region hold at least `bytes`, keeping the first `keep` bytes. A new region's
+  // descriptor must go to the peer with the next frame (pending_fd()).
+  Status Ensure(size_t bytes, size_t keep, size_t max_bytes);
+  char* data() { return map_; }
+  size_t size() const { return size_; }
+  // The descriptor of a region the peer has not been sent yet (-1: none).
+  int pending_fd() const { return pending_.get(); }
+  void FdSent() { pending_.Reset(); }
+  // Forgets the region (a new connection gets a new one: an old peer may still read this one).
+  void Reset() {
+    Unmap();
+    pending_.Reset();
+  }
+
+ private:
+  void Unmap();
+  char* map_ = nullptr;
+  size_t size_ = 0;
+  UniqueFd pending_;
+};
+
+class PeerRegion {
+ public:
+  PeerRegion() = default;
+  ~PeerRegion() { Unmap(); }
+  PeerRegion(const PeerRegion&) = delete;
+  PeerRegion& operator=(const PeerRegion&) = delete;
+
+  // Maps `fd` read-only in place of the current region. InvalidArgument if it is not a sealed
+  // memfd (F_SEAL_SHRINK) or its size is zero or past `max_bytes`.
+  Status Map(UniqueFd fd, size_t max_bytes);
+  const char* data() const { return map_; }
+  size_t size() const { return size_; }
+  bool mapped() const { return map_ != nullptr; }
+  void Reset() { Unmap(); }
+
+ private:
+  void Unmap();
+  const char* map_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Sends one preamble, with `pass_fd` attached when >= 0. `deadline` null: blocking.
+Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd, const Deadline* deadline);
+// Receives one preamble and the descriptor that came with it, if any. Cancelled when the peer
+// closed; InvalidArgument for a message that is not exactly one preamble or carries more than one
+// descriptor (those are closed).
+Status RecvFrame(int sock, uint8_t (&preamble)[kFramePreambleBytes], UniqueFd* fd, const Deadline* deadline);
+
+// The largest region a transport with these limits ever needs.
+inline size_t MaxRegionBytes(const FrameLimits& l) { return PayloadAlign(l.max_payload) + l.max_header; }
+
+}  // namespace tessera

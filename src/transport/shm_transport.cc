@@ -1,0 +1,233 @@
+// The shared-memory data-plane transport (see shm_transport.h).
+#include "transport/shm_transport.h"
+
+#include <errno.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <random>
+
+#include "transport/shm_region.h"
+#include "transport/stream_server.h"
+
+namespace tessera {
+namespace {
+
+StatusOr<sockaddr_un> AbstractAddress(const std::string& endpoint, socklen_t* len) {
+  if (endpoint.size() < 2 || endpoint[0] != '@' || endpoint.size() > sizeof(sockaddr_un::sun_path)) {
+    return Status::InvalidArgument("shared-memory endpoint '" + endpoint + "' is not @name");
+  }
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  a.sun_path[0] = '\0';  // the abstract namespace: no file, gone with the process
+  std::memcpy(a.sun_path + 1, endpoint.data() + 1, endpoint.size() - 1);
+  *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + endpoint.size());
+  return a;
+}
+
+// The server's side of one connection: requests are read in the client's region, replies are
+// written into this side's region.
+class ShmChannel : public MessageChannel {
+ public:
+  ShmChannel(UniqueFd fd, const FrameLimits& limits) : fd_(std::move(fd)), limits_(limits) {}
+  int fd() const override { return fd_.get(); }
+
+  Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
+    uint8_t pre[kFramePreambleBytes];
+    UniqueFd region;
+    TESSERA_RETURN_IF_ERROR(RecvFrame(fd_.get(), pre, &region, nullptr));
+    TESSERA_ASSIGN_OR_RETURN(FramePreamble p, DecodePreamble(pre, limits_));
+    if (p.kind != FrameKind::kRequest) return Status::InvalidArgument("a reply frame was sent to the server");
+    if (p.flags & kFrameFlagNewRegion) {
+      if (!region.valid()) return Status::InvalidArgument("a frame announced a new region but carried none");
+      TESSERA_RETURN_IF_ERROR(peer_.Map(std::move(region), MaxRegionBytes(limits_)));
+    } else if (region.valid()) {
+      return Status::InvalidArgument("a frame carried a descriptor it did not announce");
+    }
+    if (!peer_.mapped()) return Status::InvalidArgument("a request came before any shared region");
+    const uint64_t hoff = PayloadAlign(p.payload_len);
+    if (hoff + p.header_len > peer_.size()) {
+      return Status::InvalidArgument("the frame (payload " + std::to_string(p.payload_len) + " bytes, header " +
+                                     std::to_string(p.header_len) + " bytes) does not fit the " +
+                                     std::to_string(peer_.size()) + "-byte shared region");
+    }
+    *id = p.request_id;
+    *header = std::string_view(peer_.data() + hoff, p.header_len);
+    *payload = ConstBuffer{peer_.data(), p.payload_len};
+    return Status::OK();
+  }
+
+  MutableBuffer ReplyBuffer(size_t bytes) override {
+    // Room for the header too (most fit in 64 KiB; a larger one grows the region in WriteReply).
+    Status s = own_.Ensure(PayloadAlign(bytes) + 65536, 0, MaxRegionBytes(limits_));
+    if (!s.ok()) {
+      broken_ = s;
+      fallback_.resize(bytes);
+      return {fallback_.data(), bytes};
+    }
+    return {own_.data(), bytes};
+  }
+
+  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes, const Deadline& deadline) override {
+    if (!broken_.ok()) return broken_;
+    const size_t hoff = PayloadAlign(payload_bytes);
+    if (payload_bytes > 0 && !own_.data()) return Status::Internal("reply payload without a reply buffer");
+    TESSERA_RETURN_IF_ERROR(own_.Ensure(hoff + header.size(), payload_bytes, MaxRegionBytes(limits_)));
+    std::memcpy(own_.data() + hoff, header.data(), header.size());
+    uint8_t pre[kFramePreambleBytes];
+    const int pass = own_.pending_fd();
+    EncodePreamble({FrameKind::kReply, static_cast<uint8_t>(pass >= 0 ? kFrameFlagNewRegion : 0), id,
+                    static_cast<uint32_t>(header.size()), payload_bytes},
+                   pre);
+    TESSERA_RETURN_IF_ERROR(SendFrame(fd_.get(), pre, pass, &deadline));
+    own_.FdSent();
+    return Status::OK();
+  }
+
+ private:
+  UniqueFd fd_;
+  FrameLimits limits_;
+  PeerRegion peer_;
+  OwnRegion own_;
+  Status broken_;
+  std::string fallback_;
+};
+
+class ShmServerTransport : public StreamServer {
+ public:
+  using StreamServer::StreamServer;
+  std::string name() const override { return "shm"; }
+
+ protected:
+  StatusOr<UniqueFd> Listen(const std::string&, int, int* bound_port, std::string* endpoint) override {
+    std::random_device rd;
+    char name[64];
+    std::snprintf(name, sizeof name, "@tessera-shm-%d-%08x%08x", static_cast<int>(::getpid()), rd(), rd());
+    socklen_t len;
+    TESSERA_ASSIGN_OR_RETURN(sockaddr_un a, AbstractAddress(name, &len));
+    UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return Status::Unavailable(std::string("socket: ") + std::strerror(errno));
+    if (::bind(fd.get(), reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd.get(), 128) != 0) {
+      return Status::Unavailable(std::string("cannot listen on ") + name + ": " + std::strerror(errno));
+    }
+    *bound_port = 0;
+    *endpoint = name;
+    return fd;
+  }
+
+  std::unique_ptr<MessageChannel> NewChannel(UniqueFd fd) override {
+    return std::make_unique<ShmChannel>(std::move(fd), options().limits);
+  }
+};
+
+class ShmConnection : public ClientConnection {
+ public:
+  ShmConnection(std::string endpoint, const TransportOptions& options)
+      : endpoint_(std::move(endpoint)), limits_(options.limits) {}
+
+  StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
+                            std::span<const MutableBuffer> reply_buffers, std::chrono::milliseconds timeout) override {
+    Deadline d(timeout);
+    if (!sock_.valid()) TESSERA_RETURN_IF_ERROR(Connect());
+    const size_t n = TotalSize(payload);
+    const size_t hoff = PayloadAlign(n);
+    if (Status s = own_.Ensure(hoff + header.size(), 0, MaxRegionBytes(limits_)); !s.ok()) {
+      return Fail(s.code() == StatusCode::kInvalidArgument ? s : Status::Unavailable(s.message()), "region");
+    }
+    size_t off = 0;
+    for (const auto& b : payload) {
+      if (b.size) std::memcpy(own_.data() + off, b.data, b.size);
+      off += b.size;
+    }
+    std::memcpy(own_.data() + hoff, header.data(), header.size());
+    const uint64_t id = ++next_id_;
+    uint8_t pre[kFramePreambleBytes];
+    const int pass = own_.pending_fd();
+    EncodePreamble({FrameKind::kRequest, static_cast<uint8_t>(pass >= 0 ? kFrameFlagNewRegion : 0), id,
+                    static_cast<uint32_t>(header.size()), n},
+                   pre);
+    if (Status s = SendFrame(sock_.get(), pre, pass, &d); !s.ok()) return Fail(s, "send");
+    own_.FdSent();
+    UniqueFd region;
+    if (Status s = RecvFrame(sock_.get(), pre, &region, &d); !s.ok()) {
+      return Fail(s.code() == StatusCode::kCancelled ? Status::Unavailable("connection closed by the pserver") : s,
+                  "waiting for the reply");
+    }
+    auto p = DecodePreamble(pre, limits_);
+    if (!p.ok()) return Fail(Status::Unavailable(p.status().message()), "bad reply frame");
+    if (p->kind != FrameKind::kReply || p->request_id != id) {
+      return Fail(Status::Unavailable("reply frame for request " + std::to_string(p->request_id) + ", expected " +
+                                      std::to_string(id)),
+                  "bad reply frame");
+    }
+    if (p->flags & kFrameFlagNewRegion) {
+      if (Status s = peer_.Map(std::move(region), MaxRegionBytes(limits_)); !s.ok()) return Fail(s, "reply region");
+    }
+    const uint64_t rhoff = PayloadAlign(p->payload_len);
+    if (!peer_.mapped() || rhoff + p->header_len > peer_.size()) {
+      return Fail(Status::Unavailable("the reply does not fit the pserver's shared region"), "bad reply frame");
+    }
+    if (p->payload_len > TotalSize(reply_buffers)) {
+      Drop();
+      return Status::DataLoss("pserver " + endpoint_ + " replied with " + std::to_string(p->payload_len) +
+                              " payload bytes, more than the " + std::to_string(TotalSize(reply_buffers)) +
+                              " expected");
+    }
+    size_t at = 0;
+    for (const auto& b : reply_buffers) {
+      if (at >= p->payload_len) break;
+      size_t k = std::min(b.size, p->payload_len - at);
+      std::memcpy(b.data, peer_.data() + at, k);
+      at += k;
+    }
+    return CallResult{std::string_view(peer_.data() + rhoff, p->header_len), p->payload_len};
+  }
+
+  const std::string& address() const override { return endpoint_; }
+
+ private:
+  Status Connect() {
+    socklen_t len;
+    TESSERA_ASSIGN_OR_RETURN(sockaddr_un a, AbstractAddress(endpoint_, &len));
+    UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return Status::Unavailable(std::string("socket: ") + std::strerror(errno));
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), len) != 0) {
+      return Status::Unavailable("cannot connect to pserver at " + endpoint_ + " (shm): " + std::strerror(errno));
+    }
+    sock_ = std::move(fd);
+    return Status::OK();
+  }
+  // A failed call leaves the exchange in an unknown state: a new connection gets new regions (the
+  // pserver may still be reading the old request).
+  void Drop() {
+    sock_.Reset();
+    own_.Reset();
+    peer_.Reset();
+  }
+  Status Fail(const Status& s, const std::string& what) {
+    Drop();
+    auto code = s.code() == StatusCode::kDeadlineExceeded ? s.code() : StatusCode::kUnavailable;
+    return Status(code, "pserver " + endpoint_ + " (shm): " + what + ": " + s.message());
+  }
+
+  std::string endpoint_;
+  FrameLimits limits_;
+  UniqueFd sock_;
+  OwnRegion own_;
+  PeerRegion peer_;
+  uint64_t next_id_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<ServerTransport> NewShmServerTransport(const TransportOptions& options) {
+  return std::make_unique<ShmServerTransport>(options);
+}
+
+std::unique_ptr<ClientConnection> NewShmConnection(const std::string& endpoint, const TransportOptions& options) {
+  return std::make_unique<ShmConnection>(endpoint, options);
+}
+
+}  // namespace tessera

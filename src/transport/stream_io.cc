@@ -1,0 +1,268 @@
+// Stream socket I/O (see stream_io.h).
+#include "transport/stream_io.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace tessera {
+namespace {
+
+constexpr size_t kMaxIov = 1024;  // IOV_MAX on Linux
+
+int PollMillis(const Deadline* deadline) {
+  if (!deadline) return -1;
+  auto ms = deadline->remaining().count();
+  return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
+}
+
+Status WaitFor(int fd, short events, const Deadline* deadline) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, PollMillis(deadline));
+    if (r > 0) return Status::OK();  // readable/writable, or an error the next call reports
+    if (r == 0) return Status::DeadlineExceeded("timed out waiting for the peer");
+    if (errno != EINTR) return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
+  }
+}
+
+Status IoError(const char* what, int err) {
+  return Status::Unavailable(std::string(what) + ": " + std::strerror(err));
+}
+
+}  // namespace
+
+void UniqueFd::Reset() {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+Status WaitReadable(int fd, const Deadline* deadline) { return WaitFor(fd, POLLIN, deadline); }
+
+Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline) {
+  while (n > 0 && iov->iov_len == 0) {
+    ++iov;
+    --n;
+  }
+  while (n > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = std::min(n, kMaxIov);
+    ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        TESSERA_RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline));
+        continue;
+      }
+      return IoError("send", errno);
+    }
+    size_t done = static_cast<size_t>(w);
+    while (n > 0 && done >= iov->iov_len) {
+      done -= iov->iov_len;
+      ++iov;
+      --n;
+    }
+    if (n > 0) {
+      iov->iov_base = static_cast<char*>(iov->iov_base) + done;
+      iov->iov_len -= done;
+    }
+  }
+  return Status::OK();
+}
+
+StreamReader::StreamReader(size_t stage_bytes)
+    : stage_(new char[stage_bytes]), stage_size_(stage_bytes) {}
+
+void StreamReader::Reset(int fd) {
+  fd_ = fd;
+  begin_ = end_ = 0;
+  total_ = 0;
+}
+
+Status StreamReader::Fill(const Deadline* deadline) {
+  if (begin_ == end_) begin_ = end_ = 0;
+  while (true) {
+    ssize_t r = ::recv(fd_, stage_.get() + end_, stage_size_ - end_, deadline ? MSG_DONTWAIT : 0);
+    if (r > 0) {
+      end_ += static_cast<size_t>(r);
+      total_ += static_cast<uint64_t>(r);
+      return Status::OK();
+    }
+    if (r == 0) return Status::Unavailable("connection closed by the peer");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      TESSERA_RETURN_IF_ERROR(WaitFor(fd_, POLLIN, deadline));
+      continue;
+    }
+    return IoError("recv", errno);
+  }
+}
+
+Status StreamReader::ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline) {
+  while (bytes > 0) {
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = std::min(n, kMaxIov);
+    ssize_t r = ::recvmsg(fd_, &msg, deadline ? MSG_DONTWAIT : 0);
+    if (r > 0) {
+      size_t done = static_cast<size_t>(r);
+      bytes -= done;
+      total_ += done;
+      while (n > 0 && done >= iov->iov_len) {
+        done -= iov->iov_len;
+        ++iov;
+        --n;
+      }
+      if (n > 0) {
+        iov->iov_base = static_cast<char*>(iov->iov_base) + done;
+        iov->iov_len -= done;
+      }
+      continue;
+    }
+    if (r == 0) return Status::Unavailable("connection closed by the peer");
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      TESSERA_RETURN_IF_ERROR(WaitFor(fd_, POLLIN, deadline));
+      continue;
+    }
+    return IoError("recv", errno);
+  }
+  return Status::OK();
+}
+
+Status StreamReader::ReadInto(std::span<const MutableBuffer> bufs, size_t n, const Deadline* deadline) {
+  size_t bi = 0, off = 0;  // position in bufs
+  auto advance = [&](size_t k) {
+    off += k;
+    while (bi < bufs.size() && off == bufs[bi].size) {
+      ++bi;
+      off = 0;
+    }
+  };
+  advance(0);
+  // Small remainders go through the stage: one recv() takes a whole small message.
+  while (n > 0 && (begin_ < end_ || n < stage_size_ / 2)) {
+    if (begin_ == end_) TESSERA_RETURN_IF_ERROR(Fill(deadline));
+    if (bi >= bufs.size()) return Status::Internal("read past the end of the given buffers");
+    size_t k = std::min({end_ - begin_, n, bufs[bi].size - off});
+    std::memcpy(static_cast<char*>(bufs[bi].data) + off, stage_.get() + begin_, k);
+    begin_ += k;
+    n -= k;
+    advance(k);
+  }
+  if (n == 0) return Status::OK();
+  // Large remainders land straight in the caller's buffers.
+  std::vector<iovec>& iov = iov_;
+  iov.clear();
+  size_t want = n;
+  for (size_t i = bi; i < bufs.size() && want > 0; ++i) {
+    size_t start = i == bi ? off : 0;
+    size_t k = std::min(bufs[i].size - start, want);
+    if (k == 0) continue;
+    iov.push_back({static_cast<char*>(bufs[i].data) + start, k});
+    want -= k;
+  }
+  if (want > 0) return Status::Internal("read past the end of the given buffers");
+  return ReadDirect(iov.data(), iov.size(), n, deadline);
+}
+
+Status StreamReader::Read(void* dst, size_t n, const Deadline* deadline) {
+  MutableBuffer b{dst, n};
+  return ReadInto({&b, 1}, n, deadline);
+}
+
+Status StreamReader::Skip(size_t n, const Deadline* deadline) {
+  while (n > 0) {
+    if (begin_ == end_) TESSERA_RETURN_IF_ERROR(Fill(deadline));
+    size_t k = std::min(end_ - begin_, n);
+    begin_ += k;
+    n -= k;
+  }
+  return Status::OK();
+}
+
+StatusOr<UniqueFd> ConnectTcp(const std::string& address, const Deadline& deadline) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return Status::InvalidArgument("address '" + address + "' is not host:port");
+  }
+  std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int e = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); e != 0) {
+    return Status::Unavailable("cannot resolve " + address + ": " + ::gai_strerror(e));
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  Status last = Status::Unavailable("no address for " + address);
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
+    if (!fd.valid()) {
+      last = IoError("socket", errno);
+      continue;
+    }
+    if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
+      if (errno != EINPROGRESS) {
+        last = Status::Unavailable("connect to " + address + ": " + std::strerror(errno));
+        continue;
+      }
+      Status w = WaitFor(fd.get(), POLLOUT, &deadline);
+      if (!w.ok()) {
+        last = Status(w.code(), "connect to " + address + ": " + w.message());
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+      if (err != 0) {
+        last = Status::Unavailable("connect to " + address + ": " + std::strerror(err));
+        continue;
+      }
+    }
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    // Blocking from here on: calls with a deadline pass MSG_DONTWAIT and poll.
+    ::fcntl(fd.get(), F_SETFL, ::fcntl(fd.get(), F_GETFL) & ~O_NONBLOCK);
+    return fd;
+  }
+  return last;
+}
+
+std::string PeerName(int fd) {
+  sockaddr_storage ss{};
+  socklen_t len = sizeof ss;
+  if (::getpeername(fd, reinterpret_cast<sockaddr*>(&ss), &len) != 0) return "an unknown peer";
+  char host[INET6_ADDRSTRLEN] = {0};
+  if (ss.ss_family == AF_INET) {
+    auto* a = reinterpret_cast<sockaddr_in*>(&ss);
+    ::inet_ntop(AF_INET, &a->sin_addr, host, sizeof host);
+    return std::string(host) + ":" + std::to_string(ntohs(a->sin_port));
+  }
+  if (ss.ss_family == AF_INET6) {
+    auto* a = reinterpret_cast<sockaddr_in6*>(&ss);
+    ::inet_ntop(AF_INET6, &a->sin6_addr, host, sizeof host);
+    return "[" + std::string(host) + "]:" + std::to_string(ntohs(a->sin6_port));
+  }
+  if (ss.ss_family == AF_UNIX) {
+    ucred cred{};
+    socklen_t cl = sizeof cred;
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) return "local pid " + std::to_string(cred.pid);
+    return "a local peer";
+  }
+  return "a peer of family " + std::to_string(ss.ss_family);
+}
+
+}  // namespace tessera

@@ -1,0 +1,90 @@
+// I/O on blocking stream sockets for the TCP and shared-memory transports: gathered writes of
+// whole messages, and a reader that takes small messages in one system call (through a staging
+// buffer) and large payloads straight into the caller's buffers. Without a deadline a call
+// blocks; with one it passes MSG_DONTWAIT and waits in poll() until the deadline.
+// Not thread-safe: one reader and one writer per socket at a time.
+#pragma once
+
+#include <sys/uio.h>
+
+#include <cstddef>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "tessera/status.h"
+#include "transport/transport.h"
+
+namespace tessera {
+
+// Owns a file descriptor; closes it on destruction.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  ~UniqueFd() { Reset(); }
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.Release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept {
+    if (this != &o) {
+      Reset();
+      fd_ = o.Release();
+    }
+    return *this;
+  }
+  int get() const { return fd_; }
+  bool valid() const { return fd_ >= 0; }
+  int Release() {
+    int f = fd_;
+    fd_ = -1;
+    return f;
+  }
+  void Reset();
+
+ private:
+  int fd_ = -1;
+};
+
+// Writes every byte of iov[0..n); the array is advanced in place. `deadline` null: the socket
+// is blocking and there is no deadline. Unavailable on a broken connection, DeadlineExceeded.
+Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline);
+
+// Waits until `fd` is readable or the deadline passes (null: forever). DeadlineExceeded.
+Status WaitReadable(int fd, const Deadline* deadline);
+
+class StreamReader {
+ public:
+  explicit StreamReader(size_t stage_bytes = 64 * 1024);
+  void Reset(int fd);  // a new connection: forget staged bytes
+
+  // Reads exactly n bytes into dst. Unavailable("connection closed ...") at end of stream.
+  Status Read(void* dst, size_t n, const Deadline* deadline);
+  // Reads exactly n bytes, filling `bufs` in order (their total must be >= n).
+  Status ReadInto(std::span<const MutableBuffer> bufs, size_t n, const Deadline* deadline);
+  // Reads and drops n bytes.
+  Status Skip(size_t n, const Deadline* deadline);
+  // Whether bytes of a next message are already staged.
+  bool staged() const { return begin_ < end_; }
+  // Bytes that arrived before the stream ended, for telling a clean close from a cut frame.
+  uint64_t total_read() const { return total_; }
+
+ private:
+  // Receives at least one byte into the stage. Unavailable at end of stream.
+  Status Fill(const Deadline* deadline);
+  Status ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline);
+
+  int fd_ = -1;
+  std::unique_ptr<char[]> stage_;
+  std::vector<iovec> iov_;  // reused by ReadInto
+  size_t stage_size_;
+  size_t begin_ = 0, end_ = 0;
+  uint64_t total_ = 0;
+};
+
+// "host:port" -> a connected, blocking TCP socket with TCP_NODELAY.
+StatusOr<UniqueFd> ConnectTcp(const std::string& address, const Deadline& deadline);
+// The peer's address of a connected socket ("127.0.0.1:43122"), for log lines.
+std::string PeerName(int fd);
+
+}  // namespace tessera

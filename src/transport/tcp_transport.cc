@@ -1,0 +1,206 @@
+// The TCP data-plane transport (see tcp_transport.h).
+#include "transport/tcp_transport.h"
+
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "transport/aligned_buffer.h"
+#include "transport/frame.h"
+#include "transport/stream_io.h"
+#include "transport/stream_server.h"
+
+namespace tessera {
+namespace {
+
+// Reads `n` bytes into buf at `off`, growing the buffer only as bytes arrive (a frame that
+// claims a large length but sends little costs little memory).
+Status ReadGrowing(StreamReader& reader, AlignedBuffer& buf, size_t off, size_t n, const Deadline* deadline) {
+  size_t got = 0;
+  while (got < n) {
+    size_t chunk = std::min(n - got, std::max<size_t>(got, size_t{1} << 20));
+    try {
+      buf.Reserve(off + got + chunk, off + got);
+    } catch (const std::bad_alloc&) {
+      return Status::ResourceExhausted("out of memory for a frame of " + std::to_string(n) + " bytes");
+    }
+    TESSERA_RETURN_IF_ERROR(reader.Read(buf.data() + off + got, chunk, deadline));
+    got += chunk;
+  }
+  return Status::OK();
+}
+
+// One accepted TCP connection: the request lands in `in_` (header at 0, payload at the next
+// 64-byte boundary, so the floats are aligned), the reply goes out from `out_`.
+class TcpChannel : public MessageChannel {
+ public:
+  TcpChannel(UniqueFd fd, const FrameLimits& limits) : fd_(std::move(fd)), limits_(limits) { reader_.Reset(fd_.get()); }
+  int fd() const override { return fd_.get(); }
+
+  Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
+    uint8_t pre[kFramePreambleBytes];
+    const uint64_t before = reader_.total_read();
+    Status s = reader_.Read(pre, sizeof pre, nullptr);
+    if (!s.ok()) {
+      if (reader_.total_read() == before) return Status::Cancelled("closed");  // between messages
+      return Status::Unavailable("the frame was cut short in its preamble: " + s.message());
+    }
+    TESSERA_ASSIGN_OR_RETURN(FramePreamble p, DecodePreamble(pre, limits_));
+    if (p.kind != FrameKind::kRequest) return Status::InvalidArgument("a reply frame was sent to the server");
+    const size_t poff = PayloadAlign(p.header_len);
+    s = ReadGrowing(reader_, in_, 0, p.header_len, nullptr);
+    if (s.ok()) s = ReadGrowing(reader_, in_, poff, p.payload_len, nullptr);
+    if (!s.ok()) {
+      return Status(s.code() == StatusCode::kResourceExhausted ? s.code() : StatusCode::kUnavailable,
+                    "the frame (header " + std::to_string(p.header_len) + " bytes, payload " +
+                        std::to_string(p.payload_len) + " bytes) was cut short: " + s.message());
+    }
+    *id = p.request_id;
+    *header = std::string_view(in_.data(), p.header_len);
+    *payload = ConstBuffer{in_.data() + poff, p.payload_len};
+    return Status::OK();
+  }
+
+  MutableBuffer ReplyBuffer(size_t bytes) override {
+    out_.Reserve(bytes);
+    return {out_.data(), bytes};
+  }
+
+  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes, const Deadline& deadline) override {
+    uint8_t pre[kFramePreambleBytes];
+    EncodePreamble({FrameKind::kReply, 0, id, static_cast<uint32_t>(header.size()), payload_bytes}, pre);
+    iovec iov[3] = {{pre, sizeof pre},
+                    {const_cast<char*>(header.data()), header.size()},
+                    {out_.data(), payload_bytes}};
+    return WriteFully(fd_.get(), iov, 3, &deadline);
+  }
+
+ private:
+  UniqueFd fd_;
+  FrameLimits limits_;
+  StreamReader reader_;
+  AlignedBuffer in_, out_;
+};
+
+class TcpServerTransport : public StreamServer {
+ public:
+  using StreamServer::StreamServer;
+  std::string name() const override { return "tcp"; }
+
+ protected:
+  StatusOr<UniqueFd> Listen(const std::string& host, int port, int* bound_port, std::string* endpoint) override {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* res = nullptr;
+    const std::string where = host + ":" + std::to_string(port);
+    if (int e = ::getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res); e != 0) {
+      return Status::Unavailable("cannot listen on " + where + ": " + ::gai_strerror(e));
+    }
+    std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+    UniqueFd fd(::socket(res->ai_family, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    if (!fd.valid()) return Status::Unavailable("socket: " + std::string(std::strerror(errno)));
+    int one = 1;
+    ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (::bind(fd.get(), res->ai_addr, res->ai_addrlen) != 0 || ::listen(fd.get(), 128) != 0) {
+      return Status::Unavailable("cannot listen on " + where + ": " + std::strerror(errno));
+    }
+    sockaddr_storage ss{};
+    socklen_t len = sizeof ss;
+    ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
+    *bound_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
+                                                 : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
+    *endpoint = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(*bound_port);
+    return fd;
+  }
+
+  std::unique_ptr<MessageChannel> NewChannel(UniqueFd fd) override {
+    int one = 1;
+    ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    return std::make_unique<TcpChannel>(std::move(fd), options().limits);
+  }
+};
+
+class TcpConnection : public ClientConnection {
+ public:
+  TcpConnection(std::string address, const TransportOptions& options)
+      : address_(std::move(address)), limits_(options.limits) {}
+
+  StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
+                            std::span<const MutableBuffer> reply_buffers, std::chrono::milliseconds timeout) override {
+    Deadline d(timeout);
+    if (!fd_.valid()) {
+      auto fd = ConnectTcp(address_, Deadline(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(2))));
+      if (!fd.ok()) return Fail(fd.status(), "cannot connect");
+      fd_ = std::move(*fd);
+      reader_.Reset(fd_.get());
+    }
+    const uint64_t id = ++next_id_;
+    uint8_t pre[kFramePreambleBytes];
+    EncodePreamble({FrameKind::kRequest, 0, id, static_cast<uint32_t>(header.size()), TotalSize(payload)}, pre);
+    iov_.clear();
+    iov_.push_back({pre, sizeof pre});
+    iov_.push_back({const_cast<char*>(header.data()), header.size()});
+    for (const auto& b : payload) {
+      if (b.size) iov_.push_back({const_cast<void*>(b.data), b.size});
+    }
+    if (Status s = WriteFully(fd_.get(), iov_.data(), iov_.size(), &d); !s.ok()) return Fail(s, "send");
+    if (Status s = reader_.Read(pre, sizeof pre, &d); !s.ok()) return Fail(s, "waiting for the reply");
+    auto p = DecodePreamble(pre, limits_);
+    if (!p.ok()) return Fail(Status::Unavailable(p.status().message()), "bad reply frame");
+    if (p->kind != FrameKind::kReply || p->request_id != id) {
+      return Fail(Status::Unavailable("reply frame for request " + std::to_string(p->request_id) + ", expected " +
+                                      std::to_string(id)),
+                  "bad reply frame");
+    }
+    header_.resize(p->header_len);
+    if (Status s = reader_.Read(header_.data(), header_.size(), &d); !s.ok()) return Fail(s, "reading the reply");
+    if (p->payload_len > TotalSize(reply_buffers)) {
+      Drop();
+      return Status::DataLoss("pserver " + address_ + " replied with " + std::to_string(p->payload_len) +
+                              " payload bytes, more than the " + std::to_string(TotalSize(reply_buffers)) +
+                              " expected");
+    }
+    if (Status s = reader_.ReadInto(reply_buffers, p->payload_len, &d); !s.ok()) return Fail(s, "reading the reply");
+    return CallResult{header_, p->payload_len};
+  }
+
+  const std::string& address() const override { return address_; }
+
+ private:
+  void Drop() { fd_.Reset(); }
+  // A failed call leaves the stream in an unknown state: drop the connection (the next call
+  // reconnects), keep a deadline a deadline, report everything else as Unavailable.
+  Status Fail(const Status& s, const std::string& what) {
+    Drop();
+    auto code = s.code() == StatusCode::kDeadlineExceeded ? s.code() : StatusCode::kUnavailable;
+    return Status(code, "pserver " + address_ + " (tcp): " + what + ": " + s.message());
+  }
+
+  std::string address_;
+  FrameLimits limits_;
+  UniqueFd fd_;
+  StreamReader reader_;
+  uint64_t next_id_ = 0;
+  std::vector<iovec> iov_;
+  std::string header_;
+};
+
+}  // namespace
+
+std::unique_ptr<ServerTransport> NewTcpServerTransport(const TransportOptions& options) {
+  return std::make_unique<TcpServerTransport>(options);
+}
+
+std::unique_ptr<ClientConnection> NewTcpConnection(const std::string& address, const TransportOptions& options) {
+  return std::make_unique<TcpConnection>(address, options);
+}
+
+}  // namespace tessera

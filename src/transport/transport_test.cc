@@ -1,0 +1,211 @@
+// Every data-plane transport (grpc, tcp, shm) in one process against the same handler: payloads
+// gathered from several buffers and scattered into several, replies sent later from another
+// thread, a reply too large for the buffers, a request never answered (deadline), a dropped
+// responder, a server shut down under a client, and (tcp, shm) the buffers reused from one
+// message to the next instead of allocated.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <numeric>
+#include <set>
+#include <thread>
+
+#include "transport/transport_factory.h"
+
+namespace tessera {
+namespace {
+
+// Replies "re:" + header with the request's payload reversed in chunks, or as the header asks:
+//   "big": 16 bytes more payload than was sent;  "never": keeps the responder, never answers;
+//   "drop": drops the responder;  "later": answers from another thread after 20 ms.
+class TestHandler : public RequestHandler {
+ public:
+  ~TestHandler() override { Join(); }
+  void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      request_payloads_.insert(payload.data);
+    }
+    std::string h(header);
+    if (h == "never") {
+      std::lock_guard<std::mutex> lock(mu_);
+      kept_.push_back(std::move(r));
+      return;
+    }
+    if (h == "drop") return;
+    size_t extra = h == "big" ? 16 : 0;
+    MutableBuffer out = r->Allocate(payload.size + extra);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      reply_buffers_.insert(out.data);
+    }
+    const char* in = static_cast<const char*>(payload.data);
+    for (size_t i = 0; i < payload.size; ++i) static_cast<char*>(out.data)[i] = static_cast<char>(in[i] ^ 0x5a);
+    std::memset(static_cast<char*>(out.data) + payload.size, 7, extra);
+    ConstBuffer b{out.data, out.size};
+    std::string reply = "re:" + h;
+    if (h == "later") {
+      std::lock_guard<std::mutex> lock(mu_);
+      threads_.emplace_back([r = std::move(r), b, reply]() mutable {
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));  // answered after Handle returned
+        r->Send(reply, {&b, 1});
+      });
+      return;
+    }
+    r->Send(reply, b.size ? std::span<const ConstBuffer>(&b, 1) : std::span<const ConstBuffer>{});
+  }
+  // Answers nothing it kept (the transports fail those calls); gRPC's server waits for them.
+  void DropKept() {
+    std::lock_guard<std::mutex> lock(mu_);
+    kept_.clear();
+  }
+  void Join() {
+    std::vector<std::thread> t;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      t.swap(threads_);
+    }
+    for (auto& x : t) x.join();
+  }
+  size_t distinct_reply_buffers() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return reply_buffers_.size();
+  }
+  size_t distinct_request_payloads() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return request_payloads_.size();
+  }
+  void Reset() {
+    std::lock_guard<std::mutex> lock(mu_);
+    reply_buffers_.clear();
+    request_payloads_.clear();
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<std::unique_ptr<Responder>> kept_;
+  std::vector<std::thread> threads_;
+  std::set<const void*> reply_buffers_, request_payloads_;
+};
+
+class TransportTest : public ::testing::TestWithParam<TransportKind> {
+ protected:
+  void SetUp() override {
+    server_ = NewServerTransport(GetParam(), options_);
+    ASSERT_TRUE(server_->Start("127.0.0.1", 0, &handler_).ok());
+    conn_ = NewClientConnection(GetParam(), server_->endpoint(), options_);
+  }
+  void TearDown() override {
+    conn_.reset();
+    handler_.DropKept();
+    server_->Shutdown();
+    handler_.Join();
+  }
+
+  // Sends `n` bytes gathered from three buffers, receives into two; checks every byte.
+  void RoundTrip(size_t n, const std::string& header = "x") {
+    std::vector<char> data(n);
+    for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(i * 131 + n);
+    size_t a = n / 3, b = n / 2;
+    ConstBuffer out[3] = {{data.data(), a}, {data.data() + a, b - a}, {data.data() + b, n - b}};
+    std::vector<char> got(n + 1, 0);
+    MutableBuffer in[2] = {{got.data(), n / 4}, {got.data() + n / 4, n - n / 4 + 1}};
+    auto r = conn_->Call(header, out, in, std::chrono::seconds(30));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(r->header, "re:" + header);
+    ASSERT_EQ(r->payload_bytes, n);
+    for (size_t i = 0; i < n; ++i) {
+      ASSERT_EQ(got[i], static_cast<char>(data[i] ^ 0x5a)) << "byte " << i << " of " << n;
+    }
+    EXPECT_EQ(got[n], 0) << "wrote past the payload";
+  }
+
+  TransportOptions options_;
+  TestHandler handler_;
+  std::unique_ptr<ServerTransport> server_;
+  std::unique_ptr<ClientConnection> conn_;
+};
+
+TEST_P(TransportTest, PayloadsOfEverySizeArriveWhole) {
+  for (size_t n : {size_t{0}, size_t{1}, size_t{3}, size_t{4096}, size_t{65537}, (size_t{1} << 20) + 3,
+                   size_t{20} << 20, size_t{4096}}) {
+    RoundTrip(n);
+  }
+}
+
+TEST_P(TransportTest, LargeHeadersArriveWhole) { RoundTrip(100, std::string(300000, 'h')); }
+
+TEST_P(TransportTest, RepliesSentLaterFromAnotherThreadArrive) {
+  for (int i = 0; i < 5; ++i) RoundTrip(10000, "later");
+}
+
+TEST_P(TransportTest, AReplyLargerThanTheBuffersIsDataLossAndTheNextCallWorks) {
+  std::vector<float> data(100, 1.0f), got(100);
+  ConstBuffer out{data.data(), 400};
+  MutableBuffer in{got.data(), 400};
+  auto r = conn_->Call("big", {&out, 1}, {&in, 1}, std::chrono::seconds(10));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDataLoss) << r.status();
+  EXPECT_NE(r.status().message().find("416 payload bytes"), std::string::npos) << r.status();
+  RoundTrip(1000);
+}
+
+TEST_P(TransportTest, AnUnansweredRequestTimesOutAndTheNextCallWorks) {
+  auto r = conn_->Call("never", {}, {}, std::chrono::milliseconds(300));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+  RoundTrip(1000);
+}
+
+TEST_P(TransportTest, ADroppedResponderFailsTheCallAsUnavailable) {
+  auto r = conn_->Call("drop", {}, {}, std::chrono::seconds(10));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
+  RoundTrip(1000);
+}
+
+TEST_P(TransportTest, AServerThatShutsDownFailsCallsAsUnavailable) {
+  RoundTrip(1000);
+  server_->Shutdown();
+  auto r = conn_->Call("x", {}, {}, std::chrono::seconds(5));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
+}
+
+TEST_P(TransportTest, ManyClientsAtOnce) {
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 8; ++t) {
+    threads.emplace_back([&, t] {
+      auto c = NewClientConnection(GetParam(), server_->endpoint(), options_);
+      std::vector<char> data(50000 + t), got(50000 + t);
+      for (int i = 0; i < 50; ++i) {
+        ConstBuffer out{data.data(), data.size()};
+        MutableBuffer in{got.data(), got.size()};
+        auto r = c->Call("x", {&out, 1}, {&in, 1}, std::chrono::seconds(30));
+        if (!r.ok() || r->payload_bytes != data.size() || got[0] != static_cast<char>(data[0] ^ 0x5a)) ++failures;
+      }
+    });
+  }
+  for (auto& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+}
+
+TEST_P(TransportTest, BuffersAreReusedFromOneMessageToTheNext) {
+  if (GetParam() == TransportKind::kGrpc) GTEST_SKIP() << "gRPC allocates a message per call";
+  RoundTrip(size_t{8} << 20);  // grow once
+  handler_.Reset();
+  for (int i = 0; i < 20; ++i) RoundTrip((size_t{8} << 20) - i * 4096);
+  EXPECT_EQ(handler_.distinct_reply_buffers(), 1u);
+  EXPECT_EQ(handler_.distinct_request_payloads(), 1u);
+}
+
+INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest,
+                         ::testing::Values(TransportKind::kGrpc, TransportKind::kTcp, TransportKind::kShm),
+                         [](const auto& info) { return TransportKindName(info.param); });
+
+}  // namespace
+}  // namespace tessera
