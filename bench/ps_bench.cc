@@ -1,19 +1,30 @@
-// ps_bench: data-plane throughput of Tessera's pservers through the trainer client, beside the
-// loopback TCP bandwidth measured in the same run (iperf3 -l 1M). Starts its own etcd and
-// `tessera pserver` processes. Prints a Markdown table; see bench/README.md.
+// ps_bench: data-plane throughput for every transport (grpc, tcp, shm), beside the loopback TCP
+// bandwidth (iperf3 -l 1M) and a raw TCP ping-pong measured in the same run. Starts its own
+// etcd, `tessera pserver` and transport_peer processes. Prints Markdown tables; see
+// bench/README.md.
 //
-//   dense:  push and pull of a whole model (1, 4, 16, 64 MiB) with 1 and 2 pservers, async
-//           mode (no barrier in the way), GB/s of parameter bytes and % of iperf3.
+//   transport alone: push and pull of 1, 4, 16, 64 MiB over one connection to a peer that does
+//           no work, GB/s and % of iperf3.
+//   through Tessera: push and pull of a whole model through the trainer client and a pserver
+//           that applies SGD (async mode), 1 and 2 pservers.
+//   round trip: a 4 KiB push-then-pull, over the transport alone and through the client,
+//           beside the raw ping-pong.
 //   sparse: rows per second pulled and pushed for dim 8 and 64, 10,000 keys per request drawn
 //           from a Zipf(1.1) distribution over a million keys.
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
+#include <map>
 #include <random>
 
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/logging.h"
 #include "common/random.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
@@ -25,6 +36,8 @@
 #include "job/slot_map.h"
 #include "loopback.h"
 #include "tessera/client.h"
+#include "transport/stream_io.h"
+#include "transport/transport_factory.h"
 
 namespace tessera::bench {
 namespace {
@@ -81,10 +94,11 @@ StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode
   return job;
 }
 
-StatusOr<std::unique_ptr<Client>> Connect(Cluster& c, const std::string& job) {
+StatusOr<std::unique_ptr<Client>> Connect(Cluster& c, const std::string& job, const std::string& transport) {
   ClientOptions o;
   o.etcd_endpoints = {c.etcd->endpoint()};
   o.job = job;
+  o.transport = transport;
   return Client::Connect(o);
 }
 
@@ -122,6 +136,66 @@ class Zipf {
   std::vector<double> cdf_;
 };
 
+int64_t NowMicros() { return std::chrono::duration_cast<std::chrono::microseconds>(Now().time_since_epoch()).count(); }
+
+// A transport_peer process and a connection to it.
+struct Peer {
+  std::unique_ptr<Subprocess> proc;
+  std::string endpoint;
+};
+
+StatusOr<Peer> StartPeer(const std::string& dir, const std::vector<std::string>& args) {
+  SpawnOptions o;
+  o.argv = {BuildPath("bench/transport_peer")};
+  o.argv.insert(o.argv.end(), args.begin(), args.end());
+  o.log_path = dir + "/peer-" + std::to_string(::getpid()) + "-" + std::to_string(NowMicros()) + ".log";
+  Peer p;
+  TESSERA_ASSIGN_OR_RETURN(p.proc, Subprocess::Spawn(o));
+  if (!p.proc->WaitForOutput("endpoint ", std::chrono::seconds(10))) {
+    return Status::Unavailable("transport_peer did not start: " + p.proc->Output());
+  }
+  std::string out = p.proc->Output();
+  auto at = out.find("endpoint ") + 9;
+  p.endpoint = out.substr(at, out.find('\n', at) - at);
+  return p;
+}
+
+// Raw TCP ping-pong of `bytes` each way against transport_peer --pingpong: seconds per round trip.
+StatusOr<double> PingPong(const std::string& endpoint, size_t bytes, double seconds) {
+  TESSERA_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(endpoint, Deadline(std::chrono::seconds(5))));
+  std::vector<char> buf(4 + bytes, 1), back(bytes);
+  uint32_t n = static_cast<uint32_t>(bytes);
+  std::memcpy(buf.data(), &n, 4);
+  return Time(
+      [&]() -> Status {
+        if (::send(fd.get(), buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size()))
+          return Status::Unavailable("send");
+        if (::recv(fd.get(), back.data(), bytes, MSG_WAITALL) != static_cast<ssize_t>(bytes))
+          return Status::Unavailable("recv");
+        return Status::OK();
+      },
+      seconds, 1000);
+}
+
+struct Figures {
+  double push = 0, pull = 0;  // bytes/s
+};
+
+// Push and pull of `bytes` straight over a transport connection (the peer does no work).
+StatusOr<Figures> TransportFigures(ClientConnection& conn, size_t bytes, double seconds) {
+  std::vector<char> out(bytes, 1), in(bytes);
+  ConstBuffer ob{out.data(), bytes};
+  MutableBuffer ib{in.data(), bytes};
+  const std::string pull = "pull " + std::to_string(bytes);
+  auto push_s = Time([&] { return conn.Call("push", {&ob, 1}, {}, std::chrono::seconds(60)).status(); }, seconds, 3);
+  auto pull_s = Time([&] { return conn.Call(pull, {}, {&ib, 1}, std::chrono::seconds(60)).status(); }, seconds, 3);
+  if (!push_s.ok()) return push_s.status();
+  if (!pull_s.ok()) return pull_s.status();
+  return Figures{bytes / *push_s, bytes / *pull_s};
+}
+
+const std::vector<std::string> kTransports = {"grpc", "tcp", "shm"};
+
 int Run(double seconds, bool quick) {
   Cluster c;
   auto dir = MakeTempDir("ps-bench-");
@@ -136,80 +210,172 @@ int Run(double seconds, bool quick) {
   etcd::EtcdOptions eo;
   eo.endpoints = {c.etcd->endpoint()};
   c.client = std::move(*etcd::EtcdClient::Create(eo));
-
-  auto iperf = MeasureIperf3(seconds);
-  if (!iperf.ok()) {
-    std::fprintf(stderr, "iperf3: %s\n", iperf.status().ToString().c_str());
+  auto fail = [](const Status& s) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
-  }
-  const double limit = *iperf;
-  std::printf("loopback TCP (iperf3 -l 1M, 127.0.0.1): %.2f GB/s\n\n", limit / 1e9);
-  std::printf(
-      "| transport | model | pservers | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
-  std::printf("|---|---|---|---|---|---|---|\n");
+  };
+
+  // Loopback throughput drifts by +-20% from minute to minute on a small VM: iperf3 is measured
+  // at the start, in the middle and at the end, and every ratio uses the median.
+  std::vector<double> iperfs;
+  auto measure_iperf = [&]() -> Status {
+    auto r = MeasureIperf3(seconds);
+    if (!r.ok()) return r.status();
+    iperfs.push_back(*r);
+    std::fprintf(stderr, "iperf3: %.2f GB/s\n", *r / 1e9);
+    return Status::OK();
+  };
+  if (Status s = measure_iperf(); !s.ok()) return fail(s);
+  auto pp_peer = StartPeer(c.dir, {"--pingpong"});
+  if (!pp_peer.ok()) return fail(pp_peer.status());
+  auto ping = PingPong(pp_peer->endpoint, 4096, seconds);
+  if (!ping.ok()) return fail(ping.status());
+  pp_peer->proc->Terminate(std::chrono::seconds(5));
+  struct Row {
+    std::string transport;
+    int mib, pservers;
+    double push, pull;
+  };
+  std::vector<Row> alone, through;
+
   std::vector<int> sizes_mib = quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16, 64};
+  // 1. The transports alone: one connection to a peer process whose handler does nothing.
+  std::map<std::string, double> rtt_transport;
+  for (const auto& t : kTransports) {
+    auto peer = StartPeer(c.dir, {"--transport", t});
+    if (!peer.ok()) return fail(peer.status());
+    auto conn = NewClientConnection(*ParseTransportKind(t), peer->endpoint, TransportOptions{});
+    for (int mib : sizes_mib) {
+      auto f = TransportFigures(*conn, static_cast<size_t>(mib) << 20, seconds);
+      if (!f.ok()) return fail(f.status());
+      alone.push_back({t, mib, 1, f->push, f->pull});
+      std::fprintf(stderr, "%s %d MiB alone: push %.2f pull %.2f GB/s\n", t.c_str(), mib, f->push / 1e9, f->pull / 1e9);
+    }
+    std::vector<char> out(4096, 1), in(4096);
+    ConstBuffer ob{out.data(), out.size()};
+    MutableBuffer ib{in.data(), in.size()};
+    auto rtt = Time([&] { return conn->Call("pushpull 4096", {&ob, 1}, {&ib, 1}, std::chrono::seconds(10)).status(); },
+                    seconds, 1000);
+    if (!rtt.ok()) return fail(rtt.status());
+    rtt_transport[t] = *rtt;
+    conn.reset();
+    peer->proc->Terminate(std::chrono::seconds(5));
+  }
+
+  if (Status s = measure_iperf(); !s.ok()) return fail(s);
+  // 2. Through a real pserver (SGD applied to every push) and the trainer client.
   for (int pservers : {1, 2}) {
     for (int mib : sizes_mib) {
+      if (pservers == 2 && mib < 16) continue;
       auto job = StartJob(c, pservers, "async");
-      if (!job.ok()) {
-        std::fprintf(stderr, "%s\n", job.status().ToString().c_str());
-        return 1;
+      if (!job.ok()) return fail(job.status());
+      for (const auto& t : kTransports) {
+        auto client = Connect(c, *job, t);
+        if (!client.ok()) return fail(client.status());
+        size_t n = static_cast<size_t>(mib) << 18;  // floats
+        std::vector<float> w(n, 0.5f), g(n, 0.001f);
+        (void)(*client)->AddDense("w", w.data(), n);
+        if (Status s = (*client)->Initialize(); !s.ok()) return fail(s);
+        Gradients grads;
+        grads.Dense("w", g);
+        grads.samples = 1;
+        auto push = Time([&] { return (*client)->Push(grads).Wait(); }, seconds, 3);
+        auto pull = Time([&] { return (*client)->Pull().Wait(); }, seconds, 3);
+        if (!push.ok()) return fail(push.status());
+        if (!pull.ok()) return fail(pull.status());
+        double bytes = static_cast<double>(n) * 4;
+        through.push_back({t, mib, pservers, bytes / *push, bytes / *pull});
+        std::fprintf(stderr, "%s %d MiB x%d pservers: push %.2f pull %.2f GB/s\n", t.c_str(), mib, pservers,
+                     bytes / *push / 1e9, bytes / *pull / 1e9);
       }
-      auto client = Connect(c, *job);
-      if (!client.ok()) return 1;
-      size_t n = static_cast<size_t>(mib) << 18;  // floats
-      std::vector<float> w(n, 0.5f), g(n, 0.001f);
-      (void)(*client)->AddDense("w", w.data(), n);
-      if (!(*client)->Initialize().ok()) return 1;
+    }
+  }
+
+  if (Status s = measure_iperf(); !s.ok()) return fail(s);
+  std::sort(iperfs.begin(), iperfs.end());
+  const double limit = iperfs[1];
+  std::printf("loopback TCP (iperf3 -l 1M, 127.0.0.1), three times in this run: %.2f / %.2f / %.2f GB/s;\n"
+              "ratios below are to the median, %.2f GB/s\n\n",
+              iperfs[0] / 1e9, iperfs[1] / 1e9, iperfs[2] / 1e9, limit / 1e9);
+  std::printf("Transport alone (1 connection; the far end acknowledges pushes and answers pulls from the\n"
+              "memory the transport lends, doing no work of its own):\n\n");
+  std::printf("| transport | message | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (const auto& r : alone) {
+    std::printf("| %s | %d MiB | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.transport.c_str(), r.mib, r.push / 1e9,
+                100 * r.push / limit, r.pull / 1e9, 100 * r.pull / limit);
+  }
+  std::printf("\nThrough Tessera (a `tessera pserver` applying SGD to every push, the trainer client;\n"
+              "async mode, so no barrier is in the way):\n\n");
+  std::printf("| transport | model | pservers | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
+  for (const auto& r : through) {
+    std::printf("| %s | %d MiB | %d | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.transport.c_str(), r.mib, r.pservers,
+                r.push / 1e9, 100 * r.push / limit, r.pull / 1e9, 100 * r.pull / limit);
+  }
+  std::fflush(stdout);
+  // 3. Small round trips: a 4 KiB push-then-pull, beside the raw TCP ping-pong.
+  std::printf("\n4 KiB push-then-pull round trip (raw TCP ping-pong of 4 KiB each way: %.1f us):\n\n",
+              *ping * 1e6);
+  std::printf("| transport | transport alone (us) | x ping-pong | through the client and a pserver (us) | x ping-pong |\n");
+  std::printf("|---|---|---|---|---|\n");
+  {
+    auto job = StartJob(c, 1, "async");
+    if (!job.ok()) return fail(job.status());
+    for (const auto& t : kTransports) {
+      auto client = Connect(c, *job, t);
+      if (!client.ok()) return fail(client.status());
+      std::vector<float> w(1024, 0.5f), g(1024, 0.001f);
+      (void)(*client)->AddDense("w", w.data(), w.size());
+      if (Status s = (*client)->Initialize(); !s.ok()) return fail(s);
       Gradients grads;
       grads.Dense("w", g);
       grads.samples = 1;
-      auto push = Time([&] { return (*client)->Push(grads).Wait(); }, seconds, 3);
-      auto pull = Time([&] { return (*client)->Pull().Wait(); }, seconds, 3);
-      if (!push.ok() || !pull.ok()) {
-        std::fprintf(stderr, "%s %s\n", push.status().ToString().c_str(), pull.status().ToString().c_str());
-        return 1;
-      }
-      double bytes = static_cast<double>(n) * 4;
-      double pu = bytes / *push, pl = bytes / *pull;
-      std::printf("| grpc | %d MiB | %d | %.2f | %.0f%% | %.2f | %.0f%% |\n", mib, pservers, pu / 1e9,
-                  100 * pu / limit, pl / 1e9, 100 * pl / limit);
+      auto rtt = Time([&] { return (*client)->PushPull(grads).Wait(); }, seconds, 1000);
+      if (!rtt.ok()) return fail(rtt.status());
+      std::printf("| %s | %.1f | %.2f | %.1f | %.2f |\n", t.c_str(), rtt_transport[t] * 1e6,
+                  rtt_transport[t] / *ping, *rtt * 1e6, *rtt / *ping);
       std::fflush(stdout);
     }
   }
+
+  // 4. Sparse rows.
   std::printf("\n| transport | table dim | pservers | keys/request | pull rows/s | push rows/s |\n");
   std::printf("|---|---|---|---|---|---|\n");
   Zipf zipf(1000000, 1.1);
   std::mt19937_64 rng(7);
   for (int dim : {8, 64}) {
     auto job = StartJob(c, 2, "async");
-    if (!job.ok()) return 1;
-    auto client = Connect(c, *job);
-    if (!client.ok()) return 1;
-    (void)(*client)->AddSparse("emb", dim, *InitializerConfig::Parse("uniform:-0.01,0.01"));
-    if (!(*client)->Initialize().ok()) return 1;
-    const size_t kKeys = 10000;
-    std::vector<uint64_t> keys(kKeys);
-    std::vector<float> rows(kKeys * dim), grads(kKeys * dim, 0.01f);
-    auto pull = Time(
-        [&] {
-          for (auto& k : keys) k = zipf(rng);
-          return (*client)->SparsePull("emb", keys, rows.data()).Wait();
-        },
-        seconds, 5);
-    auto push = Time(
-        [&] {
-          for (auto& k : keys) k = zipf(rng);
-          Gradients g;
-          g.Sparse("emb", keys, grads);
-          g.samples = 1;
-          return (*client)->Push(g).Wait();
-        },
-        seconds, 5);
-    if (!pull.ok() || !push.ok()) return 1;
-    std::printf("| grpc | %d | 2 | %zu (Zipf 1.1 over 1M) | %.0f | %.0f |\n", dim, kKeys, kKeys / *pull,
-                kKeys / *push);
-    std::fflush(stdout);
+    if (!job.ok()) return fail(job.status());
+    for (const auto& t : kTransports) {
+      auto client = Connect(c, *job, t);
+      if (!client.ok()) return fail(client.status());
+      (void)(*client)->AddSparse("emb", dim, *InitializerConfig::Parse("uniform:-0.01,0.01"));
+      if (Status s = (*client)->Initialize(); !s.ok()) return fail(s);
+      const size_t kKeys = 10000;
+      std::vector<uint64_t> keys(kKeys);
+      std::vector<float> rows(kKeys * dim), grads(kKeys * dim, 0.01f);
+      auto pull = Time(
+          [&] {
+            for (auto& k : keys) k = zipf(rng);
+            return (*client)->SparsePull("emb", keys, rows.data()).Wait();
+          },
+          seconds, 5);
+      auto push = Time(
+          [&] {
+            for (auto& k : keys) k = zipf(rng);
+            Gradients g;
+            g.Sparse("emb", keys, grads);
+            g.samples = 1;
+            return (*client)->Push(g).Wait();
+          },
+          seconds, 5);
+      if (!pull.ok()) return fail(pull.status());
+      if (!push.ok()) return fail(push.status());
+      std::printf("| %s | %d | 2 | %zu (Zipf 1.1 over 1M) | %.0f | %.0f |\n", t.c_str(), dim, kKeys, kKeys / *pull,
+                  kKeys / *push);
+      std::fflush(stdout);
+    }
   }
   for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
   (void)RemoveAll(c.dir);
@@ -226,5 +392,10 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "minimum measuring time per figure");
   app.add_flag("--quick", quick, "only the small models (a smoke run)");
   CLI11_PARSE(app, argc, argv);
+  // A logger of our own (warnings only): the trainer client's info lines would drown the tables.
+  tessera::LogOptions lo;
+  lo.node = "ps_bench";
+  lo.level = "warn";
+  (void)tessera::InitLogging(lo);
   return tessera::bench::Run(seconds, quick);
 }

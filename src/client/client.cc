@@ -31,6 +31,12 @@ namespace tessera {
 
 Status Handle::Wait() const {
   if (!state_) return Status::OK();
+  bool pending;
+  {
+    std::lock_guard<std::mutex> lock(state_->mu);
+    pending = state_->remaining > 0;
+  }
+  if (pending && state_->help) state_->help();
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->remaining <= 0; });
   return state_->status;
@@ -104,7 +110,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
     c->builder_ = std::make_unique<RequestBuilder>(c->job_, c->slots_);
     c->directory_ = std::make_unique<PserverDirectory>(c->etcd_.get(), o.job, c->job_.pservers);
     for (int i = 0; i < c->job_.pservers; ++i) {
-      c->links_.push_back(std::make_unique<PserverLink>(i, c->directory_.get(), c.get(), &c->transport_));
+      c->links_.push_back(std::make_shared<PserverLink>(i, c->directory_.get(), c.get(), &c->transport_));
     }
     return std::unique_ptr<Client>(std::move(c));
   }
@@ -483,17 +489,26 @@ class ClientImpl : public Client, public PserverLink::Owner {
       if (all || r.push_size() > 0 || r.pull_size() > 0) targets.push_back(i);
     }
     auto state = std::make_shared<Handle::State>(static_cast<int>(targets.size()));
+    // A waiter runs the parts no link thread has picked up yet itself (the link's one request at
+    // a time still holds); the links are held weakly, a closed client's are gone.
+    std::vector<std::pair<std::weak_ptr<PserverLink>, uint64_t>> jobs;
     for (int i : targets) {
       std::shared_ptr<LinkCall> call(std::move(calls[i]));
-      links_[i]->Submit(call, options_.request_timeout, recover,
-                        [this, state](const Status& s, const wire::DataReply& r, int64_t resume) {
-                          if (s.code() == StatusCode::kAborted && resume >= 0) {
-                            RaiseStep(resume);
-                            realign_ = true;
-                          }
-                          state->Complete(s, r.version(), r.min_clock());
-                        });
+      uint64_t id = links_[i]->Submit(call, options_.request_timeout, recover,
+                                      [this, state](const Status& s, const wire::DataReply& r, int64_t resume) {
+                                        if (s.code() == StatusCode::kAborted && resume >= 0) {
+                                          RaiseStep(resume);
+                                          realign_ = true;
+                                        }
+                                        state->Complete(s, r.version(), r.min_clock());
+                                      });
+      jobs.emplace_back(links_[i], id);
     }
+    state->help = [jobs = std::move(jobs)] {
+      for (const auto& [weak, id] : jobs) {
+        if (auto link = weak.lock()) link->RunInline(id);
+      }
+    };
     return Handle(state);
   }
 
@@ -526,7 +541,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
   int64_t epoch_ = 0;
   std::unique_ptr<RequestBuilder> builder_;
   std::unique_ptr<PserverDirectory> directory_;
-  std::vector<std::unique_ptr<PserverLink>> links_;
+  std::vector<std::shared_ptr<PserverLink>> links_;
   std::atomic<int64_t> step_{0};
   // A push was refused on some pserver (the step closed there without us): before the next
   // request, every pserver is told where this trainer goes on, so none waits for a push for a

@@ -4,6 +4,7 @@
 
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 
 #include "tessera/client.h"
@@ -22,6 +23,10 @@ struct Handle::State {
     }
     if (--remaining == 0) cv.notify_all();
   }
+
+  // Runs parts of the operation that no link thread has started yet on the waiting thread
+  // (saves two thread hand-offs per request). Set before the Handle is returned; may be empty.
+  std::function<void()> help;
 
   mutable std::mutex mu;
   std::condition_variable cv;

@@ -39,20 +39,46 @@ std::string PserverLink::transport_name() const {
 void PserverLink::Post(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    queue_.push_back(std::move(fn));
+    queue_.push_back(Job{0, std::move(fn)});
   }
   cv_.notify_all();
 }
 
-void PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover,
-                         Done done) {
-  Post([this, call, timeout, recover, done] {
+uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover,
+                             Done done) {
+  auto fn = [this, call, timeout, recover, done = std::move(done)] {
     Deadline deadline(timeout);
     int64_t resume = -1;
     auto r = Run(*call, deadline, recover, &resume);
     if (r.ok() && call->after) call->after();
     done(r.status(), r.ok() ? *r : wire::DataReply(), resume);
-  });
+  };
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    id = next_job_++;
+    queue_.push_back(Job{id, std::move(fn)});
+  }
+  cv_.notify_all();
+  return id;
+}
+
+bool PserverLink::RunInline(uint64_t id) {
+  Job job;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (running_ || closing_ || queue_.empty() || queue_.front().id != id) return false;
+    job = std::move(queue_.front());
+    queue_.pop_front();
+    running_ = true;
+  }
+  job.fn();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    running_ = false;
+  }
+  cv_.notify_all();
+  return true;
 }
 
 void PserverLink::Loop() {
@@ -60,12 +86,17 @@ void PserverLink::Loop() {
     Job job;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return closing_ || !queue_.empty(); });
+      cv_.wait(lock, [&] { return (closing_ && !running_) || (!queue_.empty() && !running_); });
       if (queue_.empty()) return;  // closing, nothing left
       job = std::move(queue_.front());
       queue_.pop_front();
+      running_ = true;
     }
-    job();
+    job.fn();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      running_ = false;
+    }
   }
 }
 

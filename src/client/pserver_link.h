@@ -1,5 +1,7 @@
 // PserverLink: the trainer's connection to one pserver index: a worker thread that runs that
 // pserver's requests in order, one at a time (requests to different pservers run concurrently).
+// A thread waiting for a request may run it itself if the worker has not started it yet
+// (RunInline), which spares two thread hand-offs on the common submit-then-wait path.
 // A request is retried with backoff until its deadline when the transport fails or the pserver
 // moved (stale epoch, lease lost, restarted at the same or another address); a pserver that came
 // back without state is re-initialized and re-joined through the Owner before the retry.
@@ -49,9 +51,13 @@ class PserverLink {
   ~PserverLink();
 
   int index() const { return index_; }
-  // Queues `call`; `done` runs on the link's thread when it has finished (or failed).
-  // With `recover`, see Run().
-  void Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover, Done done);
+  // Queues `call`; `done` runs when it has finished (or failed), on the link's thread or on the
+  // thread that ran it through RunInline. With `recover`, see Run(). Returns the job's id (for
+  // RunInline).
+  uint64_t Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover, Done done);
+  // Runs job `id` on the calling thread if it is next in line and the link is idle (nothing
+  // else runs on the link meanwhile); false if the link thread has it or it is not next.
+  bool RunInline(uint64_t id);
   // Runs `fn` on the link's thread, after the requests queued before it.
   void Post(std::function<void()> fn);
   // Sends `call` with retries until `deadline`. With `recover`, a pserver that lost its state is
@@ -64,7 +70,10 @@ class PserverLink {
   std::string transport_name() const;
 
  private:
-  using Job = std::function<void()>;
+  struct Job {
+    uint64_t id = 0;  // 0: only the link thread runs it
+    std::function<void()> fn;
+  };
   void Loop();
   StatusOr<ClientConnection*> Connect(const Deadline& deadline, int64_t not_epoch);
 
@@ -80,6 +89,8 @@ class PserverLink {
   mutable std::mutex mu_;  // guards queue_, closing_, chosen_name_
   std::condition_variable cv_;
   std::deque<Job> queue_;
+  uint64_t next_job_ = 1;
+  bool running_ = false;  // a job runs (on the link thread or inline)
   bool closing_ = false;
   std::string chosen_name_;
   std::thread thread_;

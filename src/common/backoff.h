@@ -4,6 +4,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <random>
 
 namespace tessera {
@@ -17,8 +18,10 @@ struct BackoffOptions {
 
 class Backoff {
  public:
-  explicit Backoff(BackoffOptions options = {}, uint64_t seed = std::random_device{}())
-      : options_(options), rng_(seed) {}
+  // The random source is made on the first Next(): a Backoff that never waits (the common case
+  // of a retry loop whose first attempt succeeds) costs nothing.
+  explicit Backoff(BackoffOptions options = {}) : options_(options) {}
+  Backoff(BackoffOptions options, uint64_t seed) : options_(options), seed_(seed) {}
 
   // The delay before the next attempt; grows after each call until Reset().
   std::chrono::milliseconds Next() {
@@ -26,8 +29,9 @@ class Backoff {
     for (int i = 0; i < attempts_ && base < options_.max.count(); ++i) base *= options_.multiplier;
     if (base > options_.max.count()) base = static_cast<double>(options_.max.count());
     ++attempts_;
+    if (!rng_) rng_.emplace(seed_ ? *seed_ : std::random_device{}());
     std::uniform_real_distribution<double> dist(1.0 - options_.jitter, 1.0 + options_.jitter);
-    double d = base * dist(rng_);
+    double d = base * dist(*rng_);
     if (d > options_.max.count()) d = static_cast<double>(options_.max.count());
     return std::chrono::milliseconds(static_cast<int64_t>(d));
   }
@@ -37,7 +41,8 @@ class Backoff {
 
  private:
   BackoffOptions options_;
-  std::mt19937_64 rng_;
+  std::optional<uint64_t> seed_;
+  std::optional<std::mt19937_64> rng_;
   int attempts_ = 0;
 };
 

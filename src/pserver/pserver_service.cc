@@ -9,6 +9,7 @@
 
 #include "common/strings.h"
 #include "job/wire_convert.h"
+#include "pserver/optimizer.h"
 
 namespace tessera {
 namespace {
@@ -22,27 +23,6 @@ std::span<const uint64_t> Keys(const wire::Segment& seg) {
 std::string DTypeName(int t) {
   const std::string& n = wire::DType_Name(static_cast<wire::DType>(t));
   return n.empty() ? "type " + std::to_string(t) : n;
-}
-
-// Index of the first NaN or infinity among n floats, or -1. Branch-free inner loop over chunks.
-int64_t FirstNonFinite(const char* bytes, size_t n) {
-  constexpr size_t kChunk = 1024;
-  for (size_t base = 0; base < n; base += kChunk) {
-    size_t end = std::min(n, base + kChunk);
-    uint32_t bad = 0;
-    for (size_t i = base; i < end; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, bytes + 4 * i, 4);
-      bad |= static_cast<uint32_t>((bits & 0x7f800000u) == 0x7f800000u);
-    }
-    if (!bad) continue;
-    for (size_t i = base; i < end; ++i) {
-      float f;
-      std::memcpy(&f, bytes + 4 * i, 4);
-      if (!std::isfinite(f)) return static_cast<int64_t>(i);
-    }
-  }
-  return -1;
 }
 
 Reason ReasonFor(const Status& s) {
@@ -238,7 +218,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
                                 std::unique_ptr<Responder> r) {
   // Finiteness first, without the lock: a pass over the payload.
   if (!req.allow_nonfinite() && payload.size % 4 == 0) {
-    int64_t bad = FirstNonFinite(static_cast<const char*>(payload.data), payload.size / 4);
+    int64_t bad = FirstNonFinite(static_cast<const float*>(payload.data), payload.size / 4);
     if (bad >= 0) {
       int64_t at = bad;
       std::string where = "element " + std::to_string(bad);

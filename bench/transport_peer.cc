@@ -1,0 +1,119 @@
+// transport_peer: the far end of ps_bench's transport-level measurements, in its own process.
+//
+//   transport_peer --transport tcp|shm|grpc
+//       serves a data-plane transport whose handler does no work of its own: a request with
+//       header "push" is acknowledged; "pull N" is answered with N payload bytes built in the
+//       memory the transport lends (Responder::Allocate); "pushpull N" does both. What is
+//       measured is the transport alone, as the reference server's benchmark does.
+//   transport_peer --pingpong
+//       a raw TCP echo server (reads a 4-byte length, then that many bytes, and writes them
+//       back): the floor a small round trip is held against.
+//
+// Prints "endpoint <where>" once it serves; runs until SIGTERM. Bench-only.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <cstdio>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "transport/stream_io.h"
+#include "transport/transport_factory.h"
+
+namespace tessera::bench {
+namespace {
+
+class NullHandler : public RequestHandler {
+ public:
+  void Handle(std::string_view header, ConstBuffer, std::unique_ptr<Responder> r) override {
+    size_t n = 0;
+    if (header.rfind("pull ", 0) == 0 || header.rfind("pushpull ", 0) == 0) {
+      n = std::strtoull(header.data() + header.find(' ') + 1, nullptr, 10);
+    }
+    if (n == 0) return r->Send("ok", {});
+    MutableBuffer b = r->Allocate(n);
+    ConstBuffer c{b.data, b.size};
+    r->Send("ok", {&c, 1});
+  }
+};
+
+std::atomic<bool> g_stop{false};
+
+void OnSignal(int) { g_stop = true; }
+
+int ServeTransport(const std::string& name) {
+  auto kind = ParseTransportKind(name);
+  if (!kind.ok() || *kind == TransportKind::kAuto) {
+    std::fprintf(stderr, "--transport: grpc, tcp or shm\n");
+    return 2;
+  }
+  NullHandler handler;
+  auto server = NewServerTransport(*kind, TransportOptions{});
+  if (Status s = server->Start("127.0.0.1", 0, &handler); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::printf("endpoint %s\n", server->endpoint().c_str());
+  std::fflush(stdout);
+  while (!g_stop) std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  server->Shutdown();
+  return 0;
+}
+
+void Echo(int fd) {
+  std::vector<char> buf;
+  while (true) {
+    uint32_t n;
+    if (::recv(fd, &n, sizeof n, MSG_WAITALL) != sizeof n) break;
+    buf.resize(n);
+    if (n && ::recv(fd, buf.data(), n, MSG_WAITALL) != static_cast<ssize_t>(n)) break;
+    if (::send(fd, buf.data(), n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) break;
+  }
+  ::close(fd);
+}
+
+int ServePingPong() {
+  int ls = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(ls, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::listen(ls, 8) != 0 ||
+      ::getsockname(ls, reinterpret_cast<sockaddr*>(&a), &len) != 0) {
+    std::perror("listen");
+    return 1;
+  }
+  std::printf("endpoint 127.0.0.1:%d\n", ntohs(a.sin_port));
+  std::fflush(stdout);
+  while (!g_stop) {
+    int fd = ::accept(ls, nullptr, nullptr);
+    if (fd < 0) continue;
+    int one = 1;
+    ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    std::thread(Echo, fd).detach();
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"Far end of ps_bench's transport measurements"};
+  std::string transport;
+  bool pingpong = false;
+  app.add_option("--transport", transport, "grpc, tcp or shm");
+  app.add_flag("--pingpong", pingpong, "raw TCP echo server instead");
+  CLI11_PARSE(app, argc, argv);
+  struct sigaction sa {};
+  sa.sa_handler = tessera::bench::OnSignal;
+  ::sigaction(SIGTERM, &sa, nullptr);
+  ::sigaction(SIGINT, &sa, nullptr);
+  return pingpong ? tessera::bench::ServePingPong() : tessera::bench::ServeTransport(transport);
+}

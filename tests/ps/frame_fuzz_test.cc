@@ -1,0 +1,257 @@
+// Robust framing: for 30 s, threads throw random, truncated and lying frames at a live pserver's
+// TCP and shared-memory endpoints (random bytes, valid preambles with impossible or huge lengths
+// and then nothing, bodies cut short, garbage headers, requests without a shared region,
+// unsealed regions, stray descriptors) and random bytes at its gRPC port, while a well-behaved
+// trainer trains against it and checks every result bit for bit. The pserver must keep
+// answering that trainer correctly, stay alive, keep its memory bounded, and log the connections
+// it closed with the peer named.
+#include <gtest/gtest.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <thread>
+
+#include "pserver/optimizer.h"
+#include "ps/ps_fixture.h"
+#include "transport/frame.h"
+#include "transport/stream_io.h"
+
+namespace tessera::testing {
+namespace {
+
+int64_t RssKib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return -1;
+}
+
+std::vector<uint8_t> Preamble(std::mt19937_64& rng, uint64_t header, uint64_t payload) {
+  std::vector<uint8_t> p(kFramePreambleBytes);
+  EncodePreamble({FrameKind::kRequest, 0, rng(), static_cast<uint32_t>(header), payload}, p.data());
+  return p;
+}
+
+std::vector<uint8_t> RandomBytes(std::mt19937_64& rng, size_t n) {
+  std::vector<uint8_t> b(n);
+  for (auto& x : b) x = static_cast<uint8_t>(rng());
+  return b;
+}
+
+// One abusive TCP connection: what it sends depends on `kind`.
+void AbuseTcp(const std::string& endpoint, std::mt19937_64& rng, int kind) {
+  auto fd = ConnectTcp(endpoint, Deadline(std::chrono::seconds(2)));
+  if (!fd.ok()) return;
+  std::vector<uint8_t> out;
+  switch (kind) {
+    case 0:  // random bytes
+      out = RandomBytes(rng, 1 + rng() % 4096);
+      break;
+    case 1:  // a valid preamble claiming 1.9 GiB, then a little, then gone
+      out = Preamble(rng, 10, (size_t{19} << 30) / 10);
+      break;
+    case 2:  // past the limits
+      out = Preamble(rng, uint64_t{1} << 31, 10);
+      break;
+    case 3: {  // a garbage header with a matching payload
+      uint64_t h = rng() % 2000, n = rng() % 100000;
+      out = Preamble(rng, h, n);
+      auto body = RandomBytes(rng, h + n);
+      out.insert(out.end(), body.begin(), body.end());
+      break;
+    }
+    case 4: {  // a body cut short
+      out = Preamble(rng, 100, 1 << 20);
+      auto body = RandomBytes(rng, rng() % (1 << 20));
+      out.insert(out.end(), body.begin(), body.end());
+      break;
+    }
+    default: {  // a preamble cut short
+      out = Preamble(rng, 1, 1);
+      out.resize(rng() % kFramePreambleBytes);
+    }
+  }
+  iovec iov{out.data(), out.size()};
+  Deadline d(std::chrono::seconds(2));
+  (void)WriteFully(fd->get(), &iov, 1, &d);
+  // Sometimes wait for the pserver to close it (a well-framed garbage request gets an answer).
+  if (rng() % 2) {
+    char c[256];
+    pollfd p{fd->get(), POLLIN, 0};
+    for (int i = 0; i < 4 && ::poll(&p, 1, 200) > 0; ++i) {
+      if (::recv(fd->get(), c, sizeof c, MSG_DONTWAIT) <= 0) break;
+    }
+  }
+}
+
+int SendWithFd(int sock, const void* data, size_t n, int fd) {
+  iovec iov{const_cast<void*>(data), n};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
+  if (fd >= 0) {
+    std::memset(control, 0, sizeof control);
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof control;
+    cmsghdr* c = CMSG_FIRSTHDR(&msg);
+    c->cmsg_level = SOL_SOCKET;
+    c->cmsg_type = SCM_RIGHTS;
+    c->cmsg_len = CMSG_LEN(sizeof(int));
+    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
+  }
+  return static_cast<int>(::sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT));
+}
+
+// One abusive shared-memory connection.
+void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind) {
+  UniqueFd sock(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path + 1, endpoint.data() + 1, endpoint.size() - 1);
+  socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + endpoint.size());
+  if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&a), len) != 0) return;
+  auto pre = Preamble(rng, 16, 64);
+  switch (kind) {
+    case 0: {  // random message sizes and bytes
+      auto b = RandomBytes(rng, 1 + rng() % 200);
+      SendWithFd(sock.get(), b.data(), b.size(), -1);
+      break;
+    }
+    case 1:  // a request before any region
+      SendWithFd(sock.get(), pre.data(), pre.size(), -1);
+      break;
+    case 2: {  // an unsealed region
+      UniqueFd m(::memfd_create("fuzz", MFD_CLOEXEC));
+      (void)!::ftruncate(m.get(), 4096);
+      pre[5] = kFrameFlagNewRegion;
+      SendWithFd(sock.get(), pre.data(), pre.size(), m.get());
+      break;
+    }
+    case 3: {  // a sealed region too small for what the frame claims
+      UniqueFd m(::memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+      (void)!::ftruncate(m.get(), 4096);
+      ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+      auto big = Preamble(rng, 100, 1 << 20);
+      big[5] = kFrameFlagNewRegion;
+      SendWithFd(sock.get(), big.data(), big.size(), m.get());
+      break;
+    }
+    case 4: {  // a sealed region holding garbage: a well-framed request with a random header
+      UniqueFd m(::memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+      (void)!::ftruncate(m.get(), 1 << 16);
+      void* p = ::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, m.get(), 0);
+      auto junk = RandomBytes(rng, 1 << 16);
+      std::memcpy(p, junk.data(), junk.size());
+      ::munmap(p, 1 << 16);
+      ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK);
+      pre[5] = kFrameFlagNewRegion;
+      SendWithFd(sock.get(), pre.data(), pre.size(), m.get());
+      char c[64];
+      pollfd pf{sock.get(), POLLIN, 0};
+      if (::poll(&pf, 1, 200) > 0) (void)!::recv(sock.get(), c, sizeof c, MSG_DONTWAIT);
+      break;
+    }
+    default: {  // a descriptor nobody announced
+      UniqueFd m(::memfd_create("fuzz", MFD_CLOEXEC));
+      SendWithFd(sock.get(), pre.data(), pre.size(), m.get());
+    }
+  }
+}
+
+TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerUntouched) {
+  const std::string job = "fuzz";
+  auto cfg = MakeJob(job, 1, "sync", "adam:lr=0.01", 256);
+  size_t p = StartPserver(job, /*ttl=*/5);
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  auto kv = client_->Get(keys::Pserver(job, 0));
+  auto endpoints = ParsePserverEndpoints(kv->kvs[0].value);
+  ASSERT_TRUE(endpoints.ok());
+  const std::string tcp = endpoints->endpoints.at(TransportKind::kTcp);
+  const std::string shm = endpoints->endpoints.at(TransportKind::kShm);
+  const std::string grpc = endpoints->endpoints.at(TransportKind::kGrpc);
+
+  auto o = ClientFor(job, "good");
+  o.transport = "tcp";
+  auto client = Client::Connect(o);
+  ASSERT_TRUE(client.ok());
+  const size_t n = 5000;
+  std::vector<float> w(n, 0.1f), ref(n, 0.1f), state(2 * n, 0.0f);
+  ASSERT_TRUE((*client)->AddDense("w", w.data(), n).ok());
+  ASSERT_TRUE((*client)->Initialize().ok());
+
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> attacks{0};
+  std::vector<std::thread> fuzzers;
+  for (int t = 0; t < 3; ++t) {
+    fuzzers.emplace_back([&, t] {
+      std::mt19937_64 rng(1000 + t);
+      for (int i = 0; i < 1000000 && !stop; ++i) {
+        int target = static_cast<int>(rng() % 5);
+        if (target <= 1) {
+          AbuseTcp(tcp, rng, static_cast<int>(rng() % 6));
+        } else if (target <= 3) {
+          AbuseShm(shm, rng, static_cast<int>(rng() % 6));
+        } else {
+          auto fd = ConnectTcp(grpc, Deadline(std::chrono::seconds(2)));
+          if (fd.ok()) {
+            auto junk = RandomBytes(rng, 1 + rng() % 2048);
+            iovec iov{junk.data(), junk.size()};
+            Deadline d(std::chrono::seconds(1));
+            (void)WriteFully(fd->get(), &iov, 1, &d);
+          }
+        }
+        ++attacks;
+      }
+    });
+  }
+  // The well-behaved trainer, for 30 s: every step checked against the pserver's own kernel.
+  auto start = Now();
+  int steps = 0;
+  int64_t peak_rss = 0;
+  std::vector<float> g(n);
+  while (Now() - start < std::chrono::seconds(30) && steps < 1000000) {
+    for (size_t i = 0; i < n; ++i) g[i] = 0.01f * static_cast<float>((i * 7 + steps) % 13) - 0.06f;
+    Gradients grads;
+    grads.Dense("w", g);
+    grads.samples = 2;
+    Status s = (*client)->PushPull(grads).Wait();
+    ASSERT_TRUE(s.ok()) << "step " << steps << ": " << s;
+    for (size_t b = 0; b < n; b += 256) {
+      size_t len = std::min<size_t>(256, n - b);
+      // Block layout of the pserver's state: per block, m then v.
+      ApplyUpdate(cfg.optimizer, ref.data() + b, g.data() + b, 0.5f, len, state.data() + 2 * b,
+                  state.data() + 2 * b + len, steps + 1);
+    }
+    ASSERT_EQ(std::memcmp(w.data(), ref.data(), n * sizeof(float)), 0) << "step " << steps << " differs";
+    ++steps;
+    if (steps % 50 == 0) peak_rss = std::max(peak_rss, RssKib(procs_[p]->pid()));
+  }
+  stop = true;
+  for (auto& f : fuzzers) f.join();
+  peak_rss = std::max(peak_rss, RssKib(procs_[p]->pid()));
+  std::printf("%d good steps, %lld attacks, pserver peak RSS %lld KiB\n", steps, static_cast<long long>(attacks.load()),
+              static_cast<long long>(peak_rss));
+  EXPECT_TRUE(procs_[p]->running()) << "the pserver died";
+  EXPECT_GT(steps, 50);
+  EXPECT_GT(attacks.load(), 500);
+  EXPECT_LT(peak_rss, 512 * 1024) << "memory grew with lying frames";
+  std::string log = procs_[p]->Output();
+  EXPECT_NE(log.find("closing the connection from 127.0.0.1:"), std::string::npos);
+  EXPECT_NE(log.find("bad frame magic"), std::string::npos);
+  EXPECT_NE(log.find("closing the connection from local pid"), std::string::npos);
+  EXPECT_NE(log.find("not a memfd sealed"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::testing
