@@ -1,4 +1,5 @@
-// `tessera version` and `tessera status`: what is registered for a job in etcd.
+// `tessera version` and `tessera status`: what is registered for a job in etcd (with each
+// pserver's data-plane endpoints and the transport each trainer uses to each pserver).
 #include <cstdio>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,26 @@ struct StatusFlags {
   bool json = false;
 };
 
+// The data plane of a member, from its registration: what a pserver serves ("tcp 127.0.0.1:4100,
+// shm @tessera-shm-..., grpc ...") and what a trainer uses ("shm to pserver 0, tcp to pserver 1").
+std::string DataPlane(const std::string& value) {
+  auto j = nlohmann::json::parse(value, nullptr, false);
+  if (!j.is_object()) return "";
+  std::string out;
+  if (j.contains("endpoints") && j["endpoints"].is_object()) {
+    for (const auto& [k, v] : j["endpoints"].items()) {
+      if (v.is_string()) out += (out.empty() ? "serves " : ", ") + k + " " + v.get<std::string>();
+    }
+  } else if (j.contains("transport") && j["transport"].is_object()) {
+    for (const auto& [k, v] : j["transport"].items()) {
+      if (v.is_string()) out += (out.empty() ? "uses " : ", ") + v.get<std::string>() + " to pserver " + k;
+    }
+    if (j.contains("transport_wanted") && j["transport_wanted"].is_string())
+      out += " (asked for " + j["transport_wanted"].get<std::string>() + ")";
+  }
+  return out;
+}
+
 void PrintMembers(const char* title, const MemberList& list) {
   if (list.members.empty()) {
     std::printf("%s: none registered\n", title);
@@ -29,6 +50,8 @@ void PrintMembers(const char* title, const MemberList& list) {
   for (const auto& m : list.members) {
     std::printf("  %-12s epoch %-8lld %s\n", m.name.c_str(), static_cast<long long>(m.epoch),
                 m.value.c_str());
+    std::string dp = DataPlane(m.value);
+    if (!dp.empty()) std::printf("  %-12s data plane: %s\n", "", dp.c_str());
   }
 }
 

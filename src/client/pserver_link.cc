@@ -73,11 +73,13 @@ bool PserverLink::RunInline(uint64_t id) {
     running_ = true;
   }
   job.fn();
+  bool wake;
   {
     std::lock_guard<std::mutex> lock(mu_);
     running_ = false;
+    wake = !queue_.empty() || closing_;  // the link thread waits for exactly these
   }
-  cv_.notify_all();
+  if (wake) cv_.notify_all();
   return true;
 }
 

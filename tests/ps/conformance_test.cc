@@ -276,6 +276,53 @@ TEST_P(ConformanceTest, TrainerKilledMidTransferLeavesOnlyWholePushes) {
   EXPECT_TRUE(client->PushPull(grads).Wait().ok()) << "the pserver stopped serving after the cut transfer";
 }
 
+// `tessera status` shows what each pserver serves and which transport each trainer took.
+TEST_F(PsTest, StatusShowsTheDataPlaneOfEveryMember) {
+  const std::string job = "status";
+  MakeJob(job, 1, "async", "sgd:lr=0.1", 64);
+  StartPserver(job);
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::vector<float>> ws(3, std::vector<float>(10, 0.0f));
+  const std::vector<std::string> kinds = {"tcp", "shm", "auto"};
+  for (size_t i = 0; i < kinds.size(); ++i) {
+    auto o = ClientFor(job, "t-" + kinds[i]);
+    o.transport = kinds[i];
+    auto c = Client::Connect(o);
+    ASSERT_TRUE(c.ok()) << c.status();
+    ASSERT_TRUE((*c)->AddDense("w", ws[i].data(), 10).ok());
+    ASSERT_TRUE((*c)->Initialize().ok());
+    clients.push_back(std::move(*c));
+  }
+  SpawnOptions o;
+  o.argv = {BuildPath("src/tessera"), "status", "--etcd", server_->endpoint(), "--job", job};
+  o.log_path = dir_ + "/status.log";
+  auto p = Subprocess::Spawn(o);
+  ASSERT_TRUE(p.ok());
+  ASSERT_EQ((*p)->Wait(std::chrono::seconds(30)), 0) << (*p)->Output();
+  std::string out = (*p)->Output();
+  EXPECT_NE(out.find("data plane: serves grpc 127.0.0.1:"), std::string::npos) << out;
+  EXPECT_NE(out.find(", shm @tessera-shm-"), std::string::npos) << out;
+  EXPECT_NE(out.find(", tcp 127.0.0.1:"), std::string::npos) << out;
+  EXPECT_NE(out.find("data plane: uses tcp to pserver 0 (asked for tcp)"), std::string::npos) << out;
+  EXPECT_NE(out.find("data plane: uses shm to pserver 0 (asked for shm)"), std::string::npos) << out;
+  EXPECT_NE(out.find("data plane: uses shm to pserver 0 (asked for auto)"), std::string::npos) << out;
+  // An explicit transport the pserver does not serve fails at once, saying what it serves.
+  const std::string only = "onlytcp";
+  MakeJob(only, 1, "async", "sgd:lr=0.1", 64);
+  StartPserver(only, 2, "tcp");
+  ASSERT_TRUE(WaitForPservers(only, 1));
+  auto co = ClientFor(only, "x");
+  co.transport = "shm";
+  auto c = Client::Connect(co);
+  ASSERT_TRUE(c.ok());
+  std::vector<float> w(10, 0.0f);
+  ASSERT_TRUE((*c)->AddDense("w", w.data(), 10).ok());
+  Status s = (*c)->Initialize();
+  EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("transport shm was asked for, but the pserver offers tcp"), std::string::npos) << s;
+}
+
 // A thread that waits runs a request the link has not started yet itself; one that never waits
 // must still see its operations finish (the link thread runs them): check done() only.
 TEST_F(PsTest, OperationsFinishWithoutAnyoneWaitingOnThem) {
