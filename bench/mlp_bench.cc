@@ -1,8 +1,9 @@
 // mlp_bench: training throughput (samples/s) of the built-in `mlp` on Fashion-MNIST, three ways:
 //   1. in one process without Tessera: the same model code and the same optimizer kernel the
 //      pservers run, applied in place (no network, no barrier, no master);
-//   2. through Tessera: `tessera local` with 1 pserver and 1 trainer (and with 2 and 2), measured
-//      from the trainer's "joined" to its "trainer done" log lines (start-up excluded);
+//   2. through Tessera: `tessera local` with 1 pserver and 1 trainer (and with 2 and 2), over each
+//      transport (shm, tcp, grpc), measured from the trainer's "joined" to its "trainer done" log
+//      lines (start-up excluded);
 //   3. PyTorch on the same model and batch size, one process and DDP (gloo, 2 processes), when
 //      /usr/bin/python3 has torch (bench/torch_mlp.py).
 // Uploads Fashion-MNIST from the Debian package into a temp store. Prints a Markdown table.
@@ -116,8 +117,8 @@ double Stamp(const std::string& line) {
 
 // samples/s of every trainer together, from the trainers' logs of a `tessera local` run.
 StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store, int hidden, int batch,
-                                const std::string& opt, int pservers, int trainers) {
-  std::string run = dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers);
+                                const std::string& opt, int pservers, int trainers, const std::string& transport) {
+  std::string run = dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers) + "-" + transport;
   testing::SpawnOptions so;
   so.argv = {BuildPath("src/tessera"),
              "local",
@@ -140,7 +141,9 @@ StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store
              "--trainers",
              std::to_string(trainers),
              "--passes",
-             "1"};
+             "1",
+             "--transport",
+             transport};
   so.log_path = run + ".log";
   TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(so));
   auto code = p->Wait(std::chrono::minutes(10));
@@ -184,9 +187,12 @@ int Run(int hidden, int batch, const std::string& opt) {
     std::fflush(stdout);
   };
   row("one process, no Tessera (same model code and optimizer kernel)", InProcess(store, hidden, batch, opt));
-  row("Tessera: 1 pserver, 1 trainer (sync)", ThroughTessera(*dir, store, hidden, batch, opt, 1, 1));
-  row("Tessera: 2 pservers, 2 trainers (sync), both trainers",
-      ThroughTessera(*dir, store, hidden, batch, opt, 2, 2));
+  for (const char* t : {"shm", "tcp", "grpc"}) {
+    row(std::string("Tessera over ") + t + ": 1 pserver, 1 trainer (sync)",
+        ThroughTessera(*dir, store, hidden, batch, opt, 1, 1, t));
+    row(std::string("Tessera over ") + t + ": 2 pservers, 2 trainers (sync), both trainers",
+        ThroughTessera(*dir, store, hidden, batch, opt, 2, 2, t));
+  }
   // PyTorch, if present: the same model and batch size.
   testing::SpawnOptions py;
   py.argv = {"/usr/bin/python3", std::string(TESSERA_SOURCE_DIR) + "/bench/torch_mlp.py",

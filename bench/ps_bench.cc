@@ -160,21 +160,22 @@ StatusOr<Peer> StartPeer(const std::string& dir, const std::vector<std::string>&
   return p;
 }
 
-// Raw TCP ping-pong of `bytes` each way against transport_peer --pingpong: seconds per round trip.
-StatusOr<double> PingPong(const std::string& endpoint, size_t bytes, double seconds) {
+// One raw TCP exchange against transport_peer --pingpong: `in` bytes there, `out` bytes back
+// (at least one: the reply). Seconds per exchange.
+StatusOr<double> RawExchange(const std::string& endpoint, size_t in, size_t out, double seconds) {
   TESSERA_ASSIGN_OR_RETURN(UniqueFd fd, ConnectTcp(endpoint, Deadline(std::chrono::seconds(5))));
-  std::vector<char> buf(4 + bytes, 1), back(bytes);
-  uint32_t n = static_cast<uint32_t>(bytes);
-  std::memcpy(buf.data(), &n, 4);
+  std::vector<char> buf(8 + in, 1), back(std::max<size_t>(out, 1));
+  uint32_t n[2] = {static_cast<uint32_t>(in), static_cast<uint32_t>(out)};
+  std::memcpy(buf.data(), n, 8);
   return Time(
       [&]() -> Status {
-        if (::send(fd.get(), buf.data(), buf.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(buf.size()))
-          return Status::Unavailable("send");
-        if (::recv(fd.get(), back.data(), bytes, MSG_WAITALL) != static_cast<ssize_t>(bytes))
+        iovec iov{buf.data(), buf.size()};
+        TESSERA_RETURN_IF_ERROR(WriteFully(fd.get(), &iov, 1, nullptr));
+        if (::recv(fd.get(), back.data(), back.size(), MSG_WAITALL) != static_cast<ssize_t>(back.size()))
           return Status::Unavailable("recv");
         return Status::OK();
       },
-      seconds, 1000);
+      seconds, in + out > (1 << 20) ? 3 : 1000);
 }
 
 struct Figures {
@@ -196,7 +197,7 @@ StatusOr<Figures> TransportFigures(ClientConnection& conn, size_t bytes, double 
 
 const std::vector<std::string> kTransports = {"grpc", "tcp", "shm"};
 
-int Run(double seconds, bool quick) {
+int Run(double seconds, bool quick, bool transport_only) {
   Cluster c;
   auto dir = MakeTempDir("ps-bench-");
   if (!dir.ok()) return 1;
@@ -215,58 +216,105 @@ int Run(double seconds, bool quick) {
     return 1;
   };
 
-  // Loopback throughput drifts by +-20% from minute to minute on a small VM: iperf3 is measured
-  // at the start, in the middle and at the end, and every ratio uses the median.
-  std::vector<double> iperfs;
-  auto measure_iperf = [&]() -> Status {
-    auto r = MeasureIperf3(seconds);
-    if (!r.ok()) return r.status();
-    iperfs.push_back(*r);
-    std::fprintf(stderr, "iperf3: %.2f GB/s\n", *r / 1e9);
-    return Status::OK();
+  // Loopback throughput drifts by tens of percent from minute to minute on a small VM, so every
+  // transport figure is read against an iperf3 run made just before it, and beside the same
+  // exchange over a raw TCP socket between the same two processes.
+  std::vector<double> iperfs;  // every iperf3 figure of the run
+  auto measure_iperf = [&]() -> StatusOr<double> {
+    TESSERA_ASSIGN_OR_RETURN(double r, MeasureIperf3(seconds));
+    iperfs.push_back(r);
+    return r;
   };
-  if (Status s = measure_iperf(); !s.ok()) return fail(s);
-  auto pp_peer = StartPeer(c.dir, {"--pingpong"});
-  if (!pp_peer.ok()) return fail(pp_peer.status());
-  auto ping = PingPong(pp_peer->endpoint, 4096, seconds);
-  if (!ping.ok()) return fail(ping.status());
-  pp_peer->proc->Terminate(std::chrono::seconds(5));
-  struct Row {
-    std::string transport;
-    int mib, pservers;
-    double push, pull;
+  auto raw_peer = StartPeer(c.dir, {"--pingpong"});
+  if (!raw_peer.ok()) return fail(raw_peer.status());
+  struct Connected {
+    std::string name;
+    Peer peer;
+    std::unique_ptr<ClientConnection> conn;
   };
-  std::vector<Row> alone, through;
-
-  std::vector<int> sizes_mib = quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16, 64};
-  // 1. The transports alone: one connection to a peer process whose handler does nothing.
-  std::map<std::string, double> rtt_transport;
+  std::vector<Connected> peers;
   for (const auto& t : kTransports) {
     auto peer = StartPeer(c.dir, {"--transport", t});
     if (!peer.ok()) return fail(peer.status());
     auto conn = NewClientConnection(*ParseTransportKind(t), peer->endpoint, TransportOptions{});
-    for (int mib : sizes_mib) {
-      auto f = TransportFigures(*conn, static_cast<size_t>(mib) << 20, seconds);
-      if (!f.ok()) return fail(f.status());
-      alone.push_back({t, mib, 1, f->push, f->pull});
-      std::fprintf(stderr, "%s %d MiB alone: push %.2f pull %.2f GB/s\n", t.c_str(), mib, f->push / 1e9, f->pull / 1e9);
+    peers.push_back({t, std::move(*peer), std::move(conn)});
+  }
+  struct Row {
+    std::string transport;
+    int mib, pservers;
+    double push, pull, iperf;
+    double push_ratio = 0, pull_ratio = 0;  // to iperf3 (0: push / iperf, pull / iperf)
+    double PushRatio() const { return push_ratio > 0 ? push_ratio : push / iperf; }
+    double PullRatio() const { return pull_ratio > 0 ? pull_ratio : pull / iperf; }
+  };
+  std::vector<Row> alone, through;
+  std::vector<int> sizes_mib = quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16, 64};
+  // 1. For each size and each of the raw socket (N bytes one way, one byte back) and the
+  //    transports alone (a peer process whose handler does nothing): three rounds of iperf3, push,
+  //    pull, back to back; each round's ratio is taken to its own iperf3, the median reported.
+  constexpr int kRounds = 3;
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
+  for (int mib : sizes_mib) {
+    const size_t n = static_cast<size_t>(mib) << 20;
+    for (size_t k = 0; k <= peers.size(); ++k) {
+      std::vector<double> push, pull, push_ratio, pull_ratio, limits;
+      for (int round = 0; round < kRounds; ++round) {
+        auto limit = measure_iperf();
+        if (!limit.ok()) return fail(limit.status());
+        double pu, pl;
+        if (k == 0) {
+          auto a = RawExchange(raw_peer->endpoint, n, 0, seconds);
+          auto b = RawExchange(raw_peer->endpoint, 0, n, seconds);
+          if (!a.ok()) return fail(a.status());
+          if (!b.ok()) return fail(b.status());
+          pu = n / *a;
+          pl = n / *b;
+        } else {
+          auto f = TransportFigures(*peers[k - 1].conn, n, seconds);
+          if (!f.ok()) return fail(f.status());
+          pu = f->push;
+          pl = f->pull;
+        }
+        push.push_back(pu);
+        pull.push_back(pl);
+        push_ratio.push_back(pu / *limit);
+        pull_ratio.push_back(pl / *limit);
+        limits.push_back(*limit);
+      }
+      const std::string name = k == 0 ? "raw TCP socket" : peers[k - 1].name;
+      alone.push_back({name, mib, 1, median(push), median(pull), median(limits), median(push_ratio),
+                       median(pull_ratio)});
+      std::fprintf(stderr, "%d MiB %s: push %.2f pull %.2f GB/s\n", mib, name.c_str(), median(push) / 1e9,
+                   median(pull) / 1e9);
     }
+  }
+  // The small round trip over each transport alone, and the raw ping-pong it is held against.
+  auto ping = RawExchange(raw_peer->endpoint, 4096, 4096, seconds);
+  if (!ping.ok()) return fail(ping.status());
+  std::map<std::string, double> rtt_transport;
+  for (auto& p : peers) {
     std::vector<char> out(4096, 1), in(4096);
     ConstBuffer ob{out.data(), out.size()};
     MutableBuffer ib{in.data(), in.size()};
-    auto rtt = Time([&] { return conn->Call("pushpull 4096", {&ob, 1}, {&ib, 1}, std::chrono::seconds(10)).status(); },
+    auto rtt = Time([&] { return p.conn->Call("pushpull 4096", {&ob, 1}, {&ib, 1}, std::chrono::seconds(10)).status(); },
                     seconds, 1000);
     if (!rtt.ok()) return fail(rtt.status());
-    rtt_transport[t] = *rtt;
-    conn.reset();
-    peer->proc->Terminate(std::chrono::seconds(5));
+    rtt_transport[p.name] = *rtt;
+    p.conn.reset();
+    p.peer.proc->Terminate(std::chrono::seconds(5));
   }
+  raw_peer->proc->Terminate(std::chrono::seconds(5));
 
-  if (Status s = measure_iperf(); !s.ok()) return fail(s);
   // 2. Through a real pserver (SGD applied to every push) and the trainer client.
   for (int pservers : {1, 2}) {
+    if (transport_only) break;
     for (int mib : sizes_mib) {
       if (pservers == 2 && mib < 16) continue;
+      auto limit = measure_iperf();
+      if (!limit.ok()) return fail(limit.status());
       auto job = StartJob(c, pservers, "async");
       if (!job.ok()) return fail(job.status());
       for (const auto& t : kTransports) {
@@ -284,36 +332,45 @@ int Run(double seconds, bool quick) {
         if (!push.ok()) return fail(push.status());
         if (!pull.ok()) return fail(pull.status());
         double bytes = static_cast<double>(n) * 4;
-        through.push_back({t, mib, pservers, bytes / *push, bytes / *pull});
+        through.push_back({t, mib, pservers, bytes / *push, bytes / *pull, *limit});
         std::fprintf(stderr, "%s %d MiB x%d pservers: push %.2f pull %.2f GB/s\n", t.c_str(), mib, pservers,
                      bytes / *push / 1e9, bytes / *pull / 1e9);
       }
     }
   }
 
-  if (Status s = measure_iperf(); !s.ok()) return fail(s);
   std::sort(iperfs.begin(), iperfs.end());
-  const double limit = iperfs[1];
-  std::printf("loopback TCP (iperf3 -l 1M, 127.0.0.1), three times in this run: %.2f / %.2f / %.2f GB/s;\n"
-              "ratios below are to the median, %.2f GB/s\n\n",
-              iperfs[0] / 1e9, iperfs[1] / 1e9, iperfs[2] / 1e9, limit / 1e9);
+  std::printf("loopback TCP (iperf3 -l 1M, 127.0.0.1) was measured %zu times in this run: %.2f to %.2f GB/s\n\n",
+              iperfs.size(), iperfs.front() / 1e9, iperfs.back() / 1e9);
   std::printf("Transport alone (1 connection; the far end acknowledges pushes and answers pulls from the\n"
-              "memory the transport lends, doing no work of its own):\n\n");
-  std::printf("| transport | message | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
-  std::printf("|---|---|---|---|---|---|\n");
-  for (const auto& r : alone) {
-    std::printf("| %s | %d MiB | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.transport.c_str(), r.mib, r.push / 1e9,
-                100 * r.push / limit, r.pull / 1e9, 100 * r.pull / limit);
-  }
-  std::printf("\nThrough Tessera (a `tessera pserver` applying SGD to every push, the trainer client;\n"
-              "async mode, so no barrier is in the way):\n\n");
-  std::printf("| transport | model | pservers | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
+              "memory the transport lends, doing no work of its own), beside the same exchange over a raw\n"
+              "TCP socket between the same two processes (N bytes one way, one byte back). Each figure:\n"
+              "%d rounds of iperf3 then push then pull; the medians, and the median of the rounds' ratios:\n\n",
+              kRounds);
+  std::printf("| message | transport | iperf3 GB/s | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
   std::printf("|---|---|---|---|---|---|---|\n");
-  for (const auto& r : through) {
-    std::printf("| %s | %d MiB | %d | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.transport.c_str(), r.mib, r.pservers,
-                r.push / 1e9, 100 * r.push / limit, r.pull / 1e9, 100 * r.pull / limit);
+  for (const auto& r : alone) {
+    std::printf("| %d MiB | %s | %.2f | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.mib, r.transport.c_str(), r.iperf / 1e9,
+                r.push / 1e9, 100 * r.PushRatio(), r.pull / 1e9, 100 * r.PullRatio());
+  }
+  if (!transport_only) {
+    std::printf("\nThrough Tessera (a `tessera pserver` applying SGD to every push, the trainer client;\n"
+                "async mode, so no barrier is in the way):\n\n");
+    std::printf("| model | pservers | iperf3 GB/s | transport | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
+    std::printf("|---|---|---|---|---|---|---|---|\n");
+    for (const auto& r : through) {
+      std::printf("| %d MiB | %d | %.2f | %s | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.mib, r.pservers, r.iperf / 1e9,
+                  r.transport.c_str(), r.push / 1e9, 100 * r.push / r.iperf, r.pull / 1e9, 100 * r.pull / r.iperf);
+    }
   }
   std::fflush(stdout);
+  std::fflush(stdout);
+  if (transport_only) {
+    std::printf("\n4 KiB push-then-pull over the transport alone (raw TCP ping-pong: %.1f us):", *ping * 1e6);
+    for (const auto& [t, rtt] : rtt_transport) std::printf(" %s %.1f us (%.2fx);", t.c_str(), rtt * 1e6, rtt / *ping);
+    std::printf("\n");
+    return 0;
+  }
   // 3. Small round trips: a 4 KiB push-then-pull, beside the raw TCP ping-pong.
   std::printf("\n4 KiB push-then-pull round trip (raw TCP ping-pong of 4 KiB each way: %.1f us):\n\n",
               *ping * 1e6);
@@ -388,14 +445,15 @@ int Run(double seconds, bool quick) {
 int main(int argc, char** argv) {
   CLI::App app{"Tessera data-plane benchmark"};
   double seconds = 2.0;
-  bool quick = false;
+  bool quick = false, transport_only = false;
   app.add_option("--seconds", seconds, "minimum measuring time per figure");
   app.add_flag("--quick", quick, "only the small models (a smoke run)");
+  app.add_flag("--transport-only", transport_only, "only the transports alone and the raw baselines");
   CLI11_PARSE(app, argc, argv);
   // A logger of our own (warnings only): the trainer client's info lines would drown the tables.
   tessera::LogOptions lo;
   lo.node = "ps_bench";
   lo.level = "warn";
   (void)tessera::InitLogging(lo);
-  return tessera::bench::Run(seconds, quick);
+  return tessera::bench::Run(seconds, quick, transport_only);
 }

@@ -6,8 +6,9 @@
 //       memory the transport lends (Responder::Allocate); "pushpull N" does both. What is
 //       measured is the transport alone, as the reference server's benchmark does.
 //   transport_peer --pingpong
-//       a raw TCP echo server (reads a 4-byte length, then that many bytes, and writes them
-//       back): the floor a small round trip is held against.
+//       a raw TCP server for the baselines: each exchange is two 4-byte counts (in, out), then
+//       `in` bytes read and `out` bytes written back; (4096, 4096) is the ping-pong a small round
+//       trip is held against, (N, 0) and (0, N) a raw push and pull of N bytes.
 //
 // Prints "endpoint <where>" once it serves; runs until SIGTERM. Bench-only.
 #include <netinet/in.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -69,11 +71,19 @@ int ServeTransport(const std::string& name) {
 void Echo(int fd) {
   std::vector<char> buf;
   while (true) {
-    uint32_t n;
-    if (::recv(fd, &n, sizeof n, MSG_WAITALL) != sizeof n) break;
-    buf.resize(n);
-    if (n && ::recv(fd, buf.data(), n, MSG_WAITALL) != static_cast<ssize_t>(n)) break;
-    if (::send(fd, buf.data(), n, MSG_NOSIGNAL) != static_cast<ssize_t>(n)) break;
+    uint32_t n[2];
+    if (::recv(fd, n, sizeof n, MSG_WAITALL) != sizeof n) break;
+    buf.resize(std::max<size_t>({n[0], n[1], 1}));
+    if (n[0] && ::recv(fd, buf.data(), n[0], MSG_WAITALL) != static_cast<ssize_t>(n[0])) break;
+    size_t out = std::max<uint32_t>(n[1], 1);  // at least one byte: the reply
+    for (size_t off = 0; off < out;) {
+      ssize_t w = ::send(fd, buf.data() + off, out - off, MSG_NOSIGNAL);
+      if (w <= 0) {
+        ::close(fd);
+        return;
+      }
+      off += static_cast<size_t>(w);
+    }
   }
   ::close(fd);
 }

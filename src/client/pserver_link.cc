@@ -5,6 +5,7 @@
 
 #include "common/backoff.h"
 #include "job/wire_convert.h"
+#include "transport/shm_transport.h"
 #include "transport/transport_factory.h"
 
 namespace tessera {
@@ -156,11 +157,10 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
       last = result.status();
       if (last.code() == StatusCode::kDataLoss || last.code() == StatusCode::kInvalidArgument) return last;
       if (chosen_.kind == TransportKind::kShm && transport_->wanted == TransportKind::kAuto &&
-          last.message().find("cannot connect") != std::string::npos) {
-        // Its socket is out of reach (a sandbox?), or it died: the next transport for this
+          last.message().find(kShmUnreachable) != std::string::npos) {
+        // It listens but this process may not reach it (a sandbox?): the next transport for this
         // registration (a replacement registers anew and is tried over shared memory again).
-        spdlog::warn("pserver {}: shared memory is not reachable ({}); using the next transport", index_,
-                     last.message());
+        spdlog::warn("pserver {}: {}; using the next transport", index_, last.message());
         shm_failed_epoch_ = target_.epoch;
         conn_.reset();
         continue;

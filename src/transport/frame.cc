@@ -70,4 +70,32 @@ StatusOr<FramePreamble> DecodePreamble(const uint8_t in[kFramePreambleBytes], co
   return p;
 }
 
+Status CheckRequestSize(size_t header_len, size_t payload_len, const FrameLimits& limits) {
+  if (header_len > limits.max_header) {
+    return Status::InvalidArgument("request header of " + std::to_string(header_len) +
+                                   " bytes is larger than the maximum " + std::to_string(limits.max_header));
+  }
+  if (payload_len > limits.max_payload) {
+    return Status::InvalidArgument("request payload of " + std::to_string(payload_len) +
+                                   " bytes is larger than the maximum " + std::to_string(limits.max_payload) +
+                                   " (split the parameters over more pservers or raise --max-message-mb)");
+  }
+  return Status::OK();
+}
+
+StatusOr<FramePreamble> DecodeReply(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits, uint64_t id) {
+  auto p = DecodePreamble(in, limits);
+  if (!p.ok()) return Status::Unavailable("bad reply frame: " + p.status().message());
+  if (p->kind != FrameKind::kReply || p->request_id != id) {
+    return Status::Unavailable("bad reply frame: for request " + std::to_string(p->request_id) + ", expected " +
+                               std::to_string(id));
+  }
+  return p;
+}
+
+Status ReplyTooLarge(const std::string& peer, uint64_t payload_len, size_t room) {
+  return Status::DataLoss("pserver " + peer + " replied with " + std::to_string(payload_len) +
+                          " payload bytes, more than the " + std::to_string(room) + " expected");
+}
+
 }  // namespace tessera

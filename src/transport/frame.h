@@ -48,6 +48,15 @@ void EncodePreamble(const FramePreamble& p, uint8_t out[kFramePreambleBytes]);
 // limits), so the receiver can log it and close the connection.
 StatusOr<FramePreamble> DecodePreamble(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits);
 
+// A client's own check before it sends: InvalidArgument naming the limit a request passes (the
+// pserver would close the connection on it, and retrying would not help).
+Status CheckRequestSize(size_t header_len, size_t payload_len, const FrameLimits& limits);
+// A client's reply preamble: decoded, a reply, and the answer to request `id`; Unavailable
+// otherwise (the connection is out of step and must be dropped).
+StatusOr<FramePreamble> DecodeReply(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits, uint64_t id);
+// The DataLoss of a reply carrying more payload than the caller gave room for.
+Status ReplyTooLarge(const std::string& peer, uint64_t payload_len, size_t room);
+
 // Where the header starts in a shared-memory region after a payload of `payload_len` bytes.
 constexpr uint64_t PayloadAlign(uint64_t payload_len) { return (payload_len + 63) & ~uint64_t{63}; }
 

@@ -130,12 +130,11 @@ class ShmConnection : public ClientConnection {
   StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
                             std::span<const MutableBuffer> reply_buffers, std::chrono::milliseconds timeout) override {
     Deadline d(timeout);
-    if (!sock_.valid()) TESSERA_RETURN_IF_ERROR(Connect());
     const size_t n = TotalSize(payload);
+    TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), n, limits_));
+    if (!sock_.valid()) TESSERA_RETURN_IF_ERROR(Connect());
     const size_t hoff = PayloadAlign(n);
-    if (Status s = own_.Ensure(hoff + header.size(), 0, MaxRegionBytes(limits_)); !s.ok()) {
-      return Fail(s.code() == StatusCode::kInvalidArgument ? s : Status::Unavailable(s.message()), "region");
-    }
+    if (Status s = own_.Ensure(hoff + header.size(), 0, MaxRegionBytes(limits_)); !s.ok()) return Fail(s, "region");
     size_t off = 0;
     for (const auto& b : payload) {
       if (b.size) std::memcpy(own_.data() + off, b.data, b.size);
@@ -155,13 +154,8 @@ class ShmConnection : public ClientConnection {
       return Fail(s.code() == StatusCode::kCancelled ? Status::Unavailable("connection closed by the pserver") : s,
                   "waiting for the reply");
     }
-    auto p = DecodePreamble(pre, limits_);
-    if (!p.ok()) return Fail(Status::Unavailable(p.status().message()), "bad reply frame");
-    if (p->kind != FrameKind::kReply || p->request_id != id) {
-      return Fail(Status::Unavailable("reply frame for request " + std::to_string(p->request_id) + ", expected " +
-                                      std::to_string(id)),
-                  "bad reply frame");
-    }
+    auto p = DecodeReply(pre, limits_, id);
+    if (!p.ok()) return Fail(p.status(), "reading the reply");
     if (p->flags & kFrameFlagNewRegion) {
       if (Status s = peer_.Map(std::move(region), MaxRegionBytes(limits_)); !s.ok()) return Fail(s, "reply region");
     }
@@ -171,9 +165,7 @@ class ShmConnection : public ClientConnection {
     }
     if (p->payload_len > TotalSize(reply_buffers)) {
       Drop();
-      return Status::DataLoss("pserver " + endpoint_ + " replied with " + std::to_string(p->payload_len) +
-                              " payload bytes, more than the " + std::to_string(TotalSize(reply_buffers)) +
-                              " expected");
+      return ReplyTooLarge(endpoint_, p->payload_len, TotalSize(reply_buffers));
     }
     size_t at = 0;
     for (const auto& b : reply_buffers) {
@@ -194,7 +186,11 @@ class ShmConnection : public ClientConnection {
     UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
     if (!fd.valid()) return Status::Unavailable(std::string("socket: ") + std::strerror(errno));
     if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&a), len) != 0) {
-      return Status::Unavailable("cannot connect to pserver at " + endpoint_ + " (shm): " + std::strerror(errno));
+      // Refused: nobody listens on that name (the pserver is gone or not up yet), retry as with
+      // TCP. Anything else (a sandbox's denial) means this pair cannot use shared memory.
+      const int err = errno;
+      return Status::Unavailable(std::string(err == ECONNREFUSED ? "cannot connect" : kShmUnreachable) +
+                                 " to pserver at " + endpoint_ + " (shm): " + std::strerror(err));
     }
     sock_ = std::move(fd);
     return Status::OK();

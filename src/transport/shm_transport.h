@@ -24,6 +24,10 @@
 
 namespace tessera {
 
+// The start of a connection error that means shared memory is out of reach between these two
+// processes although the pserver listens (a trainer with transport auto then uses TCP).
+inline constexpr char kShmUnreachable[] = "shared memory is not reachable";
+
 // Serves on an abstract Unix socket "@tessera-shm-<pid>-<random>" (endpoint()); Start's host
 // and port are ignored.
 std::unique_ptr<ServerTransport> NewShmServerTransport(const TransportOptions& options = {});

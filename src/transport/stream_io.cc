@@ -36,6 +36,19 @@ Status WaitFor(int fd, short events, const Deadline* deadline) {
   }
 }
 
+// Moves past `done` bytes of the iovec array (n entries left).
+void Advance(iovec*& iov, size_t& n, size_t done) {
+  while (n > 0 && done >= iov->iov_len) {
+    done -= iov->iov_len;
+    ++iov;
+    --n;
+  }
+  if (n > 0) {
+    iov->iov_base = static_cast<char*>(iov->iov_base) + done;
+    iov->iov_len -= done;
+  }
+}
+
 Status IoError(const char* what, int err) {
   return Status::Unavailable(std::string(what) + ": " + std::strerror(err));
 }
@@ -67,16 +80,7 @@ Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline) {
       }
       return IoError("send", errno);
     }
-    size_t done = static_cast<size_t>(w);
-    while (n > 0 && done >= iov->iov_len) {
-      done -= iov->iov_len;
-      ++iov;
-      --n;
-    }
-    if (n > 0) {
-      iov->iov_base = static_cast<char*>(iov->iov_base) + done;
-      iov->iov_len -= done;
-    }
+    Advance(iov, n, static_cast<size_t>(w));
   }
   return Status::OK();
 }
@@ -116,18 +120,9 @@ Status StreamReader::ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadli
     msg.msg_iovlen = std::min(n, kMaxIov);
     ssize_t r = ::recvmsg(fd_, &msg, deadline ? MSG_DONTWAIT : 0);
     if (r > 0) {
-      size_t done = static_cast<size_t>(r);
-      bytes -= done;
-      total_ += done;
-      while (n > 0 && done >= iov->iov_len) {
-        done -= iov->iov_len;
-        ++iov;
-        --n;
-      }
-      if (n > 0) {
-        iov->iov_base = static_cast<char*>(iov->iov_base) + done;
-        iov->iov_len -= done;
-      }
+      bytes -= static_cast<size_t>(r);
+      total_ += static_cast<size_t>(r);
+      Advance(iov, n, static_cast<size_t>(r));
       continue;
     }
     if (r == 0) return Status::Unavailable("connection closed by the peer");

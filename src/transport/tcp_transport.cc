@@ -136,6 +136,7 @@ class TcpConnection : public ClientConnection {
   StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
                             std::span<const MutableBuffer> reply_buffers, std::chrono::milliseconds timeout) override {
     Deadline d(timeout);
+    TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), TotalSize(payload), limits_));
     if (!fd_.valid()) {
       auto fd = ConnectTcp(address_, Deadline(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(2))));
       if (!fd.ok()) return Fail(fd.status(), "cannot connect");
@@ -153,20 +154,13 @@ class TcpConnection : public ClientConnection {
     }
     if (Status s = WriteFully(fd_.get(), iov_.data(), iov_.size(), &d); !s.ok()) return Fail(s, "send");
     if (Status s = reader_.Read(pre, sizeof pre, &d); !s.ok()) return Fail(s, "waiting for the reply");
-    auto p = DecodePreamble(pre, limits_);
-    if (!p.ok()) return Fail(Status::Unavailable(p.status().message()), "bad reply frame");
-    if (p->kind != FrameKind::kReply || p->request_id != id) {
-      return Fail(Status::Unavailable("reply frame for request " + std::to_string(p->request_id) + ", expected " +
-                                      std::to_string(id)),
-                  "bad reply frame");
-    }
+    auto p = DecodeReply(pre, limits_, id);
+    if (!p.ok()) return Fail(p.status(), "reading the reply");
     header_.resize(p->header_len);
     if (Status s = reader_.Read(header_.data(), header_.size(), &d); !s.ok()) return Fail(s, "reading the reply");
     if (p->payload_len > TotalSize(reply_buffers)) {
       Drop();
-      return Status::DataLoss("pserver " + address_ + " replied with " + std::to_string(p->payload_len) +
-                              " payload bytes, more than the " + std::to_string(TotalSize(reply_buffers)) +
-                              " expected");
+      return ReplyTooLarge(address_, p->payload_len, TotalSize(reply_buffers));
     }
     if (Status s = reader_.ReadInto(reply_buffers, p->payload_len, &d); !s.ok()) return Fail(s, "reading the reply");
     return CallResult{header_, p->payload_len};

@@ -203,6 +203,34 @@ TEST_P(TransportTest, BuffersAreReusedFromOneMessageToTheNext) {
   EXPECT_EQ(handler_.distinct_request_payloads(), 1u);
 }
 
+TEST_P(TransportTest, OversizedMessagesAreRefusedByTheSenderAndByTheReceiver) {
+  if (GetParam() == TransportKind::kGrpc) GTEST_SKIP() << "gRPC has its own message limits";
+  std::vector<char> big((size_t{2} << 20) + 1, 1);
+  ConstBuffer b{big.data(), big.size()};
+  // A client that knows the limit refuses to send at once (retrying would not help).
+  TransportOptions small;
+  small.limits.max_payload = size_t{2} << 20;
+  auto careful = NewClientConnection(GetParam(), server_->endpoint(), small);
+  auto r = careful->Call("x", {&b, 1}, {}, std::chrono::seconds(10));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
+  EXPECT_NE(r.status().message().find("larger than the maximum"), std::string::npos) << r.status();
+  // A server with that limit closes the connection of a client that sends more anyway.
+  TestHandler handler;
+  auto strict = NewServerTransport(GetParam(), small);
+  ASSERT_TRUE(strict->Start("127.0.0.1", 0, &handler).ok());
+  auto eager = NewClientConnection(GetParam(), strict->endpoint(), options_);
+  auto refused = eager->Call("x", {&b, 1}, {}, std::chrono::seconds(10));
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
+  ConstBuffer ok{big.data(), size_t{2} << 20};
+  std::vector<char> back(size_t{2} << 20);
+  MutableBuffer in{back.data(), back.size()};
+  auto fine = eager->Call("x", {&ok, 1}, {&in, 1}, std::chrono::seconds(10));
+  EXPECT_TRUE(fine.ok()) << fine.status();  // reconnected; a message at the limit passes
+  strict->Shutdown();
+}
+
 INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest,
                          ::testing::Values(TransportKind::kGrpc, TransportKind::kTcp, TransportKind::kShm),
                          [](const auto& info) { return TransportKindName(info.param); });

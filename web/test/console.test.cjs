@@ -1,7 +1,8 @@
 // Browser test of the web console: real headless Chromium (Debian's /usr/bin/chromium, driven by
 // playwright-core) against a running `tessera local` job. The page loads with no console errors,
 // the cost chart gains points while training runs, a pserver killed with SIGKILL shows as lost
-// and then restarted, and the logs panel shows a trainer's lines. Saves a screenshot.
+// and then restarted, the checkpoints panel shows verified checkpoints, and the logs panel shows a
+// trainer's lines. Saves a screenshot.
 // Run by ctest (WebConsoleInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
 "use strict";
 
@@ -49,7 +50,7 @@ async function main() {
   const local = spawn(tessera, ["local", "--run", path.join(dir, "run"), "--store", store, "--dataset", "fm",
                                 "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg", "hidden=32",
                                 "--pservers", "2", "--trainers", "2", "--passes", "10", "--lease-ttl", "3",
-                                "--job", "web"], { stdio: ["ignore", "pipe", "pipe"] });
+                                "--checkpoint-every", "1", "--job", "web"], { stdio: ["ignore", "pipe", "pipe"] });
   local.stdout.on("data", (d) => { output += d; });
   local.stderr.on("data", (d) => { output += d; });
   let context;
@@ -87,6 +88,12 @@ async function main() {
     await waitFor("pserver-1 shown as lost and then restarted", 60, async () => {
       const history = (await row.getAttribute("data-history")) || "";
       return (await row.getAttribute("data-state")) === "restarted" && /lost.*restarted/.test(history);
+    });
+
+    // The checkpoints panel lists each pserver's checkpoints with their size and checked digest.
+    await waitFor("a verified checkpoint of each pserver", 60, async () => {
+      const text = (await page.textContent("#checkpoints")) || "";
+      return /pserver-0/.test(text) && /pserver-1/.test(text) && /verified/.test(text) && /MiB/.test(text);
     });
 
     // The logs panel shows a trainer's lines.
