@@ -1,6 +1,8 @@
 // The `tessera` command: one binary with a subcommand per role and tool.
 // Flags (and their TESSERA_* environment equivalents) are read here, once, into each command's
 // options; nothing deeper reads the environment.
+#include <grpc/grpc.h>
+
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
@@ -8,6 +10,10 @@
 #include "common/version.h"
 
 int main(int argc, char** argv) {
+  // gRPC stays initialized for the whole process: otherwise it shuts itself down whenever its
+  // last object goes (an etcd client closed mid-command) while a poller thread may still run,
+  // which prints "backup_poller ... Timer list shutdown" at the end of `tessera local`.
+  grpc_init();
   CLI::App app{"Tessera " TESSERA_VERSION
                ": a parameter server for distributed training.\n"
                "Parameters live in shards on pservers; trainers push gradients and pull parameters; a\n"
