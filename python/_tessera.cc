@@ -70,7 +70,7 @@ class PySession {
  public:
   PySession(std::optional<std::string> etcd, std::optional<std::string> job,
             std::optional<std::string> trainer_id, std::optional<std::string> store, int64_t lease_ttl,
-            double timeout_s) {
+            double timeout_s, std::optional<std::string> transport) {
     api::SessionOptions o;
     if (etcd) {
       for (auto& e : Split(*etcd, ',')) o.etcd_endpoints.push_back(e);
@@ -80,6 +80,7 @@ class PySession {
     o.store = store.value_or("");
     o.lease_ttl_seconds = lease_ttl;
     o.request_timeout = std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000));
+    o.transport = transport.value_or("");
     py::gil_scoped_release release;
     session_ = Value(api::Session::Open(std::move(o)));
   }
@@ -318,9 +319,10 @@ PYBIND11_MODULE(_tessera, m) {
 
   py::class_<PySession>(m, "Session")
       .def(py::init<std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
-                    std::optional<std::string>, int64_t, double>(),
+                    std::optional<std::string>, int64_t, double, std::optional<std::string>>(),
            py::arg("etcd") = py::none(), py::arg("job") = py::none(), py::arg("trainer_id") = py::none(),
-           py::arg("store") = py::none(), py::arg("lease_ttl") = 0, py::arg("timeout") = 300.0)
+           py::arg("store") = py::none(), py::arg("lease_ttl") = 0, py::arg("timeout") = 300.0,
+           py::arg("transport") = py::none())
       .def("add_dense", &PySession::AddDense, py::arg("name"), py::arg("values"),
            py::arg("optimizer") = py::none())
       .def("add_sparse", &PySession::AddSparse, py::arg("name"), py::arg("dim"), py::arg("init") = "zeros",

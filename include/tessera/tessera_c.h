@@ -62,7 +62,9 @@ const char* tessera_last_error(void);
 
 /* Connects to the job and registers this trainer. NULL arguments come from the environment
  * (TESSERA_ETCD "host:port[,host:port]", TESSERA_JOB, TESSERA_TRAINER_ID; a NULL or empty
- * trainer id without TESSERA_TRAINER_ID takes the lowest free number). */
+ * trainer id without TESSERA_TRAINER_ID takes the lowest free number). The data plane to the
+ * pservers is TESSERA_TRANSPORT: auto (the default: shared memory with a pserver on this host,
+ * TCP otherwise), shm, tcp or grpc. */
 int tessera_client_create(const char* etcd_endpoints, const char* job, const char* trainer_id,
                           tessera_client** out);
 /* Closes (acknowledging what was trained, deregistering) and frees. NULL is a no-op. */

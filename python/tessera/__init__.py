@@ -42,9 +42,12 @@ _session = None
 _callbacks = {"batch_end": [], "pass_end": []}
 
 
-def init(etcd=None, job=None, trainer_id=None, store=None, lease_ttl=0, timeout=300.0, log_level="info"):
+def init(etcd=None, job=None, trainer_id=None, store=None, lease_ttl=0, timeout=300.0, log_level="info",
+         transport=None):
     """Connects to the job and registers this trainer. Arguments left out come from the
-    environment (TESSERA_ETCD, TESSERA_JOB, TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_LEASE_TTL).
+    environment (TESSERA_ETCD, TESSERA_JOB, TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_LEASE_TTL,
+    TESSERA_TRANSPORT). `transport`: the data plane to the pservers, "auto" (shared memory with a
+    pserver on this host, TCP otherwise; the default), "shm", "tcp" or "grpc".
     Returns the session (also kept as the module's default)."""
     global _session
     if _session is not None:
@@ -53,7 +56,7 @@ def init(etcd=None, job=None, trainer_id=None, store=None, lease_ttl=0, timeout=
     node = "trainer-" + (trainer_id or _os.environ.get("TESSERA_TRAINER_ID", "?"))
     _tessera.init_logging(job_name, node, log_level)
     _session = _tessera.Session(etcd=etcd, job=job, trainer_id=trainer_id, store=store, lease_ttl=lease_ttl,
-                                timeout=timeout)
+                                timeout=timeout, transport=transport)
     return _session
 
 

@@ -92,7 +92,10 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
       "Exit codes: 0 after SIGTERM/SIGINT, 3 when the lease was lost, 1 on errors.");
   AddEtcdFlags(cmd, &f->etcd);
   cmd->add_option("--host", f->host, "address to listen on and advertise to trainers")->capture_default_str();
-  cmd->add_option("--port", f->port, "port to listen on (0: any free port)")->capture_default_str();
+  cmd->add_option("--port", f->port,
+                  "port of the main data-plane transport (tcp when served, else grpc; 0: any free port); the "
+                  "other transports take free ports, and every endpoint is registered in etcd")
+      ->capture_default_str();
   cmd->add_option("--lease-ttl", f->lease_ttl,
                   "seconds without keep-alive after which etcd drops this pserver")
       ->capture_default_str();

@@ -2,6 +2,8 @@
 // Flags (and their TESSERA_* environment equivalents) are read here, once, into each command's
 // options; nothing deeper reads the environment.
 #include <grpc/grpc.h>
+#include <pthread.h>
+#include <signal.h>
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
@@ -12,8 +14,18 @@
 int main(int argc, char** argv) {
   // gRPC stays initialized for the whole process: otherwise it shuts itself down whenever its
   // last object goes (an etcd client closed mid-command) while a poller thread may still run,
-  // which prints "backup_poller ... Timer list shutdown" at the end of `tessera local`.
-  grpc_init();
+  // which prints "backup_poller ... Timer list shutdown" at the end of `tessera local`. The
+  // threads it starts must not take SIGINT/SIGTERM (each command's SignalWatcher waits for
+  // them), so they start with those signals blocked.
+  {
+    sigset_t stop, old;
+    sigemptyset(&stop);
+    sigaddset(&stop, SIGINT);
+    sigaddset(&stop, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &stop, &old);
+    grpc_init();
+    pthread_sigmask(SIG_SETMASK, &old, nullptr);
+  }
   CLI::App app{"Tessera " TESSERA_VERSION
                ": a parameter server for distributed training.\n"
                "Parameters live in shards on pservers; trainers push gradients and pull parameters; a\n"

@@ -76,7 +76,7 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
     EXPECT_GE(j["accuracy"].get<double>(), 0.95) << "every id's label is learnable: " << *text;
     EXPECT_EQ(j["pass_end"], nlohmann::json::array({0, 1})) << *text;
     EXPECT_GT(j["batch_end"].get<int64_t>(), 0) << *text;
-    EXPECT_EQ(j["errors"].size(), 8u) << *text;
+    EXPECT_EQ(j["errors"].size(), 9u) << *text;
     if (j.contains("saved_rows")) {
       EXPECT_EQ(j["saved_rows"], 300) << "every id's row is in the saved model";
       EXPECT_TRUE(j["saved_bias_matches"].get<bool>());

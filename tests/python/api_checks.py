@@ -51,6 +51,8 @@ def main():
     torch.set_num_threads(1)
     errors = {}
     errors["no_init"] = expect_error(lambda: tessera.session(), tessera.Error, ["tessera.init()"])
+    errors["bad_transport"] = expect_error(lambda: tessera._tessera.Session(transport="udp"), tessera.Error,
+                                           ["'udp'", "grpc, tcp, shm or auto"])
     s = tessera.init()
     errors["double_init"] = expect_error(lambda: tessera.init(), tessera.Error, ["already"])
     errors["bad_event"] = expect_error(lambda: tessera.on("nope", print), ValueError, ["nope", "batch_end"])
