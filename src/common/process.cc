@@ -59,6 +59,20 @@ class Spawner {
   std::queue<std::function<void()>> queue_;
 };
 
+// In a forked child whose execve failed: one line on its stderr (the log) saying so, with only
+// async-signal-safe calls.
+void WriteExecFailure(const char* program, int err) {
+  char digits[16];
+  int n = 0;
+  for (unsigned e = static_cast<unsigned>(err); n == 0 || e > 0; e /= 10) digits[n++] = static_cast<char>('0' + e % 10);
+  auto put = [](const char* s, size_t len) { (void)!::write(2, s, len); };
+  put("cannot execute ", 15);
+  put(program, std::strlen(program));
+  put(": errno ", 8);
+  while (n > 0) put(&digits[--n], 1);
+  put("\n", 1);
+}
+
 }  // namespace
 
 StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
@@ -100,6 +114,7 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
       if (devnull >= 0) ::dup2(devnull, 0);
       if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ::_exit(126);
       ::execve(argv[0], argv.data(), envp.data());
+      WriteExecFailure(argv[0], errno);
       ::_exit(127);
     }
     return pid;

@@ -25,6 +25,7 @@
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "local/progress_line.h"
+#include "local/terminal_console.h"
 #include "local/restart_policy.h"
 #include "local/rollback.h"
 #include "master/master_client.h"
@@ -47,39 +48,6 @@ struct Managed {
   bool stopping = false;  // asked to stop: not restarted
   bool done = false;      // finished or stopped for good
   int restarts = 0;
-};
-
-// Writes event lines and a progress line that a terminal redraws in place.
-class Console {
- public:
-  explicit Console(bool tty) : tty_(tty) {}
-  void Event(const std::string& line) {
-    if (tty_ && drawn_) std::fprintf(stderr, "\r\033[K");
-    std::fprintf(stderr, "%s\n", line.c_str());
-    if (tty_ && drawn_) std::fprintf(stderr, "%s", last_.c_str());
-    std::fflush(stderr);
-  }
-  void Progress(const std::string& line) {
-    if (tty_) {
-      std::fprintf(stderr, "\r\033[K%s", line.c_str());
-      drawn_ = true;
-      last_ = line;
-    } else if (Now() - printed_ >= std::chrono::seconds(5)) {
-      std::fprintf(stderr, "%s\n", line.c_str());
-      printed_ = Now();
-    }
-    std::fflush(stderr);
-  }
-  void EndProgress() {
-    if (tty_ && drawn_) std::fprintf(stderr, "\n");
-    drawn_ = false;
-  }
-
- private:
-  bool tty_;
-  bool drawn_ = false;
-  std::string last_;
-  TimePoint printed_{};
 };
 
 class Supervisor {
@@ -118,7 +86,7 @@ class Supervisor {
 
   LocalOptions o_;
   const std::atomic<bool>* stop_;
-  Console console_;
+  TerminalConsole console_;
   std::string etcd_endpoint_;
   std::unique_ptr<etcd::EtcdClient> etcd_;
   JobConfig job_;
@@ -584,22 +552,6 @@ StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bo
   TESSERA_RETURN_IF_ERROR(ValidateName(options.job, "job"));
   Supervisor s(options, stop);
   return s.Run();
-}
-
-Status ScaleTrainers(const std::string& run_dir, int trainers) {
-  if (trainers < 0 || trainers > 1000) return Status::InvalidArgument("--trainers must be 0..1000");
-  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(run_dir + "/run.json"));
-  auto run = nlohmann::json::parse(text, nullptr, false);
-  if (run.is_discarded() || !run.contains("etcd") || !run.contains("job")) {
-    return Status::DataLoss(run_dir + "/run.json is not readable");
-  }
-  etcd::EtcdOptions eo;
-  eo.endpoints = {run["etcd"].get<std::string>()};
-  eo.retry_timeout = std::chrono::seconds(5);
-  TESSERA_ASSIGN_OR_RETURN(auto etcd, etcd::EtcdClient::Create(eo));
-  return etcd->Put(keys::LocalTrainers(run["job"].get<std::string>()), std::to_string(trainers))
-      .status()
-      .WithContext("is the run still going? (etcd " + eo.endpoints[0] + ")");
 }
 
 }  // namespace tessera::local

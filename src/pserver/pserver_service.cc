@@ -10,20 +10,12 @@
 #include "common/strings.h"
 #include "job/wire_convert.h"
 #include "pserver/optimizer.h"
+#include "pserver/request_checks.h"
 
 namespace tessera {
 namespace {
 
 using Reason = wire::DataReply::Reason;
-
-std::span<const uint64_t> Keys(const wire::Segment& seg) {
-  return {seg.keys().data(), static_cast<size_t>(seg.keys_size())};
-}
-
-std::string DTypeName(int t) {
-  const std::string& n = wire::DType_Name(static_cast<wire::DType>(t));
-  return n.empty() ? "type " + std::to_string(t) : n;
-}
 
 Reason ReasonFor(const Status& s) {
   switch (s.code()) {
@@ -168,83 +160,18 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
   }
 }
 
-Status PserverService::CheckPush(const wire::DataRequest& req, ConstBuffer payload) const {
-  size_t bytes = 0;
-  for (const auto& seg : req.push()) {
-    if (seg.dtype() != wire::FLOAT32) {
-      return Status::InvalidArgument("parameter '" + seg.param() + "': dtype " + DTypeName(seg.dtype()) +
-                                     " is not supported (parameters are FLOAT32)");
-    }
-    if (seg.block() >= 0) {
-      TESSERA_RETURN_IF_ERROR(store_.CheckDense(seg.param(), seg.block(), seg.count()));
-      bytes += static_cast<size_t>(seg.count()) * sizeof(float);
-    } else {
-      if (seg.keys_size() != seg.count()) {
-        return Status::InvalidArgument("sparse segment of '" + seg.param() + "' lists " +
-                                       std::to_string(seg.keys_size()) + " keys but says " +
-                                       std::to_string(seg.count()) + " rows");
-      }
-      TESSERA_RETURN_IF_ERROR(store_.CheckSparse(seg.param(), Keys(seg)));
-      bytes += static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param()) * sizeof(float);
-    }
-  }
-  if (bytes != payload.size) {
-    return Status::InvalidArgument("payload has " + std::to_string(payload.size) +
-                                   " bytes but the header describes " + std::to_string(bytes));
-  }
-  if (req.is_push() && req.push_size() > 0 && req.samples() < 1) {
-    return Status::InvalidArgument("a push with gradients needs a sample count >= 1, got " +
-                                   std::to_string(req.samples()));
-  }
-  return Status::OK();
-}
-
-Status PserverService::CheckPull(const wire::DataRequest& req) const {
-  for (const auto& seg : req.pull()) {
-    if (seg.dtype() != wire::FLOAT32) {
-      return Status::InvalidArgument("parameter '" + seg.param() + "': dtype " + DTypeName(seg.dtype()) +
-                                     " is not supported (parameters are FLOAT32)");
-    }
-    if (seg.block() >= 0) {
-      TESSERA_RETURN_IF_ERROR(store_.CheckDense(seg.param(), seg.block(), seg.count()));
-    } else {
-      TESSERA_RETURN_IF_ERROR(store_.CheckSparse(seg.param(), Keys(seg)));
-    }
-  }
-  return Status::OK();
-}
-
 void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
                                 std::unique_ptr<Responder> r) {
   // Finiteness first, without the lock: a pass over the payload.
   if (!req.allow_nonfinite() && payload.size % 4 == 0) {
     int64_t bad = FirstNonFinite(static_cast<const float*>(payload.data), payload.size / 4);
     if (bad >= 0) {
-      int64_t at = bad;
-      std::string where = "element " + std::to_string(bad);
-      std::lock_guard<std::mutex> lock(mu_);
-      for (const auto& seg : req.push()) {
-        int64_t n = seg.count();
-        if (seg.block() < 0) {
-          if (!store_.IsSparse(seg.param())) break;
-          n = static_cast<int64_t>(seg.keys_size()) * store_.Dim(seg.param());
-        }
-        if (at < n) {
-          if (seg.block() >= 0) {
-            where = "block " + std::to_string(seg.block()) + " element " + std::to_string(at);
-          } else {
-            where = "row of key " + std::to_string(seg.keys(static_cast<int>(at / store_.Dim(seg.param()))));
-          }
-          return SendError(*r,
-                           Status::InvalidArgument("gradient for '" + seg.param() + "' " + where +
-                                                   " is not finite (NaN or infinity); nothing was applied"),
-                           wire::DataReply::BAD_REQUEST);
-        }
-        at -= n;
+      Status where;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        where = NonFiniteGradient(store_, req, bad);
       }
-      return SendError(*r,
-                       Status::InvalidArgument("gradient " + where + " is not finite; nothing was applied"),
-                       wire::DataReply::BAD_REQUEST);
+      return SendError(*r, where, wire::DataReply::BAD_REQUEST);
     }
   }
   std::vector<Reply> replies;
@@ -256,8 +183,8 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
           *r, Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
           wire::DataReply::NOT_INITIALIZED);
     }
-    Status s = CheckPush(req, payload);
-    if (s.ok()) s = CheckPull(req);
+    Status s = CheckPushSegments(store_, req, payload.size);
+    if (s.ok()) s = CheckPullSegments(store_, req);
     if (!s.ok()) {
       lock.unlock();
       return SendError(*r, s, wire::DataReply::BAD_REQUEST);
@@ -321,7 +248,7 @@ void PserverService::ApplySegments(const std::vector<wire::Segment>& segs, const
       store_.ApplyDense(seg.param(), seg.block(), data, scale);
       p += seg.count() * sizeof(float);
     } else {
-      store_.ApplySparse(seg.param(), Keys(seg), data, scale);
+      store_.ApplySparse(seg.param(), SegmentKeys(seg), data, scale);
       p += static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param()) * sizeof(float);
     }
   }
@@ -456,7 +383,7 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
       std::copy(v, v + seg.count(), out);
       out += seg.count();
     } else {
-      store_.ReadSparse(seg.param(), Keys(seg), out);
+      store_.ReadSparse(seg.param(), SegmentKeys(seg), out);
       out += static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param());
     }
   }

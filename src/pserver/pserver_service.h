@@ -124,9 +124,6 @@ class PserverService : public RequestHandler {
   void HandleStatus(std::unique_ptr<Responder> r);
   void HandleExport(const wire::DataRequest& req, std::unique_ptr<Responder> r);
 
-  // Checks push segments against the store and the payload; returns the bytes they describe.
-  Status CheckPush(const wire::DataRequest& req, ConstBuffer payload) const;
-  Status CheckPull(const wire::DataRequest& req) const;
   // Applies the segments of one push (async/ssp) or of a barrier's sum. REQUIRES: mu_ held.
   void ApplySegments(const std::vector<wire::Segment>& segs, const char* payload, float scale);
   // Runs what the consistency machine says (barriers, released pulls). REQUIRES: mu_ held.

@@ -7,6 +7,7 @@
 #include "common/strings.h"
 #include "job/wire_convert.h"
 #include "pserver/pserver_service.h"
+#include "pserver/request_checks.h"
 
 namespace tessera {
 
@@ -43,7 +44,7 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
         return SendError(*r, s, wire::DataReply::BAD_REQUEST);
       }
     }
-    Status s = CheckPush(req, payload);
+    Status s = CheckPushSegments(store_, req, payload.size);
     if (!s.ok()) {
       lock.unlock();
       return SendError(*r, s, wire::DataReply::BAD_REQUEST);

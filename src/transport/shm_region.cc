@@ -83,8 +83,8 @@ Status PeerRegion::Map(UniqueFd fd, size_t max_bytes) {
   return Status::OK();
 }
 
-Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd, const Deadline* deadline) {
-  iovec iov{const_cast<uint8_t*>(preamble), kFramePreambleBytes};
+ssize_t SendWithDescriptor(int sock, const void* data, size_t n, int pass_fd, int flags) {
+  iovec iov{const_cast<void*>(data), n};
   msghdr msg{};
   msg.msg_iov = &iov;
   msg.msg_iovlen = 1;
@@ -99,8 +99,12 @@ Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int p
     c->cmsg_len = CMSG_LEN(sizeof(int));
     std::memcpy(CMSG_DATA(c), &pass_fd, sizeof(int));
   }
+  return ::sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
+}
+
+Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd, const Deadline* deadline) {
   while (true) {
-    ssize_t w = ::sendmsg(sock, &msg, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
+    ssize_t w = SendWithDescriptor(sock, preamble, kFramePreambleBytes, pass_fd, deadline ? MSG_DONTWAIT : 0);
     if (w == static_cast<ssize_t>(kFramePreambleBytes)) return Status::OK();
     if (w >= 0) return Status::Unavailable("short send of a frame");
     if (errno == EINTR) continue;

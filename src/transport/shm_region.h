@@ -64,6 +64,10 @@ class PeerRegion {
   size_t size_ = 0;
 };
 
+// One sendmsg of `n` bytes with `pass_fd` attached when >= 0 (SCM_RIGHTS); returns what sendmsg
+// returns. `flags` are added to MSG_NOSIGNAL. SendFrame's building block; tests use it to send
+// malformed messages.
+ssize_t SendWithDescriptor(int sock, const void* data, size_t n, int pass_fd, int flags);
 // Sends one preamble, with `pass_fd` attached when >= 0. `deadline` null: blocking.
 Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd, const Deadline* deadline);
 // Receives one preamble and the descriptor that came with it, if any. Cancelled when the peer

@@ -297,12 +297,14 @@ TEST_F(MasterTest, MasterRefusesAnotherDataSetsQueue) {
   MakeDataset("a", 100, 1024);
   MakeDataset("b", 200, 1024);
   Subprocess& m1 = StartMaster("a");
-  ASSERT_TRUE(WaitUntil([&] { return LeaderPid() == m1.pid(); }, std::chrono::seconds(30)));
+  // Leading in etcd is not enough: a master stopped between winning the election and writing
+  // its queue leaves no queue behind. Wait for the queue itself.
+  ASSERT_TRUE(m1.WaitForOutput("leading job", std::chrono::seconds(30))) << m1.Output();
   ASSERT_TRUE(m1.Signal(SIGTERM).ok());
   ASSERT_TRUE(m1.Wait(std::chrono::seconds(20)).has_value());
   Subprocess& m2 = StartMaster("b");
   auto code = m2.Wait(std::chrono::seconds(30));
-  ASSERT_TRUE(code.has_value());
+  ASSERT_TRUE(code.has_value()) << m2.Output();
   EXPECT_EQ(*code, 1);
   EXPECT_NE(m2.Output().find("already has a task queue for another data set"), std::string::npos)
       << m2.Output();

@@ -22,6 +22,7 @@
 #include "pserver/optimizer.h"
 #include "ps/ps_fixture.h"
 #include "transport/frame.h"
+#include "transport/shm_region.h"
 #include "transport/stream_io.h"
 
 namespace tessera::testing {
@@ -95,22 +96,7 @@ void AbuseTcp(const std::string& endpoint, std::mt19937_64& rng, int kind) {
 }
 
 int SendWithFd(int sock, const void* data, size_t n, int fd) {
-  iovec iov{const_cast<void*>(data), n};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int))];
-  if (fd >= 0) {
-    std::memset(control, 0, sizeof control);
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof(int));
-  }
-  return static_cast<int>(::sendmsg(sock, &msg, MSG_NOSIGNAL | MSG_DONTWAIT));
+  return static_cast<int>(SendWithDescriptor(sock, data, n, fd, MSG_DONTWAIT));
 }
 
 // One abusive shared-memory connection.
