@@ -166,6 +166,47 @@ TEST_F(MasterTest, StandbyTakesOverWhenTheLeaderIsKilledAndNoTaskIsLost) {
   EXPECT_GE(duplicates, 0);
 }
 
+// Fencing of a real master: a leader stalled (SIGSTOP) past its lease TTL is replaced; when it
+// resumes it leads nothing, serves nothing and exits, and the job finishes under the new leader
+// with no task lost.
+TEST_F(MasterTest, LeaderStalledPastItsTtlIsReplacedAndExitsWhenItResumes) {
+  MakeDataset("d", 3000, 4096);
+  auto m = dataset::LoadManifest(dir_ + "/store/d");
+  ASSERT_TRUE(m.ok());
+  const int64_t tasks = static_cast<int64_t>(m->chunks.size());
+  Subprocess& first = StartMaster("d", {"--task-timeout", "30"});
+  ASSERT_TRUE(first.WaitForOutput("leading job", std::chrono::seconds(30))) << first.Output();
+  Subprocess& standby = StartMaster("d", {"--task-timeout", "30"});
+  ASSERT_TRUE(standby.WaitForOutput("campaigning", std::chrono::seconds(30))) << standby.Output();
+  std::vector<Subprocess*> consumers;
+  for (int i = 0; i < 2; ++i) consumers.push_back(&StartConsumer({"--batch", "20", "--sleep-ms", "15"}));
+  ASSERT_TRUE(WaitUntil([&] { return TasksOf(*consumers[0]).size() + TasksOf(*consumers[1]).size() >= 4; },
+                        std::chrono::seconds(60)));
+  ASSERT_TRUE(first.Signal(SIGSTOP).ok());
+  // Its lease (TTL 2 s) runs out while it is stopped: the standby takes over the saved queue.
+  bool took_over = standby.WaitForOutput("took over job", std::chrono::seconds(30));
+  ASSERT_TRUE(first.Signal(SIGCONT).ok());
+  ASSERT_TRUE(took_over) << standby.Output();
+  EXPECT_EQ(LeaderPid(), standby.pid());
+  // Woken, the old leader finds its lease gone, stops serving and exits 3 (fenced) on its own.
+  auto code = first.Wait(std::chrono::seconds(30));
+  ASSERT_TRUE(code.has_value()) << first.Output();
+  EXPECT_EQ(*code, 3) << first.Output();
+  EXPECT_NE(first.Output().find("master stops leading: lease"), std::string::npos) << first.Output();
+  EXPECT_EQ(LeaderPid(), standby.pid());
+  for (Subprocess* c : consumers) {
+    auto done = c->Wait(std::chrono::seconds(120));
+    ASSERT_TRUE(done.has_value() && *done == 0) << c->Output();
+  }
+  std::set<int64_t> done;
+  for (Subprocess* c : consumers)
+    for (auto [pass, id] : TasksOf(*c)) done.insert(id);
+  EXPECT_EQ(static_cast<int64_t>(done.size()), tasks) << "a task was lost";
+  auto st = MasterStatus();
+  EXPECT_TRUE(st.finished());
+  EXPECT_EQ(st.failed(), 0);
+}
+
 TEST_F(MasterTest, KilledTrainersTasksAreHandedOutAgainWithinItsLeaseTtl) {
   MakeDataset("d", 2000, 4096);
   StartMaster("d", {"--task-timeout", "120"});  // the timeout is not what brings the task back
