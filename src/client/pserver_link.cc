@@ -5,7 +5,6 @@
 
 #include "common/backoff.h"
 #include "job/wire_convert.h"
-#include "transport/shm_transport.h"
 #include "transport/transport_factory.h"
 
 namespace tessera {
@@ -157,7 +156,7 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
       last = result.status();
       if (last.code() == StatusCode::kDataLoss || last.code() == StatusCode::kInvalidArgument) return last;
       if (chosen_.kind == TransportKind::kShm && transport_->wanted == TransportKind::kAuto &&
-          last.message().find(kShmUnreachable) != std::string::npos) {
+          last.code() == StatusCode::kPermissionDenied) {
         // It listens but this process may not reach it (a sandbox?): the next transport for this
         // registration (a replacement registers anew and is tried over shared memory again).
         spdlog::warn("pserver {}: {}; using the next transport", index_, last.message());

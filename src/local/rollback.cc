@@ -1,12 +1,10 @@
 // Rollback to a consistent checkpoint (see rollback.h).
 #include "local/rollback.h"
 
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "common/digest.h"
 #include "common/strings.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
@@ -36,13 +34,10 @@ StatusOr<std::optional<Rollback>> PrepareRollback(etcd::EtcdClient* etcd, const 
     records[i] = *decoded;
     for (const auto& r : *decoded) {
       if (!checkpoint_dir.empty()) {
-        std::string path = CheckpointPath(checkpoint_dir, job, i, r.uuid);
-        std::error_code ec;
-        auto digest = std::filesystem::exists(path, ec) ? Sha256File(path)
-                                                        : StatusOr<std::string>(Status::NotFound(""));
-        if (!digest.ok() || *digest != r.digest) {
+        auto state = ProbeCheckpointFile(CheckpointPath(checkpoint_dir, job, i, r.uuid), r.digest);
+        if (state != CheckpointFileState::kGood) {
           out.note += "pserver " + std::to_string(i) + " version " + std::to_string(r.version) + ": file " +
-                      (digest.ok() ? "corrupt" : "missing") + "; ";
+                      (state == CheckpointFileState::kCorrupt ? "corrupt" : "missing") + "; ";
           continue;
         }
       }

@@ -13,7 +13,6 @@
 #include <thread>
 
 #include "common/clock.h"
-#include "common/digest.h"
 #include "common/logging.h"
 #include "coord/election.h"
 #include "coord/keys.h"
@@ -25,6 +24,7 @@
 #include "master/console_server.h"
 #include "master/console_state.h"
 #include "master/master_service.h"
+#include "master/checkpoint_view.h"
 #include "master/state_log.h"
 
 namespace tessera::master {
@@ -241,51 +241,20 @@ Status MasterNode::Run() {
   };
   std::mutex rates_mu;
   std::map<int, Rate> rates;
-  std::map<std::string, std::string> digest_states;  // checkpoint uuid -> state (files never change)
-  cs.pserver_extra = [&etcd, &job, &rates_mu, &rates, &digest_states](int index) {
+  CheckpointView checkpoints;
+  cs.pserver_extra = [&etcd, &job, &rates_mu, &rates, &checkpoints](int index) {
     nlohmann::json extra = nlohmann::json::object();
     auto reg = etcd->Get(keys::Pserver(job, index));
     nlohmann::json info;
     if (reg.ok() && !reg->kvs.empty()) info = nlohmann::json::parse(reg->kvs[0].value, nullptr, false);
     if (!info.is_object()) info = nlohmann::json::object();
-    // Checkpoints: the records, and whether each file matches its digest where this master can
-    // see the pserver's checkpoint directory (a shared file system, or the same machine).
     auto ck = etcd->Get(keys::Checkpoint(job, index));
-    if (ck.ok() && !ck->kvs.empty()) {
-      auto c = nlohmann::json::parse(ck->kvs[0].value, nullptr, false);
-      auto list = c.is_object() ? c.value("checkpoints", nlohmann::json::array()) : nlohmann::json::array();
-      const std::string dir = info.value("checkpoint_dir", "");
-      for (auto& rec : list) {
-        const std::string uuid = rec.value("uuid", "");
-        std::string state = "not visible from the master";
-        if (!dir.empty() && !uuid.empty()) {
-          std::lock_guard<std::mutex> lock(rates_mu);
-          auto it = digest_states.find(uuid);
-          if (it == digest_states.end()) {
-            // The file name a pserver gives it (pserver/checkpoint_file.h).
-            const std::string path = dir + "/" + job + "-ps" + std::to_string(index) + "-" + uuid + ".tsck";
-            std::error_code ec;
-            if (!std::filesystem::exists(dir, ec)) {
-              state = "not visible from the master";
-            } else if (!std::filesystem::exists(path, ec)) {
-              state = "file missing";
-            } else {
-              auto d = Sha256File(path);
-              state = d.ok() && *d == rec.value("digest", "") ? "verified" : "digest mismatch";
-            }
-            if (state != "not visible from the master") digest_states[uuid] = state;
-          } else {
-            state = it->second;
-          }
-        }
-        rec["digest_state"] = state;
-      }
-      extra["checkpoints"] = list;
-    }
+    if (ck.ok() && !ck->kvs.empty())
+      extra["checkpoints"] = checkpoints.Records(job, index, ck->kvs[0].value, info.value("checkpoint_dir", ""));
     // The pserver's own numbers, from its /stats (short timeouts: a dead one must not stall the page).
     {
       std::smatch m;
-      std::string url = info.is_object() ? info.value("metrics", "") : "";
+      std::string url = info.value("metrics", "");
       if (std::regex_match(url, m, std::regex("http://([^:/]+):([0-9]+)/metrics"))) {
         httplib::Client c(m[1].str(), std::stoi(m[2].str()));
         c.set_connection_timeout(0, 300000);

@@ -130,11 +130,6 @@ StatusOr<Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string&
   return c;
 }
 
-std::string CheckpointPath(const std::string& dir, const std::string& job, int index,
-                           const std::string& uuid) {
-  return dir + "/" + job + "-ps" + std::to_string(index) + "-" + uuid + ".tsck";
-}
-
 StatusOr<WrittenCheckpoint> WriteCheckpoint(const std::string& dir, const Checkpoint& c) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <string>
 
+#include "pserver/checkpoint_probe.h"
 #include "pserver/shard_store.h"
 #include "tessera/status.h"
 
@@ -40,11 +41,8 @@ struct WrittenCheckpoint {
   int64_t bytes = 0;
 };
 
-// Writes `c` to "<dir>/<job>-ps<index>-<uuid>.tsck" durably (see above).
+// Writes `c` to CheckpointPath(dir, job, index, new uuid) durably (see above).
 StatusOr<WrittenCheckpoint> WriteCheckpoint(const std::string& dir, const Checkpoint& c);
-// The path WriteCheckpoint uses for `uuid`.
-std::string CheckpointPath(const std::string& dir, const std::string& job, int index,
-                           const std::string& uuid);
 
 // Reads and checks a checkpoint file: NotFound if missing, DataLoss if its SHA-256 is not
 // `digest` (when given) or it does not decode.

@@ -5,7 +5,6 @@
 
 #include <filesystem>
 
-#include "common/digest.h"
 #include "coord/keys.h"
 
 namespace tessera {
@@ -79,14 +78,7 @@ StatusOr<std::optional<Checkpoint>> Checkpointer::LoadLatest() {
   // before recording them: nobody will ever load them.
   Prune(records);
   std::map<std::string, CheckpointFileState> files;
-  for (const auto& r : records) {
-    std::string path = CheckpointPath(dir_, job_, index_, r.uuid);
-    std::error_code ec;
-    if (!fs::exists(path, ec)) continue;  // missing
-    auto digest = Sha256File(path);
-    files[r.uuid] =
-        digest.ok() && *digest == r.digest ? CheckpointFileState::kGood : CheckpointFileState::kCorrupt;
-  }
+  for (const auto& r : records) files[r.uuid] = ProbeCheckpointFile(CheckpointPath(dir_, job_, index_, r.uuid), r.digest);
   while (true) {
     CheckpointChoice choice = ChooseCheckpoint(records, files);
     for (const auto& why : choice.refused) spdlog::error("pserver {}: not loading {}", index_, why);

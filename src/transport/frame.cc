@@ -98,4 +98,9 @@ Status ReplyTooLarge(const std::string& peer, uint64_t payload_len, size_t room)
                           " payload bytes, more than the " + std::to_string(room) + " expected");
 }
 
+Status CallFailed(const std::string& peer, const char* transport, const std::string& what, const Status& s) {
+  auto code = s.code() == StatusCode::kDeadlineExceeded ? s.code() : StatusCode::kUnavailable;
+  return Status(code, "pserver " + peer + " (" + transport + "): " + what + ": " + s.message());
+}
+
 }  // namespace tessera

@@ -56,6 +56,11 @@ Status CheckRequestSize(size_t header_len, size_t payload_len, const FrameLimits
 StatusOr<FramePreamble> DecodeReply(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits, uint64_t id);
 // The DataLoss of a reply carrying more payload than the caller gave room for.
 Status ReplyTooLarge(const std::string& peer, uint64_t payload_len, size_t room);
+// A client call that failed at step `what` ("send", "waiting for the reply", ...): after it the
+// connection's state is unknown and the caller drops it. A deadline stays DeadlineExceeded;
+// everything else becomes Unavailable (retry on a new connection). Names the pserver and the
+// transport.
+Status CallFailed(const std::string& peer, const char* transport, const std::string& what, const Status& s);
 
 // Where the header starts in a shared-memory region after a payload of `payload_len` bytes.
 constexpr uint64_t PayloadAlign(uint64_t payload_len) { return (payload_len + 63) & ~uint64_t{63}; }

@@ -16,17 +16,6 @@ namespace {
 
 Status Errno(const std::string& what) { return Status::Unavailable(what + ": " + std::strerror(errno)); }
 
-Status WaitFd(int fd, short events, const Deadline* deadline) {
-  while (true) {
-    pollfd p{fd, events, 0};
-    int ms = deadline ? static_cast<int>(std::min<int64_t>(deadline->remaining().count(), 1 << 30)) : -1;
-    int r = ::poll(&p, 1, ms);
-    if (r > 0) return Status::OK();
-    if (r == 0) return Status::DeadlineExceeded("timed out waiting for the peer");
-    if (errno != EINTR) return Errno("poll");
-  }
-}
-
 }  // namespace
 
 void OwnRegion::Unmap() {
@@ -103,63 +92,51 @@ ssize_t SendWithDescriptor(int sock, const void* data, size_t n, int pass_fd, in
 }
 
 Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd, const Deadline* deadline) {
-  while (true) {
-    ssize_t w = SendWithDescriptor(sock, preamble, kFramePreambleBytes, pass_fd, deadline ? MSG_DONTWAIT : 0);
-    if (w == static_cast<ssize_t>(kFramePreambleBytes)) return Status::OK();
-    if (w >= 0) return Status::Unavailable("short send of a frame");
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      TESSERA_RETURN_IF_ERROR(WaitFd(sock, POLLOUT, deadline));
-      continue;
-    }
-    return Errno("send");
-  }
+  TESSERA_ASSIGN_OR_RETURN(size_t w, RetrySocketCall(sock, POLLOUT, deadline, "send", [&] {
+                             return SendWithDescriptor(sock, preamble, kFramePreambleBytes, pass_fd,
+                                                       deadline ? MSG_DONTWAIT : 0);
+                           }));
+  if (w != kFramePreambleBytes) return Status::Unavailable("short send of a frame");
+  return Status::OK();
 }
 
 Status RecvFrame(int sock, uint8_t (&preamble)[kFramePreambleBytes], UniqueFd* fd, const Deadline* deadline) {
   *fd = UniqueFd();
-  while (true) {
-    iovec iov{preamble, kFramePreambleBytes};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof control;
-    ssize_t r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (deadline ? MSG_DONTWAIT : 0));
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        TESSERA_RETURN_IF_ERROR(WaitFd(sock, POLLIN, deadline));
-        continue;
-      }
-      return Errno("recv");
-    }
-    // Collect every descriptor that came, so none leaks whatever else is wrong.
-    int got = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < n; ++i) {
-        int f;
-        std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
-        if (got++ == 0) {
-          *fd = UniqueFd(f);
-        } else {
-          ::close(f);
-        }
+  iovec iov{preamble, kFramePreambleBytes};
+  msghdr msg{};
+  alignas(cmsghdr) char control[CMSG_SPACE(4 * sizeof(int))];
+  TESSERA_ASSIGN_OR_RETURN(size_t r, RetrySocketCall(sock, POLLIN, deadline, "recv", [&] {
+                             msg = msghdr{};  // recvmsg changes it: a retry starts afresh
+                             msg.msg_iov = &iov;
+                             msg.msg_iovlen = 1;
+                             msg.msg_control = control;
+                             msg.msg_controllen = sizeof control;
+                             return ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | (deadline ? MSG_DONTWAIT : 0));
+                           }));
+  // Collect every descriptor that came, so none leaks whatever else is wrong.
+  int got = 0;
+  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    size_t n = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+    for (size_t i = 0; i < n; ++i) {
+      int f;
+      std::memcpy(&f, CMSG_DATA(c) + i * sizeof(int), sizeof f);
+      if (got++ == 0) {
+        *fd = UniqueFd(f);
+      } else {
+        ::close(f);
       }
     }
-    if (r == 0) return Status::Cancelled("closed");
-    if (got > 1) return Status::InvalidArgument("a frame came with " + std::to_string(got) + " descriptors");
-    if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
-      return Status::InvalidArgument("a message longer than a frame preamble (or with too many descriptors)");
-    }
-    if (r != static_cast<ssize_t>(kFramePreambleBytes)) {
-      return Status::InvalidArgument("a message of " + std::to_string(r) + " bytes is not a frame preamble");
-    }
-    return Status::OK();
   }
+  if (r == 0) return Status::Cancelled("closed");
+  if (got > 1) return Status::InvalidArgument("a frame came with " + std::to_string(got) + " descriptors");
+  if (msg.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) {
+    return Status::InvalidArgument("a message longer than a frame preamble (or with too many descriptors)");
+  }
+  if (r != kFramePreambleBytes) {
+    return Status::InvalidArgument("a message of " + std::to_string(r) + " bytes is not a frame preamble");
+  }
+  return Status::OK();
 }
 
 }  // namespace tessera

@@ -189,8 +189,9 @@ class ShmConnection : public ClientConnection {
       // Refused: nobody listens on that name (the pserver is gone or not up yet), retry as with
       // TCP. Anything else (a sandbox's denial) means this pair cannot use shared memory.
       const int err = errno;
-      return Status::Unavailable(std::string(err == ECONNREFUSED ? "cannot connect" : kShmUnreachable) +
-                                 " to pserver at " + endpoint_ + " (shm): " + std::strerror(err));
+      const std::string why = " to pserver at " + endpoint_ + " (shm): " + std::strerror(err);
+      if (err == ECONNREFUSED) return Status::Unavailable("cannot connect" + why);
+      return Status::PermissionDenied("shared memory is not reachable" + why);
     }
     sock_ = std::move(fd);
     return Status::OK();
@@ -204,8 +205,7 @@ class ShmConnection : public ClientConnection {
   }
   Status Fail(const Status& s, const std::string& what) {
     Drop();
-    auto code = s.code() == StatusCode::kDeadlineExceeded ? s.code() : StatusCode::kUnavailable;
-    return Status(code, "pserver " + endpoint_ + " (shm): " + what + ": " + s.message());
+    return CallFailed(endpoint_, "shm", what, s);
   }
 
   std::string endpoint_;

@@ -24,14 +24,13 @@
 
 namespace tessera {
 
-// The start of a connection error that means shared memory is out of reach between these two
-// processes although the pserver listens (a trainer with transport auto then uses TCP).
-inline constexpr char kShmUnreachable[] = "shared memory is not reachable";
-
 // Serves on an abstract Unix socket "@tessera-shm-<pid>-<random>" (endpoint()); Start's host
 // and port are ignored.
 std::unique_ptr<ServerTransport> NewShmServerTransport(const TransportOptions& options = {});
-// `endpoint`: the server's endpoint() ("@name").
+// `endpoint`: the server's endpoint() ("@name"). Its Call fails with Unavailable when nobody
+// listens there (the pserver is gone or not up yet: retry), and with PermissionDenied when the
+// socket exists but this process may not connect to it (a sandbox): shared memory is out of
+// reach between the two, and a trainer with transport auto uses TCP instead.
 std::unique_ptr<ClientConnection> NewShmConnection(const std::string& endpoint,
                                                    const TransportOptions& options = {});
 

@@ -26,16 +26,6 @@ int PollMillis(const Deadline* deadline) {
   return static_cast<int>(std::min<int64_t>(ms, 1 << 30));
 }
 
-Status WaitFor(int fd, short events, const Deadline* deadline) {
-  while (true) {
-    pollfd p{fd, events, 0};
-    int r = ::poll(&p, 1, PollMillis(deadline));
-    if (r > 0) return Status::OK();  // readable/writable, or an error the next call reports
-    if (r == 0) return Status::DeadlineExceeded("timed out waiting for the peer");
-    if (errno != EINTR) return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
-  }
-}
-
 // Moves past `done` bytes of the iovec array (n entries left).
 void Advance(iovec*& iov, size_t& n, size_t done) {
   while (n > 0 && done >= iov->iov_len) {
@@ -49,10 +39,6 @@ void Advance(iovec*& iov, size_t& n, size_t done) {
   }
 }
 
-Status IoError(const char* what, int err) {
-  return Status::Unavailable(std::string(what) + ": " + std::strerror(err));
-}
-
 }  // namespace
 
 void UniqueFd::Reset() {
@@ -60,7 +46,15 @@ void UniqueFd::Reset() {
   fd_ = -1;
 }
 
-Status WaitReadable(int fd, const Deadline* deadline) { return WaitFor(fd, POLLIN, deadline); }
+Status WaitFd(int fd, short events, const Deadline* deadline) {
+  while (true) {
+    pollfd p{fd, events, 0};
+    int r = ::poll(&p, 1, PollMillis(deadline));
+    if (r > 0) return Status::OK();  // ready, or an error the next call reports
+    if (r == 0) return Status::DeadlineExceeded("timed out waiting for the peer");
+    if (errno != EINTR) return Status::Unavailable(std::string("poll: ") + std::strerror(errno));
+  }
+}
 
 Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline) {
   while (n > 0 && iov->iov_len == 0) {
@@ -71,16 +65,10 @@ Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline) {
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = std::min(n, kMaxIov);
-    ssize_t w = ::sendmsg(fd, &msg, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
-    if (w < 0) {
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        TESSERA_RETURN_IF_ERROR(WaitFor(fd, POLLOUT, deadline));
-        continue;
-      }
-      return IoError("send", errno);
-    }
-    Advance(iov, n, static_cast<size_t>(w));
+    TESSERA_ASSIGN_OR_RETURN(size_t w, RetrySocketCall(fd, POLLOUT, deadline, "send", [&] {
+                               return ::sendmsg(fd, &msg, MSG_NOSIGNAL | (deadline ? MSG_DONTWAIT : 0));
+                             }));
+    Advance(iov, n, w);
   }
   return Status::OK();
 }
@@ -96,21 +84,13 @@ void StreamReader::Reset(int fd) {
 
 Status StreamReader::Fill(const Deadline* deadline) {
   if (begin_ == end_) begin_ = end_ = 0;
-  while (true) {
-    ssize_t r = ::recv(fd_, stage_.get() + end_, stage_size_ - end_, deadline ? MSG_DONTWAIT : 0);
-    if (r > 0) {
-      end_ += static_cast<size_t>(r);
-      total_ += static_cast<uint64_t>(r);
-      return Status::OK();
-    }
-    if (r == 0) return Status::Unavailable("connection closed by the peer");
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      TESSERA_RETURN_IF_ERROR(WaitFor(fd_, POLLIN, deadline));
-      continue;
-    }
-    return IoError("recv", errno);
-  }
+  TESSERA_ASSIGN_OR_RETURN(size_t r, RetrySocketCall(fd_, POLLIN, deadline, "recv", [&] {
+                             return ::recv(fd_, stage_.get() + end_, stage_size_ - end_, deadline ? MSG_DONTWAIT : 0);
+                           }));
+  if (r == 0) return Status::Unavailable("connection closed by the peer");
+  end_ += r;
+  total_ += r;
+  return Status::OK();
 }
 
 Status StreamReader::ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline) {
@@ -118,20 +98,13 @@ Status StreamReader::ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadli
     msghdr msg{};
     msg.msg_iov = iov;
     msg.msg_iovlen = std::min(n, kMaxIov);
-    ssize_t r = ::recvmsg(fd_, &msg, deadline ? MSG_DONTWAIT : 0);
-    if (r > 0) {
-      bytes -= static_cast<size_t>(r);
-      total_ += static_cast<size_t>(r);
-      Advance(iov, n, static_cast<size_t>(r));
-      continue;
-    }
+    TESSERA_ASSIGN_OR_RETURN(size_t r, RetrySocketCall(fd_, POLLIN, deadline, "recv", [&] {
+                               return ::recvmsg(fd_, &msg, deadline ? MSG_DONTWAIT : 0);
+                             }));
     if (r == 0) return Status::Unavailable("connection closed by the peer");
-    if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      TESSERA_RETURN_IF_ERROR(WaitFor(fd_, POLLIN, deadline));
-      continue;
-    }
-    return IoError("recv", errno);
+    bytes -= r;
+    total_ += r;
+    Advance(iov, n, r);
   }
   return Status::OK();
 }
@@ -206,7 +179,7 @@ StatusOr<UniqueFd> ConnectTcp(const std::string& address, const Deadline& deadli
   for (addrinfo* a = res; a; a = a->ai_next) {
     UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (!fd.valid()) {
-      last = IoError("socket", errno);
+      last = Status::Unavailable(std::string("socket: ") + std::strerror(errno));
       continue;
     }
     if (::connect(fd.get(), a->ai_addr, a->ai_addrlen) != 0) {
@@ -214,7 +187,7 @@ StatusOr<UniqueFd> ConnectTcp(const std::string& address, const Deadline& deadli
         last = Status::Unavailable("connect to " + address + ": " + std::strerror(errno));
         continue;
       }
-      Status w = WaitFor(fd.get(), POLLOUT, &deadline);
+      Status w = WaitFd(fd.get(), POLLOUT, &deadline);
       if (!w.ok()) {
         last = Status(w.code(), "connect to " + address + ": " + w.message());
         continue;

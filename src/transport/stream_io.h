@@ -5,7 +5,11 @@
 // Not thread-safe: one reader and one writer per socket at a time.
 #pragma once
 
+#include <sys/types.h>
 #include <sys/uio.h>
+
+#include <cerrno>
+#include <cstring>
 
 #include <cstddef>
 #include <memory>
@@ -50,8 +54,24 @@ class UniqueFd {
 // is blocking and there is no deadline. Unavailable on a broken connection, DeadlineExceeded.
 Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline);
 
-// Waits until `fd` is readable or the deadline passes (null: forever). DeadlineExceeded.
-Status WaitReadable(int fd, const Deadline* deadline);
+// Waits in poll() until `fd` has one of `events` (or an error the next call reports) or the
+// deadline passes (null: forever). DeadlineExceeded, or Unavailable if poll fails.
+Status WaitFd(int fd, short events, const Deadline* deadline);
+
+// Runs one socket call `io` (a send or recv: returns what they return, sets errno) until it
+// does not fail with EINTR, or with EAGAIN before the deadline (it then waits for `events`).
+// The call's result (>= 0: bytes, 0 on a recv at end of stream), or Unavailable("<what>: ...")
+// / DeadlineExceeded.
+template <typename Io>
+StatusOr<size_t> RetrySocketCall(int fd, short events, const Deadline* deadline, const char* what, Io io) {
+  while (true) {
+    ssize_t r = io();
+    if (r >= 0) return static_cast<size_t>(r);
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN && errno != EWOULDBLOCK) return Status::Unavailable(std::string(what) + ": " + std::strerror(errno));
+    TESSERA_RETURN_IF_ERROR(WaitFd(fd, events, deadline));
+  }
+}
 
 class StreamReader {
  public:

@@ -171,11 +171,10 @@ class TcpConnection : public ClientConnection {
  private:
   void Drop() { fd_.Reset(); }
   // A failed call leaves the stream in an unknown state: drop the connection (the next call
-  // reconnects), keep a deadline a deadline, report everything else as Unavailable.
+  // reconnects).
   Status Fail(const Status& s, const std::string& what) {
     Drop();
-    auto code = s.code() == StatusCode::kDeadlineExceeded ? s.code() : StatusCode::kUnavailable;
-    return Status(code, "pserver " + address_ + " (tcp): " + what + ": " + s.message());
+    return CallFailed(address_, "tcp", what, s);
   }
 
   std::string address_;

@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "pserver/optimizer.h"
+#include "tessera/data.pb.h"
 #include "ps/ps_fixture.h"
 #include "transport/frame.h"
 #include "transport/shm_region.h"
@@ -153,6 +154,42 @@ void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind) {
       SendWithFd(sock.get(), pre.data(), pre.size(), m.get());
     }
   }
+}
+
+// --max-message-mb is the pserver's limit on a request payload: a frame past it closes that
+// connection with a log line naming the flag, the pserver goes on serving, and a value out of
+// range is refused at start.
+TEST_F(PsTest, MaxMessageMbBoundsWhatThePserverAccepts) {
+  const std::string job = "limit";
+  MakeJob(job, 1, "async", "sgd:lr=0.1", 64);
+  size_t p = StartPserver(job, /*ttl=*/5, "tcp", {"--max-message-mb", "1"});
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  auto conn = RawConnection(job, 0, TransportKind::kTcp);
+  ASSERT_NE(conn, nullptr);
+  wire::DataRequest req;
+  req.set_op(wire::DataRequest::STATUS);
+  const std::string header = req.SerializeAsString();
+  std::vector<char> big((size_t{1} << 20) + 4), reply(1024);
+  ConstBuffer payload{big.data(), big.size()};
+  MutableBuffer room{reply.data(), reply.size()};
+  auto refused = conn->Call(header, {&payload, 1}, {&room, 1}, std::chrono::seconds(20));
+  EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
+  EXPECT_TRUE(procs_[p]->WaitForOutput("frame payload of 1048580 bytes is larger than the maximum 1048576 "
+                                       "(--max-message-mb)",
+                                       std::chrono::seconds(20)))
+      << procs_[p]->Output();
+  // The same connection object reconnects, and a request within the limit is answered.
+  ConstBuffer small{big.data(), 1024};
+  auto answered = conn->Call(header, {&small, 1}, {&room, 1}, std::chrono::seconds(20));
+  ASSERT_TRUE(answered.ok()) << answered.status();
+  EXPECT_TRUE(procs_[p]->running());
+
+  size_t bad = StartPserver(job, /*ttl=*/5, "tcp", {"--max-message-mb", "0"});
+  auto code = procs_[bad]->Wait(std::chrono::seconds(30));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(procs_[bad]->Output().find("--max-message-mb must be between 1 and 1048576"), std::string::npos)
+      << procs_[bad]->Output();
 }
 
 TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerUntouched) {

@@ -56,10 +56,12 @@ class PsTest : public EtcdTest {
   }
 
   // Starts a `tessera pserver` process; returns its index in procs_.
-  size_t StartPserver(const std::string& job, int64_t ttl = 2, const std::string& transport = "auto") {
+  size_t StartPserver(const std::string& job, int64_t ttl = 2, const std::string& transport = "auto",
+                      const std::vector<std::string>& extra = {}) {
     SpawnOptions o;
     o.argv = {BuildPath("src/tessera"), "pserver", "--etcd", server_->endpoint(), "--job", job, "--lease-ttl",
               std::to_string(ttl), "--transport", transport};
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
     o.log_path = dir_ + "/pserver" + std::to_string(procs_.size()) + ".log";
     auto p = Subprocess::Spawn(o);
     EXPECT_TRUE(p.ok()) << p.status();
