@@ -22,7 +22,10 @@ Events: tessera.on("batch_end", fn) calls fn(info) after every step, tessera.on(
 after each pass over the data (info has step, pass, samples, cost).
 """
 
+import atexit as _atexit
 import os as _os
+import signal as _signal
+import threading as _threading
 
 import numpy as _np
 
@@ -57,7 +60,23 @@ def init(etcd=None, job=None, trainer_id=None, store=None, lease_ttl=0, timeout=
     _tessera.init_logging(job_name, node, log_level)
     _session = _tessera.Session(etcd=etcd, job=job, trainer_id=trainer_id, store=store, lease_ttl=lease_ttl,
                                 timeout=timeout, transport=transport)
+    _leave_cleanly_on_exit()
     return _session
+
+
+def _on_sigterm(signum, _frame):
+    # SIGTERM (a scale-down, Ctrl-C of `tessera local`, a pod's termination) ends the script like
+    # sys.exit(): finally blocks run, then finish() below says goodbye, so the job stops waiting
+    # for this trainer at once instead of after its lease expires.
+    raise SystemExit(128 + signum)
+
+
+def _leave_cleanly_on_exit():
+    _atexit.register(finish)
+    # Only where nobody chose a handler, and only the main thread may set one.
+    if (_threading.current_thread() is _threading.main_thread() and
+            _signal.getsignal(_signal.SIGTERM) == _signal.SIG_DFL):
+        _signal.signal(_signal.SIGTERM, _on_sigterm)
 
 
 def session():

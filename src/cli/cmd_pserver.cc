@@ -14,6 +14,7 @@ struct PserverFlags {
   std::string host = "127.0.0.1";
   int port = 0;
   int http_port = 0;
+  int index = -1;
   int64_t lease_ttl = 10;
   std::string transport = "auto";
   int64_t max_message_mb = 2048;
@@ -49,6 +50,7 @@ int RunPserver(const PserverFlags& f) {
   o.port = f.port;
   o.http_port = f.http_port;
   o.lease_ttl_seconds = f.lease_ttl;
+  o.index = f.index;
   o.transport = f.transport;
   if (f.max_message_mb < 1 || f.max_message_mb > (int64_t{1} << 20)) {
     return Fail("pserver", Status::InvalidArgument("--max-message-mb must be between 1 and 1048576"));
@@ -95,6 +97,10 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
   cmd->add_option("--port", f->port,
                   "port of the main data-plane transport (tcp when served, else grpc; 0: any free port); the "
                   "other transports take free ports, and every endpoint is registered in etcd")
+      ->capture_default_str();
+  cmd->add_option("--index", f->index,
+                  "serve this pserver index only, waiting while another holds it (default -1: the lowest free "
+                  "index)")
       ->capture_default_str();
   cmd->add_option("--lease-ttl", f->lease_ttl,
                   "seconds without keep-alive after which etcd drops this pserver")

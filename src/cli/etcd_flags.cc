@@ -45,9 +45,11 @@ StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& f) {
 }
 
 int Fail(const std::string& cmd, const Status& status) {
+  // Messages may quote a child's log: keep its lines, drop control characters (escape sequences
+  // of progress bars and the like).
   std::string msg = status.message();
   for (char& c : msg) {
-    if (c == '\n' || c == '\r') c = ' ';
+    if (static_cast<unsigned char>(c) < 0x20 && c != '\n' && c != '\t') c = ' ';
   }
   std::fprintf(stderr, "tessera %s: %s\n", cmd.c_str(), msg.c_str());
   return 1;

@@ -209,7 +209,9 @@ class ClientImpl : public Client, public PserverLink::Owner {
     links_.clear();
     directory_.reset();
     if (keeper_) {
-      (void)Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Deregister(id_, epoch_);
+      nlohmann::json left = {{"pid", static_cast<int64_t>(::getpid())}, {"epoch", epoch_}};
+      (void)Registry(etcd_.get(), keys::TrainerPrefix(options_.job))
+          .Deregister(id_, epoch_, {etcd::Op::Put(keys::TrainerLeft(options_.job, id_), left.dump())});
       (void)keeper_->Revoke();
     }
     return Status::OK();

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -101,6 +102,28 @@ Status RemoveAll(const std::string& path) {
   std::filesystem::remove_all(path, ec);
   if (ec) return Status::Unavailable("cannot remove '" + path + "': " + ec.message());
   return Status::OK();
+}
+
+std::string TailLines(const std::string& path, int lines) {
+  if (lines <= 0) return "";
+  std::FILE* f = std::fopen(path.c_str(), "rb");
+  if (!f) return "";
+  constexpr long kMax = 64 * 1024;
+  std::fseek(f, 0, SEEK_END);
+  long size = std::ftell(f);
+  long from = size > kMax ? size - kMax : 0;
+  std::fseek(f, from, SEEK_SET);
+  std::string text(static_cast<size_t>(size - from), '\0');
+  size_t got = std::fread(text.data(), 1, text.size(), f);
+  std::fclose(f);
+  text.resize(got);
+  while (!text.empty() && text.back() == '\n') text.pop_back();
+  size_t pos = text.size();  // the start of the lines taken so far is pos + 1
+  for (int n = 0; n < lines; ++n) {
+    pos = pos == 0 ? std::string::npos : text.rfind('\n', pos - 1);
+    if (pos == std::string::npos) return text;
+  }
+  return text.substr(pos + 1);
 }
 
 }  // namespace tessera

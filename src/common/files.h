@@ -25,4 +25,8 @@ StatusOr<std::string> MakeTempDir(const std::string& prefix);
 // Removes a file or a directory tree; a missing path is not an error.
 Status RemoveAll(const std::string& path);
 
+// The last `lines` lines of a text file (reading at most its last 64 KiB), for showing a log's
+// end to a person; "" if it cannot be read.
+std::string TailLines(const std::string& path, int lines);
+
 }  // namespace tessera

@@ -25,5 +25,19 @@ TEST(FilesTest, AtomicWriteReplacesAndLeavesNoTemporaries) {
   EXPECT_FALSE(std::filesystem::exists(*dir));
 }
 
+TEST(FilesTest, TailLinesGivesTheLastLinesOfALog) {
+  auto dir = MakeTempDir("files-test-");
+  ASSERT_TRUE(dir.ok());
+  std::string path = *dir + "/log";
+  ASSERT_TRUE(WriteFileAtomic(path, "one\ntwo\nthree\nfour\n").ok());
+  EXPECT_EQ(TailLines(path, 2), "three\nfour");
+  EXPECT_EQ(TailLines(path, 10), "one\ntwo\nthree\nfour");
+  EXPECT_EQ(TailLines(path, 0), "");
+  ASSERT_TRUE(WriteFileAtomic(path, "no newline at the end").ok());
+  EXPECT_EQ(TailLines(path, 1), "no newline at the end");
+  EXPECT_EQ(TailLines(*dir + "/missing", 3), "");
+  ASSERT_TRUE(RemoveAll(*dir).ok());
+}
+
 }  // namespace
 }  // namespace tessera

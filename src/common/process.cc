@@ -1,6 +1,7 @@
 // Process (see process.h).
 #include "common/process.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <condition_variable>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +104,17 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
     pid_t pid = ::fork();
     if (pid < 0) fork_errno = errno;
     if (pid == 0) {
+      // A child starts with no signal blocked or ignored, whatever its parent does (a parent
+      // that waits for signals with sigwait blocks them in every thread, and the mask and
+      // ignored signals survive exec: a child would never see SIGTERM).
+      sigset_t none;
+      sigemptyset(&none);
+      ::sigprocmask(SIG_SETMASK, &none, nullptr);
+      struct sigaction dfl {};
+      dfl.sa_handler = SIG_DFL;
+      for (int sig = 1; sig < NSIG; ++sig) {
+        if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+      }
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
       if (o.new_process_group) ::setpgid(0, 0);
@@ -128,36 +141,101 @@ Process::~Process() {
   if (running()) Kill();
 }
 
+namespace {
+
+// Whether a live process other than `leader` belongs to process group `pgid` (read from /proc:
+// the leader's zombie keeps the group alive for kill(), so kill(-pgid, 0) cannot tell).
+bool GroupHasOthers(pid_t pgid, pid_t leader) {
+  DIR* d = ::opendir("/proc");
+  if (!d) return false;
+  bool found = false;
+  char path[64], buf[512];
+  for (dirent* e; !found && (e = ::readdir(d)) != nullptr;) {
+    char* end = nullptr;
+    long pid = std::strtol(e->d_name, &end, 10);
+    if (*end != '\0' || pid <= 0 || pid == leader) continue;
+    std::snprintf(path, sizeof path, "/proc/%ld/stat", pid);
+    int fd = ::open(path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0) continue;
+    ssize_t n = ::read(fd, buf, sizeof buf - 1);
+    ::close(fd);
+    if (n <= 0) continue;
+    buf[n] = '\0';
+    // "pid (comm) state ppid pgrp ...": comm may hold spaces and parentheses, so parse after the
+    // last ')'.
+    const char* p = std::strrchr(buf, ')');
+    char state = 0;
+    long ppid = 0, pgrp = 0;
+    if (!p || std::sscanf(p + 1, " %c %ld %ld", &state, &ppid, &pgrp) != 3) continue;
+    found = pgrp == pgid && state != 'Z' && state != 'X';
+  }
+  ::closedir(d);
+  return found;
+}
+
+}  // namespace
+
+bool Process::SignalGroup(int sig) {
+  if (pid_ <= 0) return false;
+  if (options_.new_process_group && ::kill(-pid_, sig) == 0) return true;
+  return ::kill(pid_, sig) == 0;
+}
+
 bool Process::running() {
   if (pid_ <= 0 || exit_code_) return false;
+  const auto now = std::chrono::steady_clock::now();
+  const bool grace_over = stop_deadline_ && now >= *stop_deadline_;
+  if (grace_over && !escalated_) {
+    escalated_ = true;
+    SignalGroup(SIGKILL);
+  }
+  // Has the leader exited? Look without reaping it: while its zombie stays, its pid (the group's
+  // id) cannot be given to another process, so signalling the group is safe.
+  siginfo_t info{};
+  if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return false;
+  if (info.si_pid == 0) return true;  // still running
+  if (options_.new_process_group) {
+    // Asked to stop: what the child started may finish its own shutdown within the grace period.
+    if (stop_deadline_ && !grace_over && GroupHasOthers(pid_, pid_)) return true;
+    ::kill(-pid_, SIGKILL);  // whatever it left behind
+  }
   int status = 0;
   pid_t r = ::waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return false;
-  }
-  return r == 0;
+  if (r != pid_) return r == 0;
+  exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  return false;
 }
 
 Status Process::Signal(int sig) {
   if (!running()) return Status::FailedPrecondition("process " + std::to_string(pid_) + " is not running");
-  if (::kill(pid_, sig) != 0) return Status::Internal(std::string("kill: ") + std::strerror(errno));
+  if (!SignalGroup(sig)) return Status::Internal(std::string("kill: ") + std::strerror(errno));
   return Status::OK();
+}
+
+void Process::KillNoWait() {
+  if (!running()) return;
+  SignalGroup(SIGKILL);
 }
 
 void Process::Kill() {
   if (!running()) return;
-  ::kill(pid_, SIGKILL);
+  SignalGroup(SIGKILL);
   Wait(std::chrono::seconds(30));
+}
+
+void Process::Stop(std::chrono::milliseconds grace) {
+  if (!running() || stop_deadline_) return;
+  stop_deadline_ = std::chrono::steady_clock::now() + grace;
+  SignalGroup(SIGTERM);
 }
 
 std::optional<int> Process::Terminate(std::chrono::milliseconds grace) {
   if (!running()) return exit_code_;
-  ::kill(pid_, SIGTERM);
-  auto code = Wait(grace);
-  if (code) return code;
-  Kill();
-  return std::nullopt;
+  Stop(grace);
+  // The grace period, then up to 30 s for the SIGKILL to take effect.
+  Wait(grace + std::chrono::seconds(30));
+  if (escalated_) return std::nullopt;
+  return exit_code_;
 }
 
 std::optional<int> Process::Wait(std::chrono::milliseconds timeout) {

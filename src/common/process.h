@@ -1,8 +1,14 @@
-// Process: a child process ended by PID. Its stdout and stderr go to a log file (appended). It
-// gets SIGKILL if its parent dies (PR_SET_PDEATHSIG); since that signal follows the *thread* that
-// forked, every child is forked from one long-lived spawner thread. The destructor kills a child
-// that is still running. Used by `tessera local` (its supervised processes) and by tests.
-// Not thread-safe (one owner).
+// Process: a child process ended by PID, together with everything it started. Its stdout and
+// stderr go to a log file (appended). It gets SIGKILL if its parent dies (PR_SET_PDEATHSIG);
+// since that signal follows the *thread* that forked, every child is forked from one long-lived
+// spawner thread.
+//
+// Process groups: a child runs in a process group of its own (unless told otherwise), and every
+// signal goes to the whole group, so a `/bin/sh -c` command line and the programs it starts stop
+// together. When the child (the group's leader) exits, whatever it left running in its group is
+// killed (SIGKILL) before the child is reaped, except during a Stop() grace period, when they may
+// finish on their own. The destructor kills a group that is still running.
+// Used by `tessera local` (its supervised processes) and by tests. Not thread-safe (one owner).
 #pragma once
 
 #include <sys/types.h>
@@ -23,7 +29,9 @@ struct ProcessOptions {
   std::map<std::string, std::string> env;  // added to (or replacing in) the parent's environment
   std::string log_path;                    // stdout+stderr, appended; empty: /dev/null
   std::string cwd;                         // working directory; empty: the parent's
-  bool new_process_group = true;           // so a terminal's Ctrl-C reaches only the parent
+  // The child leads a process group of its own: a terminal's Ctrl-C reaches only the parent,
+  // and signals reach everything the child started.
+  bool new_process_group = true;
 };
 
 class Process {
@@ -34,11 +42,24 @@ class Process {
   Process& operator=(const Process&) = delete;
 
   pid_t pid() const { return pid_; }
+  // Whether the child runs (during a Stop() grace period: or anything of its group). Reaps it
+  // once it has exited, after killing what it left in its group; escalates a Stop() whose grace
+  // period is over to SIGKILL.
   bool running();
+  // Sends `sig` to the child's process group (to the child alone without one).
   Status Signal(int sig);
-  // SIGKILL, then reap.
+  // SIGKILL to the group, then reap (waits up to 30 s for a child that cannot die at once, e.g.
+  // one in uninterruptible sleep).
   void Kill();
-  // SIGTERM, wait up to `grace`, then SIGKILL. Returns the exit status if it exited by itself.
+  // SIGKILL to the group without waiting; running() reaps it later.
+  void KillNoWait();
+  // SIGTERM to the group; once `grace` has passed, running() sends SIGKILL to whatever is left.
+  // Does not wait.
+  void Stop(std::chrono::milliseconds grace);
+  // Whether Stop() was called.
+  bool stopping() const { return stop_deadline_.has_value(); }
+  // Stop(grace), then waits until the group is gone. Returns the exit status if the child exited
+  // within the grace period.
   std::optional<int> Terminate(std::chrono::milliseconds grace = std::chrono::seconds(10));
   // Waits for exit; returns the exit code (128+signal if killed), or nullopt on timeout.
   std::optional<int> Wait(std::chrono::milliseconds timeout);
@@ -52,9 +73,13 @@ class Process {
 
  private:
   explicit Process(ProcessOptions options) : options_(std::move(options)) {}
+  // Signals the group (or the child alone); false if nothing was there to signal.
+  bool SignalGroup(int sig);
   ProcessOptions options_;
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
+  std::optional<std::chrono::steady_clock::time_point> stop_deadline_;
+  bool escalated_ = false;  // SIGKILL sent after the grace period
 };
 
 }  // namespace tessera

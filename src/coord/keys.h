@@ -37,6 +37,14 @@ inline std::string Trainer(std::string_view job, std::string_view id) {
   return TrainerPrefix(job) + std::string(id);
 }
 
+// Trainers that deregistered on purpose (they finished or were stopped), written in the same
+// transaction as the deregistration: {"pid": P, "epoch": E}. Tells a supervisor that a trainer
+// process whose registration is gone did not lose its lease (it is not frozen).
+inline std::string TrainerLeftPrefix(std::string_view job) { return Job(job) + "trainers-left/"; }
+inline std::string TrainerLeft(std::string_view job, std::string_view id) {
+  return TrainerLeftPrefix(job) + std::string(id);
+}
+
 // Master election: candidates under this prefix; the leader is the oldest key.
 inline std::string MasterElectionPrefix(std::string_view job) { return Job(job) + "master/election/"; }
 // The master's persisted state (task queue snapshot and deltas).

@@ -63,22 +63,29 @@ StatusOr<MemberList> Registry::List() {
   return MembersFromRange(prefix_, range);
 }
 
-StatusOr<Claim> Registry::ClaimIndex(int n, const std::string& value, int64_t lease) {
+StatusOr<Claim> Registry::ClaimIndex(int n, const std::string& value, int64_t lease, int only) {
   if (n < 1) return Status::InvalidArgument("cannot claim an index in [0, " + std::to_string(n) + ")");
+  if (only >= n) {
+    return Status::InvalidArgument("index " + std::to_string(only) + " is not in [0, " + std::to_string(n) + ")");
+  }
+  std::vector<int> candidates;
+  for (int i = 0; i < n; ++i) {
+    if (only < 0 || i == only) candidates.push_back(i);
+  }
   // Build "if key0 absent: put key0, else if key1 absent: put key1, else ..." inside out.
   Txn txn;
-  for (int i = n - 1; i >= 0; --i) {
+  for (size_t c = candidates.size(); c-- > 0;) {
     Txn level;
-    std::string key = prefix_ + std::to_string(i);
+    std::string key = prefix_ + std::to_string(candidates[c]);
     level.compares.push_back(Compare::Absent(key));
     level.success.push_back(Op::Put(key, value, lease));
-    if (i < n - 1) level.failure.push_back(Op::Nested(std::move(txn)));
+    if (c + 1 < candidates.size()) level.failure.push_back(Op::Nested(std::move(txn)));
     txn = std::move(level);
   }
   TESSERA_ASSIGN_OR_RETURN(etcd::TxnResult result, etcd_->Commit(txn));
   Claim claim;
   const etcd::TxnResult* r = &result;
-  for (int i = 0; i < n; ++i) {
+  for (int i : candidates) {
     if (r->succeeded) {
       // Nested responses carry no header: the key was created at the outer txn's revision.
       claim.index = i;
@@ -106,7 +113,9 @@ StatusOr<Claim> Registry::ClaimIndex(int n, const std::string& value, int64_t le
     (void)etcd_->Commit(release);
   }
   if (claim.index < 0) {
-    return Status::ResourceExhausted("all " + std::to_string(n) + " indices under " + prefix_ + " are taken");
+    return Status::ResourceExhausted(only >= 0 ? "index " + std::to_string(only) + " under " + prefix_ + " is taken"
+                                               : "all " + std::to_string(n) + " indices under " + prefix_ +
+                                                     " are taken");
   }
   return claim;
 }
@@ -141,11 +150,12 @@ Status Registry::Update(const std::string& name, const std::string& value, int64
   return Status::OK();
 }
 
-Status Registry::Deregister(const std::string& name, int64_t epoch) {
+Status Registry::Deregister(const std::string& name, int64_t epoch, const std::vector<etcd::Op>& also) {
   std::string key = prefix_ + name;
   Txn txn;
   txn.compares.push_back(Compare::CreateRevision(key, Compare::Result::kEqual, epoch));
   txn.success.push_back(Op::Delete(key));
+  txn.success.insert(txn.success.end(), also.begin(), also.end());
   TESSERA_ASSIGN_OR_RETURN(etcd::TxnResult result, etcd_->Commit(txn));
   (void)result;  // already gone is fine
   return Status::OK();

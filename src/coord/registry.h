@@ -53,8 +53,8 @@ class Registry {
   // Claims the lowest free index in [0, n) with one nested transaction ("if 0 is free take it,
   // else if 1 is free ..."), attaching `lease`. ResourceExhausted when all n are taken.
   // Safe against a retried transaction: an index this lease already holds is reused, and a
-  // second one is released.
-  StatusOr<Claim> ClaimIndex(int n, const std::string& value, int64_t lease);
+  // second one is released. With `only` >= 0, claims that index and no other.
+  StatusOr<Claim> ClaimIndex(int n, const std::string& value, int64_t lease, int only = -1);
 
   // Registers member `name` with `lease`; returns its epoch. AlreadyExists if another lease
   // holds the name (a retry of our own registration succeeds).
@@ -63,8 +63,9 @@ class Registry {
   // Replaces our member's value, only if the key is still the one created at `epoch`.
   Status Update(const std::string& name, const std::string& value, int64_t epoch, int64_t lease);
 
-  // Removes our member, only if the key is still the one created at `epoch`.
-  Status Deregister(const std::string& name, int64_t epoch);
+  // Removes our member, only if the key is still the one created at `epoch`; `also` runs in the
+  // same transaction when it does (e.g. a record that the member left on purpose).
+  Status Deregister(const std::string& name, int64_t epoch, const std::vector<etcd::Op>& also = {});
 
   StatusOr<MemberList> List();
 

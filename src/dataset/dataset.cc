@@ -146,6 +146,27 @@ Status DatasetReader::ReadChunk(size_t index, std::vector<std::string_view>* rec
   return recordio::ReadChunkAt(dir_ + "/" + part, c.offset, &c, name, &stored_, &scratch_, records);
 }
 
+StatusOr<Manifest> FindDataset(const std::string& store, const std::string& name) {
+  std::error_code ec;
+  if (store.empty()) return Status::InvalidArgument("no store given (--store or TESSERA_STORE)");
+  if (!fs::is_directory(store, ec)) {
+    return Status::NotFound("store '" + store + "' " +
+                            (fs::exists(store, ec) ? "is not a directory" : "does not exist") +
+                            " (--store or TESSERA_STORE)");
+  }
+  auto m = LoadManifest(store + "/" + name);
+  if (m.ok() || m.status().code() != StatusCode::kNotFound) return m;
+  auto all = ListDatasets(store);
+  std::vector<std::string> names;
+  if (all.ok()) {
+    for (const auto& d : *all) names.push_back(d.name);
+  }
+  return Status::NotFound("data set '" + name + "' is not in store '" + store + "' (" +
+                          (names.empty() ? std::string("it holds no data sets; make one with `tessera upload`")
+                                         : "it holds: " + Join(names, ", ")) +
+                          ")");
+}
+
 StatusOr<std::vector<Manifest>> ListDatasets(const std::string& store, int* unfinished) {
   std::error_code ec;
   if (!fs::is_directory(store, ec)) return Status::NotFound("store '" + store + "' is not a directory");

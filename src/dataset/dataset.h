@@ -78,6 +78,10 @@ class DatasetReader {
 // Reads and validates <dir>/manifest.json.
 StatusOr<Manifest> LoadManifest(const std::string& dir);
 
+// The manifest of data set `name` in `store`, with an error a person can act on: NotFound naming
+// the store when it is not a directory, or the data sets it holds when `name` is not one of them.
+StatusOr<Manifest> FindDataset(const std::string& store, const std::string& name);
+
 // The data sets in a store (directories with a manifest), sorted by name.
 StatusOr<std::vector<Manifest>> ListDatasets(const std::string& store, int* unfinished = nullptr);
 

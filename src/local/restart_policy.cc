@@ -32,8 +32,17 @@ Decision RestartPolicy::OnExit(Role role, int code, std::chrono::milliseconds up
     d.reason = "finished";
     return d;
   }
-  if (uptime >= o_.stable_after) quick_failures_ = 0;
+  if (uptime >= o_.stable_after) quick_failures_ = same_code_ = 0;
   ++quick_failures_;
+  const bool from_outside = code >= 128 || code == 3;
+  same_code_ = !from_outside && code == last_code_ ? same_code_ + 1 : (from_outside ? 0 : 1);
+  last_code_ = code;
+  if (same_code_ >= o_.max_same_code) {
+    d.kind = Decision::Kind::kGiveUp;
+    d.reason = "exited with code " + std::to_string(code) + " " + std::to_string(same_code_) +
+               " times in a row, each soon after starting: giving up (a restart will not mend it)";
+    return d;
+  }
   if (quick_failures_ > o_.max_quick_failures) {
     d.kind = Decision::Kind::kGiveUp;
     d.reason = std::string(RoleName(role)) + " failed " + std::to_string(quick_failures_) +

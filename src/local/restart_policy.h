@@ -17,6 +17,10 @@ struct RestartOptions {
   std::chrono::milliseconds max_backoff{10000};
   std::chrono::milliseconds stable_after{30000};  // up this long: the next failure starts over
   int max_quick_failures = 8;                     // in a row, each within stable_after: give up
+  // The same exit code this many times in a row, each within stable_after, is a mistake that a
+  // restart will not mend (a script with a syntax error, a wrong path, a bad setting): give up
+  // at once. Exits by a signal and lost leases (code 3) do not count: they come from outside.
+  int max_same_code = 3;
 };
 
 struct Decision {
@@ -37,6 +41,8 @@ class RestartPolicy {
  private:
   RestartOptions o_;
   int quick_failures_ = 0;
+  int same_code_ = 0;  // quick exits in a row with last_code_
+  int last_code_ = -1;
 };
 
 }  // namespace tessera::local

@@ -36,11 +36,41 @@ TEST(RestartPolicyTest, GivesUpOnACrashLoop) {
   RestartOptions o;
   o.max_quick_failures = 3;
   RestartPolicy p(o);
+  // Killed from outside each time (signals do not count as the same mistake).
   for (int i = 0; i < 3; ++i)
-    EXPECT_EQ(p.OnExit(Role::kMaster, 1, milliseconds(10), false).kind, Decision::Kind::kRestart);
-  auto d = p.OnExit(Role::kMaster, 1, milliseconds(10), false);
+    EXPECT_EQ(p.OnExit(Role::kMaster, 137, milliseconds(10), false).kind, Decision::Kind::kRestart);
+  auto d = p.OnExit(Role::kMaster, 137, milliseconds(10), false);
   EXPECT_EQ(d.kind, Decision::Kind::kGiveUp);
   EXPECT_NE(d.reason.find("master failed 4 times"), std::string::npos) << d.reason;
+}
+
+TEST(RestartPolicyTest, TheSameExitCodeThreeTimesInARowGivesUpAtOnce) {
+  struct Case {
+    std::vector<int> codes;       // quick exits, in order
+    Decision::Kind last;          // the decision on the last one
+  };
+  const Case cases[] = {
+      {{1, 1, 1}, Decision::Kind::kGiveUp},          // a script with a syntax error
+      {{2, 2, 2}, Decision::Kind::kGiveUp},          // python: cannot open file
+      {{127, 127, 127}, Decision::Kind::kGiveUp},    // sh: command not found
+      {{1, 2, 1}, Decision::Kind::kRestart},         // different mistakes: keep trying
+      {{1, 1, 137, 1}, Decision::Kind::kRestart},    // a kill from outside breaks the run
+      {{3, 3, 3, 3}, Decision::Kind::kRestart},      // lost leases come from outside
+      {{137, 137, 137}, Decision::Kind::kRestart},   // so do signals
+  };
+  for (const auto& c : cases) {
+    RestartPolicy p;
+    Decision d;
+    for (int code : c.codes) d = p.OnExit(Role::kTrainer, code, milliseconds(200), false);
+    EXPECT_EQ(d.kind, c.last) << "codes " << ::testing::PrintToString(c.codes) << ": " << d.reason;
+  }
+  // A run that stayed up a while starts the count over.
+  RestartPolicy p;
+  p.OnExit(Role::kTrainer, 1, milliseconds(200), false);
+  p.OnExit(Role::kTrainer, 1, milliseconds(200), false);
+  EXPECT_EQ(p.OnExit(Role::kTrainer, 1, seconds(60), false).kind, Decision::Kind::kRestart);
+  auto d = p.OnExit(Role::kPserver, 1, milliseconds(200), false);
+  EXPECT_EQ(d.kind, Decision::Kind::kRestart);
 }
 
 }  // namespace

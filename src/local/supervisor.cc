@@ -1,13 +1,14 @@
-// Supervisor (see supervisor.h).
+// Supervisor (see supervisor.h): the shell around ChildState. It starts and signals processes,
+// reads etcd, and drives each child's state machine with what it sees.
 #include "local/supervisor.h"
 
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <cstdio>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <thread>
@@ -15,7 +16,6 @@
 #include "client/exporter.h"
 #include "common/clock.h"
 #include "common/files.h"
-#include "common/net.h"
 #include "common/process.h"
 #include "common/random.h"
 #include "common/strings.h"
@@ -24,10 +24,14 @@
 #include "coord/keys.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
+#include "local/child_commands.h"
+#include "local/child_state.h"
+#include "local/preflight.h"
 #include "local/progress_line.h"
-#include "local/terminal_console.h"
-#include "local/restart_policy.h"
+#include "local/registrations.h"
 #include "local/rollback.h"
+#include "local/run_dir.h"
+#include "local/terminal_console.h"
 #include "master/master_client.h"
 
 namespace tessera::local {
@@ -35,19 +39,18 @@ namespace {
 
 namespace fs = std::filesystem;
 
+// How long a child asked to stop may take before SIGKILL.
+constexpr std::chrono::seconds kTrainerStopGrace{15};
+constexpr std::chrono::seconds kServerStopGrace{10};
+
 struct Managed {
-  std::string name;
-  Role role;
+  Managed(std::string n, Role r, int s) : state(std::move(n), r), slot(s) {}
+  ChildState state;
   int slot = 0;
   ProcessOptions spec;
   std::unique_ptr<Process> proc;
-  RestartPolicy policy;
-  TimePoint started{};
-  TimePoint restart_at{};
-  bool waiting = false;   // exited, waiting to be restarted
-  bool stopping = false;  // asked to stop: not restarted
-  bool done = false;      // finished or stopped for good
-  int restarts = 0;
+  const std::string& name() const { return state.name(); }
+  Role role() const { return state.role(); }
 };
 
 class Supervisor {
@@ -64,10 +67,15 @@ class Supervisor {
   Status CreateJob();
   Managed& Add(const std::string& name, Role role, int slot, std::vector<std::string> argv,
                std::map<std::string, std::string> env = {});
+  Managed& AddTrainer(int slot);
   Status Spawn(Managed& m);
+  // Reaps exited children and runs what their state machines say (restarts, kills, give-ups).
   void Reap();
+  void Exited(Managed& m, int code);
+  // Tells each running child whether etcd still holds its registration.
+  void CheckRegistrations();
   void Scale(int desired);
-  int RunningTrainers() const;
+  int ActiveTrainers() const;
   bool AllTrainersDone() const;
   void StopRole(Role role, std::chrono::milliseconds grace);
   void StopAll();
@@ -79,42 +87,52 @@ class Supervisor {
   bool consistent() const { return job_.checkpoint_steps > 0; }
   // Prints the leading master's console address when it is new.
   void ShowConsole();
-  std::string console_url_;
   std::string CheckpointDir() const { return o_.run_dir + "/checkpoints"; }
-  std::map<std::string, std::string> TrainerEnv(int slot) const;
-  Managed& AddTrainer(int slot);
+  std::string LogPath(const std::string& name) const { return o_.run_dir + "/logs/" + name + ".log"; }
 
   LocalOptions o_;
   const std::atomic<bool>* stop_;
   TerminalConsole console_;
+  std::optional<RunDirLock> lock_;
+  std::string console_url_;
   std::string etcd_endpoint_;
   std::unique_ptr<etcd::EtcdClient> etcd_;
   JobConfig job_;
   std::vector<std::unique_ptr<Managed>> procs_;
+  // Children killed because they froze, until they are reaped (a process in uninterruptible
+  // sleep dies only when it wakes).
+  std::vector<std::unique_ptr<Process>> graveyard_;
   Status failed_;
 };
 
-std::string Log(const LocalOptions& o, const std::string& name) {
-  return o.run_dir + "/logs/" + name + ".log";
-}
-
 Managed& Supervisor::Add(const std::string& name, Role role, int slot, std::vector<std::string> argv,
                          std::map<std::string, std::string> env) {
-  auto m = std::make_unique<Managed>();
-  m->name = name;
-  m->role = role;
-  m->slot = slot;
+  auto m = std::make_unique<Managed>(name, role, slot);
   m->spec.argv = std::move(argv);
   m->spec.env = std::move(env);
-  m->spec.log_path = Log(o_, name);
+  m->spec.log_path = LogPath(name);
   procs_.push_back(std::move(m));
   return *procs_.back();
 }
 
+Managed& Supervisor::AddTrainer(int slot) {
+  Managed& m = Add("trainer-" + std::to_string(slot), Role::kTrainer, slot, TrainerArgv(o_),
+                   TrainerEnv(o_, etcd_endpoint_, slot));
+  m.spec.cwd = fs::current_path().string();
+  return m;
+}
+
+// Each start of a child is marked in its log, so what a failed run printed can be told from
+// what earlier runs did.
+constexpr char kStartMark[] = "==== tessera local: started ";
+
 Status Supervisor::Spawn(Managed& m) {
+  if (std::FILE* f = std::fopen(m.spec.log_path.c_str(), "ae")) {
+    std::fprintf(f, "%s%s (start %d)\n", kStartMark, m.name().c_str(), m.state.starts() + 1);
+    std::fclose(f);
+  }
   TESSERA_ASSIGN_OR_RETURN(m.proc, Process::Spawn(m.spec));
-  m.started = Now();
-  m.waiting = false;
+  m.state.Spawned(Now());
   return Status::OK();
 }
 
@@ -122,35 +140,27 @@ Status Supervisor::StartEtcd() {
   if (!o_.etcd.empty()) {
     etcd_endpoint_ = o_.etcd;
   } else {
-    int client = FreeLoopbackPort(), peer = FreeLoopbackPort();
-    while (peer == client) peer = FreeLoopbackPort();
-    std::string c = "http://127.0.0.1:" + std::to_string(client),
-                p = "http://127.0.0.1:" + std::to_string(peer);
-    Managed& m = Add(
-        "etcd", Role::kEtcd, 0,
-        {"/usr/bin/etcd", "--name=local", "--data-dir=" + o_.run_dir + "/etcd", "--listen-client-urls=" + c,
-         "--advertise-client-urls=" + c, "--listen-peer-urls=" + p, "--initial-advertise-peer-urls=" + p,
-         "--initial-cluster=local=" + p, "--logger=zap", "--log-level=warn"});
-    TESSERA_RETURN_IF_ERROR(Spawn(m));
-    etcd_endpoint_ = "127.0.0.1:" + std::to_string(client);
+    EtcdCommand cmd = EtcdArgv(o_);
+    TESSERA_RETURN_IF_ERROR(Spawn(Add("etcd", Role::kEtcd, 0, std::move(cmd.argv))));
+    etcd_endpoint_ = cmd.endpoint;
   }
   etcd::EtcdOptions eo;
   eo.endpoints = {etcd_endpoint_};
   TESSERA_ASSIGN_OR_RETURN(etcd_, etcd::EtcdClient::Create(eo));
-  auto ping = etcd_->Ping(std::chrono::seconds(30));
-  if (!ping.ok()) return ping.status().WithContext("etcd did not come up (see " + Log(o_, "etcd") + ")");
+  // Our own etcd may take a while to start on a loaded machine; one given with --etcd is
+  // either there or not.
+  auto ping = etcd_->Ping(o_.etcd.empty() ? std::chrono::seconds(30) : std::chrono::seconds(3));
+  if (!ping.ok()) {
+    if (!o_.etcd.empty()) return ping.status().WithContext("cannot reach the etcd given with --etcd " + o_.etcd);
+    return ping.status().WithContext("etcd did not come up (see " + LogPath("etcd") + ")");
+  }
   return Status::OK();
 }
 
 Status Supervisor::CreateJob() {
-  job_.pservers = o_.pservers;
-  TESSERA_ASSIGN_OR_RETURN(job_.mode, ConsistencyMode::Parse(o_.mode));
-  TESSERA_ASSIGN_OR_RETURN(job_.optimizer, OptimizerConfig::Parse(o_.optimizer));
-  job_.min_trainers = job_.mode.kind == ConsistencyMode::Kind::kAsync ? 1 : o_.trainers;
-  job_.checkpoint_steps = o_.checkpoint_steps;
+  TESSERA_ASSIGN_OR_RETURN(job_, LocalJobConfig(o_));
   job_.token = NewUuid();
   job_.created_ms = WallMillis();
-  TESSERA_RETURN_IF_ERROR(job_.Validate());
   etcd::Txn txn;
   txn.compares.push_back(etcd::Compare::Absent(keys::Config(o_.job)));
   txn.success.push_back(etcd::Op::Put(keys::Config(o_.job), job_.ToJson()));
@@ -165,86 +175,23 @@ Status Supervisor::CreateJob() {
   return Status::OK();
 }
 
-std::map<std::string, std::string> Supervisor::TrainerEnv(int slot) const {
-  std::map<std::string, std::string> env = {{"TESSERA_ETCD", etcd_endpoint_},
-                                            {"TESSERA_JOB", o_.job},
-                                            {"TESSERA_TRAINER_ID", std::to_string(slot)},
-                                            {"TESSERA_STORE", o_.store},
-                                            {"TESSERA_DATASET", o_.dataset},
-                                            {"TESSERA_EVAL_DATASET", o_.eval_dataset},
-                                            {"TESSERA_RUN_DIR", o_.run_dir},
-                                            {"TESSERA_BATCH_SIZE", std::to_string(o_.batch_size)},
-                                            {"TESSERA_LEASE_TTL", std::to_string(o_.lease_ttl_seconds)},
-                                            {"TESSERA_TRANSPORT", o_.transport}};
-  // `import tessera` in a trainer command finds the module built (or installed) beside this binary.
-  fs::path bin = fs::path(o_.tessera_bin).parent_path();
-  for (const fs::path& dir : {bin / "../python", bin / "../lib/tessera/python"}) {
-    std::error_code ec;
-    if (!fs::exists(dir / "tessera" / "__init__.py", ec)) continue;
-    const char* old = std::getenv("PYTHONPATH");
-    env["PYTHONPATH"] = fs::weakly_canonical(dir, ec).string() + (old && *old ? std::string(":") + old : "");
-    break;
-  }
-  return env;
-}
-
-Managed& Supervisor::AddTrainer(int slot) {
-  std::vector<std::string> argv;
-  if (!o_.model.empty()) {
-    argv = {o_.tessera_bin, "train",
-            "--model",      o_.model,
-            "--batch-size", std::to_string(o_.batch_size),
-            "--lease-ttl",  std::to_string(o_.lease_ttl_seconds)};
-    if (!o_.eval_dataset.empty()) {
-      argv.push_back("--eval-dataset");
-      argv.push_back(o_.eval_dataset);
-    }
-    for (const auto& a : o_.model_args) {
-      argv.push_back("--model-arg");
-      argv.push_back(a);
-    }
-  } else {
-    argv = {"/bin/sh", "-c", o_.trainer_cmd};
-  }
-  Managed& m = Add("trainer-" + std::to_string(slot), Role::kTrainer, slot, argv, TrainerEnv(slot));
-  m.spec.cwd = fs::current_path().string();
-  return m;
-}
-
 Status Supervisor::Setup() {
+  TESSERA_ASSIGN_OR_RETURN(auto lock, RunDirLock::Acquire(o_.run_dir));
+  lock_.emplace(std::move(lock));
+  if (o_.resume) {
+    TESSERA_RETURN_IF_ERROR(CheckResumable(o_.run_dir, o_.job, o_.dataset, o_.etcd.empty()));
+  } else {
+    TESSERA_RETURN_IF_ERROR(CheckNewRun(o_.run_dir));
+  }
   std::error_code ec;
   fs::create_directories(o_.run_dir + "/logs", ec);
-  if (ec) return Status::Unavailable("cannot create run directory '" + o_.run_dir + "': " + ec.message());
-  if (!o_.resume && fs::exists(o_.run_dir + "/run.json")) {
-    return Status::AlreadyExists(
-        "run directory '" + o_.run_dir +
-        "' was used by an earlier run; choose a new one, or continue it with --resume");
-  }
-  if (o_.resume) {
-    TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(o_.run_dir + "/run.json"));
-    auto prev = nlohmann::json::parse(text, nullptr, false);
-    if (prev.is_discarded() || prev.value("job", "") != o_.job || prev.value("dataset", "") != o_.dataset) {
-      return Status::InvalidArgument(
-          "--resume: " + o_.run_dir + "/run.json is for job '" +
-          (prev.is_discarded() ? "?" : prev.value("job", "?")) + "' on data set '" +
-          (prev.is_discarded() ? "?" : prev.value("dataset", "?")) + "'; give the same --job and --dataset");
-    }
-    if (o_.etcd.empty() && !fs::exists(o_.run_dir + "/etcd")) {
-      return Status::NotFound("--resume: " + o_.run_dir + "/etcd holds no etcd data to continue from");
-    }
-    if (o_.checkpoint_every <= 0 && o_.checkpoint_steps <= 0) {
-      console_.Event(
-          "warning: resuming without --checkpoint-every: the pservers start from fresh values while the "
-          "master continues at its saved position");
-    }
-  }
+  if (ec) return Status::Unavailable("cannot create " + o_.run_dir + "/logs: " + ec.message());
   TESSERA_RETURN_IF_ERROR(StartEtcd());
   if (o_.resume) {
+    TESSERA_RETURN_IF_ERROR(CheckResumeCheckpoints(etcd_.get(), o_.job, o_.run_dir));
     TESSERA_ASSIGN_OR_RETURN(auto cfg, etcd_->Get(keys::Config(o_.job)));
-    if (cfg.kvs.empty()) return Status::NotFound("--resume: job '" + o_.job + "' is not in the run's etcd");
     TESSERA_ASSIGN_OR_RETURN(job_, JobConfig::FromJson(cfg.kvs[0].value));
-    (void)etcd_->Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers));
-    (void)fs::remove(o_.run_dir + "/result.json", ec);
+    TESSERA_RETURN_IF_ERROR(etcd_->Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers)).status());
     if (consistent()) {
       // Whatever the earlier run left registered is dead: free its indices and leadership now.
       TESSERA_RETURN_IF_ERROR(RevokeJobLeases(etcd_.get(), o_.job));
@@ -261,48 +208,21 @@ Status Supervisor::Setup() {
                         {"model_out", o_.model_out},
                         {"started_ms", WallMillis()}};
   TESSERA_RETURN_IF_ERROR(WriteFileAtomic(o_.run_dir + "/run.json", run.dump(2)));
-  const std::string ttl = std::to_string(o_.lease_ttl_seconds);
+  // A resumed run loads the checkpoints it has, whatever this run's checkpoint flags say.
+  const bool checkpoints = o_.checkpoint_every > 0 || consistent() || o_.resume;
   for (int p = 0; p < o_.pservers; ++p) {
-    std::vector<std::string> argv = {o_.tessera_bin, "pserver", "--etcd",      etcd_endpoint_, "--job",
-                                     o_.job,         "--lease-ttl", ttl, "--transport", o_.transport};
-    if (o_.checkpoint_every > 0 || consistent())
-      argv.insert(argv.end(), {"--checkpoint-dir", CheckpointDir()});
-    if (o_.checkpoint_every > 0)
-      argv.insert(argv.end(), {"--checkpoint-every", fmt::format("{}", o_.checkpoint_every)});
-    TESSERA_RETURN_IF_ERROR(Spawn(Add("pserver-" + std::to_string(p), Role::kPserver, p, argv)));
+    TESSERA_RETURN_IF_ERROR(Spawn(Add("pserver-" + std::to_string(p), Role::kPserver, p,
+                                      PserverArgv(o_, etcd_endpoint_, checkpoints, p))));
   }
   for (int m = 0; m <= o_.standby_masters; ++m) {
-    TESSERA_RETURN_IF_ERROR(Spawn(Add("master-" + std::to_string(m), Role::kMaster, m,
-                                      {o_.tessera_bin,
-                                       "master",
-                                       "--etcd",
-                                       etcd_endpoint_,
-                                       "--job",
-                                       o_.job,
-                                       "--store",
-                                       o_.store,
-                                       "--dataset",
-                                       o_.dataset,
-                                       "--passes",
-                                       std::to_string(o_.passes),
-                                       "--chunks-per-task",
-                                       std::to_string(o_.chunks_per_task),
-                                       "--task-timeout",
-                                       std::to_string(o_.task_timeout_s),
-                                       "--max-failures",
-                                       std::to_string(o_.max_failures),
-                                       "--lease-ttl",
-                                       ttl,
-                                       "--http-port",
-                                       "0",
-                                       "--log-dir",
-                                       o_.run_dir + "/logs"})));
+    TESSERA_RETURN_IF_ERROR(
+        Spawn(Add("master-" + std::to_string(m), Role::kMaster, m, MasterArgv(o_, etcd_endpoint_))));
   }
   for (int t = 0; t < o_.trainers; ++t) TESSERA_RETURN_IF_ERROR(Spawn(AddTrainer(t)));
   console_.Event(fmt::format(
-      "tessera local: job {} with {} pservers, {} trainers ({}), {}{} masters; etcd {}; logs in {}/logs",
-      o_.job, o_.pservers, o_.trainers, o_.model.empty() ? o_.trainer_cmd : o_.model, 1 + o_.standby_masters,
-      o_.standby_masters ? " (standbys included)" : "", etcd_endpoint_, o_.run_dir));
+      "tessera local: job {} with {} pservers, {} trainers ({}), {} master{}; etcd {}; logs in {}/logs", o_.job,
+      o_.pservers, o_.trainers, o_.model.empty() ? o_.trainer_cmd : o_.model, 1 + o_.standby_masters,
+      o_.standby_masters ? "s (standbys included)" : "", etcd_endpoint_, o_.run_dir));
   return Status::OK();
 }
 
@@ -333,9 +253,7 @@ Status Supervisor::OrderRollback() {
 void Supervisor::RollBackAndRestart(const std::string& why) {
   console_.Event(why + ": stopping the job to roll it back to its newest consistent checkpoint");
   for (auto& m : procs_) {
-    if (m->role == Role::kEtcd || !m->proc) continue;
-    if (m->proc->running()) m->proc->Kill();
-    (void)m->proc->Wait(std::chrono::seconds(10));
+    if (m->role() != Role::kEtcd && m->proc) m->proc->Kill();
   }
   Status s = RevokeJobLeases(etcd_.get(), o_.job);
   if (s.ok()) s = OrderRollback();
@@ -345,79 +263,97 @@ void Supervisor::RollBackAndRestart(const std::string& why) {
   }
   for (Role role : {Role::kMaster, Role::kPserver, Role::kTrainer}) {
     for (auto& m : procs_) {
-      if (m->role != role || m->stopping) continue;
-      m->done = m->waiting = false;
+      if (m->role() != role || m->state.stopped()) continue;
       if (Status sp = Spawn(*m); !sp.ok()) {
-        failed_ = sp.WithContext("restarting " + m->name);
+        failed_ = sp.WithContext("restarting " + m->name());
         return;
       }
     }
   }
 }
 
-void Supervisor::Reap() {
-  for (auto& mp : procs_) {
-    Managed& m = *mp;
-    if (m.done) continue;
-    if (m.waiting) {
-      if (Now() >= m.restart_at) {
-        Status s = Spawn(m);
-        if (!s.ok()) failed_ = s.WithContext("restarting " + m.name);
-        ++m.restarts;
-      }
-      continue;
+void Supervisor::Exited(Managed& m, int code) {
+  ChildAction a = m.state.Exited(code, Now());
+  if (!a.event.empty()) console_.Event(a.event);
+  if (m.state.phase() == ChildPhase::kFailed) {
+    // The last run's lines (after its start mark), at most 15.
+    std::string tail = TailLines(m.spec.log_path, 15);
+    if (size_t mark = tail.rfind(kStartMark); mark != std::string::npos) {
+      size_t eol = tail.find('\n', mark);
+      tail = eol == std::string::npos ? "" : tail.substr(eol + 1);
     }
-    if (!m.proc || m.proc->running()) continue;
-    int code = m.proc->exit_code().value_or(-1);
-    auto uptime = std::chrono::duration_cast<std::chrono::milliseconds>(Now() - m.started);
-    Decision d = m.policy.OnExit(m.role, code, uptime, m.stopping);
-    switch (d.kind) {
-      case Decision::Kind::kDone:
-        m.done = true;
-        if (!m.stopping) console_.Event(m.name + " " + d.reason);
-        break;
-      case Decision::Kind::kGiveUp:
-        m.done = true;
-        failed_ = Status::Aborted(m.name + ": " + d.reason + " (see " + m.spec.log_path + ")");
-        break;
-      case Decision::Kind::kRestart:
-        if (m.role == Role::kPserver && consistent()) {
-          RollBackAndRestart(m.name + " " + d.reason);
-          return;
-        }
-        m.waiting = true;
-        m.restart_at = Now() + d.delay;
-        console_.Event(
-            fmt::format("{} {}; restarting it in {:.1f} s", m.name, d.reason, d.delay.count() / 1000.0));
-        break;
+    std::string shown;
+    for (const auto& line : Split(tail, '\n')) shown += "\n  | " + line;
+    failed_ = Status::Aborted(m.state.failure() + ". The end of its log (" + m.spec.log_path + "):" +
+                              (shown.empty() ? "\n  | (empty)" : shown));
+  } else if (m.state.phase() == ChildPhase::kBackoff && m.role() == Role::kPserver && consistent()) {
+    RollBackAndRestart(m.name() + " was lost");
+  }
+}
+
+void Supervisor::Reap() {
+  std::erase_if(graveyard_, [](const std::unique_ptr<Process>& p) { return !p->running(); });
+  const TimePoint now = Now();
+  for (size_t i = 0; i < procs_.size() && failed_.ok(); ++i) {
+    Managed& m = *procs_[i];
+    if (m.state.alive() && m.proc && !m.proc->running()) {
+      Exited(m, m.proc->exit_code().value_or(-1));
+      if (!failed_.ok()) return;
+    }
+    ChildAction a = m.state.Tick(now);
+    if (!a.event.empty()) console_.Event(a.event);
+    if (a.kind == ChildAction::Kind::kSpawn) {
+      if (Status s = Spawn(m); !s.ok()) failed_ = s.WithContext("restarting " + m.name());
+    } else if (a.kind == ChildAction::Kind::kKill) {
+      // SIGKILL works on a stopped process at once; one stuck in the kernel dies when it wakes.
+      // Its replacement does not wait for that: the old one is fenced (its lease is gone).
+      m.proc->KillNoWait();
+      int code = m.proc->running() ? 128 + SIGKILL : m.proc->exit_code().value_or(128 + SIGKILL);
+      graveyard_.push_back(std::move(m.proc));
+      Exited(m, code);
     }
   }
 }
 
-int Supervisor::RunningTrainers() const {
+void Supervisor::CheckRegistrations() {
+  auto regs = ReadRegistrations(etcd_.get(), o_.job);
+  if (!regs.ok()) return;  // etcd unreachable: judge nobody
+  const TimePoint now = Now();
+  for (auto& m : procs_) {
+    if (m->role() == Role::kEtcd || m->state.phase() != ChildPhase::kRunning || !m->proc) continue;
+    const int64_t pid = m->proc->pid();
+    if (regs->registered.count(pid)) {
+      m->state.Registered(now);
+    } else if (!regs->left.count(pid)) {
+      m->state.NotRegistered(now);
+    }
+  }
+}
+
+int Supervisor::ActiveTrainers() const {
   int n = 0;
-  for (const auto& m : procs_) n += m->role == Role::kTrainer && !m->done && !m->stopping;
+  for (const auto& m : procs_) n += m->role() == Role::kTrainer && m->state.active();
   return n;
 }
 
 bool Supervisor::AllTrainersDone() const {
   bool any = false;
   for (const auto& m : procs_) {
-    if (m->role != Role::kTrainer || m->stopping) continue;
+    if (m->role() != Role::kTrainer || m->state.stopped()) continue;
     any = true;
-    if (!m->done) return false;
+    if (!m->state.finished()) return false;
   }
   return any;
 }
 
 void Supervisor::Scale(int desired) {
-  int running = RunningTrainers();
+  int running = ActiveTrainers();
   if (desired == running || desired < 0) return;
   if (desired > running) {
     // New trainers take the lowest free slots (ids).
     std::set<int> used;
     for (const auto& m : procs_) {
-      if (m->role == Role::kTrainer && !m->done && !m->stopping) used.insert(m->slot);
+      if (m->role() == Role::kTrainer && (m->state.active() || m->state.alive())) used.insert(m->slot);
     }
     for (int slot = 0; running < desired; ++slot) {
       if (used.count(slot)) continue;
@@ -431,40 +367,47 @@ void Supervisor::Scale(int desired) {
     }
     return;
   }
-  // Fewer: stop the highest slots gracefully (they finish their step and acknowledge).
+  // Fewer: stop the highest slots (they finish their step, acknowledge and deregister; SIGKILL
+  // after the grace period).
   std::vector<Managed*> active;
   for (auto& m : procs_) {
-    if (m->role == Role::kTrainer && !m->done && !m->stopping) active.push_back(m.get());
+    if (m->role() == Role::kTrainer && m->state.active()) active.push_back(m.get());
   }
   std::sort(active.begin(), active.end(), [](Managed* a, Managed* b) { return a->slot > b->slot; });
   for (int i = 0; i < running - desired; ++i) {
-    active[i]->stopping = true;
-    if (active[i]->proc && active[i]->proc->running()) (void)active[i]->proc->Signal(SIGTERM);
-    if (active[i]->waiting) active[i]->done = true;
-    console_.Event(fmt::format("scaled down: stopping {} ({} trainers)", active[i]->name, desired));
+    if (active[i]->state.Stop().kind == ChildAction::Kind::kTerminate) active[i]->proc->Stop(kTrainerStopGrace);
+    console_.Event(fmt::format("scaled down: stopping {} ({} trainers)", active[i]->name(), desired));
   }
 }
 
 void Supervisor::StopRole(Role role, std::chrono::milliseconds grace) {
   for (auto& m : procs_) {
-    if (m->role != role) continue;
-    m->stopping = true;
-    if (m->proc && m->proc->running()) (void)m->proc->Signal(SIGTERM);
+    if (m->role() != role) continue;
+    if (m->state.Stop().kind == ChildAction::Kind::kTerminate && m->proc) m->proc->Stop(grace);
   }
-  auto deadline = Now() + grace;
-  for (auto& m : procs_) {
-    if (m->role != role || !m->proc) continue;
-    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Now());
-    if (!m->proc->Wait(std::max(left, std::chrono::milliseconds(1)))) m->proc->Kill();
-    m->done = true;
+  // Process::running() escalates to SIGKILL once the grace period is over.
+  const auto deadline = Now() + grace + std::chrono::seconds(30);
+  for (bool left = true; left && Now() < deadline;) {
+    left = false;
+    for (auto& m : procs_) {
+      if (m->role() != role || !m->proc) continue;
+      if (m->proc->running()) {
+        left = true;
+      } else if (m->state.alive()) {
+        (void)m->state.Exited(m->proc->exit_code().value_or(-1), Now());
+      }
+    }
+    if (left) std::this_thread::sleep_for(std::chrono::milliseconds(20));
   }
 }
 
 void Supervisor::StopAll() {
-  StopRole(Role::kTrainer, std::chrono::seconds(15));
-  StopRole(Role::kMaster, std::chrono::seconds(10));
-  StopRole(Role::kPserver, std::chrono::seconds(10));
-  StopRole(Role::kEtcd, std::chrono::seconds(10));
+  StopRole(Role::kTrainer, kTrainerStopGrace);
+  StopRole(Role::kMaster, kServerStopGrace);
+  StopRole(Role::kPserver, kServerStopGrace);
+  StopRole(Role::kEtcd, kServerStopGrace);
+  for (auto& p : graveyard_) p->Kill();
+  graveyard_.clear();
 }
 
 StatusOr<LocalResult> Supervisor::Run() {
@@ -474,13 +417,17 @@ StatusOr<LocalResult> Supervisor::Run() {
     return s;
   }
   master::MasterClient master(etcd_.get(), o_.job, job_.token);
-  TimePoint next_status = Now(), next_scale = Now();
+  TimePoint next_status = Now(), next_scale = Now(), next_registrations = Now();
   int64_t scale_revision = 0;
   master::StatusReply last;
   bool finished = false;
   while (!(stop_ && stop_->load())) {
     Reap();
     if (!failed_.ok()) break;
+    if (Now() >= next_registrations) {
+      next_registrations = Now() + std::chrono::milliseconds(500);
+      CheckRegistrations();
+    }
     if (Now() >= next_scale) {
       next_scale = Now() + std::chrono::seconds(1);
       etcd::CallOptions quick;
@@ -500,7 +447,7 @@ StatusOr<LocalResult> Supervisor::Run() {
         ShowConsole();
         last = *st;
         finished = st->finished();
-        console_.Progress(ProgressLine(last, RunningTrainers()));
+        console_.Progress(ProgressLine(last, ActiveTrainers()));
       }
     }
     if (finished && AllTrainersDone()) {
@@ -532,7 +479,7 @@ StatusOr<LocalResult> Supervisor::Run() {
     auto metrics = nlohmann::json::object();
     for (const auto& m : last.metrics()) metrics[m.name()] = m.value();  // the latest pass wins
     res["metrics"] = metrics;
-    (void)WriteFileAtomic(o_.run_dir + "/result.json", res.dump(2));
+    if (failed_.ok()) (void)WriteFileAtomic(o_.run_dir + "/result.json", res.dump(2));
   }
   StopAll();
   if (!failed_.ok()) return failed_;
@@ -542,14 +489,7 @@ StatusOr<LocalResult> Supervisor::Run() {
 }  // namespace
 
 StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop) {
-  if (options.model.empty() == options.trainer_cmd.empty()) {
-    return Status::InvalidArgument("give either --model NAME or --trainer-cmd CMD");
-  }
-  if (options.pservers < 1 || options.trainers < 1)
-    return Status::InvalidArgument("need at least 1 pserver and 1 trainer");
-  if (options.store.empty() || options.dataset.empty())
-    return Status::InvalidArgument("need --store and --dataset");
-  TESSERA_RETURN_IF_ERROR(ValidateName(options.job, "job"));
+  TESSERA_RETURN_IF_ERROR(CheckLocalOptions(options));
   Supervisor s(options, stop);
   return s.Run();
 }

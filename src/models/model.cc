@@ -1,6 +1,8 @@
 // Model registry and option helpers (see model.h).
 #include "models/model.h"
 
+#include <algorithm>
+
 #include "common/strings.h"
 
 namespace tessera::models {
@@ -39,12 +41,83 @@ StatusOr<std::map<std::string, std::string>> ParseModelArgs(const std::vector<st
   return out;
 }
 
+const std::vector<ModelInfo>& BuiltinModels() {
+  static const std::vector<ModelInfo> models = {
+      {"mlp",
+       "a classifier with one hidden layer, for images (e.g. Fashion-MNIST)",
+       "idx",
+       {{"hidden", 256, 1, "hidden units"},
+        {"classes", 10, 2, "classes (labels 0..classes-1)"},
+        {"inputs", 784, 1, "pixels per image"}}},
+      {"logreg", "sparse logistic regression over hashed features, for click logs", "libsvm", {}},
+      {"word2vec",
+       "skip-gram word embeddings with negative sampling, for text",
+       "text",
+       {{"dim", 32, 1, "embedding size"},
+        {"window", 3, 1, "context words on each side"},
+        {"negatives", 5, 0, "negative samples per word"}}},
+  };
+  return models;
+}
+
+StatusOr<const ModelInfo*> FindModel(const std::string& name) {
+  std::vector<std::string> names;
+  for (const auto& m : BuiltinModels()) {
+    if (m.name == name) return &m;
+    names.push_back(m.name);
+  }
+  return Status::InvalidArgument("unknown model '" + name + "' (built-in models: " + Join(names, ", ") + ")");
+}
+
+Status CheckModelArgs(const ModelInfo& model, const std::map<std::string, std::string>& args) {
+  std::vector<std::string> keys;
+  for (const auto& s : model.settings) keys.push_back(s.key);
+  for (const auto& [key, value] : args) {
+    auto it = std::find_if(model.settings.begin(), model.settings.end(),
+                           [&](const ModelSetting& s) { return s.key == key; });
+    if (it == model.settings.end()) {
+      return Status::InvalidArgument("model " + model.name + " has no setting '" + key + "' (" +
+                                     (keys.empty() ? std::string("it has none") : "its settings: " + Join(keys, ", ")) +
+                                     ")");
+    }
+    auto v = ParseInt64(value, key);
+    if (!v.ok() || *v < it->min_value) {
+      return Status::InvalidArgument("model " + model.name + " setting " + key + "=" + value + ": " + it->help +
+                                     " must be a whole number >= " + std::to_string(it->min_value));
+    }
+  }
+  return Status::OK();
+}
+
+Status CheckModelData(const ModelInfo& model, const ModelOptions& options, const dataset::Manifest& data,
+                      const std::string& role) {
+  if (data.format != model.formats) {
+    return Status::InvalidArgument("model " + model.name + " trains on data sets uploaded with --format " +
+                                   model.formats + ", but " + role + " '" + data.name + "' was uploaded with --format " +
+                                   data.format + " (" + std::to_string(data.records) + " " + data.record_type +
+                                   " records)");
+  }
+  if (model.name == "mlp") {
+    int64_t pixels = data.meta.value("rows", int64_t{0}) * data.meta.value("cols", int64_t{0});
+    int64_t inputs = options.Int("inputs", 784);
+    if (pixels > 0 && pixels != inputs) {
+      return Status::InvalidArgument(role + " '" + data.name + "' has images of " + std::to_string(pixels) +
+                                     " pixels, but the mlp takes " + std::to_string(inputs) +
+                                     " (set --model-arg inputs=" + std::to_string(pixels) + ")");
+    }
+  }
+  return Status::OK();
+}
+
 StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& name, const ModelOptions& options) {
-  if (options.batch_size < 1) return Status::InvalidArgument("batch size must be >= 1");
+  if (options.batch_size < 1) {
+    return Status::InvalidArgument("batch size must be >= 1, got " + std::to_string(options.batch_size));
+  }
+  TESSERA_ASSIGN_OR_RETURN(const ModelInfo* info, FindModel(name));
+  TESSERA_RETURN_IF_ERROR(CheckModelArgs(*info, options.args));
   if (name == "mlp") return NewMlp(options);
   if (name == "logreg") return NewLogreg(options);
-  if (name == "word2vec") return NewWord2vec(options);
-  return Status::InvalidArgument("unknown model '" + name + "' (built-in models: mlp, logreg, word2vec)");
+  return NewWord2vec(options);
 }
 
 }  // namespace tessera::models

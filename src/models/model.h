@@ -51,6 +51,32 @@ class Model {
   virtual StatusOr<std::vector<Metric>> Evaluate(Client& client, dataset::DatasetReader& eval) = 0;
 };
 
+// What a built-in model is, before one is made: its settings and the data it trains on, so a
+// mistake is refused before any process starts.
+struct ModelSetting {
+  std::string key;
+  int64_t default_value = 0;
+  int64_t min_value = 1;
+  std::string help;
+};
+struct ModelInfo {
+  std::string name;
+  std::string summary;
+  std::string formats;  // the upload formats (tessera upload --format) it trains on, e.g. "idx"
+  std::vector<ModelSetting> settings;
+};
+const std::vector<ModelInfo>& BuiltinModels();
+// The model named `name`; InvalidArgument listing the built-in ones.
+StatusOr<const ModelInfo*> FindModel(const std::string& name);
+// Every setting is one the model has, with a whole number >= its minimum: InvalidArgument naming
+// the setting (and the model's settings) otherwise.
+Status CheckModelArgs(const ModelInfo& model, const std::map<std::string, std::string>& args);
+// A data set (its manifest) suits the model: the upload format, and for images the size the model
+// expects. `role` names the data set in the message ("training data set").
+Status CheckModelData(const ModelInfo& model, const ModelOptions& options, const dataset::Manifest& data,
+                      const std::string& role);
+
+// Checks the name, the settings and the batch size, then makes the model.
 StatusOr<std::unique_ptr<Model>> MakeModel(const std::string& name, const ModelOptions& options);
 
 // Helpers for models.

@@ -201,15 +201,19 @@ Status PserverNode::Run() {
       std::lock_guard<std::mutex> lock(mu_);
       if (stop_) return Status::OK();
     }
-    auto c = registry.ClaimIndex(config.pservers, info.dump(), keeper->id());
+    auto c = registry.ClaimIndex(config.pservers, info.dump(), keeper->id(), options_.index);
     if (c.ok()) {
       claim = *c;
       break;
     }
     if (c.status().code() != StatusCode::kResourceExhausted) return c.status();
     if (Now() - waiting_since > std::chrono::seconds(10)) {
-      spdlog::info("all {} pserver indices of job {} are taken; waiting for one to free up", config.pservers,
-                   job);
+      if (options_.index >= 0) {
+        spdlog::info("pserver index {} of job {} is taken; waiting for it to free up", options_.index, job);
+      } else {
+        spdlog::info("all {} pserver indices of job {} are taken; waiting for one to free up", config.pservers,
+                     job);
+      }
       waiting_since = Now();
     }
     std::unique_lock<std::mutex> lock(mu_);

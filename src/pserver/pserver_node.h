@@ -29,6 +29,8 @@ struct PserverOptions {
   std::string host = "127.0.0.1";  // address to listen on and advertise
   int port = 0;                    // 0: any free port
   int64_t lease_ttl_seconds = 10;
+  // The pserver index to claim (it waits while another holds it); -1: the lowest free one.
+  int index = -1;
   // Data-plane transports served: grpc, tcp, shm, or auto (all three; each trainer picks the
   // best it can reach). The registration lists every endpoint.
   std::string transport = "auto";

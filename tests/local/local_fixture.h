@@ -38,10 +38,11 @@ class LocalTest : public TempDirTest {
     }
   }
 
-  // Starts `tessera local` with `args` (after --run and --store) as a process.
-  Subprocess& StartLocal(const std::vector<std::string>& args) {
+  // Starts `tessera local` with `args` (after --run, --store and --lease-ttl) as a process.
+  Subprocess& StartLocal(const std::vector<std::string>& args, int lease_ttl = 3) {
     SpawnOptions o;
-    o.argv = {BuildPath("src/tessera"), "local", "--run", run(), "--store", store(), "--lease-ttl", "3"};
+    o.argv = {BuildPath("src/tessera"), "local", "--run", run(), "--store", store(), "--lease-ttl",
+              std::to_string(lease_ttl)};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.log_path = dir_ + "/local" + std::to_string(starts_++) + ".log";  // one per run: Output() is its own
     o.env["TESSERA_BUILD_DIR"] = BuildPath("");
