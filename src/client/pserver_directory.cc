@@ -41,11 +41,34 @@ void PserverDirectory::OnPservers(const MemberList& list) {
     if (!endpoints.ok()) continue;
     now[*idx] = PserverAddress{j["address"].get<std::string>(), m.epoch, std::move(*endpoints)};
   }
+  std::vector<std::pair<int, int64_t>> changed;
   {
     std::lock_guard<std::mutex> lock(mu_);
+    for (int i = 0; i < n_; ++i) {
+      if (now[i].epoch != current_[i].epoch) changed.emplace_back(i, now[i].epoch);
+    }
     current_ = std::move(now);
   }
   cv_.notify_all();
+  if (changed.empty()) return;
+  std::lock_guard<std::mutex> lock(subs_mu_);
+  for (const auto& [index, epoch] : changed) {
+    for (const auto& s : subs_) {
+      if (s.index == index) s.fn(epoch);
+    }
+  }
+}
+
+int PserverDirectory::Subscribe(int index, std::function<void(int64_t epoch)> fn) {
+  std::lock_guard<std::mutex> lock(subs_mu_);
+  int token = next_token_++;
+  subs_.push_back(Subscriber{token, index, std::move(fn)});
+  return token;
+}
+
+void PserverDirectory::Unsubscribe(int token) {
+  std::lock_guard<std::mutex> lock(subs_mu_);
+  std::erase_if(subs_, [&](const Subscriber& s) { return s.token == token; });
 }
 
 void PserverDirectory::OnReady(const MemberList& list) {
@@ -72,7 +95,7 @@ StatusOr<PserverAddress> PserverDirectory::Resolve(int index, const Deadline& de
   if (interrupted_) return Status::Cancelled("client is closing");
   if (!ok) {
     if (current_[index].epoch == 0) {
-      return Status::Unavailable("pserver " + std::to_string(index) + " is not registered (is it running?)");
+      return Status::NotFound("pserver " + std::to_string(index) + " is not registered (is it running?)");
     }
     return current_[index];  // no newer registration: retry the current one
   }

@@ -1,9 +1,11 @@
 // PserverDirectory: the trainer's live view of a job's pservers, from etcd: each index's address
 // and epoch (its registration) and whether it reports itself initialized for that epoch.
-// Callers wait on it for a pserver to appear or change. Thread-safe.
+// Callers wait on it for a pserver to appear or change, or subscribe to an index's changes (a
+// link abandons its calls to a registration that is gone). Thread-safe.
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -29,6 +31,8 @@ class PserverDirectory {
   ~PserverDirectory();
 
   // Waits until pserver `index` is registered; with `not_epoch`, until its epoch differs from it.
+  // NotFound when it is not registered by the deadline; the current registration when only a
+  // newer one did not come.
   StatusOr<PserverAddress> Resolve(int index, const Deadline& deadline, int64_t not_epoch = -1);
   // Whether every pserver is registered and reports itself initialized for its current epoch.
   bool AllReady() const;
@@ -37,6 +41,12 @@ class PserverDirectory {
   Status WaitAllReady(const Deadline& deadline);
   // Wakes waiters (e.g. at shutdown).
   void Interrupt();
+
+  // Calls `fn(epoch)` on the watch's thread whenever pserver `index`'s registration changes: a new
+  // epoch, or 0 when the registration disappeared. Returns a token for Unsubscribe.
+  int Subscribe(int index, std::function<void(int64_t epoch)> fn);
+  // After it returns, the subscriber is not running and will not be called.
+  void Unsubscribe(int token);
 
  private:
   void OnPservers(const MemberList& list);
@@ -49,6 +59,15 @@ class PserverDirectory {
   std::vector<PserverAddress> current_;  // epoch 0: not registered
   std::vector<int64_t> ready_epoch_;     // epoch named in pserver-ready/<i>, 0 if none
   bool interrupted_ = false;
+  // Held while subscribers run, so Unsubscribe can wait for a call in progress.
+  std::mutex subs_mu_;
+  struct Subscriber {
+    int token;
+    int index;
+    std::function<void(int64_t)> fn;
+  };
+  std::vector<Subscriber> subs_;
+  int next_token_ = 1;
   std::unique_ptr<MemberWatch> pserver_watch_;
   std::unique_ptr<MemberWatch> ready_watch_;
 };

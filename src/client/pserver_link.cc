@@ -17,12 +17,26 @@ int64_t RequestStep(const wire::DataRequest& req) { return req.is_push() ? req.s
 
 PserverLink::PserverLink(int index, PserverDirectory* directory, Owner* owner, const Transport* transport)
     : index_(index), directory_(directory), owner_(owner), transport_(transport) {
+  subscription_ = directory_->Subscribe(index_, [this](int64_t epoch) { Supersede(epoch); });
   thread_ = std::thread([this] { Loop(); });
 }
 
 PserverLink::~PserverLink() { Close(); }
 
+void PserverLink::Supersede(int64_t epoch) {
+  std::lock_guard<std::mutex> lock(conn_mu_);
+  if (!conn_ || target_.epoch == 0 || target_.epoch == epoch || aborted_epoch_ == target_.epoch) return;
+  aborted_epoch_ = target_.epoch;
+  spdlog::warn("pserver {} at epoch {} {}: abandoning calls to it", index_, target_.epoch,
+               epoch == 0 ? "lost its registration" : "was replaced by epoch " + std::to_string(epoch));
+  conn_->Abort();
+}
+
 void PserverLink::Close() {
+  if (subscription_) {
+    directory_->Unsubscribe(subscription_);
+    subscription_ = 0;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
     closing_ = true;
@@ -112,8 +126,11 @@ StatusOr<ClientConnection*> PserverLink::Connect(const Deadline& deadline, int64
       spdlog::info("pserver {} at {} over {} (epoch {})", index_, choice->endpoint, TransportKindName(choice->kind),
                    a.epoch);
     }
-    conn_ = NewClientConnection(choice->kind, choice->endpoint, transport_->options);
-    target_ = a;
+    {
+      std::lock_guard<std::mutex> lock(conn_mu_);
+      conn_ = NewClientConnection(choice->kind, choice->endpoint, transport_->options);
+      target_ = a;
+    }
     chosen_ = *choice;
     std::lock_guard<std::mutex> lock(mu_);
     chosen_name_ = TransportKindName(choice->kind);
@@ -142,6 +159,12 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
       // Closing, or a transport this pserver does not serve: retrying will not help.
       if (conn.status().code() == StatusCode::kCancelled || conn.status().code() == StatusCode::kFailedPrecondition)
         return conn.status();
+      // Not registered: the directory waited for a registration already; look again at once,
+      // so a replacement is used the moment it appears.
+      if (conn.status().code() == StatusCode::kNotFound) {
+        last = Status::Unavailable(conn.status().message());
+        continue;
+      }
       last = conn.status();
       std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
       continue;
@@ -161,6 +184,7 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
         // registration (a replacement registers anew and is tried over shared memory again).
         spdlog::warn("pserver {}: {}; using the next transport", index_, last.message());
         shm_failed_epoch_ = target_.epoch;
+        std::lock_guard<std::mutex> lock(conn_mu_);
         conn_.reset();
         continue;
       }

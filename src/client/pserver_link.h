@@ -4,7 +4,9 @@
 // (RunInline), which spares two thread hand-offs on the common submit-then-wait path.
 // A request is retried with backoff until its deadline when the transport fails or the pserver
 // moved (stale epoch, lease lost, restarted at the same or another address); a pserver that came
-// back without state is re-initialized and re-joined through the Owner before the retry.
+// back without state is re-initialized and re-joined through the Owner before the retry. A call
+// in progress is abandoned at once when the registration it targets disappears or is replaced
+// (a frozen pserver whose lease expired never answers), and retried on the new registration.
 // Thread-safe.
 #pragma once
 
@@ -76,13 +78,20 @@ class PserverLink {
   };
   void Loop();
   StatusOr<ClientConnection*> Connect(const Deadline& deadline, int64_t not_epoch);
+  // The directory says pserver index_ is now at `epoch` (0: gone): abandons calls to any other.
+  void Supersede(int64_t epoch);
 
   const int index_;
   PserverDirectory* directory_;
   Owner* owner_;
   const Transport* transport_;
+  int subscription_ = 0;
+  // conn_ and target_ change only on the link's thread, under conn_mu_ (Supersede reads them
+  // from the directory's thread).
+  std::mutex conn_mu_;
   std::unique_ptr<ClientConnection> conn_;
   PserverAddress target_;
+  int64_t aborted_epoch_ = 0;  // the connection to this registration was abandoned
   EndpointChoice chosen_;
   int64_t shm_failed_epoch_ = -1;  // auto: shared memory could not connect to this registration
 

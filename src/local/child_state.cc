@@ -51,6 +51,7 @@ ChildAction ChildState::Exited(int code, TimePoint now) {
       return {ChildAction::Kind::kNone, ""};
     case Decision::Kind::kRestart:
       phase_ = ChildPhase::kBackoff;
+      if (killed_for_lease_ && !stopping) d.delay = std::chrono::milliseconds(0);
       restart_at_ = now + d.delay;
       return {ChildAction::Kind::kNone,
               fmt::format("{} {}; restarting it in {:.1f} s", name_, d.reason, d.delay.count() / 1000.0)};

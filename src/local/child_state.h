@@ -10,7 +10,7 @@
 // A frozen child (SIGSTOP, a hung disk) lives on but stops renewing its etcd lease, so its
 // registration disappears. The supervisor reports what it sees (Registered / NotRegistered); a
 // running child that was registered and has not been for `lease_grace` is killed (kKill) and its
-// exit counts as a lost lease, so a replacement starts as for a crash. A trainer that deregisters
+// exit counts as a lost lease: a replacement starts at once (the freeze already cost a lease TTL). A trainer that deregisters
 // on purpose (it finished) is not reported as NotRegistered.
 //
 // Crash loops end early (RestartPolicy): the same exit code three times in a row, each soon after
@@ -52,7 +52,7 @@ struct ChildOptions {
   // A running child whose registration has been gone this long is treated as dead. (The lease
   // TTL has already passed without a renewal when the key goes; this only lets a child that
   // noticed the loss itself exit on its own first.)
-  std::chrono::milliseconds lease_grace{1500};
+  std::chrono::milliseconds lease_grace{500};
 };
 
 class ChildState {

@@ -93,8 +93,10 @@ TEST(ChildStateTest, AChildWhoseRegistrationVanishedWhileItRunsIsKilledAndReplac
   EXPECT_EQ(c.Tick(T(10800)).kind, Kind::kNone) << "killed once";
   auto exit = c.Exited(137, T(10800));
   EXPECT_EQ(c.phase(), ChildPhase::kBackoff);
-  EXPECT_NE(exit.event.find("stopped answering (its lease expired while it still ran)"), std::string::npos)
+  EXPECT_NE(exit.event.find("stopped answering (its lease expired while it still ran); restarting it in 0.0 s"),
+            std::string::npos)
       << exit.event;
+  EXPECT_EQ(c.restart_at(), T(10800)) << "the freeze cost a lease TTL already: no backoff on top";
   // A new incarnation starts unjudged.
   ASSERT_EQ(c.Tick(c.restart_at()).kind, Kind::kSpawn);
   c.Spawned(c.restart_at());

@@ -425,7 +425,7 @@ StatusOr<LocalResult> Supervisor::Run() {
     Reap();
     if (!failed_.ok()) break;
     if (Now() >= next_registrations) {
-      next_registrations = Now() + std::chrono::milliseconds(500);
+      next_registrations = Now() + std::chrono::milliseconds(250);
       CheckRegistrations();
     }
     if (Now() >= next_scale) {

@@ -15,6 +15,18 @@ namespace tessera::master {
 MasterClient::MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token)
     : etcd_(etcd), job_(std::move(job)), token_(std::move(job_token)) {}
 
+MasterClient::~MasterClient() {
+  if (watch_) watch_->Cancel();
+}
+
+void MasterClient::OnCandidates(const MemberList& list) {
+  auto leader = Election::LeaderOf(list);
+  std::lock_guard<std::mutex> lock(ctx_mu_);
+  leader_key_ = leader ? leader->key : "";
+  watched_ = true;
+  if (active_ && leader_key_ != called_key_) active_->TryCancel();
+}
+
 std::string MasterClient::leader() const {
   std::lock_guard<std::mutex> lock(mu_);
   return address_;
@@ -28,6 +40,10 @@ Status MasterClient::Resolve(const Deadline& deadline) {
   if (j.is_discarded() || !j.contains("address"))
     return Status::DataLoss("master registration is not readable");
   std::string address = j["address"].get<std::string>();
+  {
+    std::lock_guard<std::mutex> lock(ctx_mu_);
+    called_key_ = leader->key;
+  }
   if (address != address_ || !stub_) {
     if (!address_.empty() && address != address_)
       spdlog::info("master of job {} is now at {}", job_, address);
@@ -45,6 +61,9 @@ Status MasterClient::Resolve(const Deadline& deadline) {
 template <typename Fn>
 Status MasterClient::Call(const char* what, const Deadline& deadline, Fn fn) {
   std::lock_guard<std::mutex> lock(mu_);
+  if (!watch_) {
+    watch_ = Registry(etcd_, keys::MasterElectionPrefix(job_)).Watch([this](const MemberList& l) { OnCandidates(l); });
+  }
   Backoff backoff({std::chrono::milliseconds(50), std::chrono::milliseconds(1000), 2.0, 0.2});
   Status last = Status::Unavailable("no master reached");
   while (!deadline.expired()) {
@@ -56,13 +75,29 @@ Status MasterClient::Call(const char* what, const Deadline& deadline, Fn fn) {
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() +
                          std::min(deadline.remaining(), std::chrono::milliseconds(30000)));
-        grpc::Status s = fn(*stub_, &ctx);
+        bool superseded;
+        {
+          std::lock_guard<std::mutex> l(ctx_mu_);
+          superseded = watched_ && leader_key_ != called_key_;
+          if (!superseded) active_ = &ctx;
+        }
+        grpc::Status s = superseded ? grpc::Status(grpc::StatusCode::CANCELLED, "") : fn(*stub_, &ctx);
+        {
+          std::lock_guard<std::mutex> l(ctx_mu_);
+          active_ = nullptr;
+          superseded = superseded || (watched_ && leader_key_ != called_key_);
+        }
         if (s.ok()) return Status::OK();
-        last = Status(static_cast<StatusCode>(s.error_code()),
-                      "master " + address_ + ": " + what + ": " + s.error_message());
-        if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
-            s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
-          return last;
+        if (superseded) {
+          // The master we called is no longer the leader (its key is gone): look for the new one.
+          last = Status::Unavailable("master " + address_ + ": " + what + ": it is no longer the leader");
+        } else {
+          last = Status(static_cast<StatusCode>(s.error_code()),
+                        "master " + address_ + ": " + what + ": " + s.error_message());
+          if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
+              s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
+            return last;
+          }
         }
       } else {
         last = Status::Unavailable("cannot connect to the master at " + address_);

@@ -1,7 +1,9 @@
 // MasterClient: how trainers (and `tessera status`) talk to a job's leading master. It finds
 // the leader in etcd (the oldest key under master/election/), calls it, and when the call
 // fails because the master died, was deposed or is a standby, looks for the leader again and
-// retries with backoff until the deadline. Thread-safe (calls are serialized).
+// retries with backoff until the deadline. It watches the election: a call to a leader whose key
+// disappears (a frozen master's lease expired) is cancelled at once and sent to the new leader.
+// Thread-safe (calls are serialized).
 #pragma once
 
 #include <grpcpp/grpcpp.h>
@@ -12,6 +14,7 @@
 
 #include "common/clock.h"
 #include "coord/etcd_client.h"
+#include "coord/registry.h"
 #include "tessera/master.grpc.pb.h"
 #include "tessera/status.h"
 
@@ -20,6 +23,7 @@ namespace tessera::master {
 class MasterClient {
  public:
   MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token);
+  ~MasterClient();
 
   StatusOr<GetTaskReply> GetTask(const std::string& trainer, const Deadline& deadline);
   // True if accepted; false if stale (the task had been handed to someone else).
@@ -38,14 +42,23 @@ class MasterClient {
   template <typename Fn>
   Status Call(const char* what, const Deadline& deadline, Fn fn);
   Status Resolve(const Deadline& deadline);
+  // From the election watch: the candidates changed.
+  void OnCandidates(const MemberList& list);
 
   etcd::EtcdClient* etcd_;
   const std::string job_;
   const std::string token_;
-  mutable std::mutex mu_;
+  mutable std::mutex mu_;  // serializes calls; guards the fields below it
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Master::Stub> stub_;
+  std::unique_ptr<MemberWatch> watch_;  // started with the first call
+
+  std::mutex ctx_mu_;  // guards the fields below (the watch's thread reads them)
+  std::string called_key_;  // the election key of the master being called
+  std::string leader_key_;  // the leader's key as the watch last saw it
+  bool watched_ = false;    // the watch has reported
+  grpc::ClientContext* active_ = nullptr;
 };
 
 }  // namespace tessera::master

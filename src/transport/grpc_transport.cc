@@ -139,7 +139,17 @@ class GrpcConnection : public ClientConnection {
     reply.Clear();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      if (aborted_) return Abandoned();
+      active_ = &ctx;
+    }
     grpc::Status s = stub_->Call(&ctx, req, &reply);
+    {
+      std::lock_guard<std::mutex> lock(abort_mu_);
+      active_ = nullptr;
+      if (aborted_) return Abandoned();
+    }
     if (!s.ok()) {
       auto code = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? StatusCode::kDeadlineExceeded
                                                                         : StatusCode::kUnavailable;
@@ -164,12 +174,25 @@ class GrpcConnection : public ClientConnection {
     return out;
   }
   const std::string& address() const override { return address_; }
+  void Abort() override {
+    std::lock_guard<std::mutex> lock(abort_mu_);
+    aborted_ = true;
+    if (active_) active_->TryCancel();
+  }
 
  private:
+  Status Abandoned() const {
+    return Status::Unavailable("pserver " + address_ +
+                               " (grpc): call abandoned (the pserver was replaced or its registration is gone)");
+  }
+
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<wire::DataPlane::Stub> stub_;
   wire::Frame reply_;  // the last reply (CallResult::header points into it)
+  std::mutex abort_mu_;  // guards aborted_ and active_ (Abort comes from another thread)
+  bool aborted_ = false;
+  grpc::ClientContext* active_ = nullptr;  // the call in progress
 };
 
 }  // namespace

@@ -132,6 +132,7 @@ class ShmConnection : public ClientConnection {
     Deadline d(timeout);
     const size_t n = TotalSize(payload);
     TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), n, limits_));
+    if (sock_.aborted()) return AbandonedCall(endpoint_, "shm");
     if (!sock_.valid()) TESSERA_RETURN_IF_ERROR(Connect());
     const size_t hoff = PayloadAlign(n);
     if (Status s = own_.Ensure(hoff + header.size(), 0, MaxRegionBytes(limits_)); !s.ok()) return Fail(s, "region");
@@ -178,6 +179,7 @@ class ShmConnection : public ClientConnection {
   }
 
   const std::string& address() const override { return endpoint_; }
+  void Abort() override { sock_.Abort(); }
 
  private:
   Status Connect() {
@@ -193,7 +195,7 @@ class ShmConnection : public ClientConnection {
       if (err == ECONNREFUSED) return Status::Unavailable("cannot connect" + why);
       return Status::PermissionDenied("shared memory is not reachable" + why);
     }
-    sock_ = std::move(fd);
+    if (!sock_.Set(std::move(fd))) return AbandonedCall(endpoint_, "shm");
     return Status::OK();
   }
   // A failed call leaves the exchange in an unknown state: a new connection gets new regions (the
@@ -205,12 +207,13 @@ class ShmConnection : public ClientConnection {
   }
   Status Fail(const Status& s, const std::string& what) {
     Drop();
+    if (sock_.aborted()) return AbandonedCall(endpoint_, "shm");
     return CallFailed(endpoint_, "shm", what, s);
   }
 
   std::string endpoint_;
   FrameLimits limits_;
-  UniqueFd sock_;
+  AbortableSocket sock_;
   OwnRegion own_;
   PeerRegion peer_;
   uint64_t next_id_ = 0;

@@ -46,6 +46,29 @@ void UniqueFd::Reset() {
   fd_ = -1;
 }
 
+bool AbortableSocket::Set(UniqueFd fd) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (aborted_) return false;
+  fd_ = std::move(fd);
+  return true;
+}
+
+void AbortableSocket::Reset() {
+  std::lock_guard<std::mutex> lock(mu_);
+  fd_.Reset();
+}
+
+void AbortableSocket::Abort() {
+  std::lock_guard<std::mutex> lock(mu_);
+  aborted_ = true;
+  if (fd_.valid()) ::shutdown(fd_.get(), SHUT_RDWR);
+}
+
+Status AbandonedCall(const std::string& peer, const char* transport) {
+  return Status::Unavailable("pserver " + peer + " (" + std::string(transport) +
+                             "): call abandoned (the pserver was replaced or its registration is gone)");
+}
+
 Status WaitFd(int fd, short events, const Deadline* deadline) {
   while (true) {
     pollfd p{fd, events, 0};

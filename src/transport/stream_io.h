@@ -12,7 +12,9 @@
 #include <cstring>
 
 #include <cstddef>
+#include <atomic>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <string>
 #include <vector>
@@ -49,6 +51,29 @@ class UniqueFd {
  private:
   int fd_ = -1;
 };
+
+// A client connection's socket that another thread may abort: Abort() shuts the socket down, so a
+// send, recv or poll blocked on it returns at once, and marks it aborted, so every later use
+// fails; opening and closing it never race with that. Owner calls (Set, Reset, get) come from one
+// thread; Abort and aborted from any.
+class AbortableSocket {
+ public:
+  int get() const { return fd_.get(); }
+  bool valid() const { return fd_.valid(); }
+  // Takes a connected socket; false (and closes it) once aborted.
+  bool Set(UniqueFd fd);
+  void Reset();
+  void Abort();
+  bool aborted() const { return aborted_.load(); }
+
+ private:
+  mutable std::mutex mu_;  // guards fd_ against a concurrent Abort
+  UniqueFd fd_;
+  std::atomic<bool> aborted_{false};
+};
+
+// The error of a call on an aborted connection.
+Status AbandonedCall(const std::string& peer, const char* transport);
 
 // Writes every byte of iov[0..n); the array is advanced in place. `deadline` null: the socket
 // is blocking and there is no deadline. Unavailable on a broken connection, DeadlineExceeded.

@@ -137,10 +137,11 @@ class TcpConnection : public ClientConnection {
                             std::span<const MutableBuffer> reply_buffers, std::chrono::milliseconds timeout) override {
     Deadline d(timeout);
     TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), TotalSize(payload), limits_));
+    if (fd_.aborted()) return AbandonedCall(address_, "tcp");
     if (!fd_.valid()) {
       auto fd = ConnectTcp(address_, Deadline(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(2))));
       if (!fd.ok()) return Fail(fd.status(), "cannot connect");
-      fd_ = std::move(*fd);
+      if (!fd_.Set(std::move(*fd))) return AbandonedCall(address_, "tcp");
       reader_.Reset(fd_.get());
     }
     const uint64_t id = ++next_id_;
@@ -167,6 +168,7 @@ class TcpConnection : public ClientConnection {
   }
 
   const std::string& address() const override { return address_; }
+  void Abort() override { fd_.Abort(); }
 
  private:
   void Drop() { fd_.Reset(); }
@@ -174,12 +176,13 @@ class TcpConnection : public ClientConnection {
   // reconnects).
   Status Fail(const Status& s, const std::string& what) {
     Drop();
+    if (fd_.aborted()) return AbandonedCall(address_, "tcp");
     return CallFailed(address_, "tcp", what, s);
   }
 
   std::string address_;
   FrameLimits limits_;
-  UniqueFd fd_;
+  AbortableSocket fd_;
   StreamReader reader_;
   uint64_t next_id_ = 0;
   std::vector<iovec> iov_;

@@ -114,6 +114,10 @@ class ClientConnection {
                                     std::span<const MutableBuffer> reply_buffers,
                                     std::chrono::milliseconds timeout) = 0;
   virtual const std::string& address() const = 0;
+  // From any thread: the call in progress returns at once, and it and every later call fail
+  // with Unavailable ("abandoned"). For a caller that learns its peer was replaced (a frozen
+  // pserver whose lease expired) while a call waits on it. The connection is not used again.
+  virtual void Abort() = 0;
 };
 
 }  // namespace tessera

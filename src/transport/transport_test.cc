@@ -160,6 +160,26 @@ TEST_P(TransportTest, AnUnansweredRequestTimesOutAndTheNextCallWorks) {
   RoundTrip(1000);
 }
 
+TEST_P(TransportTest, AbortFromAnotherThreadEndsAWaitingCallAtOnceAndEveryLaterOne) {
+  RoundTrip(1000);
+  std::thread aborter([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    conn_->Abort();
+  });
+  auto start = std::chrono::steady_clock::now();
+  auto r = conn_->Call("never", {}, {}, std::chrono::seconds(60));
+  double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  aborter.join();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
+  EXPECT_NE(r.status().message().find("abandoned"), std::string::npos) << r.status();
+  EXPECT_LT(took, 30.0) << "the call waited for its deadline";
+  auto again = conn_->Call("x", {}, {}, std::chrono::seconds(5));
+  ASSERT_FALSE(again.ok()) << "an aborted connection is not used again";
+  EXPECT_NE(again.status().message().find("abandoned"), std::string::npos) << again.status();
+  handler_.DropKept();
+}
+
 TEST_P(TransportTest, ADroppedResponderFailsTheCallAsUnavailable) {
   auto r = conn_->Call("drop", {}, {}, std::chrono::seconds(10));
   ASSERT_FALSE(r.ok());

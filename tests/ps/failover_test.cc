@@ -5,7 +5,9 @@
 #include <signal.h>
 
 #include <cmath>
+#include <atomic>
 #include <cstdio>
+#include <thread>
 #include <nlohmann/json.hpp>
 
 #include "harness/ports.h"
@@ -28,31 +30,58 @@ std::pair<int64_t, int64_t> PserverPidEpoch(etcd::EtcdClient* c, const std::stri
   return {j["pid"].get<int64_t>(), m->epoch};
 }
 
-class FailoverTest : public PsTest {};
+// A linear-regression trainer (one dense parameter, SGD) on a sync job with two pservers, for
+// the failures below: its steps, and the weights of a run without the failure.
+class FailoverTest : public PsTest {
+ protected:
+  static constexpr int kDim = 200;
+
+  void StartTrainer(const std::string& job) {
+    auto c = Client::Connect(ClientFor(job, "0"));
+    ASSERT_TRUE(c.ok()) << c.status();
+    client_ps_ = std::move(*c);
+    w_.resize(kDim);
+    for (int j = 0; j < kDim; ++j) w_[j] = InitialWeight(j);
+    ASSERT_TRUE(client_ps_->AddDense("w", w_.data(), w_.size()).ok());
+    ASSERT_TRUE(client_ps_->Initialize().ok());
+    ASSERT_TRUE(client_ps_->Pull().Wait().ok());
+  }
+
+  Status Step(int s) {
+    std::vector<float> g(kDim, 0.0f);
+    AddBatchGradient(s, 0, 5, w_, &g);
+    Gradients grads;
+    grads.Dense("w", g);
+    grads.samples = 5;
+    return client_ps_->PushPull(grads).Wait();
+  }
+
+  // SGD keeps no state, and a replacement is initialized from the trainer's copy at the step it
+  // had reached: the run equals one without the failure.
+  void ExpectSameAsWithoutTheFailure(int steps) {
+    std::vector<float> ref(kDim);
+    for (int j = 0; j < kDim; ++j) ref[j] = InitialWeight(j);
+    auto opt = *OptimizerConfig::Parse("sgd:lr=0.2");
+    for (int s = 0; s < steps; ++s) {
+      std::vector<float> g(kDim, 0.0f);
+      AddBatchGradient(s, 0, 5, ref, &g);
+      ApplyUpdate(opt, ref.data(), g.data(), 1.0f / 5, kDim, nullptr, nullptr, s + 1);
+    }
+    for (int j = 0; j < kDim; ++j) ASSERT_NEAR(w_[j], ref[j], 1e-5 * std::max(1.0f, std::abs(ref[j]))) << j;
+  }
+
+  std::unique_ptr<Client> client_ps_;
+  std::vector<float> w_;
+};
 
 TEST_F(FailoverTest, KilledPserverIsReplacedAndTrainingGoesOnUnchanged) {
   const std::string job = "failover";
-  const int kDim = 200;
   MakeJob(job, 2, "sync", "sgd:lr=0.2", 32);
   StartPserver(job);
   StartPserver(job);
   ASSERT_TRUE(WaitForPservers(job, 2));
-  auto c = Client::Connect(ClientFor(job, "0"));
-  ASSERT_TRUE(c.ok()) << c.status();
-  std::vector<float> w(kDim);
-  for (int j = 0; j < kDim; ++j) w[j] = InitialWeight(j);
-  ASSERT_TRUE((*c)->AddDense("w", w.data(), w.size()).ok());
-  ASSERT_TRUE((*c)->Initialize().ok());
-  ASSERT_TRUE((*c)->Pull().Wait().ok());
-  auto step = [&](int s) {
-    std::vector<float> g(kDim, 0.0f);
-    AddBatchGradient(s, 0, 5, w, &g);
-    Gradients grads;
-    grads.Dense("w", g);
-    grads.samples = 5;
-    return (*c)->PushPull(grads).Wait();
-  };
-  for (int s = 0; s < 5; ++s) ASSERT_TRUE(step(s).ok());
+  ASSERT_NO_FATAL_FAILURE(StartTrainer(job));
+  for (int s = 0; s < 5; ++s) ASSERT_TRUE(Step(s).ok());
 
   auto [pid, old_epoch] = PserverPidEpoch(client_.get(), job, 1);
   ASSERT_GT(pid, 0);
@@ -61,25 +90,55 @@ TEST_F(FailoverTest, KilledPserverIsReplacedAndTrainingGoesOnUnchanged) {
   }
   StartPserver(job);  // the replacement claims index 1 once the dead one's lease expires
   for (int s = 5; s < 10; ++s) {
-    Status st = step(s);
+    Status st = Step(s);
     ASSERT_TRUE(st.ok()) << "step " << s << ": " << st;
   }
   auto [new_pid, new_epoch] = PserverPidEpoch(client_.get(), job, 1);
   EXPECT_NE(new_pid, pid);
   EXPECT_GT(new_epoch, old_epoch);
-  EXPECT_EQ((*c)->step(), 10);
+  EXPECT_EQ(client_ps_->step(), 10);
+  ExpectSameAsWithoutTheFailure(10);
+}
 
-  // SGD keeps no state, and the replacement was initialized from the trainer's copy at the step
-  // it had reached: the run equals one without the failure.
-  std::vector<float> ref(kDim);
-  for (int j = 0; j < kDim; ++j) ref[j] = InitialWeight(j);
-  auto opt = *OptimizerConfig::Parse("sgd:lr=0.2");
-  for (int s = 0; s < 10; ++s) {
-    std::vector<float> g(kDim, 0.0f);
-    AddBatchGradient(s, 0, 5, ref, &g);
-    ApplyUpdate(opt, ref.data(), g.data(), 1.0f / 5, kDim, nullptr, nullptr, s + 1);
-  }
-  for (int j = 0; j < kDim; ++j) ASSERT_NEAR(w[j], ref[j], 1e-5 * std::max(1.0f, std::abs(ref[j]))) << j;
+// A pserver that stops answering while its process lives (SIGSTOP: a hung disk, a paused VM) and
+// never comes back: its lease expires, a standby `tessera pserver` takes its index, and the
+// trainer's call to the frozen one is abandoned the moment the registration changes, so the step
+// goes on well within the request timeout (the frozen process is never resumed).
+TEST_F(FailoverTest, FrozenPserverIsReplacedByAStandbyAndTheTrainerMovesToIt) {
+  const std::string job = "frozen";
+  MakeJob(job, 2, "sync", "sgd:lr=0.2", 32);
+  StartPserver(job);
+  StartPserver(job);
+  ASSERT_TRUE(WaitForPservers(job, 2));
+  StartPserver(job);  // the standby: waits for an index to free up
+  ASSERT_NO_FATAL_FAILURE(StartTrainer(job));
+  for (int s = 0; s < 5; ++s) ASSERT_TRUE(Step(s).ok());
+
+  auto [pid, old_epoch] = PserverPidEpoch(client_.get(), job, 1);
+  ASSERT_GT(pid, 0);
+  ASSERT_EQ(::kill(static_cast<pid_t>(pid), SIGSTOP), 0);
+  const auto stopped = std::chrono::steady_clock::now();
+  // When the standby's registration appears (watched from here, beside the trainer).
+  std::atomic<double> replaced_at{-1};
+  std::thread watch([&] {
+    WaitUntil([&] { return PserverPidEpoch(client_.get(), job, 1).second > old_epoch; }, std::chrono::seconds(60),
+              std::chrono::milliseconds(5));
+    replaced_at = SecondsSince(stopped);
+  });
+  Status st = Step(5);  // sent to the frozen pserver: it must move to the standby
+  const double moved = SecondsSince(stopped);
+  watch.join();
+  ASSERT_TRUE(st.ok()) << st;
+  std::printf("pserver 1 frozen (TTL 2 s): standby registered after %.2f s, the step went through after %.2f s "
+              "(%.2f s after the standby)\n",
+              replaced_at.load(), moved, moved - replaced_at.load());
+  EXPECT_GT(replaced_at.load(), 0);
+  EXPECT_LT(moved, 30.0) << "the call waited for the frozen pserver instead of moving";
+  for (int s = 6; s < 10; ++s) ASSERT_TRUE(Step(s).ok()) << "step " << s;
+  auto [new_pid, new_epoch] = PserverPidEpoch(client_.get(), job, 1);
+  EXPECT_NE(new_pid, pid);
+  EXPECT_GT(new_epoch, old_epoch);
+  ExpectSameAsWithoutTheFailure(10);
 }
 
 TEST_F(FailoverTest, PserverBackAtTheSameAddressIsReconnected) {

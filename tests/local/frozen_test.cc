@@ -1,0 +1,116 @@
+// Frozen processes under `tessera local`: a pserver, the leading master or a trainer stops
+// answering while its process lives (SIGSTOP, never resumed: a hung disk, a paused VM). Its lease
+// expires, the supervisor treats it as dead (kills it, starts a replacement), the others move to
+// the replacement, and the job finishes. Each test prints the time from the stop to training
+// moving again (the goal is within the lease TTL + 2 s; measured, not asserted).
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstdio>
+
+#include "coord/election.h"
+#include "harness/pids.h"
+#include "local/local_fixture.h"
+
+namespace tessera::testing {
+namespace {
+
+using std::chrono::seconds;
+
+constexpr int kTtl = 3;  // the fixture's --lease-ttl
+
+class FrozenTest : public LocalTest {
+ protected:
+  void SetUp() override {
+    LocalTest::SetUp();
+    UploadFashionMnist();
+  }
+
+  // Waits until training is under way, freezes `pid`, and returns how long it took until the
+  // job's step moved `steps` past where it was at the freeze.
+  double FreezeAndTimeRecovery(etcd::EtcdClient* etcd, const std::string& job, pid_t pid, int64_t steps = 10) {
+    int64_t at = MasterStatus(etcd, job).step();
+    EXPECT_EQ(::kill(pid, SIGSTOP), 0);
+    auto stopped = std::chrono::steady_clock::now();
+    bool moved = WaitUntil([&] { return MasterStatus(etcd, job).step() >= at + steps; }, seconds(180),
+                           std::chrono::milliseconds(50));
+    EXPECT_TRUE(moved) << "training did not move again after the freeze\n" << LogsTail(30);
+    return SecondsSince(stopped);
+  }
+
+  void ExpectFinished(Subprocess& p, pid_t frozen, const std::string& what) {
+    auto code = p.Wait(seconds(300));
+    ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail(40);
+    ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+    EXPECT_NE(p.Output().find(what + " lost its lease but its process still runs"), std::string::npos)
+        << p.Output();
+    std::string alive;
+    EXPECT_TRUE(AllGone({frozen}, seconds(10), &alive)) << "the frozen process was left behind";
+    auto r = Result();
+    EXPECT_EQ(r["failed_tasks"], 0);
+    EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.75);
+  }
+
+  bool UnderWay(etcd::EtcdClient* etcd, const std::string& job, Subprocess& p) {
+    bool ok = WaitUntil([&] { return MasterStatus(etcd, job).samples() > 5000; }, seconds(120),
+                        std::chrono::milliseconds(100));
+    EXPECT_TRUE(ok) << p.Output() << LogsTail();
+    return ok;
+  }
+};
+
+TEST_F(FrozenTest, AFrozenPserverIsReplacedAndTheJobFinishes) {
+  Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
+                              "hidden=64", "--pservers", "2", "--trainers", "2", "--passes", "3",
+                              "--checkpoint-every", "1", "--job", "fps"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(UnderWay(etcd.get(), "fps", p));
+  auto pid = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::PserverPrefix("fps"), "0"));
+  ASSERT_GT(pid, 0);
+  double took = FreezeAndTimeRecovery(etcd.get(), "fps", pid);
+  std::printf("pserver 0 frozen for good: training moved again %.2f s after the stop (lease TTL %d s)\n", took,
+              kTtl);
+  ExpectFinished(p, pid, "pserver-0");
+}
+
+TEST_F(FrozenTest, AFrozenLeadingMasterIsReplacedByTheStandbyAndTheJobFinishes) {
+  Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
+                              "hidden=64", "--trainers", "2", "--passes", "3", "--standby-masters", "1",
+                              "--job", "fms"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(UnderWay(etcd.get(), "fms", p));
+  auto leader = Election::Leader(etcd.get(), keys::MasterElectionPrefix("fms"));
+  ASSERT_TRUE(leader.ok() && leader->has_value());
+  auto pid = static_cast<pid_t>(nlohmann::json::parse((*leader)->value)["pid"].get<int64_t>());
+  // Progress counts steps the trainers report through the master: it moves again only once
+  // the standby leads and the trainers follow it.
+  double took = FreezeAndTimeRecovery(etcd.get(), "fms", pid);
+  std::printf("leading master frozen for good: training moved again %.2f s after the stop (lease TTL %d s)\n",
+              took, kTtl);
+  auto code = p.Wait(seconds(300));
+  ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail(40);
+  ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+  EXPECT_NE(p.Output().find("lost its lease but its process still runs"), std::string::npos) << p.Output();
+  std::string alive;
+  EXPECT_TRUE(AllGone({pid}, seconds(10), &alive));
+  EXPECT_EQ(Result()["failed_tasks"], 0);
+}
+
+TEST_F(FrozenTest, AFrozenTrainerLeavesTheBarrierItsTasksReturnAndTheJobFinishes) {
+  Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
+                              "hidden=64", "--trainers", "2", "--passes", "3", "--job", "ftr"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(UnderWay(etcd.get(), "ftr", p));
+  auto pid = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::TrainerPrefix("ftr"), "1"));
+  ASSERT_GT(pid, 0);
+  double took = FreezeAndTimeRecovery(etcd.get(), "ftr", pid);
+  std::printf("trainer 1 frozen for good (sync): training moved again %.2f s after the stop (lease TTL %d s)\n",
+              took, kTtl);
+  ExpectFinished(p, pid, "trainer-1");
+}
+
+}  // namespace
+}  // namespace tessera::testing
