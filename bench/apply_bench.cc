@@ -9,6 +9,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/finite.h"
 #include "pserver/optimizer.h"
 
 namespace tessera::bench {

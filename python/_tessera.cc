@@ -114,8 +114,9 @@ class PySession {
   }
 
   // dense: [(name, float32 gradient sums)], sparse: [(table, uint64 keys, float32 [n, dim])].
-  // Returns False if the step closed without this trainer (its gradient was dropped); the
-  // parameters then hold the current version either way.
+  // Returns False if the step went on without this trainer's gradient (the step closed without
+  // it, or it held NaN or infinity and the job's policy is skip); the parameters then hold the
+  // current version either way.
   bool PushPull(const py::list& dense, const py::list& sparse, int64_t samples) {
     if (samples < 0) throw py::value_error("samples is negative");
     Gradients g;
@@ -139,13 +140,14 @@ class PySession {
     }
     g.samples = samples;
     py::gil_scoped_release release;
-    Status s = session_->client().PushPull(g).Wait();
+    Handle h = session_->client().PushPull(g);
+    Status s = h.Wait();
     if (s.code() == StatusCode::kAborted) {
       Check(session_->client().Pull().Wait());
       return false;
     }
     Check(s);
-    return true;
+    return !h.skipped();  // a gradient with NaN or infinity was dropped
   }
 
   void SparsePull(const std::string& table, py::object keys, py::object out) {

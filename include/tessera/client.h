@@ -20,8 +20,16 @@
 // Failures: transport errors and pservers that restart (also at the same address) are retried
 // with backoff until `request_timeout`; a restarted pserver without state is re-initialized from
 // this trainer's current values. Retried pushes are applied once (tagged with trainer and step).
-// Errors that retrying cannot fix (unknown parameter, wrong size, non-finite gradient) come back
-// from Wait() with a message that names the parameter.
+// Errors that retrying cannot fix (unknown parameter, wrong size) come back from Wait() with a
+// message that names the parameter, and nothing is sent.
+//
+// Non-finite gradients: before sending, a push is scanned for NaN and infinity. One that holds any
+// is not sent; the step goes on without this trainer's gradient on every pserver (an empty push),
+// so all pservers stay at the same version. What Wait() then says follows the job's policy
+// (`tessera job create --nonfinite`): "skip" (the default) returns OK with Handle::skipped() set
+// (and an error after 10 such steps in a row: the model has diverged), "error" returns
+// InvalidArgument naming the parameter and element. ClientOptions::allow_nonfinite turns the
+// check off.
 //
 // Thread-safety: Client methods may be called from one thread at a time (a trainer's loop);
 // Handles may be waited on from any thread. Buffers passed to an operation must stay valid and
@@ -50,7 +58,7 @@ struct ClientOptions {
   std::string etcd_username, etcd_password;
   bool etcd_tls = false;
   std::string etcd_ca_file;
-  bool allow_nonfinite = false;  // send NaN/Inf gradients instead of having them refused
+  bool allow_nonfinite = false;  // send NaN/Inf gradients as they are (no check; see above)
   // Data-plane transport to the pservers: "auto" (shared memory with a pserver on the same
   // host, TCP otherwise), "shm", "tcp" or "grpc". A transport a pserver does not serve fails the
   // operation with FailedPrecondition saying what it serves.
@@ -67,6 +75,8 @@ class Handle {
   // After Wait(): the lowest version / slowest-trainer clock reported by the pservers.
   int64_t version() const;
   int64_t min_clock() const;
+  // A push whose gradient was dropped (it held NaN or infinity): the step went on without it.
+  bool skipped() const;
 
   struct State;
   explicit Handle(std::shared_ptr<State> s) : state_(std::move(s)) {}

@@ -271,8 +271,9 @@ class Optimizer:
 
     def step(self, samples, cost=None):
         """Pushes the gradients of a batch of `samples` samples (cost: its mean loss, for
-        progress) and pulls the next version. Returns False if the step closed without this
-        trainer (the group changed; the gradient was dropped)."""
+        progress) and pulls the next version. Returns False if the step went on without this
+        trainer's gradient: the group changed, or the gradient held NaN or infinity and the job's
+        non-finite policy is "skip" (with "error", tessera.Error is raised instead)."""
         if samples <= 0:
             raise ValueError("samples must be positive, got %r" % samples)
         s = session()

@@ -22,6 +22,7 @@ struct JobFlags {
   std::string optimizer = "sgd:lr=0.01";
   int min_trainers = 1;
   int64_t checkpoint_steps = 0;
+  std::string nonfinite = "skip";
   bool force = false;
 };
 
@@ -38,6 +39,9 @@ int RunCreate(const JobFlags& f) {
   c.optimizer = *opt;
   c.min_trainers = f.min_trainers;
   c.checkpoint_steps = f.checkpoint_steps;
+  auto nonfinite = ParseNonFinitePolicy(f.nonfinite);
+  if (!nonfinite.ok()) return Fail("job create", nonfinite.status());
+  c.nonfinite = *nonfinite;
   c.token = NewUuid();
   c.created_ms = WallMillis();
   Status v = c.Validate();
@@ -80,6 +84,7 @@ int RunShow(const JobFlags& f) {
   std::printf("  mode          %s\n", c->mode.ToString().c_str());
   std::printf("  optimizer     %s\n", c->optimizer.ToString().c_str());
   std::printf("  min trainers  %d\n", c->min_trainers);
+  std::printf("  non-finite    %s\n", NonFinitePolicyName(c->nonfinite));
   if (c->checkpoint_steps > 0) {
     std::printf("  consistent checkpoints every %lld steps\n", static_cast<long long>(c->checkpoint_steps));
   }
@@ -141,6 +146,12 @@ void RegisterJob(CLI::App& app, int* exit_code) {
           "--checkpoint-steps", f->checkpoint_steps,
           "sync: pservers with a --checkpoint-dir checkpoint at every multiple of N steps, all at the "
           "same version, and the master saves the data position with it (0: off)")
+      ->capture_default_str();
+  create
+      ->add_option("--nonfinite", f->nonfinite,
+                   "a gradient with NaN or infinity: skip (the step goes on without it; logged and counted) "
+                   "or error (the trainer's push fails); see docs/design-notes.md")
+      ->check(CLI::IsMember({"skip", "error"}))
       ->capture_default_str();
   create->callback([f, exit_code] { *exit_code = RunCreate(*f); });
 

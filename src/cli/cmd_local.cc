@@ -91,6 +91,11 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
          "with the data position); a lost pserver rolls the whole job back to the newest one, and "
          "--resume continues from it (0: off)")
       ->capture_default_str();
+  cmd->add_option("--nonfinite", o->nonfinite,
+                  "a gradient with NaN or infinity: skip (the step goes on without it; logged and counted) or "
+                  "error (the trainer's push fails)")
+      ->check(CLI::IsMember({"skip", "error"}))
+      ->capture_default_str();
   cmd->add_option("--chunks-per-task", o->chunks_per_task, "chunks per task")->capture_default_str();
   cmd->add_option("--task-timeout", o->task_timeout_s, "seconds before a pending task is handed out again")
       ->capture_default_str();

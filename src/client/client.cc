@@ -39,8 +39,10 @@ Status Handle::Wait() const {
   if (pending && state_->help) state_->help();
   std::unique_lock<std::mutex> lock(state_->mu);
   state_->cv.wait(lock, [&] { return state_->remaining <= 0; });
-  return state_->status;
+  return state_->status.ok() ? state_->outcome : state_->status;
 }
+
+bool Handle::skipped() const { return state_ && state_->skipped; }
 
 bool Handle::done() const {
   if (!state_) return true;
@@ -472,25 +474,60 @@ class ClientImpl : public Client, public PserverLink::Owner {
     Status s = builder_->AddPush(grads, &calls);
     if (!s.ok()) return Failed(s);
     int64_t step = step_.load();
+    // Sync and ssp: every pserver hears from every trainer every step (empty pushes too).
+    bool all = job_.mode.kind != ConsistencyMode::Kind::kAsync;
+    Status outcome;
+    std::string bad = options_.allow_nonfinite ? "" : builder_->FindNonFinite(grads);
+    if (!bad.empty()) {
+      // Nothing of this gradient is sent anywhere; the step goes on without it everywhere.
+      outcome = DropGradient("gradient for " + bad + " is not finite (NaN or infinity)", step);
+      calls = NewCalls();
+      builder_->AddSkippedPush("gradient for " + bad + " is not finite (NaN or infinity)", &calls);
+      all = true;
+    } else {
+      nonfinite_in_a_row_ = 0;
+    }
     if (pull) builder_->AddDensePull(&calls);
     for (auto& c : calls) {
       c->req.set_step(step);
       if (pull) c->req.set_need(PullNeed(step + 1));
     }
-    // Sync and ssp: every pserver hears from every trainer every step (empty pushes too).
-    bool all = job_.mode.kind != ConsistencyMode::Kind::kAsync;
-    Handle h = Dispatch(std::move(calls), all);
+    Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome);
     RaiseStep(step + 1);
     return h;
   }
 
-  Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true) {
+  // A gradient of this trainer's step is dropped (`why`): logs it and returns what the push then
+  // says, by the job's policy.
+  Status DropGradient(const std::string& why, int64_t step) {
+    ++nonfinite_in_a_row_;
+    spdlog::warn("trainer {} step {}: {}; the step goes on without this trainer's gradient (policy {})", id_, step,
+                 why, NonFinitePolicyName(job_.nonfinite));
+    if (job_.nonfinite == NonFinitePolicy::kError) {
+      return Status::InvalidArgument(why + "; the step went on without this trainer's gradient (the job's "
+                                           "non-finite policy is error)");
+    }
+    if (nonfinite_in_a_row_ >= kMaxNonFiniteInARow) {
+      return Status::InvalidArgument(std::to_string(nonfinite_in_a_row_) +
+                                     " steps in a row had gradients with NaN or infinity (the last: " + why +
+                                     "): the model has probably diverged; lower the learning rate or check the data");
+    }
+    return Status::OK();
+  }
+
+  // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
+  Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true,
+                  const Status* dropped = nullptr) {
     std::vector<int> targets;
     for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
       const auto& r = calls[i]->req;
       if (all || r.push_size() > 0 || r.pull_size() > 0) targets.push_back(i);
     }
     auto state = std::make_shared<Handle::State>(static_cast<int>(targets.size()));
+    if (dropped) {
+      state->skipped = true;
+      state->outcome = *dropped;
+    }
     // A waiter runs the parts no link thread has picked up yet itself (the link's one request at
     // a time still holds); the links are held weakly, a closed client's are gone.
     std::vector<std::pair<std::weak_ptr<PserverLink>, uint64_t>> jobs;
@@ -551,6 +588,9 @@ class ClientImpl : public Client, public PserverLink::Owner {
   std::atomic<bool> realign_{false};
   bool initialized_ = false;
   bool closed_ = false;
+  // Steps in a row whose gradient was dropped for holding NaN or infinity.
+  int nonfinite_in_a_row_ = 0;
+  static constexpr int kMaxNonFiniteInARow = 10;
 };
 
 }  // namespace

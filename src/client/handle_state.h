@@ -32,6 +32,9 @@ struct Handle::State {
   std::condition_variable cv;
   int remaining;
   Status status;
+  // What Wait() says when every part succeeded (set before the Handle is returned).
+  Status outcome;
+  bool skipped = false;
   int64_t version = INT64_MAX;
   int64_t min_clock = INT64_MAX;
 };

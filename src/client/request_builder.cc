@@ -1,8 +1,10 @@
 // RequestBuilder (see request_builder.h).
 #include "client/request_builder.h"
 
+#include <algorithm>
 #include <cmath>
 
+#include "common/finite.h"
 #include "job/wire_convert.h"
 
 namespace tessera {
@@ -56,6 +58,29 @@ Status RequestBuilder::AddSparse(const std::string& name, int dim, const Initial
   sparse_index_[name] = sparse_.size();
   sparse_.push_back({name, dim, init, opt});
   return Status::OK();
+}
+
+std::string RequestBuilder::FindNonFinite(const Gradients& grads) const {
+  for (const auto& g : grads.dense) {
+    int64_t at = FirstNonFinite(g.grad.data(), g.grad.size());
+    if (at >= 0) return "'" + g.name + "' element " + std::to_string(at);
+  }
+  for (const auto& s : grads.sparse) {
+    int64_t at = FirstNonFinite(s.grads.data(), s.grads.size());
+    if (at < 0) continue;
+    size_t dim = s.keys.empty() ? 1 : s.grads.size() / s.keys.size();
+    size_t row = static_cast<size_t>(at) / std::max<size_t>(dim, 1);
+    return "'" + s.table + "' row of key " + (row < s.keys.size() ? std::to_string(s.keys[row]) : "?");
+  }
+  return "";
+}
+
+void RequestBuilder::AddSkippedPush(const std::string& why, std::vector<std::unique_ptr<LinkCall>>* calls) const {
+  for (auto& c : *calls) {
+    c->req.set_is_push(true);
+    c->req.set_samples(0);
+    c->req.set_skipped(why);
+  }
 }
 
 Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls) const {

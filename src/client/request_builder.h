@@ -61,6 +61,12 @@ class RequestBuilder {
   // Adds this step's push (dense blocks and sparse rows for pserver p) to calls[p]. Checks names
   // and sizes first: InvalidArgument names the parameter.
   Status AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls) const;
+  // Where the first NaN or infinity among the gradients is ("'w' element 17", "'emb' row of key
+  // 42"), or "" when every value is finite. A scan at about the speed of reading the memory.
+  std::string FindNonFinite(const Gradients& grads) const;
+  // Makes every call an empty push for the step, standing for a gradient this trainer dropped
+  // (`why`): the step goes on without it on every pserver.
+  void AddSkippedPush(const std::string& why, std::vector<std::unique_ptr<LinkCall>>* calls) const;
   // Adds pulls of every dense parameter's blocks into their value buffers.
   void AddDensePull(std::vector<std::unique_ptr<LinkCall>>* calls) const;
   // Adds a pull of `keys` of `table` into out[keys.size() * dim]; the rows are scattered into

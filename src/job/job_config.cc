@@ -5,6 +5,14 @@
 
 namespace tessera {
 
+StatusOr<NonFinitePolicy> ParseNonFinitePolicy(std::string_view s) {
+  if (s == "skip") return NonFinitePolicy::kSkip;
+  if (s == "error") return NonFinitePolicy::kError;
+  return Status::InvalidArgument("non-finite gradient policy '" + std::string(s) + "' is not skip or error");
+}
+
+const char* NonFinitePolicyName(NonFinitePolicy p) { return p == NonFinitePolicy::kSkip ? "skip" : "error"; }
+
 Status JobConfig::Validate() const {
   if (pservers < 1 || pservers > 4096)
     return Status::InvalidArgument("pservers must be 1..4096, not " + std::to_string(pservers));
@@ -37,6 +45,7 @@ std::string JobConfig::ToJson() const {
   j["optimizer"] = optimizer.ToString();
   j["min_trainers"] = min_trainers;
   if (checkpoint_steps > 0) j["checkpoint_steps"] = checkpoint_steps;
+  j["nonfinite"] = NonFinitePolicyName(nonfinite);
   j["token"] = token;
   j["created_ms"] = created_ms;
   return j.dump();
@@ -54,6 +63,7 @@ StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
     TESSERA_ASSIGN_OR_RETURN(c.optimizer, OptimizerConfig::Parse(j.at("optimizer").get<std::string>()));
     c.min_trainers = j.value("min_trainers", 1);
     c.checkpoint_steps = j.value("checkpoint_steps", int64_t{0});
+    TESSERA_ASSIGN_OR_RETURN(c.nonfinite, ParseNonFinitePolicy(j.value("nonfinite", std::string("skip"))));
     c.token = j.at("token").get<std::string>();
     c.created_ms = j.value("created_ms", int64_t{0});
   } catch (const nlohmann::json::exception& e) {

@@ -5,11 +5,25 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "tessera/params.h"
 #include "tessera/status.h"
 
 namespace tessera {
+
+// What a trainer does with a gradient that holds a NaN or an infinity (found by the trainer before
+// anything is sent). Either way the step goes on without that trainer's gradient on every
+// pserver (an empty push), so all pservers stay at the same version and the job keeps moving.
+//  - kSkip (the default): the push returns OK and says it was skipped; a rare bad batch (a
+//    corrupt record, an overflow) does not end a long job. Skips are logged by the trainer and
+//    every pserver and counted in /metrics and the console, and a run of them in a row (the
+//    model has diverged) becomes an error all the same.
+//  - kError: the push returns InvalidArgument naming the parameter and element; the trainer's
+//    program decides (a built-in trainer exits, and its crash loop ends the job with the cause).
+enum class NonFinitePolicy { kSkip, kError };
+StatusOr<NonFinitePolicy> ParseNonFinitePolicy(std::string_view s);
+const char* NonFinitePolicyName(NonFinitePolicy p);
 
 struct JobConfig {
   int pservers = 1;              // number of pserver indices (0..pservers-1)
@@ -23,6 +37,7 @@ struct JobConfig {
   // data position at those steps, so the job can roll back to a model and data position that
   // belong together (docs/design-notes.md, "Consistent checkpoints").
   int64_t checkpoint_steps = 0;
+  NonFinitePolicy nonfinite = NonFinitePolicy::kSkip;
   std::string token;       // random; every data-plane message must carry it
   int64_t created_ms = 0;  // wall-clock creation time
 

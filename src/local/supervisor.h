@@ -37,6 +37,9 @@ struct LocalOptions {
   // lost then rolls the whole job back to the newest consistent checkpoint (model and data
   // position together), and --resume continues from it.
   int64_t checkpoint_steps = 0;
+  // A gradient with NaN or infinity: "skip" (the step goes on without it) or "error" (see
+  // NonFinitePolicy in job/job_config.h).
+  std::string nonfinite = "skip";
   // Continue the job of an earlier run in `run_dir` (stopped or crashed): its etcd data, the
   // master's task position and the pservers' checkpoints are picked up where they are.
   bool resume = false;

@@ -1,6 +1,8 @@
 // ConsoleServer (see console_server.h).
 #include "master/console_server.h"
 
+#include "common/http_limits.h"
+
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
@@ -154,6 +156,7 @@ nlohmann::json ConsoleServer::Tasks(const StatusReply& st) const {
 StatusOr<int> ConsoleServer::Start(const std::string& host, int port) {
   server_ = std::make_unique<httplib::Server>();
   auto& srv = *server_;
+  LimitHttpRequests(srv);
   // A standby has nothing to show yet: 503, and the page retries.
   auto status = [this](httplib::Response& res) -> std::optional<StatusReply> {
     auto st = s_.status();

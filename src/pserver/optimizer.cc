@@ -82,26 +82,6 @@ void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale
   }
 }
 
-int64_t FirstNonFinite(const float* x, size_t n) {
-  // An exponent of all ones (NaN, infinity) carries into the top bit when 2^23 is added to the
-  // masked bits; nothing else does. Integer adds and ors over 4096-element chunks vectorize.
-  constexpr size_t kChunk = 4096;
-  for (size_t base = 0; base < n; base += kChunk) {
-    const size_t end = std::min(n, base + kChunk);
-    uint32_t any = 0;
-    for (size_t i = base; i < end; ++i) {
-      uint32_t bits;
-      std::memcpy(&bits, x + i, sizeof bits);
-      any |= (bits & 0x7f800000u) + 0x00800000u;
-    }
-    if (!(any & 0x80000000u)) continue;
-    for (size_t i = base; i < end; ++i) {
-      if (!std::isfinite(x[i])) return static_cast<int64_t>(i);
-    }
-  }
-  return -1;
-}
-
 void InitState(const OptimizerConfig& c, float* s1, float* s2, size_t n) {
   const float a0 = c.type == OptimizerConfig::Type::kAdagrad ? c.initial_accumulator : 0.0f;
   if (s1)

@@ -1,6 +1,6 @@
 // Server-side kernels: one optimizer update of a contiguous run of parameters, in place, from a
-// gradient buffer, with no temporary arrays (formulas in tessera/params.h); and the scan for
-// non-finite gradients.
+// gradient buffer, with no temporary arrays (formulas in tessera/params.h). (The scan for
+// non-finite gradients is common/finite.h.)
 // Pure functions; thread-safe for disjoint memory.
 #pragma once
 
@@ -16,10 +16,6 @@ namespace tessera {
 // may be null. `t`: adam's step number for this update, starting at 1.
 void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale, size_t n, float* s1,
                  float* s2, int64_t t);
-
-// The index of the first NaN or infinity among x[0..n), or -1. A vectorized scan (about the
-// speed of reading the memory), run over every pushed gradient before anything is applied.
-int64_t FirstNonFinite(const float* x, size_t n);
 
 // Sets a fresh state array's initial values (adagrad's accumulator starts at initial_accumulator).
 void InitState(const OptimizerConfig& c, float* s1, float* s2, size_t n);

@@ -1,6 +1,8 @@
 // PserverNode (see pserver_node.h).
 #include "pserver/pserver_node.h"
 
+#include "common/http_limits.h"
+
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -59,6 +61,13 @@ void RefreshMetrics(PserverService& s, metrics::Registry& r, PserverService::Cou
       .Add(static_cast<double>(c.bytes_in - last->bytes_in));
   r.GetCounter("tessera_pserver_sent_bytes_total", "parameter bytes sent")
       .Add(static_cast<double>(c.bytes_out - last->bytes_out));
+  r.GetCounter("tessera_pserver_refused_pushes_total",
+               "pushes refused for their content (a non-finite value, an unknown name, a wrong size); each "
+               "counted as an empty push so the step closes")
+      .Add(static_cast<double>(c.refused - last->refused));
+  r.GetCounter("tessera_pserver_skipped_pushes_total",
+               "empty pushes standing for a gradient a trainer dropped (it held NaN or infinity)")
+      .Add(static_cast<double>(c.skipped - last->skipped));
   r.GetGauge("tessera_pserver_initialized", "1 once the shard holds parameters").Set(c.initialized ? 1 : 0);
   if (last_ckpt_ms > 0) {
     r.GetGauge("tessera_pserver_checkpoint_age_seconds", "seconds since the last checkpoint was recorded")
@@ -137,6 +146,7 @@ Status PserverNode::Run() {
   PserverService::Counters last_counters;
   prom_ = &prom;
   httplib::Server http;
+  LimitHttpRequests(http);
   std::thread http_thread;
   nlohmann::json info = {{"address", address},
                          {"host", options_.host},
@@ -166,6 +176,8 @@ Status PserverNode::Run() {
                     {"pulls", c.pulls},
                     {"bytes_in", c.bytes_in},
                     {"bytes_out", c.bytes_out},
+                    {"refused", c.refused},
+                    {"skipped", c.skipped},
                     {"param_bytes", c.param_bytes},
                     {"initialized", c.initialized},
                     {"slots", index_.load() >= 0 ? slots.SlotsOf(index_.load()).size() : 0}});

@@ -10,7 +10,7 @@
 #include "common/strings.h"
 #include "job/wire_convert.h"
 #include "pserver/optimizer.h"
-#include "pserver/request_checks.h"
+#include "common/finite.h"
 
 namespace tessera {
 namespace {
@@ -162,17 +162,10 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
 
 void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
                                 std::unique_ptr<Responder> r) {
-  // Finiteness first, without the lock: a pass over the payload.
-  if (!req.allow_nonfinite() && payload.size % 4 == 0) {
-    int64_t bad = FirstNonFinite(static_cast<const float*>(payload.data), payload.size / 4);
-    if (bad >= 0) {
-      Status where;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        where = NonFiniteGradient(store_, req, bad);
-      }
-      return SendError(*r, where, wire::DataReply::BAD_REQUEST);
-    }
+  // Finiteness first, without the lock: a pass over the payload at memory speed.
+  int64_t nonfinite = -1;
+  if (!req.allow_nonfinite() && payload.size % sizeof(float) == 0) {
+    nonfinite = FirstNonFinite(static_cast<const float*>(payload.data), payload.size / sizeof(float));
   }
   std::vector<Reply> replies;
   {
@@ -183,11 +176,25 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
           *r, Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
           wire::DataReply::NOT_INITIALIZED);
     }
-    Status s = CheckPushSegments(store_, req, payload.size);
-    if (s.ok()) s = CheckPullSegments(store_, req);
-    if (!s.ok()) {
+    // The whole request is checked before anything is applied.
+    auto push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
+    Status bad = push.status();
+    if (bad.ok()) bad = push->CheckPayload(payload.size);
+    if (bad.ok() && req.is_push() && !push->empty() && req.samples() < 1) {
+      bad = Status::InvalidArgument("a push with gradients needs a sample count >= 1, got " +
+                                    std::to_string(req.samples()));
+    }
+    if (bad.ok() && nonfinite >= 0) {
+      bad = Status::InvalidArgument("gradient for " + push->Describe(static_cast<size_t>(nonfinite)) +
+                                    " is not finite (NaN or infinity); nothing was applied");
+    }
+    auto pull = SegmentList::Read(store_, req.pull(), SegmentList::Use::kPull);
+    if (bad.ok() && !pull.ok()) bad = pull.status();
+    if (!bad.ok()) {
+      RefusePush(req, bad, &replies);
       lock.unlock();
-      return SendError(*r, s, wire::DataReply::BAD_REQUEST);
+      for (auto& x : replies) Send(x);
+      return SendError(*r, bad, wire::DataReply::BAD_REQUEST);
     }
     if (req.is_push()) {
       auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
@@ -199,18 +206,16 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
       if (*verdict != Consistency::PushVerdict::kDuplicate) {
         ++counters_.pushes;
         counters_.bytes_in += static_cast<int64_t>(payload.size);
+        if (!req.skipped().empty()) {
+          ++counters_.skipped;
+          spdlog::warn("pserver {}: trainer {} dropped its gradient for step {}: {}", options_.index, req.trainer(),
+                       req.step(), req.skipped());
+        }
       }
       if (*verdict == Consistency::PushVerdict::kHold) {
-        if (held_count_ == 0) step_opened_ = std::chrono::steady_clock::now();
-        PendingPush& p = held_[req.trainer()];
-        if (!p.held) ++held_count_;
-        p.held = true;
-        p.samples = req.samples();
-        p.segments.Swap(req.mutable_push());  // the request is not read after this
-        p.payload.assign(static_cast<const char*>(payload.data), payload.size);
+        HoldPush(req, std::move(*push), payload);
       } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
-        ApplySegments({req.push().begin(), req.push().end()}, static_cast<const char*>(payload.data),
-                      1.0f / static_cast<float>(req.samples()));
+        ApplyPush(*push, static_cast<const float*>(payload.data), 1.0f / static_cast<float>(req.samples()));
       }
       Drain(&replies);
     }
@@ -225,9 +230,11 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
         return SendError(*r, now.status(), wire::DataReply::BAD_REQUEST);
       }
       if (*now) {
-        replies.push_back(BuildPullReply(req, std::move(r)));
+        replies.push_back(BuildPullReply(req, *pull, std::move(r)));
       } else {
-        waiting_[ticket] = PendingPull{req, std::move(r), std::chrono::steady_clock::now()};
+        auto it = waiting_.emplace(ticket, PendingPull{req, std::move(*pull), std::move(r), std::chrono::steady_clock::now()})
+                      .first;
+        it->second.pull.Rebind(&it->second.request.pull());
       }
     } else {
       Reply ack;
@@ -240,16 +247,49 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
   for (auto& x : replies) Send(x);
 }
 
-void PserverService::ApplySegments(const std::vector<wire::Segment>& segs, const char* payload, float scale) {
-  const char* p = payload;
-  for (const auto& seg : segs) {
-    const float* data = reinterpret_cast<const float*>(p);
-    if (seg.block() >= 0) {
-      store_.ApplyDense(seg.param(), seg.block(), data, scale);
-      p += seg.count() * sizeof(float);
+void PserverService::RefusePush(const wire::DataRequest& req, const Status& why, std::vector<Reply>* replies) {
+  if (!req.is_push()) return;
+  ++counters_.refused;
+  spdlog::warn("pserver {}: refused trainer {}'s push for step {}: {}", options_.index, req.trainer(), req.step(),
+               why.message());
+  // Where the consistency rule takes the push, it is the trainer's push for the step, with
+  // nothing in it: the step closes here as on the pservers that took the rest of it.
+  auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
+  if (!verdict.ok()) return;
+  if (*verdict == Consistency::PushVerdict::kHold) {
+    PendingPush& p = held_[req.trainer()];
+    if (!p.held) {
+      ++held_count_;
+      if (held_count_ == 1) step_opened_ = std::chrono::steady_clock::now();
+    }
+    p.held = true;
+    p.samples = 0;
+    p.segments.Clear();
+    p.list = SegmentList();
+    p.payload.clear();
+  }
+  Drain(replies);
+}
+
+void PserverService::HoldPush(wire::DataRequest& req, SegmentList list, ConstBuffer payload) {
+  if (held_count_ == 0) step_opened_ = std::chrono::steady_clock::now();
+  PendingPush& p = held_[req.trainer()];
+  if (!p.held) ++held_count_;
+  p.held = true;
+  p.samples = req.samples();
+  p.segments.Swap(req.mutable_push());  // the request's segments are not read after this
+  p.list = std::move(list);
+  p.list.Rebind(&p.segments);
+  p.payload.assign(static_cast<const char*>(payload.data), payload.size);
+}
+
+void PserverService::ApplyPush(const SegmentList& list, const float* payload, float scale) {
+  for (const auto& part : list.parts()) {
+    const wire::Segment& seg = list.segment(part);
+    if (part.dense) {
+      store_.ApplyDense(seg.param(), seg.block(), payload + part.offset, scale);
     } else {
-      store_.ApplySparse(seg.param(), SegmentKeys(seg), data, scale);
-      p += static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param()) * sizeof(float);
+      store_.ApplySparse(seg.param(), list.keys(part), payload + part.offset, scale);
     }
   }
 }
@@ -266,27 +306,26 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
     std::map<std::string, std::unordered_map<uint64_t, size_t>> sparse_index;
     for (const auto& c : b.contributors) {
       const PendingPush& p = held_[c];
-      const char* at = p.payload.data();
-      for (const auto& seg : p.segments) {
-        const float* g = reinterpret_cast<const float*>(at);
-        if (seg.block() >= 0) {
+      const float* payload = reinterpret_cast<const float*>(p.payload.data());
+      for (const auto& part : p.list.parts()) {
+        const wire::Segment& seg = p.list.segment(part);
+        const float* g = payload + part.offset;
+        if (part.dense) {
           dense_parts_.push_back({&seg.param(), seg.block(), seg.count(), g});
-          at += seg.count() * sizeof(float);
-        } else {
-          const int dim = store_.Dim(seg.param());
-          auto& [keys, rows] = sparse[seg.param()];
-          auto& index = sparse_index[seg.param()];
-          for (int k = 0; k < seg.keys_size(); ++k) {
-            auto [it, inserted] = index.try_emplace(seg.keys(k), keys.size());
-            if (inserted) {
-              keys.push_back(seg.keys(k));
-              rows.insert(rows.end(), g + k * dim, g + (k + 1) * dim);
-            } else {
-              float* row = rows.data() + it->second * dim;
-              for (int i = 0; i < dim; ++i) row[i] += g[k * dim + i];
-            }
+          continue;
+        }
+        const int dim = part.dim;
+        auto& [keys, rows] = sparse[seg.param()];
+        auto& index = sparse_index[seg.param()];
+        for (int k = 0; k < seg.keys_size(); ++k) {
+          auto [it, inserted] = index.try_emplace(seg.keys(k), keys.size());
+          if (inserted) {
+            keys.push_back(seg.keys(k));
+            rows.insert(rows.end(), g + k * dim, g + (k + 1) * dim);
+          } else {
+            float* row = rows.data() + it->second * dim;
+            for (int i = 0; i < dim; ++i) row[i] += g[k * dim + i];
           }
-          at += static_cast<size_t>(seg.keys_size()) * dim * sizeof(float);
         }
       }
     }
@@ -358,37 +397,31 @@ void PserverService::Drain(std::vector<Reply>* out) {
             .Observe(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.since).count());
       }
-      out->push_back(BuildPullReply(it->second.request, std::move(it->second.responder)));
+      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder)));
       waiting_.erase(it);
     }
   }
 }
 
-PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& req,
+PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& req, const SegmentList& pull,
                                                      std::unique_ptr<Responder> r) {
   Reply rep;
   rep.header.set_version(consistency_->version());
   rep.header.set_min_clock(consistency_->min_clock());
-  size_t floats = 0;
-  for (const auto& seg : req.pull()) {
-    floats += seg.block() >= 0 ? static_cast<size_t>(seg.count())
-                               : static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param());
-  }
-  if (floats > 0) rep.payload = r->Allocate(floats * sizeof(float));
+  if (pull.floats() > 0) rep.payload = r->Allocate(pull.bytes());
   float* out = static_cast<float*>(rep.payload.data);
-  for (const auto& seg : req.pull()) {
-    *rep.header.add_pull() = seg;
-    if (seg.block() >= 0) {
+  *rep.header.mutable_pull() = req.pull();
+  for (const auto& part : pull.parts()) {
+    const wire::Segment& seg = pull.segment(part);
+    if (part.dense) {
       const float* v = store_.DenseValues(seg.param(), seg.block());
-      std::copy(v, v + seg.count(), out);
-      out += seg.count();
+      std::copy(v, v + part.floats, out + part.offset);
     } else {
-      store_.ReadSparse(seg.param(), SegmentKeys(seg), out);
-      out += static_cast<size_t>(seg.keys_size()) * store_.Dim(seg.param());
+      store_.ReadSparse(seg.param(), pull.keys(part), out + part.offset);
     }
   }
   ++counters_.pulls;
-  counters_.bytes_out += static_cast<int64_t>(floats * sizeof(float));
+  counters_.bytes_out += static_cast<int64_t>(pull.bytes());
   rep.responder = std::move(r);
   return rep;
 }
@@ -403,6 +436,8 @@ void PserverService::HandleStatus(std::unique_ptr<Responder> r) {
     h.set_initialized(initialized_);
     h.set_pushes(counters_.pushes);
     h.set_pulls(counters_.pulls);
+    h.set_refused(counters_.refused);
+    h.set_skipped(counters_.skipped);
     h.set_mode(options_.job.mode.ToString());
     h.set_waiting_pulls(static_cast<int64_t>(waiting_.size()));
     for (const auto& m : consistency_->members()) h.add_trainers(m);

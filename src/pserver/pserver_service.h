@@ -1,8 +1,16 @@
 // PserverService: a pserver's request handler. It decodes each data-plane request, checks it
-// whole (job token, epoch, parameter names, sizes, dtype, finiteness), then, under one lock,
-// feeds the Consistency state machine and the ShardStore and answers: at once, or later for a
-// pull that waits on a barrier or on the staleness bound. Sync barriers are applied here: the
-// held gradients are summed in trainer-id order and applied once with scale 1/total samples.
+// whole (job token, epoch, then its segments through one SegmentList: names, sizes, dtype, and
+// finiteness), then, under one lock, feeds the Consistency state machine and the ShardStore and
+// answers: at once, or later for a pull that waits on a barrier or on the staleness bound. Sync
+// barriers are applied here: the held gradients are summed in trainer-id order and applied once
+// with scale 1/total samples.
+//
+// A step applies on every pserver or on none of them: a push refused for its content (a
+// non-finite value, an unknown name, a wrong size) still counts as the trainer's push for its
+// step, with nothing in it, so this pserver's version moves on with the others instead of
+// waiting for a push that never comes. Each refusal is logged with the trainer and what was
+// wrong, and counted (Counters::refused); so are the empty pushes a trainer sends in place of a
+// gradient it dropped (Counters::skipped).
 //
 // Owned by the pserver process (PserverNode), which feeds it membership changes from etcd and
 // stops it when the lease is lost. Thread-safe: Handle() is called from transport threads.
@@ -23,6 +31,7 @@
 #include "job/slot_map.h"
 #include "pserver/checkpoint_file.h"
 #include "pserver/consistency.h"
+#include "pserver/segment_list.h"
 #include "pserver/shard_store.h"
 #include "tessera/data.pb.h"
 #include "transport/transport.h"
@@ -85,6 +94,8 @@ class PserverService : public RequestHandler {
     int64_t pulls = 0;
     int64_t bytes_in = 0;
     int64_t bytes_out = 0;
+    int64_t refused = 0;  // pushes refused for their content
+    int64_t skipped = 0;  // empty pushes standing for a gradient a trainer dropped
     bool initialized = false;
     int64_t param_bytes = 0;  // values and optimizer state held
   };
@@ -97,6 +108,7 @@ class PserverService : public RequestHandler {
     bool held = false;
     int64_t samples = 0;
     google::protobuf::RepeatedPtrField<wire::Segment> segments;
+    SegmentList list;  // over `segments`
     std::string payload;
   };
   // One dense gradient block of one contributor, while a barrier sums them.
@@ -108,6 +120,7 @@ class PserverService : public RequestHandler {
   };
   struct PendingPull {
     wire::DataRequest request;
+    SegmentList pull;  // over request.pull()
     std::unique_ptr<Responder> responder;
     std::chrono::steady_clock::time_point since;
   };
@@ -124,13 +137,19 @@ class PserverService : public RequestHandler {
   void HandleStatus(std::unique_ptr<Responder> r);
   void HandleExport(const wire::DataRequest& req, std::unique_ptr<Responder> r);
 
-  // Applies the segments of one push (async/ssp) or of a barrier's sum. REQUIRES: mu_ held.
-  void ApplySegments(const std::vector<wire::Segment>& segs, const char* payload, float scale);
+  // Applies the gradients of one push (async/ssp). REQUIRES: mu_ held.
+  void ApplyPush(const SegmentList& list, const float* payload, float scale);
+  // A push whose content was refused with `why`: it counts as the trainer's (empty) push for its
+  // step where the consistency rule takes it, so the version moves on as on the other pservers.
+  // REQUIRES: mu_ held.
+  void RefusePush(const wire::DataRequest& req, const Status& why, std::vector<Reply>* replies);
+  // Holds a sync push (its segments are swapped out of `req`). REQUIRES: mu_ held.
+  void HoldPush(wire::DataRequest& req, SegmentList list, ConstBuffer payload);
   // Runs what the consistency machine says (barriers, released pulls). REQUIRES: mu_ held.
   void Drain(std::vector<Reply>* out);
   void ApplyBarrier(const Consistency::Barrier& b);
   // Builds a pull reply from the store. REQUIRES: mu_ held.
-  Reply BuildPullReply(const wire::DataRequest& req, std::unique_ptr<Responder> r);
+  Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r);
   void FillStatus(wire::DataReply* reply, Status s, wire::DataReply::Reason reason) const;
   // A copy of the shard at the current version. REQUIRES: mu_ held, initialized.
   Checkpoint SnapshotLocked() const;

@@ -7,7 +7,8 @@
 #include "common/strings.h"
 #include "job/wire_convert.h"
 #include "pserver/pserver_service.h"
-#include "pserver/request_checks.h"
+#include "common/finite.h"
+#include "pserver/segment_list.h"
 
 namespace tessera {
 
@@ -44,19 +45,27 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
         return SendError(*r, s, wire::DataReply::BAD_REQUEST);
       }
     }
-    Status s = CheckPushSegments(store_, req, payload.size);
+    auto values = SegmentList::Read(store_, req.push(), SegmentList::Use::kInit);
+    Status s = values.status();
+    if (s.ok()) s = values->CheckPayload(payload.size);
+    if (s.ok() && payload.size % sizeof(float) == 0) {
+      int64_t bad = FirstNonFinite(static_cast<const float*>(payload.data), payload.size / sizeof(float));
+      if (bad >= 0) {
+        s = Status::InvalidArgument("initial value of " + values->Describe(static_cast<size_t>(bad)) +
+                                    " is not finite (NaN or infinity)");
+      }
+    }
     if (!s.ok()) {
       lock.unlock();
-      return SendError(*r, s, wire::DataReply::BAD_REQUEST);
+      return SendError(*r, s.WithContext("INIT"), wire::DataReply::BAD_REQUEST);
     }
     // A restored shard takes a trainer's values only if they are newer than the checkpoint.
     bool take = !initialized_ && (restored_version_ < 0 || req.step() > restored_version_);
     if (take) {
-      const char* p = static_cast<const char*>(payload.data);
-      for (const auto& seg : req.push()) {
-        if (seg.block() < 0) continue;
-        store_.SetDense(seg.param(), seg.block(), reinterpret_cast<const float*>(p));
-        p += seg.count() * sizeof(float);
+      const float* p = static_cast<const float*>(payload.data);
+      for (const auto& part : values->parts()) {
+        const wire::Segment& seg = values->segment(part);
+        store_.SetDense(seg.param(), seg.block(), p + part.offset);
       }
       if (restored_version_ >= 0 && !refill_logged_) {
         refill_logged_ = true;

@@ -1,11 +1,15 @@
 // PserverService without a network: a request is refused NOT_SERVING whenever the lease is not
-// confirmed alive at that moment, and answered again once it is.
+// confirmed alive at that moment, and answered again once it is; a sync push refused for its
+// content (a NaN, an unknown name) still closes the step, as an empty push.
 #include "pserver/pserver_service.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
+#include <cmath>
+#include <vector>
 
+#include "job/wire_convert.h"
 #include "tessera/data.pb.h"
 
 namespace tessera {
@@ -13,17 +17,24 @@ namespace {
 
 class Capture : public Responder {
  public:
-  explicit Capture(wire::DataReply* out) : out_(out) {}
+  explicit Capture(wire::DataReply* out, std::vector<float>* payload = nullptr) : out_(out), payload_(payload) {}
   MutableBuffer Allocate(size_t bytes) override {
     buf_.resize(bytes);
     return {buf_.data(), bytes};
   }
-  void Send(std::string_view header, std::span<const ConstBuffer>) override {
+  void Send(std::string_view header, std::span<const ConstBuffer> payload) override {
     out_->ParseFromArray(header.data(), static_cast<int>(header.size()));
+    if (!payload_) return;
+    payload_->clear();
+    for (const auto& b : payload) {
+      const float* f = static_cast<const float*>(b.data);
+      payload_->insert(payload_->end(), f, f + b.size / sizeof(float));
+    }
   }
 
  private:
   wire::DataReply* out_;
+  std::vector<float>* payload_;
   std::string buf_;
 };
 
@@ -54,6 +65,125 @@ TEST(PserverServiceTest, RefusesEveryRequestWhileItsLeaseIsNotConfirmedAlive) {
   EXPECT_NE(refused.message().find("lease is not confirmed alive"), std::string::npos) << refused.message();
   alive = true;
   EXPECT_EQ(status().code(), 0);
+}
+
+// A sync job on one pserver holding "w" (4 floats, SGD lr 1) with two trainers, driven by raw
+// requests.
+class SyncServiceTest : public ::testing::Test {
+ protected:
+  SyncServiceTest() {
+    PserverServiceOptions o;
+    o.index = 0;
+    o.epoch = 5;
+    o.job.pservers = 1;
+    o.job.token = "tok";
+    o.job.min_trainers = 2;
+    o.job.optimizer = *OptimizerConfig::Parse("sgd:lr=1");
+    o.slots = SlotMap::RoundRobin(o.job.slots, 1);
+    service_ = std::make_unique<PserverService>(o);
+  }
+
+  wire::DataRequest Request(wire::DataRequest::Op op, const std::string& trainer) {
+    wire::DataRequest r;
+    r.set_op(op);
+    r.set_job_token("tok");
+    r.set_pserver_index(0);
+    r.set_pserver_epoch(5);
+    r.set_trainer(trainer);
+    r.set_trainer_epoch(trainer == "a" ? 11 : 12);
+    return r;
+  }
+  wire::DataReply Call(const wire::DataRequest& r, const std::vector<float>& payload = {},
+                       std::vector<float>* out = nullptr) {
+    wire::DataReply reply;
+    std::string h = r.SerializeAsString();
+    service_->Handle(h, ConstBuffer{payload.data(), payload.size() * sizeof(float)},
+                     std::make_unique<Capture>(&reply, out));
+    return reply;
+  }
+  wire::Segment W() {
+    wire::Segment s;
+    s.set_param("w");
+    s.set_block(0);
+    s.set_count(4);
+    return s;
+  }
+  void Start() {
+    auto init = Request(wire::DataRequest::INIT, "a");
+    auto* spec = init.add_params();
+    spec->set_name("w");
+    spec->set_size(4);
+    *spec->mutable_optimizer() = ToWire(*OptimizerConfig::Parse("sgd:lr=1"));
+    *init.add_push() = W();
+    auto ir = Call(init, {1, 1, 1, 1});
+    ASSERT_EQ(ir.code(), 0) << ir.message();
+    ASSERT_EQ(Call(Request(wire::DataRequest::INIT_DONE, "a")).code(), 0);
+    for (const char* t : {"a", "b"}) {
+      auto j = Request(wire::DataRequest::JOIN, t);
+      ASSERT_EQ(Call(j).code(), 0) << t;
+    }
+  }
+  wire::DataReply Push(const std::string& trainer, int64_t step, const std::vector<float>& g) {
+    auto r = Request(wire::DataRequest::DATA, trainer);
+    r.set_is_push(true);
+    r.set_step(step);
+    r.set_samples(1);
+    *r.add_push() = W();
+    return Call(r, g);
+  }
+  std::vector<float> Values() {
+    auto r = Request(wire::DataRequest::DATA, "a");
+    *r.add_pull() = W();
+    std::vector<float> out;
+    EXPECT_EQ(Call(r, {}, &out).code(), 0);
+    return out;
+  }
+  wire::DataReply Status() { return Call(Request(wire::DataRequest::STATUS, "a")); }
+
+  std::unique_ptr<PserverService> service_;
+};
+
+TEST_F(SyncServiceTest, APushRefusedForItsContentStillClosesTheStepAsAnEmptyPush) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ASSERT_EQ(Push("a", 0, {1, 2, 3, 4}).code(), 0);  // held: trainer b has not pushed
+  EXPECT_EQ(Status().version(), 0);
+  auto refused = Push("b", 0, {0, std::nanf(""), 0, 0});
+  EXPECT_NE(refused.code(), 0);
+  EXPECT_EQ(refused.reason(), wire::DataReply::BAD_REQUEST);
+  EXPECT_NE(refused.message().find("gradient for 'w' block 0 element 1 is not finite"), std::string::npos)
+      << refused.message();
+  // The step closed with a's gradient alone (1 sample): w = 1 - g.
+  auto st = Status();
+  EXPECT_EQ(st.version(), 1);
+  EXPECT_EQ(st.refused(), 1);
+  EXPECT_EQ(Values(), (std::vector<float>{0, -1, -2, -3}));
+  // Step 1 goes on as usual for both, and b's content errors of any kind count the same way.
+  auto r = Request(wire::DataRequest::DATA, "b");
+  r.set_is_push(true);
+  r.set_step(1);
+  r.set_samples(1);
+  auto bad = W();
+  bad.set_param("nope");
+  *r.add_push() = bad;
+  EXPECT_NE(Call(r, {0, 0, 0, 0}).message().find("unknown parameter 'nope'"), std::string::npos);
+  ASSERT_EQ(Push("a", 1, {1, 1, 1, 1}).code(), 0);
+  EXPECT_EQ(Status().version(), 2);
+  EXPECT_EQ(Status().refused(), 2);
+}
+
+TEST_F(SyncServiceTest, AnEmptyPushStandingForADroppedGradientIsCountedAndClosesTheStep) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ASSERT_EQ(Push("a", 0, {1, 1, 1, 1}).code(), 0);
+  auto skip = Request(wire::DataRequest::DATA, "b");
+  skip.set_is_push(true);
+  skip.set_step(0);
+  skip.set_skipped("gradient for 'w' element 1 is not finite");
+  EXPECT_EQ(Call(skip).code(), 0);
+  auto st = Status();
+  EXPECT_EQ(st.version(), 1);
+  EXPECT_EQ(st.skipped(), 1);
+  EXPECT_EQ(st.refused(), 0);
+  EXPECT_EQ(Values(), (std::vector<float>{0, 0, 0, 0}));
 }
 
 }  // namespace

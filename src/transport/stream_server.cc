@@ -128,8 +128,12 @@ void StreamServer::Connection::Run() {
     closed_ = true;
     in_request_ = false;
     ::shutdown(channel_->fd(), SHUT_RDWR);
+    // Its buffers (up to the largest frame it received) go back to the system now, not when
+    // the server next reaps finished connections.
+    channel_.reset();
+    scratch_.Release();
+    finished_ = true;
   }
-  finished_ = true;
 }
 
 bool StreamServer::Connection::WaitReply() {
@@ -159,7 +163,7 @@ bool StreamServer::Connection::WaitReply() {
 void StreamServer::Connection::Close() {
   std::lock_guard<std::mutex> lock(mu_);
   closed_ = true;
-  if (!finished_) ::shutdown(channel_->fd(), SHUT_RDWR);
+  if (channel_) ::shutdown(channel_->fd(), SHUT_RDWR);
   Wake();
 }
 

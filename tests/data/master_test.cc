@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <regex>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -18,6 +19,8 @@
 #include "coord/etcd_fixture.h"
 #include "coord/keys.h"
 #include "dataset/dataset.h"
+#include "harness/pids.h"
+#include "harness/raw_http.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
@@ -332,6 +335,37 @@ TEST_F(MasterTest, StateOfAHundredThousandChunksFitsInEtcdAndSurvivesARestart) {
   EXPECT_EQ(after->done(), before->done());
   EXPECT_EQ(after->dispatches(), before->dispatches());
   EXPECT_EQ(after->tasks(), 100000);
+}
+
+TEST_F(MasterTest, ConsoleRequestsDeclaringATerabyteBodyAreRefusedAtOnceAndCostNoMemory) {
+  MakeDataset("d", 500, 4096);
+  Subprocess& m = StartMaster("d", {"--http-port", "0"});
+  std::string console;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto l = Election::Leader(client_.get(), keys::MasterElectionPrefix(kJob));
+        if (!l.ok() || !l->has_value()) return false;
+        console = nlohmann::json::parse((*l)->value).value("console", "");
+        return !console.empty();
+      },
+      std::chrono::seconds(30)));
+  std::smatch u;
+  ASSERT_TRUE(std::regex_match(console, u, std::regex("http://([0-9.]+):([0-9]+)/"))) << console;
+  const int64_t before = RssKib(m.pid());
+  for (int i = 0; i < 50; ++i) {
+    auto t0 = std::chrono::steady_clock::now();
+    std::string reply = RawHttp(u[1].str(), std::stoi(u[2].str()),
+                                "POST /api/job HTTP/1.1\r\nHost: x\r\nContent-Length: 1099511627776",
+                                std::string(1 << 20, 'y'));
+    ASSERT_EQ(reply.rfind("HTTP/1.1 413", 0), 0u) << "request " << i << ": " << reply.substr(0, 200);
+    EXPECT_LT(SecondsSince(t0), 2.0) << "the refusal waited for the body";
+  }
+  int64_t after = RssKib(m.pid());
+  WaitUntil([&] { return (after = RssKib(m.pid())) <= before + 20 * 1024; }, std::chrono::seconds(20));
+  std::printf("master RSS: %lld KiB before and %lld KiB after 50 requests declaring 2^40-byte bodies\n",
+              static_cast<long long>(before), static_cast<long long>(after));
+  EXPECT_LE(after, before + 20 * 1024);
+  EXPECT_TRUE(m.running());
 }
 
 TEST_F(MasterTest, MasterRefusesAnotherDataSetsQueue) {

@@ -1,9 +1,10 @@
-// Whether a process lives, and pids a test's child processes wrote down. Test-only.
+// Whether a process lives, its memory, and pids a test's child processes wrote down. Test-only.
 #pragma once
 
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <fstream>
 #include <iterator>
 #include <sstream>
@@ -21,6 +22,16 @@ inline bool ProcessAlive(pid_t pid) {
   std::string stat((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
   auto close = stat.rfind(')');
   return close != std::string::npos && close + 2 < stat.size() && stat[close + 2] != 'Z';
+}
+
+// A process's resident memory in KiB (VmRSS), or -1.
+inline int64_t RssKib(pid_t pid) {
+  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(f, line)) {
+    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
+  }
+  return -1;
 }
 
 // The numbers in a file, one per line (a file that does not exist has none).

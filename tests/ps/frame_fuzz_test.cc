@@ -22,21 +22,13 @@
 #include "pserver/optimizer.h"
 #include "tessera/data.pb.h"
 #include "ps/ps_fixture.h"
+#include "harness/pids.h"
 #include "transport/frame.h"
 #include "transport/shm_region.h"
 #include "transport/stream_io.h"
 
 namespace tessera::testing {
 namespace {
-
-int64_t RssKib(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(f, line)) {
-    if (line.rfind("VmRSS:", 0) == 0) return std::atoll(line.c_str() + 6);
-  }
-  return -1;
-}
 
 std::vector<uint8_t> Preamble(std::mt19937_64& rng, uint64_t header, uint64_t payload) {
   std::vector<uint8_t> p(kFramePreambleBytes);

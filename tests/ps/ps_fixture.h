@@ -17,6 +17,7 @@
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "tessera/client.h"
+#include "tessera/data.pb.h"
 #include "transport/endpoint_choice.h"
 #include "transport/transport_factory.h"
 
@@ -37,8 +38,9 @@ class PsTest : public EtcdTest {
 
   JobConfig MakeJob(const std::string& job, int pservers, const std::string& mode = "sync",
                     const std::string& optimizer = "sgd:lr=0.1", int64_t block_size = 64,
-                    int min_trainers = 1) {
+                    int min_trainers = 1, NonFinitePolicy nonfinite = NonFinitePolicy::kSkip) {
     JobConfig c;
+    c.nonfinite = nonfinite;
     c.pservers = pservers;
     c.slots = 64;
     c.block_size = block_size;
@@ -94,6 +96,21 @@ class PsTest : public EtcdTest {
     EXPECT_TRUE(choice.ok()) << choice.status();
     if (!choice.ok()) return nullptr;
     return NewClientConnection(choice->kind, choice->endpoint, TransportOptions{});
+  }
+
+  // Pserver `index`'s STATUS reply (version, counters), asked over a raw connection.
+  wire::DataReply PserverStatus(const std::string& job, const std::string& token, int index) {
+    wire::DataReply reply;
+    auto conn = RawConnection(job, index);
+    if (!conn) return reply;
+    wire::DataRequest r;
+    r.set_op(wire::DataRequest::STATUS);
+    r.set_job_token(token);
+    r.set_pserver_index(index);
+    auto res = conn->Call(r.SerializeAsString(), {}, {}, std::chrono::seconds(10));
+    EXPECT_TRUE(res.ok()) << res.status();
+    if (res.ok()) reply.ParseFromArray(res->header.data(), static_cast<int>(res->header.size()));
+    return reply;
   }
 
   ClientOptions ClientFor(const std::string& job, const std::string& id = "") {

@@ -1,0 +1,85 @@
+// SegmentList (see segment_list.h).
+#include "pserver/segment_list.h"
+
+#include <limits>
+
+namespace tessera {
+namespace {
+
+std::string DTypeName(int t) {
+  const std::string& n = wire::DType_Name(static_cast<wire::DType>(t));
+  return n.empty() ? "type " + std::to_string(t) : n;
+}
+
+// More floats than any frame may carry: a request claiming this many is refused as inconsistent.
+constexpr size_t kMaxFloats = size_t{1} << 40;
+
+}  // namespace
+
+StatusOr<SegmentList> SegmentList::Read(const ShardStore& store, const WireSegments& segments, Use use) {
+  SegmentList list;
+  list.segments_ = &segments;
+  list.parts_.reserve(static_cast<size_t>(segments.size()));
+  for (int i = 0; i < segments.size(); ++i) {
+    const wire::Segment& seg = segments[i];
+    if (seg.dtype() != wire::FLOAT32) {
+      return Status::InvalidArgument("parameter '" + seg.param() + "': dtype " + DTypeName(seg.dtype()) +
+                                     " is not supported (parameters are FLOAT32)");
+    }
+    Part p;
+    p.index = i;
+    p.offset = list.floats_;
+    if (seg.block() >= 0) {
+      if (seg.keys_size() > 0) {
+        return Status::InvalidArgument("segment of '" + seg.param() + "' names block " +
+                                       std::to_string(seg.block()) + " and sparse keys");
+      }
+      TESSERA_RETURN_IF_ERROR(store.CheckDense(seg.param(), seg.block(), seg.count()));
+      p.floats = static_cast<size_t>(seg.count());
+    } else {
+      if (use == Use::kInit) {
+        return Status::InvalidArgument("INIT carries dense blocks only, but a segment lists rows of '" +
+                                       seg.param() + "' (sparse rows are created on first touch)");
+      }
+      if (seg.block() != -1) {
+        return Status::InvalidArgument("segment of '" + seg.param() + "' names block " +
+                                       std::to_string(seg.block()) + " (blocks start at 0; -1 is a sparse segment)");
+      }
+      if (seg.keys_size() != seg.count()) {
+        return Status::InvalidArgument("sparse segment of '" + seg.param() + "' lists " +
+                                       std::to_string(seg.keys_size()) + " keys but says " +
+                                       std::to_string(seg.count()) + " rows");
+      }
+      std::span<const uint64_t> keys(seg.keys().data(), static_cast<size_t>(seg.keys_size()));
+      TESSERA_RETURN_IF_ERROR(store.CheckSparse(seg.param(), keys));
+      p.dense = false;
+      p.dim = store.Dim(seg.param());
+      p.floats = keys.size() * static_cast<size_t>(p.dim);
+    }
+    if (p.floats > kMaxFloats - list.floats_) {
+      return Status::InvalidArgument("the segments describe more than " + std::to_string(kMaxFloats) + " values");
+    }
+    list.floats_ += p.floats;
+    list.parts_.push_back(p);
+  }
+  return list;
+}
+
+Status SegmentList::CheckPayload(size_t payload_bytes) const {
+  if (payload_bytes == bytes()) return Status::OK();
+  return Status::InvalidArgument("payload has " + std::to_string(payload_bytes) + " bytes but the header describes " +
+                                 std::to_string(bytes()));
+}
+
+std::string SegmentList::Describe(size_t element) const {
+  for (const Part& p : parts_) {
+    if (element < p.offset || element >= p.offset + p.floats) continue;
+    const wire::Segment& seg = segment(p);
+    const size_t at = element - p.offset;
+    if (p.dense) return "'" + seg.param() + "' block " + std::to_string(seg.block()) + " element " + std::to_string(at);
+    return "'" + seg.param() + "' row of key " + std::to_string(seg.keys(static_cast<int>(at / p.dim)));
+  }
+  return "element " + std::to_string(element) + " (past the segments)";
+}
+
+}  // namespace tessera

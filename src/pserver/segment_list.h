@@ -1,0 +1,71 @@
+// SegmentList: a data request's segment list, read once against the shard it addresses. Every
+// check that applies to a segment is made here (dtype, the block or keys exist on this shard, the
+// element count, counts that add up) and every segment's place in the payload is computed here,
+// so the request checks, INIT, pushes, sync barriers, pulls and the naming of a bad value all walk
+// the same list the same way, and anything inconsistent is refused before anything is applied.
+//
+// A list refers to the segments it was read from (it keeps a pointer, not a copy); Rebind() points
+// it at the same segments after they were moved (a held push). Pure: reads a ShardStore, whose
+// lock the caller holds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "pserver/shard_store.h"
+#include "tessera/data.pb.h"
+#include "tessera/status.h"
+
+namespace tessera {
+
+using WireSegments = google::protobuf::RepeatedPtrField<wire::Segment>;
+
+class SegmentList {
+ public:
+  enum class Use {
+    kPush,  // gradients: dense blocks and sparse rows, in the payload
+    kPull,  // values wanted: dense blocks and sparse rows, in the reply
+    kInit,  // initial values: dense blocks only (sparse rows are created on first touch)
+  };
+  struct Part {
+    int index = 0;      // in the segment list
+    bool dense = true;  // a dense block (else sparse rows)
+    int dim = 1;        // floats per sparse row
+    size_t offset = 0;  // floats from the start of the payload (push, INIT) or the reply (pull)
+    size_t floats = 0;  // floats of this segment
+  };
+
+  // InvalidArgument naming the segment (its parameter, block or key) and what is wrong.
+  static StatusOr<SegmentList> Read(const ShardStore& store, const WireSegments& segments, Use use);
+  SegmentList() = default;
+
+  // For a push or INIT: the payload holds exactly the floats the segments describe.
+  Status CheckPayload(size_t payload_bytes) const;
+
+  const std::vector<Part>& parts() const { return parts_; }
+  const wire::Segment& segment(const Part& p) const { return (*segments_)[p.index]; }
+  std::span<const uint64_t> keys(const Part& p) const {
+    const auto& s = segment(p);
+    return {s.keys().data(), static_cast<size_t>(s.keys_size())};
+  }
+  size_t floats() const { return floats_; }
+  size_t bytes() const { return floats_ * sizeof(float); }
+  bool empty() const { return parts_.empty(); }
+
+  // Where float `element` of the payload belongs: "'w1' block 3 element 17", "'emb' row of key
+  // 42"; for naming a bad value.
+  std::string Describe(size_t element) const;
+
+  // The same segments, moved to `segments` (the list's parts still describe them).
+  void Rebind(const WireSegments* segments) { segments_ = segments; }
+
+ private:
+  const WireSegments* segments_ = nullptr;
+  std::vector<Part> parts_;
+  size_t floats_ = 0;
+};
+
+}  // namespace tessera
