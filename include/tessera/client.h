@@ -55,6 +55,9 @@ struct ClientOptions {
   int64_t lease_ttl_seconds = 10;
   // How long one operation keeps retrying (and a sync pull may wait for slower trainers).
   std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
+  // Connect() fails after this long if no etcd endpoint accepts connections at all, saying why
+  // (host unknown, connection refused); once connected, outages are retried (request_timeout).
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
   std::string etcd_username, etcd_password;
   bool etcd_tls = false;
   std::string etcd_ca_file;

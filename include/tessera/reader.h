@@ -29,6 +29,8 @@ struct ReaderOptions {
   std::string trainer_id;
   std::string store;  // the store path as mounted here (empty: the master's path)
   std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
+  // Open() fails after this long if no etcd endpoint accepts connections, saying why.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
   int64_t lease_ttl_seconds = 10;
 };
 

@@ -111,6 +111,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   etcd::EtcdOptions eo;
   eo.endpoints = o.etcd_endpoints;
   TESSERA_ASSIGN_OR_RETURN(impl->etcd, etcd::EtcdClient::Create(eo));
+  TESSERA_RETURN_IF_ERROR(impl->etcd->CheckReachable(o.connect_timeout));
   TESSERA_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(impl->etcd.get(), o.job));
   ClientOptions co;
   co.etcd_endpoints = o.etcd_endpoints;
@@ -118,6 +119,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   co.trainer_id = o.trainer_id;
   co.lease_ttl_seconds = o.lease_ttl_seconds;
   co.request_timeout = o.request_timeout;
+  co.connect_timeout = o.connect_timeout;
   co.transport = o.transport;
   TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
   impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.job, job.token);

@@ -37,6 +37,8 @@ struct SessionOptions {
   int64_t lease_ttl_seconds = 0;            // 0: TESSERA_LEASE_TTL, else 10
   std::string transport;                    // empty: TESSERA_TRANSPORT, else auto (see ClientOptions)
   std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
+  // Open() fails after this long if no etcd endpoint accepts connections, saying why.
+  std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
 
   // Fills empty fields from the environment; InvalidArgument naming what is missing.
   Status ResolveFromEnvironment();

@@ -41,7 +41,11 @@ StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& f) {
   TESSERA_ASSIGN_OR_RETURN(etcd::EtcdOptions o, EtcdOptionsFromFlags(f));
   o.retry_timeout = std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000));
   o.request_timeout = std::min(o.request_timeout, o.retry_timeout);
-  return etcd::EtcdClient::Create(o);
+  TESSERA_ASSIGN_OR_RETURN(auto client, etcd::EtcdClient::Create(o));
+  // A one-shot command fails at once when nothing is there, saying why (a wrong address, a typo
+  // in a host name, etcd not started) instead of retrying for the whole --etcd-timeout.
+  TESSERA_RETURN_IF_ERROR(client->CheckReachable(std::chrono::seconds(2)));
+  return client;
 }
 
 int Fail(const std::string& cmd, const Status& status) {

@@ -89,6 +89,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
     eo.tls = o.etcd_tls || !o.etcd_ca_file.empty();
     eo.ca_file = o.etcd_ca_file;
     TESSERA_ASSIGN_OR_RETURN(c->etcd_, etcd::EtcdClient::Create(eo));
+    TESSERA_RETURN_IF_ERROR(c->etcd_->CheckReachable(o.connect_timeout));
     TESSERA_ASSIGN_OR_RETURN(c->job_, LoadJobConfig(c->etcd_.get(), o.job));
     TESSERA_ASSIGN_OR_RETURN(c->slots_, LoadSlotMap(c->etcd_.get(), o.job));
     ClientImpl* self = c.get();

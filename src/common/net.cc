@@ -2,11 +2,17 @@
 #include "common/net.h"
 
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
+#include <memory>
 
 namespace tessera {
 
@@ -23,6 +29,49 @@ int FreeLoopbackPort() {
   int port = ntohs(addr.sin_port);
   ::close(fd);
   return port;
+}
+
+Status ProbeTcp(const std::string& address, std::chrono::milliseconds timeout) {
+  auto colon = address.rfind(':');
+  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
+    return Status::InvalidArgument("'" + address + "' is not host:port");
+  }
+  std::string host = address.substr(0, colon), port = address.substr(colon + 1);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  if (int e = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); e != 0) {
+    return Status::Unavailable("cannot resolve host '" + host + "': " + ::gai_strerror(e));
+  }
+  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  std::string why = "no address";
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    int err = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      pollfd p{fd, POLLOUT, 0};
+      int r = ::poll(&p, 1, static_cast<int>(std::max<int64_t>(left.count(), 0)));
+      if (r == 0) {
+        ::close(fd);
+        why = "no answer within " + std::to_string(timeout.count()) + " ms";
+        continue;
+      }
+      socklen_t len = sizeof err;
+      ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+    }
+    ::close(fd);
+    if (err == 0) return Status::OK();
+    why = err == ECONNREFUSED ? "connection refused (nothing listens on that port)" : std::strerror(err);
+  }
+  return Status::Unavailable(why);
 }
 
 }  // namespace tessera

@@ -1,9 +1,19 @@
 // Small network helpers. Thread-safe.
 #pragma once
 
+#include <chrono>
+#include <string>
+
+#include "tessera/status.h"
+
 namespace tessera {
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
 int FreeLoopbackPort();
+
+// Whether something accepts TCP connections at "host:port" within `timeout`: OK, or Unavailable
+// saying why in words a person can act on: the host name does not resolve, the connection was
+// refused (nothing listens there), or nothing answered in time.
+Status ProbeTcp(const std::string& address, std::chrono::milliseconds timeout);
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #include "common/backoff.h"
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/net.h"
 #include "common/strings.h"
 #include "coord/etcd_internal.h"
 #include "coord/etcd_watch.h"
@@ -196,6 +197,17 @@ StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(EtcdOptions options) {
     impl->endpoints.push_back(std::move(ep));
   }
   return std::unique_ptr<EtcdClient>(new EtcdClient(std::move(impl)));
+}
+
+Status EtcdClient::CheckReachable(std::chrono::milliseconds timeout) {
+  std::vector<std::string> reasons;
+  for (const auto& ep : impl_->options.endpoints) {
+    Status s = ProbeTcp(ep, timeout);
+    if (s.ok()) return s;
+    reasons.push_back(ep + ": " + s.message());
+  }
+  return Status::Unavailable("cannot reach etcd at " + Join(reasons, "; ") +
+                             " (is etcd running there? check --etcd / TESSERA_ETCD)");
 }
 
 StatusOr<ServerStatus> EtcdClient::Ping(std::chrono::milliseconds timeout) {

@@ -79,6 +79,11 @@ class EtcdClient {
   // Asks some endpoint for its status, retrying for `timeout`.
   StatusOr<ServerStatus> Ping(std::chrono::milliseconds timeout);
 
+  // Whether any endpoint accepts connections, within `timeout` (no retries): for a command that
+  // should fail at once, saying why, when etcd is not there. Unavailable names every endpoint
+  // and its reason (an unknown host is not a refused connection).
+  Status CheckReachable(std::chrono::milliseconds timeout);
+
   StatusOr<RangeResult> Get(const std::string& key, const GetOptions& options = {},
                             const CallOptions& call = {});
   // Returns the store revision after the put.

@@ -114,6 +114,28 @@ void LeaseKeeper::Evaluate(TimePoint now) {
   if (listener_) listener_(state);
 }
 
+void LeaseKeeper::NoteUnreachable(const std::string& endpoint, const std::string& why) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (unreachable_since_) return;
+    unreachable_since_ = Now();
+  }
+  spdlog::warn("etcd is unreachable ({}: {}); retrying. Lease {:x} lasts {} s without a renewal", endpoint, why,
+               id_, ttl_seconds_);
+}
+
+void LeaseKeeper::NoteReachable() {
+  std::optional<TimePoint> since;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    since.swap(unreachable_since_);
+  }
+  if (since) {
+    spdlog::info("etcd answers again after {:.1f} s",
+                 std::chrono::duration<double>(Now() - *since).count());
+  }
+}
+
 void LeaseKeeper::Run() {
   auto& impl = *etcd_->impl();
   Backoff backoff({std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 2.0, 0.2});
@@ -129,6 +151,7 @@ void LeaseKeeper::Run() {
       if (until_expiry > std::chrono::milliseconds(0)) connect_wait = std::min(connect_wait, until_expiry);
     }
     if (!impl.EnsureConnected(ep, connect_wait) || !impl.PrepareContext(&stream->ctx, ep).ok()) {
+      NoteUnreachable(ep.address, "cannot connect");
       impl.Rotate(index);
     } else {
       {
@@ -150,6 +173,7 @@ void LeaseKeeper::Run() {
             stream->answered = true;
             ++renewals_;
           }
+          NoteReachable();
           Evaluate(Now());
         }
         std::lock_guard<std::mutex> lock(mu_);
@@ -189,6 +213,7 @@ void LeaseKeeper::Run() {
       Evaluate(Now());
       if (stop_) break;
       if (stream->answered) backoff.Reset();
+      if (fs.error_code() == grpc::StatusCode::UNAVAILABLE) NoteUnreachable(ep.address, fs.error_message());
       spdlog::debug("lease {:x} keep-alive stream via {} ended: {}", id_, ep.address, fs.error_message());
       impl.Rotate(index);
     }

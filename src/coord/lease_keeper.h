@@ -8,7 +8,8 @@
 //
 // Keep-alives go every `keepalive_interval` (default: TTL/3, at most 500 ms, so a revoked lease
 // is noticed within about half a second). After the stream breaks it is reopened with backoff,
-// on the next endpoint, and the first keep-alive goes at once.
+// on the next endpoint, and the first keep-alive goes at once. An etcd outage is logged once when
+// it starts (no endpoint accepts the stream) and once when etcd answers again.
 //
 // Thread-safety: all methods may be called from any thread but the listener's.
 #pragma once
@@ -19,6 +20,8 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <string>
 #include <thread>
 
 #include "coord/etcd_client.h"
@@ -65,6 +68,9 @@ class LeaseKeeper {
   void Run();
   // Re-evaluates the state at `now`; notifies the listener on change. REQUIRES: mu_ not held.
   void Evaluate(TimePoint now);
+  // An outage began (logged once) / etcd answered again (logged if there was one).
+  void NoteUnreachable(const std::string& endpoint, const std::string& why);
+  void NoteReachable();
 
   etcd::EtcdClient* etcd_;
   const int64_t id_;
@@ -75,6 +81,7 @@ class LeaseKeeper {
   mutable std::mutex mu_;  // guards tracker_, reported_, and is the lock for cv_
   LeaseTracker tracker_;
   LeaseState reported_ = LeaseState::kAlive;
+  std::optional<TimePoint> unreachable_since_;
   std::condition_variable cv_;
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> renewals_{0};

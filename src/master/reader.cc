@@ -29,6 +29,7 @@ class ReaderImpl : public Reader {
     etcd::EtcdOptions eo;
     eo.endpoints = o.etcd_endpoints;
     TESSERA_ASSIGN_OR_RETURN(r->etcd_, etcd::EtcdClient::Create(eo));
+    TESSERA_RETURN_IF_ERROR(r->etcd_->CheckReachable(o.connect_timeout));
     TESSERA_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(r->etcd_.get(), o.job));
     r->trainer_ = o.trainer_id;
     if (r->trainer_.empty()) {

@@ -6,7 +6,9 @@
 #include "coord/etcd_fixture.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
+#include "common/net.h"
 #include "harness/subprocess.h"
+#include "harness/wait.h"
 
 namespace tessera::testing {
 namespace {
@@ -65,6 +67,37 @@ TEST_F(EtcdTest, StatusAgainstStoppedEtcdFailsWithOneLineNamingTheEndpoint) {
   EXPECT_NE(r.out.find(server_->endpoint()), std::string::npos) << r.out;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 1) << r.out;
   EXPECT_EQ(r.out.rfind("tessera status: ", 0), 0u) << r.out;
+}
+
+// One-shot commands against an etcd that is not there fail at once (not after --etcd-timeout),
+// naming the address and the reason; a host that does not resolve is not a refused connection.
+TEST(CliTest, OneShotCommandsFailWithinSecondsNamingTheAddressAndTheReason) {
+  struct Case {
+    std::vector<std::string> command;
+    std::string etcd;
+    std::string says;
+  };
+  const std::string port = std::to_string(FreeLoopbackPort());  // nothing listens there
+  const std::vector<Case> cases = {
+      {{"status"}, "127.0.0.1:" + port, "connection refused"},
+      {{"job", "create"}, "127.0.0.1:" + port, "connection refused"},
+      {{"job", "show"}, "127.0.0.1:" + port, "connection refused"},
+      {{"export", "--out", "/tmp/never-written.tsm"}, "127.0.0.1:" + port, "connection refused"},
+      {{"status"}, "no-such-etcd-host.invalid:2379", "cannot resolve host 'no-such-etcd-host.invalid'"},
+      {{"job", "create"}, "no-such-etcd-host.invalid:2379", "cannot resolve host"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = c.command;
+    args.insert(args.end(), {"--etcd", c.etcd, "--job", "j"});
+    auto t0 = std::chrono::steady_clock::now();
+    CliRun r = RunTessera(args);
+    double took = SecondsSince(t0);
+    std::printf("%s against %s: refused in %.2f s\n", c.command[0].c_str(), c.etcd.c_str(), took);
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find("cannot reach etcd at " + c.etcd), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << r.out;
+    EXPECT_LT(took, 5.0) << r.out;
+  }
 }
 
 TEST(CliTest, BadFlagsAreRejectedClearly) {

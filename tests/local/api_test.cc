@@ -7,6 +7,7 @@
 #include <fstream>
 #include <random>
 
+#include "common/net.h"
 #include "harness/etcd_server.h"
 #include "local/local_fixture.h"
 #include "models/model_file.h"
@@ -141,6 +142,36 @@ TEST_F(LocalTest, CApiRefusesBadCallsWithCodesAndMessages) {
   EXPECT_EQ(tessera_begin_init(nullptr), TESSERA_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tessera_last_error()).find("NULL"), std::string::npos) << tessera_last_error();
   tessera_client_free(nullptr);  // a no-op
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// tessera.init() against an etcd that is not there fails within seconds, saying where and why.
+TEST(PythonInitTest, InitAgainstAMissingEtcdFailsWithinSecondsSayingWhy) {
+  auto dir = MakeTempDir("py-init-");
+  ASSERT_TRUE(dir.ok());
+  for (const std::string etcd : {"127.0.0.1:" + std::to_string(FreeLoopbackPort()), std::string("etcd.invalid:2379")}) {
+    SpawnOptions o;
+    o.argv = {"/usr/bin/python3", "-c", "import tessera; tessera.init()"};
+    o.env = {{"TESSERA_ETCD", etcd}, {"TESSERA_JOB", "j"}, {"PYTHONPATH", BuildPath("python")}};
+    o.log_path = *dir + "/out";
+    auto t0 = std::chrono::steady_clock::now();
+    auto p = Subprocess::Spawn(o);
+    ASSERT_TRUE(p.ok());
+    auto code = (*p)->Wait(std::chrono::seconds(60));
+    double took = SecondsSince(t0);
+    std::printf("tessera.init() against %s failed in %.2f s\n", etcd.c_str(), took);
+    ASSERT_TRUE(code.has_value());
+    EXPECT_NE(*code, 0);
+    EXPECT_NE((*p)->Output().find("cannot reach etcd at " + etcd), std::string::npos) << (*p)->Output();
+    EXPECT_LT(took, 5.0);
+    (void)RemoveAll(*dir + "/out");
+  }
+  (void)RemoveAll(*dir);
 }
 
 }  // namespace

@@ -141,6 +141,22 @@ TEST_F(FailoverTest, FrozenPserverIsReplacedByAStandbyAndTheTrainerMovesToIt) {
   ExpectSameAsWithoutTheFailure(10);
 }
 
+// A long-running node keeps retrying through an etcd outage, and says in its log when the outage
+// began and when etcd answered again.
+TEST_F(FailoverTest, APserverLogsWhenEtcdBecomesUnreachableAndWhenItIsBack) {
+  const std::string job = "outage";
+  MakeJob(job, 1);
+  size_t i = StartPserver(job, /*ttl=*/20);
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  Subprocess& p = *procs_[i];
+  ASSERT_TRUE(server_->Kill().ok());
+  EXPECT_TRUE(p.WaitForOutput("etcd is unreachable (" + server_->endpoint(), std::chrono::seconds(20)))
+      << p.Output();
+  ASSERT_TRUE(server_->Start().ok());
+  EXPECT_TRUE(p.WaitForOutput("etcd answers again after", std::chrono::seconds(30))) << p.Output();
+  EXPECT_TRUE(p.running()) << "it kept retrying";
+}
+
 TEST_F(FailoverTest, PserverBackAtTheSameAddressIsReconnected) {
   const std::string job = "same-address";
   MakeJob(job, 1, "async", "sgd:lr=0.1");
