@@ -31,10 +31,10 @@ int FreeLoopbackPort() {
   return port;
 }
 
-Status ProbeTcp(const std::string& address, std::chrono::milliseconds timeout) {
+StatusOr<AddrInfoList> ResolveTcp(const std::string& address) {
   auto colon = address.rfind(':');
   if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return Status::InvalidArgument("'" + address + "' is not host:port");
+    return Status::InvalidArgument("address '" + address + "' is not host:port");
   }
   std::string host = address.substr(0, colon), port = address.substr(colon + 1);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
@@ -45,10 +45,14 @@ Status ProbeTcp(const std::string& address, std::chrono::milliseconds timeout) {
   if (int e = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); e != 0) {
     return Status::Unavailable("cannot resolve host '" + host + "': " + ::gai_strerror(e));
   }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  return AddrInfoList(res, ::freeaddrinfo);
+}
+
+Status ProbeTcp(const std::string& address, std::chrono::milliseconds timeout) {
+  TESSERA_ASSIGN_OR_RETURN(AddrInfoList res, ResolveTcp(address));
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::string why = "no address";
-  for (addrinfo* a = res; a; a = a->ai_next) {
+  for (addrinfo* a = res.get(); a; a = a->ai_next) {
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol);
     if (fd < 0) {
       why = std::strerror(errno);

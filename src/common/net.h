@@ -1,7 +1,10 @@
 // Small network helpers. Thread-safe.
 #pragma once
 
+#include <netdb.h>
+
 #include <chrono>
+#include <memory>
 #include <string>
 
 #include "tessera/status.h"
@@ -10,6 +13,11 @@ namespace tessera {
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
 int FreeLoopbackPort();
+
+// "host:port" (or "[v6]:port") resolved for a TCP connection: InvalidArgument for a malformed
+// address, Unavailable("cannot resolve host 'h': ...") for a name that does not resolve.
+using AddrInfoList = std::unique_ptr<addrinfo, void (*)(addrinfo*)>;
+StatusOr<AddrInfoList> ResolveTcp(const std::string& address);
 
 // Whether something accepts TCP connections at "host:port" within `timeout`: OK, or Unavailable
 // saying why in words a person can act on: the host name does not resolve, the connection was

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <vector>
 
+#include "common/net.h"
+
 namespace tessera {
 namespace {
 
@@ -184,22 +186,9 @@ Status StreamReader::Skip(size_t n, const Deadline* deadline) {
 }
 
 StatusOr<UniqueFd> ConnectTcp(const std::string& address, const Deadline& deadline) {
-  auto colon = address.rfind(':');
-  if (colon == std::string::npos || colon == 0 || colon + 1 == address.size()) {
-    return Status::InvalidArgument("address '" + address + "' is not host:port");
-  }
-  std::string host = address.substr(0, colon), port = address.substr(colon + 1);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  addrinfo* res = nullptr;
-  if (int e = ::getaddrinfo(host.c_str(), port.c_str(), &hints, &res); e != 0) {
-    return Status::Unavailable("cannot resolve " + address + ": " + ::gai_strerror(e));
-  }
-  std::unique_ptr<addrinfo, void (*)(addrinfo*)> guard(res, ::freeaddrinfo);
+  TESSERA_ASSIGN_OR_RETURN(AddrInfoList res, ResolveTcp(address));
   Status last = Status::Unavailable("no address for " + address);
-  for (addrinfo* a = res; a; a = a->ai_next) {
+  for (addrinfo* a = res.get(); a; a = a->ai_next) {
     UniqueFd fd(::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, a->ai_protocol));
     if (!fd.valid()) {
       last = Status::Unavailable(std::string("socket: ") + std::strerror(errno));
