@@ -19,6 +19,8 @@ struct MasterFlags {
   std::string log_dir;
   std::string web_dir;
   int chunks_per_task = 1;
+  int64_t min_tasks = -1;
+  int64_t min_task_records = 64;
   double task_timeout_s = 60;
   int max_failures = 3;
   int passes = 1;
@@ -58,6 +60,8 @@ int RunMaster(const MasterFlags& f) {
   o.web_dir = f.web_dir;
   o.lease_ttl_seconds = f.lease_ttl;
   o.queue.chunks_per_task = f.chunks_per_task;
+  o.queue.min_tasks = f.min_tasks;  // -1: the master's default for the job (see master_node.h)
+  o.queue.min_task_records = f.min_task_records;
   o.queue.timeout_ms = static_cast<int64_t>(f.task_timeout_s * 1000);
   o.queue.max_failures = f.max_failures;
   o.queue.passes = f.passes;
@@ -94,6 +98,14 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
       ->required();
   cmd->add_option("--dataset", f->dataset, "data set to train on")->required();
   cmd->add_option("--chunks-per-task", f->chunks_per_task, "chunks in one task")->capture_default_str();
+  cmd->add_option("--min-tasks", f->min_tasks,
+                  "when whole-chunk tasks would be fewer than this, cut chunks into record ranges so there are "
+                  "about this many (a small data set still spreads over every trainer); -1: 4 x the job's min "
+                  "trainers, at least 8; 0: never cut")
+      ->capture_default_str();
+  cmd->add_option("--min-task-records", f->min_task_records,
+                  "the smallest record range a cut chunk gives a task (a trainer's batch size)")
+      ->capture_default_str();
   cmd->add_option("--task-timeout", f->task_timeout_s, "seconds before a pending task goes back to the queue")
       ->capture_default_str();
   cmd->add_option("--max-failures", f->max_failures,

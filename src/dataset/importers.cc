@@ -1,4 +1,5 @@
 // Importers: users' data into records (see formats.h).
+#include <cmath>
 #include <filesystem>
 
 #include "common/files.h"
@@ -14,6 +15,19 @@ namespace fs = std::filesystem;
 
 std::string At(const std::string& file, int64_t line) { return file + " line " + std::to_string(line); }
 
+// A data value: a number that is finite as a float. NaN, infinities and numbers past float's
+// range are refused like any other malformed value (they would poison a model).
+StatusOr<float> FiniteValue(std::string_view text, const std::string& where) {
+  auto v = ParseDouble(text, "");
+  if (!v.ok()) return Status::InvalidArgument(where + ": '" + std::string(text) + "' is not a number");
+  const float f = static_cast<float>(*v);
+  if (!std::isfinite(f)) {
+    return Status::InvalidArgument(where + ": '" + std::string(text) + "' is not a finite number" +
+                                   (std::isfinite(*v) ? " (past the range of float32)" : ""));
+  }
+  return f;
+}
+
 Status ImportText(const ImportOptions& o, const RecordSink& sink, const ImportProgress& progress) {
   TESSERA_ASSIGN_OR_RETURN(auto in, InputFile::Open(o.input));
   std::string line;
@@ -26,6 +40,7 @@ Status ImportText(const ImportOptions& o, const RecordSink& sink, const ImportPr
   }
   return Status::OK();
 }
+
 
 Status ImportList(const ImportOptions& o, const RecordSink& sink, const ImportProgress& progress) {
   TESSERA_ASSIGN_OR_RETURN(auto in, InputFile::Open(o.input));
@@ -167,12 +182,8 @@ Status ImportCsv(const ImportOptions& o, const RecordSink& sink, nlohmann::json*
         ex.set_label(std::string(cell));
         continue;
       }
-      auto v = ParseDouble(cell, "");
-      if (!v.ok()) {
-        return Status::InvalidArgument(At(o.input, lineno) + " column " + std::to_string(c) + ": '" +
-                                       std::string(cell) + "' is not a number");
-      }
-      ex.add_values(static_cast<float>(*v));
+      TESSERA_ASSIGN_OR_RETURN(float v, FiniteValue(cell, At(o.input, lineno) + " column " + std::to_string(c)));
+      ex.add_values(v);
     }
     ex.SerializeToString(&record);
     TESSERA_RETURN_IF_ERROR(sink(record));
@@ -196,20 +207,19 @@ Status ImportLibsvm(const ImportOptions& o, const RecordSink& sink, const Import
     auto tokens = Split(body, ' ');
     data::Example ex;
     ex.set_label(tokens[0]);
-    if (!ParseDouble(tokens[0], "").ok()) {
-      return Status::InvalidArgument(At(o.input, lineno) + ": label '" + tokens[0] + "' is not a number");
-    }
+    TESSERA_RETURN_IF_ERROR(FiniteValue(tokens[0], At(o.input, lineno) + ": label").status());
     for (size_t t = 1; t < tokens.size(); ++t) {
       size_t colon = tokens[t].find(':');
       auto id = colon == std::string::npos ? StatusOr<uint64_t>(Status::InvalidArgument(""))
                                            : ParseUint64(std::string_view(tokens[t]).substr(0, colon), "");
-      auto val = colon == std::string::npos ? StatusOr<double>(Status::InvalidArgument(""))
-                                            : ParseDouble(std::string_view(tokens[t]).substr(colon + 1), "");
-      if (!id.ok() || !val.ok()) {
+      if (!id.ok() || colon + 1 == tokens[t].size()) {
         return Status::InvalidArgument(At(o.input, lineno) + ": '" + tokens[t] + "' is not index:value");
       }
+      TESSERA_ASSIGN_OR_RETURN(float val, FiniteValue(std::string_view(tokens[t]).substr(colon + 1),
+                                                      At(o.input, lineno) + ": feature " + std::to_string(*id) +
+                                                          " value"));
       ex.add_feature_ids(*id);
-      ex.add_feature_values(static_cast<float>(*val));
+      ex.add_feature_values(val);
     }
     ex.SerializeToString(&record);
     TESSERA_RETURN_IF_ERROR(sink(record));

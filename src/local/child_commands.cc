@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 
@@ -50,6 +51,11 @@ std::vector<std::string> MasterArgv(const LocalOptions& o, const std::string& et
           std::to_string(o.passes),
           "--chunks-per-task",
           std::to_string(o.chunks_per_task),
+          // A small data set is cut so that every trainer (and any added later) has work.
+          "--min-tasks",
+          std::to_string(std::max(8, 4 * o.trainers)),
+          "--min-task-records",
+          std::to_string(o.batch_size),
           "--task-timeout",
           fmt::format("{}", o.task_timeout_s),
           "--max-failures",

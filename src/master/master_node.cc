@@ -35,6 +35,8 @@ nlohmann::json Settings(const dataset::Manifest& m, const TaskQueueOptions& q) {
   return {{"dataset", m.name},
           {"chunks", q.chunks},
           {"chunks_per_task", q.chunks_per_task},
+          {"min_tasks", q.min_tasks},
+          {"min_task_records", q.min_task_records},
           {"timeout_ms", q.timeout_ms},
           {"max_failures", q.max_failures},
           {"passes", q.passes},
@@ -187,6 +189,8 @@ Status MasterNode::Run() {
     return Status::InvalidArgument("data set '" + options_.dataset + "' has no chunks");
   TaskQueueOptions qo = options_.queue;
   qo.chunks = static_cast<int64_t>(manifest.chunks.size());
+  for (const auto& c : manifest.chunks) qo.chunk_records.push_back(c.records);
+  if (qo.min_tasks < 0) qo.min_tasks = std::max(8, 4 * config.min_trainers);
   TESSERA_RETURN_IF_ERROR(qo.Validate());
 
   MasterService service(config.token, dir, manifest);
@@ -328,6 +332,9 @@ Status MasterNode::Run() {
                                         "); run another job or delete it with `tessera job delete`");
     }
     qo.chunks_per_task = saved.value("chunks_per_task", qo.chunks_per_task);
+    // A queue saved before record-range tasks has whole-chunk tasks only.
+    qo.min_tasks = saved.value("min_tasks", int64_t{0});
+    qo.min_task_records = saved.value("min_task_records", int64_t{1});
     qo.timeout_ms = saved.value("timeout_ms", qo.timeout_ms);
     qo.max_failures = saved.value("max_failures", qo.max_failures);
     qo.passes = saved.value("passes", qo.passes);
@@ -350,8 +357,14 @@ Status MasterNode::Run() {
   } else {
     queue = std::make_unique<TaskQueue>(qo);
     TESSERA_RETURN_IF_ERROR(log.WriteBase(settings, queue->Snapshot(), 0));
-    spdlog::info("leading job {}: {} tasks of {} chunks from {} ({} passes)", job, queue->tasks(),
-                 qo.chunks_per_task, manifest.name, qo.passes);
+    if (queue->tasks() > static_cast<int64_t>((qo.chunks + qo.chunks_per_task - 1) / qo.chunks_per_task)) {
+      spdlog::info("leading job {}: {} tasks from {} ({} records in {} chunks, cut into record ranges of at least {} "
+                   "so every trainer has work; {} passes)",
+                   job, queue->tasks(), manifest.name, manifest.records, qo.chunks, qo.min_task_records, qo.passes);
+    } else {
+      spdlog::info("leading job {}: {} tasks of {} chunks from {} ({} passes)", job, queue->tasks(),
+                   qo.chunks_per_task, manifest.name, qo.passes);
+    }
   }
   TESSERA_RETURN_IF_ERROR(ApplyRollback(etcd.get(), job, queue.get(), &log, settings, seq));
   CostSaver cost_saver(etcd.get(), job);

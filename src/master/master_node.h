@@ -24,7 +24,9 @@ struct MasterOptions {
   std::string host = "127.0.0.1";
   int port = 0;
   int64_t lease_ttl_seconds = 10;
-  TaskQueueOptions queue;  // chunks is taken from the data set
+  // chunks and chunk_records are taken from the data set; min_tasks -1: 4 x the job's min
+  // trainers, at least 8.
+  TaskQueueOptions queue;
   int compact_every = 500;
   // The web console and /metrics (docs/console-api.md): -1 off, 0 any free port.
   std::string http_host = "127.0.0.1";

@@ -112,6 +112,8 @@ grpc::Status MasterService::GetTask(grpc::ServerContext*, const GetTaskRequest* 
   t->set_epoch(next.task.epoch);
   t->set_pass(next.task.pass);
   t->set_skip_records(next.task.skip_records);
+  t->set_first_record(next.task.first_record);
+  t->set_records(next.task.records);
   for (int64_t c = next.task.first_chunk; c < next.task.first_chunk + next.task.chunks; ++c) {
     const auto& info = manifest_.chunks[static_cast<size_t>(c)];
     ChunkRef* ref = t->add_chunks();

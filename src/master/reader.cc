@@ -157,6 +157,17 @@ class ReaderImpl : public Reader {
           recordio::ReadChunkAt(dir + "/" + part, c.offset(), &expect, name, &stored, &scratch, &recs));
       records_.insert(records_.end(), recs.begin(), recs.end());
     }
+    if (t.records() > 0) {  // a record range of its one chunk
+      if (t.chunks_size() != 1 || t.first_record() < 0 ||
+          t.first_record() + t.records() > static_cast<int64_t>(records_.size())) {
+        return Status::InvalidArgument("task " + std::to_string(t.id()) + " names records " +
+                                       std::to_string(t.first_record()) + ".." +
+                                       std::to_string(t.first_record() + t.records()) + " of a chunk of " +
+                                       std::to_string(records_.size()));
+      }
+      records_.erase(records_.begin() + t.first_record() + t.records(), records_.end());
+      records_.erase(records_.begin(), records_.begin() + t.first_record());
+    }
     return Status::OK();
   }
 

@@ -16,11 +16,25 @@ Status TaskQueueOptions::Validate() const {
   if (timeout_ms < 1) return Status::InvalidArgument("--task-timeout must be positive");
   if (max_failures < 0) return Status::InvalidArgument("--max-failures must be >= 0");
   if (passes < 1) return Status::InvalidArgument("--passes must be >= 1");
+  if (!chunk_records.empty() && static_cast<int64_t>(chunk_records.size()) != chunks) {
+    return Status::InvalidArgument("record counts of " + std::to_string(chunk_records.size()) + " chunks for " +
+                                   std::to_string(chunks) + " chunks");
+  }
+  if (min_tasks < 0) return Status::InvalidArgument("--min-tasks must be >= 0");
+  if (min_task_records < 1) return Status::InvalidArgument("--min-task-records must be >= 1");
   return Status::OK();
 }
 
-TaskQueue::TaskQueue(TaskQueueOptions options) : options_(options) {
-  tasks_ = (options_.chunks + options_.chunks_per_task - 1) / options_.chunks_per_task;
+TaskQueue::TaskQueue(TaskQueueOptions options) : options_(std::move(options)) {
+  if (options_.chunk_records.empty()) {
+    for (int64_t c = 0; c < options_.chunks; c += options_.chunks_per_task) {
+      spans_.push_back({c, std::min<int64_t>(options_.chunks_per_task, options_.chunks - c), 0, 0});
+    }
+  } else {
+    spans_ = LayoutTasks(
+        {options_.chunk_records, options_.chunks_per_task, options_.min_tasks, options_.min_task_records});
+  }
+  tasks_ = static_cast<int64_t>(spans_.size());
   StartPass(0);
 }
 
@@ -75,8 +89,11 @@ TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) 
   n.task.task = task;
   n.task.epoch = epoch;
   n.task.pass = pass_;
-  n.task.first_chunk = task * options_.chunks_per_task;
-  n.task.chunks = std::min<int64_t>(options_.chunks_per_task, options_.chunks - n.task.first_chunk);
+  const TaskSpan& span = spans_[static_cast<size_t>(task)];
+  n.task.first_chunk = span.first_chunk;
+  n.task.chunks = span.chunks;
+  n.task.first_record = span.first_record;
+  n.task.records = span.records;
   n.task.deadline_ms = now_ms + options_.timeout_ms;
   if (auto s = skip_.find(task); s != skip_.end()) n.task.skip_records = s->second;
   return n;
@@ -310,6 +327,10 @@ std::string TaskQueue::Snapshot() const {
     w.PutVarint(static_cast<uint64_t>(n));
   }
   w.PutVarint(static_cast<uint64_t>(rewind_generation_));
+  // Added with record-range tasks; older snapshots end before this.
+  w.PutVarint(static_cast<uint64_t>(options_.min_tasks));
+  w.PutVarint(static_cast<uint64_t>(options_.min_task_records));
+  w.PutVarint(static_cast<uint64_t>(tasks_));
   return out;
 }
 
@@ -410,6 +431,17 @@ StatusOr<TaskQueue> TaskQueue::Restore(TaskQueueOptions options, std::string_vie
     uint64_t g;
     if (!r.GetVarint(&g)) return corrupt("bad rewind generation");
     q.rewind_generation_ = static_cast<int64_t>(g);
+  }
+  if (!r.done()) {
+    uint64_t min_tasks, min_records, tasks;
+    if (!r.GetVarint(&min_tasks) || !r.GetVarint(&min_records) || !r.GetVarint(&tasks)) {
+      return corrupt("bad task layout");
+    }
+    if (static_cast<int64_t>(tasks) != q.tasks_) {
+      return Status::FailedPrecondition("the saved task queue has " + std::to_string(tasks) +
+                                        " tasks, these settings make " + std::to_string(q.tasks_) +
+                                        " (--min-tasks / --min-task-records changed?)");
+    }
   }
   if (!r.done()) return corrupt("stray bytes at the end");
   return q;

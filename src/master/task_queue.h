@@ -1,8 +1,9 @@
 // TaskQueue: the master's data-task bookkeeping, as a pure state machine (no I/O, no clock:
 // times are milliseconds passed in by the caller).
 //
-// Tasks are groups of `chunks_per_task` consecutive chunks. Each pass visits every task in a
-// seeded random order. A task is todo, pending (handed out, with a deadline), done or failed:
+// Tasks are groups of `chunks_per_task` consecutive chunks, or record ranges of chunks when that
+// would give fewer than `min_tasks` tasks (master/task_layout.h). Each pass visits every task in
+// a seeded random order. A task is todo, pending (handed out, with a deadline), done or failed:
 //  - a dispatch carries an epoch (unique, increasing); Finish/Fail must name it, stale ones are
 //    ignored;
 //  - a task that times out, fails, or whose trainer is lost returns to todo (ahead of untouched
@@ -32,13 +33,20 @@
 #include <vector>
 
 #include "master/position.h"
+#include "master/task_layout.h"
 #include "tessera/status.h"
 
 namespace tessera::master {
 
 struct TaskQueueOptions {
   int64_t chunks = 0;  // chunks in the data set
+  // Records of each chunk (empty: unknown; tasks are then whole chunks).
+  std::vector<int64_t> chunk_records;
   int chunks_per_task = 1;
+  // Fewer whole-chunk tasks than this: cut chunks into record ranges of at least
+  // `min_task_records` records (see task_layout.h). 0: never.
+  int64_t min_tasks = 0;
+  int64_t min_task_records = 1;
   int64_t timeout_ms = 60000;  // a pending task goes back to todo after this long
   int max_failures = 3;        // failures tolerated before a task is moved to failed
   int passes = 1;
@@ -56,6 +64,8 @@ class TaskQueue {
     int pass = 0;
     int64_t first_chunk = 0;
     int64_t chunks = 0;
+    int64_t first_record = 0;  // a record range of the chunk when records > 0
+    int64_t records = 0;       // 0: every record of the chunks
     int64_t deadline_ms = 0;
     int64_t skip_records = 0;  // already in the model (after a rewind mid-task)
   };
@@ -142,6 +152,7 @@ class TaskQueue {
   void SkipDispatched();
 
   TaskQueueOptions options_;
+  std::vector<TaskSpan> spans_;  // what each task covers
   int64_t tasks_ = 0;
   int pass_ = 0;
   bool finished_ = false;

@@ -37,6 +37,35 @@ TEST(TaskQueueTest, EveryTaskOncePerPassInAShuffledOrderAndChunksGroupedByTask) 
   EXPECT_EQ(q.Dispatch("t0", 0).kind, TaskQueue::NextKind::kWait);  // all pending
 }
 
+TEST(TaskQueueTest, ASmallDataSetIsCutIntoRecordRangesThatSurviveASnapshot) {
+  TaskQueueOptions o = Opts(1);
+  o.chunk_records = {300};
+  o.min_tasks = 12;
+  o.min_task_records = 64;
+  TaskQueue q(o);
+  ASSERT_EQ(q.tasks(), 4);
+  std::set<int64_t> starts;
+  for (int i = 0; i < 2; ++i) {
+    auto n = q.Dispatch("t" + std::to_string(i), 0);
+    ASSERT_EQ(n.kind, TaskQueue::NextKind::kTask);
+    EXPECT_EQ(n.task.first_chunk, 0);
+    EXPECT_EQ(n.task.records, 75);
+    starts.insert(n.task.first_record);
+  }
+  // A new master continues the same layout from the snapshot; other settings are refused.
+  auto restored = TaskQueue::Restore(o, q.Snapshot());
+  ASSERT_TRUE(restored.ok()) << restored.status();
+  for (int i = 0; i < 2; ++i) {
+    auto n = restored->Dispatch("t9", 0);
+    ASSERT_EQ(n.kind, TaskQueue::NextKind::kTask);
+    starts.insert(n.task.first_record);
+  }
+  EXPECT_EQ(starts, (std::set<int64_t>{0, 75, 150, 225}));
+  TaskQueueOptions other = o;
+  other.min_tasks = 0;
+  EXPECT_FALSE(TaskQueue::Restore(other, q.Snapshot()).ok());
+}
+
 TEST(TaskQueueTest, ShuffleIsSeededAndDiffersBetweenPasses) {
   auto order = [](uint64_t seed, int passes) {
     auto o = Opts(50, 1, passes);

@@ -207,6 +207,25 @@ TEST_F(DatasetTest, BadInputIsRefusedWithWhereItWentWrong) {
   auto svm = Tessera(
       {"upload", "--store", store(), "--dataset", "b", "--format", "libsvm", "--input", dir_ + "/bad.svm"});
   EXPECT_NE(svm.out.find("bad.svm line 2: '4-1' is not index:value"), std::string::npos) << svm.out;
+  // Values that are not finite are malformed too (they would poison a model), with their line.
+  struct NonFinite {
+    std::string file, text, says;
+  };
+  const std::vector<NonFinite> non_finite = {
+      {"nan.svm", "1 3:0.5\n0 5:nan\n", "nan.svm line 2: feature 5 value: 'nan' is not a finite number"},
+      {"inf.svm", "1 3:0.5\n1 2:1\n0 7:-inf 8:1\n", "inf.svm line 3: feature 7 value: '-inf' is not a finite number"},
+      {"big.svm", "1 3:1e39\n", "big.svm line 1: feature 3 value: '1e39' is not a finite number (past the range"},
+      {"label.svm", "nan 3:1\n", "label.svm line 1: label: 'nan' is not a finite number"},
+      {"nan.csv", "1,2\n3,inf\n", "nan.csv line 2 column 1: 'inf' is not a finite number"},
+  };
+  for (const auto& c : non_finite) {
+    ASSERT_TRUE(WriteFileAtomic(dir_ + "/" + c.file, c.text).ok());
+    const std::string format = c.file.substr(c.file.find('.') + 1) == "svm" ? "libsvm" : "csv";
+    auto r = Tessera(
+        {"upload", "--store", store(), "--dataset", "b", "--format", format, "--input", dir_ + "/" + c.file});
+    EXPECT_EQ(r.code, 1) << r.out;
+    EXPECT_NE(r.out.find(c.says), std::string::npos) << r.out;
+  }
   ASSERT_TRUE(WriteFileAtomic(dir_ + "/list.txt", "missing.jpg\tcat\n").ok());
   auto list = Tessera(
       {"upload", "--store", store(), "--dataset", "b", "--format", "list", "--input", dir_ + "/list.txt"});

@@ -2,6 +2,8 @@
 // broken gradient or update could not pass; the exported model holds what was trained.
 #include <gtest/gtest.h>
 
+#include <regex>
+
 #include <Eigen/Dense>
 #include <sstream>
 
@@ -79,6 +81,36 @@ TEST_F(LocalTest, LogregApproachesTheBestAchievableAuc) {
   std::printf("[ logreg ] AUC %.4f, best achievable %.4f\n", auc, best);
   EXPECT_GE(auc, 0.75);
   EXPECT_GE(auc, best - 0.1);
+}
+
+// A data set of 300 records is one chunk; the master cuts it into record ranges so that each of
+// three trainers (batch 64) trains some of it, every pass.
+TEST_F(LocalTest, ASmallDataSetStillSpreadsOverEveryTrainer) {
+  auto gen = Tessera({"gen-ctr", "--train-out", dir_ + "/train.svm", "--eval-out", dir_ + "/eval.svm", "--rows",
+                      "300", "--eval-rows", "100", "--features", "500", "--per-row", "5"});
+  ASSERT_EQ(gen.code, 0) << gen.out;
+  auto up = Tessera({"upload", "--store", store(), "--dataset", "tiny", "--format", "libsvm", "--input",
+                     dir_ + "/train.svm"});
+  ASSERT_EQ(up.code, 0) << up.out;
+  ASSERT_NE(up.out.find("300 records"), std::string::npos) << up.out;
+  ASSERT_NE(up.out.find("(1 chunks"), std::string::npos) << "the test needs a one-chunk data set: " << up.out;
+  Subprocess& p = StartLocal({"--dataset", "tiny", "--model", "logreg", "--trainers", "3", "--passes", "3",
+                              "--batch-size", "64", "--optimizer", "sgd:lr=1", "--job", "tiny"});
+  auto code = p.Wait(std::chrono::seconds(240));
+  ASSERT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail();
+  EXPECT_EQ(Result()["samples"].get<int64_t>(), 900) << "every record of every pass, once";
+  for (int t = 0; t < 3; ++t) {
+    auto log = ReadFile(run() + "/logs/trainer-" + std::to_string(t) + ".log");
+    ASSERT_TRUE(log.ok());
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(*log, m, std::regex("trainer done: [0-9]+ steps, ([0-9]+) samples"))) << *log;
+    int64_t samples = std::stoll(m[1].str());
+    std::printf("trainer %d trained %lld records\n", t, static_cast<long long>(samples));
+    EXPECT_GT(samples, 0) << "trainer " << t << " got nothing to train";
+  }
+  auto master = ReadFile(run() + "/logs/master-0.log");
+  ASSERT_TRUE(master.ok());
+  EXPECT_NE(master->find("cut into record ranges"), std::string::npos) << *master;
 }
 
 TEST_F(LocalTest, Word2vecPutsWordsThatOccurTogetherCloser) {
