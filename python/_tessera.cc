@@ -345,6 +345,7 @@ PYBIND11_MODULE(_tessera, m) {
       .def_property_readonly("step", [](PySession& s) { return s.session().client().step(); })
       .def_property_readonly("mode", [](PySession& s) { return s.session().client().mode().ToString(); })
       .def_property_readonly("pass_", [](PySession& s) { return s.session().pass(); })
+      .def_property_readonly("job_pass", [](PySession& s) { return s.session().job_pass(); })
       .def_property_readonly("passes", [](PySession& s) { return s.session().passes(); })
       .def_property_readonly("job", [](PySession& s) { return s.session().options().job; })
       .def_property_readonly("store", [](PySession& s) { return s.session().options().store; })

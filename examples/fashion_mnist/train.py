@@ -87,7 +87,7 @@ def main():
         if args.eval_dataset and tessera.is_evaluator():
             m = evaluate(model, args.eval_dataset)
             tessera.report(metrics=m, pass_=info["pass"])
-            print("pass %d: accuracy %.4f loss %.4f (step %d)" % (info["pass"] + 1, m["accuracy"], m["loss"],
+            print("pass %d: accuracy %.4f loss %.4f (step %d)" % (info["pass"], m["accuracy"], m["loss"],
                                                                   info["step"]), flush=True)
 
     tessera.on("pass_end", on_pass_end)

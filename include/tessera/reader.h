@@ -78,6 +78,9 @@ class Reader {
   // The pass of the task the last record came from (0-based), and the number of passes.
   virtual int pass() const = 0;
   virtual int passes() const = 0;
+  // The pass the job is in as the master last said (0-based; passes() once every pass is done):
+  // it moves on also while this reader gets no records (the rest of a pass is with others).
+  virtual int job_pass() const = 0;
   // "line" (text data sets) or "example" (tessera.data.Example).
   virtual const std::string& record_type() const = 0;
   virtual ReaderStats stats() const = 0;

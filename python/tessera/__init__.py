@@ -19,7 +19,8 @@ named with Optimizer(model, optimizer="adam:lr=0.001"). Parameters and gradients
 torch's buffers and the network without copies through Python objects.
 
 Events: tessera.on("batch_end", fn) calls fn(info) after every step, tessera.on("pass_end", fn)
-after each pass over the data (info has step, pass, samples, cost).
+after each pass over the data (info has step, pass, samples, cost). Passes are numbered from 1,
+as the console and `tessera local` show them.
 """
 
 import atexit as _atexit
@@ -147,23 +148,29 @@ class Reader:
 
     def _dispatched(self, size):
         s = session()
-        batch, current = [], None
+        batch = []
+        ended = -1  # the passes up to this one (0-based) have had their pass_end
 
-        def done_pass(p):
-            _fire("pass_end", {"pass": p, "step": s.step, "samples": _progress.samples, "cost": _progress.cost})
+        def passes_over():
+            # Once the job is in pass p, every earlier pass is over everywhere (also for a trainer
+            # that read none of its records): pass_end for the one that just ended, numbered
+            # from 1 as everywhere else.
+            nonlocal ended
+            last = s.job_pass - 1
+            if last > ended:
+                ended = last
+                _fire("pass_end", {"pass": last + 1, "step": s.step, "samples": _progress.samples,
+                                   "cost": _progress.cost})
 
         while True:
             kind, rec = s.next_record()
+            if s.job_pass - 1 > ended and batch:
+                # The records of the pass that ended are trained first.
+                yield batch
+                s.trained()
+                batch = []
+            passes_over()
             if kind == "record":
-                p = s.pass_
-                if current is not None and p != current:
-                    # A record of the next pass: the previous pass is complete everywhere.
-                    if batch:
-                        yield batch
-                        s.trained()
-                        batch = []
-                    done_pass(current)
-                current = p
                 batch.append(rec)
                 if len(batch) < size:
                     continue
@@ -174,8 +181,6 @@ class Reader:
             elif kind == "wait":
                 s.idle()
             if kind == "done":
-                if current is not None:
-                    done_pass(current)
                 return
 
     @property
@@ -297,18 +302,21 @@ class Optimizer:
             s.report(int(samples), float(cost) * samples)
         else:
             s.report(int(samples), 0.0)
-        _fire("batch_end", {"step": s.step, "pass": s.pass_, "samples": _progress.samples, "cost": _progress.cost})
+        _fire("batch_end", {"step": s.step, "pass": s.pass_ + 1, "samples": _progress.samples, "cost": _progress.cost})
         return took
 
 
 def report(cost=None, samples=0, metrics=None, pass_=None):
     """Progress for the job's console: `samples` trained at mean cost `cost`, and/or evaluation
-    `metrics` (a dict of name -> value) for pass `pass_` (default: the current one)."""
+    `metrics` (a dict of name -> value) for pass `pass_`, numbered from 1 as pass_end's info
+    (default: the current one)."""
     s = session()
     if samples:
         s.report(int(samples), float(cost or 0.0) * int(samples))
     if metrics:
-        s.report_metrics({str(k): float(v) for k, v in metrics.items()}, s.pass_ if pass_ is None else int(pass_))
+        if pass_ is not None and int(pass_) < 1:
+            raise ValueError("passes are numbered from 1, got %r" % pass_)
+        s.report_metrics({str(k): float(v) for k, v in metrics.items()}, s.pass_ if pass_ is None else int(pass_) - 1)
 
 
 def is_evaluator():

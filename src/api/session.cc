@@ -222,6 +222,7 @@ Status Session::Trained() {
   return AfterStep();
 }
 int Session::pass() const { return impl_->pass; }
+int Session::job_pass() const { return impl_->reader ? impl_->reader->job_pass() : -1; }
 int Session::passes() const { return impl_->reader ? impl_->reader->passes() : 0; }
 bool Session::finished() const { return impl_->reader && impl_->reader->finished(); }
 std::string Session::record_type() const { return impl_->reader ? impl_->reader->record_type() : ""; }

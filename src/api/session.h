@@ -81,6 +81,10 @@ class Session {
   // with an empty push (sync/ssp).
   Status Idle();
   int pass() const;    // 0-based pass of the last record
+  // 0-based pass the job is in as the master last said (passes() when done; -1 before any
+  // answer). It moves on also while this trainer reads nothing: the previous pass is then over
+  // everywhere (see Reader::job_pass).
+  int job_pass() const;
   int passes() const;  // 0 until the first record
   bool finished() const;
   std::string record_type() const;

@@ -18,6 +18,7 @@ struct MasterFlags {
   int http_port = 0;
   std::string log_dir;
   std::string web_dir;
+  std::string history_file;
   int chunks_per_task = 1;
   int64_t min_tasks = -1;
   int64_t min_task_records = 64;
@@ -58,6 +59,7 @@ int RunMaster(const MasterFlags& f) {
   o.http_port = f.http_port;
   o.log_dir = f.log_dir;
   o.web_dir = f.web_dir;
+  o.history_file = f.history_file;
   o.lease_ttl_seconds = f.lease_ttl;
   o.queue.chunks_per_task = f.chunks_per_task;
   o.queue.min_tasks = f.min_tasks;  // -1: the master's default for the job (see master_node.h)
@@ -123,6 +125,10 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
   cmd->add_option(
       "--log-dir", f->log_dir,
       "directory of the job's <node>.log files, shown in the console's logs panel (tessera local sets it)");
+  cmd->add_option("--history-file", f->history_file,
+                  "while leading, append the console's history (every cost report and evaluation, the nodes, "
+                  "the job's status) to this JSON-lines file, so `tessera console --run` can show it later "
+                  "(tessera local: RUN/history.jsonl)");
   cmd->add_option("--web-dir", f->web_dir,
                   "the console page's files (default: beside this program, ../console in a build tree, "
                   "../share/tessera/web installed)");

@@ -15,5 +15,6 @@ void RegisterData(CLI::App& app, int* exit_code);
 void RegisterMaster(CLI::App& app, int* exit_code);
 void RegisterModels(CLI::App& app, int* exit_code);
 void RegisterLocal(CLI::App& app, int* exit_code);
+void RegisterConsole(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

@@ -42,6 +42,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterMaster(app, &exit_code);
   tessera::cli::RegisterModels(app, &exit_code);
   tessera::cli::RegisterLocal(app, &exit_code);
+  tessera::cli::RegisterConsole(app, &exit_code);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

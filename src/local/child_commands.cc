@@ -65,7 +65,9 @@ std::vector<std::string> MasterArgv(const LocalOptions& o, const std::string& et
           "--http-port",
           "0",
           "--log-dir",
-          o.run_dir + "/logs"};
+          o.run_dir + "/logs",
+          "--history-file",
+          o.run_dir + "/history.jsonl"};
 }
 
 std::vector<std::string> TrainerArgv(const LocalOptions& o) {

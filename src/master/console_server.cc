@@ -1,15 +1,15 @@
 // ConsoleServer (see console_server.h).
 #include "master/console_server.h"
 
-#include "common/http_limits.h"
-
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 
+#include <filesystem>
 #include <fstream>
 #include <optional>
 
 #include "common/clock.h"
+#include "common/http_limits.h"
 #include "common/strings.h"
 
 namespace tessera::master {
@@ -74,7 +74,7 @@ ConsoleServer::ConsoleServer(ConsoleSources sources) : s_(std::move(sources)) {}
 ConsoleServer::~ConsoleServer() { Stop(); }
 
 nlohmann::json ConsoleServer::Job(const StatusReply& st) const {
-  const double elapsed = (WallMillis() - s_.started_ms) / 1000.0;
+  const double elapsed = ((s_.ended_ms > 0 ? s_.ended_ms : WallMillis()) - s_.started_ms) / 1000.0;
   const double total = static_cast<double>(st.tasks()) * std::max(1, st.passes());
   const double done = st.finished() ? total : static_cast<double>(st.pass()) * st.tasks() + st.done();
   const double fraction = total > 0 ? done / total : 0;
@@ -96,7 +96,8 @@ nlohmann::json ConsoleServer::Job(const StatusReply& st) const {
                       {"last_cost", st.last_cost()},
                       {"step", st.step()},
                       {"elapsed_seconds", elapsed},
-                      {"leader_epoch", st.epoch()}};
+                      {"leader_epoch", st.epoch()},
+                      {"archived", s_.ended_ms > 0}};
   j["eta_seconds"] = fraction > 0 && !st.finished() ? nlohmann::json(elapsed * (1 - fraction) / fraction)
                                                     : nlohmann::json(nullptr);
   return j;
@@ -172,11 +173,15 @@ StatusOr<int> ConsoleServer::Start(const std::string& host, int port) {
   srv.Get("/api/tasks", [this, status](const httplib::Request&, httplib::Response& res) {
     if (auto st = status(res)) Reply(res, 200, Tasks(*st));
   });
-  srv.Get("/api/metrics", [this](const httplib::Request& req, httplib::Response& res) {
+  srv.Get("/api/metrics", [this, status](const httplib::Request& req, httplib::Response& res) {
     int64_t since;
     if (!Since(req, res, &since)) return;
+    // Not leading yet (or still restoring the history it took over): nothing to show, not an
+    // empty history.
+    if (!status(res)) return;
     auto points = s_.cost_since(since);
     auto body = nlohmann::json::parse(CostHistory::ToJson(points));
+    for (auto& p : body) p["pass"] = p.value("pass", 0) + 1;  // numbered from 1, as everywhere shown
     Reply(res, 200,
           {{"points", body},
            {"next", points.empty() ? since : points.back().seq},
@@ -232,6 +237,17 @@ StatusOr<int> ConsoleServer::Start(const std::string& host, int port) {
 void ConsoleServer::Stop() {
   if (server_) server_->stop();
   if (thread_.joinable()) thread_.join();
+}
+
+std::string FindConsolePage(const std::string& given) {
+  if (!given.empty()) return given;
+  std::error_code ec;
+  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const auto& dir : {exe.parent_path() / "../console", exe.parent_path() / "../share/tessera/web"}) {
+    if (std::filesystem::exists(dir / "index.html", ec)) return std::filesystem::weakly_canonical(dir, ec).string();
+  }
+  return "";
 }
 
 }  // namespace tessera::master

@@ -37,6 +37,7 @@ struct ConsoleSources {
   metrics::Registry* metrics = nullptr;
   std::function<void()> before_metrics;  // refreshes gauges before /metrics renders
   int64_t started_ms = 0;
+  int64_t ended_ms = 0;  // a run reopened after it ended (`tessera console --run`); 0: running
 };
 
 class ConsoleServer {
@@ -57,6 +58,10 @@ class ConsoleServer {
   std::unique_ptr<httplib::Server> server_;
   std::thread thread_;
 };
+
+// Where the console page is: `given`, or beside this program (a build tree's console/, or an
+// install's share/tessera/web); "" if none is found.
+std::string FindConsolePage(const std::string& given);
 
 // Reads the lines of `path` from line `since` (0-based), at most `limit`; sets *next to the line
 // number after the last one returned. NotFound if the file does not exist.

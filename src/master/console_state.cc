@@ -18,7 +18,19 @@ void Enter(NodeView& n, const std::string& state, int64_t now_ms) {
 
 }  // namespace
 
-void NodeTracker::Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms) {
+std::vector<std::string> NodeTracker::Departing(const std::string& kind, const std::vector<Live>& live) const {
+  std::set<std::string> present;
+  for (const auto& l : live) present.insert(l.name);
+  std::vector<std::string> out;
+  for (const auto& [key, n] : nodes_) {
+    if (key.first == kind && !present.count(key.second) && n.state != "lost" && n.state != "finished")
+      out.push_back(key.second);
+  }
+  return out;
+}
+
+void NodeTracker::Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms,
+                         const std::map<std::string, int64_t>& left) {
   std::set<std::string> present;
   for (const auto& l : live) {
     present.insert(l.name);
@@ -39,8 +51,9 @@ void NodeTracker::Update(const std::string& kind, const std::vector<Live>& live,
     n.last_seen_ms = now_ms;
   }
   for (auto& [key, n] : nodes_) {
-    if (key.first != kind || present.count(key.second) || n.state == "lost") continue;
-    Enter(n, "lost", now_ms);
+    if (key.first != kind || present.count(key.second) || n.state == "lost" || n.state == "finished") continue;
+    auto l = left.find(key.second);
+    Enter(n, l != left.end() && l->second == n.epoch ? "finished" : "lost", now_ms);
   }
 }
 

@@ -20,7 +20,9 @@ struct NodeView {
   std::string address;
   std::string info;  // the registration's JSON
   int64_t epoch = 0;
-  std::string state;  // "alive", "lost", "restarted" (alive again under a new epoch)
+  // "alive", "lost" (its lease expired), "finished" (a trainer that deregistered: it finished,
+  // or was stopped), "restarted" (alive again under a new epoch)
+  std::string state;
   int64_t since_ms = 0;
   int64_t last_seen_ms = 0;
   int restarts = 0;
@@ -37,8 +39,12 @@ class NodeTracker {
     std::string address;
     std::string info;
   };
-  // The registrations of `kind` now.
-  void Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms);
+  // The registrations of `kind` now. Nodes gone since the last update are "lost", except those in
+  // `left` (name -> epoch of the registration that deregistered on purpose), which are "finished".
+  void Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms,
+              const std::map<std::string, int64_t>& left = {});
+  // The nodes of `kind` that `live` no longer lists (and are not marked gone yet).
+  std::vector<std::string> Departing(const std::string& kind, const std::vector<Live>& live) const;
   std::vector<NodeView> Nodes() const;
   bool Known(const std::string& kind, const std::string& name) const;
 

@@ -43,6 +43,23 @@ TEST(NodeTrackerTest, AliveLostAndRestartedUnderANewEpoch) {
   EXPECT_FALSE(t.Known("trainer", "1"));
 }
 
+TEST(NodeTrackerTest, ATrainerThatDeregisteredIsFinishedNotLost) {
+  NodeTracker t;
+  t.Update("trainer", {{"0", 12, "", "{}"}, {"1", 13, "", "{}"}, {"2", 14, "", "{}"}}, 1000);
+  std::vector<NodeTracker::Live> now = {{"2", 14, "", "{}"}};
+  EXPECT_EQ(t.Departing("trainer", now), (std::vector<std::string>{"0", "1"}));
+  // 0 left on purpose; 1's lease expired; a left marker of an older incarnation does not count.
+  t.Update("trainer", now, 2000, {{"0", 12}, {"1", 5}});
+  auto n = t.Nodes();
+  EXPECT_EQ(Find(n, "trainer", "0")->state, "finished");
+  EXPECT_EQ(Find(n, "trainer", "1")->state, "lost");
+  EXPECT_EQ(Find(n, "trainer", "2")->state, "alive");
+  EXPECT_TRUE(t.Departing("trainer", now).empty()) << "each departure is marked once";
+  // A new trainer with the same id later is a restart.
+  t.Update("trainer", {{"0", 30, "", "{}"}, {"2", 14, "", "{}"}}, 3000);
+  EXPECT_EQ(Find(t.Nodes(), "trainer", "0")->state, "restarted");
+}
+
 TEST(CostHistoryTest, BoundedSinceAndJsonRoundTrip) {
   CostHistory h(3);
   for (int i = 0; i < 5; ++i) {

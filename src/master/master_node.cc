@@ -25,6 +25,7 @@
 #include "master/console_state.h"
 #include "master/master_service.h"
 #include "master/checkpoint_view.h"
+#include "master/run_history.h"
 #include "master/state_log.h"
 
 namespace tessera::master {
@@ -122,7 +123,9 @@ class CostSaver {
     return out;
   }
 
+  // From the saving thread and from a report with evaluations: one at a time.
   void Save(const MasterService& service, const Fence& fence) {
+    std::lock_guard<std::mutex> lock(mu_);
     auto points = service.CostSince(saved_);
     if (points.empty()) return;
     etcd::Txn txn;
@@ -140,23 +143,10 @@ class CostSaver {
  private:
   etcd::EtcdClient* etcd_;
   std::string job_;
+  std::mutex mu_;  // guards keys_ and saved_
   std::vector<std::string> keys_;
   int64_t saved_ = 0;
 };
-
-// Where the console page is: the given directory, or beside this binary (the build tree's
-// console/, or an install's share/tessera/web).
-std::string FindWebDir(const std::string& given) {
-  if (!given.empty()) return given;
-  std::error_code ec;
-  std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec) return "";
-  for (const auto& dir : {exe.parent_path() / "../console", exe.parent_path() / "../share/tessera/web"}) {
-    if (std::filesystem::exists(dir / "index.html", ec))
-      return std::filesystem::weakly_canonical(dir, ec).string();
-  }
-  return "";
-}
 
 // Registrations as the console's node history sees them.
 std::vector<NodeTracker::Live> LiveNodes(const MemberList& l) {
@@ -167,6 +157,20 @@ std::vector<NodeTracker::Live> LiveNodes(const MemberList& l) {
     out.push_back({m.name, m.epoch, address, m.value});
   }
   return out;
+}
+
+// Updates the console's trainers from `l`: a trainer gone since the last update that left a
+// trainers-left record for its registration deregistered on purpose ("finished"), not "lost".
+void UpdateTrainers(etcd::EtcdClient* etcd, const std::string& job, const MemberList& l, NodeTracker* nodes) {
+  auto live = LiveNodes(l);
+  std::map<std::string, int64_t> left;
+  for (const auto& name : nodes->Departing("trainer", live)) {
+    auto kv = etcd->Get(keys::TrainerLeft(job, name));
+    if (!kv.ok() || kv->kvs.empty()) continue;
+    auto j = nlohmann::json::parse(kv->kvs[0].value, nullptr, false);
+    if (j.is_object()) left[name] = j.value("epoch", int64_t{0});
+  }
+  nodes->Update("trainer", live, WallMillis(), left);
 }
 
 }  // namespace
@@ -288,7 +292,7 @@ Status MasterNode::Run() {
     return extra;
   };
   cs.log_dir = options_.log_dir;
-  cs.web_dir = FindWebDir(options_.web_dir);
+  cs.web_dir = FindConsolePage(options_.web_dir);
   cs.metrics = &service.metrics();
   cs.before_metrics = [&service] { service.RefreshMetrics(); };
   cs.started_ms = WallMillis();
@@ -370,6 +374,7 @@ Status MasterNode::Run() {
   CostSaver cost_saver(etcd.get(), job);
   service.RestoreCost(cost_saver.Load());
   log.Start(seq, settings);
+  service.SetEvaluationSaver([&] { cost_saver.Save(service, election.fence()); });
   if (config.checkpoint_steps > 0) {
     service.SetPositionSaver([&etcd, &job, fence = election.fence()](const DataPosition& p) {
       return SavePosition(etcd.get(), job, fence, p);
@@ -381,13 +386,33 @@ Status MasterNode::Run() {
   auto trainers = Registry(etcd.get(), keys::TrainerPrefix(job)).Watch([&](const MemberList& l) {
     service.TrainersChanged(l);
     std::lock_guard<std::mutex> lock(nodes_mu);
-    nodes.Update("trainer", LiveNodes(l), WallMillis());
+    UpdateTrainers(etcd.get(), job, l, &nodes);
   });
   service.TrainersChanged(trainers->Snapshot());
   auto pservers = Registry(etcd.get(), keys::PserverPrefix(job)).Watch([&](const MemberList& l) {
     std::lock_guard<std::mutex> lock(nodes_mu);
     nodes.Update("pserver", LiveNodes(l), WallMillis());
   });
+  std::unique_ptr<RunHistoryWriter> history;
+  if (!options_.history_file.empty()) {
+    auto w = RunHistoryWriter::Open(options_.history_file);
+    if (w.ok()) {
+      history = std::move(*w);
+      history->Job(job, cs.config);
+    } else {
+      spdlog::warn("no history file: {}", w.status().message());
+    }
+  }
+  // The console's history to the run's file (every 2 s, and when leading ends).
+  auto write_history = [&] {
+    if (!history) return;
+    history->Points(service.CostSince(history->last_seq()));
+    {
+      std::lock_guard<std::mutex> nl(nodes_mu);
+      history->Nodes(nodes.Nodes(), WallMillis());
+    }
+    if (auto st = cs.status(); st.ok()) history->Status(*st, WallMillis());
+  };
   std::thread ticker([&] {
     std::unique_lock<std::mutex> lock(mu_);
     auto next_save = SteadyClock::now();
@@ -398,13 +423,15 @@ Status MasterNode::Run() {
         next_save = SteadyClock::now() + std::chrono::seconds(2);
         cost_saver.Save(service, election.fence());
         // Registrations still in etcd have live leases: that is the nodes' heartbeat.
-        for (auto [kind, prefix] : {std::pair{"pserver", keys::PserverPrefix(job)},
-                                    std::pair{"trainer", keys::TrainerPrefix(job)}}) {
-          auto l = Registry(etcd.get(), prefix).List();
-          if (!l.ok()) continue;
+        if (auto l = Registry(etcd.get(), keys::PserverPrefix(job)).List(); l.ok()) {
           std::lock_guard<std::mutex> nl(nodes_mu);
-          nodes.Update(kind, LiveNodes(*l), WallMillis());
+          nodes.Update("pserver", LiveNodes(*l), WallMillis());
         }
+        if (auto l = Registry(etcd.get(), keys::TrainerPrefix(job)).List(); l.ok()) {
+          std::lock_guard<std::mutex> nl(nodes_mu);
+          UpdateTrainers(etcd.get(), job, *l, &nodes);
+        }
+        write_history();
       }
       if (Status f = log.failure(); !f.ok()) {
         service.Stop(f);
@@ -426,6 +453,7 @@ Status MasterNode::Run() {
   leading_ = false;
   ticker.join();
   cost_saver.Save(service, election.fence());
+  write_history();
   pservers->Cancel();
   trainers->Cancel();
   console.Stop();

@@ -34,6 +34,9 @@ struct MasterOptions {
   std::string log_dir;  // <node>.log files the console's logs panel reads (tessera local: RUN/logs)
   std::string web_dir;  // the console page; empty: next to the binary (../console in a build tree,
                         // ../share/tessera/web installed)
+  // While leading, appends the console's history (cost, evaluations, nodes, status) to this
+  // JSON-lines file (see run_history.h; tessera local: RUN/history.jsonl). Empty: none.
+  std::string history_file;
 };
 
 class MasterNode {

@@ -208,6 +208,13 @@ grpc::Status MasterService::GetStatus(grpc::ServerContext*, const StatusRequest*
 grpc::Status MasterService::Report(grpc::ServerContext*, const ProgressReport* req, ProgressReply*) {
   RpcTimer timer(registry_, "Report");
   if (auto c = Check(req->job_token()); !c.ok()) return c;
+  grpc::Status s = AddReport(*req);
+  if (s.ok() && req->metrics_size() > 0 && save_evaluations_) save_evaluations_();
+  return s;
+}
+
+grpc::Status MasterService::AddReport(const ProgressReport& report) {
+  const ProgressReport* req = &report;
   std::lock_guard<std::mutex> lock(mu_);
   int64_t now = SteadyMillis();
   if (req->samples() > 0) {

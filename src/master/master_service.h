@@ -43,6 +43,10 @@ class MasterService final : public tessera::master::Master::Service {
   // Where data positions of consistent checkpoints go (the node saves them in etcd, fenced).
   // Unset: positions are collected but not saved.
   void SetPositionSaver(std::function<Status(const DataPosition&)> save) { save_position_ = std::move(save); }
+  // Called (outside the lock) when a report brought evaluation results, before the report is
+  // answered: they are saved at once, not with the next periodic save of the cost history, so a
+  // master that dies right after cannot lose them.
+  void SetEvaluationSaver(std::function<void()> save) { save_evaluations_ = std::move(save); }
 
   // The console's cost and evaluation history (points with seq > `since`), and its restore
   // after a takeover.
@@ -64,6 +68,8 @@ class MasterService final : public tessera::master::Master::Service {
   grpc::Status ReportPosition(grpc::ServerContext*, const PositionReport*, PositionReply*) override;
 
  private:
+  // Report's bookkeeping, under the lock.
+  grpc::Status AddReport(const ProgressReport& report);
   grpc::Status Check(const std::string& token) const;
   // Logs `e` (REQUIRES: mu_ held) and returns the ticket to wait for.
   uint64_t Log(const Event& e);
@@ -97,6 +103,7 @@ class MasterService final : public tessera::master::Master::Service {
   PositionBook positions_;
   int64_t saved_position_ = -1;
   std::function<Status(const DataPosition&)> save_position_;
+  std::function<void()> save_evaluations_;
   std::mutex save_mu_;  // one save at a time, in version order
 };
 

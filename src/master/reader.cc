@@ -96,6 +96,7 @@ class ReaderImpl : public Reader {
   bool finished() const override { return finished_; }
   int pass() const override { return pass_; }
   int passes() const override { return passes_; }
+  int job_pass() const override { return job_pass_; }
   const std::string& record_type() const override { return record_type_; }
   ReaderStats stats() const override { return stats_; }
   std::pair<int64_t, int64_t> current_task() const override { return {task_.id(), task_.epoch()}; }
@@ -112,8 +113,10 @@ class ReaderImpl : public Reader {
       record_type_ = reply.record_type();
       if (reply.kind() == master::GetTaskReply::FINISHED) {
         finished_ = true;
+        job_pass_ = passes_;
         return false;
       }
+      job_pass_ = std::max(job_pass_, reply.kind() == master::GetTaskReply::TASK ? reply.task().pass() : reply.pass());
       // Other trainers hold the rest of the pass: the caller keeps stepping and asks again.
       if (reply.kind() == master::GetTaskReply::WAIT) return false;
       Deadline deadline(options_.request_timeout);
@@ -180,6 +183,7 @@ class ReaderImpl : public Reader {
   bool have_task_ = false;
   bool finished_ = false;
   int pass_ = 0, passes_ = 0;
+  int job_pass_ = -1;  // -1 until the master first answered
   std::string record_type_;
   std::vector<std::pair<std::string, std::string>> buffers_;  // per chunk: stored, decompressed
   std::vector<std::string_view> records_;

@@ -23,10 +23,18 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   TESSERA_RETURN_IF_ERROR(session->Initialize());
   const std::string me = client->trainer_id();
 
+  // A model that cannot train on the data says so now, not as a crash at its first batch.
+  TESSERA_ASSIGN_OR_RETURN(const ModelInfo* info, FindModel(o.model));
+  if (!o.store.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(std::string name, session->JobDataset());
+    TESSERA_ASSIGN_OR_RETURN(auto train, dataset::FindDataset(o.store, name));
+    TESSERA_RETURN_IF_ERROR(CheckModelData(*info, o.model_options, train, "the job's data set"));
+  }
   std::unique_ptr<dataset::DatasetReader> eval;
   if (!o.eval_dataset.empty()) {
     if (o.store.empty()) return Status::InvalidArgument("evaluating on --eval-dataset needs --store");
     TESSERA_ASSIGN_OR_RETURN(eval, dataset::DatasetReader::Open(o.store, o.eval_dataset));
+    TESSERA_RETURN_IF_ERROR(CheckModelData(*info, o.model_options, eval->manifest(), "evaluation data set"));
   }
   auto evaluate = [&](int pass, TrainerResult* result) -> Status {
     if (!eval || !session->IsEvaluator()) return Status::OK();
@@ -44,22 +52,26 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   };
 
   TrainerResult result;
+  // Once the job is in pass p, every earlier pass is over everywhere: the evaluator evaluates the
+  // one that just ended. (The job's pass comes from the master's every answer, so a pass ends
+  // also for an evaluator that read none of its records.)
+  int evaluated = -1;
+  auto evaluate_through = [&](int job_pass) -> Status {
+    if (job_pass - 1 <= evaluated) return Status::OK();
+    evaluated = job_pass - 1;
+    return evaluate(evaluated, &result);
+  };
   std::vector<std::string> batch;
   std::string rec;
-  int current_pass = -1;
   bool done = false;
   while (!stopping() && !done) {
     batch.clear();
     while (static_cast<int>(batch.size()) < o.model_options.batch_size) {
       TESSERA_ASSIGN_OR_RETURN(api::Session::Next next, session->NextRecord(&rec));
+      TESSERA_RETURN_IF_ERROR(evaluate_through(session->job_pass()));
       if (next != api::Session::Next::kRecord) {
         done = next == api::Session::Next::kDone;
         break;
-      }
-      if (session->pass() != current_pass) {
-        // A record of a new pass: the previous pass is complete everywhere.
-        if (current_pass >= 0) TESSERA_RETURN_IF_ERROR(evaluate(current_pass, &result));
-        current_pass = session->pass();
       }
       batch.push_back(rec);
     }
@@ -84,7 +96,6 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
     result.samples += r.samples;
     session->Report(r.samples, r.cost_sum);
   }
-  if (!stopping() && current_pass >= 0) TESSERA_RETURN_IF_ERROR(evaluate(current_pass, &result));
   TESSERA_RETURN_IF_ERROR(session->Close());
   return result;
 }

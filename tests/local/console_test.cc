@@ -6,13 +6,16 @@
 #include <httplib.h>
 #include <signal.h>
 
+#include <map>
 #include <regex>
+#include <set>
 
 #include "coord/election.h"
 #include "coord/keys.h"
 #include "harness/job_probe.h"
 #include "harness/prometheus_text.h"
 #include "local/local_fixture.h"
+#include "master/run_history.h"
 
 namespace tessera::testing {
 namespace {
@@ -264,6 +267,79 @@ TEST_F(LocalTest, ConsoleHistorySurvivesAMasterFailover) {
   auto code = p.Wait(std::chrono::seconds(300));
   ASSERT_TRUE(code.has_value()) << p.Output();
   EXPECT_EQ(*code, 0) << p.Output() << LogsTail(30);
+  // The run's history file, written by one leader and then the other, holds each point once and
+  // every pass's evaluation.
+  auto history = master::ReadRunHistory(run() + "/history.jsonl");
+  ASSERT_TRUE(history.ok()) << history.status();
+  std::set<int64_t> seqs;
+  std::map<int, int> accuracy_by_pass;
+  for (const auto& pt : history->points) {
+    EXPECT_TRUE(seqs.insert(pt.seq).second) << "point " << pt.seq << " written twice";
+    if (pt.metric == "accuracy") ++accuracy_by_pass[pt.pass + 1];
+  }
+  for (int pass = 1; pass <= 8; ++pass) EXPECT_EQ(accuracy_by_pass[pass], 1) << "pass " << pass;
+}
+
+// After the job, its run directory holds the console's history, and `tessera console --run`
+// serves the finished run: the job, every pass's evaluation, the trainers as finished (not lost),
+// the logs.
+TEST_F(LocalTest, AFinishedRunsConsoleReopensFromItsRunDirectory) {
+  UploadFashionMnist();
+  Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
+                              "hidden=16", "--trainers", "2", "--passes", "3", "--job", "archive"});
+  auto code = p.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail();
+  // As training went, one line per point: the evaluations of passes 1..3 are there.
+  auto text = ReadFile(run() + "/history.jsonl");
+  ASSERT_TRUE(text.ok());
+  for (int pass = 1; pass <= 3; ++pass) {
+    EXPECT_NE(text->find("\"metric\":\"accuracy\",\"pass\":" + std::to_string(pass)), std::string::npos)
+        << "no evaluation of pass " << pass << " in history.jsonl";
+  }
+
+  SpawnOptions o;
+  o.argv = {BuildPath("src/tessera"), "console", "--run", run()};
+  o.log_path = dir_ + "/console.log";
+  auto c = Subprocess::Spawn(o);
+  ASSERT_TRUE(c.ok());
+  std::smatch m;
+  std::string out;
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        out = (*c)->Output();
+        return std::regex_search(out, m, std::regex("(http://([0-9.]+):([0-9]+)/)"));
+      },
+      std::chrono::seconds(30)))
+      << out;
+  httplib::Client http(m[2].str(), std::stoi(m[3].str()));
+  auto job = Fetch(http, "/api/job");
+  ASSERT_EQ(job.status, 200) << job.text;
+  EXPECT_EQ(job.body["job"], "archive");
+  EXPECT_EQ(job.body["finished"], true);
+  EXPECT_EQ(job.body["archived"], true);
+  EXPECT_EQ(job.body["pass"], 3);
+  auto nodes = Fetch(http, "/api/nodes");
+  for (const char* t : {"trainer-0", "trainer-1"}) {
+    const auto* n = Node(nodes.body, t);
+    ASSERT_NE(n, nullptr) << nodes.text;
+    EXPECT_EQ((*n)["state"], "finished") << t << " " << nodes.text;
+  }
+  auto metrics = Fetch(http, "/api/metrics?since=0");
+  std::set<int> evaluated;
+  for (const auto& pt : metrics.body["points"]) {
+    if (pt.value("metric", "") == "accuracy") evaluated.insert(pt["pass"].get<int>());
+  }
+  EXPECT_EQ(evaluated, (std::set<int>{1, 2, 3})) << metrics.text;
+  auto logs = Fetch(http, "/api/logs?node=trainer-0&since=0");
+  ASSERT_EQ(logs.status, 200) << logs.text;
+  EXPECT_FALSE(logs.body["lines"].empty());
+  ASSERT_TRUE((*c)->Signal(SIGINT).ok());
+  auto ended = (*c)->Wait(std::chrono::seconds(30));
+  ASSERT_TRUE(ended.has_value());
+  EXPECT_EQ(*ended, 0);
+  auto none = Tessera({"console", "--run", dir_});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.out.find("holds no run history"), std::string::npos) << none.out;
 }
 
 }  // namespace

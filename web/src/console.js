@@ -47,9 +47,11 @@ function cell(row, text, cls) {
 // ---- job ----
 
 function showJob(j) {
+  state.archived = !!j.archived;
   $("job-name").textContent = j.job;
   document.title = `Tessera · ${j.job}`;
-  $("pass").textContent = `${j.pass} / ${j.passes}${j.finished ? " (finished)" : ""}`;
+  $("pass").textContent =
+    `${j.pass} / ${j.passes}${j.finished ? " (finished)" : j.archived ? " (the run ended here)" : ""}`;
   const t = j.tasks;
   $("tasks").textContent = `${t.done} / ${t.pending} / ${t.todo} / ${t.failed}`;
   $("rate").textContent = Math.round(j.samples_per_second).toLocaleString();
@@ -111,6 +113,7 @@ function drawCost() {
   }
 }
 
+// Each metric on its own scale and axis (accuracy in 0..1 beside a loss of 2 would be flat).
 function drawEval() {
   const el = $("eval");
   const metrics = Object.keys(state.evalByMetric).sort();
@@ -118,15 +121,21 @@ function drawEval() {
   for (const m of metrics) for (const p of Object.keys(state.evalByMetric[m])) passes.add(Number(p));
   const xs = [...passes].sort((a, b) => a - b);
   el.dataset.points = String(xs.length);
+  el.dataset.axes = String(metrics.length);
   if (xs.length === 0) return;
   const data = [xs, ...metrics.map((m) => xs.map((p) => state.evalByMetric[m][p] ?? null))];
   if (!evalPlot || evalPlot.series.length - 1 !== metrics.length) {
     if (evalPlot) evalPlot.destroy();
     const series = [{ label: "pass" }];
-    metrics.forEach((m, i) => series.push({ label: m, stroke: PALETTE[i % PALETTE.length], width: 2,
-                                            points: { show: true } }));
-    evalPlot = new uPlot({ width: chartWidth(el), height: 260, series, scales: { x: { time: false } },
-                           axes: [{ label: "pass", incrs: [1, 2, 5, 10, 20, 50, 100] }, {}] }, data, el);
+    const axes = [{ label: "pass", incrs: [1, 2, 5, 10, 20, 50, 100] }];
+    const scales = { x: { time: false } };
+    metrics.forEach((m, i) => {
+      const color = PALETTE[i % PALETTE.length];
+      series.push({ label: m, scale: m, stroke: color, width: 2, points: { show: true } });
+      scales[m] = { auto: true };
+      axes.push({ scale: m, label: m, side: i === 0 ? 3 : 1, stroke: color, grid: { show: i === 0 } });
+    });
+    evalPlot = new uPlot({ width: chartWidth(el), height: 260, series, scales, axes }, data, el);
   } else {
     evalPlot.setData(data);
   }
@@ -137,7 +146,7 @@ async function pollHistory() {
     const h = await getJson(`/api/metrics?since=${state.since}`);
     for (const p of h.points) {
       if (p.metric) {
-        (state.evalByMetric[p.metric] ??= {})[p.pass + 1] = p.value;
+        (state.evalByMetric[p.metric] ??= {})[p.pass] = p.value;
       } else {
         const s = (state.costByTrainer[p.trainer] ??= [[], []]);
         s[0].push(p.step);
@@ -169,7 +178,8 @@ function showNodes(list) {
     cell(row, String(n.epoch));
     cell(row, n.state, `state-${n.state}`);
     cell(row, (n.history || []).map((h) => `${h.state} ${new Date(h.at_ms).toLocaleTimeString()}`).join(" → "));
-    cell(row, n.state === "lost" ? "–" : `${n.seconds_since_heartbeat.toFixed(1)} s ago`);
+    cell(row, n.state === "lost" || n.state === "finished" || state.archived ? "–"
+                                                         : `${n.seconds_since_heartbeat.toFixed(1)} s ago`);
     cell(row, n.stats ? `v${n.stats.version} · ${Math.round(n.stats.pushes_per_second)}/s · ` +
                         `${(n.stats.param_bytes / 1048576).toFixed(1)} MiB · ${n.stats.slots} slots` : "");
     cell(row, String(n.restarts));

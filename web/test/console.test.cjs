@@ -6,46 +6,18 @@
 // Run by ctest (WebConsoleInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
 "use strict";
 
-const { spawn, execFileSync } = require("child_process");
+const { spawn } = require("child_process");
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
+const { build, tessera, waitFor, uploadFashionMnist, openPage, run } = require("./harness.cjs");
 
-const build = process.env.TESSERA_BUILD_DIR;
-const modules = process.env.TESSERA_WEB_MODULES;
-if (!build || !modules) {
-  console.error("set TESSERA_BUILD_DIR and TESSERA_WEB_MODULES (ctest does)");
-  process.exit(2);
-}
-const { chromium } = require(path.join(modules, "playwright-core"));
-const tessera = path.join(build, "src", "tessera");
 const screenshot = path.join(build, "console-screenshot.png");
-
-// Polls `fn` until it returns a truthy value or `seconds` pass; throws `what` on timeout.
-async function waitFor(what, seconds, fn) {
-  const deadline = Date.now() + seconds * 1000;
-  let last;
-  while (Date.now() < deadline) {
-    try {
-      last = await fn();
-      if (last) return last;
-    } catch (e) {
-      last = e.message;
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
-  throw new Error(`timed out after ${seconds} s waiting for ${what} (last: ${JSON.stringify(last)})`);
-}
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "web-test-"));
   const store = path.join(dir, "store");
-  const fm = "/usr/share/datasets/fashion-mnist/";
-  for (const [name, images, labels] of [["fm", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"],
-                                        ["fm-test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"]]) {
-    execFileSync(tessera, ["upload", "--store", store, "--dataset", name, "--format", "idx", "--images",
-                           fm + images, "--labels", fm + labels], { stdio: "ignore" });
-  }
+  uploadFashionMnist(store);
   let output = "";
   const local = spawn(tessera, ["local", "--run", path.join(dir, "run"), "--store", store, "--dataset", "fm",
                                 "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg", "hidden=32",
@@ -54,22 +26,12 @@ async function main() {
   local.stdout.on("data", (d) => { output += d; });
   local.stderr.on("data", (d) => { output += d; });
   let context;
-  const errors = [];
   try {
     const url = await waitFor("the console URL from tessera local", 60,
                               () => (output.match(/web console: (http:\/\/\S+)/) || [])[1]);
-    context = await chromium.launchPersistentContext(path.join(dir, "chromium-profile"), {
-      executablePath: "/usr/bin/chromium",
-      headless: true,
-      args: ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-             "--disable-component-update", "--disable-sync"],
-      viewport: { width: 1400, height: 1300 },
-    });
-    const page = context.pages()[0] || (await context.newPage());
-    page.on("console", (m) => { if (m.type() === "error") errors.push(`console: ${m.text()}`); });
-    page.on("pageerror", (e) => errors.push(`page: ${e.message}`));
-    page.on("requestfailed", (r) => errors.push(`request failed: ${r.url()}`));
-    page.on("response", (r) => { if (r.status() >= 400) errors.push(`HTTP ${r.status()} for ${r.url()}`); });
+    const opened = await openPage(dir);
+    context = opened.context;
+    const { page, errors } = opened;
     await page.goto(url);
     await waitFor("the job name on the page", 30, async () => (await page.textContent("#job-name")) === "web");
 
@@ -114,7 +76,4 @@ async function main() {
   }
 }
 
-main().catch((e) => {
-  console.error("FAIL:", e.message);
-  process.exit(1);
-});
+run(main);
