@@ -1,8 +1,11 @@
 // chaos: does training survive faults? Runs the `mlp` on Fashion-MNIST with `tessera local`
 // (2 pservers with checkpoints, 2 trainers, a standby master) twice: once fault-free, once under
 // a seeded fault schedule that every few seconds kills -9 a random pserver, trainer or master,
-// once stalls a pserver (SIGSTOP) past its lease TTL and resumes it, and once corrupts a
-// pserver's newest checkpoint just before killing it. Prints a Markdown report: accuracy of both
+// once stalls a pserver (SIGSTOP) past its lease TTL and resumes it, once corrupts a pserver's
+// newest checkpoint just before killing it, once freezes a pserver for good (SIGSTOP, never
+// resumed: the supervisor must replace it), and once poisons a push (a third trainer joins and
+// pushes a NaN gradient, once through the client's check and once past it). Prints a Markdown
+// report: accuracy of both
 // runs, tasks done / failed, duplicate executions, each fault with its recovery time (from the
 // fault until the job's step moved again), and whether any process crashed (a signal we did not
 // send). Exit 0 when the accuracy is within 1 percentage point of the fault-free run and no task
@@ -10,6 +13,7 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <spdlog/spdlog.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +36,7 @@
 #include "master/master_client.h"
 #include "pserver/checkpoint_choice.h"
 #include "pserver/checkpoint_file.h"
+#include "tessera/client.h"
 
 namespace tessera::bench {
 namespace {
@@ -71,6 +76,42 @@ std::vector<int64_t> MasterPids(const std::string& endpoint) {
     }
   }
   return out;
+}
+
+// A third trainer joins the job, pushes a gradient of the mlp (784-hidden-10) holding a NaN twice
+// -- once through the client's own check (policy skip: an empty push on every pserver), once
+// with the check skipped (the pserver holding the NaN refuses it) -- and leaves. Returns what
+// happened, for the report.
+std::string PoisonedPush(const std::string& endpoint, const std::string& job, int hidden) {
+  std::string what;
+  for (bool unchecked : {false, true}) {
+    ClientOptions co;
+    co.etcd_endpoints = {endpoint};
+    co.job = job;
+    co.trainer_id = "poison";
+    co.lease_ttl_seconds = 3;
+    co.allow_nonfinite = unchecked;
+    co.request_timeout = std::chrono::seconds(60);
+    auto c = Client::Connect(co);
+    if (!c.ok()) return "could not join: " + c.status().ToString();
+    std::vector<float> w1(784 * hidden), b1(hidden), w2(hidden * 10), b2(10);
+    (void)(*c)->AddDense("w1", w1.data(), w1.size());
+    (void)(*c)->AddDense("b1", b1.data(), b1.size());
+    (void)(*c)->AddDense("w2", w2.data(), w2.size());
+    (void)(*c)->AddDense("b2", b2.data(), b2.size());
+    if (Status s = (*c)->Initialize(); !s.ok()) return "could not join: " + s.ToString();
+    std::vector<float> g(w1.size(), 0.0f);
+    g[12345 % g.size()] = std::nanf("");
+    Gradients grads;
+    grads.Dense("w1", g);
+    grads.samples = 1;
+    Handle h = (*c)->PushPull(grads);
+    Status s = h.Wait();
+    what += std::string(unchecked ? "past the check: " : "through the check: ") +
+            (h.skipped() ? "skipped" : s.ok() ? "accepted?!" : "refused (" + s.message().substr(0, 60) + ")") + "; ";
+    (void)(*c)->Close();
+  }
+  return what;
 }
 
 struct ChaosOptions {
@@ -142,7 +183,7 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
   auto elapsed = [&] { return std::chrono::duration<double>(Now() - start).count(); };
   double next_fault = every_s;
   int n = 0;
-  bool stalled = false, corrupted = false;
+  bool stalled = false, corrupted = false, frozen = false, poisoned = false;
   TimePoint next_poll = Now();
   while ((*p)->running()) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
@@ -165,11 +206,21 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     int kind = static_cast<int>((n + seed) % 3);  // pserver, trainer, master in turn
     if (n == 2 && !stalled) kind = 3;
     if (n == 4 && !corrupted) kind = 4;
-    if (kind == 0 || kind == 3 || kind == 4) {
+    if (n == 5 && !poisoned) kind = 5;
+    if (n == 6 && !frozen) kind = 6;
+    if (kind == 5) {
+      f.what = "a poisoned push (a third trainer pushes a NaN gradient: " + PoisonedPush(endpoint, job, 128) + ")";
+      poisoned = true;
+    } else if (kind == 0 || kind == 3 || kind == 4 || kind == 6) {
       int idx = static_cast<int>(rng() % 2);
       int64_t pid = testing::RegisteredPid(etcd.get(), keys::PserverPrefix(job), std::to_string(idx));
       if (pid <= 0) continue;
-      if (kind == 3) {
+      if (kind == 6) {
+        f.what = "SIGSTOP pserver " + std::to_string(idx) + " for good (never resumed; lease TTL 3 s)";
+        stop_time = Now();
+        ::kill(static_cast<pid_t>(pid), SIGSTOP);  // the supervisor must kill and replace it
+        frozen = true;
+      } else if (kind == 3) {
         f.what = "SIGSTOP pserver " + std::to_string(idx) + " for 5 s (lease TTL 3 s), then SIGCONT";
         stop_time = Now();
         ::kill(static_cast<pid_t>(pid), SIGSTOP);
@@ -213,7 +264,12 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     auto fault_time = stop_time.value_or(Now());  // a stall counts from its start
     stop_time.reset();
     step0 = std::max(step0, testing::MasterStatusOf(etcd.get(), job).step());
-    while ((*p)->running() && std::chrono::duration<double>(Now() - fault_time).count() < 120) {
+    while (std::chrono::duration<double>(Now() - fault_time).count() < 120) {
+      // The job ending counts as moving (a short run may end within the window).
+      if (!(*p)->running()) {
+        if ((*p)->exit_code() == 0) f.recovery_s = std::chrono::duration<double>(Now() - fault_time).count();
+        break;
+      }
       auto s2 = testing::MasterStatusOf(etcd.get(), job);
       if (s2.finished() || s2.step() > step0 + 50) {
         f.recovery_s = std::chrono::duration<double>(Now() - fault_time).count();
@@ -304,8 +360,8 @@ int Run(const ChaosOptions& o) {
   }
   std::printf("\nWhat the supervisor saw and did:\n");
   std::regex ev(
-      "\\S+ (killed by signal \\d+|exited with code \\d+|lost its lease)(; restarting it|: stopping the job "
-      "to roll)");
+      "\\S+ (killed by signal \\d+|exited with code \\d+|lost its lease|stopped answering \\(its lease "
+      "expired while it still ran\\))(; restarting it|: stopping the job to roll| was lost)");
   std::map<std::string, int> events;
   for (std::sregex_iterator it(chaos.output.begin(), chaos.output.end(), ev), end; it != end; ++it) {
     std::string e = it->str();
@@ -351,6 +407,7 @@ int main(int argc, char** argv) {
                "the short version run by `make test`: 3 passes, a fault every 2 s, accuracy within 3 points "
                "(fewer passes leave more run-to-run spread)");
   CLI11_PARSE(app, argc, argv);
+  spdlog::set_level(spdlog::level::err);  // the poisoned push's trainer would log into the report
   if (smoke) {
     o.passes = 3;
     o.every_s = 2;

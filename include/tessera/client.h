@@ -28,8 +28,9 @@
 // so all pservers stay at the same version. What Wait() then says follows the job's policy
 // (`tessera job create --nonfinite`): "skip" (the default) returns OK with Handle::skipped() set
 // (and an error after 10 such steps in a row: the model has diverged), "error" returns
-// InvalidArgument naming the parameter and element. ClientOptions::allow_nonfinite turns the
-// check off.
+// InvalidArgument naming the parameter and element. ClientOptions::allow_nonfinite skips this
+// trainer's scan; the pservers still refuse a non-finite gradient (each refusal counts as an empty
+// push there, so the step still closes everywhere).
 //
 // Thread-safety: Client methods may be called from one thread at a time (a trainer's loop);
 // Handles may be waited on from any thread. Buffers passed to an operation must stay valid and
@@ -61,7 +62,7 @@ struct ClientOptions {
   std::string etcd_username, etcd_password;
   bool etcd_tls = false;
   std::string etcd_ca_file;
-  bool allow_nonfinite = false;  // send NaN/Inf gradients as they are (no check; see above)
+  bool allow_nonfinite = false;  // skip this trainer's scan for NaN/Inf (the pservers still refuse them)
   // Data-plane transport to the pservers: "auto" (shared memory with a pserver on the same
   // host, TCP otherwise), "shm", "tcp" or "grpc". A transport a pserver does not serve fails the
   // operation with FailedPrecondition saying what it serves.

@@ -162,9 +162,10 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
 
 void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
                                 std::unique_ptr<Responder> r) {
-  // Finiteness first, without the lock: a pass over the payload at memory speed.
+  // Finiteness first, without the lock: a pass over the payload at memory speed. Always: a
+  // non-finite value would poison the model whatever the trainer says.
   int64_t nonfinite = -1;
-  if (!req.allow_nonfinite() && payload.size % sizeof(float) == 0) {
+  if (payload.size % sizeof(float) == 0) {
     nonfinite = FirstNonFinite(static_cast<const float*>(payload.data), payload.size / sizeof(float));
   }
   std::vector<Reply> replies;
