@@ -5,6 +5,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -77,6 +78,11 @@ void WriteExecFailure(const char* program, int err) {
 
 }  // namespace
 
+int RawSigaction(int sig, const RawSignalAction* action, RawSignalAction* old) {
+  static_assert(sizeof(RawSignalAction::mask) * 8 >= NSIG - 1, "the kernel's signal set is 64 bits here");
+  return static_cast<int>(::syscall(SYS_rt_sigaction, sig, action, old, sizeof(RawSignalAction::mask)));
+}
+
 StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
   if (options.argv.empty()) return Status::InvalidArgument("no program to spawn");
   std::unique_ptr<Process> p(new Process(std::move(options)));
@@ -110,10 +116,11 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
       sigset_t none;
       sigemptyset(&none);
       ::sigprocmask(SIG_SETMASK, &none, nullptr);
-      struct sigaction dfl {};
-      dfl.sa_handler = SIG_DFL;
+      // Every number, through the kernel's own call: glibc's sigaction() refuses the two signals
+      // it reserves (32, 33), and GNU make, for one, leaves them ignored in what it runs.
+      const RawSignalAction dfl{};  // SIG_DFL
       for (int sig = 1; sig < NSIG; ++sig) {
-        if (sig != SIGKILL && sig != SIGSTOP) ::sigaction(sig, &dfl, nullptr);
+        if (sig != SIGKILL && sig != SIGSTOP) RawSigaction(sig, &dfl, nullptr);
       }
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);

@@ -11,9 +11,11 @@
 // Used by `tessera local` (its supervised processes) and by tests. Not thread-safe (one owner).
 #pragma once
 
+#include <signal.h>
 #include <sys/types.h>
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <optional>
@@ -33,6 +35,17 @@ struct ProcessOptions {
   // and signals reach everything the child started.
   bool new_process_group = true;
 };
+
+// A signal's disposition as the kernel's rt_sigaction takes it (SIG_DFL when zeroed).
+struct RawSignalAction {
+  void (*handler)(int) = SIG_DFL;
+  unsigned long flags = 0;
+  void (*restorer)() = nullptr;
+  uint64_t mask = 0;
+};
+// rt_sigaction without glibc's filter, so it reaches every signal number, the two glibc reserves
+// for itself (32, 33) included. Async-signal-safe. Returns 0, or -1 with errno.
+int RawSigaction(int sig, const RawSignalAction* action, RawSignalAction* old);
 
 class Process {
  public:

@@ -140,12 +140,17 @@ TEST_F(ProcessTest, WithinTheGracePeriodWhatTheChildStartedMayFinishItsShutdown)
 
 TEST_F(ProcessTest, AChildStartsWithNoSignalIgnoredOrBlockedWhateverItsParentDoes) {
   // A parent that ignores SIGTERM (or blocks it to sigwait for it) must not pass that on: the
-  // child would never stop when asked.
-  struct sigaction ignore {}, old {};
-  ignore.sa_handler = SIG_IGN;
-  ASSERT_EQ(::sigaction(SIGTERM, &ignore, &old), 0);
+  // child would never stop when asked. Signals 32 and 33 too, which glibc's sigaction() cannot
+  // reset: GNU make leaves them ignored in everything it runs (so `make test` did, here).
+  const int kIgnored[] = {SIGTERM, SIGHUP, 32, 33, SIGRTMAX};
+  RawSignalAction ignore;
+  ignore.handler = SIG_IGN;
+  RawSignalAction old[std::size(kIgnored)];
+  for (size_t i = 0; i < std::size(kIgnored); ++i) {
+    ASSERT_EQ(RawSigaction(kIgnored[i], &ignore, &old[i]), 0) << "signal " << kIgnored[i];
+  }
   auto p = Shell("grep -E '^Sig(Blk|Ign)' /proc/self/status; echo ready; exec sleep 1000");
-  ::sigaction(SIGTERM, &old, nullptr);
+  for (size_t i = 0; i < std::size(kIgnored); ++i) RawSigaction(kIgnored[i], &old[i], nullptr);
   ASSERT_TRUE(p);
   ASSERT_TRUE(p->WaitForOutput("ready", seconds(30)));
   EXPECT_NE(p->Output().find("SigBlk:\t0000000000000000"), std::string::npos) << p->Output();

@@ -68,7 +68,9 @@ TEST(TaskLayoutTest, NoRangeIsSmallerThanABatchWhereTheChunksAllowIt) {
   auto spans = LayoutTasks(o);
   ExpectCoversEachRecordOnce(o, spans);
   for (const auto& s : spans) {
-    if (s.records > 0) EXPECT_GE(s.records, 64);
+    if (s.records > 0) {
+      EXPECT_GE(s.records, 64);
+    }
   }
   // The 50-record chunk stays whole; the others are cut in proportion (1000/64 = 15, 400/64 = 6).
   int64_t from_first = 0;

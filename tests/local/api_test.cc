@@ -154,7 +154,7 @@ namespace {
 TEST(PythonInitTest, InitAgainstAMissingEtcdFailsWithinSecondsSayingWhy) {
   auto dir = MakeTempDir("py-init-");
   ASSERT_TRUE(dir.ok());
-  for (const std::string etcd : {"127.0.0.1:" + std::to_string(FreeLoopbackPort()), std::string("etcd.invalid:2379")}) {
+  for (const std::string& etcd : {"127.0.0.1:" + std::to_string(FreeLoopbackPort()), std::string("etcd.invalid:2379")}) {
     SpawnOptions o;
     o.argv = {"/usr/bin/python3", "-c", "import tessera; tessera.init()"};
     o.env = {{"TESSERA_ETCD", etcd}, {"TESSERA_JOB", "j"}, {"PYTHONPATH", BuildPath("python")}};
