@@ -6,9 +6,11 @@
 #include <signal.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "common/strings.h"
 #include "common/version.h"
 
 int main(int argc, char** argv) {
@@ -43,6 +45,15 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterModels(app, &exit_code);
   tessera::cli::RegisterLocal(app, &exit_code);
   tessera::cli::RegisterConsole(app, &exit_code);
+  // A misspelt command gets its likely meaning, not CLI11's "A subcommand is required".
+  std::vector<std::string> names;
+  for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
+  if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
+    std::string guess = tessera::ClosestName(argv[1], names);
+    std::fprintf(stderr, "tessera: unknown command '%s'%s\nCommands: %s (run `tessera --help`)\n", argv[1],
+                 guess.empty() ? "" : (" (did you mean '" + guess + "'?)").c_str(), tessera::Join(names, ", ").c_str());
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

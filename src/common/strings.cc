@@ -1,6 +1,8 @@
 // String helpers (see strings.h).
 #include "common/strings.h"
 
+#include <algorithm>
+
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -126,6 +128,38 @@ Status ValidateName(std::string_view name, std::string_view what) {
     }
   }
   return Status::OK();
+}
+
+namespace {
+
+// Optimal string alignment distance: Levenshtein plus swapping two neighbours.
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<std::vector<size_t>> d(a.size() + 1, std::vector<size_t>(b.size() + 1));
+  for (size_t i = 0; i <= a.size(); ++i) d[i][0] = i;
+  for (size_t j = 0; j <= b.size(); ++j) d[0][j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    for (size_t j = 1; j <= b.size(); ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  }
+  return d[a.size()][b.size()];
+}
+
+}  // namespace
+
+std::string ClosestName(std::string_view typed, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_distance = std::min<size_t>(2, std::max<size_t>(1, typed.size() / 3)) + 1;
+  for (const auto& c : candidates) {
+    size_t dist = EditDistance(typed, c);
+    if (dist < best_distance) {
+      best = c;
+      best_distance = dist;
+    }
+  }
+  return best;
 }
 
 }  // namespace tessera

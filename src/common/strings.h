@@ -38,4 +38,9 @@ std::string HumanBytes(double bytes);
 // Validates a job or data set name: 1..64 of [A-Za-z0-9_.-], not starting with '.'.
 Status ValidateName(std::string_view name, std::string_view what);
 
+// The candidate closest to `typed` by edit distance (insertions, deletions, substitutions and
+// swaps of neighbours), if it is close enough to be a likely typo (at most a third of its
+// length, and at most 2); "" if none is.
+std::string ClosestName(std::string_view typed, const std::vector<std::string>& candidates);
+
 }  // namespace tessera

@@ -50,5 +50,18 @@ TEST(StringsTest, HumanBytes) {
   EXPECT_EQ(HumanBytes(64.0 * 1024 * 1024), "64.0 MiB");
 }
 
+TEST(StringsTest, ClosestNameSuggestsOnlyLikelyTypos) {
+  const std::vector<std::string> commands = {"local", "status", "pserver", "master", "upload", "download"};
+  struct Case {
+    const char* typed;
+    const char* expected;
+  } cases[] = {
+      {"locall", "local"},   {"lcoal", "local"},    {"statsu", "status"}, {"psever", "pserver"},
+      {"pservr", "pserver"}, {"uplaod", "upload"},  {"local", "local"},   {"x", ""},
+      {"train", ""},         {"downlaodd", "download"}, {"lo", ""},     {"", ""},
+  };
+  for (const auto& c : cases) EXPECT_EQ(ClosestName(c.typed, commands), c.expected) << c.typed;
+}
+
 }  // namespace
 }  // namespace tessera

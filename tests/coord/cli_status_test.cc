@@ -115,5 +115,15 @@ TEST(CliTest, BadFlagsAreRejectedClearly) {
   EXPECT_NE(version.out.find("tessera 0."), std::string::npos);
 }
 
+TEST(CliTest, AMisspeltCommandIsNamedWithItsLikelyMeaning) {
+  CliRun typo = RunTessera({"locall", "--run", "r"});
+  EXPECT_EQ(typo.code, 2);
+  EXPECT_NE(typo.out.find("unknown command 'locall' (did you mean 'local'?)"), std::string::npos) << typo.out;
+  CliRun unknown = RunTessera({"frobnicate"});
+  EXPECT_EQ(unknown.code, 2);
+  EXPECT_NE(unknown.out.find("unknown command 'frobnicate'\nCommands: version, status"), std::string::npos)
+      << unknown.out;
+}
+
 }  // namespace
 }  // namespace tessera::testing
