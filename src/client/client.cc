@@ -310,21 +310,10 @@ class ClientImpl : public Client, public PserverLink::Owner {
         std::this_thread::sleep_for(std::chrono::milliseconds(250));
       }
     }
-    for (int attempt = 0; attempt < 100; ++attempt) {
-      TESSERA_ASSIGN_OR_RETURN(MemberList list, reg.List());
-      int64_t candidate = 0;
-      while (list.Find(std::to_string(candidate))) ++candidate;
-      auto e = reg.Register(std::to_string(candidate), info.dump(), keeper_->id());
-      if (e.ok()) {
-        id_ = std::to_string(candidate);
-        epoch_ = *e;
-        return Status::OK();
-      }
-      if (e.status().code() != StatusCode::kAlreadyExists && e.status().code() != StatusCode::kAborted) {
-        return e.status();
-      }
-    }
-    return Status::Aborted("could not find a free trainer id after 100 attempts");
+    TESSERA_ASSIGN_OR_RETURN(Claim claim, reg.ClaimLowestFree(info.dump(), keeper_->id()));
+    id_ = std::to_string(claim.index);
+    epoch_ = claim.epoch;
+    return Status::OK();
   }
 
   // Runs fn on every link's thread in parallel; returns the first error.

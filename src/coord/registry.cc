@@ -72,6 +72,38 @@ StatusOr<Claim> Registry::ClaimIndex(int n, const std::string& value, int64_t le
   for (int i = 0; i < n; ++i) {
     if (only < 0 || i == only) candidates.push_back(i);
   }
+  TESSERA_ASSIGN_OR_RETURN(Claim claim, ClaimFirstFree(candidates, value, lease));
+  if (claim.index < 0) {
+    return Status::ResourceExhausted(only >= 0 ? "index " + std::to_string(only) + " under " + prefix_ + " is taken"
+                                               : "all " + std::to_string(n) + " indices under " + prefix_ +
+                                                     " are taken");
+  }
+  return claim;
+}
+
+std::vector<int> LowestFreeIndices(const MemberList& list, int count) {
+  std::vector<int> free;
+  for (int i = 0; static_cast<int>(free.size()) < count; ++i) {
+    if (!list.Find(std::to_string(i))) free.push_back(i);
+  }
+  return free;
+}
+
+StatusOr<Claim> Registry::ClaimLowestFree(const std::string& value, int64_t lease, int attempts) {
+  // A handful of candidates per transaction: enough that a few racing claimers do not make each
+  // other start over, few enough to stay far below etcd's limit on operations per transaction.
+  constexpr int kCandidates = 8;
+  for (int attempt = 0; attempt < attempts; ++attempt) {
+    TESSERA_ASSIGN_OR_RETURN(MemberList list, List());
+    TESSERA_ASSIGN_OR_RETURN(Claim claim, ClaimFirstFree(LowestFreeIndices(list, kCandidates), value, lease));
+    if (claim.index >= 0) return claim;
+  }
+  return Status::Aborted("could not claim a free index under " + prefix_ + ": others took every candidate " +
+                         std::to_string(attempts) + " times in a row");
+}
+
+StatusOr<Claim> Registry::ClaimFirstFree(const std::vector<int>& candidates, const std::string& value,
+                                         int64_t lease) {
   // Build "if key0 absent: put key0, else if key1 absent: put key1, else ..." inside out.
   Txn txn;
   for (size_t c = candidates.size(); c-- > 0;) {
@@ -111,11 +143,6 @@ StatusOr<Claim> Registry::ClaimIndex(int n, const std::string& value, int64_t le
     release.compares.push_back(Compare::Lease(m.key, Compare::Result::kEqual, lease));
     release.success.push_back(Op::Delete(m.key));
     (void)etcd_->Commit(release);
-  }
-  if (claim.index < 0) {
-    return Status::ResourceExhausted(only >= 0 ? "index " + std::to_string(only) + " under " + prefix_ + " is taken"
-                                               : "all " + std::to_string(n) + " indices under " + prefix_ +
-                                                     " are taken");
   }
   return claim;
 }

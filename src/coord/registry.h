@@ -37,6 +37,9 @@ struct MemberList {
   const Member* Find(const std::string& name) const;
 };
 
+// The `count` lowest numeric member names not in `list`, ascending (pure).
+std::vector<int> LowestFreeIndices(const MemberList& list, int count);
+
 struct Claim {
   int index = -1;
   int64_t epoch = 0;
@@ -55,6 +58,11 @@ class Registry {
   // Safe against a retried transaction: an index this lease already holds is reused, and a
   // second one is released. With `only` >= 0, claims that index and no other.
   StatusOr<Claim> ClaimIndex(int n, const std::string& value, int64_t lease, int only = -1);
+
+  // Claims the lowest free index with no upper bound (trainer ids): the same transaction over
+  // the lowest free indices a listing shows, tried again (up to `attempts` times) when others
+  // took them all first. Aborted when every attempt lost its race.
+  StatusOr<Claim> ClaimLowestFree(const std::string& value, int64_t lease, int attempts = 20);
 
   // Registers member `name` with `lease`; returns its epoch. AlreadyExists if another lease
   // holds the name (a retry of our own registration succeeds).
@@ -77,6 +85,10 @@ class Registry {
 
  private:
   etcd::EtcdClient* etcd_;
+  // The transaction behind both claims: the first of `candidates` that is free, in order.
+  // Claim.index < 0 when all were taken.
+  StatusOr<Claim> ClaimFirstFree(const std::vector<int>& candidates, const std::string& value, int64_t lease);
+
   std::string prefix_;
 };
 

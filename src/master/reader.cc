@@ -36,15 +36,9 @@ class ReaderImpl : public Reader {
       // A reader on its own registers a trainer id, so the master can return its tasks if it dies.
       TESSERA_ASSIGN_OR_RETURN(r->keeper_, LeaseKeeper::Start(r->etcd_.get(), {o.lease_ttl_seconds, {}}));
       Registry reg(r->etcd_.get(), keys::TrainerPrefix(o.job));
-      for (int attempt = 0; attempt < 100 && r->trainer_.empty(); ++attempt) {
-        TESSERA_ASSIGN_OR_RETURN(MemberList list, reg.List());
-        int64_t n = 0;
-        while (list.Find(std::to_string(n))) ++n;
-        nlohmann::json info = {{"pid", static_cast<int64_t>(::getpid())}, {"reader", true}};
-        auto e = reg.Register(std::to_string(n), info.dump(), r->keeper_->id());
-        if (e.ok()) r->trainer_ = std::to_string(n);
-      }
-      if (r->trainer_.empty()) return Status::Aborted("could not register a trainer id for the reader");
+      nlohmann::json info = {{"pid", static_cast<int64_t>(::getpid())}, {"reader", true}};
+      TESSERA_ASSIGN_OR_RETURN(Claim claim, reg.ClaimLowestFree(info.dump(), r->keeper_->id()));
+      r->trainer_ = std::to_string(claim.index);
     }
     r->master_ = std::make_unique<master::MasterClient>(r->etcd_.get(), o.job, job.token);
     return std::unique_ptr<Reader>(std::move(r));

@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <set>
+#include <thread>
 
 #include "common/files.h"
 #include "common/strings.h"
@@ -144,6 +145,57 @@ TEST_F(EtcdTest, ClaimIndexTakesTheLowestFreeIndex) {
   for (const auto& m : list->members) mine += m.lease == lease->id;
   EXPECT_EQ(mine, 1);
   EXPECT_EQ(reg.ClaimIndex(0, "me", lease->id).status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(LowestFreeIndicesTest, SkipsTakenAndNonNumericNames) {
+  auto list_of = [](std::vector<std::string> names) {
+    MemberList l;
+    for (auto& n : names) l.members.push_back(Member{n, "/p/" + n, "", 1, 1});
+    return l;
+  };
+  struct Case {
+    std::vector<std::string> taken;
+    int count;
+    std::vector<int> expected;
+  } cases[] = {
+      {{}, 3, {0, 1, 2}},
+      {{"0", "1"}, 2, {2, 3}},
+      {{"0", "2", "5"}, 4, {1, 3, 4, 6}},
+      {{"trainer-a", "1"}, 3, {0, 2, 3}},
+      {{"3"}, 0, {}},
+  };
+  for (const auto& c : cases) EXPECT_EQ(LowestFreeIndices(list_of(c.taken), c.count), c.expected);
+}
+
+TEST_F(EtcdTest, ClaimLowestFreeGivesTwelveRacingClaimersDistinctLowestIds) {
+  const std::string prefix = "/tessera/j/trainers/";
+  ASSERT_TRUE(client_->Put(prefix + "1", "other").ok());  // a gap at 0, then 1 taken
+  std::vector<std::unique_ptr<LeaseKeeper>> keepers;
+  for (int i = 0; i < 12; ++i) {
+    auto k = LeaseKeeper::Start(client_.get(), {10, {}});
+    ASSERT_TRUE(k.ok()) << k.status();
+    keepers.push_back(std::move(*k));
+  }
+  std::vector<StatusOr<Claim>> claims(12, Status::Unknown(""));
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 12; ++i) {
+    threads.emplace_back([&, i] {
+      Registry reg(client_.get(), prefix);
+      claims[i] = reg.ClaimLowestFree("claimer " + std::to_string(i), keepers[i]->id());
+    });
+  }
+  for (auto& t : threads) t.join();
+  std::set<int> got;
+  for (const auto& c : claims) {
+    ASSERT_TRUE(c.ok()) << c.status();
+    got.insert(c->index);
+  }
+  // Twelve different ids, the lowest free ones: 0 and 2..12.
+  std::set<int> expected = {0, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12};
+  EXPECT_EQ(got, expected);
+  auto list = Registry(client_.get(), prefix).List();
+  ASSERT_TRUE(list.ok());
+  EXPECT_EQ(list->members.size(), 13u) << "a claimer holds more than one id";
 }
 
 TEST_F(EtcdTest, MemberWatchSeesJoinsAndLeavesWithEpochs) {
