@@ -1,0 +1,110 @@
+// ClientImpl: the trainer client behind include/tessera/client.h, a thin shell around the pure
+// rules of client_rules.h. Its parts live in three files:
+//   client.cc          connecting, the public operations (push, pull, sparse), dispatch, closing
+//   client_join.cc     registration, initialization under the init lock, the start-step join
+//   pserver_link.cc    one worker per pserver running requests with retry (PserverLink)
+// Thread-safety: as Client (one trainer thread calls it); links call back from their threads
+// through the PserverLink::Owner methods, which touch only immutable state and atomics.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "client/client_rules.h"
+#include "client/pserver_directory.h"
+#include "client/pserver_link.h"
+#include "client/request_builder.h"
+#include "coord/etcd_client.h"
+#include "coord/lease_keeper.h"
+#include "job/job_config.h"
+#include "job/slot_map.h"
+#include "tessera/client.h"
+
+namespace tessera {
+
+class ClientImpl : public Client, public PserverLink::Owner {
+ public:
+  ~ClientImpl() override { (void)Close(); }
+  static StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& o, const ClientLimits& limits = {});
+
+  // ---- Client (client.cc) ----
+  Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig* opt) override;
+  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
+                   const OptimizerConfig* opt) override;
+  Status Initialize() override;  // client_join.cc
+  Handle Pull() override;
+  Handle Push(const Gradients& grads) override { return DoPush(grads, /*pull=*/false); }
+  Handle PushPull(const Gradients& grads) override { return DoPush(grads, /*pull=*/true); }
+  Handle SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) override;
+  StatusOr<int> SparseDim(const std::string& table) const override;
+  int64_t step() const override { return step_.load(); }
+  const std::string& trainer_id() const override { return id_; }
+  int num_pservers() const override { return job_.pservers; }
+  ConsistencyMode mode() const override { return job_.mode; }
+  Status WaitForTrainers(int n, std::chrono::milliseconds timeout) override;
+  Status Close() override;
+
+  // ---- PserverLink::Owner (client_join.cc) ----
+  void Stamp(wire::DataRequest* req) override;
+  Status Reinitialize(PserverLink& link, const Deadline& d, int64_t step) override;
+  Status Rejoin(PserverLink& link, const Deadline& d, int64_t step) override;
+
+ private:
+  ClientImpl(const ClientOptions& o, const ClientLimits& limits);
+
+  // ---- client_join.cc ----
+  Status Register();
+  Status RegisterFixedId(const std::string& info);
+  void RecordTransports();
+  std::string TransportsText() const;
+  bool AnyReady() const;
+  Status InitializePservers(const Deadline& d);
+  Status InitializeUnready(const Deadline& d);
+  Status RestoreFromOthers(const Deadline& d, int ready, int64_t* version);
+  Status InitPserver(PserverLink& link, const Deadline& d, int64_t step);
+  Status JoinAll(const Deadline& d);
+  Status Realign();
+
+  // ---- client.cc ----
+  Status OnEveryLink(const std::function<Status(PserverLink&)>& fn);
+  int64_t PullNeed(int64_t step) const;
+  std::vector<std::unique_ptr<LinkCall>> NewCalls() const;
+  static Handle Failed(const Status& s);
+  Handle DoPush(const Gradients& grads, bool pull);
+  // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
+  Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true,
+                  const Status* dropped = nullptr);
+  Status LeaseLost() const;
+  void RaiseStep(int64_t to);
+
+  const ClientOptions options_;
+  const ClientLimits limits_;
+  PserverLink::Transport transport_;
+  nlohmann::json info_;  // this trainer's registration value
+  std::unique_ptr<etcd::EtcdClient> etcd_;
+  // Set (once) from the lease keeper's thread when the lease is gone: the registration went
+  // with it, so every later operation fails and says so (a supervisor restarts the trainer).
+  std::atomic<bool> lease_lost_{false};
+  std::unique_ptr<LeaseKeeper> keeper_;
+  JobConfig job_;
+  SlotMap slots_;
+  std::string id_;
+  int64_t epoch_ = 0;
+  std::unique_ptr<RequestBuilder> builder_;
+  std::unique_ptr<PserverDirectory> directory_;
+  std::vector<std::shared_ptr<PserverLink>> links_;
+  std::atomic<int64_t> step_{0};
+  // A push was refused on some pserver (the step closed there without us): before the next
+  // request, every pserver is told where this trainer goes on, so none waits for a push for a
+  // step it skipped.
+  std::atomic<bool> realign_{false};
+  bool initialized_ = false;
+  bool closed_ = false;
+  NonFiniteStreak nonfinite_;
+};
+
+}  // namespace tessera

@@ -1,0 +1,283 @@
+// How a trainer joins a job (see client_impl.h): it registers (a fixed id, waiting out a dead
+// predecessor, or the lowest free one), makes the pservers ready (one trainer under the init
+// lock for a fresh job; live trainers restore a replaced pserver), and agrees with every pserver
+// on the step it starts at. What to do at each turn is decided by client_rules.h.
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <latch>
+#include <thread>
+
+#include "client/client_impl.h"
+#include "common/clock.h"
+#include "coord/election.h"
+#include "coord/keys.h"
+#include "coord/registry.h"
+
+namespace tessera {
+namespace {
+
+std::string Hostname() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
+}  // namespace
+
+// ---- Registration -----------------------------------------------------------------------------
+
+Status ClientImpl::Register() {
+  info_ = {{"host", Hostname()},
+           {"pid", static_cast<int64_t>(::getpid())},
+           {"started_ms", WallMillis()},
+           {"transport_wanted", options_.transport}};
+  if (!options_.trainer_id.empty()) return RegisterFixedId(info_.dump());
+  Registry reg(etcd_.get(), keys::TrainerPrefix(options_.job));
+  TESSERA_ASSIGN_OR_RETURN(Claim claim, reg.ClaimLowestFree(info_.dump(), keeper_->id()));
+  id_ = std::to_string(claim.index);
+  epoch_ = claim.epoch;
+  return Status::OK();
+}
+
+// A restarted trainer may find its predecessor's key still there until that lease expires: wait
+// for it (a live trainer with the same id is refused at once).
+Status ClientImpl::RegisterFixedId(const std::string& info) {
+  Registry reg(etcd_.get(), keys::TrainerPrefix(options_.job));
+  Deadline deadline(options_.request_timeout);
+  bool said = false;
+  while (true) {
+    auto e = reg.Register(options_.trainer_id, info, keeper_->id());
+    if (e.ok()) {
+      id_ = options_.trainer_id;
+      epoch_ = *e;
+      return Status::OK();
+    }
+    Status refused = e.status().WithContext("trainer id '" + options_.trainer_id + "' of job '" + options_.job + "'");
+    if (!MayBeAPredecessor(e.status().code())) return refused;
+    auto kv = etcd_->Get(keys::Trainer(options_.job, options_.trainer_id));
+    if (!kv.ok()) return kv.status();
+    int64_t remaining = -1;
+    if (!kv->kvs.empty()) {
+      auto ttl = etcd_->LeaseTimeToLive(kv->kvs[0].lease);
+      if (!ttl.ok()) return ttl.status();
+      remaining = ttl->ttl_seconds;
+    }
+    switch (JudgePredecessor(!kv->kvs.empty(), remaining, deadline.expired(), options_.lease_ttl_seconds, limits_)) {
+      case PredecessorVerdict::kRefuse:
+        return refused;
+      case PredecessorVerdict::kWait:
+        if (!said && remaining > 0) {
+          spdlog::info("trainer id {} is still registered by a previous process; waiting {} s for its lease",
+                       options_.trainer_id, remaining);
+          said = true;
+        }
+        break;
+      case PredecessorVerdict::kRetryNow:
+        break;
+    }
+    std::this_thread::sleep_for(limits_.predecessor_poll);
+  }
+}
+
+// "shm" when every pserver is reached over shared memory, else "0:shm,1:tcp".
+std::string ClientImpl::TransportsText() const {
+  std::vector<std::string> each;
+  for (const auto& l : links_) each.push_back(l->transport_name());
+  if (std::all_of(each.begin(), each.end(), [&](const std::string& t) { return t == each[0]; }))
+    return each.empty() ? "" : each[0];
+  std::string out;
+  for (size_t i = 0; i < each.size(); ++i) out += (i ? "," : "") + std::to_string(i) + ":" + each[i];
+  return out;
+}
+
+// Adds the transport used to each pserver to this trainer's registration (`tessera status`
+// shows it). Best effort: a failure is logged, training goes on.
+void ClientImpl::RecordTransports() {
+  nlohmann::json used = nlohmann::json::object();
+  for (const auto& l : links_) used[std::to_string(l->index())] = l->transport_name();
+  if (used == info_["transport"]) return;
+  info_["transport"] = used;
+  Status s = Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Update(id_, info_.dump(), epoch_, keeper_->id());
+  if (!s.ok()) spdlog::warn("trainer {}: could not record its transports in etcd: {}", id_, s.ToString());
+}
+
+// ---- Initialization ---------------------------------------------------------------------------
+
+Status ClientImpl::Initialize() {
+  Deadline d(options_.request_timeout);
+  Status joined = Status::OK();
+  // A pserver may be replaced while this runs (seen ready, then gone): start over, a few times.
+  for (int round = 0; round < limits_.init_rounds && !d.expired(); ++round) {
+    TESSERA_RETURN_IF_ERROR(directory_->WaitAllRegistered(d));
+    TESSERA_RETURN_IF_ERROR(InitializePservers(d));
+    TESSERA_RETURN_IF_ERROR(directory_->WaitAllReady(d));
+    joined = JoinAll(d);
+    if (joined.ok() || directory_->AllReady()) break;
+  }
+  TESSERA_RETURN_IF_ERROR(joined);
+  initialized_ = true;
+  RecordTransports();
+  spdlog::info("trainer {} joined {} pservers at step {} (mode {}, transport {})", id_, links_.size(), step_.load(),
+               job_.mode.ToString(), TransportsText());
+  return Status::OK();
+}
+
+bool ClientImpl::AnyReady() const {
+  for (int i = 0; i < job_.pservers; ++i) {
+    if (directory_->Ready(i)) return true;
+  }
+  return false;
+}
+
+// Makes every pserver ready (PlanInit): a fresh job's pservers get this trainer's initial values
+// (one trainer does it, under the init lock); a pserver replaced mid-job is restored by the
+// trainers that were training (they hold current values), and only if none does in a grace
+// period does this trainer restore it itself.
+Status ClientImpl::InitializePservers(const Deadline& d) {
+  switch (PlanInit(directory_->AllReady(), AnyReady())) {
+    case InitPlan::kNothing:
+      return Status::OK();
+    case InitPlan::kAwaitRestorers: {
+      Deadline g(std::min<std::chrono::milliseconds>(limits_.RestoreGrace(options_.lease_ttl_seconds), d.remaining()));
+      if (directory_->WaitAllReady(g).ok()) return Status::OK();
+      break;
+    }
+    case InitPlan::kTakeLock:
+      break;
+  }
+  Election lock(etcd_.get(), keys::InitLockPrefix(options_.job), keeper_->id());
+  Status won = lock.Campaign(id_, [&] { return directory_->AllReady() || d.expired(); });
+  if (won.code() == StatusCode::kCancelled) return Status::OK();  // another trainer did it
+  TESSERA_RETURN_IF_ERROR(won);
+  Status s = InitializeUnready(d);
+  (void)lock.Resign();
+  return s;
+}
+
+// Initializes every pserver that is not ready. REQUIRES: holding the init lock.
+Status ClientImpl::InitializeUnready(const Deadline& d) {
+  // The directory follows etcd through a watch: give it a moment to catch up first.
+  const bool all_ready = directory_->WaitAllReady(Deadline(std::chrono::seconds(1))).ok();
+  int ready = -1;
+  for (int i = 0; i < job_.pservers && ready < 0; ++i) {
+    if (directory_->Ready(i)) ready = i;
+  }
+  int64_t version = step_.load();
+  switch (PlanInitUnderLock(all_ready, ready >= 0)) {
+    case InitWork::kNothing:
+      return Status::OK();
+    case InitWork::kRestoreFromOthers:
+      TESSERA_RETURN_IF_ERROR(RestoreFromOthers(d, ready, &version));
+      break;
+    case InitWork::kFreshInit:
+      break;
+  }
+  return OnEveryLink([&](PserverLink& link) -> Status {
+    if (directory_->Ready(link.index())) return Status::OK();
+    if (ready >= 0) {
+      spdlog::warn(
+          "pserver {} lost its parameters and no trainer had a copy: re-initializing it at version {} "
+          "(current values from the other pservers, initial values for its own; enable checkpoints "
+          "to avoid this)",
+          link.index(), version);
+    }
+    return InitPserver(link, d, version);
+  });
+}
+
+// A pserver lost its parameters and no trainer restored them: start it at the others' version
+// (so steps line up) with the current values of everything the others hold and this trainer's
+// initial values for the rest. Checkpoints avoid this loss.
+Status ClientImpl::RestoreFromOthers(const Deadline& d, int ready, int64_t* version) {
+  LinkCall describe;
+  describe.req.set_op(wire::DataRequest::DESCRIBE);
+  StatusOr<wire::DataReply> r = Status::Unavailable("");
+  std::latch done(1);
+  links_[ready]->Post([&] {
+    r = links_[ready]->Run(describe, d, /*recover=*/false);
+    done.count_down();
+  });
+  done.wait();
+  TESSERA_RETURN_IF_ERROR(r.status());
+  *version = r->version();
+  step_ = *version;
+  auto calls = NewCalls();
+  builder_->AddDensePull(&calls);
+  for (int i = 0; i < job_.pservers; ++i) {
+    if (!directory_->Ready(i)) calls[i] = std::make_unique<LinkCall>();  // nothing to pull there
+    calls[i]->req.set_need(PullNeed(*version));
+  }
+  return Dispatch(std::move(calls), /*all=*/false, /*recover=*/false).Wait();
+}
+
+Status ClientImpl::InitPserver(PserverLink& link, const Deadline& d, int64_t step) {
+  LinkCall init;
+  builder_->BuildInit(link.index(), &init);
+  init.req.set_step(step);
+  TESSERA_RETURN_IF_ERROR(link.Run(init, d, /*recover=*/false).status());
+  LinkCall done;
+  done.req.set_op(wire::DataRequest::INIT_DONE);
+  return link.Run(done, d, /*recover=*/false).status();
+}
+
+// ---- The join ---------------------------------------------------------------------------------
+
+// Every pserver must agree on the step this trainer starts at (StartStepAgreement).
+Status ClientImpl::JoinAll(const Deadline& d) {
+  StartStepAgreement agreement(step_.load(), limits_.join_rounds);
+  while (true) {
+    std::vector<int64_t> starts(links_.size(), -1);
+    TESSERA_RETURN_IF_ERROR(OnEveryLink([&](PserverLink& link) -> Status {
+      LinkCall call;
+      call.req.set_op(wire::DataRequest::JOIN);
+      call.req.set_step(agreement.requested());
+      TESSERA_ASSIGN_OR_RETURN(wire::DataReply r, link.Run(call, d, /*recover=*/false));
+      starts[link.index()] = r.start_step();
+      return Status::OK();
+    }));
+    switch (agreement.Answer(starts)) {
+      case StartStepAgreement::Outcome::kAgreed:
+        step_ = agreement.agreed();
+        return Status::OK();
+      case StartStepAgreement::Outcome::kGiveUp:
+        return agreement.GiveUpStatus();
+      case StartStepAgreement::Outcome::kAskAgain:
+        break;
+    }
+  }
+}
+
+Status ClientImpl::Realign() {
+  if (!initialized_ || !realign_.exchange(false)) return Status::OK();
+  return JoinAll(Deadline(options_.request_timeout));
+}
+
+// ---- PserverLink::Owner -----------------------------------------------------------------------
+
+void ClientImpl::Stamp(wire::DataRequest* req) {
+  req->set_job_token(job_.token);
+  req->set_trainer(id_);
+  req->set_trainer_epoch(epoch_);
+  req->set_allow_nonfinite(options_.allow_nonfinite);
+}
+
+Status ClientImpl::Reinitialize(PserverLink& link, const Deadline& d, int64_t step) {
+  if (!directory_->Ready(link.index())) {
+    spdlog::warn(
+        "pserver {} restarted without its parameters; re-initializing it from trainer {}'s copy at step {} "
+        "(optimizer state and sparse rows on it start over)",
+        link.index(), id_, step);
+    TESSERA_RETURN_IF_ERROR(InitPserver(link, d, step));
+  }
+  return Rejoin(link, d, step);
+}
+
+Status ClientImpl::Rejoin(PserverLink& link, const Deadline& d, int64_t step) {
+  LinkCall call;
+  call.req.set_op(wire::DataRequest::JOIN);
+  call.req.set_step(step);
+  return link.Run(call, d, /*recover=*/false).status();
+}
+
+}  // namespace tessera
