@@ -12,6 +12,9 @@
 // wrong, and counted (Counters::refused); so are the empty pushes a trainer sends in place of a
 // gradient it dropped (Counters::skipped).
 //
+// Files: pserver_service.cc (requests, pushes, barriers, pulls), pserver_service_init.cc
+// (initialization, checkpoint restore and snapshot), pserver_service_queries.cc (status,
+// describe, sparse dumps).
 // Owned by the pserver process (PserverNode), which feeds it membership changes from etcd and
 // stops it when the lease is lost. Thread-safe: Handle() is called from transport threads.
 #pragma once
