@@ -33,8 +33,8 @@
 #include "harness/job_probe.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
-#include "master/master_client.h"
-#include "pserver/checkpoint_choice.h"
+#include "client/master_client.h"
+#include "checkpoint/checkpoint_choice.h"
 #include "pserver/checkpoint_file.h"
 #include "tessera/client.h"
 

@@ -17,7 +17,7 @@
 #include "harness/subprocess.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
-#include "master/master_client.h"
+#include "client/master_client.h"
 
 namespace tessera::bench {
 namespace {

@@ -19,7 +19,7 @@
 #include "common/logging.h"
 #include "common/strings.h"
 #include "coord/etcd_client.h"
-#include "models/model_file.h"
+#include "model_file/model_file.h"
 #include "tessera/example.pb.h"
 
 namespace py = pybind11;

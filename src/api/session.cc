@@ -7,13 +7,14 @@
 #include <cstdlib>
 #include <thread>
 
+#include "client/master_client.h"
+#include "client/progress_reporter.h"
+#include "common/flag_names.h"
 #include "common/strings.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
-#include "master/master_client.h"
-#include "master/progress_reporter.h"
 
 namespace tessera::api {
 namespace {
@@ -27,17 +28,17 @@ std::string Env(const char* name) {
 
 Status SessionOptions::ResolveFromEnvironment() {
   if (etcd_endpoints.empty()) {
-    for (auto& e : Split(Env("TESSERA_ETCD"), ',')) {
+    for (auto& e : Split(Env(flags::kEnvEtcd), ',')) {
       if (!e.empty()) etcd_endpoints.push_back(std::string(e));
     }
   }
-  if (job.empty()) job = Env("TESSERA_JOB");
-  if (trainer_id.empty()) trainer_id = Env("TESSERA_TRAINER_ID");
-  if (store.empty()) store = Env("TESSERA_STORE");
-  if (transport.empty()) transport = Env("TESSERA_TRANSPORT");
+  if (job.empty()) job = Env(flags::kEnvJob);
+  if (trainer_id.empty()) trainer_id = Env(flags::kEnvTrainerId);
+  if (store.empty()) store = Env(flags::kEnvStore);
+  if (transport.empty()) transport = Env(flags::kEnvTransport);
   if (transport.empty()) transport = "auto";
   if (lease_ttl_seconds <= 0) {
-    std::string ttl = Env("TESSERA_LEASE_TTL");
+    std::string ttl = Env(flags::kEnvLeaseTtl);
     lease_ttl_seconds = ttl.empty() ? 10 : std::atoll(ttl.c_str());
     if (lease_ttl_seconds <= 0) {
       return Status::InvalidArgument("TESSERA_LEASE_TTL='" + ttl + "' is not a positive number of seconds");

@@ -29,7 +29,8 @@ int RunConsole(const ConsoleFlags& f) {
   const std::string dir = std::filesystem::absolute(f.run).lexically_normal().string();
   auto history = master::ReadRunHistory(dir + "/history.jsonl");
   if (!history.ok()) {
-    return Fail("console", Status::NotFound("'" + dir + "' holds no run history (history.jsonl): give the run "
+    return Fail("console", Status::NotFound("'" + dir +
+                                            "' holds no run history (history.jsonl): give the run "
                                             "directory of a tessera local run (--run)"));
   }
   auto h = std::make_shared<master::RunHistory>(std::move(*history));
@@ -57,7 +58,8 @@ int RunConsole(const ConsoleFlags& f) {
   if (!port.ok()) return Fail("console", port.status());
   std::printf("console of run %s (job %s, %zu points%s): http://%s:%d/\nCtrl-C stops it\n", dir.c_str(),
               h->job.c_str(), h->points.size(),
-              std::filesystem::exists(dir + "/result.json") ? ", finished" : ", not finished", f.host.c_str(), *port);
+              std::filesystem::exists(dir + "/result.json") ? ", finished" : ", not finished", f.host.c_str(),
+              *port);
   std::fflush(stdout);
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   server.Stop();

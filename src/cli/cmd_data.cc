@@ -9,6 +9,7 @@
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
 #include "common/clock.h"
+#include "common/flag_names.h"
 #include "common/progress.h"
 #include "common/strings.h"
 #include "dataset/dataset.h"
@@ -162,10 +163,10 @@ void RegisterData(CLI::App& app, int* exit_code) {
       "  libsvm  'label index:value ...' lines (--input FILE)\n"
       "Inputs may be gzip-compressed; --input - reads standard input. The data set appears only\n"
       "when complete (a crash or Ctrl-C leaves nothing that looks like a data set).");
-  up->add_option("--store", u->store, "store directory (local disk or a shared mount)")
-      ->envname("TESSERA_STORE")
+  up->add_option(flags::kStore, u->store, "store directory (local disk or a shared mount)")
+      ->envname(flags::kEnvStore)
       ->required();
-  up->add_option("--dataset", u->name, "data set name")->required();
+  up->add_option(flags::kDataset, u->name, "data set name")->required();
   up->add_option("--format", u->import.format, "text, list, idx, csv or libsvm")->required();
   up->add_option("--input", u->import.input, "input file (- for standard input)");
   up->add_option("--images", u->import.images, "idx: the images file");
@@ -186,8 +187,8 @@ void RegisterData(CLI::App& app, int* exit_code) {
       "(files plus list.txt in --out DIR), idx (images and labels IDX files in --out DIR), csv,\n"
       "libsvm, raw (each record as a 4-byte little-endian length and its bytes). Default: the\n"
       "format it was uploaded from.");
-  down->add_option("--store", d->store, "store directory")->envname("TESSERA_STORE")->required();
-  down->add_option("--dataset", d->name, "data set name")->required();
+  down->add_option(flags::kStore, d->store, "store directory")->envname(flags::kEnvStore)->required();
+  down->add_option(flags::kDataset, d->name, "data set name")->required();
   down->add_option("--format", d->format, "output format (default: the upload format)");
   down->add_option("--out", d->out, "output file (- for standard output) or directory (list, idx)")
       ->required();
@@ -198,11 +199,11 @@ void RegisterData(CLI::App& app, int* exit_code) {
   auto store = std::make_shared<std::string>();
   auto name = std::make_shared<std::string>();
   auto* ls = ds->add_subcommand("ls", "List the data sets in a store");
-  ls->add_option("--store", *store, "store directory")->envname("TESSERA_STORE")->required();
+  ls->add_option(flags::kStore, *store, "store directory")->envname(flags::kEnvStore)->required();
   ls->callback([store, exit_code] { *exit_code = RunLs(*store); });
   auto* info = ds->add_subcommand("info", "Describe a data set: records, chunks, parts, size, details");
-  info->add_option("--store", *store, "store directory")->envname("TESSERA_STORE")->required();
-  info->add_option("--dataset", *name, "data set name")->required();
+  info->add_option(flags::kStore, *store, "store directory")->envname(flags::kEnvStore)->required();
+  info->add_option(flags::kDataset, *name, "data set name")->required();
   info->callback([store, name, exit_code] { *exit_code = RunInfo(*store, *name); });
 }
 

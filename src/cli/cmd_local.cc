@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
+#include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/progress.h"
 #include "local/supervisor.h"
@@ -63,26 +64,26 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
       "TESSERA_BATCH_SIZE. Logs go to RUN/logs/. At the end the model is saved (RUN/model.tsm)\n"
       "and RUN/result.json written. Ctrl-C stops everything.");
   cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
-  cmd->add_option("--job", o->job, "job name")->capture_default_str();
-  cmd->add_option("--etcd", o->etcd, "use this etcd (host:port) instead of starting one");
-  cmd->add_option("--store", o->store, "data set store (required)")->envname("TESSERA_STORE");
-  cmd->add_option("--dataset", o->dataset, "data set to train on (required)");
-  cmd->add_option("--eval-dataset", o->eval_dataset, "held-out data set evaluated after each pass");
-  cmd->add_option("--model", o->model, "built-in model: mlp, logreg or word2vec");
+  cmd->add_option(flags::kJob, o->job, "job name")->capture_default_str();
+  cmd->add_option(flags::kEtcd, o->etcd, "use this etcd (host:port) instead of starting one");
+  cmd->add_option(flags::kStore, o->store, "data set store (required)")->envname(flags::kEnvStore);
+  cmd->add_option(flags::kDataset, o->dataset, "data set to train on (required)");
+  cmd->add_option(flags::kEvalDataset, o->eval_dataset, "held-out data set evaluated after each pass");
+  cmd->add_option(flags::kModel, o->model, "built-in model: mlp, logreg or word2vec");
   cmd->add_option("--trainer-cmd", o->trainer_cmd, "your trainer command, run through /bin/sh");
-  cmd->add_option("--model-arg", o->model_args, "model setting key=value (repeatable)");
-  cmd->add_option("--batch-size", o->batch_size, "records per step per trainer")->capture_default_str();
+  cmd->add_option(flags::kModelArg, o->model_args, "model setting key=value (repeatable)");
+  cmd->add_option(flags::kBatchSize, o->batch_size, "records per step per trainer")->capture_default_str();
   cmd->add_option("--pservers", o->pservers, "parameter servers")->capture_default_str();
   cmd->add_option("--trainers", o->trainers, "trainers")->capture_default_str();
   cmd->add_option("--standby-masters", o->standby_masters, "standby masters")->capture_default_str();
   cmd->add_option("--mode", o->mode, "sync, async or ssp:S")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer, "server-side optimizer, e.g. adam:lr=0.001")
       ->capture_default_str();
-  cmd->add_option("--passes", o->passes, "passes over the data")->capture_default_str();
+  cmd->add_option(flags::kPasses, o->passes, "passes over the data")->capture_default_str();
   cmd->add_flag("--resume", o->resume,
                 "continue the job of an earlier run in --run DIR (give the same flags): its etcd data, task "
                 "position and the pservers' checkpoints");
-  cmd->add_option("--checkpoint-every", o->checkpoint_every,
+  cmd->add_option(flags::kCheckpointEvery, o->checkpoint_every,
                   "pservers checkpoint their shards to RUN/checkpoints every S seconds (0: no checkpoints)")
       ->capture_default_str();
   cmd->add_option(
@@ -91,17 +92,18 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
          "with the data position); a lost pserver rolls the whole job back to the newest one, and "
          "--resume continues from it (0: off)")
       ->capture_default_str();
-  cmd->add_option("--nonfinite", o->nonfinite,
-                  "a gradient with NaN or infinity: skip (the step goes on without it; logged and counted) or "
-                  "error (the trainer's push fails)")
+  cmd->add_option(
+         "--nonfinite", o->nonfinite,
+         "a gradient with NaN or infinity: skip (the step goes on without it; logged and counted) or "
+         "error (the trainer's push fails)")
       ->check(CLI::IsMember({"skip", "error"}))
       ->capture_default_str();
-  cmd->add_option("--chunks-per-task", o->chunks_per_task, "chunks per task")->capture_default_str();
-  cmd->add_option("--task-timeout", o->task_timeout_s, "seconds before a pending task is handed out again")
+  cmd->add_option(flags::kChunksPerTask, o->chunks_per_task, "chunks per task")->capture_default_str();
+  cmd->add_option(flags::kTaskTimeout, o->task_timeout_s, "seconds before a pending task is handed out again")
       ->capture_default_str();
-  cmd->add_option("--lease-ttl", o->lease_ttl_seconds, "lease TTL of every process, in seconds")
+  cmd->add_option(flags::kLeaseTtl, o->lease_ttl_seconds, "lease TTL of every process, in seconds")
       ->capture_default_str();
-  cmd->add_option("--transport", o->transport,
+  cmd->add_option(flags::kTransport, o->transport,
                   "data plane between trainers and pservers: auto (shared memory here), shm, tcp or grpc")
       ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
       ->capture_default_str();

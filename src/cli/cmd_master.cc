@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
+#include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "master/master_node.h"
@@ -89,50 +90,52 @@ int RunMaster(const MasterFlags& f) {
 void RegisterMaster(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<MasterFlags>();
   auto* cmd = app.add_subcommand(
-      "master",
+      flags::kCommandMaster,
       "Run a master for a job: it hands the data set's chunks out to trainers as tasks, pass after\n"
       "pass, and keeps its whole state in etcd. Start several: one leads, the others wait as\n"
       "standbys and take over within the lease TTL if it dies. Exit codes: 0 after SIGTERM/SIGINT,\n"
       "3 when deposed or its lease was lost, 1 on errors.");
   AddEtcdFlags(cmd, &f->etcd);
-  cmd->add_option("--store", f->store, "data set store (a path every trainer can read)")
-      ->envname("TESSERA_STORE")
+  cmd->add_option(flags::kStore, f->store, "data set store (a path every trainer can read)")
+      ->envname(flags::kEnvStore)
       ->required();
-  cmd->add_option("--dataset", f->dataset, "data set to train on")->required();
-  cmd->add_option("--chunks-per-task", f->chunks_per_task, "chunks in one task")->capture_default_str();
-  cmd->add_option("--min-tasks", f->min_tasks,
-                  "when whole-chunk tasks would be fewer than this, cut chunks into record ranges so there are "
-                  "about this many (a small data set still spreads over every trainer); -1: 4 x the job's min "
-                  "trainers, at least 8; 0: never cut")
+  cmd->add_option(flags::kDataset, f->dataset, "data set to train on")->required();
+  cmd->add_option(flags::kChunksPerTask, f->chunks_per_task, "chunks in one task")->capture_default_str();
+  cmd->add_option(
+         flags::kMinTasks, f->min_tasks,
+         "when whole-chunk tasks would be fewer than this, cut chunks into record ranges so there are "
+         "about this many (a small data set still spreads over every trainer); -1: 4 x the job's min "
+         "trainers, at least 8; 0: never cut")
       ->capture_default_str();
-  cmd->add_option("--min-task-records", f->min_task_records,
+  cmd->add_option(flags::kMinTaskRecords, f->min_task_records,
                   "the smallest record range a cut chunk gives a task (a trainer's batch size)")
       ->capture_default_str();
-  cmd->add_option("--task-timeout", f->task_timeout_s, "seconds before a pending task goes back to the queue")
+  cmd->add_option(flags::kTaskTimeout, f->task_timeout_s,
+                  "seconds before a pending task goes back to the queue")
       ->capture_default_str();
-  cmd->add_option("--max-failures", f->max_failures,
+  cmd->add_option(flags::kMaxFailures, f->max_failures,
                   "failures of a task tolerated before it is given up for the pass")
       ->capture_default_str();
-  cmd->add_option("--passes", f->passes, "passes over the data set")->capture_default_str();
+  cmd->add_option(flags::kPasses, f->passes, "passes over the data set")->capture_default_str();
   cmd->add_option("--seed", f->seed, "shuffling seed")->capture_default_str();
   cmd->add_option("--host", f->host, "address to listen on and advertise")->capture_default_str();
   cmd->add_option("--port", f->port, "port (0: any free port)")->capture_default_str();
   cmd->add_option("--http-host", f->http_host, "address of the web console and /metrics")
       ->capture_default_str();
-  cmd->add_option("--http-port", f->http_port,
+  cmd->add_option(flags::kHttpPort, f->http_port,
                   "port of the web console and /metrics (0: any free port, printed at start; -1: off)")
       ->capture_default_str();
   cmd->add_option(
-      "--log-dir", f->log_dir,
+      flags::kLogDir, f->log_dir,
       "directory of the job's <node>.log files, shown in the console's logs panel (tessera local sets it)");
-  cmd->add_option("--history-file", f->history_file,
+  cmd->add_option(flags::kHistoryFile, f->history_file,
                   "while leading, append the console's history (every cost report and evaluation, the nodes, "
                   "the job's status) to this JSON-lines file, so `tessera console --run` can show it later "
                   "(tessera local: RUN/history.jsonl)");
   cmd->add_option("--web-dir", f->web_dir,
                   "the console page's files (default: beside this program, ../console in a build tree, "
                   "../share/tessera/web installed)");
-  cmd->add_option("--lease-ttl", f->lease_ttl, "seconds after which a dead master is replaced")
+  cmd->add_option(flags::kLeaseTtl, f->lease_ttl, "seconds after which a dead master is replaced")
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->add_option("--log-file", f->log_file, "also write the log to this file");

@@ -10,6 +10,7 @@
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
 #include "client/exporter.h"
+#include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "models/ctr_gen.h"
@@ -105,26 +106,28 @@ int RunGen(const GenFlags& f) {
 void RegisterModels(CLI::App& app, int* exit_code) {
   auto t = std::make_shared<TrainFlags>();
   auto* train = app.add_subcommand(
-      "train",
+      flags::kCommandTrain,
       "Run a trainer for a built-in model: it reads the tasks the job's master hands out, pushes\n"
       "gradients and pulls parameters. Models: mlp (image classifier, e.g. Fashion-MNIST),\n"
       "logreg (sparse logistic regression over libsvm rows), word2vec (skip-gram over text).\n"
       "SIGTERM stops it after the current step. Used by `tessera local --model`.");
   AddEtcdFlags(train, &t->etcd);
-  train->add_option("--model", t->model, "mlp, logreg or word2vec")->required();
+  train->add_option(flags::kModel, t->model, "mlp, logreg or word2vec")->required();
   train->add_option("--trainer-id", t->trainer_id, "trainer id (default: the lowest free number)")
-      ->envname("TESSERA_TRAINER_ID");
-  train->add_option("--store", t->store, "data set store as mounted here")->envname("TESSERA_STORE");
-  train->add_option("--eval-dataset", t->eval_dataset, "held-out data set for the end of each pass")
-      ->envname("TESSERA_EVAL_DATASET");
-  train->add_option("--batch-size", t->batch_size, "records per step")->capture_default_str();
+      ->envname(flags::kEnvTrainerId);
+  train->add_option(flags::kStore, t->store, "data set store as mounted here")->envname(flags::kEnvStore);
+  train->add_option(flags::kEvalDataset, t->eval_dataset, "held-out data set for the end of each pass")
+      ->envname(flags::kEnvEvalDataset);
+  train->add_option(flags::kBatchSize, t->batch_size, "records per step")->capture_default_str();
   train->add_option("--seed", t->seed, "initialization seed")->capture_default_str();
-  train->add_option("--model-arg", t->model_args, "model setting key=value (repeatable), e.g. hidden=256");
-  train->add_option("--lease-ttl", t->lease_ttl, "seconds after which a dead trainer's tasks go back")
+  train->add_option(flags::kModelArg, t->model_args, "model setting key=value (repeatable), e.g. hidden=256");
+  train->add_option(flags::kLeaseTtl, t->lease_ttl, "seconds after which a dead trainer's tasks go back")
       ->capture_default_str();
-  train->add_option("--transport", t->transport,
-                    "data plane to the pservers: auto (shared memory on the same host, else tcp), shm, tcp, grpc")
-      ->envname("TESSERA_TRANSPORT")
+  train
+      ->add_option(
+          flags::kTransport, t->transport,
+          "data plane to the pservers: auto (shared memory on the same host, else tcp), shm, tcp, grpc")
+      ->envname(flags::kEnvTransport)
       ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
       ->capture_default_str();
   train->add_option("--log-level", t->log_level, "trace, debug, info, warn, error")->capture_default_str();

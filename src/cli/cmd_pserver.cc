@@ -2,6 +2,7 @@
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
+#include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "pserver/pserver_node.h"
@@ -88,7 +89,7 @@ int RunPserver(const PserverFlags& f) {
 void RegisterPserver(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<PserverFlags>();
   auto* cmd = app.add_subcommand(
-      "pserver",
+      flags::kCommandPserver,
       "Run a parameter server: claims the lowest free pserver index of the job (with a lease),\n"
       "serves that index's slots, and stops serving at once if its lease is lost.\n"
       "Exit codes: 0 after SIGTERM/SIGINT, 3 when the lease was lost, 1 on errors.");
@@ -98,30 +99,33 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
                   "port of the main data-plane transport (tcp when served, else grpc; 0: any free port); the "
                   "other transports take free ports, and every endpoint is registered in etcd")
       ->capture_default_str();
-  cmd->add_option("--index", f->index,
-                  "serve this pserver index only, waiting while another holds it (default -1: the lowest free "
-                  "index)")
+  cmd->add_option(
+         flags::kIndex, f->index,
+         "serve this pserver index only, waiting while another holds it (default -1: the lowest free "
+         "index)")
       ->capture_default_str();
-  cmd->add_option("--lease-ttl", f->lease_ttl,
+  cmd->add_option(flags::kLeaseTtl, f->lease_ttl,
                   "seconds without keep-alive after which etcd drops this pserver")
       ->capture_default_str();
-  cmd->add_option("--transport", f->transport,
-                  "data-plane transports to serve: auto (tcp, shm and grpc; each trainer takes shared memory on "
-                  "the same host, else tcp), tcp, shm or grpc")
+  cmd->add_option(
+         flags::kTransport, f->transport,
+         "data-plane transports to serve: auto (tcp, shm and grpc; each trainer takes shared memory on "
+         "the same host, else tcp), tcp, shm or grpc")
       ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
       ->capture_default_str();
-  cmd->add_option("--max-message-mb", f->max_message_mb,
-                  "largest request payload accepted over tcp and shm, in MiB (a larger frame closes the connection)")
+  cmd->add_option(
+         "--max-message-mb", f->max_message_mb,
+         "largest request payload accepted over tcp and shm, in MiB (a larger frame closes the connection)")
       ->capture_default_str();
-  cmd->add_option("--checkpoint-dir", f->checkpoint_dir,
+  cmd->add_option(flags::kCheckpointDir, f->checkpoint_dir,
                   "directory for shard checkpoints (local disk or a shared mount); a restarted pserver loads "
                   "the newest good one recorded in etcd. Empty: no checkpoints");
-  cmd->add_option("--checkpoint-every", f->checkpoint_every,
+  cmd->add_option(flags::kCheckpointEvery, f->checkpoint_every,
                   "seconds between checkpoints (0: off; one is always taken right after initialization)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-steps", f->checkpoint_steps, "versions between checkpoints (0: off)")
       ->capture_default_str();
-  cmd->add_option("--http-port", f->http_port, "port of /metrics (Prometheus; 0: any free port, -1: off)")
+  cmd->add_option(flags::kHttpPort, f->http_port, "port of /metrics (Prometheus; 0: any free port, -1: off)")
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")->capture_default_str();
   cmd->add_option("--log-file", f->log_file, "also write the log to this file");

@@ -6,12 +6,12 @@
 
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
+#include "client/master_client.h"
 #include "common/version.h"
 #include "coord/election.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "job/job_config.h"
-#include "master/master_client.h"
 
 namespace tessera::cli {
 namespace {

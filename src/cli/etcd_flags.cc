@@ -3,15 +3,16 @@
 
 #include <cstdio>
 
+#include "common/flag_names.h"
 #include "common/strings.h"
 
 namespace tessera::cli {
 
 void AddEtcdFlags(CLI::App* cmd, EtcdFlags* f, bool need_job) {
-  cmd->add_option("--etcd", f->endpoints, "etcd endpoints, host:port[,host:port...]")
-      ->envname("TESSERA_ETCD")
+  cmd->add_option(flags::kEtcd, f->endpoints, "etcd endpoints, host:port[,host:port...]")
+      ->envname(flags::kEnvEtcd)
       ->required();
-  auto* job = cmd->add_option("--job", f->job, "job name")->envname("TESSERA_JOB");
+  auto* job = cmd->add_option(flags::kJob, f->job, "job name")->envname(flags::kEnvJob);
   if (need_job) job->required();
   cmd->add_option("--etcd-user", f->user, "etcd user name (enables auth)")->envname("TESSERA_ETCD_USER");
   cmd->add_option("--etcd-password", f->password, "etcd password")->envname("TESSERA_ETCD_PASSWORD");

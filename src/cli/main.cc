@@ -51,7 +51,8 @@ int main(int argc, char** argv) {
   if (argc > 1 && argv[1][0] != '-' && std::find(names.begin(), names.end(), argv[1]) == names.end()) {
     std::string guess = tessera::ClosestName(argv[1], names);
     std::fprintf(stderr, "tessera: unknown command '%s'%s\nCommands: %s (run `tessera --help`)\n", argv[1],
-                 guess.empty() ? "" : (" (did you mean '" + guess + "'?)").c_str(), tessera::Join(names, ", ").c_str());
+                 guess.empty() ? "" : (" (did you mean '" + guess + "'?)").c_str(),
+                 tessera::Join(names, ", ").c_str());
     return 2;
   }
   try {

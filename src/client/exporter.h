@@ -7,7 +7,7 @@
 #include <string>
 
 #include "coord/etcd_client.h"
-#include "models/model_file.h"
+#include "model_file/model_file.h"
 #include "tessera/status.h"
 
 namespace tessera {

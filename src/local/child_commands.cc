@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "common/flag_names.h"
 #include "common/net.h"
 
 namespace tessera::local {
@@ -26,72 +27,51 @@ EtcdCommand EtcdArgv(const LocalOptions& o) {
 
 std::vector<std::string> PserverArgv(const LocalOptions& o, const std::string& etcd, bool with_checkpoints,
                                      int index) {
-  std::vector<std::string> argv = {o.tessera_bin, "pserver",     "--etcd",
-                                   etcd,          "--job",       o.job,
-                                   "--index",     std::to_string(index),
-                                   "--lease-ttl", std::to_string(o.lease_ttl_seconds),
-                                   "--transport", o.transport};
-  if (with_checkpoints) argv.insert(argv.end(), {"--checkpoint-dir", o.run_dir + "/checkpoints"});
-  if (o.checkpoint_every > 0) argv.insert(argv.end(), {"--checkpoint-every", fmt::format("{}", o.checkpoint_every)});
+  std::vector<std::string> argv = {o.tessera_bin,     flags::kCommandPserver,
+                                   flags::kEtcd,      etcd,
+                                   flags::kJob,       o.job,
+                                   flags::kIndex,     std::to_string(index),
+                                   flags::kLeaseTtl,  std::to_string(o.lease_ttl_seconds),
+                                   flags::kTransport, o.transport};
+  if (with_checkpoints) argv.insert(argv.end(), {flags::kCheckpointDir, o.run_dir + "/checkpoints"});
+  if (o.checkpoint_every > 0)
+    argv.insert(argv.end(), {flags::kCheckpointEvery, fmt::format("{}", o.checkpoint_every)});
   return argv;
 }
 
 std::vector<std::string> MasterArgv(const LocalOptions& o, const std::string& etcd) {
-  return {o.tessera_bin,
-          "master",
-          "--etcd",
-          etcd,
-          "--job",
-          o.job,
-          "--store",
-          o.store,
-          "--dataset",
-          o.dataset,
-          "--passes",
-          std::to_string(o.passes),
-          "--chunks-per-task",
-          std::to_string(o.chunks_per_task),
+  return {o.tessera_bin, flags::kCommandMaster, flags::kEtcd, etcd, flags::kJob, o.job, flags::kStore,
+          o.store, flags::kDataset, o.dataset, flags::kPasses, std::to_string(o.passes),
+          flags::kChunksPerTask, std::to_string(o.chunks_per_task),
           // A small data set is cut so that every trainer (and any added later) has work.
-          "--min-tasks",
-          std::to_string(std::max(8, 4 * o.trainers)),
-          "--min-task-records",
-          std::to_string(o.batch_size),
-          "--task-timeout",
-          fmt::format("{}", o.task_timeout_s),
-          "--max-failures",
-          std::to_string(o.max_failures),
-          "--lease-ttl",
-          std::to_string(o.lease_ttl_seconds),
-          "--http-port",
-          "0",
-          "--log-dir",
-          o.run_dir + "/logs",
-          "--history-file",
-          o.run_dir + "/history.jsonl"};
+          flags::kMinTasks, std::to_string(std::max(8, 4 * o.trainers)), flags::kMinTaskRecords,
+          std::to_string(o.batch_size), flags::kTaskTimeout, fmt::format("{}", o.task_timeout_s),
+          flags::kMaxFailures, std::to_string(o.max_failures), flags::kLeaseTtl,
+          std::to_string(o.lease_ttl_seconds), flags::kHttpPort, "0", flags::kLogDir, o.run_dir + "/logs",
+          flags::kHistoryFile, o.run_dir + "/history.jsonl"};
 }
 
 std::vector<std::string> TrainerArgv(const LocalOptions& o) {
   if (o.model.empty()) return {"/bin/sh", "-c", o.trainer_cmd};
-  std::vector<std::string> argv = {o.tessera_bin,   "train",
-                                   "--model",       o.model,
-                                   "--batch-size",  std::to_string(o.batch_size),
-                                   "--lease-ttl",   std::to_string(o.lease_ttl_seconds)};
-  if (!o.eval_dataset.empty()) argv.insert(argv.end(), {"--eval-dataset", o.eval_dataset});
-  for (const auto& a : o.model_args) argv.insert(argv.end(), {"--model-arg", a});
+  std::vector<std::string> argv = {
+      o.tessera_bin,     flags::kCommandTrain,         flags::kModel,    o.model,
+      flags::kBatchSize, std::to_string(o.batch_size), flags::kLeaseTtl, std::to_string(o.lease_ttl_seconds)};
+  if (!o.eval_dataset.empty()) argv.insert(argv.end(), {flags::kEvalDataset, o.eval_dataset});
+  for (const auto& a : o.model_args) argv.insert(argv.end(), {flags::kModelArg, a});
   return argv;
 }
 
 std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::string& etcd, int slot) {
-  std::map<std::string, std::string> env = {{"TESSERA_ETCD", etcd},
-                                            {"TESSERA_JOB", o.job},
-                                            {"TESSERA_TRAINER_ID", std::to_string(slot)},
-                                            {"TESSERA_STORE", o.store},
-                                            {"TESSERA_DATASET", o.dataset},
-                                            {"TESSERA_EVAL_DATASET", o.eval_dataset},
-                                            {"TESSERA_RUN_DIR", o.run_dir},
-                                            {"TESSERA_BATCH_SIZE", std::to_string(o.batch_size)},
-                                            {"TESSERA_LEASE_TTL", std::to_string(o.lease_ttl_seconds)},
-                                            {"TESSERA_TRANSPORT", o.transport}};
+  std::map<std::string, std::string> env = {{flags::kEnvEtcd, etcd},
+                                            {flags::kEnvJob, o.job},
+                                            {flags::kEnvTrainerId, std::to_string(slot)},
+                                            {flags::kEnvStore, o.store},
+                                            {flags::kEnvDataset, o.dataset},
+                                            {flags::kEnvEvalDataset, o.eval_dataset},
+                                            {flags::kEnvRunDir, o.run_dir},
+                                            {flags::kEnvBatchSize, std::to_string(o.batch_size)},
+                                            {flags::kEnvLeaseTtl, std::to_string(o.lease_ttl_seconds)},
+                                            {flags::kEnvTransport, o.transport}};
   // `import tessera` in a trainer command finds the module built (or installed) beside this binary.
   fs::path bin = fs::path(o.tessera_bin).parent_path();
   for (const fs::path& dir : {bin / "../python", bin / "../lib/tessera/python"}) {

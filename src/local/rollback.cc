@@ -10,7 +10,7 @@
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "master/position.h"
-#include "pserver/checkpoint_choice.h"
+#include "checkpoint/checkpoint_choice.h"
 #include "pserver/checkpoint_file.h"
 
 namespace tessera::local {

@@ -32,7 +32,7 @@
 #include "local/rollback.h"
 #include "local/run_dir.h"
 #include "local/terminal_console.h"
-#include "master/master_client.h"
+#include "client/master_client.h"
 
 namespace tessera::local {
 namespace {

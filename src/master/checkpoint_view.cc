@@ -3,7 +3,7 @@
 
 #include <filesystem>
 
-#include "pserver/checkpoint_probe.h"
+#include "checkpoint/checkpoint_probe.h"
 
 namespace tessera::master {
 

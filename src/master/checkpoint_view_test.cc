@@ -6,7 +6,7 @@
 
 #include "common/digest.h"
 #include "common/files.h"
-#include "pserver/checkpoint_probe.h"
+#include "checkpoint/checkpoint_probe.h"
 
 namespace tessera::master {
 namespace {

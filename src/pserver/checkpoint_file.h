@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <string>
 
-#include "pserver/checkpoint_probe.h"
+#include "checkpoint/checkpoint_probe.h"
 #include "pserver/shard_store.h"
 #include "tessera/status.h"
 

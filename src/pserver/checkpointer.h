@@ -19,7 +19,7 @@
 #include <string>
 
 #include "coord/etcd_client.h"
-#include "pserver/checkpoint_choice.h"
+#include "checkpoint/checkpoint_choice.h"
 #include "pserver/checkpoint_file.h"
 
 namespace tessera {

@@ -9,7 +9,7 @@
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "job/job_config.h"
-#include "master/master_client.h"
+#include "client/master_client.h"
 
 namespace tessera::testing {
 

@@ -12,7 +12,7 @@
 #include "coord/registry.h"
 #include "harness/job_probe.h"
 #include "local/local_fixture.h"
-#include "pserver/checkpoint_choice.h"
+#include "checkpoint/checkpoint_choice.h"
 #include "pserver/checkpoint_file.h"
 
 namespace tessera::testing {

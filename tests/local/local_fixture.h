@@ -17,7 +17,7 @@
 #include "harness/subprocess.h"
 #include "harness/wait.h"
 #include "job/job_config.h"
-#include "master/master_client.h"
+#include "client/master_client.h"
 
 namespace tessera::testing {
 

@@ -6,7 +6,7 @@
 
 #include <string>
 
-#include "pserver/checkpoint_choice.h"
+#include "checkpoint/checkpoint_choice.h"
 
 namespace tessera {
 

@@ -1,5 +1,5 @@
 // ProgressReporter (see progress_reporter.h).
-#include "master/progress_reporter.h"
+#include "client/progress_reporter.h"
 
 #include <spdlog/spdlog.h>
 

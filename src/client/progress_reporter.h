@@ -9,7 +9,7 @@
 
 #include "common/clock.h"
 #include "coord/etcd_client.h"
-#include "master/master_client.h"
+#include "client/master_client.h"
 
 namespace tessera::master {
 

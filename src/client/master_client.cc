@@ -1,5 +1,5 @@
 // MasterClient (see master_client.h).
-#include "master/master_client.h"
+#include "client/master_client.h"
 
 #include <spdlog/spdlog.h>
 
@@ -163,10 +163,6 @@ StatusOr<StatusReply> MasterClient::GetStatus(const Deadline& deadline) {
   return reply;
 }
 
-}  // namespace tessera::master
-
-namespace tessera::master {
-
 Status MasterClient::Report(const ProgressReport& report, const Deadline& deadline) {
   ProgressReport req = report;
   req.set_job_token(token_);
@@ -174,10 +170,6 @@ Status MasterClient::Report(const ProgressReport& report, const Deadline& deadli
   return Call("report", deadline,
               [&](Master::Stub& s, grpc::ClientContext* c) { return s.Report(c, req, &reply); });
 }
-
-}  // namespace tessera::master
-
-namespace tessera::master {
 
 Status MasterClient::ReportPosition(const PositionReport& report, const Deadline& deadline) {
   PositionReport req = report;

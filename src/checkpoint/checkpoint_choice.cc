@@ -1,5 +1,5 @@
 // Checkpoint choice (see checkpoint_choice.h).
-#include "pserver/checkpoint_choice.h"
+#include "checkpoint/checkpoint_choice.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -14,7 +14,7 @@
 #include "dataset/manifest.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
-#include "master/master_client.h"
+#include "client/master_client.h"
 #include "recordio/file.h"
 
 namespace tessera {

@@ -1,5 +1,5 @@
 // Checkpoint file names and probes (see checkpoint_probe.h).
-#include "pserver/checkpoint_probe.h"
+#include "checkpoint/checkpoint_probe.h"
 
 #include <filesystem>
 

@@ -1,0 +1,50 @@
+// The names of the `tessera` command's subcommands, flags and environment variables that other
+// code writes: tessera local's child command lines and environments (src/local/child_commands),
+// and the trainers' session (src/api), beside the parser that reads them (src/cli). One spelling
+// for both sides, so renaming a flag cannot leave a writer behind.
+#pragma once
+
+namespace tessera::flags {
+
+// Subcommands.
+inline constexpr char kCommandPserver[] = "pserver";
+inline constexpr char kCommandMaster[] = "master";
+inline constexpr char kCommandTrain[] = "train";
+
+// Flags.
+inline constexpr char kEtcd[] = "--etcd";
+inline constexpr char kJob[] = "--job";
+inline constexpr char kIndex[] = "--index";
+inline constexpr char kLeaseTtl[] = "--lease-ttl";
+inline constexpr char kTransport[] = "--transport";
+inline constexpr char kCheckpointDir[] = "--checkpoint-dir";
+inline constexpr char kCheckpointEvery[] = "--checkpoint-every";
+inline constexpr char kStore[] = "--store";
+inline constexpr char kDataset[] = "--dataset";
+inline constexpr char kPasses[] = "--passes";
+inline constexpr char kChunksPerTask[] = "--chunks-per-task";
+inline constexpr char kMinTasks[] = "--min-tasks";
+inline constexpr char kMinTaskRecords[] = "--min-task-records";
+inline constexpr char kTaskTimeout[] = "--task-timeout";
+inline constexpr char kMaxFailures[] = "--max-failures";
+inline constexpr char kHttpPort[] = "--http-port";
+inline constexpr char kLogDir[] = "--log-dir";
+inline constexpr char kHistoryFile[] = "--history-file";
+inline constexpr char kModel[] = "--model";
+inline constexpr char kBatchSize[] = "--batch-size";
+inline constexpr char kEvalDataset[] = "--eval-dataset";
+inline constexpr char kModelArg[] = "--model-arg";
+
+// Environment variables (each stands for the flag of the same name where both exist).
+inline constexpr char kEnvEtcd[] = "TESSERA_ETCD";
+inline constexpr char kEnvJob[] = "TESSERA_JOB";
+inline constexpr char kEnvTrainerId[] = "TESSERA_TRAINER_ID";
+inline constexpr char kEnvStore[] = "TESSERA_STORE";
+inline constexpr char kEnvDataset[] = "TESSERA_DATASET";
+inline constexpr char kEnvEvalDataset[] = "TESSERA_EVAL_DATASET";
+inline constexpr char kEnvRunDir[] = "TESSERA_RUN_DIR";
+inline constexpr char kEnvBatchSize[] = "TESSERA_BATCH_SIZE";
+inline constexpr char kEnvLeaseTtl[] = "TESSERA_LEASE_TTL";
+inline constexpr char kEnvTransport[] = "TESSERA_TRANSPORT";
+
+}  // namespace tessera::flags

@@ -1,0 +1,63 @@
+// The command lines tessera local writes for its children name only flags that the `tessera`
+// command accepts: each child's argv (every optional flag turned on) against the real binary's
+// `--help`.
+#include "local/child_commands.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "common/files.h"
+#include "common/process.h"
+#include "common/strings.h"
+
+namespace tessera::local {
+namespace {
+
+std::string Help(const std::string& bin, const std::string& command) {
+  auto dir = MakeTempDir("child-commands-");
+  EXPECT_TRUE(dir.ok());
+  ProcessOptions o;
+  o.argv = {bin, command, "--help"};
+  o.log_path = *dir + "/help";
+  auto p = Process::Spawn(o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  auto code = (*p)->Wait(std::chrono::seconds(60));
+  EXPECT_EQ(code.value_or(-1), 0) << command;
+  std::string out = (*p)->Output();
+  (void)RemoveAll(*dir);
+  return out;
+}
+
+// Every "--flag" of `argv` (after the program and its subcommand) is in the subcommand's help.
+void ExpectAccepted(const std::vector<std::string>& argv) {
+  ASSERT_GE(argv.size(), 2u);
+  const std::string help = Help(argv[0], argv[1]);
+  int flags = 0;
+  for (size_t i = 2; i < argv.size(); ++i) {
+    if (!StartsWith(argv[i], "--")) continue;
+    ++flags;
+    EXPECT_NE(help.find(argv[i] + " "), std::string::npos) << "`tessera " << argv[1] << "` has no " << argv[i];
+  }
+  EXPECT_GT(flags, 2) << argv[1];
+}
+
+TEST(ChildCommandsTest, EveryFlagTesseraLocalWritesIsOneTheCommandReads) {
+  const char* build = std::getenv("TESSERA_BUILD_DIR");
+  ASSERT_NE(build, nullptr);
+  LocalOptions o;
+  o.tessera_bin = std::string(build) + "/src/tessera";
+  o.run_dir = "/tmp/run";
+  o.store = "/tmp/store";
+  o.dataset = "d";
+  o.eval_dataset = "e";
+  o.model = "mlp";
+  o.model_args = {"hidden=8"};
+  o.checkpoint_every = 2.5;
+  ExpectAccepted(PserverArgv(o, "127.0.0.1:2379", /*with_checkpoints=*/true, 1));
+  ExpectAccepted(MasterArgv(o, "127.0.0.1:2379"));
+  ExpectAccepted(TrainerArgv(o));
+}
+
+}  // namespace
+}  // namespace tessera::local
