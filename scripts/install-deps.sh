@@ -8,6 +8,8 @@ set -euo pipefail
 PACKAGES=(
   # toolchain
   build-essential cmake ninja-build ccache pkg-config git openssl
+  # clang: only for the thread-safety analysis (ThreadSafetyTest); the build itself uses GCC
+  clang
   # RPC and coordination
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc etcd-server etcd-client
   # libraries

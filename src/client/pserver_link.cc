@@ -24,7 +24,7 @@ PserverLink::PserverLink(int index, PserverDirectory* directory, Owner* owner, c
 PserverLink::~PserverLink() { Close(); }
 
 void PserverLink::Supersede(int64_t epoch) {
-  std::lock_guard<std::mutex> lock(conn_mu_);
+  MutexLock lock(&conn_mu_);
   if (!conn_ || target_.epoch == 0 || target_.epoch == epoch || aborted_epoch_ == target_.epoch) return;
   aborted_epoch_ = target_.epoch;
   spdlog::warn("pserver {} at epoch {} {}: abandoning calls to it", index_, target_.epoch,
@@ -38,24 +38,24 @@ void PserverLink::Close() {
     subscription_ = 0;
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     closing_ = true;
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
 }
 
 std::string PserverLink::transport_name() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return chosen_name_;
 }
 
 void PserverLink::Post(std::function<void()> fn) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     queue_.push_back(Job{0, std::move(fn)});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
 }
 
 uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover,
@@ -69,18 +69,18 @@ uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::millis
   };
   uint64_t id;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     id = next_job_++;
     queue_.push_back(Job{id, std::move(fn)});
   }
-  cv_.notify_all();
+  cv_.NotifyAll();
   return id;
 }
 
 bool PserverLink::RunInline(uint64_t id) {
   Job job;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (running_ || closing_ || queue_.empty() || queue_.front().id != id) return false;
     job = std::move(queue_.front());
     queue_.pop_front();
@@ -89,11 +89,11 @@ bool PserverLink::RunInline(uint64_t id) {
   job.fn();
   bool wake;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     running_ = false;
     wake = !queue_.empty() || closing_;  // the link thread waits for exactly these
   }
-  if (wake) cv_.notify_all();
+  if (wake) cv_.NotifyAll();
   return true;
 }
 
@@ -101,8 +101,8 @@ void PserverLink::Loop() {
   while (true) {
     Job job;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait(lock, [&] { return (closing_ && !running_) || (!queue_.empty() && !running_); });
+      MutexLock lock(&mu_);
+      cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return (closing_ && !running_) || (!queue_.empty() && !running_); });
       if (queue_.empty()) return;  // closing, nothing left
       job = std::move(queue_.front());
       queue_.pop_front();
@@ -110,7 +110,7 @@ void PserverLink::Loop() {
     }
     job.fn();
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       running_ = false;
     }
   }
@@ -118,24 +118,24 @@ void PserverLink::Loop() {
 
 StatusOr<ClientConnection*> PserverLink::Connect(const Deadline& deadline, int64_t not_epoch) {
   TESSERA_ASSIGN_OR_RETURN(PserverAddress a, directory_->Resolve(index_, deadline, not_epoch));
-  if (!conn_ || a.address != target_.address || a.epoch != target_.epoch) {
+  if (!OwnConnection() || a.address != OwnTarget().address || a.epoch != OwnTarget().epoch) {
     const TransportKind excluded = a.epoch == shm_failed_epoch_ ? TransportKind::kShm : TransportKind::kAuto;
     auto choice = ChooseEndpoint(a.endpoints, transport_->wanted, transport_->host_id, excluded);
     if (!choice.ok()) return choice.status().WithContext("pserver " + std::to_string(index_));
-    if (!conn_ || a.epoch != target_.epoch || choice->kind != chosen_.kind) {
+    if (!OwnConnection() || a.epoch != OwnTarget().epoch || choice->kind != chosen_.kind) {
       spdlog::info("pserver {} at {} over {} (epoch {})", index_, choice->endpoint, TransportKindName(choice->kind),
                    a.epoch);
     }
     {
-      std::lock_guard<std::mutex> lock(conn_mu_);
+      MutexLock lock(&conn_mu_);
       conn_ = NewClientConnection(choice->kind, choice->endpoint, transport_->options);
       target_ = a;
     }
     chosen_ = *choice;
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     chosen_name_ = TransportKindName(choice->kind);
   }
-  return conn_.get();
+  return OwnConnection();
 }
 
 StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadline, bool recover,
@@ -146,7 +146,7 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
   while (true) {
     bool closing;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(&mu_);
       closing = closing_;
     }
     if (closing) return Status::Cancelled("client is closing");
@@ -172,7 +172,7 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     avoid_epoch = -1;
     owner_->Stamp(&call.req);
     call.req.set_pserver_index(index_);
-    call.req.set_pserver_epoch(target_.epoch);
+    call.req.set_pserver_epoch(OwnTarget().epoch);
     std::string header = call.req.SerializeAsString();
     auto result = (*conn)->Call(header, call.payload, call.reply, deadline.remaining());
     if (!result.ok()) {
@@ -183,8 +183,8 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
         // It listens but this process may not reach it (a sandbox?): the next transport for this
         // registration (a replacement registers anew and is tried over shared memory again).
         spdlog::warn("pserver {}: {}; using the next transport", index_, last.message());
-        shm_failed_epoch_ = target_.epoch;
-        std::lock_guard<std::mutex> lock(conn_mu_);
+        shm_failed_epoch_ = OwnTarget().epoch;
+        MutexLock lock(&conn_mu_);
         conn_.reset();
         continue;
       }
@@ -207,7 +207,7 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     last = s;
     switch (reply.reason()) {
       case wire::DataReply::STALE_EPOCH:
-        avoid_epoch = target_.epoch;
+        avoid_epoch = OwnTarget().epoch;
         continue;
       case wire::DataReply::NOT_SERVING:
         std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));

@@ -17,6 +17,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/mutex.h"
 #include "client/pserver_directory.h"
 #include "client/request_builder.h"
 #include "transport/transport.h"
@@ -79,7 +80,11 @@ class PserverLink {
   void Loop();
   StatusOr<ClientConnection*> Connect(const Deadline& deadline, int64_t not_epoch);
   // The directory says pserver index_ is now at `epoch` (0: gone): abandons calls to any other.
-  void Supersede(int64_t epoch);
+  void Supersede(int64_t epoch) EXCLUDES(conn_mu_);
+  // The link's thread is the only writer of conn_ and target_ (under conn_mu_), so on that
+  // thread it reads them without the lock; Supersede, on the directory's thread, takes it.
+  ClientConnection* OwnConnection() const NO_THREAD_SAFETY_ANALYSIS { return conn_.get(); }
+  const PserverAddress& OwnTarget() const NO_THREAD_SAFETY_ANALYSIS { return target_; }
 
   const int index_;
   PserverDirectory* directory_;
@@ -88,20 +93,20 @@ class PserverLink {
   int subscription_ = 0;
   // conn_ and target_ change only on the link's thread, under conn_mu_ (Supersede reads them
   // from the directory's thread).
-  std::mutex conn_mu_;
-  std::unique_ptr<ClientConnection> conn_;
-  PserverAddress target_;
-  int64_t aborted_epoch_ = 0;  // the connection to this registration was abandoned
+  Mutex conn_mu_;
+  std::unique_ptr<ClientConnection> conn_ GUARDED_BY(conn_mu_);
+  PserverAddress target_ GUARDED_BY(conn_mu_);
+  int64_t aborted_epoch_ GUARDED_BY(conn_mu_) = 0;  // the connection to this registration was abandoned
   EndpointChoice chosen_;
   int64_t shm_failed_epoch_ = -1;  // auto: shared memory could not connect to this registration
 
-  mutable std::mutex mu_;  // guards queue_, closing_, chosen_name_
-  std::condition_variable cv_;
-  std::deque<Job> queue_;
-  uint64_t next_job_ = 1;
-  bool running_ = false;  // a job runs (on the link thread or inline)
-  bool closing_ = false;
-  std::string chosen_name_;
+  mutable Mutex mu_;
+  CondVar cv_;
+  std::deque<Job> queue_ GUARDED_BY(mu_);
+  uint64_t next_job_ GUARDED_BY(mu_) = 1;
+  bool running_ GUARDED_BY(mu_) = false;  // a job runs (on the link thread or inline)
+  bool closing_ GUARDED_BY(mu_) = false;
+  std::string chosen_name_ GUARDED_BY(mu_);
   std::thread thread_;
 };
 

@@ -36,7 +36,7 @@ MasterService::MasterService(std::string job_token, std::string dataset_dir, dat
     : token_(std::move(job_token)), dataset_dir_(std::move(dataset_dir)), manifest_(std::move(manifest)) {}
 
 void MasterService::Activate(std::unique_ptr<TaskQueue> queue, StateLog* log, int64_t election_epoch) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   queue_ = std::move(queue);
   log_ = log;
   election_epoch_ = election_epoch;
@@ -45,7 +45,7 @@ void MasterService::Activate(std::unique_ptr<TaskQueue> queue, StateLog* log, in
 }
 
 void MasterService::Stop(const Status& why) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   active_ = false;
   stop_reason_ = why;
 }
@@ -56,7 +56,7 @@ grpc::Status MasterService::Check(const std::string& token) const {
                         "request for another job: the job token does not match");
   }
   if (!active_) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master: " + stop_reason_.message());
   }
   return grpc::Status::OK;
@@ -69,7 +69,12 @@ uint64_t MasterService::Log(const Event& e) {
 }
 
 grpc::Status MasterService::Durable(uint64_t ticket) {
-  Status s = log_->WaitDurable(ticket);
+  StateLog* log;
+  {
+    MutexLock lock(&mu_);
+    log = log_;
+  }
+  Status s = log->WaitDurable(ticket);  // outside the lock: the group commit may take a while
   if (s.ok()) return grpc::Status::OK;
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "master state not persisted: " + s.message());
 }
@@ -82,7 +87,7 @@ grpc::Status MasterService::GetTask(grpc::ServerContext*, const GetTaskRequest* 
   uint64_t ticket = 0;
   TaskQueue::Next next;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
     next = queue_->Dispatch(req->trainer(), SteadyMillis());
     if (next.kind == TaskQueue::NextKind::kTask) {
@@ -133,7 +138,7 @@ grpc::Status MasterService::FinishTask(grpc::ServerContext*, const TaskResult* r
   if (auto c = Check(req->job_token()); !c.ok()) return c;
   uint64_t ticket = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
     int64_t step = req->step() > 0 ? req->step() : -1;
     bool ok = queue_->Finish(req->task_id(), req->epoch(), step);
@@ -150,7 +155,7 @@ grpc::Status MasterService::FailTask(grpc::ServerContext*, const TaskResult* req
   if (auto c = Check(req->job_token()); !c.ok()) return c;
   uint64_t ticket = 0;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
     bool ok = queue_->Fail(req->task_id(), req->epoch(), req->error());
     reply->set_accepted(ok);
@@ -162,7 +167,7 @@ grpc::Status MasterService::FailTask(grpc::ServerContext*, const TaskResult* req
 }
 
 grpc::Status MasterService::GetStatus(grpc::ServerContext*, const StatusRequest*, StatusReply* reply) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!active_ || !queue_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
   auto c = queue_->counts();
   reply->set_pass(queue_->pass());
@@ -215,7 +220,7 @@ grpc::Status MasterService::Report(grpc::ServerContext*, const ProgressReport* r
 
 grpc::Status MasterService::AddReport(const ProgressReport& report) {
   const ProgressReport* req = &report;
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   int64_t now = SteadyMillis();
   if (req->samples() > 0) {
     recent_.push_back({now, req->samples()});
@@ -263,7 +268,7 @@ grpc::Status MasterService::ReportPosition(grpc::ServerContext*, const PositionR
     p.tasks.push_back(HeldPosition{t.id(), t.epoch(), t.pass(), t.offset(), t.records()});
   }
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (p.version <= saved_position_) return grpc::Status::OK;  // late: a newer one is saved
     positions_.Add(p);
   }
@@ -272,10 +277,10 @@ grpc::Status MasterService::ReportPosition(grpc::ServerContext*, const PositionR
 }
 
 void MasterService::MaybeSavePosition() {
-  std::lock_guard<std::mutex> save_lock(save_mu_);
+  MutexLock save_lock(&save_mu_);
   DataPosition position;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!active_) return;
     auto complete = positions_.Complete();
     if (complete.empty() || complete.back() <= saved_position_) return;
@@ -296,24 +301,24 @@ void MasterService::MaybeSavePosition() {
   spdlog::info("data position of version {} saved: pass {}, {} tasks done, {} in part", position.version,
                position.pass + 1, std::count(position.done.begin(), position.done.end(), true),
                position.partial.size());
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   saved_position_ = std::max(saved_position_, position.version);
   positions_.ForgetThrough(position.version);
   if (queue_) queue_->ForgetFinishesThrough(position.version);
 }
 
 std::vector<CostPoint> MasterService::CostSince(int64_t since) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return cost_.Since(since);
 }
 
 void MasterService::RestoreCost(std::vector<CostPoint> points) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   cost_.Restore(std::move(points));
 }
 
 void MasterService::RefreshMetrics() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!queue_) return;
   auto c = queue_->counts();
   for (auto [state, n] : {std::pair{"todo", c.todo}, std::pair{"pending", c.pending},
@@ -335,7 +340,7 @@ void MasterService::RefreshMetrics() {
 }
 
 void MasterService::Tick(int64_t now_ms) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!active_) return;
   for (auto [task, epoch] : queue_->Overdue(now_ms)) {
     if (queue_->Expire(task, epoch)) {
@@ -349,11 +354,11 @@ void MasterService::TrainersChanged(const MemberList& trainers) {
   std::set<std::string> live;
   for (const auto& m : trainers.members) live.insert(m.name);
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     positions_.SetLive(live);
   }
   MaybeSavePosition();  // a trainer that left is not waited for any more
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!active_) return;
   // Any trainer holding tasks that is not registered any more (also one that vanished while no
   // master was leading) gets its tasks returned now, not after the task timeout.

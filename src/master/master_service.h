@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/metrics.h"
 #include "coord/registry.h"
 #include "dataset/manifest.h"
@@ -72,8 +73,8 @@ class MasterService final : public tessera::master::Master::Service {
   grpc::Status AddReport(const ProgressReport& report);
   grpc::Status Check(const std::string& token) const;
   // Logs `e` (REQUIRES: mu_ held) and returns the ticket to wait for.
-  uint64_t Log(const Event& e);
-  grpc::Status Durable(uint64_t ticket);
+  uint64_t Log(const Event& e) REQUIRES(mu_);
+  grpc::Status Durable(uint64_t ticket) EXCLUDES(mu_);
   // Saves the newest complete data position, if there is a new one. Takes mu_ itself.
   void MaybeSavePosition();
 
@@ -82,29 +83,30 @@ class MasterService final : public tessera::master::Master::Service {
   const dataset::Manifest manifest_;
   std::atomic<bool> active_{false};
 
-  mutable std::mutex mu_;  // guards everything below
-  std::unique_ptr<TaskQueue> queue_;
-  StateLog* log_ = nullptr;
-  Status stop_reason_ = Status::Unavailable("this master is a standby");
-  int64_t election_epoch_ = 0;
+  mutable Mutex mu_;  // guards everything below
+  std::unique_ptr<TaskQueue> queue_ GUARDED_BY(mu_);
+  StateLog* log_ GUARDED_BY(mu_) = nullptr;
+  Status stop_reason_ GUARDED_BY(mu_) = Status::Unavailable("this master is a standby");
+  int64_t election_epoch_ GUARDED_BY(mu_) = 0;
   // Progress (guarded by mu_): recent reports for the rate, the latest cost, metrics per pass.
   struct Recent {
     int64_t time_ms;
     int64_t samples;
   };
-  std::deque<Recent> recent_;
-  std::map<std::string, double> last_cost_;  // per trainer
-  int64_t samples_ = 0;
-  int64_t max_step_ = 0;
-  std::vector<Metric> metrics_;
-  CostHistory cost_;
-  metrics::Registry registry_;
+  std::deque<Recent> recent_ GUARDED_BY(mu_);
+  std::map<std::string, double> last_cost_ GUARDED_BY(mu_);  // per trainer
+  int64_t samples_ GUARDED_BY(mu_) = 0;
+  int64_t max_step_ GUARDED_BY(mu_) = 0;
+  std::vector<Metric> metrics_ GUARDED_BY(mu_);
+  CostHistory cost_ GUARDED_BY(mu_);
+  metrics::Registry registry_;  // thread-safe itself
   // Consistent checkpoints: trainers' position reports (guarded by mu_), the saver.
-  PositionBook positions_;
-  int64_t saved_position_ = -1;
+  PositionBook positions_ GUARDED_BY(mu_);
+  int64_t saved_position_ GUARDED_BY(mu_) = -1;
+  // Set once before the service serves (SetPositionSaver, SetEvaluationSaver), read-only after.
   std::function<Status(const DataPosition&)> save_position_;
   std::function<void()> save_evaluations_;
-  std::mutex save_mu_;  // one save at a time, in version order
+  Mutex save_mu_;  // one save at a time, in version order
 };
 
 // Milliseconds on the steady clock (task deadlines).

@@ -97,7 +97,7 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
                      wire::DataReply::NOT_SERVING);
   }
   if (!serving_) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     return SendError(*r,
                      Status::Unavailable("pserver " + std::to_string(options_.index) +
                                          " is not serving: " + stop_reason_.message()),
@@ -130,7 +130,7 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
       std::vector<Reply> replies;
       Reply rep;
       {
-        std::lock_guard<std::mutex> lock(mu_);
+        MutexLock lock(&mu_);
         if (!initialized_) {
           return SendError(
               *r,
@@ -169,9 +169,9 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
   }
   std::vector<Reply> replies;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!initialized_) {
-      lock.unlock();
+      lock.Unlock();
       return SendError(
           *r, Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
           wire::DataReply::NOT_INITIALIZED);
@@ -192,7 +192,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
     if (bad.ok() && !pull.ok()) bad = pull.status();
     if (!bad.ok()) {
       RefusePush(req, bad, &replies);
-      lock.unlock();
+      lock.Unlock();
       for (auto& x : replies) Send(x);
       return SendError(*r, bad, wire::DataReply::BAD_REQUEST);
     }
@@ -200,7 +200,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
       auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
       if (!verdict.ok()) {
         int64_t resume = consistency_->ResumeStep(req.trainer());
-        lock.unlock();
+        lock.Unlock();
         return SendError(*r, verdict.status(), ReasonFor(verdict.status()), resume);
       }
       if (*verdict != Consistency::PushVerdict::kDuplicate) {
@@ -225,7 +225,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
       uint64_t ticket = next_ticket_++;
       auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), req.need());
       if (!now.ok()) {
-        lock.unlock();
+        lock.Unlock();
         for (auto& x : replies) Send(x);
         return SendError(*r, now.status(), wire::DataReply::BAD_REQUEST);
       }
@@ -429,7 +429,7 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
 void PserverService::TrainerLeft(const std::string& trainer, int64_t epoch) {
   std::vector<Reply> replies;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto before = consistency_->members();
     consistency_->Leave(trainer, epoch);
     if (consistency_->members().size() != before.size()) {
@@ -444,7 +444,7 @@ void PserverService::TrainerLeft(const std::string& trainer, int64_t epoch) {
 void PserverService::StopServing(const Status& why) {
   std::map<uint64_t, PendingPull> waiting;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     serving_ = false;
     stop_reason_ = why;
     waiting.swap(waiting_);
@@ -459,13 +459,13 @@ void PserverService::StopServing(const Status& why) {
 }
 
 void PserverService::ResumeServing() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   serving_ = true;
   stop_reason_ = Status::OK();
 }
 
 PserverService::Counters PserverService::counters() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   Counters c = counters_;
   c.version = consistency_->version();
   c.initialized = initialized_;

@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "common/mutex.h"
 #include "common/metrics.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
@@ -141,44 +142,44 @@ class PserverService : public RequestHandler {
   void HandleExport(const wire::DataRequest& req, std::unique_ptr<Responder> r);
 
   // Applies the gradients of one push (async/ssp). REQUIRES: mu_ held.
-  void ApplyPush(const SegmentList& list, const float* payload, float scale);
+  void ApplyPush(const SegmentList& list, const float* payload, float scale) REQUIRES(mu_);
   // A push whose content was refused with `why`: it counts as the trainer's (empty) push for its
   // step where the consistency rule takes it, so the version moves on as on the other pservers.
   // REQUIRES: mu_ held.
-  void RefusePush(const wire::DataRequest& req, const Status& why, std::vector<Reply>* replies);
+  void RefusePush(const wire::DataRequest& req, const Status& why, std::vector<Reply>* replies) REQUIRES(mu_);
   // Holds a sync push (its segments are swapped out of `req`). REQUIRES: mu_ held.
-  void HoldPush(wire::DataRequest& req, SegmentList list, ConstBuffer payload);
+  void HoldPush(wire::DataRequest& req, SegmentList list, ConstBuffer payload) REQUIRES(mu_);
   // Runs what the consistency machine says (barriers, released pulls). REQUIRES: mu_ held.
-  void Drain(std::vector<Reply>* out);
-  void ApplyBarrier(const Consistency::Barrier& b);
+  void Drain(std::vector<Reply>* out) REQUIRES(mu_);
+  void ApplyBarrier(const Consistency::Barrier& b) REQUIRES(mu_);
   // Builds a pull reply from the store. REQUIRES: mu_ held.
-  Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r);
+  Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r) REQUIRES(mu_);
   void FillStatus(wire::DataReply* reply, Status s, wire::DataReply::Reason reason) const;
   // A copy of the shard at the current version. REQUIRES: mu_ held, initialized.
-  Checkpoint SnapshotLocked() const;
+  Checkpoint SnapshotLocked() const REQUIRES(mu_);
   static void Send(Reply& reply);
   static void SendError(Responder& r, const Status& s, wire::DataReply::Reason reason, int64_t resume = 0);
 
   PserverServiceOptions options_;
   std::atomic<bool> serving_{true};
 
-  mutable std::mutex mu_;  // guards everything below
-  Status stop_reason_;
-  ShardStore store_;
-  std::unique_ptr<Consistency> consistency_;
-  bool initialized_ = false;
-  int64_t restored_version_ = -1;  // the checkpoint's version until the first INIT_DONE, else -1
-  bool refill_logged_ = false;
-  std::map<std::string, PendingPush> held_;  // sync: pushes held for the open step
-  int held_count_ = 0;                       // entries of held_ with `held` set
-  std::map<uint64_t, PendingPull> waiting_;
-  uint64_t next_ticket_ = 1;
+  mutable Mutex mu_;  // guards everything below
+  Status stop_reason_ GUARDED_BY(mu_);
+  ShardStore store_ GUARDED_BY(mu_);
+  std::unique_ptr<Consistency> consistency_ GUARDED_BY(mu_);
+  bool initialized_ GUARDED_BY(mu_) = false;
+  int64_t restored_version_ GUARDED_BY(mu_) = -1;  // the checkpoint's version until the first INIT_DONE, else -1
+  bool refill_logged_ GUARDED_BY(mu_) = false;
+  std::map<std::string, PendingPush> held_ GUARDED_BY(mu_);  // sync: pushes held for the open step
+  int held_count_ GUARDED_BY(mu_) = 0;                       // entries of held_ with `held` set
+  std::map<uint64_t, PendingPull> waiting_ GUARDED_BY(mu_);
+  uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
   // Sync barrier accumulators and the list of parts to sum, reused every step.
-  std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_;
-  std::vector<DensePart> dense_parts_;
-  Counters counters_;
-  std::optional<Checkpoint> due_snapshot_;
-  std::chrono::steady_clock::time_point step_opened_;  // sync: the first push held for the open step
+  std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_ GUARDED_BY(mu_);
+  std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
+  Counters counters_ GUARDED_BY(mu_);
+  std::optional<Checkpoint> due_snapshot_ GUARDED_BY(mu_);
+  std::chrono::steady_clock::time_point step_opened_ GUARDED_BY(mu_);  // sync: the first push held for the open step
 };
 
 }  // namespace tessera

@@ -16,7 +16,7 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
                                 std::unique_ptr<Responder> r) {
   Reply rep;
   {
-    std::unique_lock<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     for (const auto& spec : req.params()) {
       ParamDecl d;
       d.name = spec.name();
@@ -25,7 +25,7 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
       d.dim = spec.dim();
       auto opt = FromWire(spec.optimizer());
       if (!opt.ok()) {
-        lock.unlock();
+        lock.Unlock();
         return SendError(*r, opt.status().WithContext("parameter '" + spec.name() + "'"),
                          wire::DataReply::BAD_REQUEST);
       }
@@ -33,7 +33,7 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
       if (d.sparse) {
         auto init = FromWire(spec.init());
         if (!init.ok()) {
-          lock.unlock();
+          lock.Unlock();
           return SendError(*r, init.status().WithContext("table '" + spec.name() + "'"),
                            wire::DataReply::BAD_REQUEST);
         }
@@ -41,7 +41,7 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
       }
       Status s = store_.Declare(d);
       if (!s.ok()) {
-        lock.unlock();
+        lock.Unlock();
         return SendError(*r, s, wire::DataReply::BAD_REQUEST);
       }
     }
@@ -56,7 +56,7 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
       }
     }
     if (!s.ok()) {
-      lock.unlock();
+      lock.Unlock();
       return SendError(*r, s.WithContext("INIT"), wire::DataReply::BAD_REQUEST);
     }
     // A restored shard takes a trainer's values only if they are newer than the checkpoint.
@@ -91,7 +91,7 @@ void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_pt
   int64_t bytes;
   bool first;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     first = !initialized_;
     initialized_ = true;
     // The first consistent checkpoint: the initial values (a shard restored from a checkpoint
@@ -127,7 +127,7 @@ Checkpoint PserverService::SnapshotLocked() const {
 }
 
 StatusOr<Checkpoint> PserverService::SnapshotForCheckpoint(const std::string& job) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (!initialized_) return Status::FailedPrecondition("not initialized yet");
   Checkpoint c = SnapshotLocked();
   c.job = job;
@@ -135,14 +135,14 @@ StatusOr<Checkpoint> PserverService::SnapshotForCheckpoint(const std::string& jo
 }
 
 std::optional<Checkpoint> PserverService::TakeDueSnapshot() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   std::optional<Checkpoint> out = std::move(due_snapshot_);
   due_snapshot_.reset();
   return out;
 }
 
 Status PserverService::RestoreCheckpoint(const Checkpoint& c) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   if (initialized_) return Status::FailedPrecondition("the shard is already initialized");
   TESSERA_RETURN_IF_ERROR(store_.Restore(c.shard));
   consistency_ = std::make_unique<Consistency>(
@@ -152,7 +152,7 @@ Status PserverService::RestoreCheckpoint(const Checkpoint& c) {
 }
 
 int64_t PserverService::CheckpointableVersion() {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(&mu_);
   return initialized_ ? consistency_->version() : -1;
 }
 

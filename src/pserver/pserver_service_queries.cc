@@ -9,7 +9,7 @@ namespace tessera {
 void PserverService::HandleStatus(std::unique_ptr<Responder> r) {
   Reply rep;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     auto& h = rep.header;
     h.set_version(consistency_->version());
     h.set_min_clock(consistency_->min_clock());
@@ -36,7 +36,7 @@ void PserverService::HandleStatus(std::unique_ptr<Responder> r) {
 void PserverService::HandleExport(const wire::DataRequest& req, std::unique_ptr<Responder> r) {
   Reply rep;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(&mu_);
     if (!initialized_) {
       return SendError(
           *r, Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
