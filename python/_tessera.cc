@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -14,13 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "api/session.h"
-#include "client/exporter.h"
-#include "common/logging.h"
-#include "common/strings.h"
-#include "coord/etcd_client.h"
-#include "model_file/model_file.h"
 #include "tessera/example.pb.h"
+#include "tessera/model_file.h"
+#include "tessera/session.h"
 
 namespace py = pybind11;
 
@@ -73,7 +70,11 @@ class PySession {
             double timeout_s, std::optional<std::string> transport) {
     api::SessionOptions o;
     if (etcd) {
-      for (auto& e : Split(*etcd, ',')) o.etcd_endpoints.push_back(e);
+      for (size_t from = 0; from <= etcd->size();) {
+        size_t comma = std::min(etcd->find(',', from), etcd->size());
+        if (comma > from) o.etcd_endpoints.push_back(etcd->substr(from, comma - from));
+        from = comma + 1;
+      }
     }
     o.job = job.value_or("");
     o.trainer_id = trainer_id.value_or("");
@@ -280,12 +281,8 @@ py::dict ReadModel(const std::string& path) {
 // Reads every parameter of the session's job from its pservers (all shards merged) into `path`.
 void ExportModelFile(PySession& s, const std::string& path, double timeout_s) {
   py::gil_scoped_release release;
-  etcd::EtcdOptions eo;
-  eo.endpoints = s.session().options().etcd_endpoints;
-  auto etcd = Value(etcd::EtcdClient::Create(eo));
-  auto model = Value(ExportModel(etcd.get(), s.session().options().job,
-                                 std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))));
-  Check(models::WriteModelFile(path, model));
+  Check(api::ExportModelFile(s.session().options(), path,
+                             std::chrono::milliseconds(static_cast<int64_t>(timeout_s * 1000))));
 }
 
 class PyLocalDataset {
@@ -349,8 +346,11 @@ PYBIND11_MODULE(_tessera, m) {
       .def_property_readonly("passes", [](PySession& s) { return s.session().passes(); })
       .def_property_readonly("job", [](PySession& s) { return s.session().options().job; })
       .def_property_readonly("store", [](PySession& s) { return s.session().options().store; })
-      .def_property_readonly(
-          "etcd", [](PySession& s) { return tessera::Join(s.session().options().etcd_endpoints, ","); });
+      .def_property_readonly("etcd", [](PySession& s) {
+        std::string joined;
+        for (const auto& e : s.session().options().etcd_endpoints) joined += (joined.empty() ? "" : ",") + e;
+        return joined;
+      });
 
   py::class_<PyLocalDataset>(m, "LocalDataset")
       .def(py::init<std::string, std::string>(), py::arg("store"), py::arg("name"))
@@ -364,11 +364,7 @@ PYBIND11_MODULE(_tessera, m) {
   m.def(
       "init_logging",
       [](const std::string& job, const std::string& node, const std::string& level) {
-        tessera::LogOptions lo;
-        lo.job = job;
-        lo.node = node;
-        lo.level = level;
-        Check(tessera::InitLogging(lo));
+        Check(tessera::api::InitLogging(job, node, level));
       },
       py::arg("job"), py::arg("node"), py::arg("level") = "info");
 }

@@ -7,7 +7,8 @@ Checks, each failure printed as `file:line: what`:
   - an #include "X/..." in src/F/ names F itself or a folder of a lower layer;
   - src/F/CMakeLists.txt defines at most the library tessera_F, built from F's own files, whose
     tessera_* dependencies are all of lower layers;
-  - the public headers (include/tessera/) include no private header.
+  - the public headers (include/tessera/) include no private header, and the Python module
+    (python/) is built on the public API alone.
 Exits 1 if anything is wrong.
 """
 import os
@@ -112,12 +113,25 @@ def check_public(include_dir, errors):
                                   f"{m.group(1)}/")
 
 
+def check_python(python_dir, errors):
+    for name in sorted(os.listdir(python_dir)):
+        if not name.endswith((".cc", ".h")):
+            continue
+        with open(os.path.join(python_dir, name)) as f:
+            for lineno, line in enumerate(f, 1):
+                m = INCLUDE.match(line)
+                if m and m.group(1) != "tessera":
+                    errors.append(f"python/{name}:{lineno}: the Python module includes the private {m.group(1)}/; "
+                                  f"use (or add to) the public API in include/tessera/")
+
+
 def main():
     top = sys.argv[1] if len(sys.argv) > 1 else os.path.join(os.path.dirname(os.path.abspath(__file__)), "..")
     errors = []
     check_includes(os.path.join(top, "src"), errors)
     check_cmake(os.path.join(top, "src"), errors)
     check_public(os.path.join(top, "include", "tessera"), errors)
+    check_python(os.path.join(top, "python"), errors)
     for e in errors:
         print(e)
     if errors:

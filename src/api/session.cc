@@ -1,5 +1,5 @@
 // Session (see session.h).
-#include "api/session.h"
+#include "tessera/session.h"
 
 #include <spdlog/spdlog.h>
 
@@ -7,9 +7,11 @@
 #include <cstdlib>
 #include <thread>
 
+#include "client/exporter.h"
 #include "client/master_client.h"
 #include "client/progress_reporter.h"
 #include "common/flag_names.h"
+#include "common/logging.h"
 #include "common/strings.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
@@ -50,36 +52,6 @@ Status SessionOptions::ResolveFromEnvironment() {
   if (job.empty()) return Status::InvalidArgument("no job: pass job=\"NAME\" or set TESSERA_JOB");
   return Status::OK();
 }
-
-// ---- LocalDataset ----
-
-StatusOr<std::unique_ptr<LocalDataset>> LocalDataset::Open(const std::string& store,
-                                                           const std::string& name) {
-  if (store.empty()) {
-    return Status::InvalidArgument("reading data set '" + name +
-                                   "' needs the store: pass store= or set TESSERA_STORE");
-  }
-  auto d = std::make_unique<LocalDataset>();
-  TESSERA_ASSIGN_OR_RETURN(d->reader_, dataset::DatasetReader::Open(store, name));
-  return d;
-}
-
-StatusOr<bool> LocalDataset::Next(std::string* record) {
-  while (next_record_ >= chunk_.size()) {
-    if (next_chunk_ >= reader_->manifest().chunks.size()) return false;
-    TESSERA_RETURN_IF_ERROR(reader_->ReadChunk(next_chunk_++, &chunk_));
-    next_record_ = 0;
-  }
-  record->assign(chunk_[next_record_++]);
-  return true;
-}
-
-void LocalDataset::Rewind() {
-  chunk_.clear();
-  next_chunk_ = next_record_ = 0;
-}
-
-int64_t LocalDataset::records() const { return reader_->manifest().records; }
 
 // ---- Session ----
 
@@ -258,6 +230,26 @@ Status Session::Close() {
   impl_->reporter->Flush();
   Status c = client_->Close();
   return s.ok() ? c : s;
+}
+
+// ---- Tools beside a session ----
+
+Status ExportModelFile(const SessionOptions& options, const std::string& path,
+                       std::chrono::milliseconds timeout) {
+  etcd::EtcdOptions eo;
+  eo.endpoints = options.etcd_endpoints;
+  TESSERA_ASSIGN_OR_RETURN(auto etcd, etcd::EtcdClient::Create(eo));
+  TESSERA_RETURN_IF_ERROR(etcd->CheckReachable(options.connect_timeout));
+  TESSERA_ASSIGN_OR_RETURN(models::ModelFile model, ExportModel(etcd.get(), options.job, timeout));
+  return models::WriteModelFile(path, model);
+}
+
+Status InitLogging(const std::string& job, const std::string& node, const std::string& level) {
+  LogOptions lo;
+  lo.job = job;
+  lo.node = node;
+  lo.level = level;
+  return tessera::InitLogging(lo);
 }
 
 }  // namespace tessera::api

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "api/session.h"
+#include "tessera/session.h"
 #include "common/strings.h"
 
 namespace {

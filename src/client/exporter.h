@@ -7,7 +7,7 @@
 #include <string>
 
 #include "coord/etcd_client.h"
-#include "model_file/model_file.h"
+#include "tessera/model_file.h"
 #include "tessera/status.h"
 
 namespace tessera {

@@ -1,5 +1,5 @@
 // Model files (see model_file.h).
-#include "model_file/model_file.h"
+#include "tessera/model_file.h"
 
 #include <algorithm>
 #include <cstring>

@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "dataset/dataset.h"
-#include "model_file/model_file.h"
+#include "tessera/model_file.h"
 #include "tessera/client.h"
 
 namespace tessera::models {

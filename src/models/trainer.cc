@@ -3,7 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
-#include "api/session.h"
+#include "tessera/session.h"
 
 namespace tessera::models {
 StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {

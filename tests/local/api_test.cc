@@ -10,7 +10,7 @@
 #include "common/net.h"
 #include "harness/etcd_server.h"
 #include "local/local_fixture.h"
-#include "model_file/model_file.h"
+#include "tessera/model_file.h"
 #include "tessera/tessera_c.h"
 
 namespace tessera::testing {

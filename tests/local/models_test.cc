@@ -9,7 +9,7 @@
 
 #include "dataset/dataset.h"
 #include "local/local_fixture.h"
-#include "model_file/model_file.h"
+#include "tessera/model_file.h"
 #include "tessera/example.pb.h"
 
 namespace tessera::testing {

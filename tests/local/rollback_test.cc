@@ -12,7 +12,7 @@
 #include "coord/keys.h"
 #include "harness/job_probe.h"
 #include "local/local_fixture.h"
-#include "model_file/model_file.h"
+#include "tessera/model_file.h"
 
 namespace tessera::testing {
 namespace {

@@ -12,7 +12,8 @@
 // up), or kDone when every pass is done. Trained() acknowledges every record returned so far
 // (call it after the step that used them): a task is never acknowledged before it is trained.
 //
-// Thread-safety: one thread at a time (a trainer's loop).
+// Part of the public API (the Python module is built on it alone). Thread-safety: one thread at a
+// time (a trainer's loop).
 #pragma once
 
 #include <chrono>
@@ -22,7 +23,6 @@
 #include <utility>
 #include <vector>
 
-#include "dataset/dataset.h"
 #include "tessera/client.h"
 #include "tessera/reader.h"
 #include "tessera/status.h"
@@ -53,10 +53,12 @@ class LocalDataset {
   void Rewind();
   int64_t records() const;
 
+  ~LocalDataset();
+
  private:
-  std::unique_ptr<dataset::DatasetReader> reader_;
-  std::vector<std::string_view> chunk_;
-  size_t next_chunk_ = 0, next_record_ = 0;
+  struct Impl;
+  explicit LocalDataset(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 class Session {
@@ -80,7 +82,7 @@ class Session {
   // Nothing held and nothing to read: acknowledges, pauses briefly, and takes part in the step
   // with an empty push (sync/ssp).
   Status Idle();
-  int pass() const;    // 0-based pass of the last record
+  int pass() const;  // 0-based pass of the last record
   // 0-based pass the job is in as the master last said (passes() when done; -1 before any
   // answer). It moves on also while this trainer reads nothing: the previous pass is then over
   // everywhere (see Reader::job_pass).
@@ -112,5 +114,15 @@ class Session {
   std::unique_ptr<Impl> impl_;
   Client* client_ = nullptr;
 };
+
+// Reads every parameter of `options`' job from its pservers (all shards merged) and writes it
+// to a model file at `path`, atomically. It does not register as a trainer, so it can run beside
+// or after training.
+Status ExportModelFile(const SessionOptions& options, const std::string& path,
+                       std::chrono::milliseconds timeout);
+
+// Logs of this process to stderr with the job and node on every line, at `level` (trace, debug,
+// info, warn, error).
+Status InitLogging(const std::string& job, const std::string& node, const std::string& level);
 
 }  // namespace tessera::api
