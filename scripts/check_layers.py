@@ -101,28 +101,16 @@ def check_cmake(src, errors):
                         errors.append(f"{rel}: {name} links {w}, which is not of a lower layer")
 
 
-def check_public(include_dir, errors):
-    for name in sorted(os.listdir(include_dir)):
-        if not name.endswith(".h"):
-            continue
-        with open(os.path.join(include_dir, name)) as f:
-            for lineno, line in enumerate(f, 1):
-                m = INCLUDE.match(line)
-                if m and m.group(1) != "tessera":
-                    errors.append(f"include/tessera/{name}:{lineno}: a public header includes the private "
-                                  f"{m.group(1)}/")
-
-
-def check_python(python_dir, errors):
-    for name in sorted(os.listdir(python_dir)):
+def check_only_public(folder, rel, what, remedy, errors):
+    """Every #include "X/..." of the files in `folder` names tessera/ (the public API)."""
+    for name in sorted(os.listdir(folder)):
         if not name.endswith((".cc", ".h")):
             continue
-        with open(os.path.join(python_dir, name)) as f:
+        with open(os.path.join(folder, name)) as f:
             for lineno, line in enumerate(f, 1):
                 m = INCLUDE.match(line)
                 if m and m.group(1) != "tessera":
-                    errors.append(f"python/{name}:{lineno}: the Python module includes the private {m.group(1)}/; "
-                                  f"use (or add to) the public API in include/tessera/")
+                    errors.append(f"{rel}/{name}:{lineno}: {what} includes the private {m.group(1)}/{remedy}")
 
 
 def main():
@@ -130,8 +118,9 @@ def main():
     errors = []
     check_includes(os.path.join(top, "src"), errors)
     check_cmake(os.path.join(top, "src"), errors)
-    check_public(os.path.join(top, "include", "tessera"), errors)
-    check_python(os.path.join(top, "python"), errors)
+    check_only_public(os.path.join(top, "include", "tessera"), "include/tessera", "a public header", "", errors)
+    check_only_public(os.path.join(top, "python"), "python", "the Python module",
+                      "; use (or add to) the public API in include/tessera/", errors)
     for e in errors:
         print(e)
     if errors:
