@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "api/trainer_position.h"
 #include "client/exporter.h"
 #include "client/master_client.h"
 #include "client/progress_reporter.h"
@@ -66,12 +67,7 @@ struct Session::Impl {
   int pass = 0;
   // Consistent checkpoints: report the data position at every multiple of this step (0: off).
   int64_t checkpoint_steps = 0;
-  int64_t first_step = -1;     // the first step this trainer pushes to
-  int64_t last_position = -1;  // the last version reported
-  // Records returned while the client was already at `returned_step` (after that step's push):
-  // not in the model at that version.
-  int64_t returned_step = -1;
-  int64_t returned_after = 0;
+  TrainerPosition positions{0};  // which steps to report, and the position there
 };
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { client_ = impl_->client.get(); }
@@ -98,6 +94,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.job, job.token);
   impl->reporter = std::make_unique<master::ProgressReporter>(impl->master.get(), impl->client->trainer_id());
   impl->checkpoint_steps = job.checkpoint_steps;
+  impl->positions = TrainerPosition(job.checkpoint_steps);
   o.trainer_id = impl->client->trainer_id();
   std::unique_ptr<Session> s(new Session(std::move(impl)));
   s->options_ = std::move(o);
@@ -109,31 +106,18 @@ Status Session::Initialize() {
   TESSERA_RETURN_IF_ERROR(client_->Initialize());
   TESSERA_RETURN_IF_ERROR(client_->Pull().Wait());
   impl_->initialized = true;
-  impl_->first_step = client_->step() + 1;
+  impl_->positions.Joined(client_->step() + 1);
   return Status::OK();
 }
 
 Status Session::AfterStep() {
-  const int64_t every = impl_->checkpoint_steps, step = client_->step();
-  if (every <= 0 || !impl_->reader || step % every != 0 || step <= impl_->last_position ||
-      step < impl_->first_step) {
-    return Status::OK();
-  }
-  impl_->last_position = step;
+  const int64_t step = client_->step();
+  if (!impl_->reader || !impl_->positions.Due(step)) return Status::OK();
   master::PositionReport report;
   report.set_trainer(client_->trainer_id());
   report.set_version(step);
-  report.set_first_step(impl_->first_step);
-  auto held = impl_->reader->Held();
-  // Records read after this step's push (the first record of the next pass, read to find that
-  // the pass ended) are not in the model at this version.
-  int64_t unpushed = impl_->returned_step == step ? impl_->returned_after : 0;
-  for (auto it = held.rbegin(); it != held.rend() && unpushed > 0; ++it) {
-    int64_t back = std::min(unpushed, it->offset);
-    it->offset -= back;
-    unpushed -= back;
-  }
-  for (const auto& t : held) {
+  report.set_first_step(impl_->positions.first_step());
+  for (const auto& t : impl_->positions.PositionAt(step, impl_->reader->Held())) {
     auto* h = report.add_tasks();
     h->set_id(t.task);
     h->set_epoch(t.epoch);
@@ -172,11 +156,7 @@ StatusOr<Session::Next> Session::NextRecord(std::string* record) {
   TESSERA_ASSIGN_OR_RETURN(bool more, impl_->reader->Next(record));
   if (more) {
     impl_->pass = impl_->reader->pass();
-    if (client_->step() != impl_->returned_step) {
-      impl_->returned_step = client_->step();
-      impl_->returned_after = 0;
-    }
-    ++impl_->returned_after;
+    impl_->positions.RecordReturned(client_->step());
     return Next::kRecord;
   }
   return impl_->reader->finished() ? Next::kDone : Next::kWait;
