@@ -3,22 +3,16 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
+
 namespace tessera::local {
 
 const char* ChildPhaseName(ChildPhase p) {
-  switch (p) {
-    case ChildPhase::kRunning:
-      return "running";
-    case ChildPhase::kStopping:
-      return "stopping";
-    case ChildPhase::kBackoff:
-      return "waiting to restart";
-    case ChildPhase::kDone:
-      return "done";
-    case ChildPhase::kFailed:
-      return "failed";
-  }
-  return "?";
+  // In the order of the enum (child_state.h).
+  static constexpr const char* kNames[] = {"running", "stopping", "waiting to restart", "done", "failed"};
+  static_assert(std::size(kNames) == static_cast<size_t>(ChildPhase::kFailed) + 1, "a name per phase");
+  const auto i = static_cast<size_t>(p);
+  return i < std::size(kNames) ? kNames[i] : "?";
 }
 
 ChildState::ChildState(std::string name, Role role, ChildOptions options)

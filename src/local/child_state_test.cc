@@ -129,5 +129,13 @@ TEST(ChildStateTest, AStoppingChildIsNotJudgedByItsLease) {
   EXPECT_EQ(c.Tick(T(60000)).kind, Kind::kNone);
 }
 
+TEST(ChildStateTest, EveryPhaseHasItsName) {
+  EXPECT_STREQ(ChildPhaseName(ChildPhase::kRunning), "running");
+  EXPECT_STREQ(ChildPhaseName(ChildPhase::kStopping), "stopping");
+  EXPECT_STREQ(ChildPhaseName(ChildPhase::kBackoff), "waiting to restart");
+  EXPECT_STREQ(ChildPhaseName(ChildPhase::kDone), "done");
+  EXPECT_STREQ(ChildPhaseName(ChildPhase::kFailed), "failed");
+}
+
 }  // namespace
 }  // namespace tessera::local
