@@ -96,7 +96,8 @@ TEST(CliTest, OneShotCommandsFailWithinSecondsNamingTheAddressAndTheReason) {
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find("cannot reach etcd at " + c.etcd), std::string::npos) << r.out;
     EXPECT_NE(r.out.find(c.says), std::string::npos) << r.out;
-    EXPECT_LT(took, 5.0) << r.out;
+    // Printed above (about 0.05 s idle); the bound leaves room for a loaded machine.
+    EXPECT_LT(took, 15.0) << r.out;
   }
 }
 

@@ -154,7 +154,9 @@ TEST_F(SupervisionTest, EveryMistakeInTheRequestIsRefusedWithinSecondsNamingItsC
     std::printf("refused in %.2f s: %s\n", took, Join(c.args, " ").c_str());
     EXPECT_EQ(r.code, 1) << r.out;
     EXPECT_NE(r.out.find(c.says), std::string::npos) << "expected \"" << c.says << "\" in:\n" << r.out;
-    EXPECT_LT(took, 5.0) << r.out;
+    // The figure is printed (0.2-4 s on an idle machine); the bound only tells a refusal from
+    // the 50-85 s crash loop it replaced, with room for a loaded 2-core machine.
+    EXPECT_LT(took, 30.0) << r.out;
   }
 }
 
