@@ -7,7 +7,6 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -69,13 +68,7 @@ class PySession {
             std::optional<std::string> trainer_id, std::optional<std::string> store, int64_t lease_ttl,
             double timeout_s, std::optional<std::string> transport) {
     api::SessionOptions o;
-    if (etcd) {
-      for (size_t from = 0; from <= etcd->size();) {
-        size_t comma = std::min(etcd->find(',', from), etcd->size());
-        if (comma > from) o.etcd_endpoints.push_back(etcd->substr(from, comma - from));
-        from = comma + 1;
-      }
-    }
+    if (etcd) o.SetEtcd(*etcd);
     o.job = job.value_or("");
     o.trainer_id = trainer_id.value_or("");
     o.store = store.value_or("");
@@ -346,11 +339,7 @@ PYBIND11_MODULE(_tessera, m) {
       .def_property_readonly("passes", [](PySession& s) { return s.session().passes(); })
       .def_property_readonly("job", [](PySession& s) { return s.session().options().job; })
       .def_property_readonly("store", [](PySession& s) { return s.session().options().store; })
-      .def_property_readonly("etcd", [](PySession& s) {
-        std::string joined;
-        for (const auto& e : s.session().options().etcd_endpoints) joined += (joined.empty() ? "" : ",") + e;
-        return joined;
-      });
+      .def_property_readonly("etcd", [](PySession& s) { return s.session().options().EtcdText(); });
 
   py::class_<PyLocalDataset>(m, "LocalDataset")
       .def(py::init<std::string, std::string>(), py::arg("store"), py::arg("name"))

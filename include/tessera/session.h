@@ -42,6 +42,9 @@ struct SessionOptions {
 
   // Fills empty fields from the environment; InvalidArgument naming what is missing.
   Status ResolveFromEnvironment();
+  // "host:port,host:port" (TESSERA_ETCD's form) as etcd_endpoints, empty parts dropped; and back.
+  void SetEtcd(const std::string& comma_separated);
+  std::string EtcdText() const;
 };
 
 // A data set read in full from the store, outside the task queue (for evaluation).

@@ -29,12 +29,17 @@ std::string Env(const char* name) {
 
 }  // namespace
 
-Status SessionOptions::ResolveFromEnvironment() {
-  if (etcd_endpoints.empty()) {
-    for (auto& e : Split(Env(flags::kEnvEtcd), ',')) {
-      if (!e.empty()) etcd_endpoints.push_back(std::string(e));
-    }
+void SessionOptions::SetEtcd(const std::string& comma_separated) {
+  etcd_endpoints.clear();
+  for (auto& e : Split(comma_separated, ',')) {
+    if (!e.empty()) etcd_endpoints.push_back(std::string(e));
   }
+}
+
+std::string SessionOptions::EtcdText() const { return Join(etcd_endpoints, ","); }
+
+Status SessionOptions::ResolveFromEnvironment() {
+  if (etcd_endpoints.empty()) SetEtcd(Env(flags::kEnvEtcd));
   if (job.empty()) job = Env(flags::kEnvJob);
   if (trainer_id.empty()) trainer_id = Env(flags::kEnvTrainerId);
   if (store.empty()) store = Env(flags::kEnvStore);
@@ -66,7 +71,6 @@ struct Session::Impl {
   bool closed = false;
   int pass = 0;
   // Consistent checkpoints: report the data position at every multiple of this step (0: off).
-  int64_t checkpoint_steps = 0;
   TrainerPosition positions{0};  // which steps to report, and the position there
 };
 
@@ -93,7 +97,6 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
   impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.job, job.token);
   impl->reporter = std::make_unique<master::ProgressReporter>(impl->master.get(), impl->client->trainer_id());
-  impl->checkpoint_steps = job.checkpoint_steps;
   impl->positions = TrainerPosition(job.checkpoint_steps);
   o.trainer_id = impl->client->trainer_id();
   std::unique_ptr<Session> s(new Session(std::move(impl)));
@@ -171,7 +174,7 @@ Status Session::Idle() {
 Status Session::Trained() {
   if (!impl_->reader) return Status::OK();
   // The step tells the master which version holds the acknowledged tasks (consistent checkpoints).
-  TESSERA_RETURN_IF_ERROR(impl_->reader->TrainedAt(impl_->checkpoint_steps > 0 ? client_->step() : -1));
+  TESSERA_RETURN_IF_ERROR(impl_->reader->TrainedAt(impl_->positions.enabled() ? client_->step() : -1));
   return AfterStep();
 }
 int Session::pass() const { return impl_->pass; }

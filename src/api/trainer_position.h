@@ -20,6 +20,8 @@ class TrainerPosition {
 
   // The trainer's first push goes to `step` (positions before it are not its to report).
   void Joined(int64_t first_step) { first_step_ = first_step; }
+  // Whether the job has consistent checkpoints at all.
+  bool enabled() const { return every_ > 0; }
   int64_t first_step() const { return first_step_; }
   // A record was returned to the trainer while its client was at `step`.
   void RecordReturned(int64_t step);
