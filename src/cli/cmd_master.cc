@@ -1,4 +1,5 @@
 // `tessera master`: run a master (the leader, or a standby waiting in the election).
+#include "cli/address_flags.h"
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
@@ -13,9 +14,9 @@ namespace {
 struct MasterFlags {
   EtcdFlags etcd;
   std::string store, dataset;
-  std::string host = "127.0.0.1";
+  AddressFlags address;
   int port = 0;
-  std::string http_host = "127.0.0.1";
+  std::string http_host;
   int http_port = 0;
   std::string log_dir;
   std::string web_dir;
@@ -54,7 +55,10 @@ int RunMaster(const MasterFlags& f) {
   o.job = f.etcd.job;
   o.store = f.store;
   o.dataset = f.dataset;
-  o.host = f.host;
+  auto addr = ResolveAddressFlags(f.address, eo->endpoints);
+  if (!addr.ok()) return Fail("master", addr.status());
+  o.host = addr->listen;
+  o.advertise = addr->advertise;
   o.port = f.port;
   o.http_host = f.http_host;
   o.http_port = f.http_port;
@@ -118,10 +122,10 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option(flags::kPasses, f->passes, "passes over the data set")->capture_default_str();
   cmd->add_option("--seed", f->seed, "shuffling seed")->capture_default_str();
-  cmd->add_option("--host", f->host, "address to listen on and advertise")->capture_default_str();
+  AddAddressFlags(cmd, &f->address);
   cmd->add_option("--port", f->port, "port (0: any free port)")->capture_default_str();
-  cmd->add_option("--http-host", f->http_host, "address of the web console and /metrics")
-      ->capture_default_str();
+  cmd->add_option("--http-host", f->http_host,
+                  "address the web console, /metrics, /healthz and /readyz bind (default: the listening address)");
   cmd->add_option(flags::kHttpPort, f->http_port,
                   "port of the web console and /metrics (0: any free port, printed at start; -1: off)")
       ->capture_default_str();

@@ -1,4 +1,5 @@
 // `tessera pserver`: run one parameter server of a job.
+#include "cli/address_flags.h"
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
@@ -12,7 +13,7 @@ namespace {
 
 struct PserverFlags {
   EtcdFlags etcd;
-  std::string host = "127.0.0.1";
+  AddressFlags address;
   int port = 0;
   int http_port = 0;
   int index = -1;
@@ -47,7 +48,10 @@ int RunPserver(const PserverFlags& f) {
   PserverOptions o;
   o.etcd = *eo;
   o.job = f.etcd.job;
-  o.host = f.host;
+  auto addr = ResolveAddressFlags(f.address, eo->endpoints);
+  if (!addr.ok()) return Fail("pserver", addr.status());
+  o.host = addr->listen;
+  o.advertise = addr->advertise;
   o.port = f.port;
   o.http_port = f.http_port;
   o.lease_ttl_seconds = f.lease_ttl;
@@ -94,7 +98,7 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
       "serves that index's slots, and stops serving at once if its lease is lost.\n"
       "Exit codes: 0 after SIGTERM/SIGINT, 3 when the lease was lost, 1 on errors.");
   AddEtcdFlags(cmd, &f->etcd);
-  cmd->add_option("--host", f->host, "address to listen on and advertise to trainers")->capture_default_str();
+  AddAddressFlags(cmd, &f->address);
   cmd->add_option("--port", f->port,
                   "port of the main data-plane transport (tcp when served, else grpc; 0: any free port); the "
                   "other transports take free ports, and every endpoint is registered in etcd")

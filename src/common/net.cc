@@ -78,4 +78,29 @@ Status ProbeTcp(const std::string& address, std::chrono::milliseconds timeout) {
   return Status::Unavailable(why);
 }
 
+StatusOr<std::string> SourceAddressToward(const std::string& address) {
+  TESSERA_ASSIGN_OR_RETURN(AddrInfoList res, ResolveTcp(address));
+  std::string why = "no address";
+  for (addrinfo* a = res.get(); a; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    sockaddr_storage self{};
+    socklen_t len = sizeof self;
+    bool ok = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 &&
+              ::getsockname(fd, reinterpret_cast<sockaddr*>(&self), &len) == 0;
+    if (!ok) why = std::strerror(errno);
+    ::close(fd);
+    if (!ok) continue;
+    char text[INET6_ADDRSTRLEN] = {};
+    const void* raw = self.ss_family == AF_INET6
+                          ? static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(&self)->sin6_addr)
+                          : static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(&self)->sin_addr);
+    if (::inet_ntop(self.ss_family, raw, text, sizeof text)) return std::string(text);
+  }
+  return Status::Unavailable("no route toward " + address + ": " + why);
+}
+
 }  // namespace tessera

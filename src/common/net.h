@@ -24,4 +24,9 @@ StatusOr<AddrInfoList> ResolveTcp(const std::string& address);
 // refused (nothing listens there), or nothing answered in time.
 Status ProbeTcp(const std::string& address, std::chrono::milliseconds timeout);
 
+// The local address this host would send from toward "host:port" (a UDP socket connected there,
+// then asked its own name; nothing is sent). Unavailable when the host does not resolve or no
+// route leads there.
+StatusOr<std::string> SourceAddressToward(const std::string& address);
+
 }  // namespace tessera

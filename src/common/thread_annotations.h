@@ -9,6 +9,18 @@
 #define TESSERA_THREAD_ANNOTATION(x)
 #endif
 
+// Abseil (pulled in by gRPC's headers) defines some of the same names with the same meaning;
+// ours replace them, so the order of includes does not matter and GCC does not warn.
+#undef CAPABILITY
+#undef SCOPED_CAPABILITY
+#undef GUARDED_BY
+#undef PT_GUARDED_BY
+#undef REQUIRES
+#undef ACQUIRE
+#undef RELEASE
+#undef EXCLUDES
+#undef NO_THREAD_SAFETY_ANALYSIS
+
 #define CAPABILITY(x) TESSERA_THREAD_ANNOTATION(capability(x))
 #define SCOPED_CAPABILITY TESSERA_THREAD_ANNOTATION(scoped_lockable)
 #define GUARDED_BY(x) TESSERA_THREAD_ANNOTATION(guarded_by(x))

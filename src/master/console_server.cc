@@ -200,6 +200,14 @@ StatusOr<int> ConsoleServer::Start(const std::string& host, int port) {
     if (!lines.ok()) return Error(res, 404, "unknown node '" + node + "': no log for it in " + s_.log_dir);
     Reply(res, 200, {{"node", node}, {"lines", *lines}, {"next", next}});
   });
+  // Probes (Kubernetes and the launchers): alive while the process answers; ready while it leads,
+  // so a Service in front of the masters reaches the leader only.
+  srv.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+  srv.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+    auto st = s_.status();
+    res.status = st.ok() ? 200 : 503;
+    res.set_content(st.ok() ? "leading\n" : "not ready: " + st.status().message() + "\n", "text/plain");
+  });
   srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     if (s_.before_metrics) s_.before_metrics();
     res.set_content(s_.metrics ? s_.metrics->Render() : "", "text/plain; version=0.0.4");

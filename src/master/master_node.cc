@@ -12,6 +12,7 @@
 #include <regex>
 #include <thread>
 
+#include "common/addressing.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "coord/election.h"
@@ -207,7 +208,8 @@ Status MasterNode::Run() {
   if (!server || port == 0) {
     return Status::Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
   }
-  const std::string address = options_.host + ":" + std::to_string(port);
+  const std::string advertise = options_.advertise.empty() ? options_.host : options_.advertise;
+  const std::string address = AdvertisedEndpoint("x:" + std::to_string(port), advertise);
 
   auto on_lease = [&](LeaseState s) {
     if (s == LeaseState::kAlive) return;
@@ -298,8 +300,12 @@ Status MasterNode::Run() {
   cs.started_ms = WallMillis();
   ConsoleServer console(cs);
   if (options_.http_port >= 0) {
-    TESSERA_ASSIGN_OR_RETURN(int http_port, console.Start(options_.http_host, options_.http_port));
-    info["console"] = "http://" + options_.http_host + ":" + std::to_string(http_port) + "/";
+    // The console binds where the gRPC service does unless told otherwise, and is advertised at
+    // the node's address when it binds there or everywhere.
+    const std::string http_host = options_.http_host.empty() ? options_.host : options_.http_host;
+    TESSERA_ASSIGN_OR_RETURN(int http_port, console.Start(http_host, options_.http_port));
+    const bool at_node = http_host == options_.host || IsWildcardHost(http_host);
+    info["console"] = "http://" + AdvertisedEndpoint("x:" + std::to_string(http_port), at_node ? advertise : http_host) + "/";
     spdlog::info("console and /metrics at {}", info["console"].get<std::string>());
   }
   spdlog::info("master at {} campaigning to lead job {} (standby until then)", address, job);

@@ -21,7 +21,8 @@ struct MasterOptions {
   std::string job;
   std::string store;
   std::string dataset;
-  std::string host = "127.0.0.1";
+  std::string host = "127.0.0.1";  // address to listen on (may be 0.0.0.0)
+  std::string advertise;           // address registered for trainers (empty: `host`)
   int port = 0;
   int64_t lease_ttl_seconds = 10;
   // chunks and chunk_records are taken from the data set; min_tasks -1: 4 x the job's min
@@ -29,7 +30,7 @@ struct MasterOptions {
   TaskQueueOptions queue;
   int compact_every = 500;
   // The web console and /metrics (docs/console-api.md): -1 off, 0 any free port.
-  std::string http_host = "127.0.0.1";
+  std::string http_host;  // empty: `host`
   int http_port = 0;
   std::string log_dir;  // <node>.log files the console's logs panel reads (tessera local: RUN/logs)
   std::string web_dir;  // the console page; empty: next to the binary (../console in a build tree,

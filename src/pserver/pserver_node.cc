@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "common/addressing.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/metrics.h"
@@ -102,6 +103,7 @@ Status PserverNode::Run() {
                                          ? std::vector<TransportKind>{TransportKind::kTcp, TransportKind::kShm,
                                                                       TransportKind::kGrpc}
                                          : std::vector<TransportKind>{kind};
+  const std::string advertise = options_.advertise.empty() ? options_.host : options_.advertise;
   TransportOptions to;
   to.limits.max_payload = options_.max_message_bytes;
   Forwarder forwarder;
@@ -110,7 +112,7 @@ Status PserverNode::Run() {
   for (TransportKind k : kinds) {
     auto server = NewServerTransport(k, to);
     TESSERA_RETURN_IF_ERROR(server->Start(options_.host, servers.empty() ? options_.port : 0, &forwarder));
-    endpoints[TransportKindName(k)] = server->endpoint();
+    endpoints[TransportKindName(k)] = AdvertisedEndpoint(server->endpoint(), advertise);
     servers.push_back(std::move(server));
   }
   struct ServersStop {
@@ -119,7 +121,7 @@ Status PserverNode::Run() {
       for (auto& x : s) x->Shutdown();
     }
   } servers_stop{servers};
-  const std::string address = servers[0]->endpoint();
+  const std::string address = AdvertisedEndpoint(servers[0]->endpoint(), advertise);
 
   std::unique_ptr<PserverService> service;
   std::mutex service_mu;  // guards `service` against the lease listener
@@ -149,7 +151,7 @@ Status PserverNode::Run() {
   LimitHttpRequests(http);
   std::thread http_thread;
   nlohmann::json info = {{"address", address},
-                         {"host", options_.host},
+                         {"host", advertise},
                          {"pid", static_cast<int64_t>(::getpid())},
                          {"transport", options_.transport},
                          {"endpoints", endpoints},
@@ -163,6 +165,18 @@ Status PserverNode::Run() {
         if (metrics_source) RefreshMetrics(*metrics_source, prom, &last_counters, last_checkpoint_ms_.load());
       }
       res.set_content(prom.Render(), "text/plain; version=0.0.4");
+    });
+    // Probes: alive while the process answers; ready while it serves an index.
+    http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
+    http.Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
+      int index = index_.load();
+      bool serving;
+      {
+        std::lock_guard<std::mutex> lock(service_mu);
+        serving = metrics_source != nullptr && index >= 0;
+      }
+      res.status = serving ? 200 : 503;
+      res.set_content(serving ? "serving index " + std::to_string(index) + "\n" : "not serving yet\n", "text/plain");
     });
     // For the console's nodes panel (the master asks).
     http.Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
@@ -193,7 +207,7 @@ Status PserverNode::Run() {
                                  std::to_string(options_.http_port));
     }
     http_thread = std::thread([&] { http.listen_after_bind(); });
-    info["metrics"] = "http://" + options_.host + ":" + std::to_string(http_port) + "/metrics";
+    info["metrics"] = "http://" + AdvertisedEndpoint("x:" + std::to_string(http_port), advertise) + "/metrics";
   }
   struct HttpStop {
     httplib::Server& s;

@@ -26,7 +26,8 @@ class Checkpointer;
 struct PserverOptions {
   etcd::EtcdOptions etcd;
   std::string job;
-  std::string host = "127.0.0.1";  // address to listen on and advertise
+  std::string host = "127.0.0.1";  // address to listen on (may be 0.0.0.0)
+  std::string advertise;           // address registered for trainers (empty: `host`)
   int port = 0;                    // 0: any free port
   int64_t lease_ttl_seconds = 10;
   // The pserver index to claim (it waits while another holds it); -1: the lowest free one.

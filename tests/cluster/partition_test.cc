@@ -6,12 +6,11 @@
 // the cut-off pserver is fenced: once its host is back it serves nothing and exits with code 3.
 // Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN); skipped with a message where that is not allowed.
 #include <gtest/gtest.h>
-#include <unistd.h>
-
 #include <cstdlib>
 #include <regex>
 
 #include "data/data_fixture.h"
+#include "harness/netns.h"
 #include "harness/wait.h"
 
 namespace tessera::testing {
@@ -19,82 +18,31 @@ namespace {
 
 class PartitionTest : public TempDirTest {
  protected:
-  void SetUp() override {
-    TempDirTest::SetUp();
-    tag_ = "tsr" + std::to_string(::getpid() % 100000);
-    subnet_ = "10.213." + std::to_string(::getpid() % 250 + 1) + ".";
+  Subprocess& Start(const std::string& name, const std::string& host, std::vector<std::string> argv) {
+    return lab_->Start(host, std::move(argv), dir_ + "/" + name + ".log");
   }
+  int Sh(const std::string& cmd, std::string* out = nullptr) { return NetLab::Sh(cmd, out); }
+  std::string Ns(const std::string& host) const { return lab_->Ns(host); }
+  std::string Ip(int n) const { return lab_->Ip(n); }
 
   void TearDown() override {
-    procs_.clear();  // SIGKILL and reap whatever still runs
-    for (const auto& ns : namespaces_) (void)Sh("ip netns del " + ns);
+    lab_.reset();  // its processes end before their directory goes
     TempDirTest::TearDown();
   }
 
-  // Runs a shell command; returns its exit code, output in *out.
-  int Sh(const std::string& cmd, std::string* out = nullptr) {
-    std::string full = cmd + " 2>&1";
-    FILE* f = ::popen(full.c_str(), "r");
-    if (!f) return -1;
-    char buf[512];
-    std::string text;
-    while (fgets(buf, sizeof buf, f)) text += buf;
-    int rc = ::pclose(f);
-    if (out) *out = text;
-    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
-  }
-
-  std::string Ns(const std::string& host) const { return tag_ + host; }
-  std::string Ip(int host) const { return subnet_ + std::to_string(host); }
-  std::string SwitchPort(const std::string& host) const { return tag_ + host + "b"; }
-
-  // The switch namespace with a bridge, and a host namespace on it at subnet.<n>.
-  ::testing::AssertionResult AddHost(const std::string& host, int n) {
-    const std::string ns = Ns(host), a = tag_ + host + "a", b = SwitchPort(host), sw = Ns("sw");
-    for (const std::string& cmd :
-         {"ip netns add " + ns, "ip link add " + a + " type veth peer name " + b,
-          "ip link set " + a + " netns " + ns, "ip link set " + b + " netns " + sw,
-          "ip -n " + ns + " addr add " + Ip(n) + "/24 dev " + a, "ip -n " + ns + " link set " + a + " up",
-          "ip -n " + ns + " link set lo up", "ip -n " + sw + " link set " + b + " master br0",
-          "ip -n " + sw + " link set " + b + " up"}) {
-      std::string out;
-      if (Sh(cmd, &out) != 0) return ::testing::AssertionFailure() << cmd << ": " << out;
-      if (cmd.rfind("ip netns add", 0) == 0) namespaces_.push_back(ns);
-    }
-    return ::testing::AssertionSuccess();
-  }
-
-  Subprocess& Start(const std::string& name, const std::string& host, std::vector<std::string> argv) {
-    SpawnOptions o;
-    o.argv = {"/usr/sbin/ip", "netns", "exec", Ns(host)};
-    o.argv.insert(o.argv.end(), argv.begin(), argv.end());
-    o.log_path = dir_ + "/" + name + ".log";
-    auto p = Subprocess::Spawn(o);
-    EXPECT_TRUE(p.ok()) << p.status();
-    procs_.push_back(std::move(*p));
-    return *procs_.back();
-  }
-
-  std::string tag_, subnet_;
-  std::vector<std::string> namespaces_;
-  std::vector<std::unique_ptr<Subprocess>> procs_;
+  std::unique_ptr<NetLab> lab_ = std::make_unique<NetLab>();
 };
 
 TEST_F(PartitionTest, CutOffPserverIsReplacedAndFencedWhenItsHostComesBack) {
   std::string out;
-  if (::geteuid() != 0 || Sh("ip netns add " + Ns("sw"), &out) != 0) {
+  if (!lab_->Open(&out)) {
     GTEST_SKIP() << "network namespaces cannot be created here (needs root with CAP_SYS_ADMIN and "
                     "CAP_NET_ADMIN): "
                  << out;
   }
-  namespaces_.push_back(Ns("sw"));
-  ASSERT_EQ(
-      Sh("ip -n " + Ns("sw") + " link add br0 type bridge && ip -n " + Ns("sw") + " link set br0 up", &out),
-      0)
-      << out;
-  ASSERT_TRUE(AddHost("core", 1));
-  ASSERT_TRUE(AddHost("ps", 2));
-  ASSERT_TRUE(AddHost("tr", 3));
+  ASSERT_TRUE(lab_->AddHost("core", 1));
+  ASSERT_TRUE(lab_->AddHost("ps", 2));
+  ASSERT_TRUE(lab_->AddHost("tr", 3));
 
   const std::string f = "/usr/share/datasets/fashion-mnist/", store = dir_ + "/store";
   for (auto [name, images, labels] :
@@ -151,7 +99,7 @@ TEST_F(PartitionTest, CutOffPserverIsReplacedAndFencedWhenItsHostComesBack) {
       << ps0.Output() << trainers[0]->Output();
 
   // Cut the ps host off.
-  ASSERT_EQ(Sh("ip -n " + Ns("sw") + " link set " + SwitchPort("ps") + " down", &out), 0) << out;
+  ASSERT_TRUE(lab_->SetLink("ps", false));
   auto cut_at = std::chrono::steady_clock::now();
   // The standby takes index 0 once the cut-off one's lease expires, from the checkpoint.
   ASSERT_TRUE(standby.WaitForOutput("pserver 0 serving at " + Ip(1), std::chrono::seconds(60)))
@@ -161,7 +109,7 @@ TEST_F(PartitionTest, CutOffPserverIsReplacedAndFencedWhenItsHostComesBack) {
       << standby.Output();
   // Stay cut for a while longer than the TTL, then heal.
   std::this_thread::sleep_for(std::chrono::seconds(3));
-  ASSERT_EQ(Sh("ip -n " + Ns("sw") + " link set " + SwitchPort("ps") + " up", &out), 0) << out;
+  ASSERT_TRUE(lab_->SetLink("ps", true));
 
   // Fenced: the cut-off pserver exits with 3 (lease lost) and never records a checkpoint again.
   auto code = ps0.Wait(std::chrono::seconds(60));

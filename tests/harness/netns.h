@@ -1,0 +1,128 @@
+// A small network of "hosts" for tests: network namespaces the test creates itself, joined by
+// veth pairs to a bridge in a switch namespace of their own. Each host has one address on
+// 10.213.X.0/24 and, if asked, an /etc/hosts of its own (`ip netns exec` bind-mounts
+// /etc/netns/<ns>/hosts), so names such as Kubernetes Service names resolve. Processes started on
+// a host run under `ip netns exec`; a host can be cut off (its switch port down) or killed (every
+// process in it SIGKILLed). Everything is removed by the destructor, even after a failed assertion.
+// Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN): Open() says why not, and the test skips.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "harness/subprocess.h"
+
+namespace tessera::testing {
+
+class NetLab {
+ public:
+  NetLab() : tag_("tsn" + std::to_string(::getpid() % 100000)), subnet_("10.213." + std::to_string(::getpid() % 250 + 1) + ".") {}
+  ~NetLab() {
+    procs_.clear();  // SIGKILL and reap whatever still runs
+    for (const auto& [name, n] : hosts_) KillHost(name);
+    for (const auto& ns : namespaces_) {
+      (void)Sh("ip netns del " + ns);
+      std::error_code ec;
+      std::filesystem::remove_all("/etc/netns/" + ns, ec);
+    }
+  }
+  NetLab(const NetLab&) = delete;
+  NetLab& operator=(const NetLab&) = delete;
+
+  // Runs a shell command; returns its exit code, its output in *out.
+  static int Sh(const std::string& cmd, std::string* out = nullptr) {
+    FILE* f = ::popen((cmd + " 2>&1").c_str(), "r");
+    if (!f) return -1;
+    char buf[512];
+    std::string text;
+    while (fgets(buf, sizeof buf, f)) text += buf;
+    int rc = ::pclose(f);
+    if (out) *out = text;
+    return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
+  }
+
+  // Creates the switch. False, with the reason in *why, where namespaces cannot be made.
+  bool Open(std::string* why) {
+    if (::geteuid() != 0) {
+      *why = "not root";
+      return false;
+    }
+    if (Sh("ip netns add " + Ns("sw"), why) != 0) return false;
+    namespaces_.push_back(Ns("sw"));
+    return Sh("ip -n " + Ns("sw") + " link add br0 type bridge && ip -n " + Ns("sw") + " link set br0 up", why) ==
+           0;
+  }
+
+  // Adds host `name` at <subnet>.<n>.
+  ::testing::AssertionResult AddHost(const std::string& name, int n) {
+    const std::string ns = Ns(name), a = tag_ + name + "a", b = Port(name), sw = Ns("sw");
+    if (a.size() > 15) return ::testing::AssertionFailure() << "host name too long for an interface: " << name;
+    for (const std::string& cmd :
+         {"ip netns add " + ns, "ip link add " + a + " type veth peer name " + b, "ip link set " + a + " netns " + ns,
+          "ip link set " + b + " netns " + sw, "ip -n " + ns + " addr add " + subnet_ + std::to_string(n) + "/24 dev " + a,
+          "ip -n " + ns + " link set " + a + " up", "ip -n " + ns + " link set lo up",
+          "ip -n " + sw + " link set " + b + " master br0", "ip -n " + sw + " link set " + b + " up"}) {
+      std::string out;
+      if (Sh(cmd, &out) != 0) return ::testing::AssertionFailure() << cmd << ": " << out;
+      if (cmd.rfind("ip netns add", 0) == 0) namespaces_.push_back(ns);
+    }
+    hosts_[name] = n;
+    return ::testing::AssertionSuccess();
+  }
+
+  // The host's /etc/hosts: localhost, the host itself, and `names` (name -> address).
+  void SetHostsFile(const std::string& host, const std::map<std::string, std::string>& names) {
+    const std::string dir = "/etc/netns/" + Ns(host);
+    std::filesystem::create_directories(dir);
+    std::ofstream f(dir + "/hosts");
+    f << "127.0.0.1 localhost\n" << Ip(host) << " " << host << "\n";
+    for (const auto& [name, ip] : names) f << ip << " " << name << "\n";
+  }
+
+  std::string Ns(const std::string& host) const { return tag_ + host; }
+  std::string Ip(const std::string& host) const { return subnet_ + std::to_string(hosts_.at(host)); }
+  std::string Ip(int n) const { return subnet_ + std::to_string(n); }
+  std::string Port(const std::string& host) const { return tag_ + host + "b"; }
+
+  // Starts argv on `host`, its output in `log_path`.
+  Subprocess& Start(const std::string& host, std::vector<std::string> argv, const std::string& log_path,
+                    std::map<std::string, std::string> env = {}) {
+    SpawnOptions o;
+    o.argv = {"/usr/sbin/ip", "netns", "exec", Ns(host)};
+    o.argv.insert(o.argv.end(), argv.begin(), argv.end());
+    o.log_path = log_path;
+    o.env = std::move(env);
+    auto p = Subprocess::Spawn(o);
+    EXPECT_TRUE(p.ok()) << p.status();
+    procs_.push_back(std::move(*p));
+    return *procs_.back();
+  }
+
+  // Cuts the host off the switch (or puts it back).
+  ::testing::AssertionResult SetLink(const std::string& host, bool up) {
+    std::string out;
+    if (Sh("ip -n " + Ns("sw") + " link set " + Port(host) + (up ? " up" : " down"), &out) != 0)
+      return ::testing::AssertionFailure() << out;
+    return ::testing::AssertionSuccess();
+  }
+
+  // SIGKILLs every process in the host's namespace, as if the machine had lost power.
+  void KillHost(const std::string& host) { (void)Sh("ip netns pids " + Ns(host) + " | xargs -r kill -9"); }
+
+ private:
+  std::string tag_, subnet_;
+  std::map<std::string, int> hosts_;
+  std::vector<std::string> namespaces_;
+  std::vector<std::unique_ptr<Subprocess>> procs_;
+};
+
+}  // namespace tessera::testing
