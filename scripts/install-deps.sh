@@ -14,12 +14,14 @@ PACKAGES=(
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc etcd-server etcd-client
   # libraries
   libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
-  libssl-dev libzstd-dev zlib1g-dev libasio-dev
+  libssl-dev libzstd-dev zlib1g-dev libasio-dev libyaml-cpp-dev
   # tests and benchmarks
-  libgtest-dev libgmock-dev googletest libbenchmark-dev iperf3 iproute2 procps
+  libgtest-dev libgmock-dev googletest libbenchmark-dev iperf3 iproute2 procps curl
   # Python module and the PyTorch example (torch uses whichever libblas.so.3 is selected:
   # OpenBLAS makes it about 20x faster than the reference BLAS)
   python3 python3-dev pybind11-dev python3-numpy python3-torch libopenblas0-pthread
+  # beyond one machine: MPI and ssh launch (tests run real mpirun and sshd)
+  openmpi-bin openssh-server openssh-client
   # real data sets
   dataset-fashion-mnist bible-kjv
   # web console build and browser tests

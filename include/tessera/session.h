@@ -36,6 +36,10 @@ struct SessionOptions {
   std::string store;                        // empty: TESSERA_STORE, else the master's path
   int64_t lease_ttl_seconds = 0;            // 0: TESSERA_LEASE_TTL, else 10
   std::string transport;                    // empty: TESSERA_TRANSPORT, else auto (see ClientOptions)
+  // /healthz and /readyz (ready once joined) on this port; -1: TESSERA_HTTP_PORT, else none; 0: any
+  // free port. Bound on TESSERA_ADVERTISE or POD_IP when set, else 127.0.0.1.
+  int http_port = -1;
+  std::string http_host;
   std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
   // Open() fails after this long if no etcd endpoint accepts connections, saying why.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};

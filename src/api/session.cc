@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <thread>
 
+#include "api/health_server.h"
 #include "api/trainer_position.h"
 #include "client/exporter.h"
 #include "client/master_client.h"
@@ -45,6 +46,15 @@ Status SessionOptions::ResolveFromEnvironment() {
   if (store.empty()) store = Env(flags::kEnvStore);
   if (transport.empty()) transport = Env(flags::kEnvTransport);
   if (transport.empty()) transport = "auto";
+  if (http_port < 0) {
+    std::string port = Env(flags::kEnvHttpPort);
+    http_port = port.empty() ? -1 : std::atoi(port.c_str());
+    if (!port.empty() && (http_port < 0 || http_port > 65535 || port.find_first_not_of("0123456789") != std::string::npos))
+      return Status::InvalidArgument("TESSERA_HTTP_PORT='" + port + "' is not a port number");
+  }
+  if (http_host.empty()) http_host = Env("TESSERA_ADVERTISE");
+  if (http_host.empty()) http_host = Env("POD_IP");
+  if (http_host.empty()) http_host = "127.0.0.1";
   if (lease_ttl_seconds <= 0) {
     std::string ttl = Env(flags::kEnvLeaseTtl);
     lease_ttl_seconds = ttl.empty() ? 10 : std::atoll(ttl.c_str());
@@ -72,6 +82,7 @@ struct Session::Impl {
   int pass = 0;
   // Consistent checkpoints: report the data position at every multiple of this step (0: off).
   TrainerPosition positions{0};  // which steps to report, and the position there
+  std::unique_ptr<HealthServer> health;  // when asked for (SessionOptions::http_port)
 };
 
 Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { client_ = impl_->client.get(); }
@@ -81,6 +92,10 @@ Session::~Session() { (void)Close(); }
 StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   TESSERA_RETURN_IF_ERROR(o.ResolveFromEnvironment());
   auto impl = std::make_unique<Impl>();
+  if (o.http_port >= 0) {
+    TESSERA_ASSIGN_OR_RETURN(impl->health, HealthServer::Start(o.http_host, o.http_port));
+    spdlog::info("/healthz and /readyz at http://{}:{}", o.http_host, impl->health->port());
+  }
   etcd::EtcdOptions eo;
   eo.endpoints = o.etcd_endpoints;
   TESSERA_ASSIGN_OR_RETURN(impl->etcd, etcd::EtcdClient::Create(eo));
@@ -109,6 +124,7 @@ Status Session::Initialize() {
   TESSERA_RETURN_IF_ERROR(client_->Initialize());
   TESSERA_RETURN_IF_ERROR(client_->Pull().Wait());
   impl_->initialized = true;
+  if (impl_->health) impl_->health->SetReady(true);
   impl_->positions.Joined(client_->step() + 1);
   return Status::OK();
 }

@@ -24,7 +24,21 @@ struct JobFlags {
   int64_t checkpoint_steps = 0;
   std::string nonfinite = "skip";
   bool force = false;
+  bool if_absent = false;
 };
+
+// Which field of an existing job differs from the one asked for ("" when none that matters).
+std::string Differs(const JobConfig& have, const JobConfig& want) {
+  if (have.pservers != want.pservers) return "pservers " + std::to_string(have.pservers);
+  if (have.slots != want.slots) return "slots " + std::to_string(have.slots);
+  if (have.block_size != want.block_size) return "block size " + std::to_string(have.block_size);
+  if (have.mode.ToString() != want.mode.ToString()) return "mode " + have.mode.ToString();
+  if (have.optimizer.ToString() != want.optimizer.ToString()) return "optimizer " + have.optimizer.ToString();
+  if (have.min_trainers != want.min_trainers) return "min trainers " + std::to_string(have.min_trainers);
+  if (have.checkpoint_steps != want.checkpoint_steps) return "checkpoint steps " + std::to_string(have.checkpoint_steps);
+  if (have.nonfinite != want.nonfinite) return std::string("nonfinite ") + NonFinitePolicyName(have.nonfinite);
+  return "";
+}
 
 int RunCreate(const JobFlags& f) {
   JobConfig c;
@@ -55,6 +69,21 @@ int RunCreate(const JobFlags& f) {
   txn.success.push_back(etcd::Op::Put(keys::SlotMap(f.etcd.job), map.ToJson()));
   auto r = (*client)->Commit(txn);
   if (!r.ok()) return Fail("job create", r.status());
+  if (!r->succeeded && f.if_absent) {
+    // Launchers and init containers run this on every (re)start: the same job is fine.
+    auto got = (*client)->Get(keys::Config(f.etcd.job));
+    if (!got.ok()) return Fail("job create", got.status());
+    auto have = got->kvs.empty() ? StatusOr<JobConfig>(Status::NotFound("its configuration vanished"))
+                                 : JobConfig::FromJson(got->kvs[0].value);
+    if (!have.ok()) return Fail("job create", have.status());
+    std::string diff = Differs(*have, c);
+    if (!diff.empty()) {
+      return Fail("job create", Status::AlreadyExists("job '" + f.etcd.job + "' already exists with " + diff +
+                                                      ", not as asked (`tessera job delete` removes it)"));
+    }
+    std::printf("job %s exists already with the same configuration\n", f.etcd.job.c_str());
+    return 0;
+  }
   if (!r->succeeded) {
     return Fail("job create", Status::AlreadyExists("job '" + f.etcd.job +
                                                     "' already exists (see `tessera job show`; "
@@ -128,6 +157,9 @@ void RegisterJob(CLI::App& app, int* exit_code) {
   auto* create = job->add_subcommand("create", "Write a new job's configuration and slot map (once)");
   AddEtcdFlags(create, &f->etcd);
   create->add_option("--pservers", f->pservers, "number of parameter servers")->capture_default_str();
+  create->add_flag("--if-absent", f->if_absent,
+                   "succeed when the job exists already with the same configuration (for launchers and init "
+                   "containers that run on every restart); a different configuration is still an error");
   create->add_option("--mode", f->mode, "consistency: sync, async or ssp:S (bounded staleness S)")
       ->capture_default_str();
   create->add_option("--slots", f->slots, "hash slots that blocks and keys are placed on")

@@ -16,5 +16,6 @@ void RegisterMaster(CLI::App& app, int* exit_code);
 void RegisterModels(CLI::App& app, int* exit_code);
 void RegisterLocal(CLI::App& app, int* exit_code);
 void RegisterConsole(CLI::App& app, int* exit_code);
+void RegisterDeploy(CLI::App& app, int* exit_code);
 
 }  // namespace tessera::cli

@@ -45,6 +45,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterModels(app, &exit_code);
   tessera::cli::RegisterLocal(app, &exit_code);
   tessera::cli::RegisterConsole(app, &exit_code);
+  tessera::cli::RegisterDeploy(app, &exit_code);
   // A misspelt command gets its likely meaning, not CLI11's "A subcommand is required".
   std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());

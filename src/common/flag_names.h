@@ -46,5 +46,6 @@ inline constexpr char kEnvRunDir[] = "TESSERA_RUN_DIR";
 inline constexpr char kEnvBatchSize[] = "TESSERA_BATCH_SIZE";
 inline constexpr char kEnvLeaseTtl[] = "TESSERA_LEASE_TTL";
 inline constexpr char kEnvTransport[] = "TESSERA_TRANSPORT";
+inline constexpr char kEnvHttpPort[] = "TESSERA_HTTP_PORT";
 
 }  // namespace tessera::flags

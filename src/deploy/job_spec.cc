@@ -1,0 +1,275 @@
+// Parsing and checking of a job spec (see job_spec.h).
+#include "deploy/job_spec.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <regex>
+#include <set>
+
+#include "common/files.h"
+#include "common/strings.h"
+#include "tessera/params.h"
+
+namespace tessera::deploy {
+namespace {
+
+// Walks a YAML mapping, reading known keys by path and refusing the rest.
+class Fields {
+ public:
+  Fields(const YAML::Node& node, std::string path, const std::string& origin)
+      : node_(node), path_(std::move(path)), origin_(origin) {}
+
+  Status Fail(const std::string& key, const std::string& what) const {
+    return Status::InvalidArgument(origin_ + ": " + Path(key) + ": " + what);
+  }
+  std::string Path(const std::string& key) const { return path_.empty() ? key : path_ + "." + key; }
+  bool Has(const std::string& key) {
+    known_.insert(key);
+    return node_[key] && !node_[key].IsNull();
+  }
+  YAML::Node Get(const std::string& key) {
+    return Has(key) ? YAML::Node(node_[key]) : YAML::Node(YAML::NodeType::Undefined);
+  }
+
+  template <typename T>
+  Status Read(const std::string& key, T* out) {
+    if (!Has(key)) return Status::OK();
+    const YAML::Node v = node_[key];
+    if (!v.IsScalar()) return Fail(key, "must be a single value");
+    try {
+      *out = v.as<T>();
+    } catch (const YAML::Exception&) {
+      return Fail(key, "'" + v.Scalar() + "' is not " + Kind<T>());
+    }
+    return Status::OK();
+  }
+
+  Status ReadList(const std::string& key, std::vector<std::string>* out) {
+    if (!Has(key)) return Status::OK();
+    const YAML::Node v = node_[key];
+    if (!v.IsSequence()) return Fail(key, "must be a list, e.g. [a, b]");
+    out->clear();
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (!v[i].IsScalar()) return Fail(key + "[" + std::to_string(i) + "]", "must be a single value");
+      out->push_back(v[i].Scalar());
+    }
+    return Status::OK();
+  }
+
+  // After every Read: any key not read is a mistake.
+  Status RefuseUnknown() const {
+    if (!node_.IsMap()) return Status::OK();
+    for (const auto& kv : node_) {
+      std::string key = kv.first.as<std::string>();
+      if (known_.count(key)) continue;
+      std::string guess = ClosestName(key, std::vector<std::string>(known_.begin(), known_.end()));
+      return Fail(key, "unknown field" + (guess.empty() ? std::string() : " (did you mean '" + guess + "'?)") +
+                           "; known here: " + Join(std::vector<std::string>(known_.begin(), known_.end()), ", "));
+    }
+    return Status::OK();
+  }
+
+ private:
+  template <typename T>
+  static const char* Kind() {
+    if constexpr (std::is_same_v<T, int>) return "a whole number";
+    if constexpr (std::is_same_v<T, double>) return "a number";
+    if constexpr (std::is_same_v<T, bool>) return "true or false";
+    return "text";
+  }
+  const YAML::Node node_;  // const: reading a key must not insert it
+  std::string path_;
+  const std::string& origin_;
+  std::set<std::string> known_;
+};
+
+#define RETURN_IF(expr)                   \
+  do {                                    \
+    if (Status s_ = (expr); !s_.ok()) return s_; \
+  } while (0)
+
+Status NeedMap(const YAML::Node& n, const std::string& origin, const std::string& path) {
+  if (n.IsMap()) return Status::OK();
+  return Status::InvalidArgument(origin + ": " + path + ": must be a mapping of fields (key: value)");
+}
+
+Status ReadVolume(Fields& parent, const std::string& key, VolumeSpec* v, const std::string& origin) {
+  YAML::Node n = parent.Get(key);
+  if (!n) return Status::OK();
+  RETURN_IF(NeedMap(n, origin, parent.Path(key)));
+  Fields f(n, parent.Path(key), origin);
+  RETURN_IF(f.Read("path", &v->path));
+  RETURN_IF(f.Read("claim", &v->claim));
+  if (YAML::Node nfs = f.Get("nfs")) {
+    RETURN_IF(NeedMap(nfs, origin, f.Path("nfs")));
+    Fields g(nfs, f.Path("nfs"), origin);
+    RETURN_IF(g.Read("server", &v->nfs_server));
+    RETURN_IF(g.Read("path", &v->nfs_path));
+    RETURN_IF(g.RefuseUnknown());
+    if (v->nfs_server.empty() || v->nfs_path.empty()) return f.Fail("nfs", "needs both server and path");
+  }
+  RETURN_IF(f.RefuseUnknown());
+  if (v->path.empty() || v->path[0] != '/') return f.Fail("path", "must be an absolute path (where processes see it)");
+  if (!v->claim.empty() && !v->nfs_server.empty()) return f.Fail("claim", "give a claim or nfs, not both");
+  return Status::OK();
+}
+
+const std::regex& DnsLabel() {
+  static const std::regex re("[a-z0-9]([-a-z0-9]*[a-z0-9])?");
+  return re;
+}
+const std::regex& Quantity() {
+  static const std::regex re("[0-9]+(\\.[0-9]+)?(m|k|M|G|T|P|E|Ki|Mi|Gi|Ti|Pi|Ei)?");
+  return re;
+}
+
+}  // namespace
+
+std::vector<std::string> JobSpec::EtcdEndpoints() const {
+  if (external_etcd()) return etcd_endpoints;
+  std::vector<std::string> out;
+  for (int i = 0; i < etcd_members; ++i) out.push_back(name + "-etcd-" + std::to_string(i) + "." + name + "-etcd:2379");
+  return out;
+}
+
+std::string JobSpec::EtcdText() const { return Join(EtcdEndpoints(), ","); }
+
+std::vector<std::string> JobSpec::JobCreateArgs() const {
+  return {"--pservers", std::to_string(pservers), "--mode", mode, "--optimizer", optimizer, "--min-trainers",
+          std::to_string(trainers_min), "--if-absent"};
+}
+
+StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(text);
+  } catch (const YAML::ParserException& e) {
+    return Status::InvalidArgument(origin + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                   std::to_string(e.mark.column + 1) + ": not valid YAML: " + e.msg);
+  }
+  if (!root.IsMap()) return Status::InvalidArgument(origin + ": a job spec is a mapping of fields, starting with name:");
+  JobSpec s;
+  Fields f(root, "", origin);
+  RETURN_IF(f.Read("name", &s.name));
+  RETURN_IF(f.Read("image", &s.image));
+  RETURN_IF(f.Read("image_pull_policy", &s.image_pull_policy));
+  RETURN_IF(f.Read("namespace", &s.namespace_));
+  RETURN_IF(f.Read("masters", &s.masters));
+  RETURN_IF(f.Read("pservers", &s.pservers));
+  if (YAML::Node e = f.Get("etcd")) {
+    RETURN_IF(NeedMap(e, origin, "etcd"));
+    Fields g(e, "etcd", origin);
+    RETURN_IF(g.Read("members", &s.etcd_members));
+    RETURN_IF(g.ReadList("endpoints", &s.etcd_endpoints));
+    RETURN_IF(g.RefuseUnknown());
+    if (s.etcd_members != 1 && s.etcd_members != 3) return g.Fail("members", "must be 1 or 3");
+    for (const auto& ep : s.etcd_endpoints)
+      if (ep.find(':') == std::string::npos) return g.Fail("endpoints", "'" + ep + "' is not host:port");
+  }
+  if (YAML::Node t = f.Get("trainers")) {
+    if (t.IsScalar()) {
+      RETURN_IF(f.Read("trainers", &s.trainers_min));
+      s.trainers_max = s.trainers_min;
+    } else {
+      RETURN_IF(NeedMap(t, origin, "trainers"));
+      Fields g(t, "trainers", origin);
+      RETURN_IF(g.Read("min", &s.trainers_min));
+      s.trainers_max = s.trainers_min;
+      RETURN_IF(g.Read("max", &s.trainers_max));
+      RETURN_IF(g.RefuseUnknown());
+      if (s.trainers_max < s.trainers_min) return g.Fail("max", "must be at least min");
+    }
+  }
+  if (YAML::Node r = f.Get("resources")) {
+    RETURN_IF(NeedMap(r, origin, "resources"));
+    Fields g(r, "resources", origin);
+    for (const char* role : {"etcd", "master", "pserver", "trainer"}) {
+      YAML::Node n = g.Get(role);
+      if (!n) continue;
+      RETURN_IF(NeedMap(n, origin, g.Path(role)));
+      Fields h(n, g.Path(role), origin);
+      Resources res;
+      RETURN_IF(h.Read("cpu", &res.cpu));
+      RETURN_IF(h.Read("memory", &res.memory));
+      RETURN_IF(h.Read("gpu", &res.gpus));
+      RETURN_IF(h.RefuseUnknown());
+      for (auto [key, q] : {std::pair{"cpu", res.cpu}, std::pair{"memory", res.memory}})
+        if (!q.empty() && !std::regex_match(q, Quantity()))
+          return h.Fail(key, "'" + q + "' is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)");
+      if (res.gpus < 0) return h.Fail("gpu", "must not be negative");
+      s.resources[role] = res;
+    }
+    RETURN_IF(g.RefuseUnknown());
+  }
+  if (YAML::Node t = f.Get("train")) {
+    RETURN_IF(NeedMap(t, origin, "train"));
+    Fields g(t, "train", origin);
+    RETURN_IF(g.Read("mode", &s.mode));
+    RETURN_IF(g.Read("optimizer", &s.optimizer));
+    RETURN_IF(g.Read("passes", &s.passes));
+    RETURN_IF(g.Read("dataset", &s.dataset));
+    RETURN_IF(g.Read("eval_dataset", &s.eval_dataset));
+    RETURN_IF(g.Read("batch_size", &s.batch_size));
+    RETURN_IF(g.Read("model", &s.model));
+    RETURN_IF(g.ReadList("model_args", &s.model_args));
+    RETURN_IF(g.ReadList("command", &s.command));
+    RETURN_IF(g.Read("lease_ttl", &s.lease_ttl));
+    RETURN_IF(g.Read("checkpoint_every", &s.checkpoint_every));
+    RETURN_IF(g.Read("transport", &s.transport));
+    RETURN_IF(g.RefuseUnknown());
+    if (s.dataset.empty()) return g.Fail("dataset", "is required (the data set in the store to train on)");
+    if (s.model.empty() == s.command.empty())
+      return g.Fail("model", "give either model (a built-in: mlp, logreg, word2vec) or command (your trainer)");
+    if (!s.model.empty() && s.model != "mlp" && s.model != "logreg" && s.model != "word2vec")
+      return g.Fail("model", "'" + s.model + "' is not a built-in model (mlp, logreg, word2vec)");
+    if (auto m = ConsistencyMode::Parse(s.mode); !m.ok()) return g.Fail("mode", m.status().message());
+    if (auto o = OptimizerConfig::Parse(s.optimizer); !o.ok()) return g.Fail("optimizer", o.status().message());
+    if (s.passes < 1) return g.Fail("passes", "must be at least 1");
+    if (s.batch_size < 1) return g.Fail("batch_size", "must be at least 1");
+    if (s.lease_ttl < 2) return g.Fail("lease_ttl", "must be at least 2 seconds");
+    if (s.checkpoint_every < 0) return g.Fail("checkpoint_every", "must not be negative");
+    if (s.transport != "auto" && s.transport != "tcp" && s.transport != "grpc" && s.transport != "shm")
+      return g.Fail("transport", "must be auto, tcp, grpc or shm");
+    for (const auto& a : s.model_args)
+      if (a.find('=') == std::string::npos) return g.Fail("model_args", "'" + a + "' is not key=value");
+  } else {
+    return Status::InvalidArgument(origin + ": train: is required (at least its dataset and model or command)");
+  }
+  RETURN_IF(ReadVolume(f, "store", &s.store, origin));
+  RETURN_IF(ReadVolume(f, "checkpoints", &s.checkpoints, origin));
+  if (YAML::Node p = f.Get("ports")) {
+    RETURN_IF(NeedMap(p, origin, "ports"));
+    Fields g(p, "ports", origin);
+    RETURN_IF(g.Read("http", &s.http_port));
+    RETURN_IF(g.Read("data", &s.port));
+    RETURN_IF(g.RefuseUnknown());
+    for (auto [key, v] : {std::pair{"http", s.http_port}, std::pair{"data", s.port}})
+      if (v < 1 || v > 65535) return g.Fail(key, "must be a port number (1-65535)");
+    if (s.http_port == s.port) return g.Fail("data", "must differ from ports.http");
+  }
+  RETURN_IF(f.RefuseUnknown());
+
+  if (s.name.empty()) return f.Fail("name", "is required (the job's name)");
+  if (s.name.size() > 40 || !std::regex_match(s.name, DnsLabel()))
+    return f.Fail("name", "'" + s.name + "' must be lowercase letters, digits and '-', at most 40 characters");
+  if (!std::regex_match(s.namespace_, DnsLabel()) || s.namespace_.size() > 63)
+    return f.Fail("namespace", "'" + s.namespace_ + "' is not a valid namespace name");
+  if (s.image.empty()) return f.Fail("image", "must not be empty");
+  if (s.image_pull_policy != "Always" && s.image_pull_policy != "IfNotPresent" && s.image_pull_policy != "Never")
+    return f.Fail("image_pull_policy", "must be Always, IfNotPresent or Never");
+  if (s.masters < 1 || s.masters > 5) return f.Fail("masters", "must be between 1 and 5");
+  if (s.pservers < 1 || s.pservers > 1024) return f.Fail("pservers", "must be between 1 and 1024");
+  if (s.trainers_min < 1) return f.Fail("trainers", "min must be at least 1");
+  if (s.store.path.empty()) return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");
+  if (s.checkpoint_every > 0 && s.checkpoints.path.empty())
+    return f.Fail("checkpoints", "is required while train.checkpoint_every > 0 (or set it to 0)");
+  return s;
+}
+
+StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
+  auto text = ReadFile(path);
+  if (!text.ok()) return Status::NotFound("cannot read the job spec " + path + ": " + text.status().message());
+  return ParseJobSpec(*text, path);
+}
+
+}  // namespace tessera::deploy

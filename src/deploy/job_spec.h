@@ -1,0 +1,75 @@
+// JobSpec: one file that describes a whole training job for the launchers beyond one machine:
+// `tessera deploy k8s` (manifests), `tessera launch --hosts` (ssh) and `tessera launch --mpi`.
+// Parsed from YAML (JSON is YAML too), every field checked, every error naming the field's path
+// ("job.yaml: trainers.min: ..."); unknown fields are refused with the nearest known name, so a
+// typo never silently becomes a default. A value type; the format is in docs/deploy.md.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tessera/status.h"
+
+namespace tessera::deploy {
+
+// Where a shared directory (the data-set store, the checkpoints) comes from.
+struct VolumeSpec {
+  std::string path;         // where every process sees it (a mount point); required
+  std::string claim;        // Kubernetes: a PersistentVolumeClaim to mount there
+  std::string nfs_server;   // Kubernetes: or an NFS export
+  std::string nfs_path;
+};
+
+struct Resources {
+  std::string cpu, memory;  // Kubernetes quantities, e.g. "2", "500m", "4Gi"; empty: unset
+  int gpus = 0;             // nvidia.com/gpu
+};
+
+struct JobSpec {
+  std::string name;                 // the job (a DNS label: lowercase letters, digits, '-')
+  std::string image = "tessera:latest";
+  std::string image_pull_policy = "IfNotPresent";
+  std::string namespace_ = "default";
+
+  // etcd: external endpoints, or members run inside the job (1 or 3).
+  std::vector<std::string> etcd_endpoints;
+  int etcd_members = 1;
+
+  int masters = 2;                  // a leader and standbys
+  int pservers = 1;
+  int trainers_min = 1, trainers_max = 1;
+
+  std::map<std::string, Resources> resources;  // by role: etcd, master, pserver, trainer
+
+  // The training itself.
+  std::string mode = "sync";
+  std::string optimizer = "adam:lr=0.001";
+  int passes = 1;
+  std::string dataset, eval_dataset;
+  int batch_size = 64;
+  std::string model;                      // a built-in model, or
+  std::vector<std::string> model_args;
+  std::vector<std::string> command;       // the trainer's own command (TESSERA_* in its environment)
+  int lease_ttl = 10;
+  double checkpoint_every = 30;           // seconds; 0: no checkpoints
+  std::string transport = "auto";
+
+  VolumeSpec store, checkpoints;
+  int http_port = 8080;                   // each process's /healthz, /readyz, /metrics (and the console)
+  int port = 7000;                        // pservers' and masters' main port
+
+  bool external_etcd() const { return !etcd_endpoints.empty(); }
+  // The etcd endpoints the job's processes use (the in-job Service names when not external).
+  std::vector<std::string> EtcdEndpoints() const;
+  std::string EtcdText() const;  // joined with ','
+  // The `tessera job create` arguments after "--etcd E --job J".
+  std::vector<std::string> JobCreateArgs() const;
+};
+
+// Parses and checks a spec. `origin` names the source in messages (a file name).
+StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& origin);
+StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+
+}  // namespace tessera::deploy

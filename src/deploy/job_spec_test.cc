@@ -1,0 +1,122 @@
+// The job spec parser: what it accepts, and that every mistake names its field.
+#include "deploy/job_spec.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera::deploy {
+namespace {
+
+const char* kGood = R"(
+name: fm
+image: registry.example/tessera:0.4
+namespace: ml
+etcd: {members: 3}
+masters: 2
+pservers: 2
+trainers: {min: 2, max: 6}
+resources:
+  trainer: {cpu: "2", memory: 4Gi, gpu: 1}
+  pserver: {cpu: 500m, memory: 8Gi}
+train:
+  mode: sync
+  optimizer: adam:lr=0.001
+  passes: 3
+  dataset: fm
+  eval_dataset: fm-test
+  model: mlp
+  model_args: [hidden=64]
+store: {path: /data/store, claim: tessera-store}
+checkpoints: {path: /data/checkpoints, nfs: {server: 10.0.0.5, path: /exports/ckpt}}
+)";
+
+std::string Error(const std::string& text) {
+  auto s = ParseJobSpec(text, "job.yaml");
+  EXPECT_FALSE(s.ok()) << text;
+  return s.ok() ? "" : std::string(s.status().message());
+}
+
+std::string Replace(std::string text, const std::string& from, const std::string& to) {
+  auto at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  return text.replace(at, from.size(), to);
+}
+
+TEST(JobSpecTest, AFullSpecIsRead) {
+  auto s = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->name, "fm");
+  EXPECT_EQ(s->namespace_, "ml");
+  EXPECT_EQ(s->etcd_members, 3);
+  EXPECT_EQ(s->EtcdText(), "fm-etcd-0.fm-etcd:2379,fm-etcd-1.fm-etcd:2379,fm-etcd-2.fm-etcd:2379");
+  EXPECT_EQ(s->trainers_min, 2);
+  EXPECT_EQ(s->trainers_max, 6);
+  EXPECT_EQ(s->resources.at("trainer").gpus, 1);
+  EXPECT_EQ(s->resources.at("pserver").cpu, "500m");
+  EXPECT_EQ(s->model_args, std::vector<std::string>{"hidden=64"});
+  EXPECT_EQ(s->store.claim, "tessera-store");
+  EXPECT_EQ(s->checkpoints.nfs_server, "10.0.0.5");
+}
+
+TEST(JobSpecTest, DefaultsAndExternalEtcd) {
+  auto s = ParseJobSpec(
+      "name: j\netcd: {endpoints: [10.0.0.1:2379, 10.0.0.2:2379]}\ntrainers: 3\n"
+      "train: {dataset: d, command: [python3, train.py], checkpoint_every: 0}\nstore: {path: /s}\n",
+      "j.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->external_etcd());
+  EXPECT_EQ(s->EtcdText(), "10.0.0.1:2379,10.0.0.2:2379");
+  EXPECT_EQ(s->trainers_min, 3);
+  EXPECT_EQ(s->trainers_max, 3);
+  EXPECT_EQ(s->masters, 2);
+  EXPECT_EQ(s->command, (std::vector<std::string>{"python3", "train.py"}));
+}
+
+TEST(JobSpecTest, AMisspeltFieldIsRefusedWithItsLikelyName) {
+  std::string e = Error(Replace(kGood, "pservers: 2", "pserver: 2"));
+  EXPECT_NE(e.find("job.yaml: pserver: unknown field (did you mean 'pservers'?)"), std::string::npos) << e;
+  e = Error(Replace(kGood, "eval_dataset", "eval_datset"));
+  EXPECT_NE(e.find("train.eval_datset: unknown field (did you mean 'eval_dataset'?)"), std::string::npos) << e;
+  e = Error(Replace(kGood, "gpu: 1", "gpus: 1"));
+  EXPECT_NE(e.find("resources.trainer.gpus"), std::string::npos) << e;
+}
+
+TEST(JobSpecTest, EveryBadValueNamesItsField) {
+  struct Case {
+    std::string from, to, field;
+  } cases[] = {
+      {"name: fm", "name: Fm_1", "name"},
+      {"name: fm", "image: x", "name: is required"},
+      {"members: 3", "members: 2", "etcd.members"},
+      {"max: 6", "max: 1", "trainers.max"},
+      {"memory: 4Gi", "memory: 4 GB", "resources.trainer.memory"},
+      {"passes: 3", "passes: three", "train.passes: 'three' is not a whole number"},
+      {"mode: sync", "mode: eventually", "train.mode"},
+      {"optimizer: adam:lr=0.001", "optimizer: adamw", "train.optimizer"},
+      {"model: mlp", "model: resnet", "train.model"},
+      {"  model: mlp\n", "  command: [python3, x.py]\n  model: mlp\n", "train.model: give either"},
+      {"model_args: [hidden=64]", "model_args: hidden=64", "train.model_args: must be a list"},
+      {"path: /data/store", "path: data/store", "store.path"},
+      {"claim: tessera-store", "claim: s, nfs: {server: a, path: /b}", "store.claim"},
+      {"nfs: {server: 10.0.0.5, path: /exports/ckpt}", "nfs: {server: 10.0.0.5}", "checkpoints.nfs"},
+      {"namespace: ml", "namespace: ML", "namespace"},
+  };
+  for (const auto& c : cases) {
+    std::string e = Error(Replace(kGood, c.from, c.to));
+    EXPECT_NE(e.find(c.field), std::string::npos) << c.to << " -> " << e;
+  }
+}
+
+TEST(JobSpecTest, BrokenYamlSaysWhereAndNothingElseIsASpec) {
+  std::string e = Error("name: fm\ntrain: {dataset: [\n");
+  EXPECT_NE(e.find("job.yaml:"), std::string::npos) << e;
+  EXPECT_NE(e.find("not valid YAML"), std::string::npos) << e;
+  e = Error("- a\n- b\n");
+  EXPECT_NE(e.find("mapping"), std::string::npos) << e;
+  e = Error("name: fm\nstore: {path: /s}\n");
+  EXPECT_NE(e.find("train: is required"), std::string::npos) << e;
+  EXPECT_NE(Error("name: fm\ntrain: {dataset: d, model: mlp}\nstore: {path: /s}\n").find("checkpoints"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::deploy

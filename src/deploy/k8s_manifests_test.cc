@@ -1,0 +1,96 @@
+// The Kubernetes objects of a job: which exist, and the facts the launch depends on.
+#include "deploy/k8s_manifests.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+namespace tessera::deploy {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+JobSpec Spec() {
+  auto s = ParseJobSpec(R"(
+name: fm
+namespace: ml
+pservers: 3
+trainers: {min: 2, max: 5}
+resources: {trainer: {cpu: "2", gpu: 1}}
+train: {dataset: fm, model: mlp, passes: 2, checkpoint_every: 10}
+store: {path: /data/store, claim: store}
+checkpoints: {path: /data/ckpt, claim: ckpt}
+)",
+                        "t.yaml");
+  EXPECT_TRUE(s.ok()) << s.status();
+  return *s;
+}
+
+std::map<std::string, Json> ByKindName(const std::vector<Manifest>& m) {
+  std::map<std::string, Json> out;
+  for (const auto& x : m) out[x.object["kind"].get<std::string>() + "/" + x.object["metadata"]["name"].get<std::string>()] = x.object;
+  return out;
+}
+
+TEST(K8sManifestsTest, EveryObjectOfAJobWithItsOwnEtcd) {
+  auto m = RenderJob(Spec(), "spec");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto o = ByKindName(*m);
+  for (const char* k : {"ConfigMap/fm", "ServiceAccount/fm", "Service/fm-etcd", "StatefulSet/fm-etcd",
+                        "Deployment/fm-master", "Service/fm-console", "Service/fm-pserver", "StatefulSet/fm-pserver",
+                        "Job/fm-trainer", "NetworkPolicy/fm", "NetworkPolicy/fm-console"})
+    EXPECT_TRUE(o.count(k)) << k;
+  for (const auto& x : *m) {
+    EXPECT_EQ(x.object["metadata"]["namespace"], "ml") << x.file;
+    EXPECT_EQ(x.object["metadata"]["labels"]["tessera.io/job"], "fm") << x.file;
+  }
+  EXPECT_EQ(o["StatefulSet/fm-pserver"]["spec"]["replicas"], 3);
+  EXPECT_EQ(o["Job/fm-trainer"]["spec"]["parallelism"], 2);
+  EXPECT_EQ(o["Job/fm-trainer"]["metadata"]["annotations"]["tessera.io/max-trainers"], "5");
+  const Json& trainer = o["Job/fm-trainer"]["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(trainer["resources"]["limits"]["nvidia.com/gpu"], "1");
+  EXPECT_EQ(trainer["resources"]["requests"]["cpu"], "2");
+  // The master's Service reaches the leader only: it alone is ready.
+  const Json& master = o["Deployment/fm-master"]["spec"]["template"]["spec"]["containers"][0];
+  EXPECT_EQ(master["readinessProbe"]["httpGet"]["path"], "/readyz");
+  EXPECT_EQ(o["Deployment/fm-master"]["spec"]["template"]["spec"]["initContainers"][0]["args"][1], "create");
+  // Nodes advertise the pod's address.
+  bool pod_ip = false;
+  for (const auto& e : master["env"]) pod_ip |= e["name"] == "POD_IP" && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP";
+  EXPECT_TRUE(pod_ip);
+  // Scraped by Prometheus.
+  EXPECT_EQ(o["StatefulSet/fm-pserver"]["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"], "true");
+}
+
+TEST(K8sManifestsTest, ExternalEtcdRendersNoEtcdAndPointsEveryProcessThere) {
+  JobSpec s = Spec();
+  s.etcd_endpoints = {"etcd.infra:2379"};
+  auto m = RenderJob(s, "spec");
+  ASSERT_TRUE(m.ok());
+  auto o = ByKindName(*m);
+  EXPECT_FALSE(o.count("StatefulSet/fm-etcd"));
+  EXPECT_FALSE(o.count("Service/fm-etcd"));
+  for (const auto& e : o["StatefulSet/fm-pserver"]["spec"]["template"]["spec"]["containers"][0]["env"])
+    if (e["name"] == "TESSERA_ETCD") {
+      EXPECT_EQ(e["value"], "etcd.infra:2379");
+    }
+}
+
+TEST(K8sManifestsTest, AVolumeWithNeitherClaimNorNfsCannotRunOnKubernetes) {
+  JobSpec s = Spec();
+  s.store.claim.clear();
+  auto m = RenderJob(s, "spec");
+  ASSERT_FALSE(m.ok());
+  EXPECT_NE(m.status().message().find("store"), std::string::npos) << m.status();
+}
+
+TEST(K8sManifestsTest, NamespaceTemplateQuotasGpus) {
+  auto m = RenderNamespaceTemplate(Spec());
+  ASSERT_EQ(m.size(), 3u);
+  EXPECT_EQ(m[1].object["kind"], "ResourceQuota");
+  EXPECT_EQ(m[1].object["spec"]["hard"]["requests.nvidia.com/gpu"], "5");  // 5 trainers at most, 1 GPU each
+  EXPECT_EQ(m[2].object["kind"], "LimitRange");
+}
+
+}  // namespace
+}  // namespace tessera::deploy
