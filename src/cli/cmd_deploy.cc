@@ -2,6 +2,7 @@
 // when asked). The objects are decided in src/deploy; this file writes them and runs kubectl.
 #include <unistd.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <regex>
 
@@ -85,6 +86,9 @@ StatusOr<std::string> Kubectl(const std::string& kubectl, std::vector<std::strin
   auto code = p->Wait(std::chrono::seconds(120));
   std::string out = p->Output();
   if (!code) return Status::DeadlineExceeded("kubectl " + args[0] + " did not finish in 120 s");
+  if (*code == 127)
+    return Status::NotFound("there is no " + kubectl + " to run (install kubectl, or pass --kubectl PATH); "
+                            "the manifests are written, apply them from a machine that has it");
   if (*code != 0) return Status::Unavailable("kubectl " + args[0] + " failed (exit " + std::to_string(*code) + "): " + out);
   return out;
 }
@@ -142,6 +146,7 @@ int RunK8s(const DeployFlags& f) {
         s.namespace_.c_str(), s.name.c_str(), s.trainers_max, s.namespace_.c_str(), s.name.c_str());
     return 0;
   }
+  std::fflush(stdout);
   if (Status a = Apply(f, s, *job); !a.ok()) return Fail("deploy k8s --apply", a);
   std::printf("applied; `kubectl -n %s delete configmap %s` removes the whole job\n", s.namespace_.c_str(),
               s.name.c_str());

@@ -44,14 +44,8 @@ TEST_F(PartitionTest, CutOffPserverIsReplacedAndFencedWhenItsHostComesBack) {
   ASSERT_TRUE(lab_->AddHost("ps", 2));
   ASSERT_TRUE(lab_->AddHost("tr", 3));
 
-  const std::string f = "/usr/share/datasets/fashion-mnist/", store = dir_ + "/store";
-  for (auto [name, images, labels] :
-       {std::tuple{"fm", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"},
-        std::tuple{"fm-test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}}) {
-    auto up = Tessera({"upload", "--store", store, "--dataset", name, "--format", "idx", "--images",
-                       f + images, "--labels", f + labels});
-    ASSERT_EQ(up.code, 0) << up.out;
-  }
+  const std::string store = dir_ + "/store";
+  ASSERT_TRUE(UploadFashionMnist(store));
   const std::string tessera = BuildPath("src/tessera"), etcd = Ip(1) + ":2379", ttl = "2";
   Subprocess& etcd_proc = Start(
       "etcd", "core",

@@ -36,14 +36,8 @@ TEST_F(ThreeHostsTest, JobSpansHostsOverTcpAndSurvivesAPserverHostBeingKilled) {
   ASSERT_TRUE(lab.AddHost("tr", 3));
   ASSERT_TRUE(lab.AddHost("ps2", 4));
 
-  const std::string f = "/usr/share/datasets/fashion-mnist/", store = dir_ + "/store";
-  for (auto [name, images, labels] :
-       {std::tuple{"fm", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"},
-        std::tuple{"fm-test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}}) {
-    auto up = Tessera({"upload", "--store", store, "--dataset", name, "--format", "idx", "--images",
-                       f + images, "--labels", f + labels});
-    ASSERT_EQ(up.code, 0) << up.out;
-  }
+  const std::string store = dir_ + "/store";
+  ASSERT_TRUE(UploadFashionMnist(store));
   const std::string tessera = BuildPath("src/tessera"), core = lab.Ip("core"), etcd = core + ":2379";
   const std::string passes = "3", ttl = "3", ckpt = dir_ + "/checkpoints";  // ckpt: the shared disk
   lab.Start("core",

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "common/files.h"
@@ -36,6 +37,19 @@ class TempDirTest : public ::testing::Test {
     EXPECT_TRUE(p.ok());
     auto code = (*p)->Wait(timeout);
     return {code.value_or(-1), (*p)->Output()};
+  }
+
+  // Fashion-MNIST's training and test images as data sets "fm" and "fm-test" in `store`.
+  ::testing::AssertionResult UploadFashionMnist(const std::string& store) {
+    const std::string f = "/usr/share/datasets/fashion-mnist/";
+    for (auto [name, images, labels] :
+         {std::tuple{"fm", "train-images-idx3-ubyte.gz", "train-labels-idx1-ubyte.gz"},
+          std::tuple{"fm-test", "t10k-images-idx3-ubyte.gz", "t10k-labels-idx1-ubyte.gz"}}) {
+      auto up = Tessera({"upload", "--store", store, "--dataset", name, "--format", "idx", "--images", f + images,
+                         "--labels", f + labels});
+      if (up.code != 0) return ::testing::AssertionFailure() << up.out;
+    }
+    return ::testing::AssertionSuccess();
   }
 
   std::string dir_;
