@@ -2,6 +2,7 @@
 #include "common/addressing.h"
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace tessera {
 
@@ -25,13 +26,16 @@ bool IsWildcardHost(const std::string& host) {
   return h.empty() || h == "0.0.0.0" || h == "::";
 }
 
+std::string JoinHostPort(const std::string& host, int port) {
+  std::string h = HostOf(host);
+  return (h.find(':') != std::string::npos ? "[" + h + "]" : h) + ":" + std::to_string(port);
+}
+
 std::string AdvertisedEndpoint(const std::string& bound_endpoint, const std::string& advertise) {
   if (bound_endpoint.empty() || bound_endpoint.front() == '@') return bound_endpoint;
   auto colon = bound_endpoint.rfind(':');
   if (colon == std::string::npos) return bound_endpoint;
-  std::string host = HostOf(advertise);
-  if (host.find(':') != std::string::npos) host = "[" + host + "]";
-  return host + bound_endpoint.substr(colon);
+  return JoinHostPort(advertise, std::atoi(bound_endpoint.c_str() + colon + 1));
 }
 
 StatusOr<NodeAddress> ResolveNodeAddress(const AddressInputs& in) {

@@ -42,6 +42,9 @@ std::string HostOf(const std::string& address);
 bool IsLoopbackHost(const std::string& host);  // 127.0.0.0/8, ::1, localhost
 bool IsWildcardHost(const std::string& host);  // 0.0.0.0, ::, [::], empty
 
+// "host:port", with an IPv6 host in brackets.
+std::string JoinHostPort(const std::string& host, int port);
+
 // An endpoint a server reports after binding `listen` ("10.0.0.1:7000", or "@name" for shared
 // memory), with its host replaced by the advertised one. "@name" is returned unchanged.
 std::string AdvertisedEndpoint(const std::string& bound_endpoint, const std::string& advertise);

@@ -141,6 +141,8 @@ TEST(AddressingTest, AdvertisedEndpointsKeepPortsAndSharedMemoryNames) {
   EXPECT_EQ(AdvertisedEndpoint("10.0.0.2:7000", "10.0.0.2"), "10.0.0.2:7000");
   EXPECT_EQ(AdvertisedEndpoint("[::]:7000", "fe80::2"), "[fe80::2]:7000");
   EXPECT_EQ(AdvertisedEndpoint("@tessera-shm-1-ab", "10.0.0.2"), "@tessera-shm-1-ab");
+  EXPECT_EQ(JoinHostPort("fe80::2", 80), "[fe80::2]:80");
+  EXPECT_EQ(JoinHostPort("10.0.0.2", 80), "10.0.0.2:80");
 }
 
 }  // namespace

@@ -7,12 +7,22 @@
 
 #include <httplib.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 
 namespace tessera {
 
 constexpr size_t kMaxHttpRequestBody = size_t{1} << 20;  // 1 MiB
+
+// Runs a bound server's loop on a new thread and returns once the loop runs, so that a stop()
+// right after (a node failing at start-up) is not lost, which would leave join() waiting forever.
+inline std::thread ServeInBackground(httplib::Server& server) {
+  std::thread t([&server] { server.listen_after_bind(); });
+  for (int i = 0; i < 1000 && !server.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  return t;
+}
 
 inline void LimitHttpRequests(httplib::Server& server, size_t max_body = kMaxHttpRequestBody) {
   server.set_payload_max_length(max_body);

@@ -83,11 +83,6 @@ class Fields {
   std::set<std::string> known_;
 };
 
-#define RETURN_IF(expr)                   \
-  do {                                    \
-    if (Status s_ = (expr); !s_.ok()) return s_; \
-  } while (0)
-
 Status NeedMap(const YAML::Node& n, const std::string& origin, const std::string& path) {
   if (n.IsMap()) return Status::OK();
   return Status::InvalidArgument(origin + ": " + path + ": must be a mapping of fields (key: value)");
@@ -96,19 +91,19 @@ Status NeedMap(const YAML::Node& n, const std::string& origin, const std::string
 Status ReadVolume(Fields& parent, const std::string& key, VolumeSpec* v, const std::string& origin) {
   YAML::Node n = parent.Get(key);
   if (!n) return Status::OK();
-  RETURN_IF(NeedMap(n, origin, parent.Path(key)));
+  TESSERA_RETURN_IF_ERROR(NeedMap(n, origin, parent.Path(key)));
   Fields f(n, parent.Path(key), origin);
-  RETURN_IF(f.Read("path", &v->path));
-  RETURN_IF(f.Read("claim", &v->claim));
+  TESSERA_RETURN_IF_ERROR(f.Read("path", &v->path));
+  TESSERA_RETURN_IF_ERROR(f.Read("claim", &v->claim));
   if (YAML::Node nfs = f.Get("nfs")) {
-    RETURN_IF(NeedMap(nfs, origin, f.Path("nfs")));
+    TESSERA_RETURN_IF_ERROR(NeedMap(nfs, origin, f.Path("nfs")));
     Fields g(nfs, f.Path("nfs"), origin);
-    RETURN_IF(g.Read("server", &v->nfs_server));
-    RETURN_IF(g.Read("path", &v->nfs_path));
-    RETURN_IF(g.RefuseUnknown());
+    TESSERA_RETURN_IF_ERROR(g.Read("server", &v->nfs_server));
+    TESSERA_RETURN_IF_ERROR(g.Read("path", &v->nfs_path));
+    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
     if (v->nfs_server.empty() || v->nfs_path.empty()) return f.Fail("nfs", "needs both server and path");
   }
-  RETURN_IF(f.RefuseUnknown());
+  TESSERA_RETURN_IF_ERROR(f.RefuseUnknown());
   if (v->path.empty() || v->path[0] != '/') return f.Fail("path", "must be an absolute path (where processes see it)");
   if (!v->claim.empty() && !v->nfs_server.empty()) return f.Fail("claim", "give a claim or nfs, not both");
   return Status::OK();
@@ -150,73 +145,73 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
   if (!root.IsMap()) return Status::InvalidArgument(origin + ": a job spec is a mapping of fields, starting with name:");
   JobSpec s;
   Fields f(root, "", origin);
-  RETURN_IF(f.Read("name", &s.name));
-  RETURN_IF(f.Read("image", &s.image));
-  RETURN_IF(f.Read("image_pull_policy", &s.image_pull_policy));
-  RETURN_IF(f.Read("namespace", &s.namespace_));
-  RETURN_IF(f.Read("masters", &s.masters));
-  RETURN_IF(f.Read("pservers", &s.pservers));
+  TESSERA_RETURN_IF_ERROR(f.Read("name", &s.name));
+  TESSERA_RETURN_IF_ERROR(f.Read("image", &s.image));
+  TESSERA_RETURN_IF_ERROR(f.Read("image_pull_policy", &s.image_pull_policy));
+  TESSERA_RETURN_IF_ERROR(f.Read("namespace", &s.namespace_));
+  TESSERA_RETURN_IF_ERROR(f.Read("masters", &s.masters));
+  TESSERA_RETURN_IF_ERROR(f.Read("pservers", &s.pservers));
   if (YAML::Node e = f.Get("etcd")) {
-    RETURN_IF(NeedMap(e, origin, "etcd"));
+    TESSERA_RETURN_IF_ERROR(NeedMap(e, origin, "etcd"));
     Fields g(e, "etcd", origin);
-    RETURN_IF(g.Read("members", &s.etcd_members));
-    RETURN_IF(g.ReadList("endpoints", &s.etcd_endpoints));
-    RETURN_IF(g.RefuseUnknown());
+    TESSERA_RETURN_IF_ERROR(g.Read("members", &s.etcd_members));
+    TESSERA_RETURN_IF_ERROR(g.ReadList("endpoints", &s.etcd_endpoints));
+    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
     if (s.etcd_members != 1 && s.etcd_members != 3) return g.Fail("members", "must be 1 or 3");
     for (const auto& ep : s.etcd_endpoints)
       if (ep.find(':') == std::string::npos) return g.Fail("endpoints", "'" + ep + "' is not host:port");
   }
   if (YAML::Node t = f.Get("trainers")) {
     if (t.IsScalar()) {
-      RETURN_IF(f.Read("trainers", &s.trainers_min));
+      TESSERA_RETURN_IF_ERROR(f.Read("trainers", &s.trainers_min));
       s.trainers_max = s.trainers_min;
     } else {
-      RETURN_IF(NeedMap(t, origin, "trainers"));
+      TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "trainers"));
       Fields g(t, "trainers", origin);
-      RETURN_IF(g.Read("min", &s.trainers_min));
+      TESSERA_RETURN_IF_ERROR(g.Read("min", &s.trainers_min));
       s.trainers_max = s.trainers_min;
-      RETURN_IF(g.Read("max", &s.trainers_max));
-      RETURN_IF(g.RefuseUnknown());
+      TESSERA_RETURN_IF_ERROR(g.Read("max", &s.trainers_max));
+      TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
       if (s.trainers_max < s.trainers_min) return g.Fail("max", "must be at least min");
     }
   }
   if (YAML::Node r = f.Get("resources")) {
-    RETURN_IF(NeedMap(r, origin, "resources"));
+    TESSERA_RETURN_IF_ERROR(NeedMap(r, origin, "resources"));
     Fields g(r, "resources", origin);
     for (const char* role : {"etcd", "master", "pserver", "trainer"}) {
       YAML::Node n = g.Get(role);
       if (!n) continue;
-      RETURN_IF(NeedMap(n, origin, g.Path(role)));
+      TESSERA_RETURN_IF_ERROR(NeedMap(n, origin, g.Path(role)));
       Fields h(n, g.Path(role), origin);
       Resources res;
-      RETURN_IF(h.Read("cpu", &res.cpu));
-      RETURN_IF(h.Read("memory", &res.memory));
-      RETURN_IF(h.Read("gpu", &res.gpus));
-      RETURN_IF(h.RefuseUnknown());
+      TESSERA_RETURN_IF_ERROR(h.Read("cpu", &res.cpu));
+      TESSERA_RETURN_IF_ERROR(h.Read("memory", &res.memory));
+      TESSERA_RETURN_IF_ERROR(h.Read("gpu", &res.gpus));
+      TESSERA_RETURN_IF_ERROR(h.RefuseUnknown());
       for (auto [key, q] : {std::pair{"cpu", res.cpu}, std::pair{"memory", res.memory}})
         if (!q.empty() && !std::regex_match(q, Quantity()))
           return h.Fail(key, "'" + q + "' is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)");
       if (res.gpus < 0) return h.Fail("gpu", "must not be negative");
       s.resources[role] = res;
     }
-    RETURN_IF(g.RefuseUnknown());
+    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
   }
   if (YAML::Node t = f.Get("train")) {
-    RETURN_IF(NeedMap(t, origin, "train"));
+    TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "train"));
     Fields g(t, "train", origin);
-    RETURN_IF(g.Read("mode", &s.mode));
-    RETURN_IF(g.Read("optimizer", &s.optimizer));
-    RETURN_IF(g.Read("passes", &s.passes));
-    RETURN_IF(g.Read("dataset", &s.dataset));
-    RETURN_IF(g.Read("eval_dataset", &s.eval_dataset));
-    RETURN_IF(g.Read("batch_size", &s.batch_size));
-    RETURN_IF(g.Read("model", &s.model));
-    RETURN_IF(g.ReadList("model_args", &s.model_args));
-    RETURN_IF(g.ReadList("command", &s.command));
-    RETURN_IF(g.Read("lease_ttl", &s.lease_ttl));
-    RETURN_IF(g.Read("checkpoint_every", &s.checkpoint_every));
-    RETURN_IF(g.Read("transport", &s.transport));
-    RETURN_IF(g.RefuseUnknown());
+    TESSERA_RETURN_IF_ERROR(g.Read("mode", &s.mode));
+    TESSERA_RETURN_IF_ERROR(g.Read("optimizer", &s.optimizer));
+    TESSERA_RETURN_IF_ERROR(g.Read("passes", &s.passes));
+    TESSERA_RETURN_IF_ERROR(g.Read("dataset", &s.dataset));
+    TESSERA_RETURN_IF_ERROR(g.Read("eval_dataset", &s.eval_dataset));
+    TESSERA_RETURN_IF_ERROR(g.Read("batch_size", &s.batch_size));
+    TESSERA_RETURN_IF_ERROR(g.Read("model", &s.model));
+    TESSERA_RETURN_IF_ERROR(g.ReadList("model_args", &s.model_args));
+    TESSERA_RETURN_IF_ERROR(g.ReadList("command", &s.command));
+    TESSERA_RETURN_IF_ERROR(g.Read("lease_ttl", &s.lease_ttl));
+    TESSERA_RETURN_IF_ERROR(g.Read("checkpoint_every", &s.checkpoint_every));
+    TESSERA_RETURN_IF_ERROR(g.Read("transport", &s.transport));
+    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
     if (s.dataset.empty()) return g.Fail("dataset", "is required (the data set in the store to train on)");
     if (s.model.empty() == s.command.empty())
       return g.Fail("model", "give either model (a built-in: mlp, logreg, word2vec) or command (your trainer)");
@@ -235,19 +230,19 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
   } else {
     return Status::InvalidArgument(origin + ": train: is required (at least its dataset and model or command)");
   }
-  RETURN_IF(ReadVolume(f, "store", &s.store, origin));
-  RETURN_IF(ReadVolume(f, "checkpoints", &s.checkpoints, origin));
+  TESSERA_RETURN_IF_ERROR(ReadVolume(f, "store", &s.store, origin));
+  TESSERA_RETURN_IF_ERROR(ReadVolume(f, "checkpoints", &s.checkpoints, origin));
   if (YAML::Node p = f.Get("ports")) {
-    RETURN_IF(NeedMap(p, origin, "ports"));
+    TESSERA_RETURN_IF_ERROR(NeedMap(p, origin, "ports"));
     Fields g(p, "ports", origin);
-    RETURN_IF(g.Read("http", &s.http_port));
-    RETURN_IF(g.Read("data", &s.port));
-    RETURN_IF(g.RefuseUnknown());
+    TESSERA_RETURN_IF_ERROR(g.Read("http", &s.http_port));
+    TESSERA_RETURN_IF_ERROR(g.Read("data", &s.port));
+    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
     for (auto [key, v] : {std::pair{"http", s.http_port}, std::pair{"data", s.port}})
       if (v < 1 || v > 65535) return g.Fail(key, "must be a port number (1-65535)");
     if (s.http_port == s.port) return g.Fail("data", "must differ from ports.http");
   }
-  RETURN_IF(f.RefuseUnknown());
+  TESSERA_RETURN_IF_ERROR(f.RefuseUnknown());
 
   if (s.name.empty()) return f.Fail("name", "is required (the job's name)");
   if (s.name.size() > 40 || !std::regex_match(s.name, DnsLabel()))

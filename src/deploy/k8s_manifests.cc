@@ -324,10 +324,11 @@ Manifest ConsolePolicy(const JobSpec& s) {
 }  // namespace
 
 StatusOr<std::vector<Manifest>> RenderJob(const JobSpec& s, const std::string& spec_text) {
-  for (auto [name, v] : {std::pair{"store", &s.store}, std::pair{"checkpoints", &s.checkpoints}}) {
-    if (std::string(name) == "checkpoints" && s.checkpoint_every <= 0) continue;
+  std::vector<std::pair<std::string, const VolumeSpec*>> mounted = {{"store", &s.store}};
+  if (s.checkpoint_every > 0) mounted.push_back({"checkpoints", &s.checkpoints});
+  for (const auto& [name, v] : mounted) {
     if (v->claim.empty() && v->nfs_server.empty())
-      return Status::InvalidArgument(std::string(name) +
+      return Status::InvalidArgument(name +
                                      ": on Kubernetes it needs a claim (a PersistentVolumeClaim, ReadWriteMany) "
                                      "or nfs: {server, path}, mounted at its path in every pod");
   }

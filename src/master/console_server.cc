@@ -10,6 +10,7 @@
 
 #include "common/clock.h"
 #include "common/http_limits.h"
+#include "common/http_probes.h"
 #include "common/strings.h"
 
 namespace tessera::master {
@@ -202,11 +203,10 @@ StatusOr<int> ConsoleServer::Start(const std::string& host, int port) {
   });
   // Probes (Kubernetes and the launchers): alive while the process answers; ready while it leads,
   // so a Service in front of the masters reaches the leader only.
-  srv.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
-  srv.Get("/readyz", [this](const httplib::Request&, httplib::Response& res) {
+  AddProbes(srv, [this](std::string* why) {
     auto st = s_.status();
-    res.status = st.ok() ? 200 : 503;
-    res.set_content(st.ok() ? "leading\n" : "not ready: " + st.status().message() + "\n", "text/plain");
+    *why = st.ok() ? "leading" : std::string(st.status().message());
+    return st.ok();
   });
   srv.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
     if (s_.before_metrics) s_.before_metrics();
@@ -238,7 +238,7 @@ StatusOr<int> ConsoleServer::Start(const std::string& host, int port) {
   int bound = port == 0 ? srv.bind_to_any_port(host) : (srv.bind_to_port(host, port) ? port : -1);
   if (bound <= 0)
     return Status::Unavailable("console: cannot listen on " + host + ":" + std::to_string(port));
-  thread_ = std::thread([this] { server_->listen_after_bind(); });
+  thread_ = ServeInBackground(*server_);
   return bound;
 }
 

@@ -209,7 +209,7 @@ Status MasterNode::Run() {
     return Status::Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
   }
   const std::string advertise = options_.advertise.empty() ? options_.host : options_.advertise;
-  const std::string address = AdvertisedEndpoint("x:" + std::to_string(port), advertise);
+  const std::string address = JoinHostPort(advertise, port);
 
   auto on_lease = [&](LeaseState s) {
     if (s == LeaseState::kAlive) return;
@@ -305,7 +305,7 @@ Status MasterNode::Run() {
     const std::string http_host = options_.http_host.empty() ? options_.host : options_.http_host;
     TESSERA_ASSIGN_OR_RETURN(int http_port, console.Start(http_host, options_.http_port));
     const bool at_node = http_host == options_.host || IsWildcardHost(http_host);
-    info["console"] = "http://" + AdvertisedEndpoint("x:" + std::to_string(http_port), at_node ? advertise : http_host) + "/";
+    info["console"] = "http://" + JoinHostPort(at_node ? advertise : http_host, http_port) + "/";
     spdlog::info("console and /metrics at {}", info["console"].get<std::string>());
   }
   spdlog::info("master at {} campaigning to lead job {} (standby until then)", address, job);

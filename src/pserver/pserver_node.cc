@@ -2,6 +2,7 @@
 #include "pserver/pserver_node.h"
 
 #include "common/http_limits.h"
+#include "common/http_probes.h"
 
 #include <httplib.h>
 #include <spdlog/spdlog.h>
@@ -167,16 +168,12 @@ Status PserverNode::Run() {
       res.set_content(prom.Render(), "text/plain; version=0.0.4");
     });
     // Probes: alive while the process answers; ready while it serves an index.
-    http.Get("/healthz", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok\n", "text/plain"); });
-    http.Get("/readyz", [&](const httplib::Request&, httplib::Response& res) {
+    AddProbes(http, [&](std::string* why) {
       int index = index_.load();
-      bool serving;
-      {
-        std::lock_guard<std::mutex> lock(service_mu);
-        serving = metrics_source != nullptr && index >= 0;
-      }
-      res.status = serving ? 200 : 503;
-      res.set_content(serving ? "serving index " + std::to_string(index) + "\n" : "not serving yet\n", "text/plain");
+      std::lock_guard<std::mutex> lock(service_mu);
+      bool serving = metrics_source != nullptr && index >= 0;
+      *why = serving ? "serving index " + std::to_string(index) : "no index served yet";
+      return serving;
     });
     // For the console's nodes panel (the master asks).
     http.Get("/stats", [&](const httplib::Request&, httplib::Response& res) {
@@ -206,8 +203,8 @@ Status PserverNode::Run() {
       return Status::Unavailable("cannot listen for /metrics on " + options_.host + ":" +
                                  std::to_string(options_.http_port));
     }
-    http_thread = std::thread([&] { http.listen_after_bind(); });
-    info["metrics"] = "http://" + AdvertisedEndpoint("x:" + std::to_string(http_port), advertise) + "/metrics";
+    http_thread = ServeInBackground(http);
+    info["metrics"] = "http://" + JoinHostPort(advertise, http_port) + "/metrics";
   }
   struct HttpStop {
     httplib::Server& s;

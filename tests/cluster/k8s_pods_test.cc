@@ -179,6 +179,45 @@ TEST_F(K8sPodsTest, RenderedManifestsRunAsPodsTrainAJobToCompletion) {
   std::smatch m;
   ASSERT_TRUE(std::regex_search(logs, m, std::regex("pass 2 evaluated on fm-test: accuracy=([0-9.]+)"))) << logs;
   EXPECT_GE(std::stod(m[1]), 0.75) << logs;
+  // The probes the manifests point at answer as rendered, from another pod, by Service name: the
+  // console Service reaches the leading master; each pserver serves its index; the standby master
+  // is alive but not ready.
+  const Pod* trainer_pod = nullptr;
+  std::vector<const Pod*> masters, pservers;
+  for (const auto& p : pods) {
+    if (p.role == "trainer") trainer_pod = &p;
+    if (p.role == "master") masters.push_back(&p);
+    if (p.role == "pserver") pservers.push_back(&p);
+  }
+  auto get = [&](const std::string& url, std::string* body) {
+    return NetLab::Sh("ip netns exec " + lab.Ns(trainer_pod->host) + " curl -s -o /dev/stderr -w '%{http_code}' " + url,
+                      body);
+  };
+  std::string body;
+  get("http://kt-console:8080/readyz", &body);
+  EXPECT_NE(body.find("leading"), std::string::npos) << body;
+  EXPECT_NE(body.find("200"), std::string::npos) << body;
+  for (const Pod* p : pservers) {
+    get("http://" + lab.Ip(p->host) + ":8080/readyz", &body);
+    EXPECT_NE(body.find("serving index"), std::string::npos) << body;
+  }
+  int not_ready = 0;
+  for (const Pod* p : masters) {
+    get("http://" + lab.Ip(p->host) + ":8080/readyz", &body);
+    not_ready += body.find("503") != std::string::npos;
+    get("http://" + lab.Ip(p->host) + ":8080/healthz", &body);
+    EXPECT_NE(body.find("200"), std::string::npos) << body;
+  }
+  EXPECT_EQ(not_ready, 1);  // the standby
+  // Both masters' init containers ran `job create --if-absent`: the second found the same job. A
+  // different one is still refused, naming the difference.
+  std::string out;
+  EXPECT_NE(NetLab::Sh("ip netns exec " + lab.Ns(trainer_pod->host) + " " + BuildPath("src/tessera") +
+                           " job create --etcd kt-etcd-0.kt-etcd:2379 --job kt --pservers 3 --if-absent",
+                       &out),
+            0);
+  EXPECT_NE(out.find("already exists with pservers 2"), std::string::npos) << out;
+
   // The pservers advertised their pod addresses; the trainers reached them over TCP.
   EXPECT_NE(logs.find("over tcp"), std::string::npos) << logs;
   for (Subprocess* p : running["pserver"]) EXPECT_NE(p->Output().find("(from POD_IP)"), std::string::npos) << p->Output();
