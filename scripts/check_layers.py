@@ -26,6 +26,7 @@ LAYERS = [
     ["models"],
     ["local"],
     ["deploy"],
+    ["launch"],
     ["server"],
     ["cli"],
 ]

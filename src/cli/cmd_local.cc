@@ -17,12 +17,6 @@
 namespace tessera::cli {
 namespace {
 
-std::string SelfPath() {
-  char buf[4096];
-  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
-  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "tessera";
-}
-
 int RunLocalCmd(local::LocalOptions o) {
   std::atomic<bool> stop{false};
   SignalWatcher signals([&](int) { stop = true; });

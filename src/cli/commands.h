@@ -4,6 +4,7 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
 
 namespace tessera::cli {
 
@@ -17,5 +18,10 @@ void RegisterModels(CLI::App& app, int* exit_code);
 void RegisterLocal(CLI::App& app, int* exit_code);
 void RegisterConsole(CLI::App& app, int* exit_code);
 void RegisterDeploy(CLI::App& app, int* exit_code);
+void RegisterLaunch(CLI::App& app, int* exit_code);
+void RegisterNode(CLI::App& app, int* exit_code);
+
+// This program's own path (/proc/self/exe), for the processes it starts.
+std::string SelfPath();
 
 }  // namespace tessera::cli

@@ -4,6 +4,7 @@
 #include <grpc/grpc.h>
 #include <pthread.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -12,6 +13,12 @@
 #include "cli/commands.h"
 #include "common/strings.h"
 #include "common/version.h"
+
+std::string tessera::cli::SelfPath() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "tessera";
+}
 
 int main(int argc, char** argv) {
   // gRPC stays initialized for the whole process: otherwise it shuts itself down whenever its
@@ -46,6 +53,8 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterLocal(app, &exit_code);
   tessera::cli::RegisterConsole(app, &exit_code);
   tessera::cli::RegisterDeploy(app, &exit_code);
+  tessera::cli::RegisterLaunch(app, &exit_code);
+  tessera::cli::RegisterNode(app, &exit_code);
   // A misspelt command gets its likely meaning, not CLI11's "A subcommand is required".
   std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());

@@ -10,6 +10,7 @@ namespace tessera::flags {
 inline constexpr char kCommandPserver[] = "pserver";
 inline constexpr char kCommandMaster[] = "master";
 inline constexpr char kCommandTrain[] = "train";
+inline constexpr char kCommandNode[] = "node";
 
 // Flags.
 inline constexpr char kEtcd[] = "--etcd";
@@ -34,6 +35,10 @@ inline constexpr char kModel[] = "--model";
 inline constexpr char kBatchSize[] = "--batch-size";
 inline constexpr char kEvalDataset[] = "--eval-dataset";
 inline constexpr char kModelArg[] = "--model-arg";
+inline constexpr char kRole[] = "--role";
+inline constexpr char kFirstRank[] = "--first-rank";
+inline constexpr char kDataDir[] = "--data-dir";
+inline constexpr char kStopOnEof[] = "--stop-on-eof";
 
 // Environment variables (each stands for the flag of the same name where both exist).
 inline constexpr char kEnvEtcd[] = "TESSERA_ETCD";

@@ -104,6 +104,10 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
   argv.push_back(nullptr);
   std::string log = o.log_path.empty() ? "/dev/null" : o.log_path;
   pid_t parent = ::getpid();  // the child checks it is still ours after PR_SET_PDEATHSIG
+  int stdin_pipe[2] = {-1, -1};
+  if (o.stdin_pipe && ::pipe2(stdin_pipe, O_CLOEXEC) != 0) {
+    return Status::Unavailable(std::string("cannot make a pipe for a child's stdin: ") + std::strerror(errno));
+  }
 
   int fork_errno = 0;
   pid_t pid = Spawner::Get().Run([&]() -> pid_t {
@@ -125,13 +129,13 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
       if (o.new_process_group) ::setpgid(0, 0);
-      int fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+      int fd = o.inherit_output ? -1 : ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd >= 0) {
         ::dup2(fd, 1);
         ::dup2(fd, 2);
       }
-      int devnull = ::open("/dev/null", O_RDONLY);
-      if (devnull >= 0) ::dup2(devnull, 0);
+      int in = o.stdin_pipe ? stdin_pipe[0] : ::open("/dev/null", O_RDONLY);
+      if (in >= 0) ::dup2(in, 0);
       if (!o.cwd.empty() && ::chdir(o.cwd.c_str()) != 0) ::_exit(126);
       ::execve(argv[0], argv.data(), envp.data());
       WriteExecFailure(argv[0], errno);
@@ -139,13 +143,44 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
     }
     return pid;
   });
-  if (pid < 0) return Status::Internal(std::string("fork failed: ") + std::strerror(fork_errno));
+  if (stdin_pipe[0] >= 0) ::close(stdin_pipe[0]);
+  if (pid < 0) {
+    if (stdin_pipe[1] >= 0) ::close(stdin_pipe[1]);
+    return Status::Internal(std::string("fork failed: ") + std::strerror(fork_errno));
+  }
   p->pid_ = pid;
+  p->stdin_fd_ = stdin_pipe[1];
   return p;
+}
+
+StatusOr<std::string> FindProgram(const std::string& name) {
+  if (name.empty()) return Status::InvalidArgument("no program named");
+  if (name.find('/') != std::string::npos) {
+    if (::access(name.c_str(), X_OK) == 0) return name;
+    return Status::NotFound("no program " + name + " (not there, or not executable)");
+  }
+  const char* path = std::getenv("PATH");
+  std::string dirs = path ? path : "/usr/local/bin:/usr/bin:/bin";
+  size_t start = 0;
+  while (start <= dirs.size()) {
+    size_t end = dirs.find(':', start);
+    if (end == std::string::npos) end = dirs.size();
+    std::string dir = dirs.substr(start, end - start);
+    std::string candidate = (dir.empty() ? "." : dir) + "/" + name;
+    if (::access(candidate.c_str(), X_OK) == 0) return candidate;
+    start = end + 1;
+  }
+  return Status::NotFound("no program '" + name + "' on PATH");
 }
 
 Process::~Process() {
   if (running()) Kill();
+  CloseStdin();
+}
+
+void Process::CloseStdin() {
+  if (stdin_fd_ >= 0) ::close(stdin_fd_);
+  stdin_fd_ = -1;
 }
 
 namespace {

@@ -30,6 +30,10 @@ struct ProcessOptions {
   std::vector<std::string> argv;           // argv[0] is the program path
   std::map<std::string, std::string> env;  // added to (or replacing in) the parent's environment
   std::string log_path;                    // stdout+stderr, appended; empty: /dev/null
+  bool inherit_output = false;             // stdout+stderr are the parent's (log_path unused)
+  // stdin is a pipe the parent holds open until CloseStdin() or the parent's end: the child
+  // sees its stdin end when the parent goes, however it goes. Otherwise stdin is /dev/null.
+  bool stdin_pipe = false;
   std::string cwd;                         // working directory; empty: the parent's
   // The child leads a process group of its own: a terminal's Ctrl-C reaches only the parent,
   // and signals reach everything the child started.
@@ -46,6 +50,10 @@ struct RawSignalAction {
 // rt_sigaction without glibc's filter, so it reaches every signal number, the two glibc reserves
 // for itself (32, 33) included. Async-signal-safe. Returns 0, or -1 with errno.
 int RawSigaction(int sig, const RawSignalAction* action, RawSignalAction* old);
+
+// The path of program `name`: itself when it holds a '/', else the first executable of that name
+// in $PATH. NotFound, naming it, when there is none.
+StatusOr<std::string> FindProgram(const std::string& name);
 
 class Process {
  public:
@@ -83,6 +91,8 @@ class Process {
   // Waits until the log contains `text`; returns whether it did within `timeout`.
   bool WaitForOutput(const std::string& text, std::chrono::milliseconds timeout);
   const std::string& log_path() const { return options_.log_path; }
+  // Closes the parent's end of a stdin_pipe: the child reads the end of its input.
+  void CloseStdin();
 
  private:
   explicit Process(ProcessOptions options) : options_(std::move(options)) {}
@@ -93,6 +103,7 @@ class Process {
   std::optional<int> exit_code_;
   std::optional<std::chrono::steady_clock::time_point> stop_deadline_;
   bool escalated_ = false;  // SIGKILL sent after the grace period
+  int stdin_fd_ = -1;       // the parent's end of a stdin_pipe
 };
 
 }  // namespace tessera

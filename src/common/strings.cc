@@ -2,7 +2,7 @@
 #include "common/strings.h"
 
 #include <algorithm>
-
+#include <cctype>
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
@@ -160,6 +160,17 @@ std::string ClosestName(std::string_view typed, const std::vector<std::string>& 
     }
   }
   return best;
+}
+
+std::string ShellQuote(std::string_view s) {
+  bool safe = !s.empty();
+  for (char c : s) {
+    safe = safe && (std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_@%+=:,./-").find(c) != std::string_view::npos);
+  }
+  if (safe) return std::string(s);
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
 }
 
 }  // namespace tessera

@@ -43,4 +43,8 @@ Status ValidateName(std::string_view name, std::string_view what);
 // length, and at most 2); "" if none is.
 std::string ClosestName(std::string_view typed, const std::vector<std::string>& candidates);
 
+// `s` as one word for a POSIX shell: unchanged when it is made of safe characters only
+// ([A-Za-z0-9_@%+=:,./-]), otherwise in single quotes ('' for the empty string).
+std::string ShellQuote(std::string_view s);
+
 }  // namespace tessera

@@ -63,5 +63,14 @@ TEST(StringsTest, ClosestNameSuggestsOnlyLikelyTypos) {
   for (const auto& c : cases) EXPECT_EQ(ClosestName(c.typed, commands), c.expected) << c.typed;
 }
 
+TEST(StringsTest, ShellQuoteMakesOneWordTheShellGivesBack) {
+  EXPECT_EQ(ShellQuote("/usr/bin/tessera"), "/usr/bin/tessera");
+  EXPECT_EQ(ShellQuote("10.0.0.1:2379,h:1"), "10.0.0.1:2379,h:1");
+  EXPECT_EQ(ShellQuote(""), "''");
+  EXPECT_EQ(ShellQuote("a b"), "'a b'");
+  EXPECT_EQ(ShellQuote("it's $HOME"), "'it'\\''s $HOME'");
+  EXPECT_EQ(ShellQuote("a;rm -rf /"), "'a;rm -rf /'");
+}
+
 }  // namespace
 }  // namespace tessera

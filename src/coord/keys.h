@@ -72,6 +72,11 @@ inline std::string MetricsPrefix(std::string_view job) { return Job(job) + "metr
 // `tessera local`: the number of trainers the supervisor should run (`tessera local scale`).
 inline std::string LocalTrainers(std::string_view job) { return Job(job) + "local/trainers"; }
 
+// `tessera launch`: the job spec (YAML) the launcher ran, read by every `tessera node` it started,
+// and the stop order ("finished" or "stopped") that ends every node gracefully.
+inline std::string LaunchSpec(std::string_view job) { return Job(job) + "launch/spec"; }
+inline std::string LaunchStop(std::string_view job) { return Job(job) + "launch/stop"; }
+
 // The last path element of a key ("/tessera/j/pservers/3" -> "3").
 inline std::string_view LastElement(std::string_view key) {
   size_t slash = key.rfind('/');

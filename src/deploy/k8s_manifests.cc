@@ -5,6 +5,7 @@
 
 #include "common/flag_names.h"
 #include "common/strings.h"
+#include "deploy/role_argv.h"
 
 namespace tessera::deploy {
 namespace {
@@ -167,21 +168,7 @@ Manifest EtcdStatefulSet(const JobSpec& s) {
 Manifest MasterDeployment(const JobSpec& s) {
   std::vector<std::string> create = {"job", "create", "--etcd-timeout", "120"};
   for (const auto& a : s.JobCreateArgs()) create.push_back(a);
-  std::vector<std::string> args = {flags::kCommandMaster,
-                                   flags::kStore,
-                                   s.store.path,
-                                   flags::kDataset,
-                                   s.dataset,
-                                   flags::kPasses,
-                                   std::to_string(s.passes),
-                                   "--listen",
-                                   "0.0.0.0",
-                                   "--port",
-                                   std::to_string(s.port),
-                                   flags::kHttpPort,
-                                   std::to_string(s.http_port),
-                                   flags::kLeaseTtl,
-                                   std::to_string(s.lease_ttl)};
+  std::vector<std::string> args = MasterArgs(s, PortChoice::kSpec);
   Json init = Container(s, "job-create", create, BaseEnv(s));
   Json c = Container(s, "master", args, BaseEnv(s));
   c["ports"] = Json::array({Port("grpc", s.port), Port("http", s.http_port)});
@@ -224,14 +211,9 @@ Manifest PserverService(const JobSpec& s) {
 }
 
 Manifest PserverStatefulSet(const JobSpec& s) {
-  std::vector<std::string> args = {flags::kCommandPserver, "--listen", "0.0.0.0", "--port", std::to_string(s.port),
-                                   flags::kHttpPort, std::to_string(s.http_port), flags::kLeaseTtl,
-                                   std::to_string(s.lease_ttl), flags::kTransport, s.transport};
+  std::vector<std::string> args = PserverArgs(s, PortChoice::kSpec);
   Json mounts = Json::array(), volumes = Json::array();
   if (s.checkpoint_every > 0) {
-    for (const auto& a : {std::string(flags::kCheckpointDir), s.checkpoints.path, std::string(flags::kCheckpointEvery),
-                          fmt::format("{}", s.checkpoint_every)})
-      args.push_back(a);
     mounts.push_back(Mount("checkpoints", s.checkpoints.path));
     volumes.push_back(Volume("checkpoints", s.checkpoints));
   }
@@ -255,25 +237,15 @@ Manifest PserverStatefulSet(const JobSpec& s) {
 
 Manifest TrainerJob(const JobSpec& s) {
   Json env = BaseEnv(s);
-  for (auto [k, v] : {std::pair{flags::kEnvStore, s.store.path}, std::pair{flags::kEnvDataset, s.dataset},
-                      std::pair{flags::kEnvEvalDataset, s.eval_dataset},
-                      std::pair{flags::kEnvBatchSize, std::to_string(s.batch_size)},
-                      std::pair{flags::kEnvLeaseTtl, std::to_string(s.lease_ttl)},
-                      std::pair{flags::kEnvTransport, s.transport},
-                      std::pair{flags::kEnvHttpPort, std::to_string(s.http_port)}})
-    env.push_back(Env(k, v));
+  for (const auto& [k, v] : TrainerEnv(s, PortChoice::kSpec)) env.push_back(Env(k, v));
   Json c;
-  if (!s.model.empty()) {
-    std::vector<std::string> args = {flags::kCommandTrain, flags::kModel, s.model, flags::kBatchSize,
-                                     std::to_string(s.batch_size)};
-    if (!s.eval_dataset.empty()) args.insert(args.end(), {flags::kEvalDataset, s.eval_dataset});
-    for (const auto& a : s.model_args) args.insert(args.end(), {flags::kModelArg, a});
-    c = Container(s, "trainer", args, env);
+  if (TrainerCommand cmd = TrainerArgs(s); cmd.builtin) {
+    c = Container(s, "trainer", cmd.argv, env);
   } else {
     c = {{"name", "trainer"},
          {"image", s.image},
          {"imagePullPolicy", s.image_pull_policy},
-         {"command", s.command},
+         {"command", cmd.argv},
          {"env", env}};
   }
   c["ports"] = Json::array({Port("http", s.http_port)});

@@ -72,16 +72,19 @@ std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::
                                             {flags::kEnvBatchSize, std::to_string(o.batch_size)},
                                             {flags::kEnvLeaseTtl, std::to_string(o.lease_ttl_seconds)},
                                             {flags::kEnvTransport, o.transport}};
-  // `import tessera` in a trainer command finds the module built (or installed) beside this binary.
-  fs::path bin = fs::path(o.tessera_bin).parent_path();
+  for (const auto& [k, v] : PythonPathBeside(o.tessera_bin)) env[k] = v;
+  return env;
+}
+
+std::map<std::string, std::string> PythonPathBeside(const std::string& tessera_bin) {
+  fs::path bin = fs::path(tessera_bin).parent_path();
   for (const fs::path& dir : {bin / "../python", bin / "../lib/tessera/python"}) {
     std::error_code ec;
     if (!fs::exists(dir / "tessera" / "__init__.py", ec)) continue;
     const char* old = std::getenv("PYTHONPATH");
-    env["PYTHONPATH"] = fs::weakly_canonical(dir, ec).string() + (old && *old ? std::string(":") + old : "");
-    break;
+    return {{"PYTHONPATH", fs::weakly_canonical(dir, ec).string() + (old && *old ? std::string(":") + old : "")}};
   }
-  return env;
+  return {};
 }
 
 }  // namespace tessera::local

@@ -27,4 +27,8 @@ std::vector<std::string> TrainerArgv(const LocalOptions& o);
 // What a trainer learns from its environment (TESSERA_*, and PYTHONPATH to find the module).
 std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::string& etcd, int slot);
 
+// PYTHONPATH such that `import tessera` in a trainer's command finds the module built (or
+// installed) beside `tessera_bin`; empty when there is none.
+std::map<std::string, std::string> PythonPathBeside(const std::string& tessera_bin);
+
 }  // namespace tessera::local

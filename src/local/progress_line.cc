@@ -46,4 +46,18 @@ std::string FinalMetrics(const master::StatusReply& s) {
   return out + fmt::format(" (after pass {})", pass + 1);
 }
 
+nlohmann::json ResultJson(const std::string& job, const master::StatusReply& s, const std::string& model_path) {
+  nlohmann::json res = {{"job", job},
+                        {"passes", s.passes()},
+                        {"tasks", s.tasks()},
+                        {"failed_tasks", s.failed()},
+                        {"samples", s.samples()},
+                        {"model", model_path},
+                        {"summary", FinalMetrics(s)}};
+  auto metrics = nlohmann::json::object();
+  for (const auto& m : s.metrics()) metrics[m.name()] = m.value();  // the latest pass wins
+  res["metrics"] = metrics;
+  return res;
+}
+
 }  // namespace tessera::local

@@ -2,6 +2,8 @@
 // seconds otherwise), from the master's status. Pure; thread-safe.
 #pragma once
 
+#include <nlohmann/json.hpp>
+
 #include <string>
 
 #include "tessera/master.pb.h"
@@ -13,5 +15,9 @@ std::string ProgressLine(const master::StatusReply& s, int trainers_running);
 
 // The latest value of each evaluation metric: "accuracy 0.8731, loss 0.3512 (pass 5)".
 std::string FinalMetrics(const master::StatusReply& s);
+
+// What a finished run reports in its result.json: passes, tasks, samples, the model file, the
+// latest value of each metric.
+nlohmann::json ResultJson(const std::string& job, const master::StatusReply& s, const std::string& model_path);
 
 }  // namespace tessera::local

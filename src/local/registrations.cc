@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "coord/election.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
 
@@ -32,6 +33,14 @@ StatusOr<JobRegistrations> ReadRegistrations(etcd::EtcdClient* etcd, const std::
   }
   TESSERA_RETURN_IF_ERROR(AddPids(etcd, keys::TrainerLeftPrefix(job), &r.left));
   return r;
+}
+
+std::string LeaderConsoleUrl(etcd::EtcdClient* etcd, const std::string& job) {
+  auto leader = Election::Leader(etcd, keys::MasterElectionPrefix(job));
+  if (!leader.ok() || !leader->has_value()) return "";
+  auto j = nlohmann::json::parse((*leader)->value, nullptr, false);
+  if (j.is_discarded() || !j.is_object() || !j.contains("console") || !j["console"].is_string()) return "";
+  return j["console"].get<std::string>();
 }
 
 }  // namespace tessera::local

@@ -21,4 +21,7 @@ struct JobRegistrations {
 
 StatusOr<JobRegistrations> ReadRegistrations(etcd::EtcdClient* etcd, const std::string& job);
 
+// The leading master's web console URL ("" while there is no leader, or it has no console).
+std::string LeaderConsoleUrl(etcd::EtcdClient* etcd, const std::string& job);
+
 }  // namespace tessera::local

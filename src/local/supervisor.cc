@@ -227,12 +227,8 @@ Status Supervisor::Setup() {
 }
 
 void Supervisor::ShowConsole() {
-  auto leader = Election::Leader(etcd_.get(), keys::MasterElectionPrefix(o_.job));
-  if (!leader.ok() || !leader->has_value()) return;
-  auto j = nlohmann::json::parse((*leader)->value, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("console")) return;
-  std::string url = j["console"].get<std::string>();
-  if (url == console_url_) return;
+  std::string url = LeaderConsoleUrl(etcd_.get(), o_.job);
+  if (url.empty() || url == console_url_) return;
   console_url_ = url;
   console_.Event("web console: " + url);
 }
@@ -469,16 +465,7 @@ StatusOr<LocalResult> Supervisor::Run() {
     } else if (Status s = models::WriteModelFile(result.model_path, *model); !s.ok()) {
       failed_ = s;
     }
-    nlohmann::json res = {{"job", o_.job},
-                          {"passes", last.passes()},
-                          {"tasks", last.tasks()},
-                          {"failed_tasks", last.failed()},
-                          {"samples", last.samples()},
-                          {"model", result.model_path},
-                          {"summary", result.metrics}};
-    auto metrics = nlohmann::json::object();
-    for (const auto& m : last.metrics()) metrics[m.name()] = m.value();  // the latest pass wins
-    res["metrics"] = metrics;
+    nlohmann::json res = ResultJson(o_.job, last, result.model_path);
     if (failed_.ok()) (void)WriteFileAtomic(o_.run_dir + "/result.json", res.dump(2));
   }
   StopAll();

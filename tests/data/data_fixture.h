@@ -25,7 +25,9 @@ class TempDirTest : public ::testing::Test {
     ASSERT_TRUE(d.ok());
     dir_ = *d;
   }
-  void TearDown() override { (void)RemoveAll(dir_); }
+  void TearDown() override {
+    if (!std::getenv("TESSERA_KEEP_TEST_DIR")) (void)RemoveAll(dir_);
+  }
 
   Ran Tessera(const std::vector<std::string>& args,
               std::chrono::seconds timeout = std::chrono::seconds(120)) {

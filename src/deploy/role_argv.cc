@@ -1,0 +1,69 @@
+// Each role's command line from a job spec (see role_argv.h).
+#include "deploy/role_argv.h"
+
+#include <fmt/format.h>
+
+#include "common/flag_names.h"
+
+namespace tessera::deploy {
+
+std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports) {
+  const bool fixed = ports == PortChoice::kSpec;
+  return {flags::kCommandMaster,
+          flags::kStore,
+          s.store.path,
+          flags::kDataset,
+          s.dataset,
+          flags::kPasses,
+          std::to_string(s.passes),
+          "--listen",
+          "0.0.0.0",
+          "--port",
+          fixed ? std::to_string(s.port) : "0",
+          flags::kHttpPort,
+          fixed ? std::to_string(s.http_port) : "0",
+          flags::kLeaseTtl,
+          std::to_string(s.lease_ttl)};
+}
+
+std::vector<std::string> PserverArgs(const JobSpec& s, PortChoice ports) {
+  const bool fixed = ports == PortChoice::kSpec;
+  std::vector<std::string> args = {flags::kCommandPserver,
+                                   "--listen",
+                                   "0.0.0.0",
+                                   "--port",
+                                   fixed ? std::to_string(s.port) : "0",
+                                   flags::kHttpPort,
+                                   fixed ? std::to_string(s.http_port) : "0",
+                                   flags::kLeaseTtl,
+                                   std::to_string(s.lease_ttl),
+                                   flags::kTransport,
+                                   s.transport};
+  if (s.checkpoint_every > 0) {
+    args.insert(args.end(), {flags::kCheckpointDir, s.checkpoints.path, flags::kCheckpointEvery,
+                             fmt::format("{}", s.checkpoint_every)});
+  }
+  return args;
+}
+
+TrainerCommand TrainerArgs(const JobSpec& s) {
+  if (s.model.empty()) return {false, s.command};
+  std::vector<std::string> args = {flags::kCommandTrain, flags::kModel, s.model, flags::kBatchSize,
+                                   std::to_string(s.batch_size)};
+  if (!s.eval_dataset.empty()) args.insert(args.end(), {flags::kEvalDataset, s.eval_dataset});
+  for (const auto& a : s.model_args) args.insert(args.end(), {flags::kModelArg, a});
+  return {true, args};
+}
+
+std::vector<std::pair<std::string, std::string>> TrainerEnv(const JobSpec& s, PortChoice ports) {
+  std::vector<std::pair<std::string, std::string>> env = {{flags::kEnvStore, s.store.path},
+                                                          {flags::kEnvDataset, s.dataset},
+                                                          {flags::kEnvEvalDataset, s.eval_dataset},
+                                                          {flags::kEnvBatchSize, std::to_string(s.batch_size)},
+                                                          {flags::kEnvLeaseTtl, std::to_string(s.lease_ttl)},
+                                                          {flags::kEnvTransport, s.transport}};
+  if (ports == PortChoice::kSpec) env.push_back({flags::kEnvHttpPort, std::to_string(s.http_port)});
+  return env;
+}
+
+}  // namespace tessera::deploy

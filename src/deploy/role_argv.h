@@ -1,0 +1,32 @@
+// The command line of each role of a job, built from its spec in one place: the containers of
+// `tessera deploy k8s` and the processes `tessera node` starts for `tessera launch` (MPI, ssh)
+// run exactly these. Arguments come after the program name ("tessera"). Pure functions.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "deploy/job_spec.h"
+
+namespace tessera::deploy {
+
+// Ports: a pod runs one process and has the spec's fixed ports (probes and Services name them);
+// a launched host may run several of a role, so each takes any free port and registers it in etcd.
+enum class PortChoice { kSpec, kAny };
+
+// `tessera master ...`: listens on every interface, advertises what the addressing decides.
+std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports);
+// `tessera pserver ...`, with checkpoints when the spec has them.
+std::vector<std::string> PserverArgs(const JobSpec& s, PortChoice ports);
+// The trainer's program: `tessera train ...` for a built-in model (after "tessera"), or the
+// spec's own command (a full argv, program first). `builtin` says which.
+struct TrainerCommand {
+  bool builtin = true;
+  std::vector<std::string> argv;
+};
+TrainerCommand TrainerArgs(const JobSpec& s);
+// What a trainer learns from its environment (TESSERA_* beyond etcd and the job), in order.
+std::vector<std::pair<std::string, std::string>> TrainerEnv(const JobSpec& s, PortChoice ports);
+
+}  // namespace tessera::deploy

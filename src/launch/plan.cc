@@ -1,0 +1,103 @@
+// Placement and command lines of a launched job (see plan.h).
+#include "launch/plan.h"
+
+#include <climits>
+
+#include "common/flag_names.h"
+#include "common/strings.h"
+
+namespace tessera::launch {
+
+using local::Role;
+
+StatusOr<std::vector<NodePlan>> PlaceNodes(const deploy::JobSpec& s, const std::vector<HostEntry>& hosts,
+                                           bool with_etcd, const std::string& origin) {
+  if (hosts.empty()) return Status::InvalidArgument(origin + ": no hosts");
+  std::vector<int> load(hosts.size(), 0);
+  std::vector<NodePlan> plan;
+  if (with_etcd) {
+    size_t at = 0;
+    int listed = 0;
+    for (size_t h = 0; h < hosts.size(); ++h) {
+      if (!hosts[h].roles.count(Role::kEtcd)) continue;
+      if (listed++ == 0) at = h;
+    }
+    if (listed > 1) {
+      return Status::InvalidArgument(origin + ": etcd is listed on " + std::to_string(listed) +
+                                     " hosts; a launch runs one etcd member (list it once, or give --etcd)");
+    }
+    plan.push_back({Role::kEtcd, 0, at});
+    ++load[at];
+  }
+  for (auto [role, count] : {std::pair{Role::kMaster, s.masters}, std::pair{Role::kPserver, s.pservers},
+                             std::pair{Role::kTrainer, s.trainers_max}}) {
+    for (int i = 0; i < count; ++i) {
+      size_t best = hosts.size();
+      for (size_t h = 0; h < hosts.size(); ++h) {
+        if (hosts[h].roles.count(role) && (best == hosts.size() || load[h] < load[best])) best = h;
+      }
+      if (best == hosts.size()) {
+        return Status::InvalidArgument(origin + ": no host may run a " + local::RoleName(role) + " (the job needs " +
+                                       std::to_string(count) + "; add '" + local::RoleName(role) +
+                                       "' to a line, or list no roles on it)");
+      }
+      plan.push_back({role, i, best});
+      ++load[best];
+    }
+  }
+  return plan;
+}
+
+std::vector<std::string> NodeArgs(const NodeArgsOptions& o) {
+  std::vector<std::string> a = {flags::kCommandNode, flags::kRole, local::RoleName(o.role), flags::kEtcd, o.etcd,
+                                flags::kJob,         o.job};
+  if (o.first_rank >= 0) a.insert(a.end(), {flags::kFirstRank, std::to_string(o.first_rank)});
+  if (o.index >= 0) a.insert(a.end(), {flags::kIndex, std::to_string(o.index)});
+  if (!o.advertise.empty()) a.insert(a.end(), {"--advertise", o.advertise});
+  if (!o.data_dir.empty()) a.insert(a.end(), {flags::kDataDir, o.data_dir});
+  if (o.stop_on_eof) a.push_back(flags::kStopOnEof);
+  return a;
+}
+
+std::vector<std::string> MpirunArgv(const deploy::JobSpec& s, const MpiOptions& m) {
+  std::vector<std::string> a = {m.mpirun, "--tag-output", "--bind-to", "none"};
+  if (m.hostfile.empty()) {
+    a.push_back("--oversubscribe");
+  } else {
+    a.insert(a.end(), {"--hostfile", m.hostfile});
+  }
+  if (m.as_root) a.push_back("--allow-run-as-root");
+  a.insert(a.end(), m.extra.begin(), m.extra.end());
+  int first = 0;
+  bool block = false;
+  for (auto [role, count] : {std::pair{Role::kMaster, s.masters}, std::pair{Role::kPserver, s.pservers},
+                             std::pair{Role::kTrainer, s.trainers_max}}) {
+    if (count <= 0) continue;
+    if (block) a.push_back(":");
+    block = true;
+    a.insert(a.end(), {"-np", std::to_string(count), m.tessera});
+    NodeArgsOptions n;
+    n.role = role;
+    n.etcd = m.etcd;
+    n.job = m.job;
+    n.first_rank = first;
+    for (auto& arg : NodeArgs(n)) a.push_back(std::move(arg));
+    first += count;
+  }
+  return a;
+}
+
+StatusOr<int> RankFromEnvironment(const std::function<const char*(const char*)>& getenv) {
+  for (const char* name : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"}) {
+    const char* v = getenv(name);
+    if (!v) continue;
+    auto r = ParseInt64(v, name);
+    if (!r.ok() || *r < 0 || *r > INT_MAX) return Status::InvalidArgument(std::string(name) + "='" + v + "' is not a rank");
+    return static_cast<int>(*r);
+  }
+  return Status::NotFound(
+      "no MPI rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK): --first-rank is for "
+      "processes started by mpirun; give --index otherwise");
+}
+
+}  // namespace tessera::launch

@@ -1,0 +1,65 @@
+// The launch plan: which processes a job spec asks for, where each runs (`--hosts`), and the
+// command lines that start them: `tessera node` on each host over ssh, or one `mpirun` whose
+// blocks of ranks are the roles (`--mpi`). Pure functions, tested in launch_unit_test.
+//
+// Placement: etcd on the host that lists it (else the first), then masters, pservers and
+// trainers, each on the least loaded host that may run its role (ties: the earlier line), so a
+// leader and its standby, and pservers, land on different hosts when there are enough.
+// Launchers start trainers.max trainers (a Kubernetes Job starts trainers.min and scales).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "deploy/job_spec.h"
+#include "launch/hosts_file.h"
+#include "local/restart_policy.h"
+#include "tessera/status.h"
+
+namespace tessera::launch {
+
+struct NodePlan {
+  local::Role role = local::Role::kTrainer;
+  int index = 0;    // within its role: the pserver index, the trainer id, the master's number
+  size_t host = 0;  // into the hosts list
+  std::string Name() const { return std::string(local::RoleName(role)) + "-" + std::to_string(index); }
+};
+
+// Every process of the job (etcd first when `with_etcd`), placed on `hosts`. Fails, naming
+// `origin` (the hosts file), when no host may run a role the job needs.
+StatusOr<std::vector<NodePlan>> PlaceNodes(const deploy::JobSpec& s, const std::vector<HostEntry>& hosts,
+                                           bool with_etcd, const std::string& origin);
+
+// `tessera node` arguments (after the program) for one process of a launched job.
+struct NodeArgsOptions {
+  local::Role role = local::Role::kTrainer;
+  std::string etcd;        // host:port[,host:port...]
+  std::string job;
+  int index = -1;          // the node's index, or
+  int first_rank = -1;     // MPI: the first rank of the role's block (index = rank - first_rank)
+  std::string advertise;   // the address the host is reached at ("": the node decides)
+  std::string data_dir;    // etcd: its data directory
+  bool stop_on_eof = false;  // ssh: stdin closing (the launcher or its connection gone) stops the node
+};
+std::vector<std::string> NodeArgs(const NodeArgsOptions& o);
+
+// One mpirun command line for a whole job: a block of ranks per role (masters, pservers,
+// trainers.max trainers), each running `tessera node --role R --first-rank K`.
+struct MpiOptions {
+  std::string mpirun = "mpirun";
+  std::string tessera;    // the tessera program, at the same path on every host
+  std::string etcd;
+  std::string job;
+  std::string hostfile;   // empty: every rank on this machine (oversubscribed: ranks are processes, not cores)
+  bool as_root = false;   // Open MPI refuses root unless told
+  std::vector<std::string> extra;  // more mpirun options, before the blocks
+};
+std::vector<std::string> MpirunArgv(const deploy::JobSpec& s, const MpiOptions& m);
+
+// This process's rank in MPI_COMM_WORLD from what the launcher exported: OMPI_COMM_WORLD_RANK
+// (Open MPI), PMIX_RANK (PMIx), PMI_RANK (MPICH/Hydra). NotFound when none is set.
+StatusOr<int> RankFromEnvironment(const std::function<const char*(const char*)>& getenv);
+
+}  // namespace tessera::launch

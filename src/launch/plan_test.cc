@@ -1,0 +1,155 @@
+// Unit tests of the launch plan: hosts files, placement, the node and mpirun command lines.
+#include "launch/plan.h"
+
+#include <gtest/gtest.h>
+
+#include <map>
+
+#include "launch/hosts_file.h"
+
+namespace tessera::launch {
+namespace {
+
+using local::Role;
+
+deploy::JobSpec Spec(int masters, int pservers, int trainers) {
+  deploy::JobSpec s;
+  s.name = "j";
+  s.masters = masters;
+  s.pservers = pservers;
+  s.trainers_min = 1;
+  s.trainers_max = trainers;
+  return s;
+}
+
+TEST(HostsFileTest, ParsesUsersPortsRolesAndComments) {
+  auto h = ParseHostsFile(
+      "# the cluster\n"
+      "root@10.0.0.1 etcd master   # head\n"
+      "\n"
+      "10.0.0.2:2222\tpserver trainer\r\n"
+      "[fd00::3]:22\n"
+      "node4\n",
+      "hosts.txt");
+  ASSERT_TRUE(h.ok()) << h.status();
+  ASSERT_EQ(h->size(), 4u);
+  EXPECT_EQ((*h)[0].Destination(), "root@10.0.0.1");
+  EXPECT_EQ((*h)[0].roles, (std::set<Role>{Role::kEtcd, Role::kMaster}));
+  EXPECT_EQ((*h)[0].line, 2);
+  EXPECT_EQ((*h)[1].address, "10.0.0.2");
+  EXPECT_EQ((*h)[1].ssh_port, 2222);
+  EXPECT_EQ((*h)[1].roles, (std::set<Role>{Role::kPserver, Role::kTrainer}));
+  EXPECT_EQ((*h)[1].line, 4);
+  EXPECT_EQ((*h)[2].address, "fd00::3");
+  EXPECT_EQ((*h)[3].roles, (std::set<Role>{Role::kMaster, Role::kPserver, Role::kTrainer}));
+}
+
+TEST(HostsFileTest, EveryMistakeNamesItsLine) {
+  const std::map<std::string, std::string> bad = {
+      {"h1\nh2 trainr\n", "hosts:2: unknown role 'trainr'"},
+      {"h1:0\n", "hosts:1: '0' is not an ssh port"},
+      {"h1:ssh\n", "hosts:1: 'ssh' is not an ssh port"},
+      {"@h1\n", "hosts:1: '@h1' has an empty user name"},
+      {"h1\nh1 pserver\n", "hosts:2: h1:22 is listed twice"},
+      {"[fd00::1\n", "hosts:1: '[fd00::1': no ']'"},
+      {"# nothing\n\n", "hosts: no hosts"},
+  };
+  for (const auto& [text, want] : bad) {
+    auto h = ParseHostsFile(text, "hosts");
+    ASSERT_FALSE(h.ok()) << text;
+    EXPECT_NE(h.status().message().find(want), std::string::npos) << h.status().message();
+  }
+}
+
+TEST(PlacementTest, SpreadsRolesOverTheLeastLoadedHosts) {
+  auto hosts = ParseHostsFile("a\nb\nc\n", "h");
+  ASSERT_TRUE(hosts.ok());
+  auto plan = PlaceNodes(Spec(2, 2, 2), *hosts, true, "h");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  std::vector<std::pair<std::string, size_t>> got;
+  for (const auto& p : *plan) got.push_back({p.Name(), p.host});
+  const std::vector<std::pair<std::string, size_t>> want = {{"etcd-0", 0},    {"master-0", 1},  {"master-1", 2},
+                                                            {"pserver-0", 0}, {"pserver-1", 1}, {"trainer-0", 2},
+                                                            {"trainer-1", 0}};
+  EXPECT_EQ(got, want);
+}
+
+TEST(PlacementTest, HonoursRolesAndTheEtcdHost) {
+  auto hosts = ParseHostsFile("a trainer\nb etcd master pserver\nc trainer\n", "h");
+  ASSERT_TRUE(hosts.ok());
+  auto plan = PlaceNodes(Spec(1, 2, 3), *hosts, true, "h");
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  for (const auto& p : *plan) {
+    const bool on_b = p.host == 1;
+    EXPECT_EQ(on_b, p.role != Role::kTrainer) << p.Name() << " on " << p.host;
+  }
+  // Without etcd (external), no etcd node; an etcd role is then not needed.
+  auto external = PlaceNodes(Spec(1, 1, 1), *hosts, false, "h");
+  ASSERT_TRUE(external.ok());
+  EXPECT_EQ(external->front().role, Role::kMaster);
+}
+
+TEST(PlacementTest, RefusesARoleNoHostMayRun) {
+  auto hosts = ParseHostsFile("a master pserver\n", "hosts.txt");
+  ASSERT_TRUE(hosts.ok());
+  auto plan = PlaceNodes(Spec(1, 1, 2), *hosts, false, "hosts.txt");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_NE(plan.status().message().find("hosts.txt: no host may run a trainer"), std::string::npos)
+      << plan.status();
+  auto two = ParseHostsFile("a etcd\nb etcd\n", "h");
+  ASSERT_TRUE(two.ok());
+  EXPECT_FALSE(PlaceNodes(Spec(0, 0, 0), *two, true, "h").ok());
+}
+
+TEST(MpirunTest, OneBlockPerRoleWithItsFirstRank) {
+  MpiOptions m;
+  m.mpirun = "mpirun";
+  m.tessera = "/usr/bin/tessera";
+  m.etcd = "10.0.0.1:2379";
+  m.job = "j";
+  m.as_root = true;
+  const std::vector<std::string> want = {
+      "mpirun", "--tag-output", "--bind-to", "none", "--oversubscribe", "--allow-run-as-root",
+      "-np", "2", "/usr/bin/tessera", "node", "--role", "master", "--etcd", "10.0.0.1:2379", "--job", "j",
+      "--first-rank", "0", ":",
+      "-np", "1", "/usr/bin/tessera", "node", "--role", "pserver", "--etcd", "10.0.0.1:2379", "--job", "j",
+      "--first-rank", "2", ":",
+      "-np", "3", "/usr/bin/tessera", "node", "--role", "trainer", "--etcd", "10.0.0.1:2379", "--job", "j",
+      "--first-rank", "3"};
+  EXPECT_EQ(MpirunArgv(Spec(2, 1, 3), m), want);
+  m.hostfile = "hosts";
+  m.as_root = false;
+  auto with_hosts = MpirunArgv(Spec(1, 1, 1), m);
+  EXPECT_EQ(std::vector<std::string>(with_hosts.begin(), with_hosts.begin() + 6),
+            (std::vector<std::string>{"mpirun", "--tag-output", "--bind-to", "none", "--hostfile", "hosts"}));
+}
+
+TEST(MpirunTest, RankFromOpenMpiPmixOrMpich) {
+  auto env = [](std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  };
+  EXPECT_EQ(*RankFromEnvironment(env({{"OMPI_COMM_WORLD_RANK", "4"}, {"PMI_RANK", "9"}})), 4);
+  EXPECT_EQ(*RankFromEnvironment(env({{"PMIX_RANK", "2"}})), 2);
+  EXPECT_EQ(*RankFromEnvironment(env({{"PMI_RANK", "7"}})), 7);
+  EXPECT_EQ(RankFromEnvironment(env({})).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(RankFromEnvironment(env({{"PMI_RANK", "-1"}})).ok());
+  EXPECT_FALSE(RankFromEnvironment(env({{"PMI_RANK", "x"}})).ok());
+}
+
+TEST(NodeArgsTest, SshNodesCarryIndexAddressAndEof) {
+  NodeArgsOptions n;
+  n.role = Role::kPserver;
+  n.etcd = "e:1";
+  n.job = "j";
+  n.index = 1;
+  n.advertise = "10.0.0.2";
+  n.stop_on_eof = true;
+  EXPECT_EQ(NodeArgs(n), (std::vector<std::string>{"node", "--role", "pserver", "--etcd", "e:1", "--job", "j",
+                                                    "--index", "1", "--advertise", "10.0.0.2", "--stop-on-eof"}));
+}
+
+}  // namespace
+}  // namespace tessera::launch
