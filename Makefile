@@ -5,12 +5,13 @@
 #   make demo    deps + build + the main job: Fashion-MNIST on a local cluster, with the result
 #   make bench   benchmarks (not part of `make test`)
 #   make chaos   long fault-injection runs (not part of `make test`)
+#   make image   the container image (deploy/Dockerfile), where an engine and debian:12 are at hand
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps configure build test demo bench chaos clean format
+.PHONY: deps configure build test demo bench chaos image clean format
 
 deps:
 	$(SUDO) scripts/install-deps.sh
@@ -36,6 +37,9 @@ bench: build
 chaos: build
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/chaos
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/chaos --checkpoint-steps 100
+
+image:
+	scripts/build-image.sh
 
 clean:
 	rm -rf $(BUILD_DIR)

@@ -1,5 +1,6 @@
 // `tessera launch`: a whole job beyond one machine from a job spec, over MPI or ssh; and
 // `tessera node`: one process of it, as the launcher starts it on each host or MPI rank.
+#include <signal.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -53,6 +54,9 @@ struct NodeFlags {
 };
 
 int RunNodeCmd(const NodeFlags& f) {
+  // Its output goes to an ssh connection or mpirun that may go first: a write then fails
+  // instead of ending the node before it has stopped its program.
+  ::signal(SIGPIPE, SIG_IGN);
   std::atomic<bool> stop{false};
   SignalWatcher signals([&](int) { stop = true; });
   launch::NodeOptions o;

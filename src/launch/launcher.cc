@@ -69,6 +69,29 @@ std::string FirstHostOf(const std::string& hostfile) {
   return "";
 }
 
+// From mpirun's output: the first rank it says failed ("Process name: [[J,1],R]") and the last
+// lines that rank wrote. "" when mpirun named none.
+std::string FailedRankTail(const std::string& mpirun_log) {
+  auto log = ReadFile(mpirun_log);
+  if (!log.ok()) return "";
+  const std::string mark = "Process name: [[";
+  size_t at = log->find(mark);
+  if (at == std::string::npos) return "";
+  size_t comma = log->find("],", at);
+  size_t close = comma == std::string::npos ? comma : log->find(']', comma + 2);
+  if (close == std::string::npos || close - comma > 12) return "";
+  const std::string rank = log->substr(comma + 2, close - comma - 2);
+  const std::string tag = "[1," + rank + "]<";
+  std::vector<std::string> lines;
+  for (const auto& line : Split(*log, '\n')) {
+    if (StartsWith(line, tag)) lines.push_back(line);
+  }
+  if (lines.size() > 12) lines.erase(lines.begin(), lines.end() - 12);
+  std::string shown = "rank " + rank + " failed first. Its last lines:";
+  for (const auto& line : lines) shown += "\n  | " + line;
+  return shown;
+}
+
 std::string Quoted(const std::vector<std::string>& argv) {
   std::vector<std::string> q;
   for (const auto& a : argv) q.push_back(ShellQuote(a));
@@ -372,7 +395,14 @@ Status Launcher::CheckStarted() {
       console_.Event(s->name + " " + s->where + " finished");
       continue;
     }
-    std::string what = code == 255 && !s->is_mpirun && s->name != "mpirun" ? " (ssh could not reach its host, or lost it)" : "";
+    if (s->is_mpirun) {
+      // mpirun names the first rank that failed; its own lines say why, not the others' stopping.
+      if (std::string why = FailedRankTail(LogPath("mpirun")); !why.empty()) {
+        return Status::Aborted(fmt::format("mpirun ended with code {}: {}\n(all ranks' output: {})", code, why,
+                                           LogPath("mpirun")));
+      }
+    }
+    std::string what = code == 255 && !s->is_mpirun ? " (ssh could not reach its host, or lost it)" : "";
     return Status::Aborted(fmt::format("{} {} ended with code {}{}{}", s->name, s->where, code, what, Tail(s->name)));
   }
   return Status::OK();

@@ -125,6 +125,26 @@ StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const deploy::JobSpec
   return po;
 }
 
+// Whether the processes a node of `role` outlasts have left: the trainers (for servers), every
+// registered process (for etcd). An etcd that does not answer has nothing to wait for.
+bool Drained(etcd::EtcdClient* etcd, const std::string& job, Role role) {
+  std::vector<std::string> prefixes = {keys::TrainerPrefix(job)};
+  if (role == Role::kEtcd) {
+    prefixes.push_back(keys::PserverPrefix(job));
+    prefixes.push_back(keys::MasterElectionPrefix(job));
+  }
+  for (const auto& prefix : prefixes) {
+    etcd::GetOptions count;
+    count.prefix = true;
+    count.count_only = true;
+    etcd::CallOptions quick;
+    quick.retry_timeout = std::chrono::milliseconds(400);
+    auto got = etcd->Get(prefix, count, quick);
+    if (got.ok() && got->count > 0) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
@@ -152,6 +172,11 @@ Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
     return Status::OK();
   };
   TESSERA_RETURN_IF_ERROR(spawn());
+  if (!etcd) {  // the etcd node watches its own etcd, to stop only after the job's processes
+    etcd::EtcdOptions eo;
+    eo.endpoints = Split(o.etcd, ',');
+    TESSERA_ASSIGN_OR_RETURN(etcd, etcd::EtcdClient::Create(eo));
+  }
   TimePoint next_check = Now();
   std::string stop_reason;
   std::optional<TimePoint> drain_until;
@@ -159,7 +184,7 @@ Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
     if (stop_reason.empty()) {
       if (stop && stop->load()) stop_reason = "a signal";
       if (o.stop_on_eof && StdinClosed()) stop_reason = "its launcher is gone (stdin closed)";
-      if (etcd && Now() >= next_check) {
+      if (stop_reason.empty() && o.role != Role::kEtcd && Now() >= next_check) {
         next_check = Now() + std::chrono::milliseconds(500);
         etcd::CallOptions quick;
         quick.retry_timeout = std::chrono::milliseconds(400);
@@ -168,23 +193,17 @@ Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
       }
       if (!stop_reason.empty()) {
         Say(name + ": stopping, as asked by " + stop_reason);
-        // Servers outlast the trainers (which finish their step against them, as under `tessera
-        // local`), unless a signal asks for haste; the launcher's order reaches everyone at once.
-        if (etcd && o.role != Role::kTrainer && !(stop && stop->load())) drain_until = Now() + kDrainLimit;
+        // Every node hears at once; servers outlast the trainers (which finish their step
+        // against them, as under `tessera local`) and etcd outlasts them all. A signal asks
+        // for haste: no waiting.
+        if (o.role != Role::kTrainer && !(stop && stop->load())) drain_until = Now() + kDrainLimit;
       }
     }
-    if (!stop_reason.empty() && !state.stopped()) {
-      bool trainers_left = true;
-      if (drain_until && Now() < *drain_until && !(stop && stop->load())) {
-        etcd::GetOptions count;
-        count.prefix = true;
-        count.count_only = true;
-        etcd::CallOptions quick;
-        quick.retry_timeout = std::chrono::milliseconds(400);
-        auto trainers = etcd->Get(keys::TrainerPrefix(o.job), count, quick);
-        trainers_left = trainers.ok() && trainers->count == 0;
-      }
-      if (trainers_left && state.Stop().kind == local::ChildAction::Kind::kTerminate && proc) proc->Stop(kStopGrace);
+    if (!stop_reason.empty() && !state.stopped() && Now() >= next_check) {
+      next_check = Now() + std::chrono::milliseconds(250);
+      const bool drained = !drain_until || Now() >= *drain_until || (stop && stop->load()) ||
+                           Drained(etcd.get(), o.job, o.role);
+      if (drained && state.Stop().kind == local::ChildAction::Kind::kTerminate && proc) proc->Stop(kStopGrace);
     }
     if (state.alive() && proc && !proc->running()) {
       local::ChildAction a = state.Exited(proc->exit_code().value_or(-1), Now());

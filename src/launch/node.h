@@ -4,11 +4,13 @@
 // deploy/role_argv) in a process group of its own with its output passed through, restarts it
 // when it crashes (local::ChildState, as `tessera local` does), and ends when:
 //   - the launcher writes the stop order into etcd (the job finished, or Ctrl-C): SIGTERM to the
-//     program, SIGKILL after a grace period; exit 0;
+//     program, SIGKILL after a grace period; exit 0. Every node hears the order at once, so a
+//     server first waits (up to 20 s) for the trainers to leave, and etcd for every process;
 //   - a trainer's program finishes (exit 0); exit 0;
 //   - the program crash-loops (the restart policy gives up); exit 1;
 //   - SIGTERM/SIGINT reach the node (mpirun aborting, the launcher's fallback): as a stop order;
-//   - with stop_on_eof, its stdin closes: the launcher, or its ssh connection, is gone.
+//   - with stop_on_eof, its stdin closes: the launcher, or its ssh connection, is gone (as the
+//     stop order, waiting the same way).
 // An etcd node runs /usr/bin/etcd on the address and port of `etcd` instead (peer port + 1).
 // Thread-safety: RunNode blocks its caller; `stop` may be set from any thread.
 #pragma once

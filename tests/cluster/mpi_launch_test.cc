@@ -12,28 +12,13 @@
 
 #include "common/files.h"
 #include "data/data_fixture.h"
+#include "harness/processes.h"
 #include "harness/wait.h"
 
 namespace tessera::testing {
 namespace {
 
 namespace fs = std::filesystem;
-
-// Processes whose command line holds `needle` (this job's name, unique per test).
-std::vector<std::string> ProcessesWith(const std::string& needle) {
-  std::vector<std::string> found;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator("/proc", ec)) {
-    const std::string pid = e.path().filename();
-    if (pid.find_first_not_of("0123456789") != std::string::npos || pid == std::to_string(::getpid())) continue;
-    auto cmd = ReadFile(e.path().string() + "/cmdline");
-    if (!cmd.ok()) continue;
-    std::string line = *cmd;
-    for (char& c : line) c = c == '\0' ? ' ' : c;
-    if (line.find(needle) != std::string::npos) found.push_back(pid + ": " + line);
-  }
-  return found;
-}
 
 class MpiLaunchTest : public TempDirTest {
  protected:
@@ -135,6 +120,13 @@ TEST_F(MpiLaunchTest, MistakesAreRefusedWithAClearMessage) {
   EXPECT_NE(no_rank.out.find("no MPI rank in the environment"), std::string::npos) << no_rank.out;
   auto bad_role = Tessera({"node", "--role", "trainr", "--etcd", "127.0.0.1:1", "--job", "j"});
   EXPECT_NE(bad_role.out.find("unknown role 'trainr'"), std::string::npos) << bad_role.out;
+  // A data set that is not in the store: the masters give up, and the launcher shows why, from
+  // the rank that failed first, not the other ranks' stopping.
+  auto no_data = Tessera({"launch", "--spec", spec, "--mpi", "--run", dir_ + "/r2"}, std::chrono::seconds(120));
+  EXPECT_NE(no_data.code, 0);
+  EXPECT_NE(no_data.out.find("failed first"), std::string::npos) << no_data.out;
+  EXPECT_NE(no_data.out.find("no data set at '" + dir_ + "/store/fm'"), std::string::npos) << no_data.out;
+  EXPECT_NE(no_data.out.find("giving up"), std::string::npos) << no_data.out;
   // --dry-run prints the one mpirun command line and starts nothing.
   auto dry = Tessera({"launch", "--spec", spec, "--mpi", "--dry-run"});
   EXPECT_EQ(dry.code, 0) << dry.out;
