@@ -28,18 +28,17 @@ int RunLaunchCmd(launch::LaunchOptions o) {
   SignalWatcher signals([&](int) { stop = true; });
   o.tessera_bin = SelfPath();
   o.progress_tty = ProgressBar::StderrIsTerminal();
-  if (o.run_dir.empty()) o.run_dir = "runs/launch-" + std::to_string(::getpid());
-  o.run_dir = fs::absolute(o.run_dir).lexically_normal().string();
+  if (!o.run_dir.empty()) o.run_dir = fs::absolute(o.run_dir).lexically_normal().string();
   if (!o.model_out.empty()) o.model_out = fs::absolute(o.model_out).lexically_normal().string();
   auto r = launch::RunLaunch(o, &stop);
   if (!r.ok()) return Fail("launch", r.status());
   if (o.dry_run) return 0;
   if (!r->completed) {
-    std::fprintf(stderr, "tessera launch: stopped before the job finished (run directory %s)\n", o.run_dir.c_str());
+    std::fprintf(stderr, "tessera launch: stopped before the job finished (run directory %s)\n", r->run_dir.c_str());
     return signals.received() ? 128 + signals.received() : 1;
   }
   std::printf("job finished: %s\nmodel saved to %s\nrun directory %s (logs, result.json)\n", r->metrics.c_str(),
-              r->model_path.c_str(), o.run_dir.c_str());
+              r->model_path.c_str(), r->run_dir.c_str());
   return 0;
 }
 
@@ -106,7 +105,7 @@ void RegisterLaunch(CLI::App& app, int* exit_code) {
                     ->check(CLI::ExistingFile);
   mpi->excludes(hosts);
   cmd->add_option(flags::kEtcd, o->etcd, "an etcd to use, host:port[,...] (default: the spec's, else one is started)");
-  cmd->add_option("--run", o->run_dir, "run directory: logs, result.json, model (default: runs/launch-<pid>)");
+  cmd->add_option("--run", o->run_dir, "run directory: logs, result.json, model (default: runs/<job>-<pid>)");
   cmd->add_option("--model-out", o->model_out, "where the trained model goes (default: RUN/model.tsm)");
   cmd->add_flag("--dry-run", o->dry_run, "print the commands it would run (mpirun, ssh) and stop");
   cmd->add_option("--mpirun", o->mpirun, "the mpirun program")->capture_default_str();
@@ -115,9 +114,13 @@ void RegisterLaunch(CLI::App& app, int* exit_code) {
   cmd->add_option("--etcd-host", o->etcd_host,
                   "MPI: the address of this machine the ranks reach its etcd at (default: 127.0.0.1 without "
                   "--hostfile, else the route toward its first host)");
-  cmd->add_option("--mpirun-arg", o->mpirun_args, "MPI: one more mpirun option (repeatable), e.g. --mca=...");
+  cmd->add_option("--mpirun-arg", o->mpirun_args,
+                  "MPI: one more word for mpirun, before the blocks (repeatable; one word each, as "
+                  "--mpirun-arg=--mca --mpirun-arg=btl_tcp_if_include --mpirun-arg=eth0)")
+      ->allow_extra_args(false);
   cmd->add_option("--ssh", o->ssh, "ssh: the ssh program")->capture_default_str();
-  cmd->add_option("--ssh-option", o->ssh_options, "ssh: one -o option (repeatable), e.g. StrictHostKeyChecking=no");
+  cmd->add_option("--ssh-option", o->ssh_options, "ssh: one -o option (repeatable), e.g. StrictHostKeyChecking=accept-new")
+      ->allow_extra_args(false);
   cmd->add_option("--ssh-identity", o->ssh_identity, "ssh: the private key (-i)");
   cmd->add_option("--remote-tessera", o->remote_tessera,
                   "ssh: the tessera program on the hosts (default: this program's path)");

@@ -201,6 +201,8 @@ Status Launcher::Prepare() {
     if (!ssh.ok()) return ssh.status().WithContext("--hosts needs an ssh client (Debian: apt-get install openssh-client)");
     o_.ssh = *ssh;
   }
+  if (o_.run_dir.empty()) o_.run_dir = "runs/" + spec_.name + "-" + std::to_string(::getpid());
+  o_.run_dir = fs::absolute(o_.run_dir).lexically_normal().string();
   if (o_.model_out.empty()) o_.model_out = o_.run_dir + "/model.tsm";
   return Status::OK();
 }
@@ -475,6 +477,7 @@ StatusOr<LaunchResult> Launcher::Run() {
   master::StatusReply last;
   std::string console_url;
   LaunchResult result;
+  result.run_dir = o_.run_dir;
   Status failed;
   TimePoint finished_since{};
   bool finished = false;

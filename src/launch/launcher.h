@@ -27,7 +27,7 @@ struct LaunchOptions {
   std::string hosts_file;  // ssh: this file's hosts, or
   bool mpi = false;        // one mpirun
   std::string etcd;        // an etcd to use (host:port,...); empty: the spec's, else one is started
-  std::string run_dir;
+  std::string run_dir;     // default: runs/<job>-<pid>
   std::string model_out;   // default: <run>/model.tsm
   std::string tessera_bin; // this program
   bool dry_run = false;    // print the commands, run nothing
@@ -52,6 +52,7 @@ struct LaunchResult {
   bool completed = false;
   std::string metrics;
   std::string model_path;
+  std::string run_dir;
 };
 
 StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o, const std::atomic<bool>* stop);
