@@ -22,6 +22,8 @@ PACKAGES=(
   python3 python3-dev pybind11-dev python3-numpy python3-torch libopenblas0-pthread
   # beyond one machine: MPI and ssh launch (tests run real mpirun and sshd)
   openmpi-bin openssh-server openssh-client
+  # the platform server: SQLite and PostgreSQL (tests start a real one), password hashing
+  libsqlite3-dev libsqlitecpp-dev libpqxx-dev postgresql libsodium-dev
   # real data sets
   dataset-fashion-mnist bible-kjv
   # web console build and browser tests
