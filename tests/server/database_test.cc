@@ -6,45 +6,15 @@
 #include <gtest/gtest.h>
 
 #include "common/files.h"
-#include "harness/postgres.h"
+#include "server/db_fixture.h"
 
 namespace tessera::server {
 namespace {
 
-using testing::PostgresServer;
 
 const std::vector<Migration> kMigrations = {
     {1, "items", {"CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, size BIGINT, score DOUBLE PRECISION)"}},
     {2, "item owners", {"ALTER TABLE items ADD COLUMN owner TEXT", "CREATE INDEX items_owner ON items (owner)"}},
-};
-
-class DatabaseTest : public ::testing::TestWithParam<std::string> {
- protected:
-  void SetUp() override {
-    auto dir = MakeTempDir("db-test-");
-    ASSERT_TRUE(dir.ok());
-    dir_ = *dir;
-    std::string where = dir_ + "/state/server.db";
-    if (GetParam() == "postgresql") {
-      std::string why;
-      pg_ = PostgresServer::Start(&why);
-      if (!pg_) GTEST_SKIP() << "PostgreSQL cannot run here: " << why;
-      where = pg_->Url();
-    }
-    auto db = OpenDatabase(where);
-    ASSERT_TRUE(db.ok()) << db.status();
-    db_ = std::move(*db);
-    EXPECT_EQ(db_->Kind(), GetParam());
-  }
-  void TearDown() override {
-    db_.reset();
-    pg_.reset();
-    (void)RemoveAll(dir_);
-  }
-
-  std::string dir_;
-  std::unique_ptr<PostgresServer> pg_;
-  std::unique_ptr<Database> db_;
 };
 
 TEST_P(DatabaseTest, TheSameSqlWorksOnBoth) {
