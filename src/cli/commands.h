@@ -20,6 +20,7 @@ void RegisterConsole(CLI::App& app, int* exit_code);
 void RegisterDeploy(CLI::App& app, int* exit_code);
 void RegisterLaunch(CLI::App& app, int* exit_code);
 void RegisterNode(CLI::App& app, int* exit_code);
+void RegisterServer(CLI::App& app, int* exit_code);
 
 // This program's own path (/proc/self/exe), for the processes it starts.
 std::string SelfPath();

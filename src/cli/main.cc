@@ -55,6 +55,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterDeploy(app, &exit_code);
   tessera::cli::RegisterLaunch(app, &exit_code);
   tessera::cli::RegisterNode(app, &exit_code);
+  tessera::cli::RegisterServer(app, &exit_code);
   // A misspelt command gets its likely meaning, not CLI11's "A subcommand is required".
   std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());

@@ -1,0 +1,29 @@
+// Reading a JSON request body strictly: it must be a JSON object; every field must be one the
+// endpoint knows (an unknown one is refused, naming the likely intended field) and of the right
+// type; required fields must be there. Errors are InvalidArgument saying what and where
+// ("body: field 'pasword' is unknown (did you mean 'password'?)"). Pure; thread-safe.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tessera/status.h"
+
+namespace tessera::server {
+
+class JsonBody {
+ public:
+  // Parses `text`; `known` lists every field the endpoint reads.
+  static StatusOr<JsonBody> Parse(const std::string& text, const std::vector<std::string>& known);
+
+  StatusOr<std::string> String(const std::string& field) const;  // required
+  StatusOr<std::optional<std::string>> OptionalString(const std::string& field) const;
+  StatusOr<std::optional<int64_t>> OptionalInt(const std::string& field) const;
+
+ private:
+  nlohmann::json j_;
+};
+
+}  // namespace tessera::server
