@@ -103,4 +103,20 @@ StatusOr<std::string> SourceAddressToward(const std::string& address) {
   return Status::Unavailable("no route toward " + address + ": " + why);
 }
 
+int FreePortPair() {
+  for (int attempt = 0; attempt < 50; ++attempt) {
+    int p = FreeLoopbackPort();
+    if (p <= 0 || p >= 65535) continue;
+    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(p + 1));
+    a.sin_addr.s_addr = htonl(INADDR_ANY);
+    bool free = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
+    if (fd >= 0) ::close(fd);
+    if (free) return p;
+  }
+  return 0;
+}
+
 }  // namespace tessera

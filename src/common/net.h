@@ -13,6 +13,9 @@ namespace tessera {
 
 // A TCP port on 127.0.0.1 that was free a moment ago (bind to port 0, read it, close).
 int FreeLoopbackPort();
+// A free port P with P + 1 free as well (on every interface a moment ago), e.g. etcd's client and
+// peer ports; 0 when none was found in 50 tries.
+int FreePortPair();
 
 // "host:port" (or "[v6]:port") resolved for a TCP connection: InvalidArgument for a malformed
 // address, Unavailable("cannot resolve host 'h': ...") for a name that does not resolve.

@@ -3,8 +3,6 @@
 #include "launch/launcher.h"
 
 #include <fmt/format.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -40,57 +38,6 @@ using local::Role;
 
 constexpr std::chrono::seconds kNodesStopWait{40};  // a node's own grace (15 s) and its etcd poll
 constexpr std::chrono::seconds kEtcdStopWait{20};
-
-// A port P on this machine with P + 1 free as well (etcd's client and peer ports).
-int FreePortPair() {
-  for (int attempt = 0; attempt < 50; ++attempt) {
-    int p = FreeLoopbackPort();
-    if (p <= 0 || p >= 65535) continue;
-    int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_port = htons(static_cast<uint16_t>(p + 1));
-    a.sin_addr.s_addr = htonl(INADDR_ANY);
-    bool free = fd >= 0 && ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
-    if (fd >= 0) ::close(fd);
-    if (free) return p;
-  }
-  return 0;
-}
-
-// The first host an MPI hostfile names ("" for none).
-std::string FirstHostOf(const std::string& hostfile) {
-  auto text = ReadFile(hostfile);
-  if (!text.ok()) return "";
-  for (const auto& line : Split(*text, '\n')) {
-    auto words = Split(line.substr(0, line.find('#')), ' ');
-    if (!words.empty()) return words[0];
-  }
-  return "";
-}
-
-// From mpirun's output: the first rank it says failed ("Process name: [[J,1],R]") and the last
-// lines that rank wrote. "" when mpirun named none.
-std::string FailedRankTail(const std::string& mpirun_log) {
-  auto log = ReadFile(mpirun_log);
-  if (!log.ok()) return "";
-  const std::string mark = "Process name: [[";
-  size_t at = log->find(mark);
-  if (at == std::string::npos) return "";
-  size_t comma = log->find("],", at);
-  size_t close = comma == std::string::npos ? comma : log->find(']', comma + 2);
-  if (close == std::string::npos || close - comma > 12) return "";
-  const std::string rank = log->substr(comma + 2, close - comma - 2);
-  const std::string tag = "[1," + rank + "]<";
-  std::vector<std::string> lines;
-  for (const auto& line : Split(*log, '\n')) {
-    if (StartsWith(line, tag)) lines.push_back(line);
-  }
-  if (lines.size() > 12) lines.erase(lines.begin(), lines.end() - 12);
-  std::string shown = "rank " + rank + " failed first. Its last lines:";
-  for (const auto& line : lines) shown += "\n  | " + line;
-  return shown;
-}
 
 std::string Quoted(const std::vector<std::string>& argv) {
   std::vector<std::string> q;
@@ -173,7 +120,9 @@ Status Launcher::Prepare() {
   } else if (!external_etcd()) {
     std::string host = o_.etcd_host;
     if (host.empty() && !o_.mpi_hostfile.empty()) {
-      const std::string first = FirstHostOf(o_.mpi_hostfile);
+      auto hostfile = ReadFile(o_.mpi_hostfile);
+      if (!hostfile.ok()) return hostfile.status().WithContext("reading the MPI hostfile");
+      const std::string first = FirstHostInHostfile(*hostfile);
       if (first.empty()) return Status::InvalidArgument(o_.mpi_hostfile + ": no hosts in the MPI hostfile");
       if (!IsLoopbackHost(first) && first != "localhost") {
         auto src = SourceAddressToward(JoinHostPort(first, 22));
@@ -208,13 +157,7 @@ Status Launcher::Prepare() {
 }
 
 std::vector<std::string> Launcher::SshArgv(const HostEntry& h, const std::string& remote_command) const {
-  std::vector<std::string> a = {o_.ssh};
-  // ssh takes the first value it is given for an option: the user's come before our defaults.
-  for (const auto& opt : o_.ssh_options) a.insert(a.end(), {"-o", opt});
-  if (!o_.ssh_identity.empty()) a.insert(a.end(), {"-i", o_.ssh_identity});
-  a.insert(a.end(), {"-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5", "-o",
-                     "ServerAliveCountMax=6", "-p", std::to_string(h.ssh_port), h.Destination(), remote_command});
-  return a;
+  return SshCommand({o_.ssh, o_.ssh_options, o_.ssh_identity}, h, remote_command);
 }
 
 std::vector<std::string> Launcher::RemoteNode(const NodeArgsOptions& n) const {
@@ -399,7 +342,8 @@ Status Launcher::CheckStarted() {
     }
     if (s->is_mpirun) {
       // mpirun names the first rank that failed; its own lines say why, not the others' stopping.
-      if (std::string why = FailedRankTail(LogPath("mpirun")); !why.empty()) {
+      auto output = ReadFile(LogPath("mpirun"));
+      if (std::string why = output.ok() ? FailedRankLines(*output) : ""; !why.empty()) {
         return Status::Aborted(fmt::format("mpirun ended with code {}: {}\n(all ranks' output: {})", code, why,
                                            LogPath("mpirun")));
       }

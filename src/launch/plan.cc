@@ -100,4 +100,43 @@ StatusOr<int> RankFromEnvironment(const std::function<const char*(const char*)>&
       "processes started by mpirun; give --index otherwise");
 }
 
+std::string FailedRankLines(const std::string& out) {
+  const std::string mark = "Process name: [[";
+  size_t at = out.find(mark);
+  if (at == std::string::npos) return "";
+  // "[[8100,1],0]": job, then the rank after "],".
+  size_t comma = out.find("],", at);
+  size_t close = comma == std::string::npos ? comma : out.find(']', comma + 2);
+  if (close == std::string::npos || close - comma > 12) return "";
+  const std::string rank = out.substr(comma + 2, close - comma - 2);
+  const std::string tag = "[1," + rank + "]<";
+  std::vector<std::string> lines;
+  for (const auto& line : Split(out, '\n')) {
+    if (StartsWith(line, tag)) lines.push_back(line);
+  }
+  if (lines.size() > 12) lines.erase(lines.begin(), lines.end() - 12);
+  std::string shown = "rank " + rank + " failed first. Its last lines:";
+  for (const auto& line : lines) shown += "\n  | " + line;
+  return shown;
+}
+
+std::string FirstHostInHostfile(const std::string& text) {
+  for (const auto& line : Split(text, '\n')) {
+    std::string words = line.substr(0, line.find('#'));
+    for (char& c : words) c = c == '\t' || c == '\r' ? ' ' : c;
+    auto w = Split(words, ' ');
+    if (!w.empty()) return w[0];
+  }
+  return "";
+}
+
+std::vector<std::string> SshCommand(const SshOptions& o, const HostEntry& h, const std::string& remote_command) {
+  std::vector<std::string> a = {o.ssh};
+  for (const auto& opt : o.options) a.insert(a.end(), {"-o", opt});
+  if (!o.identity.empty()) a.insert(a.end(), {"-i", o.identity});
+  a.insert(a.end(), {"-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5", "-o",
+                     "ServerAliveCountMax=6", "-p", std::to_string(h.ssh_port), h.Destination(), remote_command});
+  return a;
+}
+
 }  // namespace tessera::launch

@@ -62,4 +62,22 @@ std::vector<std::string> MpirunArgv(const deploy::JobSpec& s, const MpiOptions& 
 // (Open MPI), PMIX_RANK (PMIx), PMI_RANK (MPICH/Hydra). NotFound when none is set.
 StatusOr<int> RankFromEnvironment(const std::function<const char*(const char*)>& getenv);
 
+// From mpirun's output: the first rank it names as failed ("Process name: [[J,1],R]") and the
+// last 12 lines that rank wrote ("[1,R]<stderr>:..."), for the error the launcher shows; "" when
+// mpirun named none.
+std::string FailedRankLines(const std::string& mpirun_output);
+
+// The first host an Open MPI hostfile names ("node1 slots=4"; '#' comments), "" for none.
+std::string FirstHostInHostfile(const std::string& text);
+
+// `ssh ... DESTINATION 'remote command'` for one host: the user's -o options first (ssh keeps
+// the first value of an option), then BatchMode (keys, never a password prompt), timeouts that
+// notice a dead host, the port.
+struct SshOptions {
+  std::string ssh = "ssh";
+  std::vector<std::string> options;  // each passed as -o OPTION
+  std::string identity;              // -i
+};
+std::vector<std::string> SshCommand(const SshOptions& o, const HostEntry& h, const std::string& remote_command);
+
 }  // namespace tessera::launch

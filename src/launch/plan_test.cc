@@ -151,5 +151,42 @@ TEST(NodeArgsTest, SshNodesCarryIndexAddressAndEof) {
                                                     "--index", "1", "--advertise", "10.0.0.2", "--stop-on-eof"}));
 }
 
+TEST(MpirunTest, TheFirstFailedRanksOwnLines) {
+  std::string out = "[1,0]<stderr>:tessera node: master-0 starting\n"
+                    "[1,2]<stderr>:tessera node: pserver-0: stopping, as asked by a signal\n"
+                    "[1,0]<stderr>:tessera master: no data set at '/s/fmx'\n"
+                    "--------\nmpirun detected that one or more processes exited with non-zero status\n"
+                    "  Process name: [[8100,1],0]\n  Exit code:    1\n";
+  std::string got = FailedRankLines(out);
+  EXPECT_EQ(got.rfind("rank 0 failed first.", 0), 0u) << got;
+  EXPECT_NE(got.find("no data set at '/s/fmx'"), std::string::npos) << got;
+  EXPECT_EQ(got.find("pserver-0"), std::string::npos) << got;  // not the others' stopping
+  // Rank 12 is not rank 1 (tags are matched whole), and only the last 12 lines are kept.
+  std::string many;
+  for (int i = 0; i < 20; ++i) many += "[1,12]<stdout>:line " + std::to_string(i) + "\n[1,1]<stdout>:other\n";
+  got = FailedRankLines(many + "Process name: [[7,1],12]\n");
+  EXPECT_EQ(got.find("other"), std::string::npos) << got;
+  EXPECT_NE(got.find("line 19"), std::string::npos);
+  EXPECT_EQ(got.find("line 7\n"), std::string::npos);
+  EXPECT_EQ(FailedRankLines("mpirun: nothing failed\n"), "");
+  EXPECT_EQ(FailedRankLines("Process name: [[garbled"), "");
+}
+
+TEST(MpirunTest, FirstHostOfAHostfile) {
+  EXPECT_EQ(FirstHostInHostfile("# cluster\n\n  node1 slots=4\nnode2\n"), "node1");
+  EXPECT_EQ(FirstHostInHostfile("\tnode3\tslots=2 # head\n"), "node3");
+  EXPECT_EQ(FirstHostInHostfile("# only comments\n"), "");
+}
+
+TEST(SshTest, UserOptionsComeFirstSoTheyWin) {
+  auto hosts = ParseHostsFile("root@10.0.0.2:2222\n", "h");
+  ASSERT_TRUE(hosts.ok());
+  auto a = SshCommand({"/usr/bin/ssh", {"ConnectTimeout=3"}, "/k"}, (*hosts)[0], "exec tessera node");
+  const std::vector<std::string> want = {"/usr/bin/ssh", "-o", "ConnectTimeout=3", "-i", "/k", "-o", "BatchMode=yes",
+                                         "-o", "ConnectTimeout=10", "-o", "ServerAliveInterval=5", "-o",
+                                         "ServerAliveCountMax=6", "-p", "2222", "root@10.0.0.2", "exec tessera node"};
+  EXPECT_EQ(a, want);
+}
+
 }  // namespace
 }  // namespace tessera::launch
