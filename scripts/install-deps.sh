@@ -23,7 +23,7 @@ PACKAGES=(
   # beyond one machine: MPI and ssh launch (tests run real mpirun and sshd)
   openmpi-bin openssh-server openssh-client
   # the platform server: SQLite and PostgreSQL (tests start a real one), password hashing
-  libsqlite3-dev libsqlitecpp-dev libpqxx-dev postgresql libsodium-dev
+  libsqlite3-dev libsqlitecpp-dev libpqxx-dev postgresql libsodium-dev libarchive-dev
   # real data sets
   dataset-fashion-mnist bible-kjv
   # web console build and browser tests

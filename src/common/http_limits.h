@@ -7,8 +7,10 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <functional>
 #include <string>
 #include <thread>
 
@@ -24,17 +26,20 @@ inline std::thread ServeInBackground(httplib::Server& server) {
   return t;
 }
 
-inline void LimitHttpRequests(httplib::Server& server, size_t max_body = kMaxHttpRequestBody) {
-  server.set_payload_max_length(max_body);
-  server.set_pre_routing_handler([max_body](const httplib::Request& req, httplib::Response& res) {
+// Requests whose path `large` accepts (when given) may carry up to `large_max` bytes.
+inline void LimitHttpRequests(httplib::Server& server, size_t max_body = kMaxHttpRequestBody,
+                              std::function<bool(const std::string& path)> large = nullptr, size_t large_max = 0) {
+  server.set_payload_max_length(std::max(max_body, large_max));
+  server.set_pre_routing_handler([=](const httplib::Request& req, httplib::Response& res) {
     const std::string declared = req.get_header_value("Content-Length");
     if (declared.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    const size_t limit = large && large(req.path) ? large_max : max_body;
     char* end = nullptr;
     unsigned long long n = std::strtoull(declared.c_str(), &end, 10);
-    if (end && *end == '\0' && n <= max_body) return httplib::Server::HandlerResponse::Unhandled;
+    if (end && *end == '\0' && n <= limit) return httplib::Server::HandlerResponse::Unhandled;
     res.status = 413;
     res.set_header("Connection", "close");
-    res.set_content("request body of " + declared + " bytes refused: at most " + std::to_string(max_body) +
+    res.set_content("request body of " + declared + " bytes refused: at most " + std::to_string(limit) +
                         " bytes\n",
                     "text/plain");
     return httplib::Server::HandlerResponse::Handled;

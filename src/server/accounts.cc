@@ -16,8 +16,7 @@ const Status kBadLogin = Status::Unauthenticated("wrong user name or password");
 }  // namespace
 
 Status Accounts::CheckUserName(const std::string& name) {
-  if (name.empty() || name.size() > 32)
-    return Status::InvalidArgument("a user name has 1 to 32 characters");
+  if (name.empty() || name.size() > 32) return Status::InvalidArgument("a user name has 1 to 32 characters");
   if (name[0] < 'a' || name[0] > 'z') return Status::InvalidArgument("a user name starts with a letter a-z");
   for (char c : name) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-'))
@@ -36,32 +35,37 @@ StatusOr<User> Accounts::SignUp(const std::string& name, const std::string& pass
     TESSERA_ASSIGN_OR_RETURN(auto taken, sql.Query("SELECT name FROM namespaces WHERE name = ?", {name}));
     if (!taken.empty()) return Status::AlreadyExists("the name '" + name + "' is taken");
     TESSERA_RETURN_IF_ERROR(
-        sql.Exec("INSERT INTO users (id, name, password_hash, is_admin, approved, created_ms) VALUES (?, ?, ?, ?, ?, ?)",
+        sql.Exec("INSERT INTO users (id, name, password_hash, is_admin, approved, created_ms) VALUES (?, ?, "
+                 "?, ?, ?, ?)",
                  {u.id, name, hash, int64_t{u.admin}, int64_t{u.approved}, now_ms}));
-    TESSERA_RETURN_IF_ERROR(
-        sql.Exec("INSERT INTO namespaces (name, owner_id, created_ms) VALUES (?, ?, ?)", {name, u.id, now_ms}));
+    TESSERA_RETURN_IF_ERROR(sql.Exec("INSERT INTO namespaces (name, owner_id, created_ms) VALUES (?, ?, ?)",
+                                     {name, u.id, now_ms}));
     return sql.Exec("INSERT INTO memberships (namespace, user_id, role) VALUES (?, ?, ?)",
                     {name, u.id, std::string(NamespaceRoleName(NamespaceRole::kAdmin))});
   });
-  if (s.code() == StatusCode::kAlreadyExists) return Status::AlreadyExists("the name '" + name + "' is taken");
+  if (s.code() == StatusCode::kAlreadyExists)
+    return Status::AlreadyExists("the name '" + name + "' is taken");
   TESSERA_RETURN_IF_ERROR(s);
   return u;
 }
 
 StatusOr<IssuedToken> Accounts::Issue(Sql& sql, const std::string& user_id, const std::string& kind,
-                                      const std::string& label, std::optional<int64_t> expires_ms, int64_t now_ms) {
+                                      const std::string& label, std::optional<int64_t> expires_ms,
+                                      int64_t now_ms) {
   IssuedToken t{NewUuid(), NewToken(), kind, expires_ms};
-  TESSERA_RETURN_IF_ERROR(sql.Exec(
-      "INSERT INTO tokens (id, digest, user_id, kind, label, created_ms, expires_ms) VALUES (?, ?, ?, ?, ?, ?, ?)",
-      {t.id, TokenDigest(t.token), user_id, kind, label, now_ms,
-       expires_ms ? Value(*expires_ms) : Value(nullptr)}));
+  TESSERA_RETURN_IF_ERROR(
+      sql.Exec("INSERT INTO tokens (id, digest, user_id, kind, label, created_ms, expires_ms) VALUES (?, ?, "
+               "?, ?, ?, ?, ?)",
+               {t.id, TokenDigest(t.token), user_id, kind, label, now_ms,
+                expires_ms ? Value(*expires_ms) : Value(nullptr)}));
   return t;
 }
 
 StatusOr<IssuedToken> Accounts::Login(const std::string& name, const std::string& password, int64_t now_ms) {
-  TESSERA_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT id, name, is_admin, approved, password_hash FROM users "
-                                                 "WHERE name = ?",
-                                                 {name}));
+  TESSERA_ASSIGN_OR_RETURN(auto rows,
+                           db_->Query("SELECT id, name, is_admin, approved, password_hash FROM users "
+                                      "WHERE name = ?",
+                                      {name}));
   if (rows.empty()) {
     // The same work as for a wrong password, so the answer's time does not tell names apart.
     static const std::string dummy = HashPassword("not a real password").value_or("");
@@ -81,21 +85,26 @@ StatusOr<IssuedToken> Accounts::CreateApiToken(const std::string& user_id, const
 }
 
 StatusOr<std::vector<TokenInfo>> Accounts::ListTokens(const std::string& user_id) {
-  TESSERA_ASSIGN_OR_RETURN(auto rows,
-                           db_->Query("SELECT id, kind, label, created_ms, expires_ms, revoked_ms, last_used_ms "
-                                      "FROM tokens WHERE user_id = ? ORDER BY created_ms, id",
-                                      {user_id}));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto rows, db_->Query("SELECT id, kind, label, created_ms, expires_ms, revoked_ms, last_used_ms "
+                            "FROM tokens WHERE user_id = ? ORDER BY created_ms, id",
+                            {user_id}));
   std::vector<TokenInfo> out;
-  auto opt = [](const Row& r, size_t i) { return r.IsNull(i) ? std::nullopt : std::optional<int64_t>(r.Int(i)); };
-  for (const Row& r : rows) out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3), opt(r, 4), opt(r, 5), opt(r, 6)});
+  auto opt = [](const Row& r, size_t i) {
+    return r.IsNull(i) ? std::nullopt : std::optional<int64_t>(r.Int(i));
+  };
+  for (const Row& r : rows)
+    out.push_back({r.Text(0), r.Text(1), r.Text(2), r.Int(3), opt(r, 4), opt(r, 5), opt(r, 6)});
   return out;
 }
 
 Status Accounts::RevokeToken(const std::string& user_id, const std::string& token_id, int64_t now_ms) {
   return db_->InTransaction([&](Sql& sql) -> Status {
-    TESSERA_RETURN_IF_ERROR(sql.Exec("UPDATE tokens SET revoked_ms = ? WHERE id = ? AND user_id = ? AND revoked_ms IS NULL",
-                                     {now_ms, token_id, user_id}));
-    if (sql.Changes() == 0) return Status::NotFound("no token " + token_id + " of yours that is not revoked already");
+    TESSERA_RETURN_IF_ERROR(
+        sql.Exec("UPDATE tokens SET revoked_ms = ? WHERE id = ? AND user_id = ? AND revoked_ms IS NULL",
+                 {now_ms, token_id, user_id}));
+    if (sql.Changes() == 0)
+      return Status::NotFound("no token " + token_id + " of yours that is not revoked already");
     return Status::OK();
   });
 }
@@ -108,33 +117,39 @@ StatusOr<User> Accounts::Authenticate(const std::string& token, int64_t now_ms) 
   if (rows.empty()) return Status::Unauthenticated("unknown token (log in again, or make a new API token)");
   const Row& r = rows[0];
   if (!r.IsNull(6)) return Status::Unauthenticated("this token was revoked");
-  if (!r.IsNull(5) && r.Int(5) <= now_ms) return Status::Unauthenticated("this session has expired: log in again");
+  if (!r.IsNull(5) && r.Int(5) <= now_ms)
+    return Status::Unauthenticated("this session has expired: log in again");
   User u = UserFrom(r);
-  if (!u.approved) return Status::PermissionDenied("user '" + u.name + "' awaits an administrator's approval");
+  if (!u.approved)
+    return Status::PermissionDenied("user '" + u.name + "' awaits an administrator's approval");
   (void)db_->Exec("UPDATE tokens SET last_used_ms = ? WHERE id = ?", {now_ms, r.Text(4)});
   return u;
 }
 
 StatusOr<std::optional<NamespaceRole>> Accounts::RoleIn(const std::string& user_id, const std::string& ns) {
-  TESSERA_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT role FROM memberships WHERE namespace = ? AND user_id = ?",
-                                                 {ns, user_id}));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto rows,
+      db_->Query("SELECT role FROM memberships WHERE namespace = ? AND user_id = ?", {ns, user_id}));
   if (rows.empty()) return std::optional<NamespaceRole>();
   TESSERA_ASSIGN_OR_RETURN(NamespaceRole role, ParseNamespaceRole(rows[0].Text(0)));
   return std::optional<NamespaceRole>(role);
 }
 
 StatusOr<User> Accounts::FindUser(const std::string& name) {
-  TESSERA_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT id, name, is_admin, approved FROM users WHERE name = ?", {name}));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto rows, db_->Query("SELECT id, name, is_admin, approved FROM users WHERE name = ?", {name}));
   if (rows.empty()) return Status::NotFound("no user '" + name + "'");
   return UserFrom(rows[0]);
 }
 
-Status Accounts::SetRole(const std::string& ns, const std::string& user_name, std::optional<NamespaceRole> role) {
+Status Accounts::SetRole(const std::string& ns, const std::string& user_name,
+                         std::optional<NamespaceRole> role) {
   TESSERA_ASSIGN_OR_RETURN(User u, FindUser(user_name));
   return db_->InTransaction([&](Sql& sql) -> Status {
     TESSERA_ASSIGN_OR_RETURN(auto exists, sql.Query("SELECT name FROM namespaces WHERE name = ?", {ns}));
     if (exists.empty()) return Status::NotFound("no namespace '" + ns + "'");
-    TESSERA_RETURN_IF_ERROR(sql.Exec("DELETE FROM memberships WHERE namespace = ? AND user_id = ?", {ns, u.id}));
+    TESSERA_RETURN_IF_ERROR(
+        sql.Exec("DELETE FROM memberships WHERE namespace = ? AND user_id = ?", {ns, u.id}));
     if (!role) return Status::OK();
     return sql.Exec("INSERT INTO memberships (namespace, user_id, role) VALUES (?, ?, ?)",
                     {ns, u.id, std::string(NamespaceRoleName(*role))});
@@ -149,9 +164,11 @@ Status Accounts::Approve(const std::string& user_name) {
 
 Status Accounts::Audit(const std::string& user_id, const std::string& action, const std::string& target,
                        const std::string& outcome, const std::string& detail, int64_t now_ms) {
-  return db_->Exec("INSERT INTO audit (id, time_ms, user_id, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                   {NewUuid(), now_ms, user_id.empty() ? Value(nullptr) : Value(user_id), action, target, outcome,
-                    detail});
+  return db_->Exec(
+      "INSERT INTO audit (id, time_ms, user_id, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, "
+      "?)",
+      {NewUuid(), now_ms, user_id.empty() ? Value(nullptr) : Value(user_id), action, target, outcome,
+       detail});
 }
 
 }  // namespace tessera::server

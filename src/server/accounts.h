@@ -66,8 +66,8 @@ class Accounts {
                const std::string& outcome, const std::string& detail, int64_t now_ms);
 
  private:
-  StatusOr<IssuedToken> Issue(Sql& sql, const std::string& user_id, const std::string& kind, const std::string& label,
-                              std::optional<int64_t> expires_ms, int64_t now_ms);
+  StatusOr<IssuedToken> Issue(Sql& sql, const std::string& user_id, const std::string& kind,
+                              const std::string& label, std::optional<int64_t> expires_ms, int64_t now_ms);
   Database* db_;
   AccountOptions o_;
 };

@@ -1,10 +1,9 @@
-// ApiServer: the platform's JSON REST API over HTTP (docs/platform-api.md). This first part
-// serves accounts: sign-up, login, the caller, API tokens, approval, namespace members, the audit
-// log. Every request but sign-up and login carries `Authorization: Bearer <token>`; every
-// endpoint checks the caller's permission (authz.h) and writes what was done to the audit log.
-// Errors are `{"error": {"code": ..., "message": ...}}` with the matching HTTP status; bodies
-// above 1 MiB are refused before they are read; unknown fields are refused. Thread-safety:
-// Start/Stop from one thread; requests are served on the server's threads.
+// ApiServer: the platform's JSON REST API over HTTP (docs/platform-api.md): accounts, data sets,
+// jobs and quotas. Every request but sign-up and login carries `Authorization: Bearer <token>`;
+// every endpoint checks the caller's permission (authz.h); changes and refusals go to the audit
+// log. Errors are `{"error": {"code": ..., "message": ...}}` with the matching HTTP status; bodies
+// above 1 MiB (data chunks: above 4 MiB) are refused before they are read; unknown fields are
+// refused. Thread-safety: Start/Stop from one thread; requests are served on the server's threads.
 #pragma once
 
 #include <memory>
@@ -13,6 +12,7 @@
 
 #include "server/accounts.h"
 #include "server/database.h"
+#include "server/datasets.h"
 
 namespace httplib {
 class Server;
@@ -20,12 +20,20 @@ class Server;
 
 namespace tessera::server {
 
+class ApiRoutes;
+
+struct ServerOptions {
+  AccountOptions accounts;
+  std::string data_dir;  // files: uploads, data sets, code packages, job directories
+};
+
 class ApiServer {
  public:
-  ApiServer(Database* db, AccountOptions accounts);
+  ApiServer(Database* db, ServerOptions options);
   ~ApiServer();
 
-  // Binds host:port (0: any free port) and serves in the background.
+  // Recovers what a previous server left (imports under way), binds host:port (0: any free port)
+  // and serves in the background.
   Status Start(const std::string& host, int port);
   void Stop();
   int port() const { return port_; }
@@ -33,13 +41,17 @@ class ApiServer {
  private:
   void Routes();
   Database* db_;
+  ServerOptions options_;
   Accounts accounts_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<ApiRoutes> routes_;
+  std::unique_ptr<Datasets> datasets_;
   std::thread thread_;
   int port_ = 0;
 };
 
-// The HTTP status for a Status code (400, 401, 403, 404, 409, 413, 500, 503, ...).
-int HttpStatusOf(const Status& s);
+// Route groups (api_accounts.cc, api_datasets.cc).
+void AddAccountRoutes(ApiRoutes& r, Database* db);
+void AddDatasetRoutes(ApiRoutes& r, Datasets* datasets);
 
 }  // namespace tessera::server

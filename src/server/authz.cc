@@ -24,33 +24,50 @@ StatusOr<NamespaceRole> ParseNamespaceRole(const std::string& name) {
 
 const char* ActionName(Action a) {
   switch (a) {
-    case Action::kReadNamespace: return "read namespace";
-    case Action::kListJobs: return "list jobs";
-    case Action::kReadJob: return "read job";
-    case Action::kReadLogs: return "read logs";
-    case Action::kSubmitJob: return "submit job";
-    case Action::kStopJob: return "stop job";
-    case Action::kScaleJob: return "scale job";
-    case Action::kDeleteJob: return "delete job";
-    case Action::kListDatasets: return "list data sets";
-    case Action::kReadDataset: return "read data set";
-    case Action::kUploadDataset: return "upload data set";
-    case Action::kDeleteDataset: return "delete data set";
-    case Action::kShareDataset: return "share data set";
-    case Action::kReadQuota: return "read quota";
-    case Action::kSetQuota: return "set quota";
-    case Action::kManageMembers: return "manage members";
-    case Action::kReadAudit: return "read audit log";
+    case Action::kReadNamespace:
+      return "read namespace";
+    case Action::kListJobs:
+      return "list jobs";
+    case Action::kReadJob:
+      return "read job";
+    case Action::kReadLogs:
+      return "read logs";
+    case Action::kSubmitJob:
+      return "submit job";
+    case Action::kStopJob:
+      return "stop job";
+    case Action::kScaleJob:
+      return "scale job";
+    case Action::kDeleteJob:
+      return "delete job";
+    case Action::kListDatasets:
+      return "list data sets";
+    case Action::kReadDataset:
+      return "read data set";
+    case Action::kUploadDataset:
+      return "upload data set";
+    case Action::kDeleteDataset:
+      return "delete data set";
+    case Action::kShareDataset:
+      return "share data set";
+    case Action::kReadQuota:
+      return "read quota";
+    case Action::kSetQuota:
+      return "set quota";
+    case Action::kManageMembers:
+      return "manage members";
+    case Action::kReadAudit:
+      return "read audit log";
   }
   return "?";
 }
 
 const std::vector<Action>& AllActions() {
   static const std::vector<Action> all = {
-      Action::kReadNamespace, Action::kListJobs,      Action::kReadJob,       Action::kReadLogs,
-      Action::kSubmitJob,     Action::kStopJob,       Action::kScaleJob,      Action::kDeleteJob,
-      Action::kListDatasets,  Action::kReadDataset,   Action::kUploadDataset, Action::kDeleteDataset,
-      Action::kShareDataset,  Action::kReadQuota,     Action::kSetQuota,      Action::kManageMembers,
+      Action::kReadNamespace, Action::kListJobs,    Action::kReadJob,       Action::kReadLogs,
+      Action::kSubmitJob,     Action::kStopJob,     Action::kScaleJob,      Action::kDeleteJob,
+      Action::kListDatasets,  Action::kReadDataset, Action::kUploadDataset, Action::kDeleteDataset,
+      Action::kShareDataset,  Action::kReadQuota,   Action::kSetQuota,      Action::kManageMembers,
       Action::kReadAudit};
   return all;
 }

@@ -12,11 +12,12 @@ namespace {
 
 // Every role x action, written out: a change to the table must change this test.
 TEST(AuthzTest, EveryRoleAndAction) {
-  const std::set<Action> viewer = {Action::kReadNamespace, Action::kListJobs,     Action::kReadJob,  Action::kReadLogs,
-                                   Action::kListDatasets,  Action::kReadDataset, Action::kReadQuota};
+  const std::set<Action> viewer = {Action::kReadNamespace, Action::kListJobs,     Action::kReadJob,
+                                   Action::kReadLogs,      Action::kListDatasets, Action::kReadDataset,
+                                   Action::kReadQuota};
   std::set<Action> member = viewer;
-  member.insert({Action::kSubmitJob, Action::kStopJob, Action::kScaleJob, Action::kDeleteJob, Action::kUploadDataset,
-                 Action::kDeleteDataset});
+  member.insert({Action::kSubmitJob, Action::kStopJob, Action::kScaleJob, Action::kDeleteJob,
+                 Action::kUploadDataset, Action::kDeleteDataset});
   std::set<Action> admin = member;
   admin.insert({Action::kShareDataset, Action::kManageMembers, Action::kReadAudit});
   for (Action a : AllActions()) {

@@ -139,7 +139,8 @@ class SqliteSql : public BackendSql {
       if (code == SQLITE_CONSTRAINT_UNIQUE || code == SQLITE_CONSTRAINT_PRIMARYKEY)
         return Status::AlreadyExists(e.what());
       if ((code & 0xff) == SQLITE_CONSTRAINT) return Status::InvalidArgument(e.what());
-      if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED) return Status::Unavailable(e.what());
+      if ((code & 0xff) == SQLITE_BUSY || (code & 0xff) == SQLITE_LOCKED)
+        return Status::Unavailable(e.what());
       return Status::Internal(std::string("sqlite: ") + e.what());
     }
   }
@@ -177,7 +178,7 @@ class SqliteDatabase : public SerializedDatabase {
 // quoted and escaped by the connection (PQescapeLiteral); NULL for null. libpqxx 6 has no
 // dynamic parameter list, and literals are as safe as binding when the library escapes them.
 StatusOr<std::string> WithLiteralsOrError(pqxx::transaction_base& tx, const std::string& sql,
-                                         const std::vector<Value>& params) {
+                                          const std::vector<Value>& params) {
   std::string out;
   size_t n = 0;
   bool quoted = false;
@@ -203,7 +204,8 @@ StatusOr<std::string> WithLiteralsOrError(pqxx::transaction_base& tx, const std:
   return out;
 }
 
-std::string WithLiterals(pqxx::transaction_base& tx, const std::string& sql, const std::vector<Value>& params) {
+std::string WithLiterals(pqxx::transaction_base& tx, const std::string& sql,
+                         const std::vector<Value>& params) {
   auto s = WithLiteralsOrError(tx, sql, params);
   if (!s.ok()) throw std::invalid_argument(s.status().message());
   return *s;

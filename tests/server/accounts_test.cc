@@ -63,7 +63,8 @@ TEST_P(AccountsTest, SignUpLoginAndTokens) {
   auto revoked = acc.Authenticate(api->token, kT0 + 1);
   EXPECT_EQ(revoked.status().code(), StatusCode::kUnauthenticated);
   EXPECT_NE(revoked.status().message().find("revoked"), std::string::npos);
-  EXPECT_EQ(acc.Authenticate("tsk_" + std::string(64, '0'), kT0).status().code(), StatusCode::kUnauthenticated);
+  EXPECT_EQ(acc.Authenticate("tsk_" + std::string(64, '0'), kT0).status().code(),
+            StatusCode::kUnauthenticated);
   auto listed = acc.ListTokens(bob->id);
   ASSERT_TRUE(listed.ok());
   ASSERT_EQ(listed->size(), 2u);

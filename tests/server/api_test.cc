@@ -9,80 +9,12 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
-#include "server/db_fixture.h"
+#include "server/api_fixture.h"
 
 namespace tessera::server {
 namespace {
 
-using Json = nlohmann::json;
-
-class ApiTest : public DatabaseTest {
- protected:
-  void SetUp() override {
-    // The server answers an oversized body 413 and closes before reading it: the client's write
-    // then fails (EPIPE) instead of ending the test.
-    ::signal(SIGPIPE, SIG_IGN);
-    DatabaseTest::SetUp();
-    if (IsSkipped() || HasFatalFailure()) return;
-    db_.reset();  // the server opens its own connection
-    where_ = GetParam() == "sqlite" ? std::string() : pg_->Url();
-    StartServer();
-  }
-  void TearDown() override {
-    if (server_) server_->Terminate(std::chrono::seconds(10));
-    DatabaseTest::TearDown();
-  }
-
-  void StartServer(std::vector<std::string> extra = {}) {
-    testing::SpawnOptions o;
-    o.argv = {testing::BuildPath("src/tessera"), "server", "--port", "0"};
-    if (where_.empty()) {
-      o.argv.insert(o.argv.end(), {"--data-dir", dir_ + "/server"});
-    } else {
-      o.argv.insert(o.argv.end(), {"--database", where_});
-    }
-    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
-    o.log_path = dir_ + "/server-" + std::to_string(starts_++) + ".log";  // a new log: a new port to read
-    auto p = testing::Subprocess::Spawn(o);
-    ASSERT_TRUE(p.ok());
-    server_ = std::move(*p);
-    ASSERT_TRUE(server_->WaitForOutput("API at http://", std::chrono::seconds(30))) << server_->Output();
-    std::smatch m;
-    const std::string out = server_->Output();
-    ASSERT_TRUE(std::regex_search(out, m, std::regex("API at http://127.0.0.1:([0-9]+)/api/v1")));
-    const int port = std::stoi(m[1]);
-    client_ = std::make_unique<httplib::Client>("127.0.0.1", port);
-    client_->set_read_timeout(30, 0);
-  }
-
-  struct Got {
-    int status = 0;
-    Json body;
-  };
-  Got Call(const std::string& method, const std::string& path, const std::string& body = "",
-           const std::string& token = "") {
-    httplib::Headers h;
-    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
-    httplib::Result r = method == "GET"      ? client_->Get(path, h)
-                        : method == "DELETE" ? client_->Delete(path, h)
-                        : method == "PUT"    ? client_->Put(path, h, body, "application/json")
-                                             : client_->Post(path, h, body, "application/json");
-    if (!r) return {};
-    Got g{r->status, Json()};
-    if (!r->body.empty()) g.body = Json::parse(r->body, nullptr, false);
-    return g;
-  }
-  std::string Login(const std::string& name, const std::string& pw) {
-    Got g = Call("POST", "/api/v1/login", Json{{"name", name}, {"password", pw}}.dump());
-    EXPECT_EQ(g.status, 200) << g.body;
-    return g.body.value("token", "");
-  }
-
-  std::string where_;
-  int starts_ = 0;
-  std::unique_ptr<testing::Subprocess> server_;
-  std::unique_ptr<httplib::Client> client_;
-};
+class ApiTest : public ApiFixture {};
 
 TEST_P(ApiTest, AccountsTokensRolesAndAudit) {
   EXPECT_EQ(Call("POST", "/api/v1/signup", R"({"name":"ada","password":"correct horse"})").status, 201);
@@ -116,7 +48,8 @@ TEST_P(ApiTest, AccountsTokensRolesAndAudit) {
   Got audit = Call("GET", "/api/v1/namespaces/ada/audit", "", ada);
   ASSERT_EQ(audit.status, 200);
   bool saw_denied = false;
-  for (const auto& a : audit.body["audit"]) saw_denied = saw_denied || (a["user"] == "bob" && a["outcome"] == "permission_denied");
+  for (const auto& a : audit.body["audit"])
+    saw_denied = saw_denied || (a["user"] == "bob" && a["outcome"] == "permission_denied");
   EXPECT_TRUE(saw_denied) << audit.body;
   EXPECT_EQ(Call("POST", "/api/v1/users/bob/approve", "", bob).status, 403);  // not a server administrator
 
@@ -128,7 +61,9 @@ TEST_P(ApiTest, AccountsTokensRolesAndAudit) {
 }
 
 TEST_P(ApiTest, BadInputIsRefusedAndNothingStored) {
-  auto message = [](const Got& g) { return g.body.is_object() ? g.body["error"]["message"].get<std::string>() : ""; };
+  auto message = [](const Got& g) {
+    return g.body.is_object() ? g.body["error"]["message"].get<std::string>() : "";
+  };
   Got malformed = Call("POST", "/api/v1/signup", R"({"name":"ada",)");
   EXPECT_EQ(malformed.status, 400);
   EXPECT_EQ(message(malformed), "body: not valid JSON");
@@ -141,7 +76,8 @@ TEST_P(ApiTest, BadInputIsRefusedAndNothingStored) {
   // An oversized body: 413 before it is read; the client may see the connection closed while
   // still sending it (status 0) instead. The server goes on either way (the next call).
   const int oversized =
-      Call("POST", "/api/v1/signup", Json{{"name", "ada"}, {"password", std::string(2 << 20, 'x')}}.dump()).status;
+      Call("POST", "/api/v1/signup", Json{{"name", "ada"}, {"password", std::string(2 << 20, 'x')}}.dump())
+          .status;
   EXPECT_TRUE(oversized == 413 || oversized == 0) << oversized;
   // None of that made a user: the name is still free.
   EXPECT_EQ(Call("POST", "/api/v1/signup", R"({"name":"ada","password":"correct horse"})").status, 201);

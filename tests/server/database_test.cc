@@ -11,10 +11,14 @@
 namespace tessera::server {
 namespace {
 
-
 const std::vector<Migration> kMigrations = {
-    {1, "items", {"CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, size BIGINT, score DOUBLE PRECISION)"}},
-    {2, "item owners", {"ALTER TABLE items ADD COLUMN owner TEXT", "CREATE INDEX items_owner ON items (owner)"}},
+    {1,
+     "items",
+     {"CREATE TABLE items (id TEXT PRIMARY KEY, name TEXT NOT NULL UNIQUE, size BIGINT, score DOUBLE "
+      "PRECISION)"}},
+    {2,
+     "item owners",
+     {"ALTER TABLE items ADD COLUMN owner TEXT", "CREATE INDEX items_owner ON items (owner)"}},
 };
 
 TEST_P(DatabaseTest, TheSameSqlWorksOnBoth) {
@@ -23,8 +27,11 @@ TEST_P(DatabaseTest, TheSameSqlWorksOnBoth) {
   ASSERT_TRUE(db_->Exec("INSERT INTO items (id, name, size, score, owner) VALUES (?, ?, ?, ?, ?)",
                         {std::string("a"), std::string("it's one"), int64_t{1} << 40, 0.5, nullptr})
                   .ok());
-  ASSERT_TRUE(db_->Exec("INSERT INTO items (id, name, size) VALUES (?, ?, ?)", {std::string("b"), std::string("two"), int64_t{2}}).ok());
-  auto rows = db_->Query("SELECT id, name, size, score, owner FROM items WHERE size > ? ORDER BY id", {int64_t{0}});
+  ASSERT_TRUE(db_->Exec("INSERT INTO items (id, name, size) VALUES (?, ?, ?)",
+                        {std::string("b"), std::string("two"), int64_t{2}})
+                  .ok());
+  auto rows =
+      db_->Query("SELECT id, name, size, score, owner FROM items WHERE size > ? ORDER BY id", {int64_t{0}});
   ASSERT_TRUE(rows.ok()) << rows.status();
   ASSERT_EQ(rows->size(), 2u);
   EXPECT_EQ((*rows)[0].Text(1), "it's one");
@@ -34,7 +41,8 @@ TEST_P(DatabaseTest, TheSameSqlWorksOnBoth) {
   EXPECT_TRUE((*rows)[1].IsNull(3));
 
   // A unique name taken: AlreadyExists, nothing changed.
-  Status dup = db_->Exec("INSERT INTO items (id, name) VALUES (?, ?)", {std::string("c"), std::string("two")});
+  Status dup =
+      db_->Exec("INSERT INTO items (id, name) VALUES (?, ?)", {std::string("c"), std::string("two")});
   EXPECT_EQ(dup.code(), StatusCode::kAlreadyExists) << dup;
   ASSERT_TRUE(db_->Exec("UPDATE items SET owner = ? WHERE size < ?", {std::string("u1"), int64_t{10}}).ok());
   EXPECT_EQ(db_->Changes(), 1);
@@ -55,7 +63,9 @@ TEST_P(DatabaseTest, AFailedTransactionLeavesNothing) {
     return Status::FailedPrecondition("changed my mind");
   });
   EXPECT_TRUE(db_->Query("SELECT id FROM items")->empty());
-  ASSERT_TRUE(db_->InTransaction([](Sql& sql) { return sql.Exec("INSERT INTO items (id, name) VALUES ('w', 'w')"); }).ok());
+  ASSERT_TRUE(
+      db_->InTransaction([](Sql& sql) { return sql.Exec("INSERT INTO items (id, name) VALUES ('w', 'w')"); })
+          .ok());
   EXPECT_EQ(db_->Query("SELECT id FROM items")->size(), 1u);
 }
 
@@ -69,7 +79,8 @@ TEST_P(DatabaseTest, MigrationsRunOnceAndANewerDatabaseIsRefused) {
   EXPECT_EQ(older.code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(older.message().find("newer than this server knows"), std::string::npos) << older;
   // A migration that fails is not recorded, and what it did is rolled back where the database can.
-  Status bad = Migrate(*db_, {kMigrations[0], kMigrations[1], {3, "broken", {"CREATE TABLE t3 (a TEXT)", "NOT SQL"}}});
+  Status bad =
+      Migrate(*db_, {kMigrations[0], kMigrations[1], {3, "broken", {"CREATE TABLE t3 (a TEXT)", "NOT SQL"}}});
   EXPECT_FALSE(bad.ok());
   EXPECT_NE(bad.message().find("migration 3 (broken)"), std::string::npos) << bad;
   EXPECT_EQ(*SchemaVersion(*db_), 2);

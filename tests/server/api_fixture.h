@@ -1,0 +1,88 @@
+// ApiFixture: a real `tessera server` process on each database backend (SQLite in the test's
+// directory, or a PostgreSQL the test starts), and a JSON client for its API.
+#pragma once
+
+#include <gtest/gtest.h>
+#include <httplib.h>
+#include <signal.h>
+
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "server/db_fixture.h"
+
+namespace tessera::server {
+
+using Json = nlohmann::json;
+
+class ApiFixture : public DatabaseTest {
+ protected:
+  void SetUp() override {
+    // The server answers an oversized body 413 and closes before reading it: the client's write
+    // then fails (EPIPE) instead of ending the test.
+    ::signal(SIGPIPE, SIG_IGN);
+    DatabaseTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    db_.reset();  // the server opens its own connection
+    where_ = GetParam() == "sqlite" ? std::string() : pg_->Url();
+    StartServer();
+  }
+  void TearDown() override {
+    if (server_) server_->Terminate(std::chrono::seconds(10));
+    DatabaseTest::TearDown();
+  }
+
+  void StartServer(std::vector<std::string> extra = {}) {
+    testing::SpawnOptions o;
+    o.argv = {testing::BuildPath("src/tessera"), "server", "--port", "0"};
+    o.argv.insert(o.argv.end(), {"--data-dir", dir_ + "/server"});
+    if (!where_.empty()) o.argv.insert(o.argv.end(), {"--database", where_});
+    o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.log_path = dir_ + "/server-" + std::to_string(starts_++) + ".log";  // a new log: a new port to read
+    auto p = testing::Subprocess::Spawn(o);
+    ASSERT_TRUE(p.ok());
+    server_ = std::move(*p);
+    ASSERT_TRUE(server_->WaitForOutput("API at http://", std::chrono::seconds(30))) << server_->Output();
+    std::smatch m;
+    const std::string out = server_->Output();
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("API at http://127.0.0.1:([0-9]+)/api/v1")));
+    const int port = std::stoi(m[1]);
+    client_ = std::make_unique<httplib::Client>("127.0.0.1", port);
+    client_->set_read_timeout(30, 0);
+  }
+
+  struct Got {
+    int status = 0;
+    Json body;
+  };
+  Got Call(const std::string& method, const std::string& path, const std::string& body = "",
+           const std::string& token = "", httplib::Headers h = {}) {
+    if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
+    httplib::Result r = method == "GET"      ? client_->Get(path, h)
+                        : method == "DELETE" ? client_->Delete(path, h)
+                        : method == "PUT"    ? client_->Put(path, h, body, "application/json")
+                                             : client_->Post(path, h, body, "application/json");
+    if (!r) return {};
+    Got g{r->status, Json()};
+    if (!r->body.empty()) g.body = Json::parse(r->body, nullptr, false);
+    return g;
+  }
+  // Signs up (when `signup`) and logs in; returns the session token.
+  std::string SignUpAndLogin(const std::string& name, const std::string& pw) {
+    Got g = Call("POST", "/api/v1/signup", Json{{"name", name}, {"password", pw}}.dump());
+    EXPECT_EQ(g.status, 201) << g.body;
+    return Login(name, pw);
+  }
+  std::string Login(const std::string& name, const std::string& pw) {
+    Got g = Call("POST", "/api/v1/login", Json{{"name", name}, {"password", pw}}.dump());
+    EXPECT_EQ(g.status, 200) << g.body;
+    return g.body.value("token", "");
+  }
+
+  std::string where_;
+  int starts_ = 0;
+  std::unique_ptr<testing::Subprocess> server_;
+  std::unique_ptr<httplib::Client> client_;
+};
+
+}  // namespace tessera::server
