@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <thread>
 
+#include <unistd.h>
+
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
@@ -19,7 +21,21 @@ struct ServerFlags {
   std::string listen = "127.0.0.1";
   int port = 8780;
   bool require_approval = false;
+  double cpus = 0;
+  int64_t memory_mb = 0;
+  int64_t gpus = 0;
+  std::string over_quota = "queue";
+  bool stop_jobs_on_exit = false;
 };
+
+// This machine's CPUs and memory (MB), the default capacity of the local backend.
+server::Resources MachineResources() {
+  server::Resources r;
+  r.cpu = std::max(1u, std::thread::hardware_concurrency());
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  r.memory_mb = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / (1 << 20) : 1024;
+  return r;
+}
 
 int RunServer(const ServerFlags& f) {
   std::atomic<bool> stop{false};
@@ -39,12 +55,27 @@ int RunServer(const ServerFlags& f) {
   server::ServerOptions so;
   so.accounts.require_approval = f.require_approval;
   so.data_dir = data_dir;
+  so.tessera_bin = SelfPath();
+  so.capacity = MachineResources();
+  if (f.cpus > 0) so.capacity.cpu = f.cpus;
+  if (f.memory_mb > 0) so.capacity.memory_mb = f.memory_mb;
+  so.capacity.gpus = f.gpus;
+  so.refuse_over_quota = f.over_quota == "refuse";
   server::ApiServer api(db->get(), so);
   if (Status s = api.Start(f.listen, f.port); !s.ok()) return Fail("server", s);
   std::printf("tessera server: API at http://%s:%d/api/v1 (state: %s %s)\n", f.listen.c_str(), api.port(),
               (*db)->Kind().c_str(), (*db)->Kind() == "sqlite" ? where.c_str() : "database");
   std::fflush(stdout);
   while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (f.stop_jobs_on_exit) {
+    std::printf("tessera server: stopping its jobs (--stop-jobs-on-exit)\n");
+    std::fflush(stdout);
+    api.jobs()->StopAll(30000);
+  } else {
+    std::printf("tessera server: stopped; jobs still running go on, and a server started again on %s takes them "
+                "back\n",
+                data_dir.c_str());
+  }
   api.Stop();
   return 0;
 }
@@ -55,14 +86,26 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<ServerFlags>();
   auto* cmd = app.add_subcommand(
       "server",
-      "Run the training platform's API server: accounts, namespaces and roles, API tokens and an\n"
-      "audit log (docs/platform-api.md), its state in SQLite under --data-dir or in PostgreSQL\n"
-      "(--database postgresql://...). The first user to sign up administers the server.");
+      "Run the training platform's API server (docs/platform-api.md): accounts, namespaces and\n"
+      "roles, API tokens, data set uploads, jobs run on this machine through `tessera local` with\n"
+      "a queue by priority and quotas, logs and cost history kept after jobs end, an audit log.\n"
+      "Its state is in SQLite under --data-dir or in PostgreSQL (--database postgresql://...).\n"
+      "The first user to sign up administers the server.");
   cmd->add_option("--data-dir", f->data_dir, "directory of the server's files: data sets, uploads, code, jobs (and\nits SQLite database, DIR/server.db)")->required();
   cmd->add_option("--database", f->database, "a PostgreSQL URL instead of SQLite, e.g. postgresql://user@host/db");
   cmd->add_option("--listen", f->listen, "address to serve on")->capture_default_str();
   cmd->add_option("--port", f->port, "port (0: any free port, printed)")->capture_default_str();
   cmd->add_flag("--require-approval", f->require_approval, "new users wait for an administrator's approval");
+  cmd->add_option("--cpus", f->cpus, "CPUs the jobs may use at once (default: this machine's)");
+  cmd->add_option("--memory-mb", f->memory_mb, "memory the jobs may use at once, in MB (default: this machine's)");
+  cmd->add_option("--gpus", f->gpus, "GPUs the jobs may use at once")->capture_default_str();
+  cmd->add_option("--over-quota", f->over_quota,
+                  "a submission over its namespace's quota is queued until it fits, or refused")
+      ->check(CLI::IsMember({"queue", "refuse"}))
+      ->capture_default_str();
+  cmd->add_flag("--stop-jobs-on-exit", f->stop_jobs_on_exit,
+                "stop every job when the server stops (by default they go on, and a restarted server\n"
+                "takes them back)");
   cmd->callback([f, exit_code] { *exit_code = RunServer(*f); });
 }
 

@@ -2,6 +2,7 @@
 #include "common/clock.h"
 #include "server/api_routes.h"
 #include "server/api_server.h"
+#include "server/jobs.h"
 #include "server/json_body.h"
 
 namespace tessera::server {
@@ -46,7 +47,7 @@ std::string DatasetName(const httplib::Request& req) {
 
 }  // namespace
 
-void AddDatasetRoutes(ApiRoutes& r, Datasets* ds) {
+void AddDatasetRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
   const std::string ns_path = std::string("/api/v1/namespaces/") + kNamePattern;
   // The upload's namespace must allow the caller to upload.
   auto upload_of = [&r, ds](const User& u, const std::string& id) -> StatusOr<UploadInfo> {
@@ -58,7 +59,7 @@ void AddDatasetRoutes(ApiRoutes& r, Datasets* ds) {
   };
 
   r.Post(ns_path + "/uploads", "start upload",
-         [&r, ds](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+         [&r, ds, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
            const std::string ns = req.matches[1];
            TESSERA_RETURN_IF_ERROR(r.Need(u, ns, Action::kUploadDataset));
            TESSERA_ASSIGN_OR_RETURN(auto b, JsonBody::Parse(req.body, {"name", "format", "files",
@@ -84,6 +85,18 @@ void AddDatasetRoutes(ApiRoutes& r, Datasets* ds) {
            spec.label_column = label.value_or("0");
            spec.header = header.value_or(false);
            spec.list = list.value_or("list.txt");
+           // The namespace's storage quota counts its data sets and this upload's declared size.
+           TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, jobs->Quota(ns));
+           if (q.storage_mb) {
+             TESSERA_ASSIGN_OR_RETURN(int64_t owned, ds->BytesOwned(ns));
+             int64_t declared = 0;
+             for (const auto& f : spec.files) declared += std::max<int64_t>(0, f.size);
+             if (owned + declared > *q.storage_mb * (int64_t{1} << 20))
+               return Status::ResourceExhausted("over the storage quota of '" + ns + "' (" +
+                                                std::to_string(*q.storage_mb) + " MB): its data sets hold " +
+                                                std::to_string(owned >> 20) + " MB and this upload is " +
+                                                std::to_string(declared >> 20) + " MB");
+           }
            TESSERA_ASSIGN_OR_RETURN(UploadInfo up, ds->CreateUpload(spec, u.id, WallMillis()));
            return Reply{201, UploadJson(up)};
          });

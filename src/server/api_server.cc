@@ -6,6 +6,7 @@
 
 #include "common/http_limits.h"
 #include "server/api_routes.h"
+#include "server/local_backend.h"
 
 namespace tessera::server {
 
@@ -19,7 +20,15 @@ ApiServer::ApiServer(Database* db, ServerOptions options)
       accounts_(db, options_.accounts),
       http_(std::make_unique<httplib::Server>()),
       routes_(std::make_unique<ApiRoutes>(http_.get(), &accounts_)),
-      datasets_(std::make_unique<Datasets>(db, options_.data_dir)) {}
+      datasets_(std::make_unique<Datasets>(db, options_.data_dir)) {
+  JobsOptions jo;
+  jo.data_dir = options_.data_dir;
+  jo.capacity = options_.capacity;
+  jo.refuse_over_quota = options_.refuse_over_quota;
+  jo.tick_ms = options_.tick_ms;
+  jobs_ =
+      std::make_unique<Jobs>(db, datasets_.get(), std::make_unique<LocalBackend>(options_.tessera_bin), jo);
+}
 
 ApiServer::~ApiServer() { Stop(); }
 
@@ -32,7 +41,8 @@ void ApiServer::Routes() {
       },
       kMaxChunkBody);
   AddAccountRoutes(*routes_, db_);
-  AddDatasetRoutes(*routes_, datasets_.get());
+  AddDatasetRoutes(*routes_, datasets_.get(), jobs_.get());
+  AddJobRoutes(*routes_, jobs_.get(), datasets_.get());
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const std::string code =
@@ -48,6 +58,7 @@ void ApiServer::Routes() {
 
 Status ApiServer::Start(const std::string& host, int port) {
   TESSERA_RETURN_IF_ERROR(datasets_->Start());
+  TESSERA_RETURN_IF_ERROR(jobs_->Start());
   Routes();
   if (port == 0) {
     port_ = http_->bind_to_any_port(host);
@@ -64,6 +75,7 @@ Status ApiServer::Start(const std::string& host, int port) {
 void ApiServer::Stop() {
   if (http_) http_->stop();
   if (thread_.joinable()) thread_.join();
+  if (jobs_) jobs_->Stop();
   if (datasets_) datasets_->Stop();
 }
 

@@ -13,6 +13,7 @@
 #include "server/accounts.h"
 #include "server/database.h"
 #include "server/datasets.h"
+#include "server/jobs.h"
 
 namespace httplib {
 class Server;
@@ -24,7 +25,11 @@ class ApiRoutes;
 
 struct ServerOptions {
   AccountOptions accounts;
-  std::string data_dir;  // files: uploads, data sets, code packages, job directories
+  std::string data_dir;     // files: uploads, data sets, code packages, job directories
+  std::string tessera_bin;  // this program (the local backend runs `tessera local`)
+  Resources capacity;       // what jobs may use at once
+  bool refuse_over_quota = false;
+  int64_t tick_ms = 1000;
 };
 
 class ApiServer {
@@ -37,6 +42,7 @@ class ApiServer {
   Status Start(const std::string& host, int port);
   void Stop();
   int port() const { return port_; }
+  Jobs* jobs() { return jobs_.get(); }
 
  private:
   void Routes();
@@ -46,12 +52,14 @@ class ApiServer {
   std::unique_ptr<httplib::Server> http_;
   std::unique_ptr<ApiRoutes> routes_;
   std::unique_ptr<Datasets> datasets_;
+  std::unique_ptr<Jobs> jobs_;
   std::thread thread_;
   int port_ = 0;
 };
 
-// Route groups (api_accounts.cc, api_datasets.cc).
+// Route groups (api_accounts.cc, api_datasets.cc, api_jobs.cc).
 void AddAccountRoutes(ApiRoutes& r, Database* db);
-void AddDatasetRoutes(ApiRoutes& r, Datasets* datasets);
+void AddDatasetRoutes(ApiRoutes& r, Datasets* datasets, Jobs* jobs);
+void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets);
 
 }  // namespace tessera::server

@@ -1,0 +1,259 @@
+// The REST API's job routes: code packages, submission, the list and history, stop, scale,
+// delete, metrics, logs (read and followed as server-sent events), and quotas.
+#include <sys/stat.h>
+
+#include <atomic>
+#include <chrono>
+#include <fstream>
+#include <thread>
+
+#include "common/clock.h"
+#include "server/api_routes.h"
+#include "server/api_server.h"
+#include "server/jobs.h"
+#include "server/json_body.h"
+
+namespace tessera::server {
+namespace {
+
+using Json = nlohmann::json;
+
+const std::string kJobId = "([a-z][a-z0-9-]{0,31}-[0-9a-f]{8})";
+constexpr int64_t kMaxLogRead = 256 << 10;
+std::atomic<int> followers{0};
+constexpr int kMaxFollowers = 4;
+
+StatusOr<int64_t> IntParam(const httplib::Request& req, const std::string& name, int64_t def, int64_t lo,
+                           int64_t hi) {
+  if (!req.has_param(name)) return def;
+  const std::string v = req.get_param_value(name);
+  char* end = nullptr;
+  long long x = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end != '\0' || x < lo || x > hi)
+    return Status::InvalidArgument(name + ": a number from " + std::to_string(lo) + " to " +
+                                   std::to_string(hi));
+  return static_cast<int64_t>(x);
+}
+
+int64_t FileSize(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
+}
+
+std::string ReadRange(const std::string& path, int64_t from, int64_t n) {
+  std::ifstream f(path, std::ios::binary);
+  f.seekg(from);
+  std::string out(static_cast<size_t>(n), '\0');
+  f.read(out.data(), n);
+  out.resize(static_cast<size_t>(f.gcount()));
+  return out;
+}
+
+}  // namespace
+
+void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
+  const std::string ns_path = std::string("/api/v1/namespaces/") + kNamePattern;
+  // The job, when the caller may do `a` in its namespace (others' jobs are not found).
+  auto job_of = [&r, jobs](const User& u, const std::string& id, Action a) -> StatusOr<JobInfo> {
+    TESSERA_ASSIGN_OR_RETURN(JobInfo j, jobs->Get(id));
+    Status st = r.Need(u, j.ns, a);
+    if (st.code() == StatusCode::kNotFound) return Status::NotFound("no job '" + id + "'");
+    TESSERA_RETURN_IF_ERROR(st);
+    return j;
+  };
+
+  r.Put(ns_path + "/packages/([0-9a-f]{64})", "upload package",
+        [&r, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kSubmitJob));
+          TESSERA_ASSIGN_OR_RETURN(Json j, jobs->PutPackage(req.matches[1], req.matches[2], req.body));
+          return Reply{201, j};
+        });
+  r.Post(ns_path + "/jobs", "submit job",
+         [&r, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+           TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kSubmitJob));
+           TESSERA_ASSIGN_OR_RETURN(JobSpec spec, JobSpec::FromBody(req.body));
+           TESSERA_ASSIGN_OR_RETURN(JobInfo j, jobs->Submit(req.matches[1], u.id, spec, WallMillis()));
+           return Reply{201, j.ToJson()};
+         });
+  r.Get(ns_path + "/jobs", "list jobs",
+        [&r, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kListJobs));
+          TESSERA_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 100, 1, 1000));
+          const std::string state = req.get_param_value("state");
+          TESSERA_ASSIGN_OR_RETURN(auto list, jobs->List(req.matches[1], state, static_cast<int>(limit)));
+          Json out = Json::array();
+          for (const auto& j : list) {
+            Json x = j.ToJson();
+            x.erase("workers");  // the list stays light; GET /jobs/{id} has everything
+            out.push_back(std::move(x));
+          }
+          return Reply{200, {{"jobs", out}}};
+        });
+  const std::string job_path = "/api/v1/jobs/" + kJobId;
+  r.Get(job_path, "read job", [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+    TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadJob));
+    Json out = j.ToJson();
+    TESSERA_ASSIGN_OR_RETURN(out["events"], jobs->Events(j.id));
+    return Reply{200, out};
+  });
+  r.Get(job_path + "/metrics", "read metrics",
+        [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadJob));
+          TESSERA_ASSIGN_OR_RETURN(int64_t since, IntParam(req, "since", 0, 0, INT64_MAX));
+          TESSERA_ASSIGN_OR_RETURN(int64_t limit, IntParam(req, "limit", 5000, 1, 5000));
+          TESSERA_ASSIGN_OR_RETURN(Json m, jobs->Metrics(j.id, since, static_cast<int>(limit)));
+          return Reply{200, m};
+        });
+  r.Post(job_path + "/stop", "stop job",
+         [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+           TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kStopJob));
+           TESSERA_RETURN_IF_ERROR(jobs->RequestStop(j.id, u.name, WallMillis()));
+           TESSERA_ASSIGN_OR_RETURN(j, jobs->Get(j.id));
+           return Reply{202, j.ToJson()};
+         });
+  r.Post(job_path + "/scale", "scale job",
+         [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+           TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kScaleJob));
+           TESSERA_ASSIGN_OR_RETURN(auto b, JsonBody::Parse(req.body, {"trainers"}));
+           TESSERA_ASSIGN_OR_RETURN(auto n, b.OptionalInt("trainers"));
+           if (!n) return Status::InvalidArgument("body: field 'trainers' is required");
+           if (*n < 1 || *n > 256) return Status::InvalidArgument("body: trainers must be 1..256");
+           TESSERA_RETURN_IF_ERROR(jobs->Scale(j.id, static_cast<int>(*n), WallMillis()));
+           TESSERA_ASSIGN_OR_RETURN(j, jobs->Get(j.id));
+           return Reply{202, j.ToJson()};
+         });
+  r.Delete(job_path, "delete job",
+           [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+             TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kDeleteJob));
+             TESSERA_RETURN_IF_ERROR(jobs->Delete(j.id));
+             return Reply{204, {}};
+           });
+  r.Get(job_path + "/logs", "list logs",
+        [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadLogs));
+          Json out = Json::array();
+          for (const auto& [node, path] : jobs->Logs(j.id))
+            out.push_back({{"node", node}, {"bytes", FileSize(path)}});
+          return Reply{200, {{"logs", out}}};
+        });
+  // A piece of a log: from ?offset=N (bytes), or its last ?tail=L lines (default 100).
+  r.Get(job_path + "/logs/([a-z][a-z0-9-]{0,63})", "read log",
+        [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadLogs));
+          const std::string node = req.matches[2];
+          std::string path;
+          for (const auto& [n, p] : jobs->Logs(j.id))
+            if (n == node) path = p;
+          if (path.empty()) return Status::NotFound("job " + j.id + " has no log of '" + node + "'");
+          const int64_t size = std::max<int64_t>(0, FileSize(path));
+          int64_t from;
+          if (req.has_param("offset")) {
+            TESSERA_ASSIGN_OR_RETURN(from, IntParam(req, "offset", 0, 0, INT64_MAX));
+            from = std::min(from, size);
+          } else {
+            TESSERA_ASSIGN_OR_RETURN(int64_t lines, IntParam(req, "tail", 100, 1, 10000));
+            // Back from the end until `lines` line breaks are behind (within the read limit).
+            from = std::max<int64_t>(0, size - kMaxLogRead);
+            std::string tail = ReadRange(path, from, size - from);
+            int64_t seen = 0;
+            size_t at = tail.size();
+            if (at > 0 && tail[at - 1] == '\n') --at;
+            while (at > 0) {
+              if (tail[at - 1] == '\n' && ++seen >= lines) break;
+              --at;
+            }
+            from += static_cast<int64_t>(at);
+          }
+          std::string text = ReadRange(path, from, std::min(kMaxLogRead, size - from));
+          const int64_t next = from + static_cast<int64_t>(text.size());
+          return Reply{
+              200,
+              {{"node", node}, {"offset", from}, {"next", next}, {"text", text}, {"ended", j.ended_ms != 0}}};
+        });
+  // Following a log: server-sent events, one per line (its id: the byte offset after it), from
+  // ?offset=N or Last-Event-ID (default: the end), until the job has ended and the log is read.
+  r.http().Get(job_path + "/logs/([a-z][a-z0-9-]{0,63})/follow", [&r, job_of, jobs](
+                                                                     const httplib::Request& req,
+                                                                     httplib::Response& res) {
+    StatusOr<std::string> path = [&]() -> StatusOr<std::string> {
+      TESSERA_ASSIGN_OR_RETURN(User u, r.Caller(req));
+      TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadLogs));
+      for (const auto& [n, p] : jobs->Logs(j.id))
+        if (n == req.matches[2]) return p;
+      return Status::NotFound("job " + j.id + " has no log of '" + std::string(req.matches[2]) + "'");
+    }();
+    if (!path.ok()) return ApiRoutes::Send(res, path.status());
+    if (followers.fetch_add(1) >= kMaxFollowers) {
+      followers.fetch_sub(1);
+      return ApiRoutes::Send(
+          res, Status::ResourceExhausted("too many logs followed at once; read them with ?offset= instead"));
+    }
+    int64_t pos = FileSize(*path);
+    const std::string last = req.get_header_value("Last-Event-ID");
+    if (!last.empty()) pos = std::atoll(last.c_str());
+    if (req.has_param("offset")) pos = std::atoll(req.get_param_value("offset").c_str());
+    const std::string id = req.matches[1], file = *path;
+    auto at = std::make_shared<int64_t>(std::max<int64_t>(0, pos));
+    auto deadline = std::make_shared<int64_t>(WallMillis() + 3600 * 1000);
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [jobs, id, file, at, deadline](size_t, httplib::DataSink& sink) {
+          for (int idle = 0; idle < 40; ++idle) {  // about 10 s per call, then the provider is asked again
+            if (!sink.is_writable() || WallMillis() > *deadline) {
+              sink.done();
+              return true;
+            }
+            const int64_t size = FileSize(file);
+            if (size > *at) {
+              std::string chunk = ReadRange(file, *at, std::min<int64_t>(kMaxLogRead, size - *at));
+              size_t nl = chunk.rfind('\n');
+              if (nl != std::string::npos) {
+                std::string out;
+                size_t start = 0;
+                while (start <= nl) {
+                  size_t e = chunk.find('\n', start);
+                  *at += static_cast<int64_t>(e - start + 1);
+                  out += "id: " + std::to_string(*at) + "\ndata: " + chunk.substr(start, e - start) + "\n\n";
+                  start = e + 1;
+                }
+                sink.write(out.data(), out.size());
+                return true;
+              }
+            }
+            auto j = jobs->Get(id);
+            if (!j.ok() || j->ended_ms != 0) {
+              const std::string end = "event: end\ndata: the job has ended\n\n";
+              sink.write(end.data(), end.size());
+              sink.done();
+              return true;
+            }
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));
+          }
+          const std::string ping = ": still following\n\n";
+          return sink.write(ping.data(), ping.size());
+        },
+        [](bool) { followers.fetch_sub(1); });
+  });
+
+  r.Get(ns_path + "/quota", "read quota",
+        [&r, jobs, datasets](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kReadQuota));
+          TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, jobs->Quota(req.matches[1]));
+          TESSERA_ASSIGN_OR_RETURN(Usage used, jobs->UsageOf(req.matches[1]));
+          TESSERA_ASSIGN_OR_RETURN(int64_t bytes, datasets->BytesOwned(req.matches[1]));
+          Json usage = UsageJson(used);
+          usage["storage_mb"] = static_cast<double>(bytes) / (1 << 20);
+          return Reply{
+              200, {{"namespace", std::string(req.matches[1])}, {"limits", QuotaJson(q)}, {"usage", usage}}};
+        });
+  r.Put(ns_path + "/quota", "set quota",
+        [&r, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kSetQuota));
+          TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, QuotaFromBody(req.body));
+          TESSERA_RETURN_IF_ERROR(jobs->SetQuota(req.matches[1], q));
+          return Reply{200, {{"namespace", std::string(req.matches[1])}, {"limits", QuotaJson(q)}}};
+        });
+}
+
+}  // namespace tessera::server

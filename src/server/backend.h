@@ -1,0 +1,54 @@
+// Backend: where the platform runs a job's processes. The server decides (scheduler.h) and
+// records (jobs.h); a backend only starts, observes, scales and stops, and keeps everything it
+// needs to find a job again in the job's directory and its `handle`, so a restarted server
+// re-attaches to the jobs still running. Implementations: local (local_backend.h).
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "tessera/status.h"
+
+namespace tessera::server {
+
+// What a backend needs to start a job.
+struct JobLaunch {
+  std::string id;   // also the job's name inside its processes
+  std::string dir;  // the job's directory (created by the server; the backend's to fill)
+  std::string store, dataset, eval_dataset;
+  std::string model;     // a built-in model, or
+  std::string code_dir;  // the user's code (extracted), run with
+  std::string command;   // this entry command in code_dir
+  std::vector<std::string> model_args;
+  std::string mode, optimizer;
+  int passes = 1, batch_size = 64, pservers = 1, trainers = 1;
+};
+
+// What a backend sees of a job.
+struct JobObservation {
+  bool alive = false;      // its processes run
+  bool ready = false;      // its master answers (running, not just starting)
+  bool completed = false;  // ended with every pass done
+  std::string why_ended;   // when it ended otherwise: the last error lines
+  std::string console;     // the master's console URL, when known
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string Name() const = 0;
+  // Starts the job; returns its handle (recorded by the server).
+  virtual StatusOr<std::string> Start(const JobLaunch& job) = 0;
+  virtual JobObservation Observe(const std::string& dir, const std::string& handle) = 0;
+  virtual Status Scale(const std::string& dir, const std::string& handle, int trainers) = 0;
+  // Asks the job to stop (graceful); `force` kills what is left.
+  virtual Status Stop(const std::string& dir, const std::string& handle, bool force) = 0;
+  // The master's run history of the job (master/run_history.h): cost, evaluations, nodes.
+  virtual std::string HistoryPath(const std::string& dir) = 0;
+  // The job's log files: node name -> path.
+  virtual std::vector<std::pair<std::string, std::string>> Logs(const std::string& dir) = 0;
+};
+
+}  // namespace tessera::server

@@ -1,0 +1,721 @@
+// The platform's jobs: submission, queue, monitor, history (see jobs.h).
+#include "server/jobs.h"
+
+#include <spdlog/spdlog.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "common/clock.h"
+#include "common/digest.h"
+#include "common/files.h"
+#include "common/random.h"
+#include "common/strings.h"
+#include "server/archive.h"
+#include "server/json_body.h"
+#include "tessera/params.h"
+
+namespace tessera::server {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+const std::vector<std::string> kModels = {"mlp", "logreg", "word2vec"};
+
+bool Terminal(const std::string& s) { return s == "succeeded" || s == "failed" || s == "stopped"; }
+
+Status Range(const std::string& field, int64_t v, int64_t lo, int64_t hi) {
+  if (v < lo || v > hi)
+    return Status::InvalidArgument("body: field '" + field + "' must be " + std::to_string(lo) + ".." +
+                                   std::to_string(hi) + " (got " + std::to_string(v) + ")");
+  return Status::OK();
+}
+
+Json ParseOr(const std::string& text, Json fallback) {
+  Json j = Json::parse(text, nullptr, false);
+  return j.is_discarded() ? fallback : j;
+}
+
+constexpr const char* kJobColumns =
+    "j.id, j.namespace, j.name, u.name, j.spec, j.state, j.reason, j.trainers, j.submitted_ms, j.started_ms, "
+    "j.ended_ms, j.workers, j.result, j.backend";
+
+JobSpec SpecFromJson(const Json& j) {
+  JobSpec s;
+  s.name = j.value("name", "");
+  s.model = j.value("model", "");
+  s.package = j.value("package", "");
+  s.command = j.value("command", "");
+  s.dataset = j.value("dataset", "");
+  s.eval_dataset = j.value("eval_dataset", "");
+  s.model_args = j.value("model_args", std::vector<std::string>{});
+  s.mode = j.value("mode", "sync");
+  s.optimizer = j.value("optimizer", "adam:lr=0.001");
+  s.passes = j.value("passes", 1);
+  s.batch_size = j.value("batch_size", 64);
+  s.pservers = j.value("pservers", 1);
+  s.trainers = j.value("trainers", 1);
+  s.trainers_min = j.value("trainers_min", s.trainers);
+  s.priority = j.value("priority", int64_t{0});
+  if (j.contains("resources")) {
+    const Json& r = j["resources"];
+    s.resources.cpu = r.value("cpu", 0.5);
+    s.resources.memory_mb = r.value("memory_mb", int64_t{512});
+    s.resources.gpus = r.value("gpus", int64_t{0});
+  }
+  return s;
+}
+
+JobInfo JobFromRow(const Row& r) {
+  JobInfo j;
+  j.id = r.Text(0);
+  j.ns = r.Text(1);
+  j.name = r.Text(2);
+  j.owner = r.Text(3);
+  j.spec = SpecFromJson(ParseOr(r.Text(4), Json::object()));
+  j.state = r.Text(5);
+  j.reason = r.Text(6);
+  j.trainers = static_cast<int>(r.Int(7));
+  j.submitted_ms = r.Int(8);
+  j.started_ms = r.Int(9);
+  j.ended_ms = r.Int(10);
+  j.workers = ParseOr(r.Text(11), Json::object());
+  j.result = ParseOr(r.Text(12), Json::object());
+  j.backend = r.Text(13);
+  return j;
+}
+
+SchedJob SchedOf(const JobInfo& j) {
+  SchedJob s;
+  s.id = j.id;
+  s.ns = j.ns;
+  s.priority = j.spec.priority;
+  s.submitted_ms = j.submitted_ms;
+  s.running = j.state == "starting" || j.state == "running";
+  s.pservers = j.spec.pservers;
+  s.trainers = j.trainers;
+  s.min_trainers = j.spec.trainers_min;
+  s.max_trainers = j.spec.trainers;
+  s.per_process = j.spec.resources;
+  return s;
+}
+
+}  // namespace
+
+Json JobSpec::ToJson() const {
+  Json j = {
+      {"name", name},
+      {"dataset", dataset},
+      {"mode", mode},
+      {"optimizer", optimizer},
+      {"passes", passes},
+      {"batch_size", batch_size},
+      {"pservers", pservers},
+      {"trainers", trainers},
+      {"trainers_min", trainers_min},
+      {"priority", priority},
+      {"model_args", model_args},
+      {"resources", {{"cpu", resources.cpu}, {"memory_mb", resources.memory_mb}, {"gpus", resources.gpus}}}};
+  if (!model.empty()) j["model"] = model;
+  if (!package.empty()) j["package"] = package;
+  if (!command.empty()) j["command"] = command;
+  if (!eval_dataset.empty()) j["eval_dataset"] = eval_dataset;
+  return j;
+}
+
+StatusOr<JobSpec> JobSpec::FromBody(const std::string& body) {
+  TESSERA_ASSIGN_OR_RETURN(
+      auto b, JsonBody::Parse(body, {"name", "model", "package", "command", "dataset", "eval_dataset",
+                                     "model_args", "mode", "optimizer", "passes", "batch_size", "pservers",
+                                     "trainers", "trainers_min", "resources", "priority"}));
+  JobSpec s;
+  auto str = [&](const char* f, std::string* out) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(auto v, b.OptionalString(f));
+    if (v) *out = *v;
+    return Status::OK();
+  };
+  auto num = [&](const char* f, int* out, int lo, int hi) -> Status {
+    TESSERA_ASSIGN_OR_RETURN(auto v, b.OptionalInt(f));
+    if (!v) return Status::OK();
+    TESSERA_RETURN_IF_ERROR(Range(f, *v, lo, hi));
+    *out = static_cast<int>(*v);
+    return Status::OK();
+  };
+  for (auto [f, out] :
+       std::initializer_list<std::pair<const char*, std::string*>>{{"name", &s.name},
+                                                                   {"model", &s.model},
+                                                                   {"package", &s.package},
+                                                                   {"command", &s.command},
+                                                                   {"dataset", &s.dataset},
+                                                                   {"eval_dataset", &s.eval_dataset},
+                                                                   {"mode", &s.mode},
+                                                                   {"optimizer", &s.optimizer}})
+    TESSERA_RETURN_IF_ERROR(str(f, out));
+  TESSERA_RETURN_IF_ERROR(num("passes", &s.passes, 1, 1000));
+  TESSERA_RETURN_IF_ERROR(num("batch_size", &s.batch_size, 1, 1000000));
+  TESSERA_RETURN_IF_ERROR(num("pservers", &s.pservers, 1, 64));
+  TESSERA_RETURN_IF_ERROR(num("trainers", &s.trainers, 1, 256));
+  s.trainers_min = s.trainers;
+  TESSERA_RETURN_IF_ERROR(num("trainers_min", &s.trainers_min, 1, 256));
+  if (s.trainers_min > s.trainers)
+    return Status::InvalidArgument("body: trainers_min (" + std::to_string(s.trainers_min) +
+                                   ") is above trainers (" + std::to_string(s.trainers) + ")");
+  TESSERA_ASSIGN_OR_RETURN(auto prio, b.OptionalInt("priority"));
+  if (prio) TESSERA_RETURN_IF_ERROR(Range("priority", *prio, -1000, 1000));
+  s.priority = prio.value_or(0);
+  TESSERA_ASSIGN_OR_RETURN(auto args, b.OptionalStrings("model_args"));
+  if (args) s.model_args = *args;
+  TESSERA_ASSIGN_OR_RETURN(auto res, b.OptionalObject("resources", {"cpu", "memory_mb", "gpus"}));
+  if (res) {
+    TESSERA_ASSIGN_OR_RETURN(auto cpu, res->OptionalNumber("cpu"));
+    TESSERA_ASSIGN_OR_RETURN(auto mem, res->OptionalInt("memory_mb"));
+    TESSERA_ASSIGN_OR_RETURN(auto gpus, res->OptionalInt("gpus"));
+    if (cpu && !(*cpu > 0 && *cpu <= 1024))
+      return Status::InvalidArgument("body.resources: cpu must be in (0, 1024]");
+    if (mem) TESSERA_RETURN_IF_ERROR(Range("resources.memory_mb", *mem, 1, int64_t{1} << 30));
+    if (gpus) TESSERA_RETURN_IF_ERROR(Range("resources.gpus", *gpus, 0, 64));
+    s.resources = {cpu.value_or(0.5), mem.value_or(512), gpus.value_or(0)};
+  }
+  if (s.dataset.empty()) return Status::InvalidArgument("body: field 'dataset' is required");
+  if (s.model.empty() == s.package.empty())
+    return Status::InvalidArgument(
+        "body: give either 'model' (a built-in: mlp, logreg, word2vec) or 'package' and "
+        "'command' (your code)");
+  if (!s.model.empty() && std::find(kModels.begin(), kModels.end(), s.model) == kModels.end()) {
+    std::string near = ClosestName(s.model, kModels);
+    return Status::InvalidArgument(
+        "body: model '" + s.model + "' is not built in (" +
+        (near.empty() ? "known: mlp, logreg, word2vec" : "did you mean '" + near + "'?") + ")");
+  }
+  if (!s.package.empty() && s.command.empty())
+    return Status::InvalidArgument("body: a package needs its 'command', e.g. \"python3 train.py\"");
+  if (s.command.size() > 4096 || s.command.find('\n') != std::string::npos)
+    return Status::InvalidArgument("body: 'command' must be one line of at most 4096 characters");
+  if (!s.name.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(s.name, "job"));
+  if (auto m = ConsistencyMode::Parse(s.mode); !m.ok())
+    return Status::InvalidArgument("body: mode: " + std::string(m.status().message()));
+  if (auto o = OptimizerConfig::Parse(s.optimizer); !o.ok())
+    return Status::InvalidArgument("body: optimizer: " + std::string(o.status().message()));
+  return s;
+}
+
+Json JobInfo::ToJson() const {
+  Json j = {{"id", id},
+            {"namespace", ns},
+            {"name", name},
+            {"owner", owner},
+            {"state", state},
+            {"reason", reason},
+            {"backend", backend},
+            {"spec", spec.ToJson()},
+            {"trainers", trainers},
+            {"submitted_ms", submitted_ms},
+            {"workers", workers},
+            {"result", result}};
+  j["started_ms"] = started_ms ? Json(started_ms) : Json();
+  j["ended_ms"] = ended_ms ? Json(ended_ms) : Json();
+  return j;
+}
+
+Json QuotaJson(const QuotaLimits& q) {
+  Json j = Json::object();
+  auto put = [&](const char* k, const auto& v) {
+    if (v) j[k] = *v;
+  };
+  put("jobs", q.jobs);
+  put("trainers", q.trainers);
+  put("pservers", q.pservers);
+  put("cpu", q.cpu);
+  put("memory_mb", q.memory_mb);
+  put("gpus", q.gpus);
+  put("storage_mb", q.storage_mb);
+  return j;
+}
+
+StatusOr<QuotaLimits> QuotaFromBody(const std::string& body) {
+  TESSERA_ASSIGN_OR_RETURN(auto b, JsonBody::Parse(body, {"jobs", "trainers", "pservers", "cpu", "memory_mb",
+                                                          "gpus", "storage_mb"}));
+  QuotaLimits q;
+  for (auto [f, out] : std::initializer_list<std::pair<const char*, std::optional<int64_t>*>>{
+           {"jobs", &q.jobs},
+           {"trainers", &q.trainers},
+           {"pservers", &q.pservers},
+           {"memory_mb", &q.memory_mb},
+           {"gpus", &q.gpus},
+           {"storage_mb", &q.storage_mb}}) {
+    TESSERA_ASSIGN_OR_RETURN(*out, b.OptionalInt(f));
+    if (*out && **out < 0)
+      return Status::InvalidArgument(std::string("body: field '") + f + "' must be 0 or more");
+  }
+  TESSERA_ASSIGN_OR_RETURN(q.cpu, b.OptionalNumber("cpu"));
+  if (q.cpu && *q.cpu < 0) return Status::InvalidArgument("body: field 'cpu' must be 0 or more");
+  return q;
+}
+
+Json UsageJson(const Usage& u) {
+  return {{"jobs", u.jobs},
+          {"trainers", u.trainers},
+          {"pservers", u.pservers},
+          {"cpu", u.resources.cpu},
+          {"memory_mb", u.resources.memory_mb},
+          {"gpus", u.resources.gpus}};
+}
+
+Jobs::Jobs(Database* db, Datasets* datasets, std::unique_ptr<Backend> backend, JobsOptions options)
+    : db_(db), datasets_(datasets), backend_(std::move(backend)), o_(std::move(options)) {}
+
+Jobs::~Jobs() { Stop(); }
+
+Status Jobs::Start() {
+  std::error_code ec;
+  for (const char* sub : {"jobs", "packages"}) {
+    fs::create_directories(o_.data_dir + "/" + sub, ec);
+    if (ec) return Status::Unavailable("cannot create " + o_.data_dir + "/" + sub + ": " + ec.message());
+  }
+  TESSERA_ASSIGN_OR_RETURN(auto running,
+                           db_->Query("SELECT COUNT(*) FROM jobs WHERE state IN ('starting', 'running')"));
+  if (!running.empty() && running[0].Int(0) > 0)
+    spdlog::info("server: re-attaching to {} job(s) started before", running[0].Int(0));
+  stop_ = false;
+  thread_ = std::thread([this] { Loop(); });
+  return Status::OK();
+}
+
+void Jobs::Stop() {
+  {
+    std::lock_guard<std::mutex> l(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void Jobs::Loop() {
+  std::unique_lock<std::mutex> l(mu_);
+  while (!stop_) {
+    l.unlock();
+    Tick(WallMillis());
+    l.lock();
+    cv_.wait_for(l, std::chrono::milliseconds(o_.tick_ms), [&] { return stop_; });
+  }
+}
+
+StatusOr<Json> Jobs::PutPackage(const std::string& ns, const std::string& digest, const std::string& bytes) {
+  const std::string got = Sha256Hex(bytes);
+  if (got != digest)
+    return Status::DataLoss("the package does not match the SHA-256 in its address (got " + got +
+                            "); nothing stored");
+  const std::string path = o_.data_dir + "/packages/" + digest;
+  const std::string tmp = path + ".tmp-" + NewUuid().substr(0, 8);
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomic(tmp, bytes));
+  auto sum = CheckArchive(tmp, ArchiveLimits{int64_t{256} << 20, 20000});
+  if (!sum.ok()) {
+    (void)RemoveAll(tmp);
+    return sum.status();
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  if (ec) {
+    (void)RemoveAll(tmp);
+    return Status::Unavailable("cannot store the package: " + ec.message());
+  }
+  Status st = db_->Exec(
+      "INSERT INTO packages (namespace, digest, bytes, files, created_ms) VALUES (?, ?, ?, ?, ?)",
+      {ns, digest, static_cast<int64_t>(bytes.size()), static_cast<int64_t>(sum->files), WallMillis()});
+  if (!st.ok() && st.code() != StatusCode::kAlreadyExists) return st;
+  return Json{{"digest", digest}, {"bytes", bytes.size()}, {"files", sum->paths}};
+}
+
+StatusOr<JobInfo> Jobs::Submit(const std::string& ns, const std::string& owner_id, const JobSpec& spec,
+                               int64_t now_ms) {
+  TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(ns, spec.dataset));
+  if (!spec.eval_dataset.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(DatasetInfo ev, datasets_->Get(ns, spec.eval_dataset));
+    if (ev.ns != ds.ns)
+      return Status::InvalidArgument("eval_dataset: it must be in the same namespace as the data set ('" +
+                                     ds.ns + "')");
+  }
+  if (!spec.package.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(
+        auto pk, db_->Query("SELECT 1 FROM packages WHERE namespace = ? AND digest = ?", {ns, spec.package}));
+    if (pk.empty())
+      return Status::NotFound("no code package " + spec.package + " in '" + ns +
+                              "': upload it first (PUT .../packages/" + spec.package + ")");
+  }
+  // A job that could never run is refused now, whatever the setting.
+  SchedJob me;
+  me.ns = ns;
+  me.pservers = spec.pservers;
+  me.per_process = spec.resources;
+  const Usage alone = server::UsageOf(me, spec.trainers_min);
+  TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, Quota(ns));
+  if (std::string over = OverQuota(alone, q); !over.empty())
+    return Status::ResourceExhausted("the job alone exceeds the quota of '" + ns + "': it would use " + over);
+  if (std::string shortage = Short(alone.resources, o_.capacity); !shortage.empty())
+    return Status::ResourceExhausted("the job can never run here: it " + shortage + " on the whole server");
+  if (o_.refuse_over_quota) {
+    TESSERA_ASSIGN_OR_RETURN(Usage used, UsageOf(ns));
+    Usage with = used;
+    with.jobs += alone.jobs;
+    with.trainers += alone.trainers;
+    with.pservers += alone.pservers;
+    with.resources.cpu += alone.resources.cpu;
+    with.resources.memory_mb += alone.resources.memory_mb;
+    with.resources.gpus += alone.resources.gpus;
+    if (std::string over = OverQuota(with, q); !over.empty())
+      return Status::ResourceExhausted("over the quota of '" + ns + "': with this job it would use " + over);
+  }
+  JobInfo j;
+  j.id = ns + "-" + NewUuid().substr(0, 8);
+  j.ns = ns;
+  j.name = spec.name.empty() ? (spec.model.empty() ? "code" : spec.model) + "-" + ds.name : spec.name;
+  j.spec = spec;
+  j.state = "queued";
+  j.reason = "waiting to be scheduled";
+  j.submitted_ms = now_ms;
+  TESSERA_RETURN_IF_ERROR(db_->InTransaction([&](Sql& sql) -> Status {
+    TESSERA_RETURN_IF_ERROR(
+        sql.Exec("INSERT INTO jobs (id, namespace, name, owner_id, spec, state, reason, priority, "
+                 "dataset_ns, dataset, trainers, "
+                 "submitted_ms, backend, handle, workers, result, metrics_next, stop_requested) VALUES (?, "
+                 "?, ?, ?, ?, ?, ?, ?, "
+                 "?, ?, 0, ?, ?, '', '{}', '{}', 0, 0)",
+                 {j.id, ns, j.name, owner_id, spec.ToJson().dump(), j.state, j.reason, spec.priority, ds.ns,
+                  ds.name, now_ms, backend_->Name()}));
+    return sql.Exec("INSERT INTO job_events (id, job_id, time_ms, state, reason) VALUES (?, ?, ?, ?, ?)",
+                    {NewUuid(), j.id, now_ms, j.state, std::string("submitted")});
+  }));
+  cv_.notify_all();
+  return Get(j.id);
+}
+
+StatusOr<std::vector<JobInfo>> Jobs::List(const std::string& ns, const std::string& state, int limit) {
+  std::string sql = std::string("SELECT ") + kJobColumns +
+                    " FROM jobs j JOIN users u ON u.id = j.owner_id WHERE j.namespace = ?";
+  std::vector<Value> params = {ns};
+  if (!state.empty()) {
+    sql += " AND j.state = ?";
+    params.push_back(state);
+  }
+  sql += " ORDER BY j.submitted_ms DESC, j.id LIMIT ?";
+  params.push_back(static_cast<int64_t>(limit));
+  TESSERA_ASSIGN_OR_RETURN(auto rows, db_->Query(sql, params));
+  std::vector<JobInfo> out;
+  for (const auto& r : rows) out.push_back(JobFromRow(r));
+  return out;
+}
+
+StatusOr<JobInfo> Jobs::Get(const std::string& id) {
+  TESSERA_ASSIGN_OR_RETURN(auto rows,
+                           db_->Query(std::string("SELECT ") + kJobColumns +
+                                          " FROM jobs j JOIN users u ON u.id = j.owner_id WHERE j.id = ?",
+                                      {id}));
+  if (rows.empty()) return Status::NotFound("no job '" + id + "'");
+  return JobFromRow(rows[0]);
+}
+
+StatusOr<Json> Jobs::Events(const std::string& id) {
+  TESSERA_ASSIGN_OR_RETURN(auto rows,
+                           db_->Query("SELECT time_ms, state, reason FROM job_events WHERE job_id = ? "
+                                      "ORDER BY time_ms, id",
+                                      {id}));
+  Json out = Json::array();
+  for (const auto& r : rows)
+    out.push_back({{"time_ms", r.Int(0)}, {"state", r.Text(1)}, {"reason", r.Text(2)}});
+  return out;
+}
+
+StatusOr<Json> Jobs::Metrics(const std::string& id, int64_t since, int limit) {
+  TESSERA_ASSIGN_OR_RETURN(auto rows,
+                           db_->Query("SELECT seq, point FROM job_metrics WHERE job_id = ? AND seq > ? "
+                                      "ORDER BY seq LIMIT ?",
+                                      {id, since, static_cast<int64_t>(limit)}));
+  Json points = Json::array();
+  int64_t next = since;
+  for (const auto& r : rows) {
+    points.push_back(ParseOr(r.Text(1), Json::object()));
+    next = r.Int(0);
+  }
+  return Json{{"points", points}, {"next", next}, {"more", static_cast<int>(rows.size()) >= limit}};
+}
+
+Status Jobs::Transition(const std::string& id, const std::string& from, const std::string& to,
+                        const std::string& reason, int64_t now_ms) {
+  return db_->InTransaction([&](Sql& sql) -> Status {
+    std::string set = "UPDATE jobs SET state = ?, reason = ?";
+    if (to == "starting") set += ", started_ms = " + std::to_string(now_ms);
+    if (Terminal(to)) set += ", ended_ms = " + std::to_string(now_ms);
+    TESSERA_RETURN_IF_ERROR(sql.Exec(set + " WHERE id = ? AND state = ?", {to, reason, id, from}));
+    if (sql.Changes() != 1) return Status::FailedPrecondition("job " + id + " is no longer " + from);
+    return sql.Exec("INSERT INTO job_events (id, job_id, time_ms, state, reason) VALUES (?, ?, ?, ?, ?)",
+                    {NewUuid(), id, now_ms, to, reason});
+  });
+}
+
+Status Jobs::RequestStop(const std::string& id, const std::string& by, int64_t now_ms) {
+  TESSERA_ASSIGN_OR_RETURN(JobInfo j, Get(id));
+  if (Terminal(j.state))
+    return Status::FailedPrecondition("job " + id + " has already ended (" + j.state + ")");
+  if (j.state == "queued") {
+    Status st = Transition(id, "queued", "stopped", "stopped by " + by + " before it started", now_ms);
+    if (st.ok() || st.code() != StatusCode::kFailedPrecondition) return st;
+    TESSERA_ASSIGN_OR_RETURN(j, Get(id));  // it started meanwhile
+  }
+  TESSERA_RETURN_IF_ERROR(db_->Exec("UPDATE jobs SET stop_requested = ?, reason = ? WHERE id = ?",
+                                    {now_ms, "stopping: requested by " + by, id}));
+  TESSERA_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT handle FROM jobs WHERE id = ?", {id}));
+  return backend_->Stop(JobDir(id), rows.empty() ? "" : rows[0].Text(0), false);
+}
+
+Status Jobs::Scale(const std::string& id, int trainers, int64_t now_ms) {
+  TESSERA_RETURN_IF_ERROR(Range("trainers", trainers, 1, 256));
+  TESSERA_ASSIGN_OR_RETURN(JobInfo j, Get(id));
+  if (Terminal(j.state)) return Status::FailedPrecondition("job " + id + " has ended (" + j.state + ")");
+  JobSpec s = j.spec;
+  s.trainers = trainers;
+  s.trainers_min = std::min(s.trainers_min, trainers);
+  TESSERA_RETURN_IF_ERROR(db_->Exec("UPDATE jobs SET spec = ? WHERE id = ?", {s.ToJson().dump(), id}));
+  if ((j.state == "running" || j.state == "starting") && j.trainers > trainers) {
+    TESSERA_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT handle FROM jobs WHERE id = ?", {id}));
+    TESSERA_RETURN_IF_ERROR(backend_->Scale(JobDir(id), rows[0].Text(0), trainers));
+    TESSERA_RETURN_IF_ERROR(
+        db_->Exec("UPDATE jobs SET trainers = ? WHERE id = ?", {static_cast<int64_t>(trainers), id}));
+    TESSERA_RETURN_IF_ERROR(db_->Exec(
+        "INSERT INTO job_events (id, job_id, time_ms, state, reason) VALUES (?, ?, ?, ?, ?)",
+        {NewUuid(), id, now_ms, j.state, "scaled to " + std::to_string(trainers) + " trainers on request"}));
+  }
+  cv_.notify_all();  // growing is the scheduler's, on its next round
+  return Status::OK();
+}
+
+Status Jobs::Delete(const std::string& id) {
+  TESSERA_ASSIGN_OR_RETURN(JobInfo j, Get(id));
+  if (!Terminal(j.state))
+    return Status::FailedPrecondition("job " + id + " is " + j.state + ": stop it first");
+  TESSERA_RETURN_IF_ERROR(db_->InTransaction([&](Sql& sql) -> Status {
+    TESSERA_RETURN_IF_ERROR(sql.Exec("DELETE FROM job_metrics WHERE job_id = ?", {id}));
+    TESSERA_RETURN_IF_ERROR(sql.Exec("DELETE FROM job_events WHERE job_id = ?", {id}));
+    return sql.Exec("DELETE FROM jobs WHERE id = ?", {id});
+  }));
+  return RemoveAll(JobDir(id));
+}
+
+std::vector<std::pair<std::string, std::string>> Jobs::Logs(const std::string& id) {
+  return backend_->Logs(JobDir(id));
+}
+
+StatusOr<QuotaLimits> Jobs::Quota(const std::string& ns) {
+  TESSERA_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT limits FROM quotas WHERE namespace = ?", {ns}));
+  if (rows.empty()) return QuotaLimits{};
+  return QuotaFromBody(rows[0].Text(0));
+}
+
+Status Jobs::SetQuota(const std::string& ns, const QuotaLimits& q) {
+  return db_->InTransaction([&](Sql& sql) -> Status {
+    TESSERA_RETURN_IF_ERROR(sql.Exec("DELETE FROM quotas WHERE namespace = ?", {ns}));
+    return sql.Exec("INSERT INTO quotas (namespace, limits, over) VALUES (?, ?, '')",
+                    {ns, QuotaJson(q).dump()});
+  });
+}
+
+StatusOr<Usage> Jobs::UsageOf(const std::string& ns) {
+  TESSERA_ASSIGN_OR_RETURN(SchedInput in, SchedulerInput());
+  return NamespaceUsage(in, ns);
+}
+
+StatusOr<SchedInput> Jobs::SchedulerInput() {
+  SchedInput in;
+  in.capacity = o_.capacity;
+  TESSERA_ASSIGN_OR_RETURN(auto rows,
+                           db_->Query(std::string("SELECT ") + kJobColumns +
+                                      " FROM jobs j JOIN users u ON u.id = j.owner_id WHERE j.state IN "
+                                      "('queued', 'starting', 'running')"));
+  for (const auto& r : rows) in.jobs.push_back(SchedOf(JobFromRow(r)));
+  TESSERA_ASSIGN_OR_RETURN(auto quotas, db_->Query("SELECT namespace, limits FROM quotas"));
+  for (const auto& q : quotas) {
+    auto limits = QuotaFromBody(q.Text(1));
+    if (limits.ok()) in.quotas[q.Text(0)] = *limits;
+  }
+  return in;
+}
+
+void Jobs::StopAll(int64_t timeout_ms) {
+  auto active = [&] {
+    auto rows = db_->Query("SELECT id, handle FROM jobs WHERE state IN ('queued', 'starting', 'running')");
+    return rows.ok() ? *rows : std::vector<Row>{};
+  };
+  for (const auto& r : active()) (void)RequestStop(r.Text(0), "the server's shutdown", WallMillis());
+  const int64_t deadline = WallMillis() + timeout_ms;
+  while (WallMillis() < deadline && !active().empty()) {
+    Tick(WallMillis());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  for (const auto& r : active()) (void)backend_->Stop(JobDir(r.Text(0)), r.Text(1), true);
+  Tick(WallMillis());
+}
+
+void Jobs::Tick(int64_t now_ms) {
+  std::lock_guard<std::mutex> l(tick_mu_);
+  ObserveRunning(now_ms);
+  ScheduleRound(now_ms);
+}
+
+void Jobs::ObserveRunning(int64_t now_ms) {
+  auto rows = db_->Query(
+      "SELECT id, state, handle, metrics_next, stop_requested FROM jobs WHERE state IN ('starting', "
+      "'running')");
+  if (!rows.ok()) return;
+  for (const auto& r : *rows) {
+    const std::string id = r.Text(0), state = r.Text(1), handle = r.Text(2);
+    const int64_t stop_ms = r.Int(4);
+    JobObservation o = backend_->Observe(JobDir(id), handle);
+    if (o.alive) {
+      if (state == "starting" && o.ready)
+        (void)Transition(id, "starting", "running", "every process started; its master answers", now_ms);
+      ReadHistory(id, r.Int(3));
+      // A stop not done within 30 s is forced.
+      if (stop_ms > 0 && now_ms - stop_ms > 30000) (void)backend_->Stop(JobDir(id), handle, true);
+      continue;
+    }
+    ReadHistory(id, r.Int(3));  // the last lines the master wrote
+    if (o.completed) {
+      auto result = ReadFile(JobDir(id) + "/run/result.json");
+      if (result.ok())
+        (void)db_->Exec("UPDATE jobs SET result = ? WHERE id = ?",
+                        {ParseOr(*result, Json::object()).dump(), id});
+      (void)Transition(id, state, "succeeded", "every pass done; the model was saved", now_ms);
+    } else if (stop_ms > 0) {
+      (void)Transition(id, state, "stopped", "stopped on request", now_ms);
+    } else {
+      std::string why = o.why_ended;
+      while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
+      (void)Transition(id, state, "failed", "its processes ended before every pass was done: " + why, now_ms);
+    }
+  }
+}
+
+void Jobs::ReadHistory(const std::string& id, int64_t next_seq) {
+  // The master's run history (master/run_history.h), read on from where the last round stopped.
+  const std::string path = backend_->HistoryPath(JobDir(id));
+  int64_t& offset = history_offset_[id];
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return;
+  f.seekg(0, std::ios::end);
+  const int64_t size = f.tellg();
+  if (size < offset) offset = 0;
+  if (size == offset) return;
+  f.seekg(offset);
+  std::string text(static_cast<size_t>(std::min<int64_t>(size - offset, 64 << 20)), '\0');
+  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  const size_t end = text.rfind('\n');
+  if (end == std::string::npos) return;
+  offset += static_cast<int64_t>(end + 1);
+  Json workers;
+  std::vector<Json> points;
+  size_t start = 0;
+  while (start <= end) {
+    const size_t nl = text.find('\n', start);
+    Json line = Json::parse(text.begin() + start, text.begin() + nl, nullptr, false);
+    start = nl + 1;
+    if (line.is_discarded() || !line.is_object()) continue;
+    const std::string type = line.value("type", "");
+    if ((type == "cost" || type == "eval") && line.value("seq", int64_t{0}) > next_seq) {
+      points.push_back(std::move(line));
+    } else if (type == "nodes" || type == "status") {
+      if (workers.is_null()) workers = Json::object();
+      workers[type] = line[type];
+      workers[type + "_ms"] = line.value("time_ms", int64_t{0});
+    }
+  }
+  (void)db_->InTransaction([&](Sql& sql) -> Status {
+    int64_t last = next_seq;
+    for (const auto& p : points) {
+      const int64_t seq = p.value("seq", int64_t{0});
+      if (seq <= last) continue;  // a new leader's lines start past the last seq, but be sure
+      TESSERA_RETURN_IF_ERROR(
+          sql.Exec("INSERT INTO job_metrics (job_id, seq, point) VALUES (?, ?, ?)", {id, seq, p.dump()}));
+      last = seq;
+    }
+    if (last != next_seq)
+      TESSERA_RETURN_IF_ERROR(sql.Exec("UPDATE jobs SET metrics_next = ? WHERE id = ?", {last, id}));
+    if (workers.is_null()) return Status::OK();
+    TESSERA_ASSIGN_OR_RETURN(auto cur, sql.Query("SELECT workers FROM jobs WHERE id = ?", {id}));
+    Json merged = cur.empty() ? Json::object() : ParseOr(cur[0].Text(0), Json::object());
+    merged.update(workers);
+    return sql.Exec("UPDATE jobs SET workers = ? WHERE id = ?", {merged.dump(), id});
+  });
+}
+
+Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
+  const std::string dir = JobDir(j.id);
+  (void)RemoveAll(dir);
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
+  JobLaunch l;
+  l.id = j.id;
+  l.dir = dir;
+  TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(j.ns, j.spec.dataset));
+  TESSERA_ASSIGN_OR_RETURN(l.store, datasets_->StoreOf(j.ns, j.spec.dataset));
+  l.dataset = ds.name;
+  if (!j.spec.eval_dataset.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(DatasetInfo ev, datasets_->Get(j.ns, j.spec.eval_dataset));
+    l.eval_dataset = ev.name;
+  }
+  l.model = j.spec.model;
+  if (!j.spec.package.empty()) {
+    l.code_dir = dir + "/code";
+    TESSERA_RETURN_IF_ERROR(ExtractArchive(o_.data_dir + "/packages/" + j.spec.package, l.code_dir,
+                                           ArchiveLimits{int64_t{256} << 20, 20000})
+                                .status());
+    l.command = j.spec.command;
+  }
+  l.model_args = j.spec.model_args;
+  l.mode = j.spec.mode;
+  l.optimizer = j.spec.optimizer;
+  l.passes = j.spec.passes;
+  l.batch_size = j.spec.batch_size;
+  l.pservers = j.spec.pservers;
+  l.trainers = trainers;
+  TESSERA_ASSIGN_OR_RETURN(std::string handle, backend_->Start(l));
+  (void)now_ms;
+  return db_->Exec("UPDATE jobs SET handle = ?, trainers = ? WHERE id = ?",
+                   {handle, static_cast<int64_t>(trainers), j.id});
+}
+
+void Jobs::ScheduleRound(int64_t now_ms) {
+  auto in = SchedulerInput();
+  if (!in.ok()) return;
+  for (const Decision& d : Schedule(*in)) {
+    auto j = Get(d.id);
+    if (!j.ok()) continue;
+    if (d.kind == Decision::kStart) {
+      // Claimed first (queued -> starting), so a stop that came meanwhile wins.
+      if (!Transition(d.id, "queued", "starting",
+                      "starting with " + std::to_string(d.trainers) + " trainers (" + d.reason + ")", now_ms)
+               .ok())
+        continue;
+      Status st = Launch(*j, d.trainers, now_ms);
+      if (!st.ok())
+        (void)Transition(d.id, "starting", "failed", "could not start: " + std::string(st.message()), now_ms);
+    } else if (d.kind == Decision::kResize) {
+      auto h = db_->Query("SELECT handle FROM jobs WHERE id = ?", {d.id});
+      if (!h.ok() || h->empty()) continue;
+      Status st = backend_->Scale(JobDir(d.id), (*h)[0].Text(0), d.trainers);
+      if (!st.ok()) {
+        spdlog::warn("server: cannot resize job {}: {}", d.id, st.message());
+        continue;
+      }
+      (void)db_->Exec("UPDATE jobs SET trainers = ? WHERE id = ?", {static_cast<int64_t>(d.trainers), d.id});
+      (void)db_->Exec("INSERT INTO job_events (id, job_id, time_ms, state, reason) VALUES (?, ?, ?, ?, ?)",
+                      {NewUuid(), d.id, now_ms, j->state, d.reason});
+    } else if (j->reason != d.reason) {
+      (void)db_->Exec("UPDATE jobs SET reason = ? WHERE id = ? AND state = 'queued'", {d.reason, d.id});
+      (void)db_->Exec("INSERT INTO job_events (id, job_id, time_ms, state, reason) VALUES (?, ?, ?, ?, ?)",
+                      {NewUuid(), d.id, now_ms, j->state, d.reason});
+    }
+  }
+}
+
+}  // namespace tessera::server

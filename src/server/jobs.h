@@ -1,0 +1,127 @@
+// Jobs: the platform's training jobs — submission, the queue, their life on a backend, and the
+// history kept after they end (docs/platform-api.md).
+//
+// A job is submitted with a built-in model or a code package (a tar or zip stored by its SHA-256,
+// extracted into the job's directory) and an entry command, a data set (the namespace's own or
+// one shared with it), the training settings, pservers, trainers (a minimum and a maximum:
+// elastic between them), resources per process and a priority. Its state:
+//   queued -> starting -> running -> succeeded | failed | stopped   (queued -> stopped, too)
+// and every change is recorded with its reason (job_events). The monitor (one thread, about
+// once a second) observes the jobs the backend runs, copies their cost history and per-worker
+// status from their master's run history into the database (so it outlives the job and the server),
+// asks the scheduler what to start, shrink or grow, and does it. All state is in the database
+// and the job directories: a server killed and restarted carries on with the jobs still running.
+// Thread-safe.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+
+#include "server/backend.h"
+#include "server/database.h"
+#include "server/datasets.h"
+#include "server/scheduler.h"
+
+namespace tessera::server {
+
+struct JobsOptions {
+  std::string data_dir;
+  Resources capacity;              // what the backend may use at once
+  bool refuse_over_quota = false;  // otherwise a submission over quota is queued
+  int64_t tick_ms = 1000;
+};
+
+struct JobSpec {
+  std::string name;
+  std::string model;    // built-in, or:
+  std::string package;  // SHA-256 of a code package, with
+  std::string command;  // its entry command
+  std::string dataset, eval_dataset;
+  std::vector<std::string> model_args;
+  std::string mode = "sync", optimizer = "adam:lr=0.001";
+  int passes = 1, batch_size = 64, pservers = 1, trainers = 1, trainers_min = 1;
+  Resources resources{0.5, 512, 0};  // per process
+  int64_t priority = 0;
+  nlohmann::json ToJson() const;
+  // Reads and checks a submission (InvalidArgument naming the field).
+  static StatusOr<JobSpec> FromBody(const std::string& body);
+};
+
+struct JobInfo {
+  std::string id, ns, name, owner, state, reason, backend;
+  JobSpec spec;
+  int trainers = 0;
+  int64_t submitted_ms = 0, started_ms = 0, ended_ms = 0;
+  nlohmann::json workers, result;
+  nlohmann::json ToJson() const;
+};
+
+class Jobs {
+ public:
+  Jobs(Database* db, Datasets* datasets, std::unique_ptr<Backend> backend, JobsOptions options);
+  ~Jobs();
+  Status Start();
+  void Stop();
+
+  // Code packages: stored once by digest, readable by the namespaces that uploaded them.
+  StatusOr<nlohmann::json> PutPackage(const std::string& ns, const std::string& digest,
+                                      const std::string& bytes);
+
+  StatusOr<JobInfo> Submit(const std::string& ns, const std::string& owner_id, const JobSpec& spec,
+                           int64_t now_ms);
+  StatusOr<std::vector<JobInfo>> List(const std::string& ns, const std::string& state, int limit);
+  StatusOr<JobInfo> Get(const std::string& id);
+  StatusOr<nlohmann::json> Events(const std::string& id);
+  // Cost and evaluation points after `since` (a sequence number), at most `limit`.
+  StatusOr<nlohmann::json> Metrics(const std::string& id, int64_t since, int limit);
+  Status RequestStop(const std::string& id, const std::string& by, int64_t now_ms);
+  Status Scale(const std::string& id, int trainers, int64_t now_ms);
+  Status Delete(const std::string& id);
+  // The job's log files: node -> path.
+  std::vector<std::pair<std::string, std::string>> Logs(const std::string& id);
+
+  StatusOr<QuotaLimits> Quota(const std::string& ns);
+  Status SetQuota(const std::string& ns, const QuotaLimits& q);
+  StatusOr<Usage> UsageOf(const std::string& ns);
+
+  // Stops every job still running and waits for them to end (then kills what is left).
+  void StopAll(int64_t timeout_ms);
+
+  // One round of the monitor (tests call it to not wait).
+  void Tick(int64_t now_ms);
+
+ private:
+  void Loop();
+  Status Transition(const std::string& id, const std::string& from, const std::string& to,
+                    const std::string& reason, int64_t now_ms);
+  void ObserveRunning(int64_t now_ms);
+  void ReadHistory(const std::string& id, int64_t next_seq);
+  void ScheduleRound(int64_t now_ms);
+  Status Launch(const JobInfo& j, int trainers, int64_t now_ms);
+  StatusOr<SchedInput> SchedulerInput();
+  std::string JobDir(const std::string& id) const { return o_.data_dir + "/jobs/" + id; }
+
+  Database* db_;
+  Datasets* datasets_;
+  std::unique_ptr<Backend> backend_;
+  JobsOptions o_;
+  std::mutex tick_mu_;                             // one monitor round at a time; guards history_offset_
+  std::map<std::string, int64_t> history_offset_;  // bytes of each job's history read
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+// QuotaLimits as JSON and back ({"jobs": 2, "cpu": 4, ...}; absent: no limit).
+nlohmann::json QuotaJson(const QuotaLimits& q);
+StatusOr<QuotaLimits> QuotaFromBody(const std::string& body);
+nlohmann::json UsageJson(const Usage& u);
+
+}  // namespace tessera::server
