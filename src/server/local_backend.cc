@@ -28,8 +28,10 @@ std::string ConsoleFromLog(const std::string& log) {
   size_t at = text->rfind(mark);
   if (at == std::string::npos) return "";
   size_t end = text->find_first_of(" \r\n", at + mark.size());
-  return text->substr(at + mark.size(),
-                      end == std::string::npos ? std::string::npos : end - at - mark.size());
+  std::string url =
+      text->substr(at + mark.size(), end == std::string::npos ? std::string::npos : end - at - mark.size());
+  while (!url.empty() && url.back() == '/') url.pop_back();  // httplib::Client takes scheme://host:port
+  return url;
 }
 
 }  // namespace

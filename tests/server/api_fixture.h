@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "harness/processes.h"
 #include "server/db_fixture.h"
 
 namespace tessera::server {
@@ -29,6 +30,11 @@ class ApiFixture : public DatabaseTest {
   }
   void TearDown() override {
     if (server_) server_->Terminate(std::chrono::seconds(10));
+    // Jobs outlive their server by design: whatever the test's jobs left runs no more.
+    for (const auto& p : testing::ProcessesWith(dir_ + "/server/jobs/")) {
+      const pid_t pid = std::atoi(p.c_str());
+      if (pid > 0) ::kill(pid, SIGKILL);
+    }
     DatabaseTest::TearDown();
   }
 
