@@ -277,7 +277,9 @@ Status Jobs::Start() {
                            db_->Query("SELECT COUNT(*) FROM jobs WHERE state IN ('starting', 'running')"));
   if (!running.empty() && running[0].Int(0) > 0)
     spdlog::info("server: re-attaching to {} job(s) started before", running[0].Int(0));
+  TESSERA_ASSIGN_OR_RETURN(auto last, db_->Query("SELECT COALESCE(MAX(submitted_ms), 0) FROM jobs"));
   stop_ = false;
+  last_submitted_ms_ = last.empty() ? 0 : last[0].Int(0);
   thread_ = std::thread([this] { Loop(); });
   return Status::OK();
 }
@@ -365,6 +367,13 @@ StatusOr<JobInfo> Jobs::Submit(const std::string& ns, const std::string& owner_i
     with.resources.gpus += alone.resources.gpus;
     if (std::string over = OverQuota(with, q); !over.empty())
       return Status::ResourceExhausted("over the quota of '" + ns + "': with this job it would use " + over);
+  }
+  {
+    // Submission times are strictly increasing, so two jobs submitted in one millisecond are
+    // still taken in the order they came (the scheduler orders by priority, then this time).
+    std::lock_guard<std::mutex> l(mu_);
+    now_ms = std::max(now_ms, last_submitted_ms_ + 1);
+    last_submitted_ms_ = now_ms;
   }
   JobInfo j;
   j.id = ns + "-" + NewUuid().substr(0, 8);

@@ -116,6 +116,7 @@ class Jobs {
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;
+  int64_t last_submitted_ms_ = 0;  // guarded by mu_
   std::thread thread_;
 };
 
