@@ -26,6 +26,7 @@
 #include "server/backend.h"
 #include "server/database.h"
 #include "server/datasets.h"
+#include "server/job_spec.h"
 #include "server/scheduler.h"
 
 namespace tessera::server {
@@ -35,31 +36,6 @@ struct JobsOptions {
   Resources capacity;              // what the backend may use at once
   bool refuse_over_quota = false;  // otherwise a submission over quota is queued
   int64_t tick_ms = 1000;
-};
-
-struct JobSpec {
-  std::string name;
-  std::string model;    // built-in, or:
-  std::string package;  // SHA-256 of a code package, with
-  std::string command;  // its entry command
-  std::string dataset, eval_dataset;
-  std::vector<std::string> model_args;
-  std::string mode = "sync", optimizer = "adam:lr=0.001";
-  int passes = 1, batch_size = 64, pservers = 1, trainers = 1, trainers_min = 1;
-  Resources resources{0.5, 512, 0};  // per process
-  int64_t priority = 0;
-  nlohmann::json ToJson() const;
-  // Reads and checks a submission (InvalidArgument naming the field).
-  static StatusOr<JobSpec> FromBody(const std::string& body);
-};
-
-struct JobInfo {
-  std::string id, ns, name, owner, state, reason, backend;
-  JobSpec spec;
-  int trainers = 0;
-  int64_t submitted_ms = 0, started_ms = 0, ended_ms = 0;
-  nlohmann::json workers, result;
-  nlohmann::json ToJson() const;
 };
 
 class Jobs {
@@ -119,10 +95,5 @@ class Jobs {
   int64_t last_submitted_ms_ = 0;  // guarded by mu_
   std::thread thread_;
 };
-
-// QuotaLimits as JSON and back ({"jobs": 2, "cpu": 4, ...}; absent: no limit).
-nlohmann::json QuotaJson(const QuotaLimits& q);
-StatusOr<QuotaLimits> QuotaFromBody(const std::string& body);
-nlohmann::json UsageJson(const Usage& u);
 
 }  // namespace tessera::server
