@@ -94,9 +94,16 @@ def on(event, fn):
     _callbacks[event].append(fn)
 
 
+_firing = []  # the events whose callbacks are running
+
+
 def _fire(event, info):
-    for fn in list(_callbacks[event]):
-        fn(dict(info))
+    _firing.append(event)
+    try:
+        for fn in list(_callbacks[event]):
+            fn(dict(info))
+    finally:
+        _firing.pop()
 
 
 class _Progress:
@@ -112,9 +119,9 @@ _progress = _Progress()
 class Reader:
     """Records of a data set.
 
-    reader() (or reader(name) for the job's own data set) yields the records of the tasks the
-    job's master hands to this trainer; any other name reads that data set in full from the store
-    (for evaluation), as does reader(name, store=DIR) without a job. Iterate over .batches(n) for lists of up to n records: a task is
+    reader() yields the records of the tasks the job's master hands to this trainer; reader(name)
+    reads that data set in full from the store (for evaluation, also on the job's own training
+    data), as does reader(name, store=DIR) without a job. Iterate over .batches(n) for lists of up to n records: a task is
     acknowledged only once the step that used its records is done (when the next batch is asked
     for), and while other trainers hold the rest of a pass this trainer takes part in the steps
     with empty gradients so nobody waits."""
@@ -127,7 +134,7 @@ class Reader:
             self._local = _tessera.LocalDataset(store, dataset)
             return
         s = session()
-        if dataset is not None and dataset != s.job_dataset():
+        if dataset is not None:
             self._local = _tessera.LocalDataset(s.store or _os.environ.get("TESSERA_STORE", ""), dataset)
 
     def batches(self, size):
@@ -147,6 +154,9 @@ class Reader:
             yield b[0]
 
     def _dispatched(self, size):
+        if _firing:
+            raise Error("reader() cannot hand out the job's tasks inside a %s callback (the trainer is "
+                        "between steps there); to evaluate, read a whole data set with reader(name)" % _firing[-1])
         s = session()
         batch = []
         ended = -1  # the passes up to this one (0-based) have had their pass_end

@@ -77,7 +77,9 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
     EXPECT_GE(j["accuracy"].get<double>(), 0.95) << "every id's label is learnable: " << *text;
     EXPECT_EQ(j["pass_end"], nlohmann::json::array({1, 2})) << *text << " (passes are numbered from 1)";
     EXPECT_GT(j["batch_end"].get<int64_t>(), 0) << *text;
-    EXPECT_EQ(j["errors"].size(), 9u) << *text;
+    EXPECT_EQ(j["whole_reads"], nlohmann::json::array({6000, 6000}))
+        << *text << " (reader('ids') in a callback reads the job's own data set in full)";
+    EXPECT_EQ(j["errors"].size(), 10u) << *text;
     if (j.contains("saved_rows")) {
       EXPECT_EQ(j["saved_rows"], 300) << "every id's row is in the saved model";
       EXPECT_TRUE(j["saved_bias_matches"].get<bool>());

@@ -68,9 +68,18 @@ def main():
         lambda: s.sparse_pull("nope", np.zeros(1, np.uint64), np.zeros(5, np.float32)), tessera.Error, ["nope"])
     errors["bad_samples"] = expect_error(lambda: opt.step(samples=0), ValueError, ["samples"])
 
-    events = {"batch_end": 0, "pass_end": []}
+    events = {"batch_end": 0, "pass_end": [], "whole_reads": []}
     tessera.on("batch_end", lambda info: events.__setitem__("batch_end", events["batch_end"] + 1))
     tessera.on("pass_end", lambda info: events["pass_end"].append(info["pass"]))
+
+    def evaluate_on_training_data(info):
+        # Naming the job's own data set reads all of it (evaluation on the training data), and
+        # the dispatched reader cannot be used from inside a callback.
+        events["whole_reads"].append(sum(len(b) for b in tessera.reader(os.environ["TESSERA_DATASET"]).batches(1000)))
+        if "reader_in_callback" not in errors:
+            errors["reader_in_callback"] = expect_error(lambda: next(iter(tessera.reader().batches(8))),
+                                                        tessera.Error, ["pass_end", "reader()"])
+    tessera.on("pass_end", evaluate_on_training_data)
     records = 0
     for batch in tessera.reader().batches(32):
         ids, labels = decode(batch)
@@ -86,7 +95,7 @@ def main():
         logits = model(torch.arange(IDS))
     accuracy = float((logits.argmax(1) == torch.tensor(truth)).float().mean())
     out = {"trainer": s.trainer_id, "records": records, "batch_end": events["batch_end"],
-           "pass_end": events["pass_end"], "accuracy": accuracy, "errors": errors, "step": s.step}
+           "pass_end": events["pass_end"], "whole_reads": events["whole_reads"], "accuracy": accuracy, "errors": errors, "step": s.step}
     if tessera.is_evaluator():
         tessera.report(metrics={"accuracy": accuracy})
         path = os.path.join(os.environ["TESSERA_RUN_DIR"], "saved.tsm")
