@@ -33,6 +33,7 @@ bench: build
 	$(BUILD_DIR)/bench/apply_bench
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/master_bench
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/mlp_bench
+	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/api_bench
 
 chaos: build
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/chaos

@@ -27,7 +27,7 @@ LAYERS = [
     ["local"],
     ["deploy"],
     ["launch"],
-    ["server"],
+    ["server", "remote"],
     ["cli"],
 ]
 RANK = {folder: rank for rank, folders in enumerate(LAYERS) for folder in folders}

@@ -1,9 +1,9 @@
-// `tessera server`: the training platform's API server (accounts so far; see src/server).
+// `tessera server`: the training platform's API server (see src/server and docs/platform-api.md).
+#include <unistd.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <thread>
-
-#include <unistd.h>
 
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
@@ -26,6 +26,7 @@ struct ServerFlags {
   int64_t gpus = 0;
   std::string over_quota = "queue";
   bool stop_jobs_on_exit = false;
+  std::string cert, key;
 };
 
 // This machine's CPUs and memory (MB), the default capacity of the local backend.
@@ -41,12 +42,14 @@ int RunServer(const ServerFlags& f) {
   std::atomic<bool> stop{false};
   SignalWatcher signals([&](int) { stop = true; });
   if (f.data_dir.empty())
-    return Fail("server", Status::InvalidArgument("give --data-dir DIR: the server keeps its files there (and its "
-                                                  "SQLite database, unless --database names a PostgreSQL)"));
+    return Fail("server",
+                Status::InvalidArgument("give --data-dir DIR: the server keeps its files there (and its "
+                                        "SQLite database, unless --database names a PostgreSQL)"));
   const std::string data_dir = std::filesystem::absolute(f.data_dir).lexically_normal().string();
   std::error_code ec;
   std::filesystem::create_directories(data_dir, ec);
-  if (ec) return Fail("server", Status::Unavailable("cannot create --data-dir " + data_dir + ": " + ec.message()));
+  if (ec)
+    return Fail("server", Status::Unavailable("cannot create --data-dir " + data_dir + ": " + ec.message()));
   std::string where = f.database;
   if (where.empty()) where = data_dir + "/server.db";
   auto db = server::OpenDatabase(where);
@@ -61,10 +64,12 @@ int RunServer(const ServerFlags& f) {
   if (f.memory_mb > 0) so.capacity.memory_mb = f.memory_mb;
   so.capacity.gpus = f.gpus;
   so.refuse_over_quota = f.over_quota == "refuse";
+  so.tls_cert = f.cert;
+  so.tls_key = f.key;
   server::ApiServer api(db->get(), so);
   if (Status s = api.Start(f.listen, f.port); !s.ok()) return Fail("server", s);
-  std::printf("tessera server: API at http://%s:%d/api/v1 (state: %s %s)\n", f.listen.c_str(), api.port(),
-              (*db)->Kind().c_str(), (*db)->Kind() == "sqlite" ? where.c_str() : "database");
+  std::printf("tessera server: API at %s://%s:%d/api/v1 (state: %s %s)\n", api.scheme(), f.listen.c_str(),
+              api.port(), (*db)->Kind().c_str(), (*db)->Kind() == "sqlite" ? where.c_str() : "database");
   std::fflush(stdout);
   while (!stop.load()) std::this_thread::sleep_for(std::chrono::milliseconds(100));
   if (f.stop_jobs_on_exit) {
@@ -72,9 +77,10 @@ int RunServer(const ServerFlags& f) {
     std::fflush(stdout);
     api.jobs()->StopAll(30000);
   } else {
-    std::printf("tessera server: stopped; jobs still running go on, and a server started again on %s takes them "
-                "back\n",
-                data_dir.c_str());
+    std::printf(
+        "tessera server: stopped; jobs still running go on, and a server started again on %s takes them "
+        "back\n",
+        data_dir.c_str());
   }
   api.Stop();
   return 0;
@@ -91,18 +97,26 @@ void RegisterServer(CLI::App& app, int* exit_code) {
       "a queue by priority and quotas, logs and cost history kept after jobs end, an audit log.\n"
       "Its state is in SQLite under --data-dir or in PostgreSQL (--database postgresql://...).\n"
       "The first user to sign up administers the server.");
-  cmd->add_option("--data-dir", f->data_dir, "directory of the server's files: data sets, uploads, code, jobs (and\nits SQLite database, DIR/server.db)")->required();
-  cmd->add_option("--database", f->database, "a PostgreSQL URL instead of SQLite, e.g. postgresql://user@host/db");
+  cmd->add_option("--data-dir", f->data_dir,
+                  "directory of the server's files: data sets, uploads, code, jobs (and\nits SQLite "
+                  "database, DIR/server.db)")
+      ->required();
+  cmd->add_option("--database", f->database,
+                  "a PostgreSQL URL instead of SQLite, e.g. postgresql://user@host/db");
   cmd->add_option("--listen", f->listen, "address to serve on")->capture_default_str();
   cmd->add_option("--port", f->port, "port (0: any free port, printed)")->capture_default_str();
   cmd->add_flag("--require-approval", f->require_approval, "new users wait for an administrator's approval");
   cmd->add_option("--cpus", f->cpus, "CPUs the jobs may use at once (default: this machine's)");
-  cmd->add_option("--memory-mb", f->memory_mb, "memory the jobs may use at once, in MB (default: this machine's)");
+  cmd->add_option("--memory-mb", f->memory_mb,
+                  "memory the jobs may use at once, in MB (default: this machine's)");
   cmd->add_option("--gpus", f->gpus, "GPUs the jobs may use at once")->capture_default_str();
   cmd->add_option("--over-quota", f->over_quota,
                   "a submission over its namespace's quota is queued until it fits, or refused")
       ->check(CLI::IsMember({"queue", "refuse"}))
       ->capture_default_str();
+  cmd->add_option("--cert", f->cert, "serve HTTPS with this certificate (PEM; the chain, server's first)")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--key", f->key, "the certificate's private key (PEM)")->check(CLI::ExistingFile);
   cmd->add_flag("--stop-jobs-on-exit", f->stop_jobs_on_exit,
                 "stop every job when the server stops (by default they go on, and a restarted server\n"
                 "takes them back)");

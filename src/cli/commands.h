@@ -21,6 +21,12 @@ void RegisterDeploy(CLI::App& app, int* exit_code);
 void RegisterLaunch(CLI::App& app, int* exit_code);
 void RegisterNode(CLI::App& app, int* exit_code);
 void RegisterServer(CLI::App& app, int* exit_code);
+// The client of a tessera server: signup, login, logout; submit; jobs, metrics, logs, stop,
+// scale, delete, quota; datasets.
+void RegisterLogin(CLI::App& app, int* exit_code);
+void RegisterSubmit(CLI::App& app, int* exit_code);
+void RegisterRemoteJobs(CLI::App& app, int* exit_code);
+void RegisterDatasets(CLI::App& app, int* exit_code);
 
 // This program's own path (/proc/self/exe), for the processes it starts.
 std::string SelfPath();

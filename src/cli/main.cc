@@ -56,6 +56,10 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterLaunch(app, &exit_code);
   tessera::cli::RegisterNode(app, &exit_code);
   tessera::cli::RegisterServer(app, &exit_code);
+  tessera::cli::RegisterLogin(app, &exit_code);
+  tessera::cli::RegisterSubmit(app, &exit_code);
+  tessera::cli::RegisterRemoteJobs(app, &exit_code);
+  tessera::cli::RegisterDatasets(app, &exit_code);
   // A misspelt command gets its likely meaning, not CLI11's "A subcommand is required".
   std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());
@@ -68,6 +72,30 @@ int main(int argc, char** argv) {
   }
   try {
     app.parse(argc, argv);
+  } catch (const CLI::ExtrasError& e) {
+    // A misspelt flag gets its likely meaning among the chosen command's flags.
+    const CLI::App* cmd = &app;
+    std::string path;
+    for (;;) {
+      auto chosen = cmd->get_subcommands();
+      if (chosen.empty()) break;
+      cmd = chosen.front();
+      path += (path.empty() ? "" : " ") + cmd->get_name();
+    }
+    std::vector<std::string> flags;
+    for (const auto* opt : cmd->get_options())
+      for (const auto& n : opt->get_lnames()) flags.push_back("--" + n);
+    std::string hint;
+    for (int i = 1; i < argc; ++i) {
+      std::string arg = argv[i];
+      arg = arg.substr(0, arg.find('='));
+      if (arg.rfind("--", 0) != 0 || std::find(flags.begin(), flags.end(), arg) != flags.end()) continue;
+      std::string guess = tessera::ClosestName(arg, flags);
+      if (!guess.empty()) hint += " (did you mean '" + guess + "' for '" + arg + "'?)";
+    }
+    std::fprintf(stderr, "tessera %s: %s%s\nRun `tessera %s --help` for its flags.\n", path.c_str(), e.what(),
+                 hint.c_str(), path.c_str());
+    return 2;
   } catch (const CLI::ParseError& e) {
     return app.exit(e);
   }

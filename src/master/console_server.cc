@@ -159,6 +159,7 @@ StatusOr<int> ConsoleServer::Start(const std::string& host, int port) {
   server_ = std::make_unique<httplib::Server>();
   auto& srv = *server_;
   LimitHttpRequests(srv);
+  srv.set_tcp_nodelay(true);  // else a kept-alive client waits 40 ms for each answer (delayed ACK)
   // A standby has nothing to show yet: 503, and the page retries.
   auto status = [this](httplib::Response& res) -> std::optional<StatusReply> {
     auto st = s_.status();

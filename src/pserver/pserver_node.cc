@@ -150,6 +150,7 @@ Status PserverNode::Run() {
   prom_ = &prom;
   httplib::Server http;
   LimitHttpRequests(http);
+  http.set_tcp_nodelay(true);  // else a kept-alive client waits 40 ms for each answer (delayed ACK)
   std::thread http_thread;
   nlohmann::json info = {{"address", address},
                          {"host", advertise},

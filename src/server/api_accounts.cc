@@ -17,6 +17,7 @@ Json UserJson(const User& u) {
 
 void AddAccountRoutes(ApiRoutes& r, Database* db) {
   Accounts& acc = r.accounts();
+  r.Note("POST", "/api/v1/signup");
   r.http().Post("/api/v1/signup", [&acc](const httplib::Request& req, httplib::Response& res) {
     StatusOr<Reply> reply = [&]() -> StatusOr<Reply> {
       TESSERA_ASSIGN_OR_RETURN(auto b, JsonBody::Parse(req.body, {"name", "password"}));
@@ -28,6 +29,7 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
     }();
     ApiRoutes::Send(res, reply);
   });
+  r.Note("POST", "/api/v1/login");
   r.http().Post("/api/v1/login", [&acc](const httplib::Request& req, httplib::Response& res) {
     std::string name;
     StatusOr<Reply> reply = [&]() -> StatusOr<Reply> {

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/strings.h"
 #include "server/api_routes.h"
 #include "server/api_server.h"
 #include "server/jobs.h"
@@ -47,6 +48,20 @@ std::string ReadRange(const std::string& path, int64_t from, int64_t n) {
   f.read(out.data(), n);
   out.resize(static_cast<size_t>(f.gcount()));
   return out;
+}
+
+// The file of log `node` of job `j`; NotFound names the logs there are (and the likely one).
+StatusOr<std::string> LogPath(Jobs* jobs, const JobInfo& j, const std::string& node) {
+  std::vector<std::string> names;
+  for (const auto& [n, p] : jobs->Logs(j.id)) {
+    if (n == node) return p;
+    names.push_back(n);
+  }
+  if (names.empty()) return Status::NotFound("job " + j.id + " has no logs yet (it is " + j.state + ")");
+  const std::string guess = ClosestName(node, names);
+  return Status::NotFound("job " + j.id + " has no log of '" + node + "'" +
+                          (guess.empty() ? "" : " (did you mean '" + guess + "'?)") +
+                          "; its logs: " + Join(names, ", "));
 }
 
 }  // namespace
@@ -141,10 +156,7 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
         [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
           TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadLogs));
           const std::string node = req.matches[2];
-          std::string path;
-          for (const auto& [n, p] : jobs->Logs(j.id))
-            if (n == node) path = p;
-          if (path.empty()) return Status::NotFound("job " + j.id + " has no log of '" + node + "'");
+          TESSERA_ASSIGN_OR_RETURN(const std::string path, LogPath(jobs, j, node));
           const int64_t size = std::max<int64_t>(0, FileSize(path));
           int64_t from;
           if (req.has_param("offset")) {
@@ -172,15 +184,14 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
         });
   // Following a log: server-sent events, one per line (its id: the byte offset after it), from
   // ?offset=N or Last-Event-ID (default: the end), until the job has ended and the log is read.
+  r.Note("GET", job_path + "/logs/([a-z][a-z0-9-]{0,63})/follow");
   r.http().Get(job_path + "/logs/([a-z][a-z0-9-]{0,63})/follow", [&r, job_of, jobs](
                                                                      const httplib::Request& req,
                                                                      httplib::Response& res) {
     StatusOr<std::string> path = [&]() -> StatusOr<std::string> {
       TESSERA_ASSIGN_OR_RETURN(User u, r.Caller(req));
       TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadLogs));
-      for (const auto& [n, p] : jobs->Logs(j.id))
-        if (n == req.matches[2]) return p;
-      return Status::NotFound("job " + j.id + " has no log of '" + std::string(req.matches[2]) + "'");
+      return LogPath(jobs, j, req.matches[2]);
     }();
     if (!path.ok()) return ApiRoutes::Send(res, path.status());
     if (followers.fetch_add(1) >= kMaxFollowers) {

@@ -109,15 +109,19 @@ httplib::Server::Handler ApiRoutes::Wrap(const std::string& action, Handler fn) 
 }
 
 void ApiRoutes::Get(const std::string& p, const std::string& a, Handler h) {
+  Note("GET", p);
   http_->Get(p, Wrap(a, std::move(h)));
 }
 void ApiRoutes::Post(const std::string& p, const std::string& a, Handler h) {
+  Note("POST", p);
   http_->Post(p, Wrap(a, std::move(h)));
 }
 void ApiRoutes::Put(const std::string& p, const std::string& a, Handler h) {
+  Note("PUT", p);
   http_->Put(p, Wrap(a, std::move(h)));
 }
 void ApiRoutes::Delete(const std::string& p, const std::string& a, Handler h) {
+  Note("DELETE", p);
   http_->Delete(p, Wrap(a, std::move(h)));
 }
 

@@ -34,6 +34,12 @@ class ApiRoutes {
   void Put(const std::string& pattern, const std::string& action, Handler h);
   void Delete(const std::string& pattern, const std::string& action, Handler h);
 
+  // Records a route registered on http() directly (sign-up, login, a followed log).
+  void Note(const std::string& method, const std::string& pattern) { routes_.push_back({method, pattern}); }
+  // Every route: its method and path pattern (a regular expression), for the API's own checks
+  // (tests compare them with docs/openapi.json).
+  const std::vector<std::pair<std::string, std::string>>& routes() const { return routes_; }
+
   // The caller of a request (Unauthenticated without a valid bearer token).
   StatusOr<User> Caller(const httplib::Request& req) const;
   // OK when the user may do `a` in `ns`; NotFound when the namespace is not theirs at all (so
@@ -48,6 +54,7 @@ class ApiRoutes {
   httplib::Server::Handler Wrap(const std::string& action, Handler h);
   httplib::Server* http_;
   Accounts* accounts_;
+  std::vector<std::pair<std::string, std::string>> routes_;
 };
 
 // A path segment of a namespace or user name, and of a data set or job name, for route patterns.

@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "server/accounts.h"
 #include "server/database.h"
@@ -30,6 +32,7 @@ struct ServerOptions {
   Resources capacity;       // what jobs may use at once
   bool refuse_over_quota = false;
   int64_t tick_ms = 1000;
+  std::string tls_cert, tls_key;  // PEM files: serve HTTPS (both or neither)
 };
 
 class ApiServer {
@@ -42,7 +45,10 @@ class ApiServer {
   Status Start(const std::string& host, int port);
   void Stop();
   int port() const { return port_; }
+  const char* scheme() const { return options_.tls_cert.empty() ? "http" : "https"; }
   Jobs* jobs() { return jobs_.get(); }
+  // Every route (method, path pattern); see ApiRoutes::routes().
+  const std::vector<std::pair<std::string, std::string>>& routes() const;
 
  private:
   void Routes();

@@ -9,7 +9,10 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "common/digest.h"
+#include "common/files.h"
 #include "harness/processes.h"
+#include "harness/wait.h"
 #include "server/db_fixture.h"
 
 namespace tessera::server {
@@ -48,11 +51,12 @@ class ApiFixture : public DatabaseTest {
     auto p = testing::Subprocess::Spawn(o);
     ASSERT_TRUE(p.ok());
     server_ = std::move(*p);
-    ASSERT_TRUE(server_->WaitForOutput("API at http://", std::chrono::seconds(30))) << server_->Output();
+    ASSERT_TRUE(server_->WaitForOutput("API at http", std::chrono::seconds(30))) << server_->Output();
     std::smatch m;
     const std::string out = server_->Output();
-    ASSERT_TRUE(std::regex_search(out, m, std::regex("API at http://127.0.0.1:([0-9]+)/api/v1")));
-    const int port = std::stoi(m[1]);
+    ASSERT_TRUE(std::regex_search(out, m, std::regex("API at (https?)://127.0.0.1:([0-9]+)/api/v1")));
+    const int port = std::stoi(m[2]);
+    url_ = m[1].str() + "://127.0.0.1:" + std::to_string(port);
     client_ = std::make_unique<httplib::Client>("127.0.0.1", port);
     client_->set_read_timeout(30, 0);
   }
@@ -85,7 +89,37 @@ class ApiFixture : public DatabaseTest {
     return g.body.value("token", "");
   }
 
+  // Uploads the Fashion-MNIST test set (10,000 images) as data set 'fm' of namespace ada.
+  void UploadFashionTest(const std::string& token_) {
+    auto images = ReadFile("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
+    auto labels = ReadFile("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
+    ASSERT_TRUE(images.ok() && labels.ok()) << "dataset-fashion-mnist is not installed";
+    Got up =
+        Call("POST", "/api/v1/namespaces/ada/uploads",
+             Json{{"name", "fm"},
+                  {"format", "idx"},
+                  {"files", {{"images", {{"size", images->size()}}}, {"labels", {{"size", labels->size()}}}}}}
+                 .dump(),
+             token_);
+    ASSERT_EQ(up.status, 201) << up.body;
+    const std::string id = up.body["id"];
+    for (const auto& [file, data] :
+         {std::pair<std::string, std::string>{"images", *images}, {"labels", *labels}})
+      for (size_t off = 0; off < data.size(); off += 4 << 20) {
+        const std::string piece = data.substr(off, 4 << 20);
+        ASSERT_EQ(Call("PUT", "/api/v1/uploads/" + id + "/files/" + file + "?offset=" + std::to_string(off),
+                       piece, token_, {{"X-Chunk-SHA256", Sha256Hex(piece)}})
+                      .status,
+                  200);
+      }
+    ASSERT_EQ(Call("POST", "/api/v1/uploads/" + id + "/finish", "", token_).status, 202);
+    ASSERT_TRUE(testing::WaitUntil(
+        [&] { return Call("GET", "/api/v1/uploads/" + id, "", token_).body.value("state", "") == "done"; },
+        std::chrono::seconds(60)));
+  }
+
   std::string where_;
+  std::string url_;  // the running server's, http://127.0.0.1:PORT
   int starts_ = 0;
   std::unique_ptr<testing::Subprocess> server_;
   std::unique_ptr<httplib::Client> client_;

@@ -24,34 +24,7 @@ class JobsApiTest : public ApiFixture {
     ApiFixture::SetUp();
     if (IsSkipped() || HasFatalFailure()) return;
     token_ = SignUpAndLogin("ada", "correct horse");
-    UploadFashionTest();
-  }
-  void UploadFashionTest() {
-    auto images = ReadFile("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz");
-    auto labels = ReadFile("/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz");
-    ASSERT_TRUE(images.ok() && labels.ok()) << "dataset-fashion-mnist is not installed";
-    Got up =
-        Call("POST", "/api/v1/namespaces/ada/uploads",
-             Json{{"name", "fm"},
-                  {"format", "idx"},
-                  {"files", {{"images", {{"size", images->size()}}}, {"labels", {{"size", labels->size()}}}}}}
-                 .dump(),
-             token_);
-    ASSERT_EQ(up.status, 201) << up.body;
-    const std::string id = up.body["id"];
-    for (const auto& [file, data] :
-         {std::pair<std::string, std::string>{"images", *images}, {"labels", *labels}})
-      for (size_t off = 0; off < data.size(); off += 4 << 20) {
-        const std::string piece = data.substr(off, 4 << 20);
-        ASSERT_EQ(Call("PUT", "/api/v1/uploads/" + id + "/files/" + file + "?offset=" + std::to_string(off),
-                       piece, token_, {{"X-Chunk-SHA256", Sha256Hex(piece)}})
-                      .status,
-                  200);
-      }
-    ASSERT_EQ(Call("POST", "/api/v1/uploads/" + id + "/finish", "", token_).status, 202);
-    ASSERT_TRUE(Until(
-        [&] { return Call("GET", "/api/v1/uploads/" + id, "", token_).body.value("state", "") == "done"; },
-        std::chrono::seconds(60)));
+    UploadFashionTest(token_);
   }
   std::string Submit(const Json& spec, const std::string& token = "") {
     Got g = Call("POST", "/api/v1/namespaces/ada/jobs", spec.dump(), token.empty() ? token_ : token);

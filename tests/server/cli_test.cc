@@ -1,0 +1,337 @@
+// The command line against a real `tessera server` on each database backend, as a user types
+// it: signup and login (the token kept in the config directory, mode 0600), a data set upload
+// killed halfway and resumed (the data set checks out), a directory with a PyTorch script
+// submitted and run to the end on the local backend with its log followed, its logs and cost
+// history read after it ended and after the server was killed and restarted; scale, stop,
+// delete, Ctrl-C, and the usual mistakes answered with what went wrong.
+#include <sys/stat.h>
+
+#include <filesystem>
+#include <fstream>
+#include <random>
+
+#include "common/files.h"
+#include "common/strings.h"
+#include "harness/wait.h"
+#include "server/api_fixture.h"
+
+namespace tessera::server {
+namespace {
+
+const char* kImages = "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz";
+const char* kLabels = "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz";
+
+bool Has(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
+class CliTest : public ApiFixture {
+ protected:
+  struct Ran {
+    int code = -1;
+    std::string out;  // stdout and stderr
+  };
+  // `tessera ARGS`, with this test's config directory and the running server; `stdin_text`
+  // (e.g. a password) is piped in through a shell.
+  testing::SpawnOptions CliOptions(const std::vector<std::string>& args, const std::string& stdin_text = "") {
+    testing::SpawnOptions o;
+    if (stdin_text.empty()) {
+      o.argv = {testing::BuildPath("src/tessera")};
+      o.argv.insert(o.argv.end(), args.begin(), args.end());
+    } else {
+      std::string cmd =
+          "printf '%s\\n' " + ShellQuote(stdin_text) + " | " + testing::BuildPath("src/tessera");
+      for (const auto& a : args) cmd += " " + ShellQuote(a);
+      o.argv = {"/bin/sh", "-c", cmd};
+    }
+    o.env = {{"TESSERA_CONFIG_DIR", dir_ + "/cfg"}, {"TESSERA_SERVER", url_}};
+    o.log_path = dir_ + "/cli-" + std::to_string(runs_++) + ".log";
+    o.cwd = cwd_.empty() ? dir_ : cwd_;
+    return o;
+  }
+  Ran Cli(const std::vector<std::string>& args, const std::string& stdin_text = "", int seconds = 120) {
+    auto p = testing::Subprocess::Spawn(CliOptions(args, stdin_text));
+    EXPECT_TRUE(p.ok());
+    if (!p.ok()) return {};
+    auto code = (*p)->Wait(std::chrono::seconds(seconds));
+    EXPECT_TRUE(code.has_value()) << "tessera " << Join(args, " ") << " did not end: " << (*p)->Output();
+    return {code.value_or(-1), (*p)->Output()};
+  }
+  std::unique_ptr<testing::Subprocess> Start(const std::vector<std::string>& args) {
+    auto p = testing::Subprocess::Spawn(CliOptions(args));
+    EXPECT_TRUE(p.ok());
+    return p.ok() ? std::move(*p) : nullptr;
+  }
+  void SignUpAndLogIn() {
+    Ran up = Cli({"signup", "--password-stdin", "ada"}, "correct horse");
+    ASSERT_EQ(up.code, 0) << up.out;
+    Ran in = Cli({"login", "--password-stdin", "ada"}, "correct horse");
+    ASSERT_EQ(in.code, 0) << in.out;
+    ASSERT_TRUE(Has(in.out, "logged in to " + url_ + " as ada")) << in.out;
+  }
+  void UploadFm(const std::string& name = "fm") {
+    Ran r = Cli({"datasets", "upload", name, "--format", "idx", "--images", kImages, "--labels", kLabels});
+    ASSERT_EQ(r.code, 0) << r.out;
+    ASSERT_TRUE(Has(r.out, "data set " + name + ": 10000 records")) << r.out;
+  }
+  std::string Token() {
+    auto text = ReadFile(dir_ + "/cfg/login.json");
+    return text.ok() ? Json::parse(*text).value("token", "") : "";
+  }
+  // The job id in `tessera submit`'s output.
+  static std::string JobId(const std::string& out) {
+    std::smatch m;
+    return std::regex_search(out, m, std::regex("job ([a-z][a-z0-9-]*-[0-9a-f]{8}) queued")) ? m[1].str()
+                                                                                             : "";
+  }
+  Json JobJson(const std::string& id) {
+    Ran r = Cli({"jobs", id, "--json"});
+    return r.code == 0 ? Json::parse(r.out.substr(r.out.find('{')), nullptr, false) : Json();
+  }
+  bool WaitJob(const std::string& id, const std::function<bool(const Json&)>& cond, int seconds) {
+    return testing::WaitUntil([&] { return cond(JobJson(id)); }, std::chrono::seconds(seconds),
+                              std::chrono::milliseconds(300));
+  }
+  // Uploaded bytes the server has of the unfinished upload of `name`.
+  int64_t Received(const std::string& name) {
+    Got g = Call("GET", "/api/v1/namespaces/ada/uploads", "", Token());
+    int64_t n = 0;
+    for (const auto& u : g.body.value("uploads", Json::array()))
+      if (u.value("name", "") == name)
+        for (const auto& [_, f] : u["files"].items()) n += f.value("received", int64_t{0});
+    return n;
+  }
+  void WriteProject(bool ignore_big) {
+    cwd_ = dir_ + "/project";
+    std::filesystem::create_directories(cwd_ + "/data");
+    std::filesystem::copy_file(std::string(TESSERA_SOURCE_DIR) + "/examples/fashion_mnist/train.py",
+                               cwd_ + "/train.py", std::filesystem::copy_options::overwrite_existing);
+    std::string noise(6 << 20, '\0');
+    std::mt19937_64 rng(3);
+    for (auto& c : noise) c = static_cast<char>(rng());
+    std::ofstream(cwd_ + "/data/big.bin") << noise;
+    if (ignore_big) std::ofstream(cwd_ + "/.tesseraignore") << "# data goes in data sets\ndata/\n";
+  }
+  std::string cwd_;
+  int runs_ = 0;
+};
+
+TEST_P(CliTest, ACodeDirectoryRunsToTheEndAndItsLogsAndCostOutliveTheJobAndARestart) {
+  SignUpAndLogIn();
+  struct stat st;
+  ASSERT_EQ(::stat((dir_ + "/cfg/login.json").c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << "the token is a secret";
+  UploadFm();
+  // A directory holding a PyTorch script (and data it must not send: over the package limit).
+  WriteProject(false);
+  Ran big = Cli({"submit", "--dataset", "fm", "--", "/usr/bin/python3", "train.py"});
+  EXPECT_EQ(big.code, 1);
+  EXPECT_TRUE(Has(big.out, "data/big.bin (6")) << big.out;
+  EXPECT_TRUE(Has(big.out, ".tesseraignore")) << big.out;
+  EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/server/packages")) << "nothing stored";
+  WriteProject(true);
+  Ran sub = Cli({"submit", "--name", "torch", "--dataset", "fm", "--eval-dataset", "fm", "--passes", "1",
+                 "--trainers", "2", "--", "/usr/bin/python3", "train.py", "--mlp"});
+  ASSERT_EQ(sub.code, 0) << sub.out;
+  const std::string id = JobId(sub.out);
+  ASSERT_FALSE(id.empty()) << sub.out;
+  EXPECT_TRUE(Has(sub.out, url_ + "/api/v1/jobs/" + id)) << "the job's URL: " << sub.out;
+  EXPECT_TRUE(Has(sub.out, "packed 2 files")) << "train.py and .tesseraignore: " << sub.out;
+  // Its trainer's log, followed from the start to the job's end.
+  Ran follow = Cli({"logs", "-f", id, "trainer-0"}, "", 400);
+  EXPECT_EQ(follow.code, 0) << follow.out;
+  EXPECT_TRUE(Has(follow.out, "pass 1: accuracy")) << follow.out;
+  ASSERT_TRUE(WaitJob(
+      id, [](const Json& j) { return !j.value("ended_ms", Json()).is_null(); }, 120));
+  Ran show = Cli({"jobs", id});
+  EXPECT_TRUE(Has(show.out, "state      succeeded")) << show.out;
+  EXPECT_TRUE(Has(show.out, "`/usr/bin/python3 train.py --mlp` on fm")) << show.out;
+  Ran metrics = Cli({"metrics", id});
+  ASSERT_EQ(metrics.code, 0) << metrics.out;
+  EXPECT_TRUE(Has(metrics.out, "cost")) << metrics.out;
+  EXPECT_TRUE(Has(metrics.out, "accuracy")) << metrics.out;
+  Ran log = Cli({"logs", id, "trainer-0", "--tail", "0"});
+  ASSERT_TRUE(Has(log.out, "pass 1: accuracy")) << log.out;
+
+  // The server killed and started again (on a new port): all of it is still there.
+  server_->Kill();
+  StartServer();
+  EXPECT_EQ(Cli({"metrics", id}).out, metrics.out);
+  EXPECT_EQ(Cli({"logs", id, "trainer-0", "--tail", "0"}).out, log.out);
+  Ran list = Cli({"jobs"});
+  EXPECT_TRUE(std::regex_search(list.out, std::regex(id + " +succeeded"))) << list.out;
+
+  // Logging out revokes the token.
+  const std::string token = Token();
+  Ran out = Cli({"logout"});
+  EXPECT_EQ(out.code, 0) << out.out;
+  EXPECT_EQ(Call("GET", "/api/v1/me", "", token).status, 401);
+  Ran gone = Cli({"jobs"});
+  EXPECT_EQ(gone.code, 1);
+  EXPECT_TRUE(Has(gone.out, "not logged in: run `tessera login")) << gone.out;
+}
+
+TEST_P(CliTest, AnUploadKilledHalfwayResumesAndTheDataSetChecksOut) {
+  SignUpAndLogIn();
+  // Slowed down, so that it is surely cut in the middle.
+  auto slow = Start({"datasets", "upload", "fm", "--format", "idx", "--images", kImages, "--labels", kLabels,
+                     "--chunk-mb", "0.0625", "--limit-rate", "0.5"});
+  ASSERT_TRUE(slow);
+  ASSERT_TRUE(testing::WaitUntil([&] { return Received("fm") >= (256 << 10); }, std::chrono::seconds(60)))
+      << slow->Output();
+  slow->Kill();
+  const int64_t had = Received("fm");
+  ASSERT_LT(had, 4 << 20) << "the upload was to be cut halfway";
+  Ran again = Cli({"datasets", "upload", "fm", "--format", "idx", "--images", kImages, "--labels", kLabels});
+  ASSERT_EQ(again.code, 0) << again.out;
+  EXPECT_TRUE(Has(again.out, "resuming upload")) << again.out;
+  EXPECT_TRUE(Has(again.out, "data set fm: 10000 records")) << again.out;
+  Ran show = Cli({"datasets", "show", "fm", "--records", "2", "--json"});
+  ASSERT_EQ(show.code, 0) << show.out;
+  Json d = Json::parse(show.out.substr(show.out.find('{')));
+  EXPECT_EQ(d["records"], 10000);
+  ASSERT_EQ(d["preview"].size(), 2u) << d;
+  EXPECT_EQ(d["preview"][0]["label_id"], 9) << "the first label of the t10k set";
+  EXPECT_EQ(d["preview"][1]["label_id"], 2);
+
+  // Ctrl-C: stops at once, says how to go on; an unfinished upload is removed with rm.
+  auto interrupted = Start({"datasets", "upload", "fm2", "--format", "idx", "--images", kImages, "--labels",
+                            kLabels, "--chunk-mb", "0.0625", "--limit-rate", "0.5"});
+  ASSERT_TRUE(testing::WaitUntil([&] { return Received("fm2") > 0; }, std::chrono::seconds(60)));
+  ASSERT_TRUE(interrupted->Signal(SIGINT).ok());
+  auto code = interrupted->Wait(std::chrono::seconds(20));
+  ASSERT_TRUE(code.has_value()) << "Ctrl-C did not stop the upload: " << interrupted->Output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_TRUE(Has(interrupted->Output(), "run the same command again to resume")) << interrupted->Output();
+  // The same name with other files is refused, saying what to do.
+  Ran other = Cli({"datasets", "upload", "fm2", "--format", "idx", "--images", kLabels, "--labels", kImages});
+  EXPECT_EQ(other.code, 1);
+  EXPECT_TRUE(Has(other.out, "other files")) << other.out;
+  EXPECT_TRUE(Has(other.out, "tessera datasets rm fm2")) << other.out;
+  Ran rm = Cli({"datasets", "rm", "fm2"});
+  EXPECT_EQ(rm.code, 0) << rm.out;
+  EXPECT_TRUE(Has(rm.out, "unfinished upload of fm2 removed")) << rm.out;
+  Ran ls = Cli({"datasets", "ls"});
+  EXPECT_TRUE(std::regex_search(ls.out, std::regex("fm +idx +10000"))) << ls.out;
+  EXPECT_FALSE(Has(ls.out, "fm2")) << ls.out;
+}
+
+TEST_P(CliTest, ScaleStopDeleteCtrlCAndMistakes) {
+  SignUpAndLogIn();
+  UploadFm();
+  Ran sub = Cli({"submit", "--dataset", "fm", "--model", "mlp", "--passes", "1000", "--trainers", "2",
+                 "--trainers-min", "1"});
+  ASSERT_EQ(sub.code, 0) << sub.out;
+  const std::string id = JobId(sub.out);
+  ASSERT_TRUE(WaitJob(
+      id, [](const Json& j) { return j.value("state", "") == "running"; }, 120));
+  // A followed log stops at Ctrl-C; the job goes on.
+  auto follow = Start({"logs", "-f", id});
+  ASSERT_TRUE(follow->WaitForOutput("web console", std::chrono::seconds(30))) << follow->Output();
+  ASSERT_TRUE(follow->Signal(SIGINT).ok());
+  auto code = follow->Wait(std::chrono::seconds(20));
+  ASSERT_TRUE(code.has_value()) << follow->Output();
+  EXPECT_EQ(*code, 0);
+  Ran scale = Cli({"scale", id, "1"});
+  EXPECT_EQ(scale.code, 0) << scale.out;
+  EXPECT_TRUE(WaitJob(
+      id, [](const Json& j) { return j.value("trainers", 0) == 1; }, 60));
+  Ran early = Cli({"delete", id});
+  EXPECT_EQ(early.code, 1) << "a running job is not deleted";
+  Ran stop = Cli({"stop", id});
+  EXPECT_EQ(stop.code, 0) << stop.out;
+  EXPECT_TRUE(WaitJob(
+      id, [](const Json& j) { return j.value("state", "") == "stopped"; }, 90));
+  Ran del = Cli({"delete", id});
+  EXPECT_EQ(del.code, 0) << del.out;
+  Ran none = Cli({"jobs", id});
+  EXPECT_EQ(none.code, 1);
+  EXPECT_TRUE(Has(none.out, "no job '" + id + "'")) << none.out;
+
+  // Mistakes, each answered with what is wrong.
+  const std::vector<std::pair<std::vector<std::string>, std::string>> mistakes = {
+      {{"submit", "--model", "mlp"}, "give --dataset NAME"},
+      {{"submit", "--dataset", "fm", "--model", "mlp", "--", "python3", "x.py"}, "give either --model"},
+      {{"submit", "--dataset", "fm", "--model", "mlpp"}, "did you mean 'mlp'"},
+      {{"submit", "--dataset", "nope", "--model", "mlp"}, "no data set 'nope'"},
+      {{"jobs", "--stat", "running"}, "did you mean '--state'"},
+      {{"logs", "nope-12345678"}, "no job 'nope-12345678'"},
+      {{"jobs", "--server", "http://127.0.0.1:1"}, "cannot reach the tessera server at http://127.0.0.1:1"},
+      {{"jobs", "--server", "http://127.0.0.1:1/x"}, "is not of the form http://HOST:PORT"},
+      {{"jobs", "--token", "forged"}, "run `tessera login` again"},
+      {{"datasets", "upload", "x", "--format", "idx", "--images", kImages}, "--labels FILE"},
+  };
+  for (const auto& [args, words] : mistakes) {
+    Ran r = Cli(args);
+    EXPECT_NE(r.code, 0) << Join(args, " ");
+    EXPECT_TRUE(Has(r.out, words)) << Join(args, " ") << ": " << r.out;
+  }
+  Ran wrong = Cli({"login", "--password-stdin", "ada"}, "wrong password");
+  EXPECT_EQ(wrong.code, 1);
+  EXPECT_TRUE(Has(wrong.out, "wrong user name or password")) << wrong.out;
+}
+
+// HTTPS: a server with a certificate from the test's own CA; the client trusts it with
+// --ca-cert and refuses it without; a certificate that cannot be read stops the server at once.
+TEST_P(CliTest, HttpsWithTheServersCaAndRefusedWithout) {
+  const std::string tls = dir_ + "/tls";
+  std::filesystem::create_directories(tls);
+  const std::string script =
+      "set -e; cd " + tls +
+      "; openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout ca.key -out "
+      "ca.pem "
+      "-days 2 -subj /CN=tessera-test-ca"
+      "; openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -keyout server.key -out "
+      "server.csr "
+      "-subj /CN=127.0.0.1"
+      "; printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext"
+      "; openssl x509 -req -in server.csr -CA ca.pem -CAkey ca.key -CAcreateserial -out server.pem -days 2 "
+      "-extfile san.ext";
+  testing::SpawnOptions o;
+  o.argv = {"/bin/sh", "-c", script};
+  o.log_path = tls + "/openssl.log";
+  auto gen = testing::Subprocess::Spawn(o);
+  ASSERT_TRUE(gen.ok());
+  ASSERT_EQ((*gen)->Wait(std::chrono::seconds(60)), 0) << (*gen)->Output();
+
+  server_->Terminate(std::chrono::seconds(10));
+  StartServer({"--cert", tls + "/server.pem", "--key", tls + "/server.key"});
+  ASSERT_EQ(url_.rfind("https://", 0), 0u) << url_;
+  Ran up = Cli({"signup", "--password-stdin", "--ca-cert", tls + "/ca.pem", "ada"}, "correct horse");
+  ASSERT_EQ(up.code, 0) << up.out;
+  Ran in = Cli({"login", "--password-stdin", "--ca-cert", tls + "/ca.pem", "ada"}, "correct horse");
+  ASSERT_EQ(in.code, 0) << in.out;
+  Ran ls = Cli({"datasets", "ls", "--ca-cert", tls + "/ca.pem"});
+  EXPECT_EQ(ls.code, 0) << ls.out;
+  Ran untrusted = Cli({"jobs"});
+  EXPECT_EQ(untrusted.code, 1);
+  EXPECT_TRUE(Has(untrusted.out, "certificate is not trusted")) << untrusted.out;
+  std::string plain = url_;
+  plain.replace(0, 5, "http");
+  Ran http = Cli({"jobs", "--server", plain});
+  EXPECT_EQ(http.code, 1) << "plain HTTP to the HTTPS port: " << http.out;
+
+  // A key that is not one: the server says so and exits.
+  testing::SpawnOptions bad;
+  bad.argv = {testing::BuildPath("src/tessera"),
+              "server",
+              "--port",
+              "0",
+              "--data-dir",
+              dir_ + "/other",
+              "--cert",
+              tls + "/server.pem",
+              "--key",
+              tls + "/san.ext"};
+  bad.log_path = dir_ + "/bad-server.log";
+  auto b = testing::Subprocess::Spawn(bad);
+  ASSERT_TRUE(b.ok());
+  auto code = (*b)->Wait(std::chrono::seconds(30));
+  ASSERT_TRUE(code.has_value()) << (*b)->Output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_TRUE(Has((*b)->Output(), "not a readable PEM certificate and its private key")) << (*b)->Output();
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CliTest, ::testing::Values("sqlite", "postgresql"),
+                         [](const auto& info) { return info.param; });
+
+}  // namespace
+}  // namespace tessera::server
