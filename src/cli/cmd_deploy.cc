@@ -11,6 +11,7 @@
 #include "common/files.h"
 #include "common/process.h"
 #include "deploy/k8s_manifests.h"
+#include "deploy/kubectl.h"
 #include "deploy/yaml_text.h"
 
 namespace tessera::cli {
@@ -34,14 +35,16 @@ bool OursName(const std::string& name) {
 Status CheckOutDir(const std::string& dir) {
   std::error_code ec;
   if (!fs::exists(dir, ec)) return Status::OK();
-  if (!fs::is_directory(dir, ec)) return Status::InvalidArgument("--out " + dir + " exists and is not a directory");
+  if (!fs::is_directory(dir, ec))
+    return Status::InvalidArgument("--out " + dir + " exists and is not a directory");
   for (const auto& e : fs::directory_iterator(dir, ec)) {
     std::string name = e.path().filename().string();
     if (name == "namespace" && e.is_directory()) {
       for (const auto& n : fs::directory_iterator(e.path(), ec))
         if (!OursName(n.path().filename().string()))
-          return Status::AlreadyExists("--out " + dir + " holds " + n.path().string() +
-                                       ", which `tessera deploy k8s` did not write; choose another directory");
+          return Status::AlreadyExists(
+              "--out " + dir + " holds " + n.path().string() +
+              ", which `tessera deploy k8s` did not write; choose another directory");
       continue;
     }
     if (!OursName(name))
@@ -51,7 +54,8 @@ Status CheckOutDir(const std::string& dir) {
   return Status::OK();
 }
 
-Status Write(const std::string& dir, const std::vector<deploy::Manifest>& manifests, const std::string& origin) {
+Status Write(const std::string& dir, const std::vector<deploy::Manifest>& manifests,
+             const std::string& origin) {
   std::set<std::string> written;
   for (const auto& m : manifests) {
     fs::path p = fs::path(dir) / m.file;
@@ -75,62 +79,32 @@ Status Write(const std::string& dir, const std::vector<deploy::Manifest>& manife
   return Status::OK();
 }
 
-// Runs kubectl with `args`; its output is returned, or an error carrying it.
-StatusOr<std::string> Kubectl(const std::string& kubectl, std::vector<std::string> args, const std::string& tmp) {
-  ProcessOptions o;
-  o.argv = {"/usr/bin/env", kubectl};
-  o.argv.insert(o.argv.end(), args.begin(), args.end());
-  o.log_path = tmp + "/kubectl.log";
-  (void)RemoveAll(o.log_path);
-  TESSERA_ASSIGN_OR_RETURN(auto p, Process::Spawn(o));
-  auto code = p->Wait(std::chrono::seconds(120));
-  std::string out = p->Output();
-  if (!code) return Status::DeadlineExceeded("kubectl " + args[0] + " did not finish in 120 s");
-  if (*code == 127)
-    return Status::NotFound("there is no " + kubectl + " to run (install kubectl, or pass --kubectl PATH); "
-                            "the manifests are written, apply them from a machine that has it");
-  if (*code != 0) return Status::Unavailable("kubectl " + args[0] + " failed (exit " + std::to_string(*code) + "): " + out);
-  return out;
-}
-
-// Applies the ConfigMap first, then every other object owned by it (so deleting the ConfigMap
-// deletes the job: Kubernetes' garbage collector follows ownerReferences).
+// Applies the job with kubectl; a missing kubectl leaves the written manifests to apply elsewhere.
 Status Apply(const DeployFlags& f, const deploy::JobSpec& spec, std::vector<deploy::Manifest> job) {
-  auto tmp = MakeTempDir("tessera-apply-");
-  if (!tmp.ok()) return tmp.status();
-  struct Cleanup {
-    std::string d;
-    ~Cleanup() { (void)RemoveAll(d); }
-  } cleanup{*tmp};
-  TESSERA_RETURN_IF_ERROR(Kubectl(f.kubectl, {"apply", "-f", f.out + "/" + job[0].file}, *tmp).status());
-  TESSERA_ASSIGN_OR_RETURN(std::string uid, Kubectl(f.kubectl,
-                                                    {"get", "configmap", spec.name, "-n", spec.namespace_, "-o",
-                                                     "jsonpath={.metadata.uid}"},
-                                                    *tmp));
-  for (size_t i = 1; i < job.size(); ++i) {
-    job[i].object["metadata"]["ownerReferences"] = nlohmann::ordered_json::array(
-        {{{"apiVersion", "v1"}, {"kind", "ConfigMap"}, {"name", spec.name}, {"uid", uid}}});
-    TESSERA_RETURN_IF_ERROR(WriteFileAtomic(*tmp + "/" + job[i].file, deploy::ToYaml(job[i].object)));
-  }
-  (void)RemoveAll(*tmp + "/" + job[0].file);
-  (void)RemoveAll(*tmp + "/kubectl.log");
-  TESSERA_ASSIGN_OR_RETURN(std::string out, Kubectl(f.kubectl, {"apply", "-f", *tmp}, *tmp));
-  std::printf("%s", out.c_str());
+  auto out = deploy::ApplyJob(f.kubectl, spec, std::move(job));
+  if (out.status().code() == StatusCode::kNotFound)
+    return Status::NotFound(std::string(out.status().message()) +
+                            "; the manifests are written, apply them from a machine that has it");
+  if (!out.ok()) return out.status();
+  std::printf("%s", out->c_str());
   return Status::OK();
 }
 
 int RunK8s(const DeployFlags& f) {
   auto text = ReadFile(f.spec);
-  if (!text.ok()) return Fail("deploy k8s", Status::NotFound("cannot read the job spec " + f.spec + ": " +
-                                                             std::string(text.status().message())));
+  if (!text.ok())
+    return Fail("deploy k8s", Status::NotFound("cannot read the job spec " + f.spec + ": " +
+                                               std::string(text.status().message())));
   auto spec = deploy::ParseJobSpec(*text, f.spec);
   if (!spec.ok()) return Fail("deploy k8s", spec.status());
   auto job = deploy::RenderJob(*spec, *text);
-  if (!job.ok()) return Fail("deploy k8s", Status::InvalidArgument(f.spec + ": " + std::string(job.status().message())));
+  if (!job.ok())
+    return Fail("deploy k8s", Status::InvalidArgument(f.spec + ": " + std::string(job.status().message())));
   if (Status s = CheckOutDir(f.out); !s.ok()) return Fail("deploy k8s", s);
   auto all = *job;
   for (auto& m : deploy::RenderNamespaceTemplate(*spec)) all.push_back(std::move(m));
-  if (Status s = Write(f.out, all, fs::path(f.spec).filename().string()); !s.ok()) return Fail("deploy k8s", s);
+  if (Status s = Write(f.out, all, fs::path(f.spec).filename().string()); !s.ok())
+    return Fail("deploy k8s", s);
   const auto& s = *spec;
   std::printf("wrote %zu objects of job %s to %s (and the namespace template to %s/namespace)\n", job->size(),
               s.name.c_str(), f.out.c_str(), f.out.c_str());
@@ -140,8 +114,10 @@ int RunK8s(const DeployFlags& f) {
         "  kubectl apply -f %s/namespace     # once per namespace, as its administrator\n"
         "  kubectl apply -f %s               # the job\n"
         "  kubectl -n %s port-forward svc/%s-console %d   # the console at http://127.0.0.1:%d/\n"
-        "  kubectl -n %s patch job %s-trainer --type=merge -p '{\"spec\":{\"parallelism\":%d}}'   # scale trainers\n"
-        "  kubectl -n %s delete all,networkpolicy,serviceaccount,configmap,pvc -l tessera.io/job=%s   # remove it\n",
+        "  kubectl -n %s patch job %s-trainer --type=merge -p '{\"spec\":{\"parallelism\":%d}}'   # scale "
+        "trainers\n"
+        "  kubectl -n %s delete all,networkpolicy,serviceaccount,configmap,pvc -l tessera.io/job=%s   # "
+        "remove it\n",
         f.out.c_str(), f.out.c_str(), s.namespace_.c_str(), s.name.c_str(), s.http_port, s.http_port,
         s.namespace_.c_str(), s.name.c_str(), s.trainers_max, s.namespace_.c_str(), s.name.c_str());
     return 0;
@@ -156,7 +132,8 @@ int RunK8s(const DeployFlags& f) {
 }  // namespace
 
 void RegisterDeploy(CLI::App& app, int* exit_code) {
-  auto* deploy = app.add_subcommand("deploy", "Run a job beyond this machine, from one job spec (docs/deploy.md)");
+  auto* deploy =
+      app.add_subcommand("deploy", "Run a job beyond this machine, from one job spec (docs/deploy.md)");
   deploy->require_subcommand(1);
   auto f = std::make_shared<DeployFlags>();
   auto* k8s = deploy->add_subcommand(
@@ -167,11 +144,13 @@ void RegisterDeploy(CLI::App& app, int* exit_code) {
   k8s->add_option("--spec", f->spec, "the job spec (YAML; see deploy/examples/ and docs/deploy.md)")
       ->required()
       ->check(CLI::ExistingFile);
-  k8s->add_option("--out", f->out,
-                  "directory for the manifests (new, empty, or an earlier rendering: nothing else in it is touched)")
+  k8s->add_option(
+         "--out", f->out,
+         "directory for the manifests (new, empty, or an earlier rendering: nothing else in it is touched)")
       ->required();
-  k8s->add_flag("--apply", f->apply,
-                "then apply them with kubectl (its current context), every object owned by the job's ConfigMap");
+  k8s->add_flag(
+      "--apply", f->apply,
+      "then apply them with kubectl (its current context), every object owned by the job's ConfigMap");
   k8s->add_option("--kubectl", f->kubectl, "the kubectl program")->capture_default_str();
   k8s->callback([f, exit_code] { *exit_code = RunK8s(*f); });
 }

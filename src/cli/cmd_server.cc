@@ -27,6 +27,8 @@ struct ServerFlags {
   std::string over_quota = "queue";
   bool stop_jobs_on_exit = false;
   std::string cert, key;
+  std::string backend = "local";
+  server::K8sOptions k8s;
 };
 
 // This machine's CPUs and memory (MB), the default capacity of the local backend.
@@ -64,6 +66,8 @@ int RunServer(const ServerFlags& f) {
   if (f.memory_mb > 0) so.capacity.memory_mb = f.memory_mb;
   so.capacity.gpus = f.gpus;
   so.refuse_over_quota = f.over_quota == "refuse";
+  so.backend = f.backend;
+  so.k8s = f.k8s;
   so.tls_cert = f.cert;
   so.tls_key = f.key;
   server::ApiServer api(db->get(), so);
@@ -117,6 +121,19 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   cmd->add_option("--cert", f->cert, "serve HTTPS with this certificate (PEM; the chain, server's first)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--key", f->key, "the certificate's private key (PEM)")->check(CLI::ExistingFile);
+  cmd->add_option("--backend", f->backend,
+                  "where jobs run: local (this machine, through `tessera local`) or kubernetes (the cluster\n"
+                  "kubectl reaches, from the manifests of `tessera deploy k8s`; see docs/platform-api.md)")
+      ->check(CLI::IsMember({"local", "kubernetes"}))
+      ->capture_default_str();
+  cmd->add_option("--kubectl", f->k8s.kubectl, "kubernetes: the kubectl program")->capture_default_str();
+  cmd->add_option("--k8s-image", f->k8s.image, "kubernetes: the Tessera image of every pod")
+      ->capture_default_str();
+  cmd->add_option(
+      "--k8s-data-claim", f->k8s.data_claim,
+      "kubernetes: the ReadWriteMany PersistentVolumeClaim holding --data-dir (mounted by every pod)");
+  cmd->add_option("--k8s-namespace-prefix", f->k8s.namespace_prefix,
+                  "kubernetes: a namespace's jobs run in the Kubernetes namespace PREFIX+NAME");
   cmd->add_flag("--stop-jobs-on-exit", f->stop_jobs_on_exit,
                 "stop every job when the server stops (by default they go on, and a restarted server\n"
                 "takes them back)");

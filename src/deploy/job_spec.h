@@ -20,6 +20,7 @@ struct VolumeSpec {
   std::string claim;        // Kubernetes: a PersistentVolumeClaim to mount there
   std::string nfs_server;   // Kubernetes: or an NFS export
   std::string nfs_path;
+  std::string sub_path;     // Kubernetes: mount only this directory of it (set by the platform)
 };
 
 struct Resources {
@@ -57,6 +58,10 @@ struct JobSpec {
   std::string transport = "auto";
 
   VolumeSpec store, checkpoints;
+  // Set by the platform (not read from a spec): the trainers' code, mounted at code.path and
+  // their working directory; the master's run history, a file under checkpoints.path.
+  VolumeSpec code;
+  std::string history_file;
   int http_port = 8080;                   // each process's /healthz, /readyz, /metrics (and the console)
   int port = 7000;                        // pservers' and masters' main port
 

@@ -72,7 +72,8 @@ Json HttpProbe(const std::string& path, int port, int period, int failures) {
 }
 
 Json PromAnnotations(int port) {
-  return {{"prometheus.io/scrape", "true"}, {"prometheus.io/port", std::to_string(port)},
+  return {{"prometheus.io/scrape", "true"},
+          {"prometheus.io/port", std::to_string(port)},
           {"prometheus.io/path", "/metrics"}};
 }
 
@@ -106,12 +107,18 @@ Json Template(const JobSpec& s, const std::string& role, Json pod, bool scrape) 
   return {{"metadata", std::move(meta)}, {"spec", std::move(pod)}};
 }
 
-Json Port(const std::string& name, int port) { return {{"name", name}, {"containerPort", port}, {"protocol", "TCP"}}; }
+Json Port(const std::string& name, int port) {
+  return {{"name", name}, {"containerPort", port}, {"protocol", "TCP"}};
+}
 Json ServicePort(const std::string& name, int port) {
   return {{"name", name}, {"port", port}, {"targetPort", port}, {"protocol", "TCP"}};
 }
 
-Json Mount(const std::string& name, const std::string& path) { return {{"name", name}, {"mountPath", path}}; }
+Json Mount(const std::string& name, const VolumeSpec& v) {
+  Json m = {{"name", name}, {"mountPath", v.path}};
+  if (!v.sub_path.empty()) m["subPath"] = v.sub_path;
+  return m;
+}
 
 Manifest EtcdService(const JobSpec& s) {
   return {"10-etcd-service.yaml",
@@ -122,7 +129,8 @@ Manifest EtcdService(const JobSpec& s) {
             {{"clusterIP", "None"},
              {"publishNotReadyAddresses", true},  // members must find each other before they are ready
              {"selector", Selector(s, "etcd")},
-             {"ports", Json::array({ServicePort("client", kEtcdClientPort), ServicePort("peer", kEtcdPeerPort)})}}}}};
+             {"ports",
+              Json::array({ServicePort("client", kEtcdClientPort), ServicePort("peer", kEtcdPeerPort)})}}}}};
 }
 
 Manifest EtcdStatefulSet(const JobSpec& s) {
@@ -130,23 +138,24 @@ Manifest EtcdStatefulSet(const JobSpec& s) {
   std::vector<std::string> cluster;
   for (int i = 0; i < s.etcd_members; ++i)
     cluster.push_back(fmt::format("{0}-{1}=http://{0}-{1}.{0}:{2}", svc, i, kEtcdPeerPort));
-  Json c = {{"name", "etcd"},
-            {"image", s.image},
-            {"imagePullPolicy", s.image_pull_policy},
-            {"command", Json::array({"/usr/bin/etcd"})},
-            {"args",
-             Json::array({"--name=$(POD_NAME)", "--data-dir=/var/lib/etcd/data",
-                          fmt::format("--listen-client-urls=http://0.0.0.0:{}", kEtcdClientPort),
-                          fmt::format("--advertise-client-urls=http://$(POD_NAME).{}:{}", svc, kEtcdClientPort),
-                          fmt::format("--listen-peer-urls=http://0.0.0.0:{}", kEtcdPeerPort),
-                          fmt::format("--initial-advertise-peer-urls=http://$(POD_NAME).{}:{}", svc, kEtcdPeerPort),
-                          "--initial-cluster=" + Join(cluster, ","), "--initial-cluster-state=new",
-                          "--initial-cluster-token=" + svc, "--log-level=warn"})},
-            {"env", Json::array({FieldEnv("POD_NAME", "metadata.name")})},
-            {"ports", Json::array({Port("client", kEtcdClientPort), Port("peer", kEtcdPeerPort)})},
-            {"livenessProbe", HttpProbe("/health", kEtcdClientPort, 10, 6)},
-            {"readinessProbe", HttpProbe("/health", kEtcdClientPort, 5, 3)},
-            {"volumeMounts", Json::array({Mount("data", "/var/lib/etcd")})}};
+  Json c = {
+      {"name", "etcd"},
+      {"image", s.image},
+      {"imagePullPolicy", s.image_pull_policy},
+      {"command", Json::array({"/usr/bin/etcd"})},
+      {"args",
+       Json::array({"--name=$(POD_NAME)", "--data-dir=/var/lib/etcd/data",
+                    fmt::format("--listen-client-urls=http://0.0.0.0:{}", kEtcdClientPort),
+                    fmt::format("--advertise-client-urls=http://$(POD_NAME).{}:{}", svc, kEtcdClientPort),
+                    fmt::format("--listen-peer-urls=http://0.0.0.0:{}", kEtcdPeerPort),
+                    fmt::format("--initial-advertise-peer-urls=http://$(POD_NAME).{}:{}", svc, kEtcdPeerPort),
+                    "--initial-cluster=" + Join(cluster, ","), "--initial-cluster-state=new",
+                    "--initial-cluster-token=" + svc, "--log-level=warn"})},
+      {"env", Json::array({FieldEnv("POD_NAME", "metadata.name")})},
+      {"ports", Json::array({Port("client", kEtcdClientPort), Port("peer", kEtcdPeerPort)})},
+      {"livenessProbe", HttpProbe("/health", kEtcdClientPort, 10, 6)},
+      {"readinessProbe", HttpProbe("/health", kEtcdClientPort, 5, 3)},
+      {"volumeMounts", Json::array({Mount("data", VolumeSpec{"/var/lib/etcd", "", "", "", ""})})}};
   if (Json r = Resources(s, "etcd"); !r.empty()) c["resources"] = r;
   return {"11-etcd-statefulset.yaml",
           {{"apiVersion", "apps/v1"},
@@ -174,9 +183,14 @@ Manifest MasterDeployment(const JobSpec& s) {
   c["ports"] = Json::array({Port("grpc", s.port), Port("http", s.http_port)});
   c["livenessProbe"] = HttpProbe("/healthz", s.http_port, 10, 6);
   c["readinessProbe"] = HttpProbe("/readyz", s.http_port, 5, 1);  // only the leader is ready
-  c["volumeMounts"] = Json::array({Mount("store", s.store.path)});
+  Json mounts = Json::array({Mount("store", s.store)}), volumes = Json::array({Volume("store", s.store)});
+  if (!s.history_file.empty()) {  // the run history, on the checkpoints' volume
+    mounts.push_back(Mount("checkpoints", s.checkpoints));
+    volumes.push_back(Volume("checkpoints", s.checkpoints));
+  }
+  c["volumeMounts"] = mounts;
   if (Json r = Resources(s, "master"); !r.empty()) c["resources"] = r;
-  Json pod = PodSpec(s, Json::array({c}), Json::array({Volume("store", s.store)}), 30);
+  Json pod = PodSpec(s, Json::array({c}), volumes, 30);
   pod["initContainers"] = Json::array({init});
   return {"20-master-deployment.yaml",
           {{"apiVersion", "apps/v1"},
@@ -214,7 +228,7 @@ Manifest PserverStatefulSet(const JobSpec& s) {
   std::vector<std::string> args = PserverArgs(s, PortChoice::kSpec);
   Json mounts = Json::array(), volumes = Json::array();
   if (s.checkpoint_every > 0) {
-    mounts.push_back(Mount("checkpoints", s.checkpoints.path));
+    mounts.push_back(Mount("checkpoints", s.checkpoints));
     volumes.push_back(Volume("checkpoints", s.checkpoints));
   }
   Json c = Container(s, "pserver", args, BaseEnv(s));
@@ -251,9 +265,15 @@ Manifest TrainerJob(const JobSpec& s) {
   c["ports"] = Json::array({Port("http", s.http_port)});
   c["livenessProbe"] = HttpProbe("/healthz", s.http_port, 10, 6);
   c["readinessProbe"] = HttpProbe("/readyz", s.http_port, 5, 3);
-  c["volumeMounts"] = Json::array({Mount("store", s.store.path)});
+  Json mounts = Json::array({Mount("store", s.store)}), volumes = Json::array({Volume("store", s.store)});
+  if (!s.code.path.empty()) {  // the user's code, where the command runs
+    mounts.push_back(Mount("code", s.code));
+    volumes.push_back(Volume("code", s.code));
+    c["workingDir"] = s.code.path;
+  }
+  c["volumeMounts"] = mounts;
   if (Json r = Resources(s, "trainer"); !r.empty()) c["resources"] = r;
-  Json pod = PodSpec(s, Json::array({c}), Json::array({Volume("store", s.store)}), 60);
+  Json pod = PodSpec(s, Json::array({c}), volumes, 60);
   pod["restartPolicy"] = "OnFailure";
   Json meta = Meta(s, s.name + "-trainer", "trainer");
   meta["annotations"] = {{"tessera.io/min-trainers", std::to_string(s.trainers_min)},
@@ -289,20 +309,26 @@ Manifest ConsolePolicy(const JobSpec& s) {
            {"spec",
             {{"podSelector", {{"matchLabels", Selector(s, "master")}}},
              {"policyTypes", Json::array({"Ingress"})},
-             {"ingress", Json::array({{{"from", Json::array({{{"podSelector", Json::object()}}})},
-                                       {"ports", Json::array({{{"protocol", "TCP"}, {"port", s.http_port}}})}}})}}}}};
+             {"ingress",
+              Json::array({{{"from", Json::array({{{"podSelector", Json::object()}}})},
+                            {"ports", Json::array({{{"protocol", "TCP"}, {"port", s.http_port}}})}}})}}}}};
 }
 
 }  // namespace
 
 StatusOr<std::vector<Manifest>> RenderJob(const JobSpec& s, const std::string& spec_text) {
   std::vector<std::pair<std::string, const VolumeSpec*>> mounted = {{"store", &s.store}};
-  if (s.checkpoint_every > 0) mounted.push_back({"checkpoints", &s.checkpoints});
+  if (s.checkpoint_every > 0 || !s.history_file.empty()) mounted.push_back({"checkpoints", &s.checkpoints});
+  if (!s.code.path.empty()) mounted.push_back({"code", &s.code});
+  if (!s.history_file.empty() && s.history_file.rfind(s.checkpoints.path + "/", 0) != 0)
+    return Status::InvalidArgument("the run history " + s.history_file +
+                                   " must be under the checkpoints' path " + s.checkpoints.path);
   for (const auto& [name, v] : mounted) {
     if (v->claim.empty() && v->nfs_server.empty())
-      return Status::InvalidArgument(name +
-                                     ": on Kubernetes it needs a claim (a PersistentVolumeClaim, ReadWriteMany) "
-                                     "or nfs: {server, path}, mounted at its path in every pod");
+      return Status::InvalidArgument(
+          name +
+          ": on Kubernetes it needs a claim (a PersistentVolumeClaim, ReadWriteMany) "
+          "or nfs: {server, path}, mounted at its path in every pod");
   }
   std::vector<Manifest> out;
   out.push_back({"00-job-configmap.yaml",
@@ -336,23 +362,25 @@ std::vector<Manifest> RenderNamespaceTemplate(const JobSpec& s) {
   it = s.resources.find("pserver");
   if (it != s.resources.end()) gpus += int64_t{it->second.gpus} * s.pservers;
   const int pods = (s.external_etcd() ? 0 : s.etcd_members) + s.masters + s.pservers + s.trainers_max;
-  Json hard = {{"pods", std::to_string(pods * 2)}, {"requests.nvidia.com/gpu", std::to_string(gpus)},
+  Json hard = {{"pods", std::to_string(pods * 2)},
+               {"requests.nvidia.com/gpu", std::to_string(gpus)},
                {"persistentvolumeclaims", std::to_string(s.etcd_members + 4)}};
   Json ns_meta = {{"name", s.namespace_}, {"labels", {{"app.kubernetes.io/managed-by", "tessera-deploy"}}}};
-  return {{"namespace/00-namespace.yaml", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", ns_meta}}},
-          {"namespace/01-resourcequota.yaml",
-           {{"apiVersion", "v1"},
-            {"kind", "ResourceQuota"},
-            {"metadata", {{"name", "tessera-quota"}, {"namespace", s.namespace_}}},
-            {"spec", {{"hard", hard}}}}},
-          {"namespace/02-limitrange.yaml",
-           {{"apiVersion", "v1"},
-            {"kind", "LimitRange"},
-            {"metadata", {{"name", "tessera-limits"}, {"namespace", s.namespace_}}},
-            {"spec",
-             {{"limits", Json::array({{{"type", "Container"},
-                                       {"defaultRequest", {{"cpu", "250m"}, {"memory", "256Mi"}}},
-                                       {"default", {{"memory", "2Gi"}}}}})}}}}}};
+  return {
+      {"namespace/00-namespace.yaml", {{"apiVersion", "v1"}, {"kind", "Namespace"}, {"metadata", ns_meta}}},
+      {"namespace/01-resourcequota.yaml",
+       {{"apiVersion", "v1"},
+        {"kind", "ResourceQuota"},
+        {"metadata", {{"name", "tessera-quota"}, {"namespace", s.namespace_}}},
+        {"spec", {{"hard", hard}}}}},
+      {"namespace/02-limitrange.yaml",
+       {{"apiVersion", "v1"},
+        {"kind", "LimitRange"},
+        {"metadata", {{"name", "tessera-limits"}, {"namespace", s.namespace_}}},
+        {"spec",
+         {{"limits", Json::array({{{"type", "Container"},
+                                   {"defaultRequest", {{"cpu", "250m"}, {"memory", "256Mi"}}},
+                                   {"default", {{"memory", "2Gi"}}}}})}}}}}};
 }
 
 }  // namespace tessera::deploy

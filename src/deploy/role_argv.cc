@@ -9,21 +9,23 @@ namespace tessera::deploy {
 
 std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports) {
   const bool fixed = ports == PortChoice::kSpec;
-  return {flags::kCommandMaster,
-          flags::kStore,
-          s.store.path,
-          flags::kDataset,
-          s.dataset,
-          flags::kPasses,
-          std::to_string(s.passes),
-          "--listen",
-          "0.0.0.0",
-          "--port",
-          fixed ? std::to_string(s.port) : "0",
-          flags::kHttpPort,
-          fixed ? std::to_string(s.http_port) : "0",
-          flags::kLeaseTtl,
-          std::to_string(s.lease_ttl)};
+  std::vector<std::string> args = {flags::kCommandMaster,
+                                   flags::kStore,
+                                   s.store.path,
+                                   flags::kDataset,
+                                   s.dataset,
+                                   flags::kPasses,
+                                   std::to_string(s.passes),
+                                   "--listen",
+                                   "0.0.0.0",
+                                   "--port",
+                                   fixed ? std::to_string(s.port) : "0",
+                                   flags::kHttpPort,
+                                   fixed ? std::to_string(s.http_port) : "0",
+                                   flags::kLeaseTtl,
+                                   std::to_string(s.lease_ttl)};
+  if (!s.history_file.empty()) args.insert(args.end(), {flags::kHistoryFile, s.history_file});
+  return args;
 }
 
 std::vector<std::string> PserverArgs(const JobSpec& s, PortChoice ports) {
@@ -56,12 +58,13 @@ TrainerCommand TrainerArgs(const JobSpec& s) {
 }
 
 std::vector<std::pair<std::string, std::string>> TrainerEnv(const JobSpec& s, PortChoice ports) {
-  std::vector<std::pair<std::string, std::string>> env = {{flags::kEnvStore, s.store.path},
-                                                          {flags::kEnvDataset, s.dataset},
-                                                          {flags::kEnvEvalDataset, s.eval_dataset},
-                                                          {flags::kEnvBatchSize, std::to_string(s.batch_size)},
-                                                          {flags::kEnvLeaseTtl, std::to_string(s.lease_ttl)},
-                                                          {flags::kEnvTransport, s.transport}};
+  std::vector<std::pair<std::string, std::string>> env = {
+      {flags::kEnvStore, s.store.path},
+      {flags::kEnvDataset, s.dataset},
+      {flags::kEnvEvalDataset, s.eval_dataset},
+      {flags::kEnvBatchSize, std::to_string(s.batch_size)},
+      {flags::kEnvLeaseTtl, std::to_string(s.lease_ttl)},
+      {flags::kEnvTransport, s.transport}};
   if (ports == PortChoice::kSpec) env.push_back({flags::kEnvHttpPort, std::to_string(s.http_port)});
   return env;
 }

@@ -32,8 +32,15 @@ ApiServer::ApiServer(Database* db, ServerOptions options)
   jo.capacity = options_.capacity;
   jo.refuse_over_quota = options_.refuse_over_quota;
   jo.tick_ms = options_.tick_ms;
-  jobs_ =
-      std::make_unique<Jobs>(db, datasets_.get(), std::make_unique<LocalBackend>(options_.tessera_bin), jo);
+  std::unique_ptr<Backend> backend;
+  if (options_.backend == "kubernetes") {
+    K8sOptions k = options_.k8s;
+    k.data_dir = options_.data_dir;
+    backend = std::make_unique<KubernetesBackend>(k);
+  } else {
+    backend = std::make_unique<LocalBackend>(options_.tessera_bin);
+  }
+  jobs_ = std::make_unique<Jobs>(db, datasets_.get(), std::move(backend), jo);
   Routes();
 }
 
@@ -74,6 +81,11 @@ void ApiServer::Routes() {
 Status ApiServer::Start(const std::string& host, int port) {
   if (options_.tls_cert.empty() != options_.tls_key.empty())
     return Status::InvalidArgument("give both --cert and --key for HTTPS, or neither");
+  if (options_.backend == "kubernetes" && options_.k8s.data_claim.empty())
+    return Status::InvalidArgument(
+        "--backend kubernetes needs --k8s-data-claim NAME: the ReadWriteMany claim that holds --data-dir, "
+        "which "
+        "every pod mounts");
   if (!http_->is_valid())
     return Status::InvalidArgument("cannot use --cert " + options_.tls_cert + " and --key " +
                                    options_.tls_key + ": not a readable PEM certificate and its private key");

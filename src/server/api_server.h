@@ -16,6 +16,7 @@
 #include "server/database.h"
 #include "server/datasets.h"
 #include "server/jobs.h"
+#include "server/k8s_backend.h"
 
 namespace httplib {
 class Server;
@@ -33,6 +34,8 @@ struct ServerOptions {
   bool refuse_over_quota = false;
   int64_t tick_ms = 1000;
   std::string tls_cert, tls_key;  // PEM files: serve HTTPS (both or neither)
+  std::string backend = "local";  // or "kubernetes"
+  K8sOptions k8s;                 // for the kubernetes backend
 };
 
 class ApiServer {

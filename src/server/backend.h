@@ -1,7 +1,8 @@
 // Backend: where the platform runs a job's processes. The server decides (scheduler.h) and
 // records (jobs.h); a backend only starts, observes, scales and stops, and keeps everything it
 // needs to find a job again in the job's directory and its `handle`, so a restarted server
-// re-attaches to the jobs still running. Implementations: local (local_backend.h).
+// re-attaches to the jobs still running. Implementations: local (local_backend.h), kubernetes
+// (k8s_backend.h).
 #pragma once
 
 #include <cstdint>
@@ -16,6 +17,7 @@ namespace tessera::server {
 // What a backend needs to start a job.
 struct JobLaunch {
   std::string id;   // also the job's name inside its processes
+  std::string ns;   // the platform namespace it runs for
   std::string dir;  // the job's directory (created by the server; the backend's to fill)
   std::string store, dataset, eval_dataset;
   std::string model;     // a built-in model, or
@@ -24,6 +26,8 @@ struct JobLaunch {
   std::vector<std::string> model_args;
   std::string mode, optimizer;
   int passes = 1, batch_size = 64, pservers = 1, trainers = 1;
+  double cpu = 0.5;  // each process's share
+  int64_t memory_mb = 512, gpus = 0;
 };
 
 // What a backend sees of a job.

@@ -470,6 +470,7 @@ Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
   if (ec) return Status::Unavailable("cannot create " + dir + ": " + ec.message());
   JobLaunch l;
   l.id = j.id;
+  l.ns = j.ns;
   l.dir = dir;
   TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(j.ns, j.spec.dataset));
   TESSERA_ASSIGN_OR_RETURN(l.store, datasets_->StoreOf(j.ns, j.spec.dataset));
@@ -493,6 +494,9 @@ Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
   l.batch_size = j.spec.batch_size;
   l.pservers = j.spec.pservers;
   l.trainers = trainers;
+  l.cpu = j.spec.resources.cpu;
+  l.memory_mb = j.spec.resources.memory_mb;
+  l.gpus = j.spec.resources.gpus;
   TESSERA_ASSIGN_OR_RETURN(std::string handle, backend_->Start(l));
   (void)now_ms;
   return db_->Exec("UPDATE jobs SET handle = ?, trainers = ? WHERE id = ?",

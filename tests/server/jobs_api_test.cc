@@ -129,6 +129,27 @@ TEST_P(JobsApiTest, AQueuedJobStartsWhenTheQuotaFreesAndStopEndsJobs) {
   ASSERT_EQ(Call("PUT", "/api/v1/namespaces/ada/quota", "{}", token_).status, 200);
 }
 
+TEST_P(JobsApiTest, WithOverQuotaRefuseASubmissionOverTheQuotaIsRefusedNotQueued) {
+  server_->Kill();
+  StartServer({"--over-quota", "refuse"});
+  ASSERT_EQ(Call("PUT", "/api/v1/namespaces/ada/quota", R"({"jobs": 1})", token_).status, 200);
+  const std::string first = Submit({{"model", "mlp"}, {"dataset", "fm"}, {"passes", 1000}});
+  WaitState(first, "running");
+  Got over =
+      Call("POST", "/api/v1/namespaces/ada/jobs", Json{{"model", "mlp"}, {"dataset", "fm"}}.dump(), token_);
+  EXPECT_EQ(over.status, 429) << over.body;
+  EXPECT_NE(over.body["error"]["message"].get<std::string>().find("over the quota of namespace 'ada'"),
+            std::string::npos)
+      << over.body;
+  EXPECT_EQ(Call("GET", "/api/v1/namespaces/ada/jobs", "", token_).body["jobs"].size(), 1u)
+      << "nothing stored";
+  // Once the first has ended, the same submission is taken.
+  EXPECT_EQ(Call("POST", "/api/v1/jobs/" + first + "/stop", "", token_).status, 202);
+  WaitState(first, "stopped");
+  const std::string second = Submit({{"model", "mlp"}, {"dataset", "fm"}, {"passes", 1}});
+  WaitState(second, "succeeded");
+}
+
 TEST_P(JobsApiTest, PreemptionShrinksALowPriorityJobAndGrowsItBack) {
   // Room for 2 CPUs: the low job (1 pserver + 2 trainers at 0.5) takes 1.5; the high one needs 1.
   server_->Kill();
