@@ -67,6 +67,7 @@ Status ListJobs(Remote& r, const JobsFlags& f) {
     std::string what = spec.contains("model") ? spec["model"].get<std::string>() : spec.value("command", "");
     if (what.size() > 28) what = what.substr(0, 25) + "...";
     std::string reason = j.value("reason", "");
+    reason = reason.substr(0, reason.find('\n'));  // the first line; `tessera jobs ID` has all
     if (reason.size() > 60) reason = reason.substr(0, 57) + "...";
     rows.push_back({j.value("id", ""), j.value("state", ""),
                     std::to_string(j.value("trainers", 0)) + "/" + std::to_string(spec.value("trainers", 0)),
