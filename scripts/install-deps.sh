@@ -24,6 +24,8 @@ PACKAGES=(
   openmpi-bin openssh-server openssh-client
   # the platform server: SQLite and PostgreSQL (tests start a real one), password hashing
   libsqlite3-dev libsqlitecpp-dev libpqxx-dev postgresql libsodium-dev libarchive-dev
+  # notebooks: the example notebook is executed by a test (a real Jupyter kernel) and plots
+  python3-nbclient python3-nbformat python3-ipykernel python3-matplotlib
   # real data sets
   dataset-fashion-mnist bible-kjv
   # web console build and browser tests

@@ -18,6 +18,11 @@ The optimizer itself (SGD, momentum, Adagrad, Adam) runs on the pservers: the jo
 named with Optimizer(model, optimizer="adam:lr=0.001"). Parameters and gradients move between
 torch's buffers and the network without copies through Python objects.
 
+The platform (a `tessera server`) from a notebook or a script: tessera.connect(url, token) gives a
+Platform whose submit() sends code (a function, a script, a directory) or a built-in model as a
+job; the Job's metrics(follow=True), on("cost", fn), logs(follow=True), scale(n), wait() and
+load_into(module) follow it and bring the trained model back (see platform.py).
+
 Events: tessera.on("batch_end", fn) calls fn(info) after every step, tessera.on("pass_end", fn)
 after each pass over the data (info has step, pass, samples, cost). Passes are numbered from 1,
 as the console and `tessera local` show them.
@@ -38,9 +43,11 @@ except ImportError as e:  # most often: another Python than the one the module w
                       "Debian's /usr/bin/python3; run your script with that." %
                       (_sys.executable, _sys.version_info[0], _sys.version_info[1], e)) from e
 from ._tessera import Error
+from .platform import Job, Platform, PlatformError, connect
 
 __all__ = ["init", "session", "reader", "Optimizer", "Embedding", "report", "on", "is_evaluator",
-           "save_model", "load_model", "load_into", "decode_images", "finish", "Error"]
+           "save_model", "load_model", "load_into", "decode_images", "finish", "Error",
+           "connect", "Platform", "Job", "PlatformError"]
 
 _session = None
 _callbacks = {"batch_end": [], "pass_end": []}

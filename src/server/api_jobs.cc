@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/strings.h"
 #include "server/api_routes.h"
 #include "server/api_server.h"
@@ -245,6 +246,26 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
           return sink.write(ping.data(), ping.size());
         },
         [](bool) { followers.fetch_sub(1); });
+  });
+
+  // The trained model, as the file itself (application/octet-stream).
+  r.Note("GET", job_path + "/model");
+  r.http().Get(job_path + "/model", [&r, job_of, jobs](const httplib::Request& req, httplib::Response& res) {
+    StatusOr<std::string> model = [&]() -> StatusOr<std::string> {
+      TESSERA_ASSIGN_OR_RETURN(User u, r.Caller(req));
+      TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadJob));
+      auto bytes = ReadFile(jobs->ModelPath(j.id));
+      if (!bytes.ok())
+        return Status::FailedPrecondition(
+            "job " + j.id + " has no model" +
+            (j.ended_ms
+                 ? std::string(" (it ended ") + j.state + " before saving one)"
+                 : std::string(" yet: it is ") + j.state + "; the model is saved when every pass is done"));
+      return *bytes;
+    }();
+    if (!model.ok()) return ApiRoutes::Send(res, model.status());
+    res.set_header("Content-Disposition", "attachment; filename=\"" + std::string(req.matches[1]) + ".tsm\"");
+    res.set_content(std::move(*model), "application/octet-stream");
   });
 
   r.Get(ns_path + "/quota", "read quota",

@@ -59,6 +59,8 @@ class Jobs {
   Status RequestStop(const std::string& id, const std::string& by, int64_t now_ms);
   Status Scale(const std::string& id, int trainers, int64_t now_ms);
   Status Delete(const std::string& id);
+  // The trained model the job saved (a .tsm file; it may not exist yet).
+  std::string ModelPath(const std::string& id) const { return JobDir(id) + "/run/model.tsm"; }
   // The job's log files: node -> path.
   std::vector<std::pair<std::string, std::string>> Logs(const std::string& id);
 
