@@ -72,6 +72,8 @@ int RunServer(const ServerFlags& f) {
   so.tls_key = f.key;
   server::ApiServer api(db->get(), so);
   if (Status s = api.Start(f.listen, f.port); !s.ok()) return Fail("server", s);
+  if (!api.web_dir().empty())
+    std::printf("tessera server: web pages at %s://%s:%d/\n", api.scheme(), f.listen.c_str(), api.port());
   std::printf("tessera server: API at %s://%s:%d/api/v1 (state: %s %s)\n", api.scheme(), f.listen.c_str(),
               api.port(), (*db)->Kind().c_str(), (*db)->Kind() == "sqlite" ? where.c_str() : "database");
   std::fflush(stdout);

@@ -2,6 +2,8 @@
 // adds each group of routes.
 #include "server/api_server.h"
 
+#include <filesystem>
+
 #include <httplib.h>
 
 #include "common/http_limits.h"
@@ -16,6 +18,18 @@ constexpr size_t kMaxChunkBody = size_t{4} << 20;  // a data chunk or a code pac
 std::unique_ptr<httplib::Server> NewHttpServer(const ServerOptions& o) {
   if (o.tls_cert.empty()) return std::make_unique<httplib::Server>();
   return std::make_unique<httplib::SSLServer>(o.tls_cert.c_str(), o.tls_key.c_str());
+}
+
+// The platform's pages: the build tree's, or an installed copy beside the binary.
+std::string FindWebPages(const std::string& given) {
+  if (!given.empty()) return given;
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec) return "";
+  for (const auto& dir : {exe.parent_path() / "../platform", exe.parent_path() / "../share/tessera/platform"}) {
+    if (std::filesystem::exists(dir / "index.html", ec)) return std::filesystem::weakly_canonical(dir, ec).string();
+  }
+  return "";
 }
 
 }  // namespace
@@ -65,6 +79,17 @@ void ApiServer::Routes() {
   AddAccountRoutes(*routes_, db_);
   AddDatasetRoutes(*routes_, datasets_.get(), jobs_.get());
   AddJobRoutes(*routes_, jobs_.get(), datasets_.get());
+  // The web pages at / (the API's paths are no files there, so they reach the routes).
+  web_dir_ = FindWebPages(options_.web_dir);
+  if (!web_dir_.empty()) {
+    s.set_mount_point("/", web_dir_);
+  } else {
+    s.Get("/", [](const httplib::Request&, httplib::Response& res) {
+      res.set_content("tessera server: the web pages were not found (looked in <binary>/../platform and "
+                      "<binary>/../share/tessera/platform); the API is at /api/v1\n",
+                      "text/plain");
+    });
+  }
   s.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
     if (!res.body.empty()) return;
     const std::string code =

@@ -34,6 +34,7 @@ struct ServerOptions {
   bool refuse_over_quota = false;
   int64_t tick_ms = 1000;
   std::string tls_cert, tls_key;  // PEM files: serve HTTPS (both or neither)
+  std::string web_dir;            // the platform's pages; empty: <exe>/../platform or ../share/tessera/platform
   std::string backend = "local";  // or "kubernetes"
   K8sOptions k8s;                 // for the kubernetes backend
 };
@@ -49,6 +50,8 @@ class ApiServer {
   void Stop();
   int port() const { return port_; }
   const char* scheme() const { return options_.tls_cert.empty() ? "http" : "https"; }
+  // Where the web pages are served from ("" when none were found).
+  const std::string& web_dir() const { return web_dir_; }
   Jobs* jobs() { return jobs_.get(); }
   // Every route (method, path pattern); see ApiRoutes::routes().
   const std::vector<std::pair<std::string, std::string>>& routes() const;
@@ -64,6 +67,7 @@ class ApiServer {
   std::unique_ptr<Jobs> jobs_;
   std::thread thread_;
   int port_ = 0;
+  std::string web_dir_;
 };
 
 // Route groups (api_accounts.cc, api_datasets.cc, api_jobs.cc).

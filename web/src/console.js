@@ -62,97 +62,20 @@ function showJob(j) {
     `${j.dataset} · step ${j.step} · ${j.samples.toLocaleString()} samples · last cost ${j.last_cost.toFixed(4)}`;
 }
 
-// ---- charts ----
-
-function chartWidth(el) {
-  return Math.max(320, el.clientWidth - 8);
-}
-
-function costData() {
-  const trainers = Object.keys(state.costByTrainer).sort((a, b) => a.localeCompare(b, undefined, { numeric: true }));
-  const steps = new Set();
-  for (const t of trainers) for (const s of state.costByTrainer[t][0]) steps.add(s);
-  const xs = [...steps].sort((a, b) => a - b);
-  const index = new Map(xs.map((x, i) => [x, i]));
-  const series = trainers.map((t) => {
-    const ys = new Array(xs.length).fill(null);
-    const [st, cs] = state.costByTrainer[t];
-    for (let i = 0; i < st.length; i++) ys[index.get(st[i])] = cs[i];
-    return ys;
-  });
-  // The average over trainers: the mean of each trainer's latest cost at or before the step.
-  const last = new Array(trainers.length).fill(null);
-  const avg = xs.map((_, i) => {
-    let sum = 0, n = 0;
-    series.forEach((ys, k) => {
-      if (ys[i] !== null) last[k] = ys[i];
-      if (last[k] !== null) { sum += last[k]; n++; }
-    });
-    return n ? sum / n : null;
-  });
-  return { trainers, data: [xs, avg, ...series] };
-}
-
-const PALETTE = ["#2f6fde", "#16a34a", "#d97706", "#9333ea", "#dc2626", "#0891b2", "#4b5563"];
+// ---- charts (charts.js, shared with the platform's pages) ----
 
 function drawCost() {
-  const el = $("cost");
-  const { trainers, data } = costData();
-  el.dataset.points = String(data[0].length);
-  if (data[0].length === 0) return;
-  const wanted = 1 + trainers.length;
-  if (!costPlot || costPlot.series.length - 1 !== wanted) {
-    if (costPlot) costPlot.destroy();
-    const series = [{ label: "step" }, { label: "average", stroke: "#111827", width: 2, spanGaps: true }];
-    trainers.forEach((t, i) => series.push({ label: `trainer ${t}`, stroke: PALETTE[i % PALETTE.length], width: 1,
-                                              spanGaps: true }));
-    costPlot = new uPlot({ width: chartWidth(el), height: 260, series, scales: { x: { time: false } },
-                           axes: [{ label: "step" }, { label: "cost per sample" }] }, data, el);
-  } else {
-    costPlot.setData(data);
-  }
+  costPlot = TesseraCharts.drawCost($("cost"), costPlot, state.costByTrainer);
 }
 
-// Each metric on its own scale and axis (accuracy in 0..1 beside a loss of 2 would be flat).
 function drawEval() {
-  const el = $("eval");
-  const metrics = Object.keys(state.evalByMetric).sort();
-  const passes = new Set();
-  for (const m of metrics) for (const p of Object.keys(state.evalByMetric[m])) passes.add(Number(p));
-  const xs = [...passes].sort((a, b) => a - b);
-  el.dataset.points = String(xs.length);
-  el.dataset.axes = String(metrics.length);
-  if (xs.length === 0) return;
-  const data = [xs, ...metrics.map((m) => xs.map((p) => state.evalByMetric[m][p] ?? null))];
-  if (!evalPlot || evalPlot.series.length - 1 !== metrics.length) {
-    if (evalPlot) evalPlot.destroy();
-    const series = [{ label: "pass" }];
-    const axes = [{ label: "pass", incrs: [1, 2, 5, 10, 20, 50, 100] }];
-    const scales = { x: { time: false } };
-    metrics.forEach((m, i) => {
-      const color = PALETTE[i % PALETTE.length];
-      series.push({ label: m, scale: m, stroke: color, width: 2, points: { show: true } });
-      scales[m] = { auto: true };
-      axes.push({ scale: m, label: m, side: i === 0 ? 3 : 1, stroke: color, grid: { show: i === 0 } });
-    });
-    evalPlot = new uPlot({ width: chartWidth(el), height: 260, series, scales, axes }, data, el);
-  } else {
-    evalPlot.setData(data);
-  }
+  evalPlot = TesseraCharts.drawEval($("eval"), evalPlot, state.evalByMetric);
 }
 
 async function pollHistory() {
   for (let round = 0; round < 20; round++) {  // at most 20 x 5000 points per poll
     const h = await getJson(`/api/metrics?since=${state.since}`);
-    for (const p of h.points) {
-      if (p.metric) {
-        (state.evalByMetric[p.metric] ??= {})[p.pass] = p.value;
-      } else {
-        const s = (state.costByTrainer[p.trainer] ??= [[], []]);
-        s[0].push(p.step);
-        s[1].push(p.cost);
-      }
-    }
+    TesseraCharts.addPoints(h.points, state.costByTrainer, state.evalByMetric);
     state.since = h.next;
     if (!h.more) break;
   }
@@ -293,7 +216,7 @@ async function poll() {
 }
 
 window.addEventListener("resize", () => {
-  if (costPlot) costPlot.setSize({ width: chartWidth($("cost")), height: 260 });
-  if (evalPlot) evalPlot.setSize({ width: chartWidth($("eval")), height: 260 });
+  if (costPlot) costPlot.setSize({ width: TesseraCharts.chartWidth($("cost")), height: 260 });
+  if (evalPlot) evalPlot.setSize({ width: TesseraCharts.chartWidth($("eval")), height: 260 });
 });
 poll();

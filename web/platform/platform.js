@@ -1,0 +1,309 @@
+// Tessera's platform pages (served by `tessera server`): log in or sign up, the jobs of your
+// namespaces, a job with its live cost and evaluation (the console's charts, charts.js), its
+// workers, events and logs, stop and scale for those allowed; your quota. Plain browser
+// JavaScript, no build step; the REST API is docs/platform-api.md. The token lives in
+// localStorage and goes in the Authorization header of every call.
+"use strict";
+
+const $ = (id) => document.getElementById(id);
+const session = {
+  get token() { return localStorage.getItem("tessera.token") || ""; },
+  set token(t) { t ? localStorage.setItem("tessera.token", t) : localStorage.removeItem("tessera.token"); },
+  me: null,  // GET /api/v1/me
+};
+let stopView = null;  // stops the current view's timers when the route changes
+
+class ApiError extends Error {
+  constructor(status, code, message) { super(message); this.status = status; this.code = code; }
+}
+
+async function api(method, path, body) {
+  const headers = {};
+  if (session.token) headers.Authorization = `Bearer ${session.token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  const res = await fetch(`/api/v1${path}`, { method, headers, cache: "no-store",
+                                              body: body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  const json = text ? JSON.parse(text) : {};
+  if (!res.ok) {
+    const e = json.error || {};
+    if (res.status === 401 && path !== "/login") { session.token = ""; location.hash = "#/login"; }
+    throw new ApiError(res.status, e.code || "", e.message || `HTTP ${res.status}`);
+  }
+  return json;
+}
+
+function showError(e) {
+  const el = $("error");
+  if (!e) { el.hidden = true; el.textContent = ""; return; }
+  el.textContent = e.message || String(e);
+  el.hidden = false;
+}
+
+function h(tag, attrs = {}, ...children) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "class") el.className = v;
+    else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
+    else if (v !== undefined && v !== null && v !== false) el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const c of children.flat()) if (c !== null && c !== undefined) el.append(c.nodeType ? c : String(c));
+  return el;
+}
+
+function fmtTime(ms) { return ms ? new Date(ms).toLocaleString() : "–"; }
+function fmtAgo(ms) {
+  if (!ms) return "–";
+  const s = Math.max(0, Math.round((Date.now() - ms) / 1000));
+  return s < 90 ? `${s} s ago` : s < 5400 ? `${Math.round(s / 60)} min ago` : `${Math.round(s / 3600)} h ago`;
+}
+function roleIn(ns) {
+  if (!session.me) return "";
+  if (session.me.user.admin) return "admin";
+  const m = session.me.namespaces.find((n) => n.name === ns);
+  return m ? m.role : "";
+}
+const canChange = (ns) => ["member", "admin"].includes(roleIn(ns));
+
+// ---- login ----
+
+function loginView(view) {
+  $("nav").hidden = true;
+  $("logout").hidden = true;
+  $("who").textContent = "";
+  const name = h("input", { id: "login-name", autocomplete: "username", required: true });
+  const pw = h("input", { id: "login-password", type: "password", autocomplete: "current-password", required: true });
+  const go = async (signup) => {
+    showError(null);
+    try {
+      if (signup) await api("POST", "/signup", { name: name.value, password: pw.value });
+      const t = await api("POST", "/login", { name: name.value, password: pw.value });
+      session.token = t.token;
+      localStorage.setItem("tessera.token-id", t.token_id);
+      location.hash = "#/jobs";
+    } catch (e) { showError(e); }
+  };
+  const form = h("form", { class: "card login", onsubmit: (ev) => { ev.preventDefault(); go(false); } },
+                 h("h1", {}, "Log in to Tessera"),
+                 h("label", {}, "User name", name), h("label", {}, "Password", pw),
+                 h("div", { class: "toolbar" },
+                   h("button", { type: "submit", id: "login-button" }, "Log in"),
+                   h("button", { type: "button", class: "secondary", id: "signup-button",
+                                 onclick: () => go(true) }, "Sign up")),
+                 h("p", { class: "muted" }, "New here? Choose a name (a-z, 0-9, -) and a password of 8 characters or more, then Sign up."));
+  view.replaceChildren(form);
+  name.focus();
+}
+
+// ---- jobs ----
+
+async function jobsView(view, params) {
+  const namespaces = session.me.namespaces.map((n) => n.name);
+  const ns = params.get("ns") || namespaces[0] || session.me.user.name;
+  const state = params.get("state") || "";
+  const nsSelect = h("select", { id: "filter-ns", "aria-label": "namespace" },
+                     namespaces.map((n) => h("option", { value: n, selected: n === ns }, n)));
+  const stateSelect = h("select", { id: "filter-state", "aria-label": "state" },
+                        ["", "queued", "starting", "running", "succeeded", "failed", "stopped"].map(
+                          (s) => h("option", { value: s, selected: s === state }, s || "any state")));
+  const apply = () => { location.hash = `#/jobs?ns=${nsSelect.value}${stateSelect.value ? `&state=${stateSelect.value}` : ""}`; };
+  nsSelect.addEventListener("change", apply);
+  stateSelect.addEventListener("change", apply);
+  const table = h("div", { id: "jobs" }, h("p", { class: "muted" }, "loading…"));
+  view.replaceChildren(h("h1", {}, "Jobs"),
+                       h("div", { class: "toolbar" }, h("label", {}, "Namespace", nsSelect), h("label", {}, "State", stateSelect)),
+                       table);
+  const draw = async () => {
+    const list = await api("GET", `/namespaces/${ns}/jobs?limit=200${state ? `&state=${state}` : ""}`);
+    if (list.jobs.length === 0) {
+      table.replaceChildren(h("div", { class: "empty" },
+        state ? `No ${state} jobs in ${ns}.` : `No jobs in ${ns} yet. Submit one with \`tessera submit\` or from a notebook.`));
+      return;
+    }
+    const rows = list.jobs.map((j) => h("tr", { "data-job": j.id },
+      h("td", {}, h("a", { href: `#/job/${j.id}` }, j.id)),
+      h("td", { class: `state-${j.state}` }, j.state),
+      h("td", {}, `${j.trainers} / ${j.spec.trainers}`),
+      h("td", {}, j.spec.model || j.spec.command || ""),
+      h("td", {}, j.owner),
+      h("td", {}, fmtAgo(j.submitted_ms)),
+      h("td", { class: "muted" }, (j.reason || "").split("\n")[0])));
+    table.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["job", "state", "trainers", "runs", "owner", "submitted", "why"].map((t) => h("th", {}, t)))),
+                            h("tbody", {}, rows)));
+  };
+  await draw();
+  const timer = setInterval(() => draw().catch(showError), 3000);
+  return () => clearInterval(timer);
+}
+
+// ---- one job ----
+
+async function jobView(view, id) {
+  const st = { since: 0, costByTrainer: {}, evalByMetric: {}, costPlot: null, evalPlot: null, logNode: "",
+               logOffset: 0, logText: "" };
+  let job = await api("GET", `/jobs/${id}`);
+  const allowed = canChange(job.namespace);
+  const cards = h("div", { class: "cards" });
+  const reason = h("p", { id: "job-reason", class: "muted" });
+  const cost = h("div", { id: "cost", "data-points": "0" });
+  const evalEl = h("div", { id: "eval", "data-points": "0" });
+  const noCost = h("p", { class: "muted" }, "No cost yet: the trainers report it about once a second while they train.");
+  const noEval = h("p", { class: "muted" }, job.spec.eval_dataset ? "No evaluation yet: one comes after each pass."
+                                                                   : "No evaluation: the job has no evaluation data set.");
+  const workers = h("div", { id: "workers" });
+  const events = h("div", { id: "events" });
+  const logSelect = h("select", { id: "log-node", "aria-label": "log" });
+  const follow = h("input", { id: "log-follow", type: "checkbox", checked: true });
+  const log = h("pre", { id: "log", class: "log", tabindex: "0" });
+  const actions = h("div", { class: "toolbar" });
+  if (allowed) {
+    const n = h("input", { id: "scale-n", type: "number", min: "1", max: "256", value: String(job.spec.trainers),
+                           "aria-label": "trainers", style: "width: 6em" });
+    actions.append(
+      h("label", {}, "Trainers", n),
+      h("button", { type: "button", id: "scale-button", class: "secondary",
+                    onclick: () => act(() => api("POST", `/jobs/${id}/scale`, { trainers: Number(n.value) })) }, "Scale"),
+      h("button", { type: "button", id: "stop-button", class: "danger",
+                    onclick: () => act(() => api("POST", `/jobs/${id}/stop`)) }, "Stop"));
+  }
+  async function act(fn) {
+    showError(null);
+    try { await fn(); await refresh(); } catch (e) { showError(e); }
+  }
+  logSelect.addEventListener("change", () => { st.logNode = logSelect.value; st.logOffset = 0; st.logText = ""; log.textContent = ""; pollLog(); });
+  view.replaceChildren(
+    h("h1", {}, `Job ${id}`), reason, cards, actions,
+    h("div", { class: "charts" },
+      h("div", { class: "card" }, h("h2", {}, "cost per trainer and their average"), noCost, cost),
+      h("div", { class: "card" }, h("h2", {}, "evaluation per pass"), noEval, evalEl)),
+    h("h2", {}, "Workers"), workers,
+    h("h2", {}, "Logs"), h("div", { class: "toolbar" }, h("label", {}, "Process", logSelect),
+                           h("label", {}, h("span", {}, "Follow"), follow)), log,
+    h("h2", {}, "History"), events);
+
+  function drawJob() {
+    document.title = `Tessera · ${id}`;
+    const spec = job.spec;
+    cards.replaceChildren(...[
+      ["state", h("span", { id: "job-state", class: `state-${job.state}` }, job.state)],
+      ["trainers now / most", `${job.trainers} / ${spec.trainers}`],
+      ["runs", spec.model ? `model ${spec.model}` : spec.command],
+      ["mode · optimizer", `${spec.mode} · ${spec.optimizer}`],
+      ["data set", spec.dataset + (spec.eval_dataset ? ` (eval ${spec.eval_dataset})` : "")],
+      ["submitted", fmtTime(job.submitted_ms)], ["started", fmtTime(job.started_ms)], ["ended", fmtTime(job.ended_ms)],
+    ].map(([label, value]) => h("div", { class: "card" }, h("div", { class: "label" }, label), h("div", { class: "big" }, value))));
+    reason.textContent = job.reason || "";
+    const st2 = job.workers && job.workers.status;
+    const nodes = (job.workers && job.workers.nodes) || [];
+    workers.replaceChildren(nodes.length === 0 ? h("div", { class: "empty" }, "No worker has reported yet.") :
+      h("table", {}, h("thead", {}, h("tr", {}, ["process", "state", "restarts", "since"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, nodes.map((n) => h("tr", { "data-node": `${n.kind}-${n.name}` },
+          h("td", {}, `${n.kind}-${n.name}`), h("td", { class: `state-${n.state === "alive" ? "running" : n.state}` }, n.state),
+          h("td", {}, String(n.restarts || 0)), h("td", {}, fmtAgo(n.since_ms)))))));
+    if (st2) workers.prepend(h("p", { class: "muted", id: "progress" },
+      `pass ${(st2.pass ?? 0) + 1} of ${st2.passes} · step ${st2.step} · ${st2.samples} samples · tasks ${st2.done} of ${st2.tasks} done, ${st2.failed} failed` +
+      ((st2.failedTasks || []).length ? ` · failed tasks: ${st2.failedTasks.map((t) => t.id ?? t).join(", ")}` : "")));
+    events.replaceChildren(h("table", {}, h("tbody", {}, (job.events || []).map((e) =>
+      h("tr", {}, h("td", {}, fmtTime(e.time_ms)), h("td", { class: `state-${e.state}` }, e.state), h("td", {}, e.reason))))));
+  }
+  async function refresh() {
+    job = await api("GET", `/jobs/${id}`);
+    drawJob();
+  }
+  async function pollMetrics() {
+    for (let round = 0; round < 20; round++) {
+      const m = await api("GET", `/jobs/${id}/metrics?since=${st.since}`);
+      TesseraCharts.addPoints(m.points, st.costByTrainer, st.evalByMetric);
+      st.since = m.next;
+      if (!m.more) break;
+    }
+    st.costPlot = TesseraCharts.drawCost(cost, st.costPlot, st.costByTrainer);
+    st.evalPlot = TesseraCharts.drawEval(evalEl, st.evalPlot, st.evalByMetric);
+    noCost.hidden = !!st.costPlot;
+    noEval.hidden = !!st.evalPlot;
+  }
+  async function pollLog() {
+    const logs = await api("GET", `/jobs/${id}/logs`);
+    const names = logs.logs.map((l) => l.node);
+    if (names.join() !== [...logSelect.options].map((o) => o.value).join()) {
+      logSelect.replaceChildren(...names.map((n) => h("option", { value: n }, n)));
+      if (!st.logNode) st.logNode = names.includes("trainer-0") ? "trainer-0" : names[0] || "";
+      logSelect.value = st.logNode;
+    }
+    if (!st.logNode) { log.textContent = "No logs yet: the job has not started."; return; }
+    if (st.logOffset > 0 && !follow.checked) return;
+    for (let round = 0; round < 8; round++) {
+      const t = await api("GET", `/jobs/${id}/logs/${st.logNode}?offset=${st.logOffset}`);
+      if (!t.text) break;
+      st.logText = (st.logText + t.text).slice(-200000);
+      st.logOffset = t.next;
+    }
+    const atEnd = log.scrollTop + log.clientHeight >= log.scrollHeight - 4;
+    log.textContent = st.logText;
+    if (atEnd) log.scrollTop = log.scrollHeight;
+  }
+  drawJob();
+  const tick = async () => {
+    try {
+      await refresh();
+      await pollMetrics();
+      await pollLog();
+    } catch (e) { showError(e); }
+  };
+  await tick();
+  const timer = setInterval(tick, 1000);
+  return () => clearInterval(timer);
+}
+
+// ---- quota ----
+
+async function quotaView(view, params) {
+  const ns = params.get("ns") || session.me.user.name;
+  const q = await api("GET", `/namespaces/${ns}/quota`);
+  const rows = ["jobs", "trainers", "pservers", "cpu", "memory_mb", "gpus", "storage_mb"].map((k) => {
+    const used = q.usage[k] ?? 0, limit = q.limits[k];
+    return h("tr", { "data-resource": k }, h("td", {}, k), h("td", {}, String(used)), h("td", {}, limit === undefined ? "no limit" : String(limit)),
+             h("td", {}, limit ? `${Math.round((100 * used) / limit)}%` : "–"));
+  });
+  view.replaceChildren(h("h1", {}, `Quota of ${ns}`),
+                       h("table", { id: "quota" }, h("thead", {}, h("tr", {}, ["resource", "in use", "limit", "used"].map((t) => h("th", {}, t)))),
+                         h("tbody", {}, rows)));
+}
+
+// ---- routing ----
+
+async function route() {
+  if (stopView) { stopView(); stopView = null; }
+  showError(null);
+  const view = $("view");
+  const [path, query] = (location.hash.slice(1) || "/jobs").split("?");
+  const params = new URLSearchParams(query || "");
+  if (!session.token || path === "/login") return loginView(view);
+  try {
+    session.me = await api("GET", "/me");
+  } catch (e) {
+    return loginView(view);
+  }
+  $("nav").hidden = false;
+  $("logout").hidden = false;
+  $("who").textContent = `${session.me.user.name}${session.me.user.admin ? " (administrator)" : ""}`;
+  for (const a of document.querySelectorAll("[data-nav]")) a.classList.toggle("active", path.startsWith(`/${a.dataset.nav}`));
+  try {
+    if (path.startsWith("/job/")) stopView = await jobView(view, path.slice(5));
+    else if (path === "/quota") stopView = await quotaView(view, params);
+    else stopView = await jobsView(view, params);
+  } catch (e) {
+    showError(e);
+    view.replaceChildren(h("div", { class: "empty" }, e.message));
+  }
+}
+
+$("logout").addEventListener("click", async () => {
+  const id = localStorage.getItem("tessera.token-id");
+  if (id) { try { await api("DELETE", `/tokens/${encodeURIComponent(id)}`); } catch (e) { /* already gone */ } }
+  localStorage.removeItem("tessera.token-id");
+  session.token = "";
+  location.hash = "#/login";
+});
+window.addEventListener("hashchange", route);
+route();

@@ -1,0 +1,126 @@
+// Browser test of the platform's pages: a real `tessera server` and real headless Chromium
+// (playwright-core). Signs up and logs in through the page (an empty job list says so), sees a
+// job's cost chart gain points live and a trainer's log line, scales and stops it with the
+// page's buttons; a viewer of the namespace sees no stop or scale button, and a forged token
+// is refused. Screenshots go to docs/ (platform-login.png, platform-job.png, platform-viewer.png).
+// Run by ctest (PlatformPagesInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
+"use strict";
+
+const { spawn } = require("child_process");
+const fs = require("fs");
+const os = require("os");
+const path = require("path");
+const { tessera, waitFor, openPage, run: runTest } = require("./harness.cjs");
+
+const docs = path.join(__dirname, "..", "..", "docs");
+const PASSWORD = "correct horse";
+
+async function call(base, method, p, token, body, raw) {
+  const headers = {};
+  if (token) headers.Authorization = `Bearer ${token}`;
+  if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (raw) Object.assign(headers, raw.headers);
+  const res = await fetch(`${base}/api/v1${p}`, { method, headers, body: raw ? raw.body : body === undefined ? undefined : JSON.stringify(body) });
+  const text = await res.text();
+  return { status: res.status, body: text ? JSON.parse(text) : {} };
+}
+
+// The Fashion-MNIST test set as data set "fm" of `ns`, through the API.
+async function uploadFm(base, token) {
+  const crypto = require("crypto");
+  const dir = "/usr/share/datasets/fashion-mnist/";
+  const files = { images: fs.readFileSync(dir + "t10k-images-idx3-ubyte.gz"), labels: fs.readFileSync(dir + "t10k-labels-idx1-ubyte.gz") };
+  const up = await call(base, "POST", "/namespaces/ada/uploads", token,
+                        { name: "fm", format: "idx", files: { images: { size: files.images.length }, labels: { size: files.labels.length } } });
+  if (up.status !== 201) throw new Error(`upload: ${JSON.stringify(up.body)}`);
+  for (const [name, data] of Object.entries(files)) {
+    for (let off = 0; off < data.length; off += 4 << 20) {
+      const piece = data.subarray(off, off + (4 << 20));
+      const r = await call(base, "PUT", `/uploads/${up.body.id}/files/${name}?offset=${off}`, token, undefined,
+                           { body: piece, headers: { "Content-Type": "application/octet-stream",
+                                                     "X-Chunk-SHA256": crypto.createHash("sha256").update(piece).digest("hex") } });
+      if (r.status !== 200) throw new Error(`chunk: ${JSON.stringify(r.body)}`);
+    }
+  }
+  await call(base, "POST", `/uploads/${up.body.id}/finish`, token);
+  await waitFor("the import", 60, async () => (await call(base, "GET", `/uploads/${up.body.id}`, token)).body.state === "done");
+}
+
+async function main() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "web-platform-"));
+  let output = "";
+  const server = spawn(tessera, ["server", "--data-dir", path.join(dir, "server"), "--port", "0", "--stop-jobs-on-exit"],
+                       { stdio: ["ignore", "pipe", "pipe"] });
+  server.stdout.on("data", (d) => { output += d; });
+  server.stderr.on("data", (d) => { output += d; });
+  let context;
+  try {
+    const base = await waitFor("the server", 30, () => (output.match(/web pages at (http:\/\/[^/\s]+)\//) || [])[1]);
+    const opened = await openPage(dir);
+    context = opened.context;
+    const { page, errors } = opened;
+    await page.setViewportSize({ width: 1280, height: 800 });
+    await page.goto(base + "/");
+    // Sign up and in through the page; the first job list is empty and says so.
+    await page.waitForSelector("#login-name");
+    await page.screenshot({ path: path.join(docs, "platform-login.png") });
+    await page.fill("#login-name", "ada");
+    await page.fill("#login-password", PASSWORD);
+    await page.click("#signup-button");
+    await waitFor("the empty job list", 30, async () => /No jobs in ada yet/.test((await page.textContent("#view")) || ""));
+    const token = await page.evaluate(() => localStorage.getItem("tessera.token"));
+    // A job (through the API, as `tessera submit` would), then on its page: live cost, a log line.
+    await uploadFm(base, token);
+    const job = await call(base, "POST", "/namespaces/ada/jobs", token,
+                           { model: "mlp", dataset: "fm", passes: 300, trainers: 2, trainers_min: 1 });
+    if (job.status !== 201) throw new Error(`submit: ${JSON.stringify(job.body)}`);
+    const id = job.body.id;
+    await waitFor("the job in the list", 30, async () => (await page.$(`tr[data-job="${id}"] a`)) !== null);
+    await page.click(`tr[data-job="${id}"] a`);
+    await waitFor("the job running", 90, async () => (await page.textContent("#job-state")) === "running");
+    const first = await waitFor("cost points", 60, async () => Number(await page.getAttribute("#cost", "data-points")) || 0);
+    await waitFor("more cost points, live", 60, async () => Number(await page.getAttribute("#cost", "data-points")) > first);
+    await waitFor("a line of trainer-0's log", 60, async () => /node=trainer-0/.test((await page.textContent("#log")) || ""));
+    await page.screenshot({ path: path.join(docs, "platform-job.png") });
+    // Scale to one trainer, then stop, with the page's buttons.
+    await page.fill("#scale-n", "1");
+    await page.click("#scale-button");
+    await waitFor("one trainer", 60, async () => (await call(base, "GET", `/jobs/${id}`, token)).body.trainers === 1);
+    await page.click("#stop-button");
+    await waitFor("the job stopped", 90, async () => (await page.textContent("#job-state")) === "stopped");
+    // A viewer of ada's namespace: the job's page has no stop or scale button.
+    await call(base, "POST", "/signup", "", { name: "vic", password: PASSWORD });
+    const member = await call(base, "PUT", "/namespaces/ada/members/vic", token, { role: "viewer" });
+    if (member.status !== 200) throw new Error(`member: ${JSON.stringify(member.body)}`);
+    await page.click("#logout");
+    await page.waitForSelector("#login-name");
+    await page.fill("#login-name", "vic");
+    await page.fill("#login-password", PASSWORD);
+    await page.click("#login-button");
+    await waitFor("vic's job list", 30, async () => (await page.$("#filter-ns")) !== null);
+    await page.goto(`${base}/#/job/${id}`);
+    await waitFor("the job's page for vic", 30, async () => (await page.textContent("#job-state")) === "stopped");
+    if (await page.$("#stop-button")) throw new Error("a viewer sees the stop button");
+    if (await page.$("#scale-button")) throw new Error("a viewer sees the scale button");
+    await page.screenshot({ path: path.join(docs, "platform-viewer.png") });
+    // A forged request from the page is refused.
+    const forged = await page.evaluate(async (jobId) => {
+      const r = await fetch(`/api/v1/jobs/${jobId}/stop`, { method: "POST", headers: { Authorization: "Bearer forged" } });
+      return r.status;
+    }, id);
+    if (forged !== 401) throw new Error(`a forged token got ${forged}`);
+    // The forged request's own 401, as the page and the browser's console report it.
+    const expected = (e) => /HTTP 401 for .*\/stop$/.test(e) || /status of 401 \(Unauthorized\)/.test(e);
+    const unexpected = errors.filter((e) => !expected(e));
+    if (unexpected.length) throw new Error("the page reported errors:\n" + unexpected.join("\n"));
+    console.log(`PASS: signed up, job ${id} watched live (${first}+ cost points), scaled, stopped; a viewer has no buttons`);
+  } finally {
+    if (context) await context.close().catch(() => {});
+    server.kill("SIGTERM");
+    await waitFor("tessera server to stop", 60, () => server.exitCode !== null || server.signalCode !== null)
+      .catch(() => server.kill("SIGKILL"));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+runTest(main);
