@@ -2,7 +2,8 @@
 // (playwright-core). Signs up and logs in through the page (an empty job list says so), sees a
 // job's cost chart gain points live and a trainer's log line, scales and stops it with the
 // page's buttons; a viewer of the namespace sees no stop or scale button, and a forged token
-// is refused. Screenshots go to docs/ (platform-login.png, platform-job.png, platform-viewer.png).
+// is refused. Screenshots: <build>/platform-login.png, platform-job.png, platform-viewer.png
+// (copied into docs/).
 // Run by ctest (PlatformPagesInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
 "use strict";
 
@@ -10,9 +11,10 @@ const { spawn } = require("child_process");
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
-const { tessera, waitFor, openPage, run: runTest } = require("./harness.cjs");
+const { build, tessera, waitFor, openPage, run: runTest } = require("./harness.cjs");
 
-const docs = path.join(__dirname, "..", "..", "docs");
+// Into the build tree (the ones in docs/ are copies of these).
+const docs = build;
 const PASSWORD = "correct horse";
 
 async function call(base, method, p, token, body, raw) {
