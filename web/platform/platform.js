@@ -255,6 +255,118 @@ async function jobView(view, id) {
   return () => clearInterval(timer);
 }
 
+// ---- data sets ----
+
+const CHUNK = 4 << 20;  // the server's most per request
+
+async function sha256Hex(blob) {
+  const digest = await crypto.subtle.digest("SHA-256", await blob.arrayBuffer());
+  return [...new Uint8Array(digest)].map((b) => b.toString(16).padStart(2, "0")).join("");
+}
+
+// Sends `file` as `role` of upload `up` from what the server has, calling progress(bytes sent).
+async function sendFile(up, role, file, progress) {
+  let offset = up.files[role].received;
+  while (offset < file.size) {
+    const piece = file.slice(offset, Math.min(file.size, offset + CHUNK));
+    const res = await fetch(`/api/v1/uploads/${up.id}/files/${role}?offset=${offset}`, {
+      method: "PUT", body: piece,
+      headers: { Authorization: `Bearer ${session.token}`, "Content-Type": "application/octet-stream",
+                 "X-Chunk-SHA256": await sha256Hex(piece) } });
+    const body = await res.json().catch(() => ({}));
+    if (!res.ok) throw new ApiError(res.status, (body.error || {}).code, (body.error || {}).message || `HTTP ${res.status}`);
+    offset = body.received;
+    progress(offset);
+  }
+}
+
+const FORMAT_FILES = { text: ["input"], csv: ["input"], libsvm: ["input"], idx: ["images", "labels"], list: ["archive"] };
+
+async function datasetsView(view, params) {
+  const ns = params.get("ns") || session.me.user.name;
+  const allowed = canChange(ns);
+  const list = h("div", { id: "datasets" }, h("p", { class: "muted" }, "loading…"));
+  const preview = h("div", { id: "preview" });
+  const form = h("form", { class: "card", id: "upload-form" });
+  const progress = h("progress", { id: "upload-progress", max: "1", value: "0", hidden: true, style: "width: 100%" });
+  const status = h("p", { id: "upload-status", class: "muted" });
+  if (allowed) {
+    const name = h("input", { id: "upload-name", required: true, "aria-label": "data set name" });
+    const format = h("select", { id: "upload-format", "aria-label": "format" },
+                     Object.keys(FORMAT_FILES).map((f) => h("option", { value: f }, f)));
+    const files = h("div", { class: "toolbar" });
+    const drawFiles = () => files.replaceChildren(...FORMAT_FILES[format.value].map((role) =>
+      h("label", {}, role, h("input", { type: "file", id: `upload-file-${role}`, "data-role": role, required: true }))));
+    format.addEventListener("change", drawFiles);
+    drawFiles();
+    form.append(h("h2", {}, "Upload a data set"),
+                h("div", { class: "toolbar" }, h("label", {}, "Name", name), h("label", {}, "Format", format)), files,
+                h("button", { type: "submit", id: "upload-button" }, "Upload"), progress, status,
+                h("p", { class: "muted" }, "Interrupted (a reload, a dropped link)? Upload the same files under the same name again: it goes on from where the server stopped."));
+    form.addEventListener("submit", async (ev) => {
+      ev.preventDefault();
+      showError(null);
+      const chosen = [...files.querySelectorAll("input[type=file]")].map((i) => [i.dataset.role, i.files[0]]);
+      const total = chosen.reduce((n, [, f]) => n + f.size, 0);
+      try {
+        const pending = (await api("GET", `/namespaces/${ns}/uploads`)).uploads.find((u) => u.name === name.value && u.state === "receiving");
+        let up = pending;
+        if (up && !chosen.every(([role, f]) => up.files[role] && up.files[role].size === f.size)) {
+          throw new Error(`an unfinished upload of ${name.value} with other files is on the server; delete it first`);
+        }
+        if (!up) {
+          const spec = { name: name.value, format: format.value, files: {} };
+          for (const [role, f] of chosen) spec.files[role] = { size: f.size };
+          up = await api("POST", `/namespaces/${ns}/uploads`, spec);
+        }
+        progress.hidden = false;
+        let before = 0;
+        const already = chosen.reduce((n, [role]) => n + up.files[role].received, 0);
+        status.textContent = already ? `resuming: the server has ${already} of ${total} bytes` : `sending ${total} bytes`;
+        for (const [role, f] of chosen) {
+          await sendFile(up, role, f, (sent) => { progress.value = (before + sent) / total; });
+          before += f.size;
+        }
+        await api("POST", `/uploads/${up.id}/finish`);
+        status.textContent = "the server is importing it…";
+        for (let i = 0; i < 600; i++) {
+          const u = await api("GET", `/uploads/${up.id}`);
+          if (u.state === "done") break;
+          if (u.state === "failed") throw new Error(`the server could not import it: ${u.error}`);
+          await new Promise((r) => setTimeout(r, 500));
+        }
+        status.textContent = `data set ${name.value} is ready` + (already ? ` (resumed at ${already} bytes)` : "");
+        await draw();
+      } catch (e) { showError(e); status.textContent = "stopped; upload the same files again to resume"; }
+    });
+  }
+  async function showPreview(name) {
+    const p = await api("GET", `/namespaces/${ns}/datasets/${name}/preview?n=5`);
+    preview.replaceChildren(h("h2", {}, `First records of ${name}`),
+      h("table", { id: "preview-table" }, h("tbody", {}, p.records.map((r, i) => h("tr", {}, h("td", {}, String(i + 1)), h("td", {}, JSON.stringify(r)))))));
+  }
+  async function draw() {
+    const d = await api("GET", `/namespaces/${ns}/datasets`);
+    if (d.datasets.length === 0) {
+      list.replaceChildren(h("div", { class: "empty" }, `No data sets in ${ns} yet.${allowed ? " Upload one below." : ""}`));
+      return;
+    }
+    list.replaceChildren(h("table", {}, h("thead", {}, h("tr", {}, ["name", "format", "records", "size", "sharing", ""].map((t) => h("th", {}, t)))),
+      h("tbody", {}, d.datasets.map((x) => h("tr", { "data-dataset": x.name },
+        h("td", {}, x.shared ? `${x.namespace}/${x.name}` : x.name), h("td", {}, x.format), h("td", {}, String(x.records)),
+        h("td", {}, `${(x.bytes / 1048576).toFixed(1)} MiB`),
+        h("td", {}, x.shared ? `shared by ${x.owner}` : (x.shared_with || []).join(", ")),
+        h("td", {},
+          h("button", { type: "button", class: "secondary", onclick: () => showPreview(x.name).catch(showError) }, "Preview"),
+          allowed && !x.shared ? h("button", { type: "button", class: "danger", "data-delete": x.name, onclick: async () => {
+            if (!confirm(`Delete data set ${x.name}?`)) return;
+            try { await api("DELETE", `/namespaces/${ns}/datasets/${x.name}`); await draw(); } catch (e) { showError(e); }
+          } }, "Delete") : null))))));
+  }
+  view.replaceChildren(h("h1", {}, `Data sets of ${ns}`), list, preview, allowed ? form : h("p", { class: "muted" }, "Your role here lets you read data sets, not upload them."));
+  await draw();
+}
+
 // ---- quota ----
 
 async function quotaView(view, params) {
@@ -291,6 +403,7 @@ async function route() {
   try {
     if (path.startsWith("/job/")) stopView = await jobView(view, path.slice(5));
     else if (path === "/quota") stopView = await quotaView(view, params);
+    else if (path === "/datasets") stopView = await datasetsView(view, params);
     else stopView = await jobsView(view, params);
   } catch (e) {
     showError(e);

@@ -2,7 +2,8 @@
 // (playwright-core). Signs up and logs in through the page (an empty job list says so), sees a
 // job's cost chart gain points live and a trainer's log line, scales and stops it with the
 // page's buttons; a viewer of the namespace sees no stop or scale button, and a forged token
-// is refused. Screenshots: <build>/platform-login.png, platform-job.png, platform-viewer.png
+// is refused; an upload cut off halfway resumes from the data sets page (progress to the end,
+// then a preview); a job over the quota waits and the list says why. Screenshots: <build>/platform-login.png, platform-datasets.png, platform-job.png, platform-viewer.png
 // (copied into docs/).
 // Run by ctest (PlatformPagesInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
 "use strict";
@@ -27,25 +28,21 @@ async function call(base, method, p, token, body, raw) {
   return { status: res.status, body: text ? JSON.parse(text) : {} };
 }
 
-// The Fashion-MNIST test set as data set "fm" of `ns`, through the API.
-async function uploadFm(base, token) {
+const FM = "/usr/share/datasets/fashion-mnist/";
+const IMAGES = FM + "t10k-images-idx3-ubyte.gz", LABELS = FM + "t10k-labels-idx1-ubyte.gz";
+
+// An upload of "fm" cut off after its first 4 MiB chunk (as a closed tab would leave it).
+async function startUpload(base, token) {
   const crypto = require("crypto");
-  const dir = "/usr/share/datasets/fashion-mnist/";
-  const files = { images: fs.readFileSync(dir + "t10k-images-idx3-ubyte.gz"), labels: fs.readFileSync(dir + "t10k-labels-idx1-ubyte.gz") };
+  const images = fs.readFileSync(IMAGES), labels = fs.readFileSync(LABELS);
   const up = await call(base, "POST", "/namespaces/ada/uploads", token,
-                        { name: "fm", format: "idx", files: { images: { size: files.images.length }, labels: { size: files.labels.length } } });
+                        { name: "fm", format: "idx", files: { images: { size: images.length }, labels: { size: labels.length } } });
   if (up.status !== 201) throw new Error(`upload: ${JSON.stringify(up.body)}`);
-  for (const [name, data] of Object.entries(files)) {
-    for (let off = 0; off < data.length; off += 4 << 20) {
-      const piece = data.subarray(off, off + (4 << 20));
-      const r = await call(base, "PUT", `/uploads/${up.body.id}/files/${name}?offset=${off}`, token, undefined,
-                           { body: piece, headers: { "Content-Type": "application/octet-stream",
-                                                     "X-Chunk-SHA256": crypto.createHash("sha256").update(piece).digest("hex") } });
-      if (r.status !== 200) throw new Error(`chunk: ${JSON.stringify(r.body)}`);
-    }
-  }
-  await call(base, "POST", `/uploads/${up.body.id}/finish`, token);
-  await waitFor("the import", 60, async () => (await call(base, "GET", `/uploads/${up.body.id}`, token)).body.state === "done");
+  const piece = images.subarray(0, 4 << 20);
+  const r = await call(base, "PUT", `/uploads/${up.body.id}/files/images?offset=0`, token, undefined,
+                       { body: piece, headers: { "Content-Type": "application/octet-stream",
+                                                 "X-Chunk-SHA256": crypto.createHash("sha256").update(piece).digest("hex") } });
+  if (r.status !== 200) throw new Error(`chunk: ${JSON.stringify(r.body)}`);
 }
 
 async function main() {
@@ -71,8 +68,23 @@ async function main() {
     await page.click("#signup-button");
     await waitFor("the empty job list", 30, async () => /No jobs in ada yet/.test((await page.textContent("#view")) || ""));
     const token = await page.evaluate(() => localStorage.getItem("tessera.token"));
+    // The data set: an upload cut off halfway, resumed from the page with the same files; its preview.
+    await startUpload(base, token);
+    await page.click('a[data-nav="datasets"]');
+    await page.waitForSelector("#upload-form");
+    await page.fill("#upload-name", "fm");
+    await page.selectOption("#upload-format", "idx");
+    await page.setInputFiles("#upload-file-images", IMAGES);
+    await page.setInputFiles("#upload-file-labels", LABELS);
+    await page.click("#upload-button");
+    await waitFor("the data set ready, the upload resumed where it was cut", 60, async () =>
+      /data set fm is ready \(resumed at 4194304 bytes\)/.test((await page.textContent("#upload-status")) || ""));
+    if (Number(await page.getAttribute("#upload-progress", "value")) !== 1) throw new Error("the progress bar did not reach the end");
+    await page.click('tr[data-dataset="fm"] button');
+    await waitFor("the preview", 30, async () => /"label_id":9/.test((await page.textContent("#preview-table")) || ""));
+    await page.screenshot({ path: path.join(docs, "platform-datasets.png") });
     // A job (through the API, as `tessera submit` would), then on its page: live cost, a log line.
-    await uploadFm(base, token);
+    await page.click('a[data-nav="jobs"]');
     const job = await call(base, "POST", "/namespaces/ada/jobs", token,
                            { model: "mlp", dataset: "fm", passes: 300, trainers: 2, trainers_min: 1 });
     if (job.status !== 201) throw new Error(`submit: ${JSON.stringify(job.body)}`);
@@ -84,6 +96,14 @@ async function main() {
     await waitFor("more cost points, live", 60, async () => Number(await page.getAttribute("#cost", "data-points")) > first);
     await waitFor("a line of trainer-0's log", 60, async () => /node=trainer-0/.test((await page.textContent("#log")) || ""));
     await page.screenshot({ path: path.join(docs, "platform-job.png") });
+    // Over the quota: a second job waits, and the list says why.
+    await call(base, "PUT", "/namespaces/ada/quota", token, { jobs: 1 });
+    const second = await call(base, "POST", "/namespaces/ada/jobs", token, { model: "mlp", dataset: "fm", passes: 1 });
+    await page.click('a[data-nav="jobs"]');
+    await waitFor("the waiting job's reason", 30, async () =>
+      /over the quota of namespace 'ada'/.test((await page.textContent(`tr[data-job="${second.body.id}"]`)) || ""));
+    await page.click(`tr[data-job="${id}"] a`);
+    await waitFor("the job's page again", 30, async () => (await page.textContent("#job-state")) === "running");
     // Scale to one trainer, then stop, with the page's buttons.
     await page.fill("#scale-n", "1");
     await page.click("#scale-button");
