@@ -170,7 +170,8 @@ async function jobView(view, id) {
     showError(null);
     try { await fn(); await refresh(); } catch (e) { showError(e); }
   }
-  logSelect.addEventListener("change", () => { st.logNode = logSelect.value; st.logOffset = 0; st.logText = ""; log.textContent = ""; pollLog(); });
+  const pickLog = (node) => { st.logNode = node; st.logOffset = 0; st.logText = ""; log.textContent = ""; };
+  logSelect.addEventListener("change", () => { st.logPicked = true; pickLog(logSelect.value); pollLog().catch(showError); });
   view.replaceChildren(
     h("h1", {}, `Job ${id}`), reason, cards, actions,
     h("div", { class: "charts" },
@@ -227,7 +228,9 @@ async function jobView(view, id) {
     const names = logs.logs.map((l) => l.node);
     if (names.join() !== [...logSelect.options].map((o) => o.value).join()) {
       logSelect.replaceChildren(...names.map((n) => h("option", { value: n }, n)));
-      if (!st.logNode) st.logNode = names.includes("trainer-0") ? "trainer-0" : names[0] || "";
+      // Until the user picks one: trainer-0's (the user's code), once it exists.
+      const wanted = names.includes("trainer-0") ? "trainer-0" : names[0] || "";
+      if (!st.logPicked && st.logNode !== wanted) pickLog(wanted);
       logSelect.value = st.logNode;
     }
     if (!st.logNode) { log.textContent = "No logs yet: the job has not started."; return; }
@@ -253,6 +256,121 @@ async function jobView(view, id) {
   await tick();
   const timer = setInterval(tick, 1000);
   return () => clearInterval(timer);
+}
+
+// ---- submit ----
+
+const STARTER = `# A PyTorch trainer: every trainer of the job runs this file, with the job's coordinates in
+# its environment (tessera.init() reads them). The parameters live on the pservers; each step
+# pushes gradients there and pulls fresh values; the cost you pass to opt.step() is what the
+# job's page draws.
+import torch
+import torch.nn.functional as F
+import tessera
+
+torch.manual_seed(0)
+tessera.init()
+model = torch.nn.Sequential(torch.nn.Linear(784, 64), torch.nn.ReLU(), torch.nn.Linear(64, 10))
+opt = tessera.Optimizer(model)   # the job's optimizer, on the pservers
+for batch in tessera.reader().batches(64):
+    pixels, labels, _ = tessera.decode_images(batch)   # image data sets (idx format)
+    x = torch.from_numpy(pixels).float().div_(255.0)
+    y = torch.from_numpy(labels)
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step(samples=len(batch), cost=loss.item())
+tessera.finish()
+`;
+
+// A tar archive (ustar) holding one file, as bytes.
+function tarOf(name, text) {
+  const data = new TextEncoder().encode(text);
+  const header = new Uint8Array(512);
+  const put = (at, len, str) => { const b = new TextEncoder().encode(str); header.set(b.subarray(0, len), at); };
+  const octal = (n, len) => n.toString(8).padStart(len - 1, "0") + "\0";
+  put(0, 100, name);
+  put(100, 8, octal(0o644, 8));
+  put(108, 8, octal(0, 8));
+  put(116, 8, octal(0, 8));
+  put(124, 12, octal(data.length, 12));
+  put(136, 12, octal(0, 12));
+  put(148, 8, "        ");
+  put(156, 1, "0");
+  put(257, 6, "ustar\0");
+  put(263, 2, "00");
+  const sum = header.reduce((a, b) => a + b, 0);
+  put(148, 8, sum.toString(8).padStart(6, "0") + "\0 ");
+  const padded = Math.ceil(data.length / 512) * 512;
+  const out = new Uint8Array(512 + padded + 1024);
+  out.set(header, 0);
+  out.set(data, 512);
+  return out;
+}
+
+function editorReady() {
+  if (window.TesseraEditor) return Promise.resolve(window.TesseraEditor);
+  return new Promise((resolve) => window.addEventListener("tessera-editor", () => resolve(window.TesseraEditor), { once: true }));
+}
+
+async function submitView(view, params) {
+  const namespaces = session.me.namespaces.filter((n) => canChange(n.name)).map((n) => n.name);
+  if (namespaces.length === 0) {
+    view.replaceChildren(h("h1", {}, "Submit a job"), h("div", { class: "empty" }, "Your roles let you watch jobs, not submit them."));
+    return;
+  }
+  const ns = params.get("ns") || namespaces[0];
+  const datasets = (await api("GET", `/namespaces/${ns}/datasets`)).datasets;
+  const dsName = (d) => (d.shared ? `${d.namespace}/${d.name}` : d.name);
+  const field = (label, el) => h("label", {}, label, el);
+  const f = {
+    name: h("input", { id: "submit-name", placeholder: "code", pattern: "[a-z][a-z0-9-]{0,31}" }),
+    dataset: h("select", { id: "submit-dataset", required: true }, datasets.map((d) => h("option", { value: dsName(d) }, dsName(d)))),
+    eval: h("select", { id: "submit-eval" }, h("option", { value: "" }, "none"), datasets.map((d) => h("option", { value: dsName(d) }, dsName(d)))),
+    mode: h("select", { id: "submit-mode" }, ["sync", "async", "ssp:2", "ssp:8"].map((m) => h("option", { value: m }, m))),
+    optimizer: h("input", { id: "submit-optimizer", value: "adam:lr=0.001" }),
+    passes: h("input", { id: "submit-passes", type: "number", min: "1", max: "1000", value: "2" }),
+    trainers: h("input", { id: "submit-trainers", type: "number", min: "1", max: "256", value: "2" }),
+    trainersMin: h("input", { id: "submit-trainers-min", type: "number", min: "1", max: "256", value: "2" }),
+    pservers: h("input", { id: "submit-pservers", type: "number", min: "1", max: "64", value: "1" }),
+    priority: h("input", { id: "submit-priority", type: "number", min: "-1000", max: "1000", value: "0" }),
+    cpu: h("input", { id: "submit-cpu", type: "number", min: "0.1", step: "0.1", value: "0.5" }),
+    memory: h("input", { id: "submit-memory", type: "number", min: "64", step: "64", value: "512" }),
+    gpus: h("input", { id: "submit-gpus", type: "number", min: "0", value: "0" }),
+  };
+  const editorEl = h("div", { id: "editor", class: "editor" });
+  const form = h("form", { class: "card", id: "submit-form" },
+    h("div", { class: "toolbar" }, field("Namespace", h("span", { class: "big" }, ns)), field("Name", f.name),
+      field("Data set", f.dataset), field("Evaluate on", f.eval), field("Mode", f.mode), field("Optimizer", f.optimizer)),
+    h("div", { class: "toolbar" }, field("Passes", f.passes), field("Pservers", f.pservers), field("Trainers (most)", f.trainers),
+      field("Trainers (fewest)", f.trainersMin), field("Priority", f.priority), field("CPU per process", f.cpu),
+      field("Memory per process (MB)", f.memory), field("GPUs per trainer", f.gpus)),
+    h("h2", {}, "train.py"), editorEl,
+    h("div", { class: "toolbar" }, h("button", { type: "submit", id: "submit-button" }, "Submit")));
+  view.replaceChildren(h("h1", {}, "Submit a job"),
+    datasets.length ? form : h("div", { class: "empty" }, `No data sets in ${ns} yet: upload one on the Data sets page first.`));
+  if (!datasets.length) return;
+  const editor = (await editorReady()).create(editorEl, STARTER);
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    showError(null);
+    try {
+      const tar = tarOf("train.py", editor.text());
+      const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", tar))].map((b) => b.toString(16).padStart(2, "0")).join("");
+      const res = await fetch(`/api/v1/namespaces/${ns}/packages/${digest}`, {
+        method: "PUT", body: tar, headers: { Authorization: `Bearer ${session.token}`, "Content-Type": "application/octet-stream" } });
+      if (!res.ok) { const e = (await res.json().catch(() => ({}))).error || {}; throw new ApiError(res.status, e.code, e.message || `HTTP ${res.status}`); }
+      const spec = { package: digest, command: "/usr/bin/python3 train.py", dataset: f.dataset.value, mode: f.mode.value,
+                     optimizer: f.optimizer.value, passes: Number(f.passes.value), pservers: Number(f.pservers.value),
+                     trainers: Number(f.trainers.value), trainers_min: Math.min(Number(f.trainersMin.value), Number(f.trainers.value)),
+                     priority: Number(f.priority.value),
+                     resources: { cpu: Number(f.cpu.value), memory_mb: Number(f.memory.value), gpus: Number(f.gpus.value) } };
+      if (f.name.value) spec.name = f.name.value;
+      if (f.eval.value) spec.eval_dataset = f.eval.value;
+      const job = await api("POST", `/namespaces/${ns}/jobs`, spec);
+      location.hash = `#/job/${job.id}`;
+    } catch (e) { showError(e); }
+  });
 }
 
 // ---- data sets ----
@@ -404,6 +522,7 @@ async function route() {
     if (path.startsWith("/job/")) stopView = await jobView(view, path.slice(5));
     else if (path === "/quota") stopView = await quotaView(view, params);
     else if (path === "/datasets") stopView = await datasetsView(view, params);
+    else if (path === "/submit") stopView = await submitView(view, params);
     else stopView = await jobsView(view, params);
   } catch (e) {
     showError(e);

@@ -1,9 +1,10 @@
 // Browser test of the platform's pages: a real `tessera server` and real headless Chromium
-// (playwright-core). Signs up and logs in through the page (an empty job list says so), sees a
-// job's cost chart gain points live and a trainer's log line, scales and stops it with the
+// (playwright-core). Signs up and logs in through the page (an empty job list says so), writes a
+// line into the starter script in the code editor and submits it, sees the job's cost chart gain
+// points live and the script's line in a trainer's log, scales and stops it with the
 // page's buttons; a viewer of the namespace sees no stop or scale button, and a forged token
 // is refused; an upload cut off halfway resumes from the data sets page (progress to the end,
-// then a preview); a job over the quota waits and the list says why. Screenshots: <build>/platform-login.png, platform-datasets.png, platform-job.png, platform-viewer.png
+// then a preview); a job over the quota waits and the list says why. Screenshots: <build>/platform-login.png, platform-datasets.png, platform-submit.png, platform-job.png, platform-viewer.png
 // (copied into docs/).
 // Run by ctest (PlatformPagesInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
 "use strict";
@@ -83,18 +84,22 @@ async function main() {
     await page.click('tr[data-dataset="fm"] button');
     await waitFor("the preview", 30, async () => /"label_id":9/.test((await page.textContent("#preview-table")) || ""));
     await page.screenshot({ path: path.join(docs, "platform-datasets.png") });
-    // A job (through the API, as `tessera submit` would), then on its page: live cost, a log line.
-    await page.click('a[data-nav="jobs"]');
-    const job = await call(base, "POST", "/namespaces/ada/jobs", token,
-                           { model: "mlp", dataset: "fm", passes: 300, trainers: 2, trainers_min: 1 });
-    if (job.status !== 201) throw new Error(`submit: ${JSON.stringify(job.body)}`);
-    const id = job.body.id;
-    await waitFor("the job in the list", 30, async () => (await page.$(`tr[data-job="${id}"] a`)) !== null);
-    await page.click(`tr[data-job="${id}"] a`);
+    // A job written in the page's editor (a line added to the starter script) and submitted.
+    await page.click('a[data-nav="submit"]');
+    await page.waitForSelector("#editor .cm-content");
+    await page.click("#editor .cm-content");
+    await page.keyboard.press("Control+Home");
+    await page.keyboard.type('print("written in the browser", flush=True)\n');
+    await page.fill("#submit-passes", "300");
+    await page.fill("#submit-trainers-min", "1");
+    await page.screenshot({ path: path.join(docs, "platform-submit.png") });
+    await page.click("#submit-button");
+    const id = await waitFor("the job's page", 30, async () => (page.url().match(/#\/job\/([a-z0-9-]+)$/) || [])[1]);
     await waitFor("the job running", 90, async () => (await page.textContent("#job-state")) === "running");
     const first = await waitFor("cost points", 60, async () => Number(await page.getAttribute("#cost", "data-points")) || 0);
     await waitFor("more cost points, live", 60, async () => Number(await page.getAttribute("#cost", "data-points")) > first);
-    await waitFor("a line of trainer-0's log", 60, async () => /node=trainer-0/.test((await page.textContent("#log")) || ""));
+    await waitFor("the edited script's line in trainer-0's log", 60, async () =>
+      /written in the browser/.test((await page.textContent("#log")) || ""));
     await page.screenshot({ path: path.join(docs, "platform-job.png") });
     // Over the quota: a second job waits, and the list says why.
     await call(base, "PUT", "/namespaces/ada/quota", token, { jobs: 1 });
