@@ -76,6 +76,29 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
              TESSERA_RETURN_IF_ERROR(acc.RevokeToken(u.id, req.matches[1], WallMillis()));
              return Reply{204, {}};
            });
+  r.Get("/api/v1/users", "list users", [db](const User& u, const httplib::Request&) -> StatusOr<Reply> {
+    if (!u.admin) return Status::PermissionDenied("only a server administrator lists the users");
+    TESSERA_ASSIGN_OR_RETURN(
+        auto rows, db->Query("SELECT name, is_admin, approved, created_ms FROM users ORDER BY name"));
+    Json out = Json::array();
+    for (const auto& row : rows)
+      out.push_back({{"name", row.Text(0)},
+                     {"admin", row.Int(1) != 0},
+                     {"approved", row.Int(2) != 0},
+                     {"created_ms", row.Int(3)}});
+    return Reply{200, {{"users", out}}};
+  });
+  r.Get(std::string("/api/v1/namespaces/") + kNamePattern + "/members", "list members",
+        [&r, db](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kManageMembers));
+          TESSERA_ASSIGN_OR_RETURN(auto rows,
+                                   db->Query("SELECT u.name, m.role FROM memberships m JOIN users u ON "
+                                             "u.id = m.user_id WHERE m.namespace = ? ORDER BY u.name",
+                                             {std::string(req.matches[1])}));
+          Json out = Json::array();
+          for (const auto& row : rows) out.push_back({{"user", row.Text(0)}, {"role", row.Text(1)}});
+          return Reply{200, {{"members", out}}};
+        });
   r.Post(std::string("/api/v1/users/") + kNamePattern + "/approve", "approve user",
          [&acc](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
            if (!u.admin) return Status::PermissionDenied("only a server administrator approves users");

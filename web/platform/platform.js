@@ -485,6 +485,53 @@ async function datasetsView(view, params) {
   await draw();
 }
 
+// ---- administration: members of a namespace (its admins), users and quotas (server admins) ----
+
+async function adminView(view, params) {
+  const admin = session.me.user.admin;
+  const mine = session.me.namespaces.filter((n) => n.role === "admin").map((n) => n.name);
+  if (!admin && mine.length === 0) {
+    view.replaceChildren(h("h1", {}, "Administration"), h("div", { class: "empty" }, "You administer no namespace."));
+    return;
+  }
+  const ns = params.get("ns") || mine[0] || session.me.user.name;
+  const parts = [h("h1", {}, "Administration")];
+  const act = async (fn) => { showError(null); try { await fn(); await route(); } catch (e) { showError(e); } };
+  // Members of the namespace.
+  const members = (await api("GET", `/namespaces/${ns}/members`)).members;
+  const who = h("input", { id: "member-name", "aria-label": "user name", placeholder: "user name" });
+  const role = h("select", { id: "member-role", "aria-label": "role" }, ["viewer", "member", "admin"].map((r) => h("option", { value: r }, r)));
+  parts.push(h("h2", {}, `Members of ${ns}`),
+    h("table", { id: "members" }, h("tbody", {}, members.map((m) => h("tr", { "data-member": m.user },
+      h("td", {}, m.user), h("td", {}, m.role),
+      h("td", {}, m.user === session.me.user.name ? "" : h("button", { type: "button", class: "secondary",
+        onclick: () => act(() => api("DELETE", `/namespaces/${ns}/members/${m.user}`)) }, "Remove")))))),
+    h("form", { class: "toolbar", onsubmit: (ev) => { ev.preventDefault(); act(() => api("PUT", `/namespaces/${ns}/members/${who.value}`, { role: role.value })); } },
+      h("label", {}, "User", who), h("label", {}, "Role", role), h("button", { type: "submit", id: "member-add" }, "Give the role")));
+  if (admin) {
+    const users = (await api("GET", "/users")).users;
+    parts.push(h("h2", {}, "Users"),
+      h("table", { id: "users" }, h("thead", {}, h("tr", {}, ["user", "administrator", "approved", "signed up", ""].map((t) => h("th", {}, t)))),
+        h("tbody", {}, users.map((u) => h("tr", { "data-user": u.name }, h("td", {}, u.name), h("td", {}, u.admin ? "yes" : ""),
+          h("td", {}, u.approved ? "yes" : "waiting"), h("td", {}, fmtTime(u.created_ms)),
+          h("td", {}, u.approved ? "" : h("button", { type: "button", onclick: () => act(() => api("POST", `/users/${u.name}/approve`)) }, "Approve")))))));
+    const q = await api("GET", `/namespaces/${ns}/quota`);
+    const inputs = {};
+    const keys = ["jobs", "trainers", "pservers", "cpu", "memory_mb", "gpus", "storage_mb"];
+    for (const k of keys) inputs[k] = h("input", { id: `quota-${k}`, type: "number", min: "0", step: k === "cpu" ? "0.5" : "1",
+                                                   value: q.limits[k] ?? "", placeholder: "no limit", style: "width: 8em" });
+    parts.push(h("h2", {}, `Quota of ${ns}`),
+      h("form", { class: "toolbar", id: "quota-form", onsubmit: (ev) => {
+        ev.preventDefault();
+        const limits = {};
+        for (const k of keys) if (inputs[k].value !== "") limits[k] = Number(inputs[k].value);
+        act(() => api("PUT", `/namespaces/${ns}/quota`, limits));
+      } }, keys.map((k) => h("label", {}, k, inputs[k])), h("button", { type: "submit", id: "quota-save" }, "Save the quota")));
+  }
+  view.replaceChildren(...parts);
+  view.dataset.rendered = String(Number(view.dataset.rendered || 0) + 1);  // tests wait for a fresh rendering
+}
+
 // ---- quota ----
 
 async function quotaView(view, params) {
@@ -523,6 +570,7 @@ async function route() {
     else if (path === "/quota") stopView = await quotaView(view, params);
     else if (path === "/datasets") stopView = await datasetsView(view, params);
     else if (path === "/submit") stopView = await submitView(view, params);
+    else if (path === "/admin") stopView = await adminView(view, params);
     else stopView = await jobsView(view, params);
   } catch (e) {
     showError(e);

@@ -4,7 +4,8 @@
 // points live and the script's line in a trainer's log, scales and stops it with the
 // page's buttons; a viewer of the namespace sees no stop or scale button, and a forged token
 // is refused; an upload cut off halfway resumes from the data sets page (progress to the end,
-// then a preview); a job over the quota waits and the list says why. Screenshots: <build>/platform-login.png, platform-datasets.png, platform-submit.png, platform-job.png, platform-viewer.png
+// then a preview); the administration page sets a quota and gives a role; a job over the quota
+// waits and the list says why. Screenshots: <build>/platform-login.png, platform-datasets.png, platform-submit.png, platform-job.png, platform-admin.png, platform-viewer.png
 // (copied into docs/).
 // Run by ctest (PlatformPagesInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
 "use strict";
@@ -101,8 +102,23 @@ async function main() {
     await waitFor("the edited script's line in trainer-0's log", 60, async () =>
       /written in the browser/.test((await page.textContent("#log")) || ""));
     await page.screenshot({ path: path.join(docs, "platform-job.png") });
+    // Administration: a quota of one job for ada, and vic made a viewer of ada, through the page.
+    await call(base, "POST", "/signup", "", { name: "vic", password: PASSWORD });
+    await page.click('a[data-nav="admin"]');
+    await page.waitForSelector("#quota-form");
+    const rendered = async () => Number(await page.getAttribute("#view", "data-rendered"));
+    const before = await rendered();
+    await page.fill("#quota-jobs", "1");
+    await page.click("#quota-save");
+    await waitFor("the page shown again after saving", 30, async () => (await rendered()) > before);
+    if ((await call(base, "GET", "/namespaces/ada/quota", token)).body.limits.jobs !== 1) throw new Error("the quota was not saved");
+    await page.fill("#member-name", "vic");
+    await page.selectOption("#member-role", "viewer");
+    await page.click("#member-add");
+    await waitFor("vic among the members", 30, async () => (await page.$('tr[data-member="vic"]')) !== null);
+    if (!(await page.$('tr[data-user="vic"]'))) throw new Error("vic is not in the users' table");
+    await page.screenshot({ path: path.join(docs, "platform-admin.png") });
     // Over the quota: a second job waits, and the list says why.
-    await call(base, "PUT", "/namespaces/ada/quota", token, { jobs: 1 });
     const second = await call(base, "POST", "/namespaces/ada/jobs", token, { model: "mlp", dataset: "fm", passes: 1 });
     await page.click('a[data-nav="jobs"]');
     await waitFor("the waiting job's reason", 30, async () =>
@@ -116,9 +132,6 @@ async function main() {
     await page.click("#stop-button");
     await waitFor("the job stopped", 90, async () => (await page.textContent("#job-state")) === "stopped");
     // A viewer of ada's namespace: the job's page has no stop or scale button.
-    await call(base, "POST", "/signup", "", { name: "vic", password: PASSWORD });
-    const member = await call(base, "PUT", "/namespaces/ada/members/vic", token, { role: "viewer" });
-    if (member.status !== 200) throw new Error(`member: ${JSON.stringify(member.body)}`);
     await page.click("#logout");
     await page.waitForSelector("#login-name");
     await page.fill("#login-name", "vic");
