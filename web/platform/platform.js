@@ -101,23 +101,32 @@ async function jobsView(view, params) {
   const namespaces = session.me.namespaces.map((n) => n.name);
   const ns = params.get("ns") || namespaces[0] || session.me.user.name;
   const state = params.get("state") || "";
+  const owner = params.get("owner") || "";
   const nsSelect = h("select", { id: "filter-ns", "aria-label": "namespace" },
                      namespaces.map((n) => h("option", { value: n, selected: n === ns }, n)));
   const stateSelect = h("select", { id: "filter-state", "aria-label": "state" },
                         ["", "queued", "starting", "running", "succeeded", "failed", "stopped"].map(
                           (s) => h("option", { value: s, selected: s === state }, s || "any state")));
-  const apply = () => { location.hash = `#/jobs?ns=${nsSelect.value}${stateSelect.value ? `&state=${stateSelect.value}` : ""}`; };
+  const ownerInput = h("input", { id: "filter-owner", "aria-label": "owner", placeholder: "anyone", value: owner, style: "width: 9em" });
+  const apply = () => {
+    location.hash = `#/jobs?ns=${nsSelect.value}${stateSelect.value ? `&state=${stateSelect.value}` : ""}` +
+                    `${ownerInput.value ? `&owner=${encodeURIComponent(ownerInput.value)}` : ""}`;
+  };
   nsSelect.addEventListener("change", apply);
   stateSelect.addEventListener("change", apply);
+  ownerInput.addEventListener("change", apply);
   const table = h("div", { id: "jobs" }, h("p", { class: "muted" }, "loading…"));
   view.replaceChildren(h("h1", {}, "Jobs"),
-                       h("div", { class: "toolbar" }, h("label", {}, "Namespace", nsSelect), h("label", {}, "State", stateSelect)),
+                       h("div", { class: "toolbar" }, h("label", {}, "Namespace", nsSelect), h("label", {}, "State", stateSelect),
+                         h("label", {}, "Submitted by", ownerInput)),
                        table);
   const draw = async () => {
-    const list = await api("GET", `/namespaces/${ns}/jobs?limit=200${state ? `&state=${state}` : ""}`);
+    const list = await api("GET", `/namespaces/${ns}/jobs?limit=1000${state ? `&state=${state}` : ""}`);
+    if (owner) list.jobs = list.jobs.filter((j) => j.owner === owner);
     if (list.jobs.length === 0) {
       table.replaceChildren(h("div", { class: "empty" },
-        state ? `No ${state} jobs in ${ns}.` : `No jobs in ${ns} yet. Submit one with \`tessera submit\` or from a notebook.`));
+        state || owner ? `No ${state} jobs in ${ns}${owner ? ` submitted by ${owner}` : ""}.`
+                       : `No jobs in ${ns} yet. Submit one from the Submit page, with \`tessera submit\`, or from a notebook.`));
       return;
     }
     const rows = list.jobs.map((j) => h("tr", { "data-job": j.id },

@@ -123,7 +123,11 @@ async function main() {
     await page.click('a[data-nav="jobs"]');
     await waitFor("the waiting job's reason", 30, async () =>
       /over the quota of namespace 'ada'/.test((await page.textContent(`tr[data-job="${second.body.id}"]`)) || ""));
-    await page.click(`tr[data-job="${id}"] a`);
+    // Filtered by who submitted: nobody else did.
+    await page.fill("#filter-owner", "vic");
+    await page.press("#filter-owner", "Enter");
+    await waitFor("the owner filter", 30, async () => /No\s+jobs in ada submitted by vic/.test((await page.textContent("#view")) || ""));
+    await page.goto(`${base}/#/job/${id}`);
     await waitFor("the job's page again", 30, async () => (await page.textContent("#job-state")) === "running");
     // Scale to one trainer, then stop, with the page's buttons.
     await page.fill("#scale-n", "1");
