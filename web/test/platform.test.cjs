@@ -137,10 +137,13 @@ async function main() {
     await waitFor("the job stopped", 90, async () => (await page.textContent("#job-state")) === "stopped");
     // A viewer of ada's namespace: the job's page has no stop or scale button.
     await page.click("#logout");
+    // vic logs in with the keyboard alone: the name field has the focus, Tab, Enter.
     await page.waitForSelector("#login-name");
-    await page.fill("#login-name", "vic");
-    await page.fill("#login-password", PASSWORD);
-    await page.click("#login-button");
+    await waitFor("the focus in the name field", 10, async () => page.evaluate(() => document.activeElement.id === "login-name"));
+    await page.keyboard.type("vic");
+    await page.keyboard.press("Tab");
+    await page.keyboard.type(PASSWORD);
+    await page.keyboard.press("Enter");
     await waitFor("vic's job list", 30, async () => (await page.$("#filter-ns")) !== null);
     await page.goto(`${base}/#/job/${id}`);
     await waitFor("the job's page for vic", 30, async () => (await page.textContent("#job-state")) === "stopped");
