@@ -206,10 +206,14 @@ async function jobView(view, id) {
     const st2 = job.workers && job.workers.status;
     const nodes = (job.workers && job.workers.nodes) || [];
     workers.replaceChildren(nodes.length === 0 ? h("div", { class: "empty" }, "No worker has reported yet.") :
-      h("table", {}, h("thead", {}, h("tr", {}, ["process", "state", "restarts", "since"].map((t) => h("th", {}, t)))),
-        h("tbody", {}, nodes.map((n) => h("tr", { "data-node": `${n.kind}-${n.name}` },
-          h("td", {}, `${n.kind}-${n.name}`), h("td", { class: `state-${n.state === "alive" ? "running" : n.state}` }, n.state),
-          h("td", {}, String(n.restarts || 0)), h("td", {}, fmtAgo(n.since_ms)))))));
+      h("table", {}, h("thead", {}, h("tr", {}, ["process", "state", "restarts", "since", "newest checkpoint"].map((t) => h("th", {}, t)))),
+        h("tbody", {}, nodes.map((n) => {
+          const ck = (n.checkpoints || [])[0];
+          return h("tr", { "data-node": `${n.kind}-${n.name}` },
+            h("td", {}, `${n.kind}-${n.name}`), h("td", { class: `state-${n.state === "alive" ? "running" : n.state}` }, n.state),
+            h("td", {}, String(n.restarts || 0)), h("td", {}, fmtAgo(n.since_ms)),
+            h("td", {}, ck ? `v${ck.version}, ${fmtAgo(ck.time_ms)}` : n.kind === "pserver" ? "none yet" : ""));
+        }))));
     if (st2) workers.prepend(h("p", { class: "muted", id: "progress" },
       `pass ${(st2.pass ?? 0) + 1} of ${st2.passes} · step ${st2.step} · ${st2.samples} samples · tasks ${st2.done} of ${st2.tasks} done, ${st2.failed} failed` +
       ((st2.failedTasks || []).length ? ` · failed tasks: ${st2.failedTasks.map((t) => t.id ?? t).join(", ")}` : "")));
@@ -485,6 +489,11 @@ async function datasetsView(view, params) {
         h("td", {}, x.shared ? `shared by ${x.owner}` : (x.shared_with || []).join(", ")),
         h("td", {},
           h("button", { type: "button", class: "secondary", onclick: () => showPreview(x.name).catch(showError) }, "Preview"),
+          roleIn(ns) === "admin" && !x.shared ? h("button", { type: "button", class: "secondary", "data-share": x.name, onclick: async () => {
+            const other = prompt(`Share ${x.name} (read-only) with which namespace?`);
+            if (!other) return;
+            try { await api("PUT", `/namespaces/${ns}/datasets/${x.name}/shares/${other}`); await draw(); } catch (e) { showError(e); }
+          } }, "Share") : null,
           allowed && !x.shared ? h("button", { type: "button", class: "danger", "data-delete": x.name, onclick: async () => {
             if (!confirm(`Delete data set ${x.name}?`)) return;
             try { await api("DELETE", `/namespaces/${ns}/datasets/${x.name}`); await draw(); } catch (e) { showError(e); }

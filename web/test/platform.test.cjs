@@ -4,7 +4,7 @@
 // points live and the script's line in a trainer's log, scales and stops it with the
 // page's buttons; a viewer of the namespace sees no stop or scale button, and a forged token
 // is refused; an upload cut off halfway resumes from the data sets page (progress to the end,
-// then a preview); the administration page sets a quota and gives a role; a job over the quota
+// then a preview, shared with another namespace); the administration page sets a quota and gives a role; a job over the quota
 // waits and the list says why. Screenshots: <build>/platform-login.png, platform-datasets.png, platform-submit.png, platform-job.png, platform-admin.png, platform-viewer.png
 // (copied into docs/).
 // Run by ctest (PlatformPagesInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
@@ -84,6 +84,11 @@ async function main() {
     if (Number(await page.getAttribute("#upload-progress", "value")) !== 1) throw new Error("the progress bar did not reach the end");
     await page.click('tr[data-dataset="fm"] button');
     await waitFor("the preview", 30, async () => /"label_id":9/.test((await page.textContent("#preview-table")) || ""));
+    // Shared read-only with vic's namespace.
+    await call(base, "POST", "/signup", "", { name: "vic", password: PASSWORD });
+    page.once("dialog", (d) => d.accept("vic"));
+    await page.click('button[data-share="fm"]');
+    await waitFor("fm shared with vic", 30, async () => /vic/.test((await page.textContent('tr[data-dataset="fm"]')) || ""));
     await page.screenshot({ path: path.join(docs, "platform-datasets.png") });
     // A job written in the page's editor (a line added to the starter script) and submitted.
     await page.click('a[data-nav="submit"]');
@@ -103,7 +108,6 @@ async function main() {
       /written in the browser/.test((await page.textContent("#log")) || ""));
     await page.screenshot({ path: path.join(docs, "platform-job.png") });
     // Administration: a quota of one job for ada, and vic made a viewer of ada, through the page.
-    await call(base, "POST", "/signup", "", { name: "vic", password: PASSWORD });
     await page.click('a[data-nav="admin"]');
     await page.waitForSelector("#quota-form");
     const rendered = async () => Number(await page.getAttribute("#view", "data-rendered"));
