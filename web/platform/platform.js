@@ -333,6 +333,11 @@ async function submitView(view, params) {
     return;
   }
   const ns = params.get("ns") || namespaces[0];
+  if (!namespaces.includes(ns)) {
+    view.replaceChildren(h("h1", {}, "Submit a job"),
+                         h("div", { class: "empty" }, `Your role in ${ns} lets you watch its jobs, not submit them.`));
+    return;
+  }
   const datasets = (await api("GET", `/namespaces/${ns}/datasets`)).datasets;
   const dsName = (d) => (d.shared ? `${d.namespace}/${d.name}` : d.name);
   const field = (label, el) => h("label", {}, label, el);

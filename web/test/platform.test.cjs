@@ -154,6 +154,10 @@ async function main() {
     if (await page.$("#stop-button")) throw new Error("a viewer sees the stop button");
     if (await page.$("#scale-button")) throw new Error("a viewer sees the scale button");
     await page.screenshot({ path: path.join(docs, "platform-viewer.png") });
+    // Nor a submit button: the page says what the role allows.
+    await page.goto(`${base}/#/submit?ns=ada`);
+    await waitFor("the viewer's submit page", 30, async () => /Your role in ada lets you watch its jobs, not submit them/.test((await page.textContent("#view")) || ""));
+    if (await page.$("#submit-button")) throw new Error("a viewer sees the submit button");
     // A forged request from the page is refused.
     const forged = await page.evaluate(async (jobId) => {
       const r = await fetch(`/api/v1/jobs/${jobId}/stop`, { method: "POST", headers: { Authorization: "Bearer forged" } });
