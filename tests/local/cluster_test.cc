@@ -22,7 +22,7 @@ TEST_F(LocalTest, TrainersAddedAndRemovedWhileASyncJobRuns) {
   UploadFashionMnist();
   Subprocess& p =
       StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--pservers", "2",
-                  "--trainers", "3", "--passes", "4", "--model-arg", "hidden=64", "--job", "elastic"});
+                  "--trainers", "3", "--passes", "10", "--model-arg", "hidden=64", "--job", "elastic"});
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
   // Wait for training to be under way, then add a fourth trainer.
@@ -35,7 +35,8 @@ TEST_F(LocalTest, TrainersAddedAndRemovedWhileASyncJobRuns) {
                         std::chrono::seconds(60)))
       << p.Output();
   // Let the newcomer take part for a while (the steps go on with it in the barrier), then go
-  // down to two: trainers 3 and 2 are stopped.
+  // down to two: trainers 3 and 2 are stopped. (10 passes: with 4, on a fast run, trainer 3 had
+  // finished its last task before the scale-down, and there was nothing of it to stop.)
   int64_t step = MasterStatus(etcd.get(), "elastic").step();
   ASSERT_TRUE(WaitUntil([&] { return MasterStatus(etcd.get(), "elastic").step() > step + 30; },
                         std::chrono::seconds(120), std::chrono::milliseconds(100)))
@@ -50,7 +51,7 @@ TEST_F(LocalTest, TrainersAddedAndRemovedWhileASyncJobRuns) {
   EXPECT_NE(p.Output().find("scaled down: stopping trainer-2"), std::string::npos) << p.Output();
   auto r = Result();
   EXPECT_EQ(r["failed_tasks"], 0) << "no task lost";
-  EXPECT_GE(r["samples"].get<int64_t>(), 3 * 60000) << "every record of every pass was trained (some twice)";
+  EXPECT_GE(r["samples"].get<int64_t>(), 9 * 60000) << "every record of every pass was trained (some twice)";
   EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.80);
 }
 
