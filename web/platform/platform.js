@@ -214,6 +214,7 @@ async function jobView(view, id) {
             h("td", {}, String(n.restarts || 0)), h("td", {}, fmtAgo(n.since_ms)),
             h("td", {}, ck ? `v${ck.version}, ${fmtAgo(ck.time_ms)}` : n.kind === "pserver" ? "none yet" : ""));
         }))));
+    if (job.ended_ms && nodes.length) workers.prepend(h("p", { class: "muted" }, "As the job's processes last reported them before it ended."));
     if (st2) workers.prepend(h("p", { class: "muted", id: "progress" },
       `pass ${(st2.pass ?? 0) + 1} of ${st2.passes} · step ${st2.step} · ${st2.samples} samples · tasks ${st2.done} of ${st2.tasks} done, ${st2.failed} failed` +
       ((st2.failedTasks || []).length ? ` · failed tasks: ${st2.failedTasks.map((t) => t.id ?? t).join(", ")}` : "")));

@@ -151,6 +151,7 @@ async function main() {
     await waitFor("vic's job list", 30, async () => (await page.$("#filter-ns")) !== null);
     await page.goto(`${base}/#/job/${id}`);
     await waitFor("the job's page for vic", 30, async () => (await page.textContent("#job-state")) === "stopped");
+    await waitFor("the cost history for vic", 30, async () => Number(await page.getAttribute("#cost", "data-points")) > 0);
     if (await page.$("#stop-button")) throw new Error("a viewer sees the stop button");
     if (await page.$("#scale-button")) throw new Error("a viewer sees the scale button");
     await page.screenshot({ path: path.join(docs, "platform-viewer.png") });
