@@ -98,11 +98,12 @@ void RegisterServer(CLI::App& app, int* exit_code) {
   auto f = std::make_shared<ServerFlags>();
   auto* cmd = app.add_subcommand(
       "server",
-      "Run the training platform's API server (docs/platform-api.md): accounts, namespaces and\n"
-      "roles, API tokens, data set uploads, jobs run on this machine through `tessera local` with\n"
-      "a queue by priority and quotas, logs and cost history kept after jobs end, an audit log.\n"
-      "Its state is in SQLite under --data-dir or in PostgreSQL (--database postgresql://...).\n"
-      "The first user to sign up administers the server.");
+      "Run the training platform (docs/platform-api.md): its web pages at / and its REST API at\n"
+      "/api/v1 (docs/openapi.json): accounts, namespaces and roles, API tokens, data set uploads,\n"
+      "jobs run on this machine through `tessera local` (or on Kubernetes, --backend kubernetes)\n"
+      "with a queue by priority and quotas, logs and cost history kept after jobs end, an audit\n"
+      "log. Its state is in SQLite under --data-dir or in PostgreSQL (--database postgresql://...);\n"
+      "HTTPS with --cert/--key. The first user to sign up administers the server.");
   cmd->add_option("--data-dir", f->data_dir,
                   "directory of the server's files: data sets, uploads, code, jobs (and\nits SQLite "
                   "database, DIR/server.db)")
