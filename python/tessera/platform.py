@@ -173,7 +173,7 @@ class Job:
     def __init__(self, platform, job_id):
         self.platform = platform
         self.id = job_id
-        self.url = "%s/api/v1/jobs/%s" % (platform.url, job_id)
+        self.url = "%s/#/job/%s" % (platform.url, job_id)  # its page in a browser
         self._callbacks = {"cost": [], "eval": [], "state": []}
         self._watcher = None
         self._lock = _threading.Lock()

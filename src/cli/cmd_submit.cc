@@ -119,7 +119,7 @@ int RunSubmit(SubmitFlags& f) {
   if (f.remote.json) {
     std::printf("%s\n", job->dump(2).c_str());
   } else {
-    std::printf("job %s %s\n%s/api/v1/jobs/%s\n", id.c_str(), (*job)["state"].get<std::string>().c_str(),
+    std::printf("job %s %s\n%s/#/job/%s\n", id.c_str(), (*job)["state"].get<std::string>().c_str(),
                 r->api->server().c_str(), id.c_str());
     if (!f.wait && !f.follow)
       std::printf("watch it: tessera jobs %s; its log: tessera logs -f %s%s\n", id.c_str(), id.c_str(),

@@ -133,7 +133,7 @@ TEST_P(CliTest, ACodeDirectoryRunsToTheEndAndItsLogsAndCostOutliveTheJobAndARest
   ASSERT_EQ(sub.code, 0) << sub.out;
   const std::string id = JobId(sub.out);
   ASSERT_FALSE(id.empty()) << sub.out;
-  EXPECT_TRUE(Has(sub.out, url_ + "/api/v1/jobs/" + id)) << "the job's URL: " << sub.out;
+  EXPECT_TRUE(Has(sub.out, url_ + "/#/job/" + id)) << "the job's page: " << sub.out;
   EXPECT_TRUE(Has(sub.out, "packed 2 files")) << "train.py and .tesseraignore: " << sub.out;
   // Its trainer's log, followed from the start to the job's end.
   Ran follow = Cli({"logs", "-f", id, "trainer-0"}, "", 400);

@@ -80,7 +80,9 @@ function loginView(view) {
       const t = await api("POST", "/login", { name: name.value, password: pw.value });
       session.token = t.token;
       localStorage.setItem("tessera.token-id", t.token_id);
-      location.hash = "#/jobs";
+      // Back to the page that asked for a login (a job's link from `tessera submit`), if any.
+      location.hash = sessionStorage.getItem("tessera.return-to") || "#/jobs";
+      sessionStorage.removeItem("tessera.return-to");
     } catch (e) { showError(e); }
   };
   const form = h("form", { class: "card login", onsubmit: (ev) => { ev.preventDefault(); go(false); } },
@@ -579,6 +581,7 @@ async function route() {
   const view = $("view");
   const [path, query] = (location.hash.slice(1) || "/jobs").split("?");
   const params = new URLSearchParams(query || "");
+  if (!session.token && path !== "/login") sessionStorage.setItem("tessera.return-to", location.hash || "#/jobs");
   if (!session.token || path === "/login") return loginView(view);
   try {
     session.me = await api("GET", "/me");
