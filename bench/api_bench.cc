@@ -135,6 +135,10 @@ StatusOr<Server> StartServer(const std::string& data_dir, const std::string& dat
 int RunBackend(const std::string& kind, int jobs, int points, int threads, double seconds) {
   auto dir = MakeTempDir("api-bench-");
   if (!dir.ok()) return 1;
+  struct Cleanup {  // whatever way this returns
+    std::string d;
+    ~Cleanup() { (void)RemoveAll(d); }
+  } cleanup{*dir};
   std::unique_ptr<testing::PostgresServer> pg;
   std::string database;
   if (kind == "postgresql") {
@@ -197,7 +201,6 @@ int RunBackend(const std::string& kind, int jobs, int points, int threads, doubl
   std::fprintf(stderr, "api_bench: %s: %d jobs with %d points each written in %.1f s\n", kind.c_str(), jobs,
                points, fill_s);
   s->process->Terminate(std::chrono::seconds(10));
-  (void)RemoveAll(*dir);
   return 0;
 }
 
