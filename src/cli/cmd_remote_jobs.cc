@@ -39,17 +39,6 @@ std::string Clock(int64_t ms) {
   return buf;
 }
 
-std::string Num(const Json& v) {
-  if (v.is_null()) return "-";
-  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
-  if (v.is_number()) {
-    char buf[32];
-    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
-    return buf;
-  }
-  return v.is_string() ? v.get<std::string>() : v.dump();
-}
-
 int64_t Ms(const Json& v) { return v.is_number() ? v.get<int64_t>() : 0; }
 
 Status ListJobs(Remote& r, const JobsFlags& f) {
@@ -102,7 +91,7 @@ Status ShowJob(Remote& r, const JobsFlags& f) {
   std::printf("shape      %d pservers, %d trainers now (%d..%d), %s, %s, %d passes, priority %s\n",
               spec.value("pservers", 0), j.value("trainers", 0), spec.value("trainers_min", 0),
               spec.value("trainers", 0), spec.value("mode", "").c_str(), spec.value("optimizer", "").c_str(),
-              spec.value("passes", 0), Num(spec["priority"]).c_str());
+              spec.value("passes", 0), JsonValueText(spec["priority"]).c_str());
   std::printf("times      submitted %s, started %s, ended %s\n", Clock(Ms(j["submitted_ms"])).c_str(),
               Clock(Ms(j["started_ms"])).c_str(), Clock(Ms(j["ended_ms"])).c_str());
   const Json& result = j["result"];
@@ -114,11 +103,13 @@ Status ShowJob(Remote& r, const JobsFlags& f) {
     const Json& st = workers["status"];
     std::printf(
         "progress   pass %s of %s, step %s, %s samples (%s/s), tasks %s of %s done, %s failed\n",
-        Num(st.value("pass", Json(0)).is_number() ? Json(st["pass"].get<int64_t>() + 1) : Json()).c_str(),
-        Num(st.value("passes", Json())).c_str(), Num(st.value("step", Json())).c_str(),
-        Num(st.value("samples", Json())).c_str(), Num(st.value("samplesPerSecond", Json())).c_str(),
-        Num(st.value("done", Json())).c_str(), Num(st.value("tasks", Json())).c_str(),
-        Num(st.value("failed", Json())).c_str());
+        JsonValueText(st.value("pass", Json(0)).is_number() ? Json(st["pass"].get<int64_t>() + 1) : Json())
+            .c_str(),
+        JsonValueText(st.value("passes", Json())).c_str(), JsonValueText(st.value("step", Json())).c_str(),
+        JsonValueText(st.value("samples", Json())).c_str(),
+        JsonValueText(st.value("samplesPerSecond", Json())).c_str(),
+        JsonValueText(st.value("done", Json())).c_str(), JsonValueText(st.value("tasks", Json())).c_str(),
+        JsonValueText(st.value("failed", Json())).c_str());
   }
   if (workers.is_object() && workers.contains("nodes") && workers["nodes"].is_array()) {
     std::vector<std::string> nodes;
@@ -153,8 +144,8 @@ Status Metrics(Remote& r, const JobsFlags& f) {
   std::vector<std::vector<std::string>> rows = {{"TIME", "PASS", "STEP", "WHAT", "VALUE", "BY"}};
   for (const auto& p : all) {
     const bool cost = p.value("type", "") == "cost";
-    rows.push_back({Clock(Ms(p["time_ms"])), Num(p["pass"]), Num(p["step"]),
-                    cost ? "cost" : p.value("metric", "eval"), Num(cost ? p["cost"] : p["value"]),
+    rows.push_back({Clock(Ms(p["time_ms"])), JsonValueText(p["pass"]), JsonValueText(p["step"]),
+                    cost ? "cost" : p.value("metric", "eval"), JsonValueText(cost ? p["cost"] : p["value"]),
                     cost ? "trainer-" + p.value("trainer", "?") : "evaluation"});
   }
   if (rows.size() == 1) {
@@ -202,8 +193,8 @@ Status Quota(Remote& r, const JobsFlags& f) {
   std::vector<std::vector<std::string>> rows = {{"", "USED", "LIMIT"}};
   for (const char* k : {"jobs", "trainers", "pservers", "cpu", "memory_mb", "gpus", "storage_mb"}) {
     const Json& limit = q["limits"].contains(k) ? q["limits"][k] : Json();
-    rows.push_back(
-        {k, Num(q["usage"].contains(k) ? q["usage"][k] : Json(0)), limit.is_null() ? "none" : Num(limit)});
+    rows.push_back({k, JsonValueText(q["usage"].contains(k) ? q["usage"][k] : Json(0)),
+                    limit.is_null() ? "none" : JsonValueText(limit)});
   }
   std::printf("namespace %s\n", r.ns.c_str());
   std::fputs(Table(rows).c_str(), stdout);

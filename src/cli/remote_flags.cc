@@ -72,6 +72,17 @@ std::string Ago(int64_t then_ms, int64_t now_ms) {
   return std::to_string(s / 86400) + " d ago";
 }
 
+std::string JsonValueText(const nlohmann::json& v) {
+  if (v.is_null()) return "-";
+  if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+  if (v.is_number()) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%.4g", v.get<double>());
+    return buf;
+  }
+  return v.is_string() ? v.get<std::string>() : v.dump();
+}
+
 std::string Table(const std::vector<std::vector<std::string>>& rows) {
   std::vector<size_t> width;
   for (const auto& r : rows)

@@ -50,6 +50,10 @@ int WithRemote(const std::string& cmd, const RemoteFlags& flags, F body) {
 // "3 s ago", "5 min ago", "2 h ago", "4 d ago" from two wall-clock times in ms. Pure.
 std::string Ago(int64_t then_ms, int64_t now_ms);
 
+// A JSON value for a table cell: "-" for null, integers as they are, other numbers to 4
+// significant digits, strings unquoted. Pure.
+std::string JsonValueText(const nlohmann::json& v);
+
 // Lines of `rows` with each column as wide as its widest cell (the last one unpadded). Pure.
 std::string Table(const std::vector<std::vector<std::string>>& rows);
 

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "cli/remote_flags.h"
 #include "common/strings.h"
 
 namespace tessera::cli {
@@ -13,12 +14,6 @@ namespace {
 void Nap(const std::atomic<bool>& interrupted, int ms) {
   for (int i = 0; i < ms / 50 && !interrupted; ++i)
     std::this_thread::sleep_for(std::chrono::milliseconds(50));
-}
-
-std::string Short(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.4g", v);
-  return buf;
 }
 
 bool Ended(const remote::Json& job) { return !job.value("ended_ms", remote::Json()).is_null(); }
@@ -34,7 +29,7 @@ std::string Outcome(const remote::Json& job) {
   std::vector<std::string> metrics;
   if (result.is_object() && result.contains("metrics") && result["metrics"].is_object())
     for (const auto& [k, v] : result["metrics"].items())
-      if (v.is_number()) metrics.push_back(k + " " + Short(v.get<double>()));
+      if (v.is_number()) metrics.push_back(k + " " + JsonValueText(v));
   if (!metrics.empty()) s += ": " + Join(metrics, ", ");
   const std::string reason = job.value("reason", "");
   if (job.value("state", "") != "succeeded" && !reason.empty()) s += " (" + reason + ")";

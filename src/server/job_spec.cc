@@ -208,4 +208,9 @@ Json UsageJson(const Usage& u) {
           {"gpus", u.resources.gpus}};
 }
 
+Json ParseJsonOr(const std::string& text, Json fallback) {
+  Json j = Json::parse(text, nullptr, false);
+  return j.is_discarded() ? fallback : j;
+}
+
 }  // namespace tessera::server

@@ -44,6 +44,9 @@ nlohmann::json QuotaJson(const QuotaLimits& q);
 StatusOr<QuotaLimits> QuotaFromBody(const std::string& body);
 nlohmann::json UsageJson(const Usage& u);
 
+// `text` parsed as JSON, or `fallback` when it is not JSON (a column written by an older server).
+nlohmann::json ParseJsonOr(const std::string& text, nlohmann::json fallback);
+
 // InvalidArgument naming `field` unless lo <= v <= hi.
 Status CheckRange(const std::string& field, int64_t v, int64_t lo, int64_t hi);
 

@@ -31,7 +31,7 @@ StatusOr<std::string> Inside(const std::string& root, const std::string& path) {
 }
 
 // The handle "k8s-namespace/job".
-std::pair<std::string, std::string> Split(const std::string& handle) {
+std::pair<std::string, std::string> SplitHandle(const std::string& handle) {
   const size_t slash = handle.find('/');
   if (slash == std::string::npos) return {"", handle};
   return {handle.substr(0, slash), handle.substr(slash + 1)};
@@ -104,7 +104,7 @@ StatusOr<Json> KubernetesBackend::GetJson(const std::string& dir, const std::vec
 }
 
 JobObservation KubernetesBackend::Observe(const std::string& dir, const std::string& handle) {
-  const auto [ns, id] = Split(handle);
+  const auto [ns, id] = SplitHandle(handle);
   auto pods = GetJson(dir, {"get", "pods", "-n", ns, "-l", "tessera.io/job=" + id, "-o", "json"});
   auto trainers = GetJson(dir, {"get", "job", id + "-trainer", "-n", ns, "-o", "json", "--ignore-not-found"});
   if (!pods.ok() || !trainers.ok()) {
@@ -140,7 +140,7 @@ void KubernetesBackend::CopyLogs(const std::string& dir, const std::string& ns, 
 }
 
 Status KubernetesBackend::Scale(const std::string& dir, const std::string& handle, int trainers) {
-  const auto [ns, id] = Split(handle);
+  const auto [ns, id] = SplitHandle(handle);
   return deploy::RunKubectl(o_.kubectl,
                             {"patch", "job", id + "-trainer", "-n", ns, "--type=merge", "-p",
                              "{\"spec\":{\"parallelism\":" + std::to_string(trainers) + "}}"},
@@ -149,7 +149,7 @@ Status KubernetesBackend::Scale(const std::string& dir, const std::string& handl
 }
 
 Status KubernetesBackend::Stop(const std::string& dir, const std::string& handle, bool force) {
-  const auto [ns, id] = Split(handle);
+  const auto [ns, id] = SplitHandle(handle);
   auto pods = GetJson(dir, {"get", "pods", "-n", ns, "-l", "tessera.io/job=" + id, "-o", "json"});
   if (pods.ok()) CopyLogs(dir, ns, *pods);  // the last of the logs, before the pods go
   std::vector<std::string> args = {"delete", "configmap", id, "-n", ns, "--ignore-not-found", "--wait=false"};

@@ -17,12 +17,15 @@ class ApiError extends Error {
   constructor(status, code, message) { super(message); this.status = status; this.code = code; }
 }
 
-async function api(method, path, body) {
-  const headers = {};
+// One API call: `body` as JSON, or `bytes` (a Blob or a typed array: a data chunk, a code package)
+// as application/octet-stream with `headers`. Resolves to the answer's JSON.
+async function api(method, path, body, bytes, extraHeaders) {
+  const headers = { ...(extraHeaders || {}) };
   if (session.token) headers.Authorization = `Bearer ${session.token}`;
   if (body !== undefined) headers["Content-Type"] = "application/json";
+  if (bytes !== undefined) headers["Content-Type"] = "application/octet-stream";
   const res = await fetch(`/api/v1${path}`, { method, headers, cache: "no-store",
-                                              body: body === undefined ? undefined : JSON.stringify(body) });
+                                              body: bytes !== undefined ? bytes : body === undefined ? undefined : JSON.stringify(body) });
   const text = await res.text();
   const json = text ? JSON.parse(text) : {};
   if (!res.ok) {
@@ -377,10 +380,8 @@ async function submitView(view, params) {
     showError(null);
     try {
       const tar = tarOf("train.py", editor.text());
-      const digest = [...new Uint8Array(await crypto.subtle.digest("SHA-256", tar))].map((b) => b.toString(16).padStart(2, "0")).join("");
-      const res = await fetch(`/api/v1/namespaces/${ns}/packages/${digest}`, {
-        method: "PUT", body: tar, headers: { Authorization: `Bearer ${session.token}`, "Content-Type": "application/octet-stream" } });
-      if (!res.ok) { const e = (await res.json().catch(() => ({}))).error || {}; throw new ApiError(res.status, e.code, e.message || `HTTP ${res.status}`); }
+      const digest = await sha256Hex(new Blob([tar]));
+      await api("PUT", `/namespaces/${ns}/packages/${digest}`, undefined, tar);
       const spec = { package: digest, command: "/usr/bin/python3 train.py", dataset: f.dataset.value, mode: f.mode.value,
                      optimizer: f.optimizer.value, passes: Number(f.passes.value), pservers: Number(f.pservers.value),
                      trainers: Number(f.trainers.value), trainers_min: Math.min(Number(f.trainersMin.value), Number(f.trainers.value)),
@@ -408,13 +409,9 @@ async function sendFile(up, role, file, progress) {
   let offset = up.files[role].received;
   while (offset < file.size) {
     const piece = file.slice(offset, Math.min(file.size, offset + CHUNK));
-    const res = await fetch(`/api/v1/uploads/${up.id}/files/${role}?offset=${offset}`, {
-      method: "PUT", body: piece,
-      headers: { Authorization: `Bearer ${session.token}`, "Content-Type": "application/octet-stream",
-                 "X-Chunk-SHA256": await sha256Hex(piece) } });
-    const body = await res.json().catch(() => ({}));
-    if (!res.ok) throw new ApiError(res.status, (body.error || {}).code, (body.error || {}).message || `HTTP ${res.status}`);
-    offset = body.received;
+    const got = await api("PUT", `/uploads/${up.id}/files/${role}?offset=${offset}`, undefined, piece,
+                          { "X-Chunk-SHA256": await sha256Hex(piece) });
+    offset = got.received;
     progress(offset);
   }
 }
