@@ -11,9 +11,9 @@
 // send). Exit 0 when the accuracy is within 1 percentage point of the fault-free run and no task
 // was lost. `make chaos` runs it; not part of `make test`.
 #include <signal.h>
+#include <spdlog/spdlog.h>
 
 #include <CLI/CLI.hpp>
-#include <spdlog/spdlog.h>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -24,6 +24,8 @@
 #include <regex>
 #include <thread>
 
+#include "checkpoint/checkpoint_choice.h"
+#include "client/master_client.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "coord/etcd_client.h"
@@ -33,8 +35,6 @@
 #include "harness/job_probe.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
-#include "client/master_client.h"
-#include "checkpoint/checkpoint_choice.h"
 #include "pserver/checkpoint_file.h"
 #include "tessera/client.h"
 
@@ -86,8 +86,8 @@ std::string PoisonedPush(const std::string& endpoint, const std::string& job, in
   std::string what;
   for (bool unchecked : {false, true}) {
     ClientOptions co;
-    co.etcd_endpoints = {endpoint};
-    co.job = job;
+    co.connection.etcd_endpoints = {endpoint};
+    co.connection.job = job;
     co.trainer_id = "poison";
     co.lease_ttl_seconds = 3;
     co.allow_nonfinite = unchecked;
@@ -108,7 +108,10 @@ std::string PoisonedPush(const std::string& endpoint, const std::string& job, in
     Handle h = (*c)->PushPull(grads);
     Status s = h.Wait();
     what += std::string(unchecked ? "past the check: " : "through the check: ") +
-            (h.skipped() ? "skipped" : s.ok() ? "accepted?!" : "refused (" + s.message().substr(0, 60) + ")") + "; ";
+            (h.skipped() ? "skipped"
+             : s.ok()    ? "accepted?!"
+                         : "refused (" + s.message().substr(0, 60) + ")") +
+            "; ";
     (void)(*c)->Close();
   }
   return what;
@@ -209,7 +212,8 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     if (n == 5 && !poisoned) kind = 5;
     if (n == 6 && !frozen) kind = 6;
     if (kind == 5) {
-      f.what = "a poisoned push (a third trainer pushes a NaN gradient: " + PoisonedPush(endpoint, job, 128) + ")";
+      f.what =
+          "a poisoned push (a third trainer pushes a NaN gradient: " + PoisonedPush(endpoint, job, 128) + ")";
       poisoned = true;
     } else if (kind == 0 || kind == 3 || kind == 4 || kind == 6) {
       int idx = static_cast<int>(rng() % 2);

@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "client/master_client.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/random.h"
@@ -16,8 +17,8 @@
 #include "harness/etcd_server.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "job/slot_map.h"
-#include "client/master_client.h"
 
 namespace tessera::bench {
 namespace {
@@ -54,10 +55,8 @@ int Run(double seconds) {
   const std::string job = "bench";
   JobConfig cfg;
   cfg.token = NewUuid();
-  etcd::Txn txn;
-  txn.success.push_back(etcd::Op::Put(keys::Config(job), cfg.ToJson()));
-  txn.success.push_back(etcd::Op::Put(keys::SlotMap(job), SlotMap::RoundRobin(cfg.slots, 1).ToJson()));
-  if (!etcd->Commit(txn).ok()) return 1;
+  const security::JobSecret secret = security::JobSecret::Generate();  // calls are authenticated, as in a job
+  if (!etcd->Commit(CreateJobTxn(job, &cfg, secret)).ok()) return 1;
   // A data set of 200,000 tiny chunks: plenty of tasks; the master never reads the part files.
   dataset::WriterOptions wo;
   wo.chunk_bytes = 1024;
@@ -84,7 +83,7 @@ int Run(double seconds) {
   so.log_path = *dir + "/master.log";
   auto master = testing::Subprocess::Spawn(so);
   if (!master.ok()) return 1;
-  master::MasterClient probe(etcd.get(), job, cfg.token);
+  master::MasterClient probe(etcd.get(), job, cfg.token, secret);
   if (!probe.GetStatus(Deadline(std::chrono::seconds(30))).ok()) return 1;
 
   std::printf(
@@ -94,7 +93,7 @@ int Run(double seconds) {
   for (int clients : {1, 4, 16}) {
     std::vector<std::unique_ptr<master::MasterClient>> mcs;
     for (int c = 0; c < clients; ++c)
-      mcs.push_back(std::make_unique<master::MasterClient>(etcd.get(), job, cfg.token));
+      mcs.push_back(std::make_unique<master::MasterClient>(etcd.get(), job, cfg.token, secret));
     double tasks = Throughput(clients, seconds, [&](int t, int64_t) {
       std::string trainer = "t" + std::to_string(t);
       auto task = mcs[t]->GetTask(trainer, Deadline(std::chrono::seconds(30)));

@@ -33,6 +33,7 @@
 #include "harness/subprocess.h"
 #include "harness/wait.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "job/slot_map.h"
 #include "loopback.h"
 #include "tessera/client.h"
@@ -62,10 +63,9 @@ StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode
   cfg.mode = *ConsistencyMode::Parse(mode);
   cfg.optimizer = *OptimizerConfig::Parse("sgd:lr=0.0001");
   cfg.token = NewUuid();
-  etcd::Txn txn;
-  txn.success.push_back(etcd::Op::Put(keys::Config(job), cfg.ToJson()));
-  txn.success.push_back(etcd::Op::Put(keys::SlotMap(job), SlotMap::RoundRobin(cfg.slots, pservers).ToJson()));
-  TESSERA_RETURN_IF_ERROR(c.client->Commit(txn).status());
+  // Every message is authenticated with the job's secret, as in any job.
+  TESSERA_RETURN_IF_ERROR(
+      c.client->Commit(CreateJobTxn(job, &cfg, security::JobSecret::Generate())).status());
   for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
   c.pservers.clear();
   for (int i = 0; i < pservers; ++i) {
@@ -96,8 +96,8 @@ StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode
 
 StatusOr<std::unique_ptr<Client>> Connect(Cluster& c, const std::string& job, const std::string& transport) {
   ClientOptions o;
-  o.etcd_endpoints = {c.etcd->endpoint()};
-  o.job = job;
+  o.connection.etcd_endpoints = {c.etcd->endpoint()};
+  o.connection.job = job;
   o.transport = transport;
   return Client::Connect(o);
 }
@@ -136,7 +136,9 @@ class Zipf {
   std::vector<double> cdf_;
 };
 
-int64_t NowMicros() { return std::chrono::duration_cast<std::chrono::microseconds>(Now().time_since_epoch()).count(); }
+int64_t NowMicros() {
+  return std::chrono::duration_cast<std::chrono::microseconds>(Now().time_since_epoch()).count();
+}
 
 // A transport_peer process and a connection to it.
 struct Peer {
@@ -188,8 +190,16 @@ StatusOr<Figures> TransportFigures(ClientConnection& conn, size_t bytes, double 
   ConstBuffer ob{out.data(), bytes};
   MutableBuffer ib{in.data(), bytes};
   const std::string pull = "pull " + std::to_string(bytes);
-  auto push_s = Time([&] { return conn.Call("push", {&ob, 1}, {}, std::chrono::seconds(60)).status(); }, seconds, 3);
-  auto pull_s = Time([&] { return conn.Call(pull, {}, {&ib, 1}, std::chrono::seconds(60)).status(); }, seconds, 3);
+  auto push_s = Time(
+      [&] {
+        return conn.Call("push", {&ob, 1}, {}, std::chrono::seconds(60)).status();
+      },
+      seconds, 3);
+  auto pull_s = Time(
+      [&] {
+        return conn.Call(pull, {}, {&ib, 1}, std::chrono::seconds(60)).status();
+      },
+      seconds, 3);
   if (!push_s.ok()) return push_s.status();
   if (!pull_s.ok()) return pull_s.status();
   return Figures{bytes / *push_s, bytes / *pull_s};
@@ -285,8 +295,8 @@ int Run(double seconds, bool quick, bool transport_only) {
         limits.push_back(*limit);
       }
       const std::string name = k == 0 ? "raw TCP socket" : peers[k - 1].name;
-      alone.push_back({name, mib, 1, median(push), median(pull), median(limits), median(push_ratio),
-                       median(pull_ratio)});
+      alone.push_back(
+          {name, mib, 1, median(push), median(pull), median(limits), median(push_ratio), median(pull_ratio)});
       std::fprintf(stderr, "%d MiB %s: push %.2f pull %.2f GB/s\n", mib, name.c_str(), median(push) / 1e9,
                    median(pull) / 1e9);
     }
@@ -299,8 +309,11 @@ int Run(double seconds, bool quick, bool transport_only) {
     std::vector<char> out(4096, 1), in(4096);
     ConstBuffer ob{out.data(), out.size()};
     MutableBuffer ib{in.data(), in.size()};
-    auto rtt = Time([&] { return p.conn->Call("pushpull 4096", {&ob, 1}, {&ib, 1}, std::chrono::seconds(10)).status(); },
-                    seconds, 1000);
+    auto rtt = Time(
+        [&] {
+          return p.conn->Call("pushpull 4096", {&ob, 1}, {&ib, 1}, std::chrono::seconds(10)).status();
+        },
+        seconds, 1000);
     if (!rtt.ok()) return fail(rtt.status());
     rtt_transport[p.name] = *rtt;
     p.conn.reset();
@@ -340,41 +353,52 @@ int Run(double seconds, bool quick, bool transport_only) {
   }
 
   std::sort(iperfs.begin(), iperfs.end());
-  std::printf("loopback TCP (iperf3 -l 1M, 127.0.0.1) was measured %zu times in this run: %.2f to %.2f GB/s\n\n",
-              iperfs.size(), iperfs.front() / 1e9, iperfs.back() / 1e9);
-  std::printf("Transport alone (1 connection; the far end acknowledges pushes and answers pulls from the\n"
-              "memory the transport lends, doing no work of its own), beside the same exchange over a raw\n"
-              "TCP socket between the same two processes (N bytes one way, one byte back). Each figure:\n"
-              "%d rounds of iperf3 then push then pull; the medians, and the median of the rounds' ratios:\n\n",
-              kRounds);
-  std::printf("| message | transport | iperf3 GB/s | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
+  std::printf(
+      "loopback TCP (iperf3 -l 1M, 127.0.0.1) was measured %zu times in this run: %.2f to %.2f GB/s\n\n",
+      iperfs.size(), iperfs.front() / 1e9, iperfs.back() / 1e9);
+  std::printf(
+      "Transport alone (1 connection; the far end acknowledges pushes and answers pulls from the\n"
+      "memory the transport lends, doing no work of its own), beside the same exchange over a raw\n"
+      "TCP socket between the same two processes (N bytes one way, one byte back). Each figure:\n"
+      "%d rounds of iperf3 then push then pull; the medians, and the median of the rounds' ratios:\n\n",
+      kRounds);
+  std::printf(
+      "| message | transport | iperf3 GB/s | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 "
+      "|\n");
   std::printf("|---|---|---|---|---|---|---|\n");
   for (const auto& r : alone) {
-    std::printf("| %d MiB | %s | %.2f | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.mib, r.transport.c_str(), r.iperf / 1e9,
-                r.push / 1e9, 100 * r.PushRatio(), r.pull / 1e9, 100 * r.PullRatio());
+    std::printf("| %d MiB | %s | %.2f | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.mib, r.transport.c_str(),
+                r.iperf / 1e9, r.push / 1e9, 100 * r.PushRatio(), r.pull / 1e9, 100 * r.PullRatio());
   }
   if (!transport_only) {
-    std::printf("\nThrough Tessera (a `tessera pserver` applying SGD to every push, the trainer client;\n"
-                "async mode, so no barrier is in the way):\n\n");
-    std::printf("| model | pservers | iperf3 GB/s | transport | push GB/s | push %% of iperf3 | pull GB/s | pull %% of iperf3 |\n");
+    std::printf(
+        "\nThrough Tessera (a `tessera pserver` applying SGD to every push, the trainer client;\n"
+        "async mode, so no barrier is in the way):\n\n");
+    std::printf(
+        "| model | pservers | iperf3 GB/s | transport | push GB/s | push %% of iperf3 | pull GB/s | pull %% "
+        "of iperf3 |\n");
     std::printf("|---|---|---|---|---|---|---|---|\n");
     for (const auto& r : through) {
-      std::printf("| %d MiB | %d | %.2f | %s | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.mib, r.pservers, r.iperf / 1e9,
-                  r.transport.c_str(), r.push / 1e9, 100 * r.push / r.iperf, r.pull / 1e9, 100 * r.pull / r.iperf);
+      std::printf("| %d MiB | %d | %.2f | %s | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.mib, r.pservers,
+                  r.iperf / 1e9, r.transport.c_str(), r.push / 1e9, 100 * r.push / r.iperf, r.pull / 1e9,
+                  100 * r.pull / r.iperf);
     }
   }
   std::fflush(stdout);
   std::fflush(stdout);
   if (transport_only) {
     std::printf("\n4 KiB push-then-pull over the transport alone (raw TCP ping-pong: %.1f us):", *ping * 1e6);
-    for (const auto& [t, rtt] : rtt_transport) std::printf(" %s %.1f us (%.2fx);", t.c_str(), rtt * 1e6, rtt / *ping);
+    for (const auto& [t, rtt] : rtt_transport)
+      std::printf(" %s %.1f us (%.2fx);", t.c_str(), rtt * 1e6, rtt / *ping);
     std::printf("\n");
     return 0;
   }
   // 3. Small round trips: a 4 KiB push-then-pull, beside the raw TCP ping-pong.
   std::printf("\n4 KiB push-then-pull round trip (raw TCP ping-pong of 4 KiB each way: %.1f us):\n\n",
               *ping * 1e6);
-  std::printf("| transport | transport alone (us) | x ping-pong | through the client and a pserver (us) | x ping-pong |\n");
+  std::printf(
+      "| transport | transport alone (us) | x ping-pong | through the client and a pserver (us) | x "
+      "ping-pong |\n");
   std::printf("|---|---|---|---|---|\n");
   {
     auto job = StartJob(c, 1, "async");
@@ -429,8 +453,8 @@ int Run(double seconds, bool quick, bool transport_only) {
           seconds, 5);
       if (!pull.ok()) return fail(pull.status());
       if (!push.ok()) return fail(push.status());
-      std::printf("| %s | %d | 2 | %zu (Zipf 1.1 over 1M) | %.0f | %.0f |\n", t.c_str(), dim, kKeys, kKeys / *pull,
-                  kKeys / *push);
+      std::printf("| %s | %d | 2 | %zu (Zipf 1.1 over 1M) | %.0f | %.0f |\n", t.c_str(), dim, kKeys,
+                  kKeys / *pull, kKeys / *push);
       std::fflush(stdout);
     }
   }

@@ -64,12 +64,23 @@ KeyArray KeyView(const py::handle& obj, const std::string& what) {
 
 class PySession {
  public:
-  PySession(std::optional<std::string> etcd, std::optional<std::string> job,
-            std::optional<std::string> trainer_id, std::optional<std::string> store, int64_t lease_ttl,
-            double timeout_s, std::optional<std::string> transport) {
+  // The connection: every argument left None comes from its TESSERA_* variable
+  // (tessera/connection.h).
+  struct Connection {
+    std::optional<std::string> etcd, job, etcd_user, etcd_password, etcd_ca, etcd_cert, etcd_key, secret_file;
+  };
+
+  PySession(const Connection& conn, std::optional<std::string> trainer_id, std::optional<std::string> store,
+            int64_t lease_ttl, double timeout_s, std::optional<std::string> transport) {
     api::SessionOptions o;
-    if (etcd) o.SetEtcd(*etcd);
-    o.job = job.value_or("");
+    if (conn.etcd) o.connection.SetEtcd(*conn.etcd);
+    o.connection.job = conn.job.value_or("");
+    o.connection.etcd_username = conn.etcd_user.value_or("");
+    o.connection.etcd_password = conn.etcd_password.value_or("");
+    o.connection.etcd_ca_file = conn.etcd_ca.value_or("");
+    o.connection.etcd_cert_file = conn.etcd_cert.value_or("");
+    o.connection.etcd_key_file = conn.etcd_key.value_or("");
+    o.connection.secret_file = conn.secret_file.value_or("");
     o.trainer_id = trainer_id.value_or("");
     o.store = store.value_or("");
     o.lease_ttl_seconds = lease_ttl;
@@ -310,11 +321,22 @@ PYBIND11_MODULE(_tessera, m) {
   py::register_exception<Error>(m, "Error", PyExc_RuntimeError);
 
   py::class_<PySession>(m, "Session")
-      .def(py::init<std::optional<std::string>, std::optional<std::string>, std::optional<std::string>,
-                    std::optional<std::string>, int64_t, double, std::optional<std::string>>(),
+      .def(py::init([](std::optional<std::string> etcd, std::optional<std::string> job,
+                       std::optional<std::string> trainer_id, std::optional<std::string> store,
+                       int64_t lease_ttl, double timeout, std::optional<std::string> transport,
+                       std::optional<std::string> etcd_user, std::optional<std::string> etcd_password,
+                       std::optional<std::string> etcd_ca, std::optional<std::string> etcd_cert,
+                       std::optional<std::string> etcd_key, std::optional<std::string> secret_file) {
+             PySession::Connection c{etcd,    job,       etcd_user, etcd_password,
+                                     etcd_ca, etcd_cert, etcd_key,  secret_file};
+             return std::make_unique<PySession>(c, trainer_id, store, lease_ttl, timeout, transport);
+           }),
            py::arg("etcd") = py::none(), py::arg("job") = py::none(), py::arg("trainer_id") = py::none(),
            py::arg("store") = py::none(), py::arg("lease_ttl") = 0, py::arg("timeout") = 300.0,
-           py::arg("transport") = py::none())
+           py::arg("transport") = py::none(), py::arg("etcd_user") = py::none(),
+           py::arg("etcd_password") = py::none(), py::arg("etcd_ca") = py::none(),
+           py::arg("etcd_cert") = py::none(), py::arg("etcd_key") = py::none(),
+           py::arg("secret_file") = py::none())
       .def("add_dense", &PySession::AddDense, py::arg("name"), py::arg("values"),
            py::arg("optimizer") = py::none())
       .def("add_sparse", &PySession::AddSparse, py::arg("name"), py::arg("dim"), py::arg("init") = "zeros",
@@ -337,9 +359,10 @@ PYBIND11_MODULE(_tessera, m) {
       .def_property_readonly("pass_", [](PySession& s) { return s.session().pass(); })
       .def_property_readonly("job_pass", [](PySession& s) { return s.session().job_pass(); })
       .def_property_readonly("passes", [](PySession& s) { return s.session().passes(); })
-      .def_property_readonly("job", [](PySession& s) { return s.session().options().job; })
+      .def_property_readonly("job", [](PySession& s) { return s.session().options().connection.job; })
       .def_property_readonly("store", [](PySession& s) { return s.session().options().store; })
-      .def_property_readonly("etcd", [](PySession& s) { return s.session().options().EtcdText(); });
+      .def_property_readonly("etcd",
+                             [](PySession& s) { return s.session().options().connection.EtcdText(); });
 
   py::class_<PyLocalDataset>(m, "LocalDataset")
       .def(py::init<std::string, std::string>(), py::arg("store"), py::arg("name"))

@@ -44,24 +44,21 @@
 #include <string>
 #include <vector>
 
+#include "tessera/connection.h"
 #include "tessera/params.h"
 #include "tessera/status.h"
 
 namespace tessera {
 
 struct ClientOptions {
-  std::vector<std::string> etcd_endpoints;  // host:port of etcd; required
-  std::string job;                          // required
-  std::string trainer_id;                   // empty: the lowest free number ("0", "1", ...)
+  ConnectionOptions connection;  // etcd, the job and its secret; required
+  std::string trainer_id;        // empty: the lowest free number ("0", "1", ...)
   int64_t lease_ttl_seconds = 10;
   // How long one operation keeps retrying (and a sync pull may wait for slower trainers).
   std::chrono::milliseconds request_timeout{std::chrono::minutes(5)};
   // Connect() fails after this long if no etcd endpoint accepts connections at all, saying why
   // (host unknown, connection refused); once connected, outages are retried (request_timeout).
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
-  std::string etcd_username, etcd_password;
-  bool etcd_tls = false;
-  std::string etcd_ca_file;
   bool allow_nonfinite = false;  // skip this trainer's scan for NaN/Inf (the pservers still refuse them)
   // Data-plane transport to the pservers: "auto" (shared memory with a pserver on the same
   // host, TCP otherwise), "shm", "tcp" or "grpc". A transport a pserver does not serve fails the

@@ -16,13 +16,13 @@
 #include <string>
 #include <vector>
 
+#include "tessera/connection.h"
 #include "tessera/status.h"
 
 namespace tessera {
 
 struct ReaderOptions {
-  std::vector<std::string> etcd_endpoints;  // required
-  std::string job;                          // required
+  ConnectionOptions connection;  // etcd, the job and its secret; required
   // The trainer this reader works for (tasks are attributed to it, and returned to the queue
   // when its registration goes). Use Client::trainer_id(). Empty: the reader registers its own
   // trainer id with a lease.

@@ -30,12 +30,13 @@
 namespace tessera::api {
 
 struct SessionOptions {
-  std::vector<std::string> etcd_endpoints;  // empty: TESSERA_ETCD (comma-separated)
-  std::string job;                          // empty: TESSERA_JOB
-  std::string trainer_id;                   // empty: TESSERA_TRAINER_ID, else the lowest free number
-  std::string store;                        // empty: TESSERA_STORE, else the master's path
-  int64_t lease_ttl_seconds = 0;            // 0: TESSERA_LEASE_TTL, else 10
-  std::string transport;                    // empty: TESSERA_TRANSPORT, else auto (see ClientOptions)
+  // Empty fields come from the environment (TESSERA_ETCD, TESSERA_JOB, TESSERA_ETCD_USER, ...:
+  // see tessera/connection.h).
+  ConnectionOptions connection;
+  std::string trainer_id;         // empty: TESSERA_TRAINER_ID, else the lowest free number
+  std::string store;              // empty: TESSERA_STORE, else the master's path
+  int64_t lease_ttl_seconds = 0;  // 0: TESSERA_LEASE_TTL, else 10
+  std::string transport;          // empty: TESSERA_TRANSPORT, else auto (see ClientOptions)
   // /healthz and /readyz (ready once joined) on this port; -1: TESSERA_HTTP_PORT, else none; 0: any
   // free port. Bound on TESSERA_ADVERTISE or POD_IP when set, else 127.0.0.1.
   int http_port = -1;
@@ -46,9 +47,6 @@ struct SessionOptions {
 
   // Fills empty fields from the environment; InvalidArgument naming what is missing.
   Status ResolveFromEnvironment();
-  // "host:port,host:port" (TESSERA_ETCD's form) as etcd_endpoints, empty parts dropped; and back.
-  void SetEtcd(const std::string& comma_separated);
-  std::string EtcdText() const;
 };
 
 // A data set read in full from the store, outside the task queue (for evaluation).

@@ -62,7 +62,10 @@ const char* tessera_last_error(void);
 
 /* Connects to the job and registers this trainer. NULL arguments come from the environment
  * (TESSERA_ETCD "host:port[,host:port]", TESSERA_JOB, TESSERA_TRAINER_ID; a NULL or empty
- * trainer id without TESSERA_TRAINER_ID takes the lowest free number). The data plane to the
+ * trainer id without TESSERA_TRAINER_ID takes the lowest free number). etcd's credentials and TLS
+ * files and the job's secret file come from the environment too (TESSERA_ETCD_USER,
+ * TESSERA_ETCD_PASSWORD, TESSERA_ETCD_CA, TESSERA_ETCD_CERT, TESSERA_ETCD_KEY,
+ * TESSERA_JOB_SECRET_FILE: tessera/connection.h). The data plane to the
  * pservers is TESSERA_TRANSPORT: auto (the default: shared memory with a pserver on this host,
  * TCP otherwise), shm, tcp or grpc. */
 int tessera_client_create(const char* etcd_endpoints, const char* job, const char* trainer_id,
@@ -79,7 +82,8 @@ int64_t tessera_step(tessera_client* c);
  * to finish initializes the pservers from its buffers; every trainer's buffers then hold the
  * current values. `optimizer` NULL: the job's (else e.g. "adam:lr=0.001"). */
 int tessera_begin_init(tessera_client* c);
-int tessera_init_param(tessera_client* c, const char* name, float* values, size_t size, const char* optimizer);
+int tessera_init_param(tessera_client* c, const char* name, float* values, size_t size,
+                       const char* optimizer);
 /* A sparse table of rows of `dim` floats, created on first touch by `initializer` ("zeros",
  * "uniform:-0.1,0.1", "normal:0,0.01"; NULL: zeros). */
 int tessera_init_sparse(tessera_client* c, const char* name, int dim, const char* initializer,
@@ -98,7 +102,8 @@ int tessera_get_params(tessera_client* c);
 int tessera_sparse_pull(tessera_client* c, const char* table, const uint64_t* keys, size_t n, float* out);
 /* Sparse: gradient sums grads[n * dim] for rows keys[0..n) (duplicates add), as part of this
  * step: they go out with the next tessera_send_grads (which must follow). */
-int tessera_sparse_push(tessera_client* c, const char* table, const uint64_t* keys, size_t n, const float* grads);
+int tessera_sparse_push(tessera_client* c, const char* table, const uint64_t* keys, size_t n,
+                        const float* grads);
 
 /* The next record of the tasks this trainer is handed: TESSERA_RECORD (1) with *data, *size set
  * (valid until the next call); TESSERA_WAIT (2) when there is nothing for this trainer right now

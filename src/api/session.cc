@@ -10,6 +10,7 @@
 #include "api/health_server.h"
 #include "api/trainer_position.h"
 #include "client/exporter.h"
+#include "client/job_connection.h"
 #include "client/master_client.h"
 #include "client/progress_reporter.h"
 #include "common/flag_names.h"
@@ -30,18 +31,8 @@ std::string Env(const char* name) {
 
 }  // namespace
 
-void SessionOptions::SetEtcd(const std::string& comma_separated) {
-  etcd_endpoints.clear();
-  for (auto& e : Split(comma_separated, ',')) {
-    if (!e.empty()) etcd_endpoints.push_back(std::string(e));
-  }
-}
-
-std::string SessionOptions::EtcdText() const { return Join(etcd_endpoints, ","); }
-
 Status SessionOptions::ResolveFromEnvironment() {
-  if (etcd_endpoints.empty()) SetEtcd(Env(flags::kEnvEtcd));
-  if (job.empty()) job = Env(flags::kEnvJob);
+  TESSERA_RETURN_IF_ERROR(connection.FillFromEnvironment());
   if (trainer_id.empty()) trainer_id = Env(flags::kEnvTrainerId);
   if (store.empty()) store = Env(flags::kEnvStore);
   if (transport.empty()) transport = Env(flags::kEnvTransport);
@@ -49,7 +40,8 @@ Status SessionOptions::ResolveFromEnvironment() {
   if (http_port < 0) {
     std::string port = Env(flags::kEnvHttpPort);
     http_port = port.empty() ? -1 : std::atoi(port.c_str());
-    if (!port.empty() && (http_port < 0 || http_port > 65535 || port.find_first_not_of("0123456789") != std::string::npos))
+    if (!port.empty() &&
+        (http_port < 0 || http_port > 65535 || port.find_first_not_of("0123456789") != std::string::npos))
       return Status::InvalidArgument("TESSERA_HTTP_PORT='" + port + "' is not a port number");
   }
   if (http_host.empty()) http_host = Env("TESSERA_ADVERTISE");
@@ -62,11 +54,7 @@ Status SessionOptions::ResolveFromEnvironment() {
       return Status::InvalidArgument("TESSERA_LEASE_TTL='" + ttl + "' is not a positive number of seconds");
     }
   }
-  if (etcd_endpoints.empty()) {
-    return Status::InvalidArgument("no etcd endpoint: pass etcd=\"host:port\" or set TESSERA_ETCD");
-  }
-  if (job.empty()) return Status::InvalidArgument("no job: pass job=\"NAME\" or set TESSERA_JOB");
-  return Status::OK();
+  return connection.Validate();
 }
 
 // ---- Session ----
@@ -81,7 +69,7 @@ struct Session::Impl {
   bool closed = false;
   int pass = 0;
   // Consistent checkpoints: report the data position at every multiple of this step (0: off).
-  TrainerPosition positions{0};  // which steps to report, and the position there
+  TrainerPosition positions{0};          // which steps to report, and the position there
   std::unique_ptr<HealthServer> health;  // when asked for (SessionOptions::http_port)
 };
 
@@ -96,23 +84,20 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
     TESSERA_ASSIGN_OR_RETURN(impl->health, HealthServer::Start(o.http_host, o.http_port));
     spdlog::info("/healthz and /readyz at http://{}:{}", o.http_host, impl->health->port());
   }
-  etcd::EtcdOptions eo;
-  eo.endpoints = o.etcd_endpoints;
-  TESSERA_ASSIGN_OR_RETURN(impl->etcd, etcd::EtcdClient::Create(eo));
-  TESSERA_RETURN_IF_ERROR(impl->etcd->CheckReachable(o.connect_timeout));
-  TESSERA_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(impl->etcd.get(), o.job));
+  TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
+  impl->etcd = std::move(job.etcd);
   ClientOptions co;
-  co.etcd_endpoints = o.etcd_endpoints;
-  co.job = o.job;
+  co.connection = o.connection;
   co.trainer_id = o.trainer_id;
   co.lease_ttl_seconds = o.lease_ttl_seconds;
   co.request_timeout = o.request_timeout;
   co.connect_timeout = o.connect_timeout;
   co.transport = o.transport;
   TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
-  impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.job, job.token);
+  impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.connection.job, job.config.token,
+                                                        job.secret);
   impl->reporter = std::make_unique<master::ProgressReporter>(impl->master.get(), impl->client->trainer_id());
-  impl->positions = TrainerPosition(job.checkpoint_steps);
+  impl->positions = TrainerPosition(job.config.checkpoint_steps);
   o.trainer_id = impl->client->trainer_id();
   std::unique_ptr<Session> s(new Session(std::move(impl)));
   s->options_ = std::move(o);
@@ -158,8 +143,7 @@ StatusOr<std::string> Session::JobDataset() {
 Status Session::OpenReader() {
   if (impl_->reader) return Status::OK();
   ReaderOptions ro;
-  ro.etcd_endpoints = options_.etcd_endpoints;
-  ro.job = options_.job;
+  ro.connection = options_.connection;
   ro.trainer_id = client_->trainer_id();
   ro.store = options_.store;
   ro.request_timeout = options_.request_timeout;
@@ -218,7 +202,7 @@ void Session::ReportMetrics(const std::vector<std::pair<std::string, double>>& m
 }
 
 bool Session::IsEvaluator() {
-  return master::IsLowestLiveTrainer(impl_->etcd.get(), options_.job, client_->trainer_id());
+  return master::IsLowestLiveTrainer(impl_->etcd.get(), options_.connection.job, client_->trainer_id());
 }
 
 Status Session::Close() {
@@ -235,11 +219,11 @@ Status Session::Close() {
 
 Status ExportModelFile(const SessionOptions& options, const std::string& path,
                        std::chrono::milliseconds timeout) {
-  etcd::EtcdOptions eo;
-  eo.endpoints = options.etcd_endpoints;
-  TESSERA_ASSIGN_OR_RETURN(auto etcd, etcd::EtcdClient::Create(eo));
-  TESSERA_RETURN_IF_ERROR(etcd->CheckReachable(options.connect_timeout));
-  TESSERA_ASSIGN_OR_RETURN(models::ModelFile model, ExportModel(etcd.get(), options.job, timeout));
+  SessionOptions o = options;
+  TESSERA_RETURN_IF_ERROR(o.ResolveFromEnvironment());
+  TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
+  TESSERA_ASSIGN_OR_RETURN(models::ModelFile model,
+                           ExportModel(job.etcd.get(), o.connection.job, job.secret, timeout));
   return models::WriteModelFile(path, model);
 }
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "tessera/session.h"
 #include "common/strings.h"
+#include "tessera/session.h"
 
 namespace {
 
@@ -69,8 +69,8 @@ int tessera_client_create(const char* etcd_endpoints, const char* job, const cha
   *out = nullptr;
   return Guard([&]() -> Status {
     tessera::api::SessionOptions o;
-    for (auto& e : tessera::Split(Str(etcd_endpoints), ',')) o.etcd_endpoints.push_back(e);
-    o.job = Str(job);
+    o.connection.SetEtcd(Str(etcd_endpoints));
+    o.connection.job = Str(job);
     o.trainer_id = Str(trainer_id);
     TESSERA_ASSIGN_OR_RETURN(auto s, tessera::api::Session::Open(std::move(o)));
     auto c = std::make_unique<tessera_client>();

@@ -1,13 +1,17 @@
 // `tessera job create|show|delete`: a job's configuration and slot map in etcd.
 #include <cstdio>
+#include <filesystem>
 
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "common/clock.h"
 #include "common/random.h"
+#include "coord/connection.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
+#include "job/job_access.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "job/slot_map.h"
 
 namespace tessera::cli {
@@ -25,6 +29,8 @@ struct JobFlags {
   std::string nonfinite = "skip";
   bool force = false;
   bool if_absent = false;
+  bool secure = false;
+  std::string credentials_out;  // --secure: where the job's etcd credentials go
 };
 
 // Which field of an existing job differs from the one asked for ("" when none that matters).
@@ -35,9 +41,25 @@ std::string Differs(const JobConfig& have, const JobConfig& want) {
   if (have.mode.ToString() != want.mode.ToString()) return "mode " + have.mode.ToString();
   if (have.optimizer.ToString() != want.optimizer.ToString()) return "optimizer " + have.optimizer.ToString();
   if (have.min_trainers != want.min_trainers) return "min trainers " + std::to_string(have.min_trainers);
-  if (have.checkpoint_steps != want.checkpoint_steps) return "checkpoint steps " + std::to_string(have.checkpoint_steps);
-  if (have.nonfinite != want.nonfinite) return std::string("nonfinite ") + NonFinitePolicyName(have.nonfinite);
+  if (have.checkpoint_steps != want.checkpoint_steps)
+    return "checkpoint steps " + std::to_string(have.checkpoint_steps);
+  if (have.nonfinite != want.nonfinite)
+    return std::string("nonfinite ") + NonFinitePolicyName(have.nonfinite);
   return "";
+}
+
+// --secure: refused before anything is written when it could not work or would protect nothing.
+Status CheckSecurable(const JobFlags& f, const std::string& credentials_out) {
+  TESSERA_ASSIGN_OR_RETURN(etcd::EtcdOptions admin, EtcdOptionsFromFlags(f.etcd));
+  if (admin.username.empty()) {
+    return Status::InvalidArgument(
+        "--secure makes an etcd user for the job: run it as etcd's root user (--etcd-user root with "
+        "--etcd-password or TESSERA_ETCD_PASSWORD, or --etcd-credentials)");
+  }
+  if (std::filesystem::exists(credentials_out)) {
+    return Status::AlreadyExists(credentials_out + " exists; remove it or give --credentials-out");
+  }
+  return CheckEtcdAuthEnabled(admin);
 }
 
 int RunCreate(const JobFlags& f) {
@@ -60,14 +82,14 @@ int RunCreate(const JobFlags& f) {
   c.created_ms = WallMillis();
   Status v = c.Validate();
   if (!v.ok()) return Fail("job create", v);
+  const std::string credentials_out =
+      f.credentials_out.empty() ? f.etcd.job + ".etcd-credentials" : f.credentials_out;
+  if (f.secure) {
+    if (Status s = CheckSecurable(f, credentials_out); !s.ok()) return Fail("job create", s);
+  }
   auto client = ConnectEtcd(f.etcd);
   if (!client.ok()) return Fail("job create", client.status());
-  SlotMap map = SlotMap::RoundRobin(c.slots, c.pservers);
-  etcd::Txn txn;
-  txn.compares.push_back(etcd::Compare::Absent(keys::Config(f.etcd.job)));
-  txn.success.push_back(etcd::Op::Put(keys::Config(f.etcd.job), c.ToJson()));
-  txn.success.push_back(etcd::Op::Put(keys::SlotMap(f.etcd.job), map.ToJson()));
-  auto r = (*client)->Commit(txn);
+  auto r = (*client)->Commit(CreateJobTxn(f.etcd.job, &c, security::JobSecret::Generate()));
   if (!r.ok()) return Fail("job create", r.status());
   if (!r->succeeded && f.if_absent) {
     // Launchers and init containers run this on every (re)start: the same job is fine.
@@ -93,6 +115,20 @@ int RunCreate(const JobFlags& f) {
       "created job %s: %d pservers, %d slots, block size %lld, mode %s, optimizer %s, min trainers %d\n",
       f.etcd.job.c_str(), c.pservers, c.slots, static_cast<long long>(c.block_size),
       c.mode.ToString().c_str(), c.optimizer.ToString().c_str(), c.min_trainers);
+  if (f.secure) {
+    auto user = CreateJobEtcdUser(client->get(), f.etcd.job);
+    if (!user.ok()) {
+      return Fail("job create", user.status().WithContext("job " + f.etcd.job +
+                                                          " was created without its etcd user (`tessera job "
+                                                          "delete` it and create it again)"));
+    }
+    if (Status s = WriteEtcdCredentials(credentials_out, *user); !s.ok()) return Fail("job create", s);
+    std::printf(
+        "job %s has its own etcd user %s, allowed its keys only; its credentials are in %s (mode 0600): give "
+        "it "
+        "to the job's processes with --etcd-credentials %s or TESSERA_ETCD_CREDENTIALS\n",
+        f.etcd.job.c_str(), user->user.c_str(), credentials_out.c_str(), credentials_out.c_str());
+  }
   return 0;
 }
 
@@ -116,6 +152,12 @@ int RunShow(const JobFlags& f) {
   std::printf("  non-finite    %s\n", NonFinitePolicyName(c->nonfinite));
   if (c->checkpoint_steps > 0) {
     std::printf("  consistent checkpoints every %lld steps\n", static_cast<long long>(c->checkpoint_steps));
+  }
+  if (c->secret_fingerprint.empty()) {
+    std::printf("  secret        none (its messages are not authenticated)\n");
+  } else {
+    std::printf("  secret        fingerprint %s (at %s)\n", c->secret_fingerprint.c_str(),
+                keys::Secret(f.etcd.job).c_str());
   }
   if (map_kv->kvs.empty()) {
     std::printf("  slot map      missing!\n");
@@ -145,6 +187,13 @@ int RunDelete(const JobFlags& f) {
   auto n = (*client)->Delete(keys::Job(f.etcd.job), true);
   if (!n.ok()) return Fail("job delete", n.status());
   std::printf("deleted job %s (%lld keys)\n", f.etcd.job.c_str(), static_cast<long long>(*n));
+  if (!f.etcd.user.empty() || !f.etcd.credentials.empty()) {
+    // A job made with --secure has its own etcd user and role; an administrator removes them too.
+    if (Status s = DeleteJobEtcdUser(client->get(), f.etcd.job); !s.ok()) {
+      std::fprintf(stderr, "tessera job delete: the job's etcd user %s was not removed: %s\n",
+                   JobEtcdUserName(f.etcd.job).c_str(), s.message().c_str());
+    }
+  }
   return 0;
 }
 
@@ -185,6 +234,12 @@ void RegisterJob(CLI::App& app, int* exit_code) {
                    "or error (the trainer's push fails); see docs/design-notes.md")
       ->check(CLI::IsMember({"skip", "error"}))
       ->capture_default_str();
+  create->add_flag("--secure", f->secure,
+                   "give the job its own etcd user, allowed the job's keys (its secret included) and nothing "
+                   "else; run as etcd's root user, on an etcd with authentication on");
+  create->add_option(
+      "--credentials-out", f->credentials_out,
+      "--secure: where the job user's credentials go (mode 0600; default ./JOB.etcd-credentials)");
   create->callback([f, exit_code] { *exit_code = RunCreate(*f); });
 
   auto g = std::make_shared<JobFlags>();

@@ -53,6 +53,7 @@ int RunMaster(const MasterFlags& f) {
   master::MasterOptions o;
   o.etcd = *eo;
   o.job = f.etcd.job;
+  o.secret_file = f.etcd.secret_file;
   o.store = f.store;
   o.dataset = f.dataset;
   auto addr = ResolveAddressFlags(f.address, eo->endpoints);
@@ -124,8 +125,9 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
   cmd->add_option("--seed", f->seed, "shuffling seed")->capture_default_str();
   AddAddressFlags(cmd, &f->address);
   cmd->add_option("--port", f->port, "port (0: any free port)")->capture_default_str();
-  cmd->add_option("--http-host", f->http_host,
-                  "address the web console, /metrics, /healthz and /readyz bind (default: the listening address)");
+  cmd->add_option(
+      "--http-host", f->http_host,
+      "address the web console, /metrics, /healthz and /readyz bind (default: the listening address)");
   cmd->add_option(flags::kHttpPort, f->http_port,
                   "port of the web console and /metrics (0: any free port, printed at start; -1: off)")
       ->capture_default_str();

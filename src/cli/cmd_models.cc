@@ -10,6 +10,7 @@
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
 #include "client/exporter.h"
+#include "client/job_connection.h"
 #include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/strings.h"
@@ -38,13 +39,12 @@ int RunTrain(const TrainFlags& f) {
   lo.node = "trainer" + (f.trainer_id.empty() ? std::string() : "-" + f.trainer_id);
   lo.level = f.log_level;
   if (Status s = InitLogging(lo); !s.ok()) return Fail("train", s);
-  auto endpoints = ParseEndpoints(f.etcd.endpoints);
-  if (!endpoints.ok()) return Fail("train", endpoints.status());
+  auto conn = ConnectionFromFlags(f.etcd);
+  if (!conn.ok()) return Fail("train", conn.status());
   auto args = models::ParseModelArgs(f.model_args);
   if (!args.ok()) return Fail("train", args.status());
   models::TrainerOptions o;
-  o.etcd_endpoints = *endpoints;
-  o.job = f.etcd.job;
+  o.connection = *conn;
   o.trainer_id = f.trainer_id;
   o.model = f.model;
   o.model_options.batch_size = f.batch_size;
@@ -71,9 +71,11 @@ struct ExportFlags {
 };
 
 int RunExport(const ExportFlags& f) {
-  auto client = ConnectEtcd(f.etcd);
-  if (!client.ok()) return Fail("export", client.status());
-  auto m = ExportModel(client->get(), f.etcd.job,
+  auto conn = ConnectionFromFlags(f.etcd);
+  if (!conn.ok()) return Fail("export", conn.status());
+  auto job = ConnectJob(*conn, std::chrono::seconds(2));
+  if (!job.ok()) return Fail("export", job.status());
+  auto m = ExportModel(job->etcd.get(), f.etcd.job, job->secret,
                        std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000)));
   if (!m.ok()) return Fail("export", m.status());
   if (Status s = models::WriteModelFile(f.out, *m); !s.ok()) return Fail("export", s);

@@ -48,6 +48,7 @@ int RunPserver(const PserverFlags& f) {
   PserverOptions o;
   o.etcd = *eo;
   o.job = f.etcd.job;
+  o.secret_file = f.etcd.secret_file;
   auto addr = ResolveAddressFlags(f.address, eo->endpoints);
   if (!addr.ok()) return Fail("pserver", addr.status());
   o.host = addr->listen;

@@ -12,6 +12,7 @@
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 
 namespace tessera::cli {
 namespace {
@@ -66,11 +67,17 @@ nlohmann::json MembersJson(const MemberList& list) {
 }
 
 // The leading master's task-queue summary, indented under the "master:" line.
-void PrintMasterStatus(etcd::EtcdClient& etcd, const std::string& job_name, const etcd::RangeResult& config) {
+void PrintMasterStatus(etcd::EtcdClient& etcd, const std::string& job_name, const etcd::RangeResult& config,
+                       const std::string& secret_file) {
   if (config.kvs.empty()) return;
   auto job = JobConfig::FromJson(config.kvs[0].value);
   if (!job.ok()) return;
-  master::MasterClient mc(&etcd, job_name, job->token);
+  auto secret = LoadJobSecret(&etcd, job_name, *job, secret_file);
+  if (!secret.ok()) {
+    std::printf("  (task status unavailable: %s)\n", secret.status().message().c_str());
+    return;
+  }
+  master::MasterClient mc(&etcd, job_name, job->token, *secret);
   auto st = mc.GetStatus(Deadline(std::chrono::seconds(3)));
   if (!st.ok()) {
     std::printf("  (task status unavailable: %s)\n", st.status().message().c_str());
@@ -126,7 +133,7 @@ int RunStatus(const StatusFlags& f) {
   if (leader->has_value()) {
     std::printf("master: %s (epoch %lld)\n", (*leader)->value.c_str(),
                 static_cast<long long>((*leader)->epoch));
-    PrintMasterStatus(etcd, f.etcd.job, *config);
+    PrintMasterStatus(etcd, f.etcd.job, *config, f.etcd.secret_file);
   } else {
     std::printf("master: none elected\n");
   }

@@ -5,6 +5,7 @@
 
 #include "common/flag_names.h"
 #include "common/strings.h"
+#include "coord/connection.h"
 
 namespace tessera::cli {
 
@@ -14,28 +15,48 @@ void AddEtcdFlags(CLI::App* cmd, EtcdFlags* f, bool need_job) {
       ->required();
   auto* job = cmd->add_option(flags::kJob, f->job, "job name")->envname(flags::kEnvJob);
   if (need_job) job->required();
-  cmd->add_option("--etcd-user", f->user, "etcd user name (enables auth)")->envname("TESSERA_ETCD_USER");
-  cmd->add_option("--etcd-password", f->password, "etcd password")->envname("TESSERA_ETCD_PASSWORD");
-  cmd->add_flag("--etcd-tls", f->tls, "connect to etcd over TLS");
-  cmd->add_option("--etcd-ca", f->ca, "PEM file of CA certificates for etcd TLS");
-  cmd->add_option("--etcd-cert", f->cert, "PEM client certificate for etcd TLS");
-  cmd->add_option("--etcd-key", f->key, "PEM client key for etcd TLS");
+  cmd->add_option("--etcd-user", f->user, "etcd user name (enables auth)")->envname(flags::kEnvEtcdUser);
+  cmd->add_option("--etcd-password", f->password, "etcd password")->envname(flags::kEnvEtcdPassword);
+  cmd->add_option("--etcd-credentials", f->credentials,
+                  "file of user= and password= lines for etcd (as `job create --secure` writes)")
+      ->envname(flags::kEnvEtcdCredentials);
+  cmd->add_flag("--etcd-tls", f->tls, "connect to etcd over TLS")->envname(flags::kEnvEtcdTls);
+  cmd->add_option("--etcd-ca", f->ca, "PEM file of CA certificates for etcd TLS")->envname(flags::kEnvEtcdCa);
+  cmd->add_option("--etcd-cert", f->cert, "PEM client certificate for etcd TLS")
+      ->envname(flags::kEnvEtcdCert);
+  cmd->add_option("--etcd-key", f->key, "PEM client key for etcd TLS")->envname(flags::kEnvEtcdKey);
+  cmd->add_option(flags::kSecretFile, f->secret_file,
+                  "the job's secret from this file (mode 0600) instead of from etcd")
+      ->envname(flags::kEnvJobSecretFile);
   cmd->add_option("--etcd-timeout", f->timeout_s, "seconds an etcd call keeps retrying")
       ->capture_default_str();
 }
 
-StatusOr<etcd::EtcdOptions> EtcdOptionsFromFlags(const EtcdFlags& f) {
+StatusOr<ConnectionOptions> ConnectionFromFlags(const EtcdFlags& f) {
   if (!f.job.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(f.job, "job"));
-  TESSERA_ASSIGN_OR_RETURN(auto endpoints, ParseEndpoints(f.endpoints));
-  etcd::EtcdOptions o;
-  o.endpoints = endpoints;
-  o.username = f.user;
-  o.password = f.password;
-  o.tls = f.tls || !f.ca.empty();
-  o.ca_file = f.ca;
-  o.cert_file = f.cert;
-  o.key_file = f.key;
-  return o;
+  ConnectionOptions c;
+  TESSERA_ASSIGN_OR_RETURN(c.etcd_endpoints, ParseEndpoints(f.endpoints));
+  c.job = f.job;
+  c.etcd_username = f.user;
+  c.etcd_password = f.password;
+  c.etcd_tls = f.tls;
+  c.etcd_ca_file = f.ca;
+  c.etcd_cert_file = f.cert;
+  c.etcd_key_file = f.key;
+  c.secret_file = f.secret_file;
+  c.etcd_credentials_file = f.credentials;
+  if (c.etcd_cert_file.empty() != c.etcd_key_file.empty()) {
+    return Status::InvalidArgument("--etcd-cert and --etcd-key go together");
+  }
+  if (!c.etcd_credentials_file.empty() && !c.etcd_username.empty()) {
+    return Status::InvalidArgument("--etcd-user and --etcd-credentials: give one or the other");
+  }
+  return c;
+}
+
+StatusOr<etcd::EtcdOptions> EtcdOptionsFromFlags(const EtcdFlags& f) {
+  TESSERA_ASSIGN_OR_RETURN(ConnectionOptions c, ConnectionFromFlags(f));
+  return EtcdOptionsFor(c);
 }
 
 StatusOr<std::unique_ptr<etcd::EtcdClient>> ConnectEtcd(const EtcdFlags& f) {

@@ -1,5 +1,6 @@
-// Flags every etcd-using `tessera` subcommand shares (--etcd, --job, auth and TLS), with their
-// environment-variable equivalents, and the EtcdOptions they become. Used only by src/cli.
+// Flags every etcd-using `tessera` subcommand shares (--etcd, --job, etcd auth and TLS, the job's
+// secret file), with their environment-variable equivalents (tessera/connection.h), and the
+// ConnectionOptions and EtcdOptions they become. Used only by src/cli.
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -7,6 +8,7 @@
 #include <string>
 
 #include "coord/etcd_client.h"
+#include "tessera/connection.h"
 #include "tessera/status.h"
 
 namespace tessera::cli {
@@ -18,13 +20,17 @@ struct EtcdFlags {
   std::string password;   // --etcd-password / TESSERA_ETCD_PASSWORD
   bool tls = false;       // --etcd-tls
   std::string ca, cert, key;
-  double timeout_s = 20;  // --etcd-timeout: how long a call retries before giving up
+  std::string credentials;  // --etcd-credentials / TESSERA_ETCD_CREDENTIALS
+  std::string secret_file;  // --secret-file / TESSERA_JOB_SECRET_FILE
+  double timeout_s = 20;    // --etcd-timeout: how long a call retries before giving up
 };
 
 // Adds the flags to `cmd`. `need_job`: --job is required.
 void AddEtcdFlags(CLI::App* cmd, EtcdFlags* flags, bool need_job = true);
 
-// Validates the flags (endpoints, job name) and turns them into client options.
+// Validates the flags (endpoints, job name) and turns them into connection options.
+StatusOr<ConnectionOptions> ConnectionFromFlags(const EtcdFlags& flags);
+// The same, as etcd client options.
 StatusOr<etcd::EtcdOptions> EtcdOptionsFromFlags(const EtcdFlags& flags);
 
 // Validates the flags and creates a client (no network I/O yet).

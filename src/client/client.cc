@@ -10,6 +10,7 @@
 
 #include "client/client_impl.h"
 #include "client/handle_state.h"
+#include "client/job_connection.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/strings.h"
@@ -61,22 +62,16 @@ ClientImpl::ClientImpl(const ClientOptions& o, const ClientLimits& limits)
     : options_(o), limits_(limits), nonfinite_(NonFinitePolicy::kSkip, limits.max_nonfinite_in_a_row) {}
 
 StatusOr<std::unique_ptr<Client>> ClientImpl::Create(const ClientOptions& o, const ClientLimits& limits) {
-  TESSERA_RETURN_IF_ERROR(ValidateName(o.job, "job"));
-  if (o.etcd_endpoints.empty()) return Status::InvalidArgument("no etcd endpoint given");
+  TESSERA_RETURN_IF_ERROR(o.connection.Validate());
   if (!o.trainer_id.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(o.trainer_id, "trainer id"));
   std::unique_ptr<ClientImpl> c(new ClientImpl(o, limits));
   TESSERA_ASSIGN_OR_RETURN(c->transport_.wanted, ParseTransportKind(o.transport));
   c->transport_.host_id = HostIdentity();
-  etcd::EtcdOptions eo;
-  eo.endpoints = o.etcd_endpoints;
-  eo.username = o.etcd_username;
-  eo.password = o.etcd_password;
-  eo.tls = o.etcd_tls || !o.etcd_ca_file.empty();
-  eo.ca_file = o.etcd_ca_file;
-  TESSERA_ASSIGN_OR_RETURN(c->etcd_, etcd::EtcdClient::Create(eo));
-  TESSERA_RETURN_IF_ERROR(c->etcd_->CheckReachable(o.connect_timeout));
-  TESSERA_ASSIGN_OR_RETURN(c->job_, LoadJobConfig(c->etcd_.get(), o.job));
-  TESSERA_ASSIGN_OR_RETURN(c->slots_, LoadSlotMap(c->etcd_.get(), o.job));
+  TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
+  c->etcd_ = std::move(job.etcd);
+  c->job_ = job.config;
+  c->transport_.options.secret = job.secret;
+  TESSERA_ASSIGN_OR_RETURN(c->slots_, LoadSlotMap(c->etcd_.get(), o.connection.job));
   c->nonfinite_ = NonFiniteStreak(c->job_.nonfinite, limits.max_nonfinite_in_a_row);
   ClientImpl* self = c.get();
   TESSERA_ASSIGN_OR_RETURN(
@@ -92,12 +87,12 @@ StatusOr<std::unique_ptr<Client>> ClientImpl::Create(const ClientOptions& o, con
   // logger, log to stderr with the job and trainer on every line.
   if (spdlog::default_logger()->name().empty()) {
     LogOptions lo;
-    lo.job = o.job;
+    lo.job = o.connection.job;
     lo.node = "trainer-" + c->id_;
     (void)InitLogging(lo);
   }
   c->builder_ = std::make_unique<RequestBuilder>(c->job_, c->slots_);
-  c->directory_ = std::make_unique<PserverDirectory>(c->etcd_.get(), o.job, c->job_.pservers);
+  c->directory_ = std::make_unique<PserverDirectory>(c->etcd_.get(), o.connection.job, c->job_.pservers);
   for (int i = 0; i < c->job_.pservers; ++i) {
     c->links_.push_back(std::make_shared<PserverLink>(i, c->directory_.get(), c.get(), &c->transport_));
   }
@@ -119,8 +114,9 @@ Status ClientImpl::Close() {
   directory_.reset();
   if (keeper_) {
     nlohmann::json left = {{"pid", static_cast<int64_t>(::getpid())}, {"epoch", epoch_}};
-    (void)Registry(etcd_.get(), keys::TrainerPrefix(options_.job))
-        .Deregister(id_, epoch_, {etcd::Op::Put(keys::TrainerLeft(options_.job, id_), left.dump())});
+    (void)Registry(etcd_.get(), keys::TrainerPrefix(options_.connection.job))
+        .Deregister(id_, epoch_,
+                    {etcd::Op::Put(keys::TrainerLeft(options_.connection.job, id_), left.dump())});
     (void)keeper_->Revoke();
   }
   return Status::OK();
@@ -164,7 +160,7 @@ StatusOr<int> ClientImpl::SparseDim(const std::string& table) const {
 }
 
 Status ClientImpl::WaitForTrainers(int n, std::chrono::milliseconds timeout) {
-  auto watch = Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Watch(nullptr);
+  auto watch = Registry(etcd_.get(), keys::TrainerPrefix(options_.connection.job)).Watch(nullptr);
   Deadline d(timeout);
   bool ok = false;
   while (!ok && !d.expired()) {
@@ -197,8 +193,8 @@ Handle ClientImpl::DoPush(const Gradients& grads, bool pull) {
   if (!bad.empty()) {
     // Nothing of this gradient is sent anywhere; the step goes on without it everywhere.
     const std::string why = "gradient for " + bad + " is not finite (NaN or infinity)";
-    spdlog::warn("trainer {} step {}: {}; the step goes on without this trainer's gradient (policy {})", id_, step,
-                 why, NonFinitePolicyName(job_.nonfinite));
+    spdlog::warn("trainer {} step {}: {}; the step goes on without this trainer's gradient (policy {})", id_,
+                 step, why, NonFinitePolicyName(job_.nonfinite));
     outcome = nonfinite_.Dropped(why);
     calls = NewCalls();
     builder_->AddSkippedPush(why, &calls);

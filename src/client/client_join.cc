@@ -33,7 +33,7 @@ Status ClientImpl::Register() {
            {"started_ms", WallMillis()},
            {"transport_wanted", options_.transport}};
   if (!options_.trainer_id.empty()) return RegisterFixedId(info_.dump());
-  Registry reg(etcd_.get(), keys::TrainerPrefix(options_.job));
+  Registry reg(etcd_.get(), keys::TrainerPrefix(options_.connection.job));
   TESSERA_ASSIGN_OR_RETURN(Claim claim, reg.ClaimLowestFree(info_.dump(), keeper_->id()));
   id_ = std::to_string(claim.index);
   epoch_ = claim.epoch;
@@ -43,7 +43,7 @@ Status ClientImpl::Register() {
 // A restarted trainer may find its predecessor's key still there until that lease expires: wait
 // for it (a live trainer with the same id is refused at once).
 Status ClientImpl::RegisterFixedId(const std::string& info) {
-  Registry reg(etcd_.get(), keys::TrainerPrefix(options_.job));
+  Registry reg(etcd_.get(), keys::TrainerPrefix(options_.connection.job));
   Deadline deadline(options_.request_timeout);
   bool said = false;
   while (true) {
@@ -53,9 +53,10 @@ Status ClientImpl::RegisterFixedId(const std::string& info) {
       epoch_ = *e;
       return Status::OK();
     }
-    Status refused = e.status().WithContext("trainer id '" + options_.trainer_id + "' of job '" + options_.job + "'");
+    Status refused = e.status().WithContext("trainer id '" + options_.trainer_id + "' of job '" +
+                                            options_.connection.job + "'");
     if (!MayBeAPredecessor(e.status().code())) return refused;
-    auto kv = etcd_->Get(keys::Trainer(options_.job, options_.trainer_id));
+    auto kv = etcd_->Get(keys::Trainer(options_.connection.job, options_.trainer_id));
     if (!kv.ok()) return kv.status();
     int64_t remaining = -1;
     if (!kv->kvs.empty()) {
@@ -63,7 +64,8 @@ Status ClientImpl::RegisterFixedId(const std::string& info) {
       if (!ttl.ok()) return ttl.status();
       remaining = ttl->ttl_seconds;
     }
-    switch (JudgePredecessor(!kv->kvs.empty(), remaining, deadline.expired(), options_.lease_ttl_seconds, limits_)) {
+    switch (JudgePredecessor(!kv->kvs.empty(), remaining, deadline.expired(), options_.lease_ttl_seconds,
+                             limits_)) {
       case PredecessorVerdict::kRefuse:
         return refused;
       case PredecessorVerdict::kWait:
@@ -98,7 +100,8 @@ void ClientImpl::RecordTransports() {
   for (const auto& l : links_) used[std::to_string(l->index())] = l->transport_name();
   if (used == info_["transport"]) return;
   info_["transport"] = used;
-  Status s = Registry(etcd_.get(), keys::TrainerPrefix(options_.job)).Update(id_, info_.dump(), epoch_, keeper_->id());
+  Status s = Registry(etcd_.get(), keys::TrainerPrefix(options_.connection.job))
+                 .Update(id_, info_.dump(), epoch_, keeper_->id());
   if (!s.ok()) spdlog::warn("trainer {}: could not record its transports in etcd: {}", id_, s.ToString());
 }
 
@@ -118,8 +121,8 @@ Status ClientImpl::Initialize() {
   TESSERA_RETURN_IF_ERROR(joined);
   initialized_ = true;
   RecordTransports();
-  spdlog::info("trainer {} joined {} pservers at step {} (mode {}, transport {})", id_, links_.size(), step_.load(),
-               job_.mode.ToString(), TransportsText());
+  spdlog::info("trainer {} joined {} pservers at step {} (mode {}, transport {})", id_, links_.size(),
+               step_.load(), job_.mode.ToString(), TransportsText());
   return Status::OK();
 }
 
@@ -139,14 +142,15 @@ Status ClientImpl::InitializePservers(const Deadline& d) {
     case InitPlan::kNothing:
       return Status::OK();
     case InitPlan::kAwaitRestorers: {
-      Deadline g(std::min<std::chrono::milliseconds>(limits_.RestoreGrace(options_.lease_ttl_seconds), d.remaining()));
+      Deadline g(std::min<std::chrono::milliseconds>(limits_.RestoreGrace(options_.lease_ttl_seconds),
+                                                     d.remaining()));
       if (directory_->WaitAllReady(g).ok()) return Status::OK();
       break;
     }
     case InitPlan::kTakeLock:
       break;
   }
-  Election lock(etcd_.get(), keys::InitLockPrefix(options_.job), keeper_->id());
+  Election lock(etcd_.get(), keys::InitLockPrefix(options_.connection.job), keeper_->id());
   Status won = lock.Campaign(id_, [&] { return directory_->AllReady() || d.expired(); });
   if (won.code() == StatusCode::kCancelled) return Status::OK();  // another trainer did it
   TESSERA_RETURN_IF_ERROR(won);

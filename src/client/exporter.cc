@@ -41,6 +41,7 @@ StatusOr<wire::DataReply> Call(Conn& c, int index, const std::string& token, wir
 }  // namespace
 
 StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::string& job,
+                                        const security::JobSecret& secret,
                                         std::chrono::milliseconds timeout) {
   Deadline d(timeout);
   TESSERA_ASSIGN_OR_RETURN(JobConfig cfg, LoadJobConfig(etcd, job));
@@ -51,8 +52,11 @@ StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::strin
   const std::string host = HostIdentity();
   for (int p = 0; p < cfg.pservers; ++p) {
     TESSERA_ASSIGN_OR_RETURN(conns[p].addr, dir.Resolve(p, d));
-    TESSERA_ASSIGN_OR_RETURN(auto choice, ChooseEndpoint(conns[p].addr.endpoints, TransportKind::kAuto, host));
-    conns[p].conn = NewClientConnection(choice.kind, choice.endpoint, TransportOptions{});
+    TESSERA_ASSIGN_OR_RETURN(auto choice,
+                             ChooseEndpoint(conns[p].addr.endpoints, TransportKind::kAuto, host));
+    TransportOptions to;
+    to.secret = secret;
+    conns[p].conn = NewClientConnection(choice.kind, choice.endpoint, to);
   }
   wire::DataRequest describe;
   describe.set_op(wire::DataRequest::DESCRIBE);

@@ -7,12 +7,14 @@
 #include <string>
 
 #include "coord/etcd_client.h"
+#include "security/job_secret.h"
 #include "tessera/model_file.h"
 #include "tessera/status.h"
 
 namespace tessera {
 
+// `secret`: the job's (job_connection.h); the pservers refuse requests without it.
 StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::string& job,
-                                        std::chrono::milliseconds timeout);
+                                        const security::JobSecret& secret, std::chrono::milliseconds timeout);
 
 }  // namespace tessera

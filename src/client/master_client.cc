@@ -7,13 +7,17 @@
 #include <thread>
 
 #include "common/backoff.h"
+#include "common/clock.h"
 #include "coord/election.h"
 #include "coord/keys.h"
 
 namespace tessera::master {
 
-MasterClient::MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token)
-    : etcd_(etcd), job_(std::move(job)), token_(std::move(job_token)) {}
+MasterClient::MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token,
+                           const security::JobSecret& secret)
+    : etcd_(etcd), job_(std::move(job)), token_(std::move(job_token)) {
+  if (!secret.empty()) auth_.emplace(secret);
+}
 
 MasterClient::~MasterClient() {
   if (watch_) watch_->Cancel();
@@ -59,10 +63,14 @@ Status MasterClient::Resolve(const Deadline& deadline) {
 }
 
 template <typename Fn>
-Status MasterClient::Call(const char* what, const Deadline& deadline, Fn fn) {
+Status MasterClient::Call(const char* what, const char* method, const google::protobuf::Message& request,
+                          const Deadline& deadline, Fn fn) {
+  const std::string body = auth_ ? request.SerializeAsString() : "";
   std::lock_guard<std::mutex> lock(mu_);
   if (!watch_) {
-    watch_ = Registry(etcd_, keys::MasterElectionPrefix(job_)).Watch([this](const MemberList& l) { OnCandidates(l); });
+    watch_ = Registry(etcd_, keys::MasterElectionPrefix(job_)).Watch([this](const MemberList& l) {
+      OnCandidates(l);
+    });
   }
   Backoff backoff({std::chrono::milliseconds(50), std::chrono::milliseconds(1000), 2.0, 0.2});
   Status last = Status::Unavailable("no master reached");
@@ -75,6 +83,7 @@ Status MasterClient::Call(const char* what, const Deadline& deadline, Fn fn) {
         grpc::ClientContext ctx;
         ctx.set_deadline(std::chrono::system_clock::now() +
                          std::min(deadline.remaining(), std::chrono::milliseconds(30000)));
+        if (auth_) ctx.AddMetadata(security::kRpcAuthMetadata, auth_->Token(method, body, WallMillis()));
         bool superseded;
         {
           std::lock_guard<std::mutex> l(ctx_mu_);
@@ -94,6 +103,11 @@ Status MasterClient::Call(const char* what, const Deadline& deadline, Fn fn) {
         } else {
           last = Status(static_cast<StatusCode>(s.error_code()),
                         "master " + address_ + ": " + what + ": " + s.error_message());
+          if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+            return Status::Unauthenticated("master " + address_ + ": " + what +
+                                           ": refused this process's job " +
+                                           "credentials: " + s.error_message());
+          }
           if (s.error_code() != grpc::StatusCode::UNAVAILABLE &&
               s.error_code() != grpc::StatusCode::DEADLINE_EXCEEDED) {
             return last;
@@ -117,10 +131,11 @@ StatusOr<GetTaskReply> MasterClient::GetTask(const std::string& trainer, const D
   req.set_job_token(token_);
   req.set_trainer(trainer);
   GetTaskReply reply;
-  TESSERA_RETURN_IF_ERROR(Call("get task", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
-    reply.Clear();
-    return s.GetTask(c, req, &reply);
-  }));
+  TESSERA_RETURN_IF_ERROR(
+      Call("get task", "GetTask", req, deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
+        reply.Clear();
+        return s.GetTask(c, req, &reply);
+      }));
   return reply;
 }
 
@@ -133,9 +148,9 @@ StatusOr<bool> MasterClient::Finish(const std::string& trainer, int64_t task, in
   req.set_epoch(epoch);
   req.set_step(step);
   TaskResultReply reply;
-  TESSERA_RETURN_IF_ERROR(Call("finish task", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
-    return s.FinishTask(c, req, &reply);
-  }));
+  TESSERA_RETURN_IF_ERROR(
+      Call("finish task", "FinishTask", req, deadline,
+           [&](Master::Stub& s, grpc::ClientContext* c) { return s.FinishTask(c, req, &reply); }));
   return reply.accepted();
 }
 
@@ -148,18 +163,18 @@ StatusOr<bool> MasterClient::Fail(const std::string& trainer, int64_t task, int6
   req.set_epoch(epoch);
   req.set_error(reason);
   TaskResultReply reply;
-  TESSERA_RETURN_IF_ERROR(Call("fail task", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
-    return s.FailTask(c, req, &reply);
-  }));
+  TESSERA_RETURN_IF_ERROR(
+      Call("fail task", "FailTask", req, deadline,
+           [&](Master::Stub& s, grpc::ClientContext* c) { return s.FailTask(c, req, &reply); }));
   return reply.accepted();
 }
 
 StatusOr<StatusReply> MasterClient::GetStatus(const Deadline& deadline) {
   StatusRequest req;
   StatusReply reply;
-  TESSERA_RETURN_IF_ERROR(Call("status", deadline, [&](Master::Stub& s, grpc::ClientContext* c) {
-    return s.GetStatus(c, req, &reply);
-  }));
+  TESSERA_RETURN_IF_ERROR(
+      Call("status", "GetStatus", req, deadline,
+           [&](Master::Stub& s, grpc::ClientContext* c) { return s.GetStatus(c, req, &reply); }));
   return reply;
 }
 
@@ -167,7 +182,7 @@ Status MasterClient::Report(const ProgressReport& report, const Deadline& deadli
   ProgressReport req = report;
   req.set_job_token(token_);
   ProgressReply reply;
-  return Call("report", deadline,
+  return Call("report", "Report", req, deadline,
               [&](Master::Stub& s, grpc::ClientContext* c) { return s.Report(c, req, &reply); });
 }
 
@@ -175,7 +190,7 @@ Status MasterClient::ReportPosition(const PositionReport& report, const Deadline
   PositionReport req = report;
   req.set_job_token(token_);
   PositionReply reply;
-  return Call("report position", deadline,
+  return Call("report position", "ReportPosition", req, deadline,
               [&](Master::Stub& s, grpc::ClientContext* c) { return s.ReportPosition(c, req, &reply); });
 }
 

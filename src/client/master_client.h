@@ -10,11 +10,13 @@
 
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 
 #include "common/clock.h"
 #include "coord/etcd_client.h"
 #include "coord/registry.h"
+#include "security/rpc_auth.h"
 #include "tessera/master.grpc.pb.h"
 #include "tessera/status.h"
 
@@ -22,7 +24,10 @@ namespace tessera::master {
 
 class MasterClient {
  public:
-  MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token);
+  // `secret`: the job's (job_connection.h); every call carries a token made with it
+  // (security/rpc_auth.h). Empty for a job without one.
+  MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token,
+               const security::JobSecret& secret);
   ~MasterClient();
 
   StatusOr<GetTaskReply> GetTask(const std::string& trainer, const Deadline& deadline);
@@ -39,8 +44,10 @@ class MasterClient {
   std::string leader() const;
 
  private:
+  // `method` and `body` (the serialized request) are what the call's job token is bound to.
   template <typename Fn>
-  Status Call(const char* what, const Deadline& deadline, Fn fn);
+  Status Call(const char* what, const char* method, const google::protobuf::Message& request,
+              const Deadline& deadline, Fn fn);
   Status Resolve(const Deadline& deadline);
   // From the election watch: the candidates changed.
   void OnCandidates(const MemberList& list);
@@ -48,13 +55,14 @@ class MasterClient {
   etcd::EtcdClient* etcd_;
   const std::string job_;
   const std::string token_;
+  std::optional<security::RpcAuth> auth_;
   mutable std::mutex mu_;  // serializes calls; guards the fields below it
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<Master::Stub> stub_;
   std::unique_ptr<MemberWatch> watch_;  // started with the first call
 
-  std::mutex ctx_mu_;  // guards the fields below (the watch's thread reads them)
+  std::mutex ctx_mu_;       // guards the fields below (the watch's thread reads them)
   std::string called_key_;  // the election key of the master being called
   std::string leader_key_;  // the leader's key as the watch last saw it
   bool watched_ = false;    // the watch has reported

@@ -102,7 +102,8 @@ void PserverLink::Loop() {
     Job job;
     {
       MutexLock lock(&mu_);
-      cv_.Wait(&mu_, [&]() REQUIRES(mu_) { return (closing_ && !running_) || (!queue_.empty() && !running_); });
+      cv_.Wait(&mu_,
+               [&]() REQUIRES(mu_) { return (closing_ && !running_) || (!queue_.empty() && !running_); });
       if (queue_.empty()) return;  // closing, nothing left
       job = std::move(queue_.front());
       queue_.pop_front();
@@ -123,8 +124,8 @@ StatusOr<ClientConnection*> PserverLink::Connect(const Deadline& deadline, int64
     auto choice = ChooseEndpoint(a.endpoints, transport_->wanted, transport_->host_id, excluded);
     if (!choice.ok()) return choice.status().WithContext("pserver " + std::to_string(index_));
     if (!OwnConnection() || a.epoch != OwnTarget().epoch || choice->kind != chosen_.kind) {
-      spdlog::info("pserver {} at {} over {} (epoch {})", index_, choice->endpoint, TransportKindName(choice->kind),
-                   a.epoch);
+      spdlog::info("pserver {} at {} over {} (epoch {})", index_, choice->endpoint,
+                   TransportKindName(choice->kind), a.epoch);
     }
     {
       MutexLock lock(&conn_mu_);
@@ -157,7 +158,8 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     auto conn = Connect(Deadline::At(std::min(deadline.at(), Now() + std::chrono::seconds(2))), avoid_epoch);
     if (!conn.ok()) {
       // Closing, or a transport this pserver does not serve: retrying will not help.
-      if (conn.status().code() == StatusCode::kCancelled || conn.status().code() == StatusCode::kFailedPrecondition)
+      if (conn.status().code() == StatusCode::kCancelled ||
+          conn.status().code() == StatusCode::kFailedPrecondition)
         return conn.status();
       // Not registered: the directory waited for a registration already; look again at once,
       // so a replacement is used the moment it appears.
@@ -177,7 +179,12 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     auto result = (*conn)->Call(header, call.payload, call.reply, deadline.remaining());
     if (!result.ok()) {
       last = result.status();
-      if (last.code() == StatusCode::kDataLoss || last.code() == StatusCode::kInvalidArgument) return last;
+      // A reply too large, a request past the limits, or the job's secret refused: retrying
+      // would not help.
+      if (last.code() == StatusCode::kDataLoss || last.code() == StatusCode::kInvalidArgument ||
+          last.code() == StatusCode::kUnauthenticated) {
+        return last;
+      }
       if (chosen_.kind == TransportKind::kShm && transport_->wanted == TransportKind::kAuto &&
           last.code() == StatusCode::kPermissionDenied) {
         // It listens but this process may not reach it (a sandbox?): the next transport for this

@@ -7,6 +7,8 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "client/job_connection.h"
+#include "client/master_client.h"
 #include "common/clock.h"
 #include "coord/keys.h"
 #include "coord/lease_keeper.h"
@@ -14,7 +16,6 @@
 #include "dataset/manifest.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
-#include "client/master_client.h"
 #include "recordio/file.h"
 
 namespace tessera {
@@ -23,24 +24,21 @@ namespace {
 class ReaderImpl : public Reader {
  public:
   static StatusOr<std::unique_ptr<Reader>> Create(const ReaderOptions& o) {
-    if (o.etcd_endpoints.empty()) return Status::InvalidArgument("no etcd endpoint given");
     std::unique_ptr<ReaderImpl> r(new ReaderImpl());
     r->options_ = o;
-    etcd::EtcdOptions eo;
-    eo.endpoints = o.etcd_endpoints;
-    TESSERA_ASSIGN_OR_RETURN(r->etcd_, etcd::EtcdClient::Create(eo));
-    TESSERA_RETURN_IF_ERROR(r->etcd_->CheckReachable(o.connect_timeout));
-    TESSERA_ASSIGN_OR_RETURN(JobConfig job, LoadJobConfig(r->etcd_.get(), o.job));
+    TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
+    r->etcd_ = std::move(job.etcd);
     r->trainer_ = o.trainer_id;
     if (r->trainer_.empty()) {
       // A reader on its own registers a trainer id, so the master can return its tasks if it dies.
       TESSERA_ASSIGN_OR_RETURN(r->keeper_, LeaseKeeper::Start(r->etcd_.get(), {o.lease_ttl_seconds, {}}));
-      Registry reg(r->etcd_.get(), keys::TrainerPrefix(o.job));
+      Registry reg(r->etcd_.get(), keys::TrainerPrefix(o.connection.job));
       nlohmann::json info = {{"pid", static_cast<int64_t>(::getpid())}, {"reader", true}};
       TESSERA_ASSIGN_OR_RETURN(Claim claim, reg.ClaimLowestFree(info.dump(), r->keeper_->id()));
       r->trainer_ = std::to_string(claim.index);
     }
-    r->master_ = std::make_unique<master::MasterClient>(r->etcd_.get(), o.job, job.token);
+    r->master_ = std::make_unique<master::MasterClient>(r->etcd_.get(), o.connection.job, job.config.token,
+                                                        job.secret);
     return std::unique_ptr<Reader>(std::move(r));
   }
 
@@ -110,7 +108,8 @@ class ReaderImpl : public Reader {
         job_pass_ = passes_;
         return false;
       }
-      job_pass_ = std::max(job_pass_, reply.kind() == master::GetTaskReply::TASK ? reply.task().pass() : reply.pass());
+      job_pass_ = std::max(job_pass_,
+                           reply.kind() == master::GetTaskReply::TASK ? reply.task().pass() : reply.pass());
       // Other trainers hold the rest of the pass: the caller keeps stepping and asks again.
       if (reply.kind() == master::GetTaskReply::WAIT) return false;
       Deadline deadline(options_.request_timeout);

@@ -52,9 +52,9 @@ Status FsyncPath(const std::string& path) {
   return Status::OK();
 }
 
-Status WriteFileAtomic(const std::string& path, std::string_view data) {
+Status WriteFileAtomic(const std::string& path, std::string_view data, int mode) {
   std::string tmp = path + ".tmp-" + NewUuid().substr(0, 8);
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, mode);
   if (fd < 0) return Status::Unavailable("cannot create '" + tmp + "': " + Errno(errno));
   const char* p = data.data();
   size_t left = data.size();

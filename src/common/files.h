@@ -14,7 +14,8 @@ StatusOr<std::string> ReadFile(const std::string& path);
 
 // Writes `data` to `path` so that a crash leaves either the old file or the new one, never a
 // mix: writes "<path>.tmp-<random>", fsyncs it, renames it over `path`, fsyncs the directory.
-Status WriteFileAtomic(const std::string& path, std::string_view data);
+// The file is created with `mode` (0600 for a secret: never readable by others, not even briefly).
+Status WriteFileAtomic(const std::string& path, std::string_view data, int mode = 0644);
 
 // fsync() on a file or directory path.
 Status FsyncPath(const std::string& path);

@@ -39,6 +39,7 @@ inline constexpr char kRole[] = "--role";
 inline constexpr char kFirstRank[] = "--first-rank";
 inline constexpr char kDataDir[] = "--data-dir";
 inline constexpr char kStopOnEof[] = "--stop-on-eof";
+inline constexpr char kSecretFile[] = "--secret-file";
 
 // Environment variables (each stands for the flag of the same name where both exist).
 inline constexpr char kEnvEtcd[] = "TESSERA_ETCD";
@@ -52,5 +53,14 @@ inline constexpr char kEnvBatchSize[] = "TESSERA_BATCH_SIZE";
 inline constexpr char kEnvLeaseTtl[] = "TESSERA_LEASE_TTL";
 inline constexpr char kEnvTransport[] = "TESSERA_TRANSPORT";
 inline constexpr char kEnvHttpPort[] = "TESSERA_HTTP_PORT";
+// How to reach the job (include/tessera/connection.h).
+inline constexpr char kEnvEtcdUser[] = "TESSERA_ETCD_USER";
+inline constexpr char kEnvEtcdPassword[] = "TESSERA_ETCD_PASSWORD";
+inline constexpr char kEnvEtcdCredentials[] = "TESSERA_ETCD_CREDENTIALS";
+inline constexpr char kEnvEtcdTls[] = "TESSERA_ETCD_TLS";
+inline constexpr char kEnvEtcdCa[] = "TESSERA_ETCD_CA";
+inline constexpr char kEnvEtcdCert[] = "TESSERA_ETCD_CERT";
+inline constexpr char kEnvEtcdKey[] = "TESSERA_ETCD_KEY";
+inline constexpr char kEnvJobSecretFile[] = "TESSERA_JOB_SECRET_FILE";
 
 }  // namespace tessera::flags

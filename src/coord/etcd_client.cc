@@ -292,6 +292,70 @@ Status EtcdClient::Compact(int64_t revision) {
                        });
 }
 
+namespace {
+
+// One Auth-service call: `rpc` is the stub's method.
+template <typename Req, typename Resp>
+Status AuthCall(EtcdClient::Impl& impl, const std::string& what, const Req& req,
+                grpc::Status (etcdserverpb::Auth::Stub::*rpc)(grpc::ClientContext*, const Req&, Resp*)) {
+  Resp resp;
+  return CallWithRetry(impl, what, req, &resp, CallOptions{},
+                       [rpc](Endpoint& ep, grpc::ClientContext* ctx, const Req& r, Resp* o) {
+                         return ((*ep.auth).*rpc)(ctx, r, o);
+                       });
+}
+
+}  // namespace
+
+Status EtcdClient::AuthEnable() {
+  return AuthCall(*impl_, "enable authentication", etcdserverpb::AuthEnableRequest(),
+                  &etcdserverpb::Auth::Stub::AuthEnable);
+}
+
+Status EtcdClient::UserAdd(const std::string& name, const std::string& password) {
+  etcdserverpb::AuthUserAddRequest req;
+  req.set_name(name);
+  req.set_password(password);
+  return AuthCall(*impl_, "add user '" + name + "'", req, &etcdserverpb::Auth::Stub::UserAdd);
+}
+
+Status EtcdClient::UserDelete(const std::string& name) {
+  etcdserverpb::AuthUserDeleteRequest req;
+  req.set_name(name);
+  return AuthCall(*impl_, "delete user '" + name + "'", req, &etcdserverpb::Auth::Stub::UserDelete);
+}
+
+Status EtcdClient::UserGrantRole(const std::string& user, const std::string& role) {
+  etcdserverpb::AuthUserGrantRoleRequest req;
+  req.set_user(user);
+  req.set_role(role);
+  return AuthCall(*impl_, "grant role '" + role + "' to '" + user + "'", req,
+                  &etcdserverpb::Auth::Stub::UserGrantRole);
+}
+
+Status EtcdClient::RoleAdd(const std::string& name) {
+  etcdserverpb::AuthRoleAddRequest req;
+  req.set_name(name);
+  return AuthCall(*impl_, "add role '" + name + "'", req, &etcdserverpb::Auth::Stub::RoleAdd);
+}
+
+Status EtcdClient::RoleDelete(const std::string& name) {
+  etcdserverpb::AuthRoleDeleteRequest req;
+  req.set_role(name);
+  return AuthCall(*impl_, "delete role '" + name + "'", req, &etcdserverpb::Auth::Stub::RoleDelete);
+}
+
+Status EtcdClient::RoleGrantPrefix(const std::string& role, const std::string& prefix) {
+  etcdserverpb::AuthRoleGrantPermissionRequest req;
+  req.set_name(role);
+  auto* p = req.mutable_perm();
+  p->set_permtype(etcdserverpb::Permission::READWRITE);
+  p->set_key(prefix);
+  p->set_range_end(PrefixEnd(prefix));
+  return AuthCall(*impl_, "grant '" + role + "' the keys under " + prefix, req,
+                  &etcdserverpb::Auth::Stub::RoleGrantPermission);
+}
+
 StatusOr<LeaseGrant> EtcdClient::GrantLease(int64_t ttl_seconds, const CallOptions& call) {
   if (ttl_seconds < 1) return Status::InvalidArgument("lease TTL must be at least 1 s");
   etcdserverpb::LeaseGrantRequest req;

@@ -103,6 +103,18 @@ class EtcdClient {
   std::unique_ptr<Watcher> Watch(const std::string& key, const WatchOptions& options,
                                  std::function<void(const WatchUpdate&)> callback);
 
+  // Authentication administration (etcd's Auth service; the caller must have the root role,
+  // except for AuthEnable, which needs the root user to exist). Each is one call, retried as
+  // the others; AlreadyExists / NotFound come back as etcd says them.
+  Status AuthEnable();
+  Status UserAdd(const std::string& name, const std::string& password);
+  Status UserDelete(const std::string& name);
+  Status UserGrantRole(const std::string& user, const std::string& role);
+  Status RoleAdd(const std::string& name);
+  Status RoleDelete(const std::string& name);
+  // Read and write on every key under `prefix`.
+  Status RoleGrantPrefix(const std::string& role, const std::string& prefix);
+
   // Makes calls waiting to retry, and later calls, fail with Cancelled.
   void Shutdown();
   bool shut_down() const;

@@ -15,6 +15,9 @@ inline std::string Job(std::string_view job) { return Root() + std::string(job) 
 
 // Job configuration (JSON), written once by `tessera job create`.
 inline std::string Config(std::string_view job) { return Job(job) + "config"; }
+// The job's secret (64 hex characters; security/job_secret.h), beside the configuration. With
+// `job create --secure` only the job's own etcd user may read it.
+inline std::string Secret(std::string_view job) { return Job(job) + "secret"; }
 // Slot -> pserver index map (JSON), beside the configuration.
 inline std::string SlotMap(std::string_view job) { return Job(job) + "slotmap"; }
 

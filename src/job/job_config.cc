@@ -48,6 +48,7 @@ std::string JobConfig::ToJson() const {
   j["nonfinite"] = NonFinitePolicyName(nonfinite);
   j["token"] = token;
   j["created_ms"] = created_ms;
+  if (!secret_fingerprint.empty()) j["secret_fingerprint"] = secret_fingerprint;
   return j.dump();
 }
 
@@ -66,6 +67,7 @@ StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
     TESSERA_ASSIGN_OR_RETURN(c.nonfinite, ParseNonFinitePolicy(j.value("nonfinite", std::string("skip"))));
     c.token = j.at("token").get<std::string>();
     c.created_ms = j.value("created_ms", int64_t{0});
+    c.secret_fingerprint = j.value("secret_fingerprint", std::string());
   } catch (const nlohmann::json::exception& e) {
     return Status::DataLoss(std::string("job config: ") + e.what());
   }

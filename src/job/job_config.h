@@ -40,6 +40,9 @@ struct JobConfig {
   NonFinitePolicy nonfinite = NonFinitePolicy::kSkip;
   std::string token;       // random; every data-plane message must carry it
   int64_t created_ms = 0;  // wall-clock creation time
+  // JobSecret::Fingerprint of the job's secret (stored beside the configuration, job_store.h);
+  // empty: the job has none and its messages are not authenticated (a job made before secrets).
+  std::string secret_fingerprint;
 
   Status Validate() const;
   std::string ToJson() const;

@@ -20,4 +20,54 @@ StatusOr<SlotMap> LoadSlotMap(etcd::EtcdClient* etcd, const std::string& job) {
   return SlotMap::FromJson(kv.kvs[0].value);
 }
 
+etcd::Txn CreateJobTxn(const std::string& job, JobConfig* config, const security::JobSecret& secret,
+                       std::vector<etcd::Op> extra) {
+  config->secret_fingerprint = secret.Fingerprint();
+  etcd::Txn txn;
+  txn.compares.push_back(etcd::Compare::Absent(keys::Config(job)));
+  txn.success.push_back(etcd::Op::Put(keys::Config(job), config->ToJson()));
+  txn.success.push_back(
+      etcd::Op::Put(keys::SlotMap(job), SlotMap::RoundRobin(config->slots, config->pservers).ToJson()));
+  if (!secret.empty()) txn.success.push_back(etcd::Op::Put(keys::Secret(job), secret.Text()));
+  for (auto& op : extra) txn.success.push_back(std::move(op));
+  return txn;
+}
+
+StatusOr<security::JobSecret> LoadJobSecret(etcd::EtcdClient* etcd, const std::string& job,
+                                            const JobConfig& config, const std::string& secret_file) {
+  if (!secret_file.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(security::JobSecret s, security::JobSecret::FromFile(secret_file));
+    if (s.Fingerprint() != config.secret_fingerprint) {
+      return Status::Unauthenticated("the secret in " + secret_file + " (fingerprint " + s.Fingerprint() +
+                                     ") is not job '" + job + "'s" +
+                                     (config.secret_fingerprint.empty()
+                                          ? " (the job has none)"
+                                          : " (" + config.secret_fingerprint + ")"));
+    }
+    return s;
+  }
+  if (config.secret_fingerprint.empty()) return security::JobSecret();
+  auto kv = etcd->Get(keys::Secret(job));
+  if (!kv.ok()) {
+    if (kv.status().code() == StatusCode::kPermissionDenied) {
+      return Status::PermissionDenied(
+          "etcd refuses this user job '" + job + "'s secret at " + keys::Secret(job) +
+          " (use the job's etcd user, see `tessera job create --secure`): " + kv.status().message());
+    }
+    return kv.status();
+  }
+  if (kv->kvs.empty()) {
+    return Status::DataLoss("job '" + job + "' has a secret (fingerprint " + config.secret_fingerprint +
+                            ") but nothing at " + keys::Secret(job));
+  }
+  auto s = security::JobSecret::FromText(kv->kvs[0].value);
+  if (!s.ok()) return s.status().WithContext(keys::Secret(job));
+  if (s->Fingerprint() != config.secret_fingerprint) {
+    return Status::DataLoss("the secret at " + keys::Secret(job) + " does not match job '" + job +
+                            "'s configuration (fingerprint " + s->Fingerprint() + ", not " +
+                            config.secret_fingerprint + ")");
+  }
+  return s;
+}
+
 }  // namespace tessera

@@ -22,6 +22,7 @@
 #include "coord/keys.h"
 #include "deploy/job_spec.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "launch/hosts_file.h"
 #include "launch/plan.h"
 #include "local/progress_line.h"
@@ -47,8 +48,8 @@ std::string Quoted(const std::vector<std::string>& argv) {
 
 // A launched process on this machine: mpirun, an ssh client, or etcd's node.
 struct Started {
-  std::string name;    // "pserver-0", "mpirun", "etcd"
-  std::string where;   // "on 10.0.0.2", "here"
+  std::string name;   // "pserver-0", "mpirun", "etcd"
+  std::string where;  // "on 10.0.0.2", "here"
   Role role = Role::kTrainer;
   bool is_mpirun = false;
   std::unique_ptr<Process> proc;
@@ -127,8 +128,9 @@ Status Launcher::Prepare() {
       if (!IsLoopbackHost(first) && first != "localhost") {
         auto src = SourceAddressToward(JoinHostPort(first, 22));
         if (!src.ok()) {
-          return src.status().WithContext("choosing the address the ranks reach this machine's etcd at (give " +
-                                          std::string("--etcd-host, or --etcd)"));
+          return src.status().WithContext(
+              "choosing the address the ranks reach this machine's etcd at (give " +
+              std::string("--etcd-host, or --etcd)"));
         }
         host = *src;
       }
@@ -142,12 +144,14 @@ Status Launcher::Prepare() {
   if (o_.mpi) {
     auto mpirun = FindProgram(o_.mpirun);
     if (!mpirun.ok()) {
-      return mpirun.status().WithContext("--mpi needs Open MPI's mpirun (Debian: apt-get install openmpi-bin; or give --mpirun)");
+      return mpirun.status().WithContext(
+          "--mpi needs Open MPI's mpirun (Debian: apt-get install openmpi-bin; or give --mpirun)");
     }
     o_.mpirun = *mpirun;
   } else {
     auto ssh = FindProgram(o_.ssh);
-    if (!ssh.ok()) return ssh.status().WithContext("--hosts needs an ssh client (Debian: apt-get install openssh-client)");
+    if (!ssh.ok())
+      return ssh.status().WithContext("--hosts needs an ssh client (Debian: apt-get install openssh-client)");
     o_.ssh = *ssh;
   }
   if (o_.run_dir.empty()) o_.run_dir = "runs/" + spec_.name + "-" + std::to_string(::getpid());
@@ -192,9 +196,10 @@ MpiOptions Launcher::Mpi() const {
 Status Launcher::DryRun() {
   std::printf("# tessera launch --dry-run: job %s, etcd %s%s\n", spec_.name.c_str(), etcd_endpoint_.c_str(),
               external_etcd() ? "" : " (started by the launcher)");
-  std::printf("# then: tessera job create --etcd %s --job %s %s\n", etcd_endpoint_.c_str(), spec_.name.c_str(),
-              Join(spec_.JobCreateArgs(), " ").c_str());
-  std::printf("# and the spec is stored under %s, which every node reads\n", keys::LaunchSpec(spec_.name).c_str());
+  std::printf("# then: tessera job create --etcd %s --job %s %s\n", etcd_endpoint_.c_str(),
+              spec_.name.c_str(), Join(spec_.JobCreateArgs(), " ").c_str());
+  std::printf("# and the spec is stored under %s, which every node reads\n",
+              keys::LaunchSpec(spec_.name).c_str());
   if (o_.mpi) {
     std::printf("%s\n", Quoted(MpirunArgv(spec_, Mpi())).c_str());
     return Status::OK();
@@ -239,8 +244,8 @@ Status Launcher::PreflightSsh() {
   std::vector<std::unique_ptr<Process>> checks;
   for (const HostEntry& h : hosts_) {
     ProcessOptions po;
-    po.argv = SshArgv(h, "test -x " + ShellQuote(o_.remote_tessera) + " || { echo 'no program " + o_.remote_tessera +
-                             " on this host (--remote-tessera)' >&2; exit 127; }");
+    po.argv = SshArgv(h, "test -x " + ShellQuote(o_.remote_tessera) + " || { echo 'no program " +
+                             o_.remote_tessera + " on this host (--remote-tessera)' >&2; exit 127; }");
     po.log_path = LogPath("ssh-check-" + h.address);
     TESSERA_ASSIGN_OR_RETURN(auto p, Process::Spawn(po));
     checks.push_back(std::move(p));
@@ -249,9 +254,9 @@ Status Launcher::PreflightSsh() {
     auto code = checks[i]->Wait(std::chrono::seconds(30));
     if (code && *code == 0) continue;
     std::string out(Trim(checks[i]->Output()));
-    return Status::Unavailable(fmt::format("{}:{}: cannot run on {} over ssh{}: {}", o_.hosts_file, hosts_[i].line,
-                                           hosts_[i].Destination(), code ? "" : " (no answer in 30 s)",
-                                           out.empty() ? "(no message)" : out));
+    return Status::Unavailable(fmt::format(
+        "{}:{}: cannot run on {} over ssh{}: {}", o_.hosts_file, hosts_[i].line, hosts_[i].Destination(),
+        code ? "" : " (no answer in 30 s)", out.empty() ? "(no message)" : out));
   }
   return Status::OK();
 }
@@ -291,7 +296,8 @@ Status Launcher::CreateJob() {
   if (!stopped.ok()) return stopped.status();
   if (!stopped->kvs.empty()) {
     return Status::AlreadyExists(fmt::format(
-        "job '{}' in etcd at {} was launched before and ended ({}); pick another name in {}, or remove it with "
+        "job '{}' in etcd at {} was launched before and ended ({}); pick another name in {}, or remove it "
+        "with "
         "`tessera job delete --etcd {} --job {}`",
         spec_.name, etcd_endpoint_, stopped->kvs[0].value, o_.spec_path, etcd_endpoint_, spec_.name));
   }
@@ -310,8 +316,8 @@ Status Launcher::StartNodes() {
   if (o_.mpi) {
     Started& s = Spawn("mpirun", "here", Role::kTrainer, MpirunArgv(spec_, Mpi()), false);
     s.is_mpirun = true;
-    console_.Event(fmt::format("mpirun: {} masters, {} pservers, {} trainers as ranks; output in {}", spec_.masters,
-                               spec_.pservers, spec_.trainers_max, LogPath("mpirun")));
+    console_.Event(fmt::format("mpirun: {} masters, {} pservers, {} trainers as ranks; output in {}",
+                               spec_.masters, spec_.pservers, spec_.trainers_max, LogPath("mpirun")));
     return s.ended ? Status::Unavailable("cannot start mpirun") : Status::OK();
   }
   for (const NodePlan& p : plan_) {
@@ -320,8 +326,8 @@ Status Launcher::StartNodes() {
     NodeArgsOptions n = SshNode(p);
     Spawn(p.Name(), "on " + h.address, p.role, SshArgv(h, "exec " + Quoted(RemoteNode(n))), true);
   }
-  console_.Event(fmt::format("started {} nodes over ssh on {} hosts; logs in {}/logs", plan_.size(), hosts_.size(),
-                             o_.run_dir));
+  console_.Event(fmt::format("started {} nodes over ssh on {} hosts; logs in {}/logs", plan_.size(),
+                             hosts_.size(), o_.run_dir));
   return Status::OK();
 }
 
@@ -344,12 +350,13 @@ Status Launcher::CheckStarted() {
       // mpirun names the first rank that failed; its own lines say why, not the others' stopping.
       auto output = ReadFile(LogPath("mpirun"));
       if (std::string why = output.ok() ? FailedRankLines(*output) : ""; !why.empty()) {
-        return Status::Aborted(fmt::format("mpirun ended with code {}: {}\n(all ranks' output: {})", code, why,
-                                           LogPath("mpirun")));
+        return Status::Aborted(fmt::format("mpirun ended with code {}: {}\n(all ranks' output: {})", code,
+                                           why, LogPath("mpirun")));
       }
     }
     std::string what = code == 255 && !s->is_mpirun ? " (ssh could not reach its host, or lost it)" : "";
-    return Status::Aborted(fmt::format("{} {} ended with code {}{}{}", s->name, s->where, code, what, Tail(s->name)));
+    return Status::Aborted(
+        fmt::format("{} {} ended with code {}{}{}", s->name, s->where, code, what, Tail(s->name)));
   }
   return Status::OK();
 }
@@ -367,7 +374,8 @@ void Launcher::StopEverything(const std::string& why) {
     const Deadline d(limit);
     for (bool left = true; left && !d.expired();) {
       left = false;
-      for (auto& s : started_) left = left || (s->proc && (s->role == Role::kEtcd) == etcd_role && s->proc->running());
+      for (auto& s : started_)
+        left = left || (s->proc && (s->role == Role::kEtcd) == etcd_role && s->proc->running());
       if (left) std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   };
@@ -401,7 +409,8 @@ StatusOr<LaunchResult> Launcher::Run() {
   TESSERA_RETURN_IF_ERROR(local::CheckNewRun(o_.run_dir));
   std::error_code ec;
   if (fs::exists(o_.model_out, ec)) {
-    return Status::AlreadyExists(o_.model_out + " exists; a launch never overwrites a model (move it, or give --model-out)");
+    return Status::AlreadyExists(o_.model_out +
+                                 " exists; a launch never overwrites a model (move it, or give --model-out)");
   }
   fs::create_directories(o_.run_dir + "/logs", ec);
   if (ec) return Status::Unavailable("cannot create " + o_.run_dir + "/logs: " + ec.message());
@@ -411,13 +420,18 @@ StatusOr<LaunchResult> Launcher::Run() {
   TESSERA_ASSIGN_OR_RETURN(auto cfg, etcd_->Get(keys::Config(spec_.name)));
   if (cfg.kvs.empty()) return Status::NotFound("job '" + spec_.name + "' vanished from etcd");
   TESSERA_ASSIGN_OR_RETURN(JobConfig job, JobConfig::FromJson(cfg.kvs[0].value));
-  nlohmann::json run = {{"job", spec_.name}, {"etcd", etcd_endpoint_}, {"spec", fs::absolute(o_.spec_path).string()},
-                        {"engine", o_.mpi ? "mpi" : "ssh"}, {"pid", static_cast<int64_t>(::getpid())},
-                        {"model_out", o_.model_out}, {"started_ms", WallMillis()}};
+  TESSERA_ASSIGN_OR_RETURN(const security::JobSecret secret, LoadJobSecret(etcd_.get(), spec_.name, job));
+  nlohmann::json run = {{"job", spec_.name},
+                        {"etcd", etcd_endpoint_},
+                        {"spec", fs::absolute(o_.spec_path).string()},
+                        {"engine", o_.mpi ? "mpi" : "ssh"},
+                        {"pid", static_cast<int64_t>(::getpid())},
+                        {"model_out", o_.model_out},
+                        {"started_ms", WallMillis()}};
   TESSERA_RETURN_IF_ERROR(WriteFileAtomic(o_.run_dir + "/run.json", run.dump(2)));
   TESSERA_RETURN_IF_ERROR(StartNodes());
 
-  master::MasterClient master(etcd_.get(), spec_.name, job.token);
+  master::MasterClient master(etcd_.get(), spec_.name, job.token, secret);
   master::StatusReply last;
   std::string console_url;
   LaunchResult result;
@@ -430,7 +444,8 @@ StatusOr<LaunchResult> Launcher::Run() {
     auto st = master.GetStatus(Deadline(std::chrono::milliseconds(800)));
     if (st.ok()) {
       last = *st;
-      if (std::string url = local::LeaderConsoleUrl(etcd_.get(), spec_.name); !url.empty() && url != console_url) {
+      if (std::string url = local::LeaderConsoleUrl(etcd_.get(), spec_.name);
+          !url.empty() && url != console_url) {
         console_url = url;
         console_.Event("web console: " + url);
       }
@@ -457,13 +472,15 @@ StatusOr<LaunchResult> Launcher::Run() {
     auto st = master.GetStatus(Deadline(std::chrono::seconds(10)));
     if (st.ok()) last = *st;
     result.metrics = local::FinalMetrics(last);
-    auto model = ExportModel(etcd_.get(), spec_.name, std::chrono::seconds(60));
+    auto model = ExportModel(etcd_.get(), spec_.name, secret, std::chrono::seconds(60));
     if (!model.ok()) {
       failed = model.status().WithContext("exporting the model");
     } else {
       failed = models::WriteModelFile(result.model_path, *model);
     }
-    if (failed.ok()) failed = WriteFileAtomic(o_.run_dir + "/result.json", local::ResultJson(spec_.name, last, result.model_path).dump(2));
+    if (failed.ok())
+      failed = WriteFileAtomic(o_.run_dir + "/result.json",
+                               local::ResultJson(spec_.name, last, result.model_path).dump(2));
   }
   console_.Event(result.completed ? "the job is done: stopping its nodes" : "stopping the job's nodes");
   StopEverything(result.completed ? "finished" : (failed.ok() ? "stopped" : "failed"));

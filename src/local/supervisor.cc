@@ -8,12 +8,13 @@
 
 #include <filesystem>
 #include <map>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <set>
 #include <thread>
 
 #include "client/exporter.h"
+#include "client/master_client.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/process.h"
@@ -23,6 +24,7 @@
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "job/slot_map.h"
 #include "local/child_commands.h"
 #include "local/child_state.h"
@@ -32,7 +34,6 @@
 #include "local/rollback.h"
 #include "local/run_dir.h"
 #include "local/terminal_console.h"
-#include "client/master_client.h"
 
 namespace tessera::local {
 namespace {
@@ -98,6 +99,7 @@ class Supervisor {
   std::string etcd_endpoint_;
   std::unique_ptr<etcd::EtcdClient> etcd_;
   JobConfig job_;
+  security::JobSecret secret_;  // the job's (made with it, or read back on --resume)
   std::vector<std::unique_ptr<Managed>> procs_;
   // Children killed because they froze, until they are reaped (a process in uninterruptible
   // sleep dies only when it wakes).
@@ -151,7 +153,8 @@ Status Supervisor::StartEtcd() {
   // either there or not.
   auto ping = etcd_->Ping(o_.etcd.empty() ? std::chrono::seconds(30) : std::chrono::seconds(3));
   if (!ping.ok()) {
-    if (!o_.etcd.empty()) return ping.status().WithContext("cannot reach the etcd given with --etcd " + o_.etcd);
+    if (!o_.etcd.empty())
+      return ping.status().WithContext("cannot reach the etcd given with --etcd " + o_.etcd);
     return ping.status().WithContext("etcd did not come up (see " + LogPath("etcd") + ")");
   }
   return Status::OK();
@@ -161,13 +164,11 @@ Status Supervisor::CreateJob() {
   TESSERA_ASSIGN_OR_RETURN(job_, LocalJobConfig(o_));
   job_.token = NewUuid();
   job_.created_ms = WallMillis();
-  etcd::Txn txn;
-  txn.compares.push_back(etcd::Compare::Absent(keys::Config(o_.job)));
-  txn.success.push_back(etcd::Op::Put(keys::Config(o_.job), job_.ToJson()));
-  txn.success.push_back(
-      etcd::Op::Put(keys::SlotMap(o_.job), SlotMap::RoundRobin(job_.slots, job_.pservers).ToJson()));
-  txn.success.push_back(etcd::Op::Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers)));
-  TESSERA_ASSIGN_OR_RETURN(auto r, etcd_->Commit(txn));
+  secret_ = security::JobSecret::Generate();
+  TESSERA_ASSIGN_OR_RETURN(
+      auto r,
+      etcd_->Commit(CreateJobTxn(o_.job, &job_, secret_,
+                                 {etcd::Op::Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers))})));
   if (!r.succeeded) {
     return Status::AlreadyExists("job '" + o_.job + "' already exists in etcd at " + etcd_endpoint_ +
                                  " (pick another --job, or delete it with `tessera job delete`)");
@@ -191,6 +192,7 @@ Status Supervisor::Setup() {
     TESSERA_RETURN_IF_ERROR(CheckResumeCheckpoints(etcd_.get(), o_.job, o_.run_dir));
     TESSERA_ASSIGN_OR_RETURN(auto cfg, etcd_->Get(keys::Config(o_.job)));
     TESSERA_ASSIGN_OR_RETURN(job_, JobConfig::FromJson(cfg.kvs[0].value));
+    TESSERA_ASSIGN_OR_RETURN(secret_, LoadJobSecret(etcd_.get(), o_.job, job_));
     TESSERA_RETURN_IF_ERROR(etcd_->Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers)).status());
     if (consistent()) {
       // Whatever the earlier run left registered is dead: free its indices and leadership now.
@@ -220,8 +222,8 @@ Status Supervisor::Setup() {
   }
   for (int t = 0; t < o_.trainers; ++t) TESSERA_RETURN_IF_ERROR(Spawn(AddTrainer(t)));
   console_.Event(fmt::format(
-      "tessera local: job {} with {} pservers, {} trainers ({}), {} master{}; etcd {}; logs in {}/logs", o_.job,
-      o_.pservers, o_.trainers, o_.model.empty() ? o_.trainer_cmd : o_.model, 1 + o_.standby_masters,
+      "tessera local: job {} with {} pservers, {} trainers ({}), {} master{}; etcd {}; logs in {}/logs",
+      o_.job, o_.pservers, o_.trainers, o_.model.empty() ? o_.trainer_cmd : o_.model, 1 + o_.standby_masters,
       o_.standby_masters ? "s (standbys included)" : "", etcd_endpoint_, o_.run_dir));
   return Status::OK();
 }
@@ -280,8 +282,8 @@ void Supervisor::Exited(Managed& m, int code) {
     }
     std::string shown;
     for (const auto& line : Split(tail, '\n')) shown += "\n  | " + line;
-    failed_ = Status::Aborted(m.state.failure() + ". The end of its log (" + m.spec.log_path + "):" +
-                              (shown.empty() ? "\n  | (empty)" : shown));
+    failed_ = Status::Aborted(m.state.failure() + ". The end of its log (" + m.spec.log_path +
+                              "):" + (shown.empty() ? "\n  | (empty)" : shown));
   } else if (m.state.phase() == ChildPhase::kBackoff && m.role() == Role::kPserver && consistent()) {
     RollBackAndRestart(m.name() + " was lost");
   }
@@ -371,7 +373,8 @@ void Supervisor::Scale(int desired) {
   }
   std::sort(active.begin(), active.end(), [](Managed* a, Managed* b) { return a->slot > b->slot; });
   for (int i = 0; i < running - desired; ++i) {
-    if (active[i]->state.Stop().kind == ChildAction::Kind::kTerminate) active[i]->proc->Stop(kTrainerStopGrace);
+    if (active[i]->state.Stop().kind == ChildAction::Kind::kTerminate)
+      active[i]->proc->Stop(kTrainerStopGrace);
     console_.Event(fmt::format("scaled down: stopping {} ({} trainers)", active[i]->name(), desired));
   }
 }
@@ -412,7 +415,7 @@ StatusOr<LocalResult> Supervisor::Run() {
     StopAll();
     return s;
   }
-  master::MasterClient master(etcd_.get(), o_.job, job_.token);
+  master::MasterClient master(etcd_.get(), o_.job, job_.token, secret_);
   TimePoint next_status = Now(), next_scale = Now(), next_registrations = Now();
   int64_t scale_revision = 0;
   master::StatusReply last;
@@ -459,7 +462,7 @@ StatusOr<LocalResult> Supervisor::Run() {
     auto st = master.GetStatus(Deadline(std::chrono::seconds(10)));
     if (st.ok()) last = *st;
     result.metrics = FinalMetrics(last);
-    auto model = ExportModel(etcd_.get(), o_.job, std::chrono::seconds(60));
+    auto model = ExportModel(etcd_.get(), o_.job, secret_, std::chrono::seconds(60));
     if (!model.ok()) {
       failed_ = model.status().WithContext("exporting the model");
     } else if (Status s = models::WriteModelFile(result.model_path, *model); !s.ok()) {

@@ -22,10 +22,10 @@
 #include "dataset/dataset.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
+#include "master/checkpoint_view.h"
 #include "master/console_server.h"
 #include "master/console_state.h"
 #include "master/master_service.h"
-#include "master/checkpoint_view.h"
 #include "master/run_history.h"
 #include "master/state_log.h"
 
@@ -198,7 +198,9 @@ Status MasterNode::Run() {
   if (qo.min_tasks < 0) qo.min_tasks = std::max(8, 4 * config.min_trainers);
   TESSERA_RETURN_IF_ERROR(qo.Validate());
 
-  MasterService service(config.token, dir, manifest);
+  TESSERA_ASSIGN_OR_RETURN(security::JobSecret secret,
+                           LoadJobSecret(etcd.get(), job, config, options_.secret_file));
+  MasterService service(config.token, secret, dir, manifest);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options_.host + ":" + std::to_string(options_.port),
@@ -233,9 +235,8 @@ Status MasterNode::Run() {
   cs.config = nlohmann::json::parse(config.ToJson());
   cs.config.erase("token");
   cs.status = [&service]() -> StatusOr<StatusReply> {
-    StatusRequest req;
     StatusReply reply;
-    grpc::Status s = service.GetStatus(nullptr, &req, &reply);
+    grpc::Status s = service.Summary(&reply);
     if (!s.ok()) return Status::Unavailable("this master is not leading (yet): " + s.error_message());
     return reply;
   };
@@ -260,7 +261,8 @@ Status MasterNode::Run() {
     if (!info.is_object()) info = nlohmann::json::object();
     auto ck = etcd->Get(keys::Checkpoint(job, index));
     if (ck.ok() && !ck->kvs.empty())
-      extra["checkpoints"] = checkpoints.Records(job, index, ck->kvs[0].value, info.value("checkpoint_dir", ""));
+      extra["checkpoints"] =
+          checkpoints.Records(job, index, ck->kvs[0].value, info.value("checkpoint_dir", ""));
     // The pserver's own numbers, from its /stats (short timeouts: a dead one must not stall the page).
     {
       std::smatch m;
@@ -368,9 +370,10 @@ Status MasterNode::Run() {
     queue = std::make_unique<TaskQueue>(qo);
     TESSERA_RETURN_IF_ERROR(log.WriteBase(settings, queue->Snapshot(), 0));
     if (queue->tasks() > static_cast<int64_t>((qo.chunks + qo.chunks_per_task - 1) / qo.chunks_per_task)) {
-      spdlog::info("leading job {}: {} tasks from {} ({} records in {} chunks, cut into record ranges of at least {} "
-                   "so every trainer has work; {} passes)",
-                   job, queue->tasks(), manifest.name, manifest.records, qo.chunks, qo.min_task_records, qo.passes);
+      spdlog::info(
+          "leading job {}: {} tasks from {} ({} records in {} chunks, cut into record ranges of at least {} "
+          "so every trainer has work; {} passes)",
+          job, queue->tasks(), manifest.name, manifest.records, qo.chunks, qo.min_task_records, qo.passes);
     } else {
       spdlog::info("leading job {}: {} tasks of {} chunks from {} ({} passes)", job, queue->tasks(),
                    qo.chunks_per_task, manifest.name, qo.passes);

@@ -19,6 +19,7 @@ namespace tessera::master {
 struct MasterOptions {
   etcd::EtcdOptions etcd;
   std::string job;
+  std::string secret_file;  // the job's secret from this file instead of etcd (job_store.h)
   std::string store;
   std::string dataset;
   std::string host = "127.0.0.1";  // address to listen on (may be 0.0.0.0)

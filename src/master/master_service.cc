@@ -32,8 +32,11 @@ int64_t SteadyMillis() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(SteadyClock::now().time_since_epoch()).count();
 }
 
-MasterService::MasterService(std::string job_token, std::string dataset_dir, dataset::Manifest manifest)
-    : token_(std::move(job_token)), dataset_dir_(std::move(dataset_dir)), manifest_(std::move(manifest)) {}
+MasterService::MasterService(std::string job_token, const security::JobSecret& secret,
+                             std::string dataset_dir, dataset::Manifest manifest)
+    : token_(std::move(job_token)), dataset_dir_(std::move(dataset_dir)), manifest_(std::move(manifest)) {
+  if (!secret.empty()) auth_.emplace(secret);
+}
 
 void MasterService::Activate(std::unique_ptr<TaskQueue> queue, StateLog* log, int64_t election_epoch) {
   MutexLock lock(&mu_);
@@ -50,7 +53,23 @@ void MasterService::Stop(const Status& why) {
   stop_reason_ = why;
 }
 
-grpc::Status MasterService::Check(const std::string& token) const {
+grpc::Status MasterService::Authenticate(grpc::ServerContext* ctx, const char* method,
+                                         const google::protobuf::Message& request) {
+  if (!auth_) return grpc::Status::OK;
+  const auto& md = ctx->client_metadata();
+  auto it = md.find(security::kRpcAuthMetadata);
+  const std::string token = it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+  Status s = auth_->Check(token, method, request.SerializeAsString(), WallMillis());
+  if (s.ok()) return grpc::Status::OK;
+  registry_.GetCounter("tessera_master_auth_refused_total", "Calls refused for lacking the job's credentials")
+      .Add();
+  spdlog::warn("master: refused a {} call from {}: {}", method, ctx->peer(), s.message());
+  return grpc::Status(grpc::StatusCode::UNAUTHENTICATED, s.message());
+}
+
+grpc::Status MasterService::Check(grpc::ServerContext* ctx, const char* method,
+                                  const google::protobuf::Message& request, const std::string& token) {
+  if (auto a = Authenticate(ctx, method, request); !a.ok()) return a;
   if (token != token_) {
     return grpc::Status(grpc::StatusCode::PERMISSION_DENIED,
                         "request for another job: the job token does not match");
@@ -79,9 +98,10 @@ grpc::Status MasterService::Durable(uint64_t ticket) {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "master state not persisted: " + s.message());
 }
 
-grpc::Status MasterService::GetTask(grpc::ServerContext*, const GetTaskRequest* req, GetTaskReply* reply) {
+grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskRequest* req,
+                                    GetTaskReply* reply) {
   RpcTimer timer(registry_, "GetTask");
-  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  if (auto c = Check(ctx, "GetTask", *req, req->job_token()); !c.ok()) return c;
   if (req->trainer().empty())
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GetTask needs a trainer id");
   uint64_t ticket = 0;
@@ -133,9 +153,10 @@ grpc::Status MasterService::GetTask(grpc::ServerContext*, const GetTaskRequest* 
   return grpc::Status::OK;
 }
 
-grpc::Status MasterService::FinishTask(grpc::ServerContext*, const TaskResult* req, TaskResultReply* reply) {
+grpc::Status MasterService::FinishTask(grpc::ServerContext* ctx, const TaskResult* req,
+                                       TaskResultReply* reply) {
   RpcTimer timer(registry_, "FinishTask");
-  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  if (auto c = Check(ctx, "FinishTask", *req, req->job_token()); !c.ok()) return c;
   uint64_t ticket = 0;
   {
     MutexLock lock(&mu_);
@@ -150,9 +171,10 @@ grpc::Status MasterService::FinishTask(grpc::ServerContext*, const TaskResult* r
   return Durable(ticket);
 }
 
-grpc::Status MasterService::FailTask(grpc::ServerContext*, const TaskResult* req, TaskResultReply* reply) {
+grpc::Status MasterService::FailTask(grpc::ServerContext* ctx, const TaskResult* req,
+                                     TaskResultReply* reply) {
   RpcTimer timer(registry_, "FailTask");
-  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  if (auto c = Check(ctx, "FailTask", *req, req->job_token()); !c.ok()) return c;
   uint64_t ticket = 0;
   {
     MutexLock lock(&mu_);
@@ -166,7 +188,13 @@ grpc::Status MasterService::FailTask(grpc::ServerContext*, const TaskResult* req
   return Durable(ticket);
 }
 
-grpc::Status MasterService::GetStatus(grpc::ServerContext*, const StatusRequest*, StatusReply* reply) {
+grpc::Status MasterService::GetStatus(grpc::ServerContext* ctx, const StatusRequest* req,
+                                      StatusReply* reply) {
+  if (auto a = Authenticate(ctx, "GetStatus", *req); !a.ok()) return a;
+  return Summary(reply);
+}
+
+grpc::Status MasterService::Summary(StatusReply* reply) {
   MutexLock lock(&mu_);
   if (!active_ || !queue_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
   auto c = queue_->counts();
@@ -210,9 +238,9 @@ grpc::Status MasterService::GetStatus(grpc::ServerContext*, const StatusRequest*
   return grpc::Status::OK;
 }
 
-grpc::Status MasterService::Report(grpc::ServerContext*, const ProgressReport* req, ProgressReply*) {
+grpc::Status MasterService::Report(grpc::ServerContext* ctx, const ProgressReport* req, ProgressReply*) {
   RpcTimer timer(registry_, "Report");
-  if (auto c = Check(req->job_token()); !c.ok()) return c;
+  if (auto c = Check(ctx, "Report", *req, req->job_token()); !c.ok()) return c;
   grpc::Status s = AddReport(*req);
   if (s.ok() && req->metrics_size() > 0 && save_evaluations_) save_evaluations_();
   return s;
@@ -254,8 +282,9 @@ grpc::Status MasterService::AddReport(const ProgressReport& report) {
   return grpc::Status::OK;
 }
 
-grpc::Status MasterService::ReportPosition(grpc::ServerContext*, const PositionReport* req, PositionReply*) {
-  if (auto c = Check(req->job_token()); !c.ok()) return c;
+grpc::Status MasterService::ReportPosition(grpc::ServerContext* ctx, const PositionReport* req,
+                                           PositionReply*) {
+  if (auto c = Check(ctx, "ReportPosition", *req, req->job_token()); !c.ok()) return c;
   if (req->trainer().empty() || req->version() < 0) {
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
                         "a position report needs a trainer and a version");

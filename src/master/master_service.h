@@ -13,12 +13,13 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "coord/registry.h"
 #include "dataset/manifest.h"
 #include "master/console_state.h"
@@ -26,13 +27,17 @@
 #include "master/position.h"
 #include "master/state_log.h"
 #include "master/task_queue.h"
+#include "security/rpc_auth.h"
 #include "tessera/master.grpc.pb.h"
 
 namespace tessera::master {
 
 class MasterService final : public tessera::master::Master::Service {
  public:
-  MasterService(std::string job_token, std::string dataset_dir, dataset::Manifest manifest);
+  // `secret`: the job's; every call must carry a token made with it (security/rpc_auth.h), else
+  // it is refused (UNAUTHENTICATED), logged and counted. Empty: calls are not authenticated.
+  MasterService(std::string job_token, const security::JobSecret& secret, std::string dataset_dir,
+                dataset::Manifest manifest);
 
   // Starts serving with a restored or new queue whose changes go to `log`. `election_epoch`
   // is reported in status.
@@ -65,13 +70,19 @@ class MasterService final : public tessera::master::Master::Service {
   grpc::Status FinishTask(grpc::ServerContext*, const TaskResult*, TaskResultReply*) override;
   grpc::Status FailTask(grpc::ServerContext*, const TaskResult*, TaskResultReply*) override;
   grpc::Status GetStatus(grpc::ServerContext*, const StatusRequest*, StatusReply*) override;
+  // GetStatus's answer for callers in this process (the node's console).
+  grpc::Status Summary(StatusReply* reply);
   grpc::Status Report(grpc::ServerContext*, const ProgressReport*, ProgressReply*) override;
   grpc::Status ReportPosition(grpc::ServerContext*, const PositionReport*, PositionReply*) override;
 
  private:
   // Report's bookkeeping, under the lock.
   grpc::Status AddReport(const ProgressReport& report);
-  grpc::Status Check(const std::string& token) const;
+  // The call's job credentials, then (Check) the job token and leadership.
+  grpc::Status Authenticate(grpc::ServerContext* ctx, const char* method,
+                            const google::protobuf::Message& request);
+  grpc::Status Check(grpc::ServerContext* ctx, const char* method, const google::protobuf::Message& request,
+                     const std::string& token);
   // Logs `e` (REQUIRES: mu_ held) and returns the ticket to wait for.
   uint64_t Log(const Event& e) REQUIRES(mu_);
   grpc::Status Durable(uint64_t ticket) EXCLUDES(mu_);
@@ -79,6 +90,7 @@ class MasterService final : public tessera::master::Master::Service {
   void MaybeSavePosition();
 
   const std::string token_;
+  std::optional<security::RpcAuth> auth_;
   const std::string dataset_dir_;
   const dataset::Manifest manifest_;
   std::atomic<bool> active_{false};

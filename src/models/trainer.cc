@@ -10,8 +10,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   auto stopping = [&] { return o.stop && o.stop->load(); };
   TESSERA_ASSIGN_OR_RETURN(auto model, MakeModel(o.model, o.model_options));
   api::SessionOptions so;
-  so.etcd_endpoints = o.etcd_endpoints;
-  so.job = o.job;
+  so.connection = o.connection;
   so.trainer_id = o.trainer_id;
   so.store = o.store;
   so.lease_ttl_seconds = o.lease_ttl_seconds;

@@ -15,15 +15,15 @@
 #include <vector>
 
 #include "models/model.h"
+#include "tessera/connection.h"
 #include "tessera/status.h"
 
 namespace tessera::models {
 
 struct TrainerOptions {
-  std::vector<std::string> etcd_endpoints;
-  std::string job;
-  std::string trainer_id;  // empty: the lowest free number
-  std::string model;       // mlp, logreg, word2vec
+  ConnectionOptions connection;  // etcd, the job and its secret
+  std::string trainer_id;        // empty: the lowest free number
+  std::string model;             // mlp, logreg, word2vec
   ModelOptions model_options;
   std::string store;         // the store as mounted here (empty: the master's path)
   std::string eval_dataset;  // held-out data set in the store (empty: no evaluation)

@@ -1,9 +1,6 @@
 // PserverNode (see pserver_node.h).
 #include "pserver/pserver_node.h"
 
-#include "common/http_limits.h"
-#include "common/http_probes.h"
-
 #include <httplib.h>
 #include <spdlog/spdlog.h>
 #include <unistd.h>
@@ -13,6 +10,8 @@
 
 #include "common/addressing.h"
 #include "common/clock.h"
+#include "common/http_limits.h"
+#include "common/http_probes.h"
 #include "common/logging.h"
 #include "common/metrics.h"
 #include "coord/keys.h"
@@ -96,17 +95,25 @@ Status PserverNode::Run() {
   const std::string& job = options_.job;
   TESSERA_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(etcd.get(), job));
   TESSERA_ASSIGN_OR_RETURN(SlotMap slots, LoadSlotMap(etcd.get(), job));
+  TESSERA_ASSIGN_OR_RETURN(security::JobSecret secret,
+                           LoadJobSecret(etcd.get(), job, config, options_.secret_file));
 
   TESSERA_ASSIGN_OR_RETURN(TransportKind kind, ParseTransportKind(options_.transport));
   // auto serves every transport: each trainer takes the best one it can reach. --port goes to
   // the main transport (tcp when served); the others take free ports.
-  std::vector<TransportKind> kinds = kind == TransportKind::kAuto
-                                         ? std::vector<TransportKind>{TransportKind::kTcp, TransportKind::kShm,
-                                                                      TransportKind::kGrpc}
-                                         : std::vector<TransportKind>{kind};
+  std::vector<TransportKind> kinds =
+      kind == TransportKind::kAuto
+          ? std::vector<TransportKind>{TransportKind::kTcp, TransportKind::kShm, TransportKind::kGrpc}
+          : std::vector<TransportKind>{kind};
   const std::string advertise = options_.advertise.empty() ? options_.host : options_.advertise;
+  // Requests without the job's secret are refused and counted (served in /metrics below).
+  metrics::Registry prom;
   TransportOptions to;
   to.limits.max_payload = options_.max_message_bytes;
+  to.secret = secret;
+  to.auth_refused =
+      &prom.GetCounter("tessera_pserver_auth_refused_total",
+                       "Data-plane requests and connections refused for lacking the job's secret");
   Forwarder forwarder;
   std::vector<std::unique_ptr<ServerTransport>> servers;
   nlohmann::json endpoints = nlohmann::json::object();
@@ -144,7 +151,6 @@ Status PserverNode::Run() {
                            LeaseKeeper::Start(etcd.get(), {options_.lease_ttl_seconds, {}}, on_lease));
 
   // Prometheus metrics, served before the claim so the address goes into the registration.
-  metrics::Registry prom;
   PserverService* metrics_source = nullptr;  // set once the service exists (guarded by service_mu)
   PserverService::Counters last_counters;
   prom_ = &prom;
@@ -235,8 +241,8 @@ Status PserverNode::Run() {
       if (options_.index >= 0) {
         spdlog::info("pserver index {} of job {} is taken; waiting for it to free up", options_.index, job);
       } else {
-        spdlog::info("all {} pserver indices of job {} are taken; waiting for one to free up", config.pservers,
-                     job);
+        spdlog::info("all {} pserver indices of job {} are taken; waiting for one to free up",
+                     config.pservers, job);
       }
       waiting_since = Now();
     }
@@ -247,9 +253,11 @@ Status PserverNode::Run() {
   epoch_ = claim.epoch;
   SetLogNode("pserver-" + std::to_string(claim.index));
   std::string served;
-  for (const auto& [k, v] : endpoints.items()) served += (served.empty() ? "" : ", ") + k + " " + v.get<std::string>();
-  spdlog::info("pserver {} serving at {} (epoch {}, {} of {} slots, mode {}; data plane: {})", claim.index, address,
-               claim.epoch, slots.SlotsOf(claim.index).size(), slots.slots(), config.mode.ToString(), served);
+  for (const auto& [k, v] : endpoints.items())
+    served += (served.empty() ? "" : ", ") + k + " " + v.get<std::string>();
+  spdlog::info("pserver {} serving at {} (epoch {}, {} of {} slots, mode {}; data plane: {})", claim.index,
+               address, claim.epoch, slots.SlotsOf(claim.index).size(), slots.slots(), config.mode.ToString(),
+               served);
 
   PserverServiceOptions so;
   so.index = claim.index;

@@ -26,6 +26,7 @@ class Checkpointer;
 struct PserverOptions {
   etcd::EtcdOptions etcd;
   std::string job;
+  std::string secret_file;         // the job's secret from this file instead of etcd (job_store.h)
   std::string host = "127.0.0.1";  // address to listen on (may be 0.0.0.0)
   std::string advertise;           // address registered for trainers (empty: `host`)
   int port = 0;                    // 0: any free port

@@ -73,13 +73,7 @@ Status SaveLogin(const std::string& config_dir, const Login& login) {
   nlohmann::json j = {
       {"server", login.server}, {"user", login.user}, {"token", login.token}, {"token_id", login.token_id}};
   // The file is created readable by its owner alone before the token is written into it.
-  const mode_t old = ::umask(077);
-  Status s = WriteFileAtomic(LoginPath(config_dir), j.dump(2) + "\n");
-  ::umask(old);
-  if (!s.ok()) return s;
-  if (::chmod(LoginPath(config_dir).c_str(), 0600) != 0)
-    return Status::Unavailable("cannot chmod " + LoginPath(config_dir) + ": " + std::strerror(errno));
-  return Status::OK();
+  return WriteFileAtomic(LoginPath(config_dir), j.dump(2) + "\n", 0600);
 }
 
 Status RemoveLogin(const std::string& config_dir) {

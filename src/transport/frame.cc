@@ -49,7 +49,7 @@ StatusOr<FramePreamble> DecodePreamble(const uint8_t in[kFramePreambleBytes], co
   }
   p.kind = static_cast<FrameKind>(kind);
   p.flags = in[5];
-  if (p.flags & ~kFrameFlagNewRegion) {
+  if (p.flags & ~(kFrameFlagNewRegion | kFrameFlagRefused)) {
     return Status::InvalidArgument("unknown frame flags " + std::to_string(p.flags));
   }
   if (Get<uint16_t>(in + 6) != 0 || Get<uint32_t>(in + 20) != 0) {
@@ -83,12 +83,13 @@ Status CheckRequestSize(size_t header_len, size_t payload_len, const FrameLimits
   return Status::OK();
 }
 
-StatusOr<FramePreamble> DecodeReply(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits, uint64_t id) {
+StatusOr<FramePreamble> DecodeReply(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits,
+                                    uint64_t id) {
   auto p = DecodePreamble(in, limits);
   if (!p.ok()) return Status::Unavailable("bad reply frame: " + p.status().message());
   if (p->kind != FrameKind::kReply || p->request_id != id) {
-    return Status::Unavailable("bad reply frame: for request " + std::to_string(p->request_id) + ", expected " +
-                               std::to_string(id));
+    return Status::Unavailable("bad reply frame: for request " + std::to_string(p->request_id) +
+                               ", expected " + std::to_string(id));
   }
   return p;
 }

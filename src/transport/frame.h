@@ -1,16 +1,25 @@
-// The frame of Tessera's own data-plane transports (TCP and shared memory): a fixed 32-byte
-// preamble in front of every message, then the message header (a serialized DataRequest or
-// DataReply) and the payload. Encoding and checking only: pure, no I/O, thread-safe.
+// The frame of Tessera's own data-plane transports (TCP and shared memory): the server's greeting
+// when a connection opens, then a fixed 48-byte preamble in front of every message, the message
+// header (a serialized DataRequest or DataReply) and the payload. Encoding and checking only:
+// pure, no I/O, thread-safe.
 //
-// Wire layout (little-endian):
-//   0  u32 magic        "TSD1" (0x31445354)
+// Greeting, server to client, once per connection (little-endian):
+//   0  u32 magic        "TSH1" (0x31485354)
+//   4  u32 flags        bit 0: frames carry the job's MAC (the job has a secret)
+//   8  u64 reserved     0
+//   16 u8[16] nonce     random, new for every connection
+// Preamble (little-endian):
+//   0  u32 magic        "TSD2" (0x32445354)
 //   4  u8  kind         1 = request, 2 = reply
 //   5  u8  flags        bit 0: a new shared-memory region comes with this frame (shm only)
+//                       bit 1: refused: the server did not accept the request's job MAC and closes
 //   6  u16 reserved     0
-//   8  u64 request_id   chosen by the client; a reply carries its request's id
+//   8  u64 request_id   chosen by the client, rising on a connection; a reply carries its request's
 //   16 u32 header_len   bytes of the message header
 //   20 u32 reserved     0
 //   24 u64 payload_len  bytes of the payload
+//   32 u8[16] mac       with a secret: security::FrameMac over the nonce, bytes 0-31 and the header;
+//                       zero otherwise
 // Over TCP the header and then the payload follow the preamble on the stream. Over shared memory
 // they sit in the sender's region: payload at offset 0, header at PayloadAlign(payload_len).
 #pragma once
@@ -23,11 +32,16 @@
 
 namespace tessera {
 
-constexpr uint32_t kFrameMagic = 0x31445354;  // "TSD1"
-constexpr size_t kFramePreambleBytes = 32;
+constexpr uint32_t kFrameMagic = 0x32445354;  // "TSD2"
+constexpr size_t kFramePreambleBytes = 48;
+constexpr size_t kFrameMacOffset = 32;           // the MAC covers the bytes before it
+constexpr uint32_t kGreetingMagic = 0x31485354;  // "TSH1"
+constexpr size_t kGreetingBytes = 32;
+constexpr uint32_t kGreetingFlagAuth = 1;
 
 enum class FrameKind : uint8_t { kRequest = 1, kReply = 2 };
 constexpr uint8_t kFrameFlagNewRegion = 1;
+constexpr uint8_t kFrameFlagRefused = 2;
 
 struct FramePreamble {
   FrameKind kind = FrameKind::kRequest;
@@ -39,10 +53,11 @@ struct FramePreamble {
 
 // What a receiver accepts; anything larger is refused before a byte of it is read.
 struct FrameLimits {
-  size_t max_header = size_t{64} << 20;   // 64 MiB: a sparse request lists its keys here
-  size_t max_payload = size_t{2} << 30;   // 2 GiB (--max-message-mb)
+  size_t max_header = size_t{64} << 20;  // 64 MiB: a sparse request lists its keys here
+  size_t max_payload = size_t{2} << 30;  // 2 GiB (--max-message-mb)
 };
 
+// Writes the preamble with a zero MAC (FrameAuth::Sign fills it in).
 void EncodePreamble(const FramePreamble& p, uint8_t out[kFramePreambleBytes]);
 // InvalidArgument saying what is wrong (bad magic, unknown kind or flags, a length past the
 // limits), so the receiver can log it and close the connection.
@@ -53,7 +68,8 @@ StatusOr<FramePreamble> DecodePreamble(const uint8_t in[kFramePreambleBytes], co
 Status CheckRequestSize(size_t header_len, size_t payload_len, const FrameLimits& limits);
 // A client's reply preamble: decoded, a reply, and the answer to request `id`; Unavailable
 // otherwise (the connection is out of step and must be dropped).
-StatusOr<FramePreamble> DecodeReply(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits, uint64_t id);
+StatusOr<FramePreamble> DecodeReply(const uint8_t in[kFramePreambleBytes], const FrameLimits& limits,
+                                    uint64_t id);
 // The DataLoss of a reply carrying more payload than the caller gave room for.
 Status ReplyTooLarge(const std::string& peer, uint64_t payload_len, size_t room);
 // A client call that failed at step `what` ("send", "waiting for the reply", ...): after it the

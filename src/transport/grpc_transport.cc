@@ -7,19 +7,32 @@
 #include <atomic>
 #include <cstring>
 #include <mutex>
+#include <optional>
 
+#include "common/clock.h"
+#include "security/rpc_auth.h"
 #include "tessera/data.grpc.pb.h"
 
 namespace tessera {
 namespace {
 
 constexpr int kMaxMessage = INT32_MAX;
+// What the job tokens of a data-plane call and of its reply are bound to (with the header).
+constexpr char kRequestMethod[] = "DataPlane/Call";
+constexpr char kReplyMethod[] = "DataPlane/Reply";
+
+std::string MetadataValue(const std::multimap<grpc::string_ref, grpc::string_ref>& md) {
+  auto it = md.find(security::kRpcAuthMetadata);
+  return it == md.end() ? "" : std::string(it->second.data(), it->second.size());
+}
 
 // Answers one RPC. Finish() is called exactly once: by Send, or by the destructor with an error
 // if the handler dropped the responder without sending.
 class GrpcResponder : public Responder {
  public:
-  GrpcResponder(grpc::ServerUnaryReactor* reactor, wire::Frame* reply) : reactor_(reactor), reply_(reply) {}
+  GrpcResponder(grpc::CallbackServerContext* ctx, grpc::ServerUnaryReactor* reactor, wire::Frame* reply,
+                const security::RpcAuth* auth)
+      : ctx_(ctx), reactor_(reactor), reply_(reply), auth_(auth) {}
   ~GrpcResponder() override {
     if (!sent_) reactor_->Finish(grpc::Status(grpc::StatusCode::UNAVAILABLE, "pserver dropped the request"));
   }
@@ -32,6 +45,8 @@ class GrpcResponder : public Responder {
     if (sent_) return;
     sent_ = true;
     reply_->set_header(std::string(header));
+    if (auth_)
+      ctx_->AddInitialMetadata(security::kRpcAuthMetadata, auth_->Token(kReplyMethod, header, WallMillis()));
     std::string* p = reply_->mutable_payload();
     if (payload.size() == 1 && payload[0].data == p->data() && payload[0].size == p->size()) {
       reactor_->Finish(grpc::Status::OK);  // built in place by Allocate
@@ -47,31 +62,50 @@ class GrpcResponder : public Responder {
   }
 
  private:
+  grpc::CallbackServerContext* ctx_;
   grpc::ServerUnaryReactor* reactor_;
   wire::Frame* reply_;
+  const security::RpcAuth* auth_;
   bool sent_ = false;
 };
 
 class DataPlaneService final : public wire::DataPlane::CallbackService {
  public:
-  explicit DataPlaneService(RequestHandler* handler) : handler_(handler) {}
+  DataPlaneService(RequestHandler* handler, const TransportOptions& options)
+      : handler_(handler), refused_(options.auth_refused) {
+    if (!options.secret.empty()) auth_.emplace(options.secret);
+  }
   grpc::ServerUnaryReactor* Call(grpc::CallbackServerContext* ctx, const wire::Frame* request,
                                  wire::Frame* reply) override {
     auto* reactor = ctx->DefaultReactor();
+    if (auth_) {
+      Status s = auth_->Check(MetadataValue(ctx->client_metadata()), kRequestMethod, request->header(),
+                              WallMillis());
+      if (!s.ok()) {
+        // Refused before the request is looked at.
+        if (refused_) refused_->Add();
+        spdlog::warn("grpc data plane: refused a call from {}: {}", ctx->peer(), s.message());
+        reactor->Finish(grpc::Status(grpc::StatusCode::UNAUTHENTICATED, s.message()));
+        return reactor;
+      }
+    }
     handler_->Handle(request->header(), ConstBuffer{request->payload().data(), request->payload().size()},
-                     std::make_unique<GrpcResponder>(reactor, reply));
+                     std::make_unique<GrpcResponder>(ctx, reactor, reply, auth_ ? &*auth_ : nullptr));
     return reactor;
   }
 
  private:
   RequestHandler* handler_;
+  std::optional<security::RpcAuth> auth_;
+  metrics::Counter* refused_;
 };
 
 class GrpcServerTransport : public ServerTransport {
  public:
+  explicit GrpcServerTransport(const TransportOptions& options) : options_(options) {}
   ~GrpcServerTransport() override { Shutdown(); }
   Status Start(const std::string& host, int port, RequestHandler* handler) override {
-    service_ = std::make_unique<DataPlaneService>(handler);
+    service_ = std::make_unique<DataPlaneService>(handler, options_);
     grpc::ServerBuilder b;
     b.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(), &port_);
     b.RegisterService(service_.get());
@@ -97,6 +131,7 @@ class GrpcServerTransport : public ServerTransport {
   }
 
  private:
+  TransportOptions options_;
   std::mutex mu_;
   std::unique_ptr<DataPlaneService> service_;
   std::unique_ptr<grpc::Server> server_;
@@ -106,7 +141,8 @@ class GrpcServerTransport : public ServerTransport {
 
 class GrpcConnection : public ClientConnection {
  public:
-  explicit GrpcConnection(std::string address) : address_(std::move(address)) {
+  GrpcConnection(std::string address, const TransportOptions& options) : address_(std::move(address)) {
+    if (!options.secret.empty()) auth_.emplace(options.secret);
     grpc::ChannelArguments args;
     args.SetMaxReceiveMessageSize(kMaxMessage);
     args.SetMaxSendMessageSize(kMaxMessage);
@@ -139,6 +175,8 @@ class GrpcConnection : public ClientConnection {
     reply.Clear();
     grpc::ClientContext ctx;
     ctx.set_deadline(std::chrono::system_clock::now() + timeout);
+    if (auth_)
+      ctx.AddMetadata(security::kRpcAuthMetadata, auth_->Token(kRequestMethod, header, WallMillis()));
     {
       std::lock_guard<std::mutex> lock(abort_mu_);
       if (aborted_) return Abandoned();
@@ -150,10 +188,23 @@ class GrpcConnection : public ClientConnection {
       active_ = nullptr;
       if (aborted_) return Abandoned();
     }
+    if (s.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+      return Status::Unauthenticated("pserver " + address_ +
+                                     " (grpc) refused this process's job credentials: " + s.error_message());
+    }
     if (!s.ok()) {
       auto code = s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED ? StatusCode::kDeadlineExceeded
                                                                         : StatusCode::kUnavailable;
       return Status(code, "pserver " + address_ + ": " + s.error_message());
+    }
+    if (auth_) {
+      Status a = auth_->Check(MetadataValue(ctx.GetServerInitialMetadata()), kReplyMethod, reply.header(),
+                              WallMillis());
+      if (!a.ok()) {
+        return Status::Unauthenticated("the reply from " + address_ +
+                                       " (grpc) does not carry this job's token (" + a.message() +
+                                       "): it is not a pserver of this job");
+      }
     }
     CallResult out;
     out.header = reply.header();
@@ -182,14 +233,16 @@ class GrpcConnection : public ClientConnection {
 
  private:
   Status Abandoned() const {
-    return Status::Unavailable("pserver " + address_ +
-                               " (grpc): call abandoned (the pserver was replaced or its registration is gone)");
+    return Status::Unavailable(
+        "pserver " + address_ +
+        " (grpc): call abandoned (the pserver was replaced or its registration is gone)");
   }
 
   std::string address_;
+  std::optional<security::RpcAuth> auth_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<wire::DataPlane::Stub> stub_;
-  wire::Frame reply_;  // the last reply (CallResult::header points into it)
+  wire::Frame reply_;    // the last reply (CallResult::header points into it)
   std::mutex abort_mu_;  // guards aborted_ and active_ (Abort comes from another thread)
   bool aborted_ = false;
   grpc::ClientContext* active_ = nullptr;  // the call in progress
@@ -197,9 +250,12 @@ class GrpcConnection : public ClientConnection {
 
 }  // namespace
 
-std::unique_ptr<ServerTransport> NewGrpcServerTransport() { return std::make_unique<GrpcServerTransport>(); }
-std::unique_ptr<ClientConnection> NewGrpcConnection(const std::string& address) {
-  return std::make_unique<GrpcConnection>(address);
+std::unique_ptr<ServerTransport> NewGrpcServerTransport(const TransportOptions& options) {
+  return std::make_unique<GrpcServerTransport>(options);
+}
+std::unique_ptr<ClientConnection> NewGrpcConnection(const std::string& address,
+                                                    const TransportOptions& options) {
+  return std::make_unique<GrpcConnection>(address, options);
 }
 
 }  // namespace tessera

@@ -10,7 +10,8 @@
 
 namespace tessera {
 
-std::unique_ptr<ServerTransport> NewGrpcServerTransport();
-std::unique_ptr<ClientConnection> NewGrpcConnection(const std::string& address);
+std::unique_ptr<ServerTransport> NewGrpcServerTransport(const TransportOptions& options);
+std::unique_ptr<ClientConnection> NewGrpcConnection(const std::string& address,
+                                                    const TransportOptions& options);
 
 }  // namespace tessera

@@ -27,15 +27,18 @@ void OwnRegion::Unmap() {
 Status OwnRegion::Ensure(size_t bytes, size_t keep, size_t max_bytes) {
   if (bytes <= size_ && map_) return Status::OK();
   if (bytes > max_bytes) {
-    return Status::InvalidArgument("a message of " + std::to_string(bytes) + " bytes is larger than the maximum " +
-                                   std::to_string(max_bytes));
+    return Status::InvalidArgument("a message of " + std::to_string(bytes) +
+                                   " bytes is larger than the maximum " + std::to_string(max_bytes));
   }
   size_t size = size_t{1} << 20;
   while (size < bytes) size *= 2;
   if (size > max_bytes) size = (bytes + 4095) & ~size_t{4095};
   UniqueFd fd(::memfd_create("tessera-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
   if (!fd.valid()) return Errno("memfd_create");
-  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return Errno("ftruncate of a shared-memory region");
+  // Through /proc/PID/fd a memfd opens by its mode: the owner's alone.
+  if (::fchmod(fd.get(), 0600) != 0) return Errno("fchmod of the shared region");
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
+    return Errno("ftruncate of a shared-memory region");
   if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return Errno("sealing");
   void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (m == MAP_FAILED) return Errno("mmap of a shared-memory region");
@@ -91,7 +94,8 @@ ssize_t SendWithDescriptor(int sock, const void* data, size_t n, int pass_fd, in
   return ::sendmsg(sock, &msg, MSG_NOSIGNAL | flags);
 }
 
-Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd, const Deadline* deadline) {
+Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd,
+                 const Deadline* deadline) {
   TESSERA_ASSIGN_OR_RETURN(size_t w, RetrySocketCall(sock, POLLOUT, deadline, "send", [&] {
                              return SendWithDescriptor(sock, preamble, kFramePreambleBytes, pass_fd,
                                                        deadline ? MSG_DONTWAIT : 0);
@@ -136,6 +140,26 @@ Status RecvFrame(int sock, uint8_t (&preamble)[kFramePreambleBytes], UniqueFd* f
   if (r != kFramePreambleBytes) {
     return Status::InvalidArgument("a message of " + std::to_string(r) + " bytes is not a frame preamble");
   }
+  return Status::OK();
+}
+
+Status SendGreeting(int sock, const uint8_t (&greeting)[kGreetingBytes], const Deadline* deadline) {
+  TESSERA_ASSIGN_OR_RETURN(size_t w, RetrySocketCall(sock, POLLOUT, deadline, "send", [&] {
+                             return SendWithDescriptor(sock, greeting, kGreetingBytes, -1,
+                                                       deadline ? MSG_DONTWAIT : 0);
+                           }));
+  if (w != kGreetingBytes) return Status::Unavailable("short send of the greeting");
+  return Status::OK();
+}
+
+Status RecvGreeting(int sock, uint8_t (&greeting)[kGreetingBytes], const Deadline* deadline) {
+  TESSERA_ASSIGN_OR_RETURN(size_t r, RetrySocketCall(sock, POLLIN, deadline, "recv", [&] {
+                             return ::recv(sock, greeting, kGreetingBytes,
+                                           MSG_TRUNC | (deadline ? MSG_DONTWAIT : 0));
+                           }));
+  if (r == 0) return Status::Unavailable("the pserver closed the connection before its greeting");
+  if (r != kGreetingBytes)
+    return Status::Unavailable("a message of " + std::to_string(r) + " bytes is not a greeting");
   return Status::OK();
 }
 

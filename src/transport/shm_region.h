@@ -1,7 +1,7 @@
 // Shared-memory regions and seqpacket frames for the shared-memory transport (shm_transport.h).
 // OwnRegion: the memory this side writes its messages into (a sealed memfd, mapped read-write).
 // PeerRegion: the other side's, mapped read-only after checking it cannot shrink under us.
-// SendFrame/RecvFrame: one 32-byte preamble per seqpacket message, with at most one descriptor.
+// SendFrame/RecvFrame: one 48-byte preamble per seqpacket message, with at most one descriptor.
 // Not thread-safe (one owner each).
 #pragma once
 
@@ -69,11 +69,16 @@ class PeerRegion {
 // malformed messages.
 ssize_t SendWithDescriptor(int sock, const void* data, size_t n, int pass_fd, int flags);
 // Sends one preamble, with `pass_fd` attached when >= 0. `deadline` null: blocking.
-Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd, const Deadline* deadline);
+Status SendFrame(int sock, const uint8_t (&preamble)[kFramePreambleBytes], int pass_fd,
+                 const Deadline* deadline);
 // Receives one preamble and the descriptor that came with it, if any. Cancelled when the peer
 // closed; InvalidArgument for a message that is not exactly one preamble or carries more than one
 // descriptor (those are closed).
 Status RecvFrame(int sock, uint8_t (&preamble)[kFramePreambleBytes], UniqueFd* fd, const Deadline* deadline);
+
+// The server's greeting (frame.h) as one message, and the client's receipt of it.
+Status SendGreeting(int sock, const uint8_t (&greeting)[kGreetingBytes], const Deadline* deadline);
+Status RecvGreeting(int sock, uint8_t (&greeting)[kGreetingBytes], const Deadline* deadline);
 
 // The largest region a transport with these limits ever needs.
 inline size_t MaxRegionBytes(const FrameLimits& l) { return PayloadAlign(l.max_payload) + l.max_header; }

@@ -7,8 +7,11 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <optional>
 #include <random>
 
+#include "security/peer_cred.h"
+#include "transport/frame_auth.h"
 #include "transport/shm_region.h"
 #include "transport/stream_server.h"
 
@@ -31,8 +34,17 @@ StatusOr<sockaddr_un> AbstractAddress(const std::string& endpoint, socklen_t* le
 // written into this side's region.
 class ShmChannel : public MessageChannel {
  public:
-  ShmChannel(UniqueFd fd, const FrameLimits& limits) : fd_(std::move(fd)), limits_(limits) {}
+  ShmChannel(UniqueFd fd, const TransportOptions& options)
+      : fd_(std::move(fd)), limits_(options.limits), auth_(FrameAuth::ForServer(options.secret)) {}
   int fd() const override { return fd_.get(); }
+
+  Status Open(const Deadline& deadline) override {
+    // The abstract socket has no file mode: anyone on the host may connect. Serve our own user.
+    TESSERA_RETURN_IF_ERROR(security::CheckSameUser(fd_.get(), "the process"));
+    uint8_t greeting[kGreetingBytes];
+    auth_.EncodeGreeting(greeting);
+    return SendGreeting(fd_.get(), greeting, &deadline);
+  }
 
   Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
     uint8_t pre[kFramePreambleBytes];
@@ -49,13 +61,21 @@ class ShmChannel : public MessageChannel {
     if (!peer_.mapped()) return Status::InvalidArgument("a request came before any shared region");
     const uint64_t hoff = PayloadAlign(p.payload_len);
     if (hoff + p.header_len > peer_.size()) {
-      return Status::InvalidArgument("the frame (payload " + std::to_string(p.payload_len) + " bytes, header " +
-                                     std::to_string(p.header_len) + " bytes) does not fit the " +
-                                     std::to_string(peer_.size()) + "-byte shared region");
+      return Status::InvalidArgument("the frame (payload " + std::to_string(p.payload_len) +
+                                     " bytes, header " + std::to_string(p.header_len) +
+                                     " bytes) does not fit the " + std::to_string(peer_.size()) +
+                                     "-byte shared region");
     }
     *id = p.request_id;
     *header = std::string_view(peer_.data() + hoff, p.header_len);
     *payload = ConstBuffer{peer_.data(), p.payload_len};
+    if (Status a = auth_.CheckRequest(pre, p.request_id, *header); !a.ok()) {
+      uint8_t refusal[kFramePreambleBytes];
+      EncodeRefusal(p.request_id, refusal);
+      Deadline d(std::chrono::seconds(1));
+      (void)SendFrame(fd_.get(), refusal, -1, &d);
+      return a;
+    }
     return Status::OK();
   }
 
@@ -70,7 +90,8 @@ class ShmChannel : public MessageChannel {
     return {own_.data(), bytes};
   }
 
-  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes, const Deadline& deadline) override {
+  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
+                    const Deadline& deadline) override {
     if (!broken_.ok()) return broken_;
     const size_t hoff = PayloadAlign(payload_bytes);
     if (payload_bytes > 0 && !own_.data()) return Status::Internal("reply payload without a reply buffer");
@@ -81,6 +102,7 @@ class ShmChannel : public MessageChannel {
     EncodePreamble({FrameKind::kReply, static_cast<uint8_t>(pass >= 0 ? kFrameFlagNewRegion : 0), id,
                     static_cast<uint32_t>(header.size()), payload_bytes},
                    pre);
+    auth_.Sign(pre, header);
     TESSERA_RETURN_IF_ERROR(SendFrame(fd_.get(), pre, pass, &deadline));
     own_.FdSent();
     return Status::OK();
@@ -89,6 +111,7 @@ class ShmChannel : public MessageChannel {
  private:
   UniqueFd fd_;
   FrameLimits limits_;
+  FrameAuth auth_;
   PeerRegion peer_;
   OwnRegion own_;
   Status broken_;
@@ -118,24 +141,26 @@ class ShmServerTransport : public StreamServer {
   }
 
   std::unique_ptr<MessageChannel> NewChannel(UniqueFd fd) override {
-    return std::make_unique<ShmChannel>(std::move(fd), options().limits);
+    return std::make_unique<ShmChannel>(std::move(fd), options());
   }
 };
 
 class ShmConnection : public ClientConnection {
  public:
   ShmConnection(std::string endpoint, const TransportOptions& options)
-      : endpoint_(std::move(endpoint)), limits_(options.limits) {}
+      : endpoint_(std::move(endpoint)), limits_(options.limits), secret_(options.secret) {}
 
   StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
-                            std::span<const MutableBuffer> reply_buffers, std::chrono::milliseconds timeout) override {
+                            std::span<const MutableBuffer> reply_buffers,
+                            std::chrono::milliseconds timeout) override {
     Deadline d(timeout);
     const size_t n = TotalSize(payload);
     TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), n, limits_));
     if (sock_.aborted()) return AbandonedCall(endpoint_, "shm");
-    if (!sock_.valid()) TESSERA_RETURN_IF_ERROR(Connect());
+    if (!sock_.valid()) TESSERA_RETURN_IF_ERROR(Connect(d));
     const size_t hoff = PayloadAlign(n);
-    if (Status s = own_.Ensure(hoff + header.size(), 0, MaxRegionBytes(limits_)); !s.ok()) return Fail(s, "region");
+    if (Status s = own_.Ensure(hoff + header.size(), 0, MaxRegionBytes(limits_)); !s.ok())
+      return Fail(s, "region");
     size_t off = 0;
     for (const auto& b : payload) {
       if (b.size) std::memcpy(own_.data() + off, b.data, b.size);
@@ -148,22 +173,29 @@ class ShmConnection : public ClientConnection {
     EncodePreamble({FrameKind::kRequest, static_cast<uint8_t>(pass >= 0 ? kFrameFlagNewRegion : 0), id,
                     static_cast<uint32_t>(header.size()), n},
                    pre);
+    auth_->Sign(pre, header);
     if (Status s = SendFrame(sock_.get(), pre, pass, &d); !s.ok()) return Fail(s, "send");
     own_.FdSent();
     UniqueFd region;
     if (Status s = RecvFrame(sock_.get(), pre, &region, &d); !s.ok()) {
-      return Fail(s.code() == StatusCode::kCancelled ? Status::Unavailable("connection closed by the pserver") : s,
-                  "waiting for the reply");
+      return Fail(
+          s.code() == StatusCode::kCancelled ? Status::Unavailable("connection closed by the pserver") : s,
+          "waiting for the reply");
     }
     auto p = DecodeReply(pre, limits_, id);
     if (!p.ok()) return Fail(p.status(), "reading the reply");
+    if (p->flags & kFrameFlagRefused) return Refuse(RefusedByServer(endpoint_, "shm"));
     if (p->flags & kFrameFlagNewRegion) {
-      if (Status s = peer_.Map(std::move(region), MaxRegionBytes(limits_)); !s.ok()) return Fail(s, "reply region");
+      if (Status s = peer_.Map(std::move(region), MaxRegionBytes(limits_)); !s.ok())
+        return Fail(s, "reply region");
     }
     const uint64_t rhoff = PayloadAlign(p->payload_len);
     if (!peer_.mapped() || rhoff + p->header_len > peer_.size()) {
-      return Fail(Status::Unavailable("the reply does not fit the pserver's shared region"), "bad reply frame");
+      return Fail(Status::Unavailable("the reply does not fit the pserver's shared region"),
+                  "bad reply frame");
     }
+    const std::string_view reply_header(peer_.data() + rhoff, p->header_len);
+    if (Status s = auth_->CheckReply(pre, reply_header, endpoint_ + " (shm)"); !s.ok()) return Refuse(s);
     if (p->payload_len > TotalSize(reply_buffers)) {
       Drop();
       return ReplyTooLarge(endpoint_, p->payload_len, TotalSize(reply_buffers));
@@ -175,14 +207,14 @@ class ShmConnection : public ClientConnection {
       std::memcpy(b.data, peer_.data() + at, k);
       at += k;
     }
-    return CallResult{std::string_view(peer_.data() + rhoff, p->header_len), p->payload_len};
+    return CallResult{reply_header, p->payload_len};
   }
 
   const std::string& address() const override { return endpoint_; }
   void Abort() override { sock_.Abort(); }
 
  private:
-  Status Connect() {
+  Status Connect(const Deadline& deadline) {
     socklen_t len;
     TESSERA_ASSIGN_OR_RETURN(sockaddr_un a, AbstractAddress(endpoint_, &len));
     UniqueFd fd(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
@@ -196,6 +228,15 @@ class ShmConnection : public ClientConnection {
       return Status::PermissionDenied("shared memory is not reachable" + why);
     }
     if (!sock_.Set(std::move(fd))) return AbandonedCall(endpoint_, "shm");
+    // Our parameters go into its memory and its replies into ours: it must be our own user.
+    if (Status s = security::CheckSameUser(sock_.get(), "the pserver at " + endpoint_); !s.ok())
+      return Refuse(s);
+    uint8_t greeting[kGreetingBytes];
+    if (Status s = RecvGreeting(sock_.get(), greeting, &deadline); !s.ok())
+      return Fail(s, "waiting for the greeting");
+    auto auth = FrameAuth::FromGreeting(greeting, secret_, endpoint_ + " (shm)");
+    if (!auth.ok()) return Refuse(auth.status());
+    auth_.emplace(std::move(*auth));
     return Status::OK();
   }
   // A failed call leaves the exchange in an unknown state: a new connection gets new regions (the
@@ -204,6 +245,12 @@ class ShmConnection : public ClientConnection {
     sock_.Reset();
     own_.Reset();
     peer_.Reset();
+    auth_.reset();
+  }
+  // The two sides disagree on who may talk: retrying would not help.
+  Status Refuse(const Status& s) {
+    Drop();
+    return s;
   }
   Status Fail(const Status& s, const std::string& what) {
     Drop();
@@ -213,6 +260,8 @@ class ShmConnection : public ClientConnection {
 
   std::string endpoint_;
   FrameLimits limits_;
+  security::JobSecret secret_;
+  std::optional<FrameAuth> auth_;  // set while connected
   AbortableSocket sock_;
   OwnRegion own_;
   PeerRegion peer_;
@@ -225,7 +274,8 @@ std::unique_ptr<ServerTransport> NewShmServerTransport(const TransportOptions& o
   return std::make_unique<ShmServerTransport>(options);
 }
 
-std::unique_ptr<ClientConnection> NewShmConnection(const std::string& endpoint, const TransportOptions& options) {
+std::unique_ptr<ClientConnection> NewShmConnection(const std::string& endpoint,
+                                                   const TransportOptions& options) {
   return std::make_unique<ShmConnection>(endpoint, options);
 }
 

@@ -2,7 +2,7 @@
 //
 // Each side owns one region of shared memory (a sealed memfd that it maps read-write and the
 // peer maps read-only) and writes its messages there: payload at offset 0, header after it.
-// The frames themselves (frame.h preambles, 32 bytes) travel over a Unix seqpacket socket in
+// The frames themselves (frame.h preambles, 48 bytes) travel over a Unix seqpacket socket in
 // the abstract namespace, which is also the signal: the receiver sleeps in recvmsg/poll, it
 // never spins. A region that is too small is replaced by a larger one, whose descriptor rides
 // along with the frame that first needs it (SCM_RIGHTS); the receiver checks its seals (it

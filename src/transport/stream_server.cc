@@ -1,8 +1,6 @@
 // StreamServer (see stream_server.h).
 #include "transport/stream_server.h"
 
-#include "transport/aligned_buffer.h"
-
 #include <errno.h>
 #include <poll.h>
 #include <spdlog/spdlog.h>
@@ -12,6 +10,8 @@
 
 #include <condition_variable>
 #include <cstring>
+
+#include "transport/aligned_buffer.h"
 
 namespace tessera {
 
@@ -38,6 +38,8 @@ class StreamServer::Connection : public std::enable_shared_from_this<StreamServe
   void Abandon(uint64_t id);
 
  private:
+  // Counts and logs a peer refused for its credentials.
+  void Refused(const Status& s);
   // Waits until the current request's reply is ready. False if the connection must close.
   bool WaitReply();
   void Wake() {
@@ -70,7 +72,8 @@ namespace {
 
 class StreamResponder : public Responder {
  public:
-  StreamResponder(std::shared_ptr<StreamServer::Connection> conn, uint64_t id) : conn_(std::move(conn)), id_(id) {}
+  StreamResponder(std::shared_ptr<StreamServer::Connection> conn, uint64_t id)
+      : conn_(std::move(conn)), id_(id) {}
   ~StreamResponder() override {
     if (!sent_) conn_->Abandon(id_);
   }
@@ -89,8 +92,25 @@ class StreamResponder : public Responder {
 
 }  // namespace
 
+void StreamServer::Connection::Refused(const Status& s) {
+  if (options_.auth_refused) options_.auth_refused->Add();
+  spdlog::warn("{} data plane: refused the connection from {}: {}", server_name_, peer_, s.message());
+}
+
 void StreamServer::Connection::Run() {
   thread_id_ = std::this_thread::get_id();
+  if (Status s = channel_->Open(Deadline(std::chrono::seconds(5))); !s.ok()) {
+    if (s.code() == StatusCode::kPermissionDenied || s.code() == StatusCode::kUnauthenticated) {
+      Refused(s);
+    } else {
+      spdlog::warn("{} data plane: closing the connection from {}: {}", server_name_, peer_, s.message());
+    }
+    std::lock_guard<std::mutex> lock(mu_);
+    closed_ = true;
+    channel_.reset();
+    finished_ = true;
+    return;
+  }
   while (true) {
     uint64_t id = 0;
     std::string_view header;
@@ -102,7 +122,11 @@ void StreamServer::Connection::Run() {
         std::lock_guard<std::mutex> lock(mu_);
         quiet = quiet || closed_;  // our own shutdown
       }
-      if (!quiet) spdlog::warn("{} data plane: closing the connection from {}: {}", server_name_, peer_, s.message());
+      if (s.code() == StatusCode::kUnauthenticated) {
+        Refused(s);
+      } else if (!quiet) {
+        spdlog::warn("{} data plane: closing the connection from {}: {}", server_name_, peer_, s.message());
+      }
       break;
     }
     {
@@ -118,8 +142,8 @@ void StreamServer::Connection::Run() {
     // The reply buffer is not touched by anyone else until the next request is handed out.
     Status w = channel_->WriteReply(id, reply_header_, reply_bytes_, Deadline(options_.send_timeout));
     if (!w.ok()) {
-      spdlog::warn("{} data plane: closing the connection to {}: the reply could not be sent: {}", server_name_,
-                   peer_, w.message());
+      spdlog::warn("{} data plane: closing the connection to {}: the reply could not be sent: {}",
+                   server_name_, peer_, w.message());
       break;
     }
   }
@@ -177,7 +201,8 @@ MutableBuffer StreamServer::Connection::Allocate(uint64_t id, size_t bytes) {
   return lent_;
 }
 
-void StreamServer::Connection::Complete(uint64_t id, std::string_view header, std::span<const ConstBuffer> payload) {
+void StreamServer::Connection::Complete(uint64_t id, std::string_view header,
+                                        std::span<const ConstBuffer> payload) {
   std::lock_guard<std::mutex> lock(mu_);
   if (closed_ || !in_request_ || id != current_id_ || ready_) return;
   reply_header_.assign(header.data(), header.size());
@@ -237,8 +262,9 @@ void StreamServer::AcceptLoop() {
     std::lock_guard<std::mutex> lock(mu_);
     if (static_cast<int>(conns_.size()) >= options_.max_connections) {
       if (!refused_logged_) {
-        spdlog::warn("{} data plane: refusing connections from {} and others: {} connections are open (the limit)",
-                     name(), PeerName(fd.get()), conns_.size());
+        spdlog::warn(
+            "{} data plane: refusing connections from {} and others: {} connections are open (the limit)",
+            name(), PeerName(fd.get()), conns_.size());
         refused_logged_ = true;
       }
       continue;  // closed by fd's destructor

@@ -27,8 +27,13 @@ class MessageChannel {
  public:
   virtual ~MessageChannel() = default;
   virtual int fd() const = 0;
+  // Opens the exchange before the first request: checks the peer if the transport does, and
+  // sends the greeting (frame.h). An error closes the connection (PermissionDenied: a peer of
+  // another user, counted as refused).
+  virtual Status Open(const Deadline& deadline) = 0;
   // Reads the next request; the views stay valid until the next ReadRequest. Cancelled when the
-  // peer closed cleanly between messages; another error (with what was wrong) otherwise.
+  // peer closed cleanly between messages; Unauthenticated when its job MAC does not check (the
+  // refusal was sent to the peer); another error (with what was wrong) otherwise.
   virtual Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) = 0;
   // Reusable memory for a reply payload of `bytes`.
   virtual MutableBuffer ReplyBuffer(size_t bytes) = 0;

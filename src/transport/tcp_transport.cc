@@ -9,10 +9,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <optional>
 #include <vector>
 
 #include "transport/aligned_buffer.h"
 #include "transport/frame.h"
+#include "transport/frame_auth.h"
 #include "transport/stream_io.h"
 #include "transport/stream_server.h"
 
@@ -40,8 +42,18 @@ Status ReadGrowing(StreamReader& reader, AlignedBuffer& buf, size_t off, size_t 
 // 64-byte boundary, so the floats are aligned), the reply goes out from `out_`.
 class TcpChannel : public MessageChannel {
  public:
-  TcpChannel(UniqueFd fd, const FrameLimits& limits) : fd_(std::move(fd)), limits_(limits) { reader_.Reset(fd_.get()); }
+  TcpChannel(UniqueFd fd, const TransportOptions& options)
+      : fd_(std::move(fd)), limits_(options.limits), auth_(FrameAuth::ForServer(options.secret)) {
+    reader_.Reset(fd_.get());
+  }
   int fd() const override { return fd_.get(); }
+
+  Status Open(const Deadline& deadline) override {
+    uint8_t greeting[kGreetingBytes];
+    auth_.EncodeGreeting(greeting);
+    iovec iov{greeting, sizeof greeting};
+    return WriteFully(fd_.get(), &iov, 1, &deadline);
+  }
 
   Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
     uint8_t pre[kFramePreambleBytes];
@@ -55,7 +67,19 @@ class TcpChannel : public MessageChannel {
     if (p.kind != FrameKind::kRequest) return Status::InvalidArgument("a reply frame was sent to the server");
     const size_t poff = PayloadAlign(p.header_len);
     s = ReadGrowing(reader_, in_, 0, p.header_len, nullptr);
-    if (s.ok()) s = ReadGrowing(reader_, in_, poff, p.payload_len, nullptr);
+    if (s.ok()) {
+      // Refused before a byte of the payload is read.
+      if (Status a = auth_.CheckRequest(pre, p.request_id, std::string_view(in_.data(), p.header_len));
+          !a.ok()) {
+        uint8_t refusal[kFramePreambleBytes];
+        EncodeRefusal(p.request_id, refusal);
+        iovec iov{refusal, sizeof refusal};
+        Deadline d(std::chrono::seconds(1));
+        (void)WriteFully(fd_.get(), &iov, 1, &d);
+        return a;
+      }
+      s = ReadGrowing(reader_, in_, poff, p.payload_len, nullptr);
+    }
     if (!s.ok()) {
       return Status(s.code() == StatusCode::kResourceExhausted ? s.code() : StatusCode::kUnavailable,
                     "the frame (header " + std::to_string(p.header_len) + " bytes, payload " +
@@ -72,18 +96,20 @@ class TcpChannel : public MessageChannel {
     return {out_.data(), bytes};
   }
 
-  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes, const Deadline& deadline) override {
+  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
+                    const Deadline& deadline) override {
     uint8_t pre[kFramePreambleBytes];
     EncodePreamble({FrameKind::kReply, 0, id, static_cast<uint32_t>(header.size()), payload_bytes}, pre);
-    iovec iov[3] = {{pre, sizeof pre},
-                    {const_cast<char*>(header.data()), header.size()},
-                    {out_.data(), payload_bytes}};
+    auth_.Sign(pre, header);
+    iovec iov[3] = {
+        {pre, sizeof pre}, {const_cast<char*>(header.data()), header.size()}, {out_.data(), payload_bytes}};
     return WriteFully(fd_.get(), iov, 3, &deadline);
   }
 
  private:
   UniqueFd fd_;
   FrameLimits limits_;
+  FrameAuth auth_;
   StreamReader reader_;
   AlignedBuffer in_, out_;
 };
@@ -94,7 +120,8 @@ class TcpServerTransport : public StreamServer {
   std::string name() const override { return "tcp"; }
 
  protected:
-  StatusOr<UniqueFd> Listen(const std::string& host, int port, int* bound_port, std::string* endpoint) override {
+  StatusOr<UniqueFd> Listen(const std::string& host, int port, int* bound_port,
+                            std::string* endpoint) override {
     addrinfo hints{};
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
@@ -117,36 +144,47 @@ class TcpServerTransport : public StreamServer {
     ::getsockname(fd.get(), reinterpret_cast<sockaddr*>(&ss), &len);
     *bound_port = ntohs(ss.ss_family == AF_INET6 ? reinterpret_cast<sockaddr_in6*>(&ss)->sin6_port
                                                  : reinterpret_cast<sockaddr_in*>(&ss)->sin_port);
-    *endpoint = (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(*bound_port);
+    *endpoint =
+        (host.find(':') != std::string::npos ? "[" + host + "]" : host) + ":" + std::to_string(*bound_port);
     return fd;
   }
 
   std::unique_ptr<MessageChannel> NewChannel(UniqueFd fd) override {
     int one = 1;
     ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return std::make_unique<TcpChannel>(std::move(fd), options().limits);
+    return std::make_unique<TcpChannel>(std::move(fd), options());
   }
 };
 
 class TcpConnection : public ClientConnection {
  public:
   TcpConnection(std::string address, const TransportOptions& options)
-      : address_(std::move(address)), limits_(options.limits) {}
+      : address_(std::move(address)), limits_(options.limits), secret_(options.secret) {}
 
   StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
-                            std::span<const MutableBuffer> reply_buffers, std::chrono::milliseconds timeout) override {
+                            std::span<const MutableBuffer> reply_buffers,
+                            std::chrono::milliseconds timeout) override {
     Deadline d(timeout);
     TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), TotalSize(payload), limits_));
     if (fd_.aborted()) return AbandonedCall(address_, "tcp");
     if (!fd_.valid()) {
-      auto fd = ConnectTcp(address_, Deadline(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(2))));
+      auto fd = ConnectTcp(address_,
+                           Deadline(std::min<std::chrono::milliseconds>(timeout, std::chrono::seconds(2))));
       if (!fd.ok()) return Fail(fd.status(), "cannot connect");
       if (!fd_.Set(std::move(*fd))) return AbandonedCall(address_, "tcp");
       reader_.Reset(fd_.get());
+      uint8_t greeting[kGreetingBytes];
+      if (Status s = reader_.Read(greeting, sizeof greeting, &d); !s.ok())
+        return Fail(s, "waiting for the greeting");
+      auto auth = FrameAuth::FromGreeting(greeting, secret_, address_ + " (tcp)");
+      if (!auth.ok()) return Refuse(auth.status());
+      auth_.emplace(std::move(*auth));
     }
     const uint64_t id = ++next_id_;
     uint8_t pre[kFramePreambleBytes];
-    EncodePreamble({FrameKind::kRequest, 0, id, static_cast<uint32_t>(header.size()), TotalSize(payload)}, pre);
+    EncodePreamble({FrameKind::kRequest, 0, id, static_cast<uint32_t>(header.size()), TotalSize(payload)},
+                   pre);
+    auth_->Sign(pre, header);
     iov_.clear();
     iov_.push_back({pre, sizeof pre});
     iov_.push_back({const_cast<char*>(header.data()), header.size()});
@@ -157,13 +195,17 @@ class TcpConnection : public ClientConnection {
     if (Status s = reader_.Read(pre, sizeof pre, &d); !s.ok()) return Fail(s, "waiting for the reply");
     auto p = DecodeReply(pre, limits_, id);
     if (!p.ok()) return Fail(p.status(), "reading the reply");
+    if (p->flags & kFrameFlagRefused) return Refuse(RefusedByServer(address_, "tcp"));
     header_.resize(p->header_len);
-    if (Status s = reader_.Read(header_.data(), header_.size(), &d); !s.ok()) return Fail(s, "reading the reply");
+    if (Status s = reader_.Read(header_.data(), header_.size(), &d); !s.ok())
+      return Fail(s, "reading the reply");
+    if (Status s = auth_->CheckReply(pre, header_, address_ + " (tcp)"); !s.ok()) return Refuse(s);
     if (p->payload_len > TotalSize(reply_buffers)) {
       Drop();
       return ReplyTooLarge(address_, p->payload_len, TotalSize(reply_buffers));
     }
-    if (Status s = reader_.ReadInto(reply_buffers, p->payload_len, &d); !s.ok()) return Fail(s, "reading the reply");
+    if (Status s = reader_.ReadInto(reply_buffers, p->payload_len, &d); !s.ok())
+      return Fail(s, "reading the reply");
     return CallResult{header_, p->payload_len};
   }
 
@@ -171,7 +213,15 @@ class TcpConnection : public ClientConnection {
   void Abort() override { fd_.Abort(); }
 
  private:
-  void Drop() { fd_.Reset(); }
+  void Drop() {
+    fd_.Reset();
+    auth_.reset();
+  }
+  // The two sides disagree on the job's secret: retrying would not help.
+  Status Refuse(const Status& s) {
+    Drop();
+    return s;
+  }
   // A failed call leaves the stream in an unknown state: drop the connection (the next call
   // reconnects).
   Status Fail(const Status& s, const std::string& what) {
@@ -182,6 +232,8 @@ class TcpConnection : public ClientConnection {
 
   std::string address_;
   FrameLimits limits_;
+  security::JobSecret secret_;
+  std::optional<FrameAuth> auth_;  // set while connected
   AbortableSocket fd_;
   StreamReader reader_;
   uint64_t next_id_ = 0;
@@ -195,7 +247,8 @@ std::unique_ptr<ServerTransport> NewTcpServerTransport(const TransportOptions& o
   return std::make_unique<TcpServerTransport>(options);
 }
 
-std::unique_ptr<ClientConnection> NewTcpConnection(const std::string& address, const TransportOptions& options) {
+std::unique_ptr<ClientConnection> NewTcpConnection(const std::string& address,
+                                                   const TransportOptions& options) {
   return std::make_unique<TcpConnection>(address, options);
 }
 

@@ -22,6 +22,8 @@
 #include <string>
 #include <string_view>
 
+#include "common/metrics.h"
+#include "security/job_secret.h"
 #include "tessera/status.h"
 #include "transport/frame.h"
 
@@ -35,11 +37,17 @@ std::string TransportKindName(TransportKind kind);
 inline std::ostream& operator<<(std::ostream& o, TransportKind k) { return o << TransportKindName(k); }
 
 struct TransportOptions {
-  FrameLimits limits;        // tcp, shm: the largest header and payload a receiver accepts
+  FrameLimits limits;          // tcp, shm: the largest header and payload a receiver accepts
   int max_connections = 1024;  // tcp, shm servers: more are refused (closed at once)
   // tcp, shm servers: how long a reply may wait for a peer that does not read before the
   // connection is closed.
   std::chrono::milliseconds send_timeout{std::chrono::seconds(60)};
+  // The job's secret. Servers: every request must carry its MAC (tcp, shm) or token (grpc), and
+  // one that does not is refused, logged and counted in `auth_refused` (if set). Clients: requests
+  // are signed with it and replies checked (security/frame_mac.h, security/rpc_auth.h). Empty on
+  // both sides: nothing is signed. Shared memory also serves its own user only (SO_PEERCRED).
+  security::JobSecret secret;
+  metrics::Counter* auth_refused = nullptr;
 };
 
 struct ConstBuffer {

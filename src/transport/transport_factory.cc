@@ -36,7 +36,7 @@ std::unique_ptr<ServerTransport> NewServerTransport(TransportKind kind, const Tr
     case TransportKind::kShm:
       return NewShmServerTransport(options);
     default:
-      return NewGrpcServerTransport();
+      return NewGrpcServerTransport(options);
   }
 }
 
@@ -48,7 +48,7 @@ std::unique_ptr<ClientConnection> NewClientConnection(TransportKind kind, const 
     case TransportKind::kShm:
       return NewShmConnection(endpoint, options);
     default:
-      return NewGrpcConnection(endpoint);
+      return NewGrpcConnection(endpoint, options);
   }
 }
 

@@ -2,7 +2,9 @@
 // gathered from several buffers and scattered into several, replies sent later from another
 // thread, a reply too large for the buffers, a request never answered (deadline), a dropped
 // responder, a server shut down under a client, and (tcp, shm) the buffers reused from one
-// message to the next instead of allocated.
+// message to the next instead of allocated. Each runs with and without a job secret; then a
+// secured server refuses, counts and never handles a request without the secret or with another
+// job's, and a secured client refuses a server without it.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -10,9 +12,12 @@
 #include <cstring>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <set>
 #include <thread>
 
+#include "transport/frame_auth.h"
+#include "transport/stream_io.h"
 #include "transport/transport_factory.h"
 
 namespace tessera {
@@ -43,7 +48,8 @@ class TestHandler : public RequestHandler {
       reply_buffers_.insert(out.data);
     }
     const char* in = static_cast<const char*>(payload.data);
-    for (size_t i = 0; i < payload.size; ++i) static_cast<char*>(out.data)[i] = static_cast<char>(in[i] ^ 0x5a);
+    for (size_t i = 0; i < payload.size; ++i)
+      static_cast<char*>(out.data)[i] = static_cast<char>(in[i] ^ 0x5a);
     std::memset(static_cast<char*>(out.data) + payload.size, 7, extra);
     ConstBuffer b{out.data, out.size};
     std::string reply = "re:" + h;
@@ -91,12 +97,22 @@ class TestHandler : public RequestHandler {
   std::set<const void*> reply_buffers_, request_payloads_;
 };
 
-class TransportTest : public ::testing::TestWithParam<TransportKind> {
+struct Param {
+  TransportKind kind;
+  bool secured;
+};
+
+class TransportTest : public ::testing::TestWithParam<Param> {
  protected:
+  TransportKind kind() const { return GetParam().kind; }
   void SetUp() override {
-    server_ = NewServerTransport(GetParam(), options_);
+    if (GetParam().secured) {
+      options_.secret = security::JobSecret::Generate();
+      options_.auth_refused = &refused_;
+    }
+    server_ = NewServerTransport(kind(), options_);
     ASSERT_TRUE(server_->Start("127.0.0.1", 0, &handler_).ok());
-    conn_ = NewClientConnection(GetParam(), server_->endpoint(), options_);
+    conn_ = NewClientConnection(kind(), server_->endpoint(), options_);
   }
   void TearDown() override {
     conn_.reset();
@@ -123,6 +139,7 @@ class TransportTest : public ::testing::TestWithParam<TransportKind> {
     EXPECT_EQ(got[n], 0) << "wrote past the payload";
   }
 
+  metrics::Counter refused_;
   TransportOptions options_;
   TestHandler handler_;
   std::unique_ptr<ServerTransport> server_;
@@ -200,13 +217,14 @@ TEST_P(TransportTest, ManyClientsAtOnce) {
   std::atomic<int> failures{0};
   for (int t = 0; t < 8; ++t) {
     threads.emplace_back([&, t] {
-      auto c = NewClientConnection(GetParam(), server_->endpoint(), options_);
+      auto c = NewClientConnection(kind(), server_->endpoint(), options_);
       std::vector<char> data(50000 + t), got(50000 + t);
       for (int i = 0; i < 50; ++i) {
         ConstBuffer out{data.data(), data.size()};
         MutableBuffer in{got.data(), got.size()};
         auto r = c->Call("x", {&out, 1}, {&in, 1}, std::chrono::seconds(30));
-        if (!r.ok() || r->payload_bytes != data.size() || got[0] != static_cast<char>(data[0] ^ 0x5a)) ++failures;
+        if (!r.ok() || r->payload_bytes != data.size() || got[0] != static_cast<char>(data[0] ^ 0x5a))
+          ++failures;
       }
     });
   }
@@ -215,7 +233,7 @@ TEST_P(TransportTest, ManyClientsAtOnce) {
 }
 
 TEST_P(TransportTest, BuffersAreReusedFromOneMessageToTheNext) {
-  if (GetParam() == TransportKind::kGrpc) GTEST_SKIP() << "gRPC allocates a message per call";
+  if (kind() == TransportKind::kGrpc) GTEST_SKIP() << "gRPC allocates a message per call";
   RoundTrip(size_t{8} << 20);  // grow once
   handler_.Reset();
   for (int i = 0; i < 20; ++i) RoundTrip((size_t{8} << 20) - i * 4096);
@@ -224,22 +242,22 @@ TEST_P(TransportTest, BuffersAreReusedFromOneMessageToTheNext) {
 }
 
 TEST_P(TransportTest, OversizedMessagesAreRefusedByTheSenderAndByTheReceiver) {
-  if (GetParam() == TransportKind::kGrpc) GTEST_SKIP() << "gRPC has its own message limits";
+  if (kind() == TransportKind::kGrpc) GTEST_SKIP() << "gRPC has its own message limits";
   std::vector<char> big((size_t{2} << 20) + 1, 1);
   ConstBuffer b{big.data(), big.size()};
   // A client that knows the limit refuses to send at once (retrying would not help).
-  TransportOptions small;
+  TransportOptions small = options_;
   small.limits.max_payload = size_t{2} << 20;
-  auto careful = NewClientConnection(GetParam(), server_->endpoint(), small);
+  auto careful = NewClientConnection(kind(), server_->endpoint(), small);
   auto r = careful->Call("x", {&b, 1}, {}, std::chrono::seconds(10));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument) << r.status();
   EXPECT_NE(r.status().message().find("larger than the maximum"), std::string::npos) << r.status();
   // A server with that limit closes the connection of a client that sends more anyway.
   TestHandler handler;
-  auto strict = NewServerTransport(GetParam(), small);
+  auto strict = NewServerTransport(kind(), small);
   ASSERT_TRUE(strict->Start("127.0.0.1", 0, &handler).ok());
-  auto eager = NewClientConnection(GetParam(), strict->endpoint(), options_);
+  auto eager = NewClientConnection(kind(), strict->endpoint(), options_);
   auto refused = eager->Call("x", {&b, 1}, {}, std::chrono::seconds(10));
   ASSERT_FALSE(refused.ok());
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
@@ -251,9 +269,123 @@ TEST_P(TransportTest, OversizedMessagesAreRefusedByTheSenderAndByTheReceiver) {
   strict->Shutdown();
 }
 
-INSTANTIATE_TEST_SUITE_P(AllTransports, TransportTest,
-                         ::testing::Values(TransportKind::kGrpc, TransportKind::kTcp, TransportKind::kShm),
-                         [](const auto& info) { return TransportKindName(info.param); });
+// The same fixture, with a job secret on both sides.
+class TransportAuthTest : public TransportTest {};
+
+TEST_P(TransportAuthTest, WithoutTheJobSecretOrWithAnotherJobsARequestIsRefusedAndNeverHandled) {
+  RoundTrip(1000);
+  handler_.Reset();
+  TransportOptions none = options_;
+  none.secret = security::JobSecret();
+  TransportOptions other = options_;
+  other.secret = security::JobSecret::Generate();
+  std::vector<char> data(4096, 3), got(4096);
+  ConstBuffer out{data.data(), data.size()};
+  MutableBuffer in{got.data(), got.size()};
+  for (const auto* o : {&none, &other, &none, &other}) {
+    auto intruder = NewClientConnection(kind(), server_->endpoint(), *o);
+    auto start = std::chrono::steady_clock::now();
+    auto r = intruder->Call("x", {&out, 1}, {&in, 1}, std::chrono::seconds(30));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status();
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10))
+        << "a refusal is not retried";
+    EXPECT_NE(r.status().message().find(o == &none ? "secret" : "refused"), std::string::npos) << r.status();
+  }
+  EXPECT_EQ(handler_.distinct_request_payloads(), 0u) << "a refused request reached the handler";
+  // Without a secret a tcp/shm client learns it from the greeting and sends nothing; the two
+  // with another job's secret are refused and counted.
+  EXPECT_GE(refused_.value(), 2.0);
+  RoundTrip(1000);  // the job's own client is unaffected
+}
+
+TEST_P(TransportAuthTest, AClientWithTheJobSecretRefusesAServerWithoutIt) {
+  TestHandler handler;
+  auto open_server = NewServerTransport(kind(), TransportOptions{});
+  ASSERT_TRUE(open_server->Start("127.0.0.1", 0, &handler).ok());
+  auto c = NewClientConnection(kind(), open_server->endpoint(), options_);
+  auto r = c->Call("x", {}, {}, std::chrono::seconds(10));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status();
+  EXPECT_NE(r.status().message().find("not a pserver of this job"), std::string::npos) << r.status();
+  open_server->Shutdown();
+  handler.Join();
+}
+
+// Over raw TCP: a signed frame sent again on its connection, or on another one, is refused.
+TEST(TransportReplayTest, ASignedFrameReplayedOnItsConnectionOrAnotherIsRefused) {
+  metrics::Counter refused;
+  TransportOptions o;
+  o.secret = security::JobSecret::Generate();
+  o.auth_refused = &refused;
+  TestHandler handler;
+  auto server = NewServerTransport(TransportKind::kTcp, o);
+  ASSERT_TRUE(server->Start("127.0.0.1", 0, &handler).ok());
+  // Opens a raw connection and returns the signed bytes of request 1 ("x", no payload).
+  auto open = [&](UniqueFd* fd, StreamReader* reader, std::optional<FrameAuth>* auth) {
+    auto c = ConnectTcp(server->endpoint(), Deadline(std::chrono::seconds(5)));
+    ASSERT_TRUE(c.ok()) << c.status();
+    *fd = std::move(*c);
+    reader->Reset(fd->get());
+    uint8_t greeting[kGreetingBytes];
+    Deadline d(std::chrono::seconds(5));
+    ASSERT_TRUE(reader->Read(greeting, sizeof greeting, &d).ok());
+    auto a = FrameAuth::FromGreeting(greeting, o.secret, "test");
+    ASSERT_TRUE(a.ok()) << a.status();
+    auth->emplace(std::move(*a));
+  };
+  auto send = [](int fd, const uint8_t* pre) {
+    std::string bytes(reinterpret_cast<const char*>(pre), kFramePreambleBytes);
+    bytes += "x";
+    iovec iov{bytes.data(), bytes.size()};
+    Deadline d(std::chrono::seconds(5));
+    return WriteFully(fd, &iov, 1, &d);
+  };
+  auto reply_flags = [](StreamReader& reader) -> int {
+    uint8_t pre[kFramePreambleBytes];
+    Deadline d(std::chrono::seconds(10));
+    if (!reader.Read(pre, sizeof pre, &d).ok()) return -1;
+    return pre[5];
+  };
+  UniqueFd fd;
+  StreamReader reader;
+  std::optional<FrameAuth> auth;
+  open(&fd, &reader, &auth);
+  uint8_t pre[kFramePreambleBytes];
+  EncodePreamble({FrameKind::kRequest, 0, 1, 1, 0}, pre);
+  auth->Sign(pre, "x");
+  ASSERT_TRUE(send(fd.get(), pre).ok());
+  EXPECT_EQ(reply_flags(reader), 0) << "the genuine request is answered";
+  uint8_t header[4];
+  Deadline d(std::chrono::seconds(5));
+  ASSERT_TRUE(reader.Read(header, 4, &d).ok());  // "re:x"
+  ASSERT_TRUE(send(fd.get(), pre).ok());
+  EXPECT_EQ(reply_flags(reader), kFrameFlagRefused) << "the same frame again on its connection";
+
+  UniqueFd fd2;
+  StreamReader reader2;
+  std::optional<FrameAuth> auth2;
+  open(&fd2, &reader2, &auth2);
+  ASSERT_TRUE(send(fd2.get(), pre).ok());
+  EXPECT_EQ(reply_flags(reader2), kFrameFlagRefused) << "the frame replayed on another connection";
+  EXPECT_EQ(refused.value(), 2.0);
+  server->Shutdown();
+  handler.Join();
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    AllTransports, TransportTest,
+    ::testing::Values(Param{TransportKind::kGrpc, false}, Param{TransportKind::kTcp, false},
+                      Param{TransportKind::kShm, false}, Param{TransportKind::kGrpc, true},
+                      Param{TransportKind::kTcp, true}, Param{TransportKind::kShm, true}),
+    [](const auto& info) {
+      return TransportKindName(info.param.kind) + (info.param.secured ? "_secured" : "");
+    });
+INSTANTIATE_TEST_SUITE_P(SecuredTransports, TransportAuthTest,
+                         ::testing::Values(Param{TransportKind::kGrpc, true},
+                                           Param{TransportKind::kTcp, true},
+                                           Param{TransportKind::kShm, true}),
+                         [](const auto& info) { return TransportKindName(info.param.kind); });
 
 }  // namespace
 }  // namespace tessera

@@ -8,11 +8,12 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
-#include <regex>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <set>
 #include <sstream>
 
+#include "client/master_client.h"
 #include "common/files.h"
 #include "common/random.h"
 #include "coord/election.h"
@@ -23,8 +24,8 @@
 #include "harness/raw_http.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "job/slot_map.h"
-#include "client/master_client.h"
 
 namespace tessera::testing {
 namespace {
@@ -39,10 +40,8 @@ class MasterTest : public EtcdTest {
     JobConfig c;
     c.token = NewUuid();
     token_ = c.token;
-    etcd::Txn txn;
-    txn.success.push_back(etcd::Op::Put(keys::Config(kJob), c.ToJson()));
-    txn.success.push_back(etcd::Op::Put(keys::SlotMap(kJob), SlotMap::RoundRobin(c.slots, 1).ToJson()));
-    ASSERT_TRUE(client_->Commit(txn).ok());
+    secret_ = security::JobSecret::Generate();
+    ASSERT_TRUE(client_->Commit(CreateJobTxn(kJob, &c, secret_)).ok());
   }
   void TearDown() override {
     procs_.clear();
@@ -92,7 +91,7 @@ class MasterTest : public EtcdTest {
   }
 
   master::StatusReply MasterStatus() {
-    master::MasterClient mc(client_.get(), kJob, token_);
+    master::MasterClient mc(client_.get(), kJob, token_, secret_);
     auto s = mc.GetStatus(Deadline(std::chrono::seconds(20)));
     EXPECT_TRUE(s.ok()) << s.status();
     return s.value_or(master::StatusReply());
@@ -115,8 +114,42 @@ class MasterTest : public EtcdTest {
 
   const std::string kJob = "mjob";
   std::string dir_, token_;
+  security::JobSecret secret_;
   std::vector<std::unique_ptr<Subprocess>> procs_;
 };
+
+// Task calls from a process without the job's secret, or with another job's, are refused and
+// leave the queue as it was; the refusals are counted in the master's /metrics.
+TEST_F(MasterTest, TaskCallsWithoutTheJobSecretOrWithAnotherJobsAreRefusedAndTheQueueIsUnchanged) {
+  MakeDataset("d", 600, 4096);
+  StartMaster("d", {"--passes", "1"});
+  master::MasterClient job_client(client_.get(), kJob, token_, secret_);
+  auto first = job_client.GetTask("t0", Deadline(std::chrono::seconds(30)));
+  ASSERT_TRUE(first.ok()) << first.status();
+  const auto before = MasterStatus();
+  for (const auto& secret : {security::JobSecret(), security::JobSecret::Generate()}) {
+    master::MasterClient intruder(client_.get(), kJob, token_, secret);
+    const Deadline d(std::chrono::seconds(20));
+    auto task = intruder.GetTask("t9", d);
+    ASSERT_FALSE(task.ok());
+    EXPECT_EQ(task.status().code(), StatusCode::kUnauthenticated) << task.status();
+    // Finishing or failing the job client's own task: refused too, the task stays pending.
+    auto fin = intruder.Finish("t0", first->task().id(), first->task().epoch(), d);
+    EXPECT_EQ(fin.status().code(), StatusCode::kUnauthenticated) << fin.status();
+    auto fail = intruder.Fail("t0", first->task().id(), first->task().epoch(), "forged", d);
+    EXPECT_EQ(fail.status().code(), StatusCode::kUnauthenticated) << fail.status();
+    EXPECT_EQ(intruder.GetStatus(d).status().code(), StatusCode::kUnauthenticated);
+  }
+  const auto after = MasterStatus();
+  EXPECT_EQ(after.todo(), before.todo());
+  EXPECT_EQ(after.pending(), before.pending());
+  EXPECT_EQ(after.done(), before.done());
+  EXPECT_EQ(after.failed(), before.failed());
+  auto fin =
+      job_client.Finish("t0", first->task().id(), first->task().epoch(), Deadline(std::chrono::seconds(30)));
+  ASSERT_TRUE(fin.ok()) << fin.status();
+  EXPECT_TRUE(*fin) << "the job's own trainer finishes its task";
+}
 
 TEST_F(MasterTest, StandbyTakesOverWhenTheLeaderIsKilledAndNoTaskIsLost) {
   MakeDataset("d", 6000, 4096);  // ~75 chunks
@@ -302,7 +335,7 @@ TEST_F(MasterTest, StateOfAHundredThousandChunksFitsInEtcdAndSurvivesARestart) {
   for (int i = 0; i < 100000; ++i) ASSERT_TRUE((*w)->Add(rec).ok());
   ASSERT_TRUE((*w)->Commit(nlohmann::json::object()).ok());
   Subprocess& m1 = StartMaster("big", {"--passes", "2"});
-  master::MasterClient mc(client_.get(), kJob, token_);
+  master::MasterClient mc(client_.get(), kJob, token_, secret_);
   // Dispatch and finish 3,000 tasks; leave some pending.
   for (int i = 0; i < 3000; ++i) {
     auto t = mc.GetTask("t" + std::to_string(i % 4), Deadline(std::chrono::seconds(30)));

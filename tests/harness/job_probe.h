@@ -5,11 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "client/master_client.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "job/job_config.h"
-#include "client/master_client.h"
+#include "job/job_store.h"
 
 namespace tessera::testing {
 
@@ -29,7 +30,9 @@ inline master::StatusReply MasterStatusOf(etcd::EtcdClient* etcd, const std::str
   if (!cfg.ok() || cfg->kvs.empty()) return {};
   auto jc = JobConfig::FromJson(cfg->kvs[0].value);
   if (!jc.ok()) return {};
-  master::MasterClient mc(etcd, job, jc->token);
+  auto secret = LoadJobSecret(etcd, job, *jc);
+  if (!secret.ok()) return {};
+  master::MasterClient mc(etcd, job, jc->token, *secret);
   return mc.GetStatus(Deadline(std::chrono::seconds(2))).value_or(master::StatusReply());
 }
 

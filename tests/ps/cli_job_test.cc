@@ -1,6 +1,9 @@
-// `tessera job create|show|delete` against a real etcd.
+// `tessera job create|show|delete` against a real etcd, and `job create --secure` against an
+// etcd with authentication on.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include "coord/connection.h"
 #include "ps/ps_fixture.h"
 
 namespace tessera::testing {
@@ -72,6 +75,121 @@ TEST_F(CliJobTest, BadFlagsAreRefusedClearly) {
   auto help = Tessera({"job", "create", "--help"});
   EXPECT_EQ(help.code, 0);
   EXPECT_NE(help.text.find("--min-trainers"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// `job create --secure` on an etcd with authentication: each job gets a user allowed its own keys
+// only. Job B's user can neither read nor write job A's keys (its secret included); job A's
+// processes run with A's user; the command refuses an etcd without authentication and a caller
+// without the root user.
+class SecureJobTest : public CliJobTest {
+ protected:
+  std::unique_ptr<etcd::EtcdClient> ClientAs(const std::string& credentials_file) {
+    ConnectionOptions c;
+    c.etcd_endpoints = {server_->endpoint()};
+    c.etcd_credentials_file = credentials_file;
+    auto eo = EtcdOptionsFor(c);
+    EXPECT_TRUE(eo.ok()) << eo.status();
+    eo->retry_timeout = std::chrono::seconds(5);
+    auto client = etcd::EtcdClient::Create(*eo);
+    EXPECT_TRUE(client.ok()) << client.status();
+    return std::move(*client);
+  }
+};
+
+TEST_F(SecureJobTest, EachJobsEtcdUserReachesItsOwnKeysOnly) {
+  const std::string e = server_->endpoint();
+  const std::vector<std::string> root = {"--etcd-user", "root", "--etcd-password", "rootpw"};
+  auto create = [&](const std::string& job, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"job",
+                                     "create",
+                                     "--etcd",
+                                     e,
+                                     "--job",
+                                     job,
+                                     "--secure",
+                                     "--credentials-out",
+                                     dir_ + "/" + job + ".cred"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    return Tessera(args);
+  };
+  // Authentication off: --secure would protect nothing, and says so.
+  auto open = create("sa", root);
+  EXPECT_EQ(open.code, 1) << open.text;
+  EXPECT_NE(open.text.find("authentication is off"), std::string::npos) << open.text;
+
+  ASSERT_TRUE(client_->UserAdd("root", "rootpw").ok());
+  (void)client_->RoleAdd("root");
+  ASSERT_TRUE(client_->UserGrantRole("root", "root").ok());
+  ASSERT_TRUE(client_->AuthEnable().ok());
+  ConnectionOptions rc;
+  rc.etcd_endpoints = {e};
+  rc.etcd_username = "root";
+  rc.etcd_password = "rootpw";
+  client_ = etcd::EtcdClient::Create(*EtcdOptionsFor(rc)).value();
+
+  auto no_root = create("sa", {});
+  EXPECT_EQ(no_root.code, 1) << no_root.text;
+  EXPECT_NE(no_root.text.find("run it as etcd's root user"), std::string::npos) << no_root.text;
+
+  for (const std::string job : {"sa", "sb"}) {
+    auto made = create(job, root);
+    ASSERT_EQ(made.code, 0) << made.text;
+    EXPECT_NE(made.text.find("its own etcd user tessera-job-" + job), std::string::npos) << made.text;
+    struct stat st {};
+    ASSERT_EQ(::stat((dir_ + "/" + job + ".cred").c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+  }
+  auto a = ClientAs(dir_ + "/sa.cred");
+  auto b = ClientAs(dir_ + "/sb.cred");
+  ASSERT_TRUE(b->Get(keys::Config("sb")).ok()) << "a job's user reads its own keys";
+  for (const std::string& key : {keys::Config("sa"), keys::Secret("sa"), keys::SlotMap("sa")}) {
+    auto got = b->Get(key);
+    EXPECT_EQ(got.status().code(), StatusCode::kPermissionDenied) << key << ": " << got.status();
+  }
+  auto put = b->Put(keys::Config("sa"), "{}");
+  EXPECT_EQ(put.status().code(), StatusCode::kPermissionDenied) << put.status();
+  auto del = b->Delete(keys::Job("sa"), /*prefix=*/true);
+  EXPECT_EQ(del.status().code(), StatusCode::kPermissionDenied) << del.status();
+  etcd::GetOptions all;
+  all.prefix = true;
+  EXPECT_EQ(b->Get(keys::Root(), all).status().code(), StatusCode::kPermissionDenied) << "nor list every job";
+  auto cfg = a->Get(keys::Config("sa"));
+  ASSERT_TRUE(cfg.ok() && !cfg->kvs.empty()) << "job A's keys are intact";
+  EXPECT_NE(cfg->kvs[0].value, "{}");
+
+  // Job A runs with its own user: a pserver and a trainer.
+  StartPserver("sa", 2, "auto", {"--etcd-credentials", dir_ + "/sa.cred"});
+  ASSERT_TRUE(WaitForPservers("sa", 1));
+  ClientOptions co = ClientFor("sa");
+  co.connection.etcd_credentials_file = dir_ + "/sa.cred";
+  auto trainer = Client::Connect(co);
+  ASSERT_TRUE(trainer.ok()) << trainer.status();
+  std::vector<float> w(10, 1.0f), g(10, 1.0f);
+  ASSERT_TRUE((*trainer)->AddDense("w", w.data(), w.size()).ok());
+  ASSERT_TRUE((*trainer)->Initialize().ok());
+  Gradients grads;
+  grads.Dense("w", g);
+  grads.samples = 1;
+  ASSERT_TRUE((*trainer)->PushPull(grads).Wait().ok());
+  EXPECT_NE(w[0], 1.0f) << "the step was applied";
+  // A trainer of job A with job B's user cannot even read A's configuration.
+  ClientOptions wrong = ClientFor("sa");
+  wrong.connection.etcd_credentials_file = dir_ + "/sb.cred";
+  auto refused = Client::Connect(wrong);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kPermissionDenied) << refused.status();
+
+  // Deleting job B as root removes its user too.
+  auto gone = Tessera(
+      {"job", "delete", "--etcd", e, "--job", "sb", "--etcd-user", "root", "--etcd-password", "rootpw"});
+  ASSERT_EQ(gone.code, 0) << gone.text;
+  EXPECT_FALSE(ClientAs(dir_ + "/sb.cred")->Get(keys::Config("sb")).ok()) << "job B's user is gone";
 }
 
 }  // namespace

@@ -4,9 +4,10 @@
 // unsealed regions, stray descriptors) and random bytes at its gRPC port, while a well-behaved
 // trainer trains against it and checks every result bit for bit. The pserver must keep
 // answering that trainer correctly, stay alive, keep its memory bounded, and log the connections
-// it closed with the peer named.
-#include <gtest/gtest.h>
+// it closed with the peer named. Half the abusers hold the job's secret and sign their frames (a
+// buggy trainer of the job, whose garbage reaches the parser); the others are refused at the MAC.
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
@@ -16,14 +17,16 @@
 #include <atomic>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <random>
 #include <thread>
 
+#include "harness/pids.h"
+#include "ps/ps_fixture.h"
 #include "pserver/optimizer.h"
 #include "tessera/data.pb.h"
-#include "ps/ps_fixture.h"
-#include "harness/pids.h"
 #include "transport/frame.h"
+#include "transport/frame_auth.h"
 #include "transport/shm_region.h"
 #include "transport/stream_io.h"
 
@@ -42,18 +45,44 @@ std::vector<uint8_t> RandomBytes(std::mt19937_64& rng, size_t n) {
   return b;
 }
 
-// One abusive TCP connection: what it sends depends on `kind`.
-void AbuseTcp(const std::string& endpoint, std::mt19937_64& rng, int kind) {
+// Signs the preamble at the start of `out` with the header after it, when all of it is there.
+void SignIfWhole(std::optional<FrameAuth>& auth, std::vector<uint8_t>& out) {
+  if (!auth || out.size() < kFramePreambleBytes) return;
+  uint32_t h = 0;
+  std::memcpy(&h, out.data() + 16, 4);
+  if (out.size() < kFramePreambleBytes + h) return;
+  auth->Sign(out.data(),
+             std::string_view(reinterpret_cast<const char*>(out.data()) + kFramePreambleBytes, h));
+}
+
+// One abusive TCP connection: what it sends depends on `kind`. With `secret` the abuser reads the
+// greeting and signs its frames as the job's own processes do.
+void AbuseTcp(const std::string& endpoint, std::mt19937_64& rng, int kind,
+              const security::JobSecret& secret) {
   auto fd = ConnectTcp(endpoint, Deadline(std::chrono::seconds(2)));
   if (!fd.ok()) return;
+  std::optional<FrameAuth> auth;
+  if (!secret.empty()) {
+    StreamReader reader;
+    reader.Reset(fd->get());
+    uint8_t greeting[kGreetingBytes];
+    Deadline d(std::chrono::seconds(2));
+    if (!reader.Read(greeting, sizeof greeting, &d).ok()) return;
+    auto a = FrameAuth::FromGreeting(greeting, secret, endpoint);
+    if (!a.ok()) return;
+    auth.emplace(std::move(*a));
+  }
   std::vector<uint8_t> out;
   switch (kind) {
     case 0:  // random bytes
       out = RandomBytes(rng, 1 + rng() % 4096);
       break;
-    case 1:  // a valid preamble claiming 1.9 GiB, then a little, then gone
+    case 1: {  // a valid preamble claiming 1.9 GiB, then its header and a little, then gone
       out = Preamble(rng, 10, (size_t{19} << 30) / 10);
+      auto body = RandomBytes(rng, 10 + rng() % 4096);
+      out.insert(out.end(), body.begin(), body.end());
       break;
+    }
     case 2:  // past the limits
       out = Preamble(rng, uint64_t{1} << 31, 10);
       break;
@@ -75,6 +104,7 @@ void AbuseTcp(const std::string& endpoint, std::mt19937_64& rng, int kind) {
       out.resize(rng() % kFramePreambleBytes);
     }
   }
+  SignIfWhole(auth, out);
   iovec iov{out.data(), out.size()};
   Deadline d(std::chrono::seconds(2));
   (void)WriteFully(fd->get(), &iov, 1, &d);
@@ -93,13 +123,23 @@ int SendWithFd(int sock, const void* data, size_t n, int fd) {
 }
 
 // One abusive shared-memory connection.
-void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind) {
+void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind,
+              const security::JobSecret& secret) {
   UniqueFd sock(::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0));
   sockaddr_un a{};
   a.sun_family = AF_UNIX;
   std::memcpy(a.sun_path + 1, endpoint.data() + 1, endpoint.size() - 1);
   socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + endpoint.size());
   if (::connect(sock.get(), reinterpret_cast<sockaddr*>(&a), len) != 0) return;
+  std::optional<FrameAuth> auth;
+  if (!secret.empty()) {
+    uint8_t greeting[kGreetingBytes];
+    Deadline d(std::chrono::seconds(2));
+    if (!RecvGreeting(sock.get(), greeting, &d).ok()) return;
+    auto g = FrameAuth::FromGreeting(greeting, secret, endpoint);
+    if (!g.ok()) return;
+    auth.emplace(std::move(*g));
+  }
   auto pre = Preamble(rng, 16, 64);
   switch (kind) {
     case 0: {  // random message sizes and bytes
@@ -135,6 +175,8 @@ void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind) {
       ::munmap(p, 1 << 16);
       ::fcntl(m.get(), F_ADD_SEALS, F_SEAL_SHRINK);
       pre[5] = kFrameFlagNewRegion;
+      // The header sits after the 64-byte payload, as the preamble says.
+      if (auth) auth->Sign(pre.data(), std::string_view(reinterpret_cast<const char*>(junk.data()) + 64, 16));
       SendWithFd(sock.get(), pre.data(), pre.size(), m.get());
       char c[64];
       pollfd pf{sock.get(), POLLIN, 0};
@@ -166,9 +208,10 @@ TEST_F(PsTest, MaxMessageMbBoundsWhatThePserverAccepts) {
   MutableBuffer room{reply.data(), reply.size()};
   auto refused = conn->Call(header, {&payload, 1}, {&room, 1}, std::chrono::seconds(20));
   EXPECT_EQ(refused.status().code(), StatusCode::kUnavailable) << refused.status();
-  EXPECT_TRUE(procs_[p]->WaitForOutput("frame payload of 1048580 bytes is larger than the maximum 1048576 "
-                                       "(--max-message-mb)",
-                                       std::chrono::seconds(20)))
+  EXPECT_TRUE(
+      procs_[p]->WaitForOutput("frame payload of 1048580 bytes is larger than the maximum 1048576 "
+                               "(--max-message-mb)",
+                               std::chrono::seconds(20)))
       << procs_[p]->Output();
   // The same connection object reconnects, and a request within the limit is answered.
   ConstBuffer small{big.data(), 1024};
@@ -205,6 +248,7 @@ TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerU
   ASSERT_TRUE((*client)->AddDense("w", w.data(), n).ok());
   ASSERT_TRUE((*client)->Initialize().ok());
 
+  const security::JobSecret secret = SecretOf(job), outsider;
   std::atomic<bool> stop{false};
   std::atomic<int64_t> attacks{0};
   std::vector<std::thread> fuzzers;
@@ -213,10 +257,11 @@ TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerU
       std::mt19937_64 rng(1000 + t);
       for (int i = 0; i < 1000000 && !stop; ++i) {
         int target = static_cast<int>(rng() % 5);
+        const security::JobSecret& as = rng() % 2 ? secret : outsider;
         if (target <= 1) {
-          AbuseTcp(tcp, rng, static_cast<int>(rng() % 6));
+          AbuseTcp(tcp, rng, static_cast<int>(rng() % 6), as);
         } else if (target <= 3) {
-          AbuseShm(shm, rng, static_cast<int>(rng() % 6));
+          AbuseShm(shm, rng, static_cast<int>(rng() % 6), as);
         } else {
           auto fd = ConnectTcp(grpc, Deadline(std::chrono::seconds(2)));
           if (fd.ok()) {
@@ -255,8 +300,8 @@ TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerU
   stop = true;
   for (auto& f : fuzzers) f.join();
   peak_rss = std::max(peak_rss, RssKib(procs_[p]->pid()));
-  std::printf("%d good steps, %lld attacks, pserver peak RSS %lld KiB\n", steps, static_cast<long long>(attacks.load()),
-              static_cast<long long>(peak_rss));
+  std::printf("%d good steps, %lld attacks, pserver peak RSS %lld KiB\n", steps,
+              static_cast<long long>(attacks.load()), static_cast<long long>(peak_rss));
   EXPECT_TRUE(procs_[p]->running()) << "the pserver died";
   EXPECT_GT(steps, 50);
   EXPECT_GT(attacks.load(), 500);

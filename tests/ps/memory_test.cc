@@ -14,6 +14,7 @@
 #include "harness/raw_http.h"
 #include "ps/ps_fixture.h"
 #include "transport/frame.h"
+#include "transport/frame_auth.h"
 #include "transport/stream_io.h"
 
 namespace tessera::testing {
@@ -37,7 +38,8 @@ class MemoryTest : public PsTest {
   // `kib` of `base`, and returns the last reading.
   int64_t SettledRss(int64_t base, int64_t kib) {
     int64_t now = RssKib(pid_);
-    WaitUntil([&] { return (now = RssKib(pid_)) <= base + kib; }, seconds(20), std::chrono::milliseconds(100));
+    WaitUntil([&] { return (now = RssKib(pid_)) <= base + kib; }, seconds(20),
+              std::chrono::milliseconds(100));
     return now;
   }
 
@@ -53,6 +55,7 @@ class MemoryTest : public PsTest {
 TEST_F(MemoryTest, FramesThatDeclareTwoGibibytesSendFourMegabytesAndCloseLeaveNothingBehind) {
   auto reg = StartOne("mem-frames");
   const std::string endpoint = reg["endpoints"]["tcp"].get<std::string>();
+  const security::JobSecret secret = SecretOf("mem-frames");
   const int64_t before = RssKib(pid_);
   std::vector<char> chunk(4 << 20, 'x');
   int64_t peak = before;
@@ -61,10 +64,19 @@ TEST_F(MemoryTest, FramesThatDeclareTwoGibibytesSendFourMegabytesAndCloseLeaveNo
     for (int c = 0; c < 10; ++c) {  // ten at a time, all holding their 4 MB
       auto fd = ConnectTcp(endpoint, Deadline(seconds(5)));
       ASSERT_TRUE(fd.ok()) << fd.status();
+      // Signed with the job's secret, as a buggy trainer of the job would: past the MAC check.
+      StreamReader reader;
+      reader.Reset(fd->get());
+      uint8_t greeting[kGreetingBytes];
+      Deadline gd(seconds(5));
+      ASSERT_TRUE(reader.Read(greeting, sizeof greeting, &gd).ok());
+      auto auth = FrameAuth::FromGreeting(greeting, secret, endpoint);
+      ASSERT_TRUE(auth.ok()) << auth.status();
       uint8_t pre[kFramePreambleBytes];
       EncodePreamble({FrameKind::kRequest, 0, 1, 16, size_t{2} << 30}, pre);
-      ASSERT_EQ(::send(fd->get(), pre, sizeof pre, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof pre));
       std::string header(16, '\0');
+      auth->Sign(pre, header);
+      ASSERT_EQ(::send(fd->get(), pre, sizeof pre, MSG_NOSIGNAL), static_cast<ssize_t>(sizeof pre));
       ASSERT_EQ(::send(fd->get(), header.data(), header.size(), MSG_NOSIGNAL), 16);
       size_t sent = 0;
       while (sent < chunk.size()) {
@@ -79,9 +91,10 @@ TEST_F(MemoryTest, FramesThatDeclareTwoGibibytesSendFourMegabytesAndCloseLeaveNo
     open.clear();  // all ten close
   }
   const int64_t after = SettledRss(before, 20 * 1024);
-  std::printf("pserver RSS: %lld KiB before, %lld KiB at the peak (10 connections holding 4 MB each), %lld KiB "
-              "after 50 connections closed\n",
-              static_cast<long long>(before), static_cast<long long>(peak), static_cast<long long>(after));
+  std::printf(
+      "pserver RSS: %lld KiB before, %lld KiB at the peak (10 connections holding 4 MB each), %lld KiB "
+      "after 50 connections closed\n",
+      static_cast<long long>(before), static_cast<long long>(peak), static_cast<long long>(after));
   EXPECT_LE(after, before + 20 * 1024) << "memory of closed connections was kept";
   EXPECT_TRUE(procs_[0]->running());
 }
@@ -92,8 +105,9 @@ TEST_F(MemoryTest, HttpBodiesDeclaringATerabyteAreRefusedAtOnceWith413) {
   const int64_t before = RssKib(pid_);
   for (int i = 0; i < 50; ++i) {
     auto t0 = std::chrono::steady_clock::now();
-    std::string reply = RawHttp(host, port, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1099511627776",
-                                std::string(1 << 20, 'y'));
+    std::string reply =
+        RawHttp(host, port, "POST /metrics HTTP/1.1\r\nHost: x\r\nContent-Length: 1099511627776",
+                std::string(1 << 20, 'y'));
     ASSERT_EQ(reply.rfind("HTTP/1.1 413", 0), 0u) << "request " << i << ": " << reply.substr(0, 200);
     EXPECT_LT(SecondsSince(t0), 10.0) << "the refusal waited for the body";
   }

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "coord/registry.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
+#include "job/job_store.h"
 #include "job/slot_map.h"
 #include "tessera/client.h"
 #include "tessera/data.pb.h"
@@ -48,11 +50,8 @@ class PsTest : public EtcdTest {
     c.optimizer = *OptimizerConfig::Parse(optimizer);
     c.min_trainers = min_trainers;
     c.token = NewUuid();
-    etcd::Txn txn;
-    txn.compares.push_back(etcd::Compare::Absent(keys::Config(job)));
-    txn.success.push_back(etcd::Op::Put(keys::Config(job), c.ToJson()));
-    txn.success.push_back(etcd::Op::Put(keys::SlotMap(job), SlotMap::RoundRobin(c.slots, pservers).ToJson()));
-    auto r = client_->Commit(txn);
+    // With a secret, as every job made by `tessera job create` or `tessera local`.
+    auto r = client_->Commit(CreateJobTxn(job, &c, security::JobSecret::Generate()));
     EXPECT_TRUE(r.ok() && r->succeeded) << r.status();
     return c;
   }
@@ -61,8 +60,9 @@ class PsTest : public EtcdTest {
   size_t StartPserver(const std::string& job, int64_t ttl = 2, const std::string& transport = "auto",
                       const std::vector<std::string>& extra = {}) {
     SpawnOptions o;
-    o.argv = {BuildPath("src/tessera"), "pserver", "--etcd", server_->endpoint(), "--job", job, "--lease-ttl",
-              std::to_string(ttl), "--transport", transport};
+    o.argv = {
+        BuildPath("src/tessera"), "pserver",     "--etcd", server_->endpoint(), "--job", job, "--lease-ttl",
+        std::to_string(ttl),      "--transport", transport};
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());
     o.log_path = dir_ + "/pserver" + std::to_string(procs_.size()) + ".log";
     auto p = Subprocess::Spawn(o);
@@ -85,8 +85,20 @@ class PsTest : public EtcdTest {
 
   // A raw data-plane connection to pserver `index` of `job` over `kind`, as a trainer would
   // choose it from the registration.
+  // The job's secret, as its processes read it.
+  security::JobSecret SecretOf(const std::string& job) {
+    auto cfg = LoadJobConfig(client_.get(), job);
+    EXPECT_TRUE(cfg.ok()) << cfg.status();
+    if (!cfg.ok()) return {};
+    auto s = LoadJobSecret(client_.get(), job, *cfg);
+    EXPECT_TRUE(s.ok()) << s.status();
+    return s.value_or(security::JobSecret());
+  }
+
+  // `secret`: the job's unless given (another job's, or an empty one, for refusal tests).
   std::unique_ptr<ClientConnection> RawConnection(const std::string& job, int index,
-                                                  TransportKind kind = TransportKind::kAuto) {
+                                                  TransportKind kind = TransportKind::kAuto,
+                                                  std::optional<security::JobSecret> secret = std::nullopt) {
     auto kv = client_->Get(keys::Pserver(job, index));
     EXPECT_TRUE(kv.ok() && !kv->kvs.empty()) << "pserver " << index << " of " << job << " is not registered";
     if (!kv.ok() || kv->kvs.empty()) return nullptr;
@@ -95,7 +107,9 @@ class PsTest : public EtcdTest {
     auto choice = ChooseEndpoint(*endpoints, kind, HostIdentity());
     EXPECT_TRUE(choice.ok()) << choice.status();
     if (!choice.ok()) return nullptr;
-    return NewClientConnection(choice->kind, choice->endpoint, TransportOptions{});
+    TransportOptions to;
+    to.secret = secret ? *secret : SecretOf(job);
+    return NewClientConnection(choice->kind, choice->endpoint, to);
   }
 
   // Pserver `index`'s STATUS reply (version, counters), asked over a raw connection.
@@ -115,8 +129,8 @@ class PsTest : public EtcdTest {
 
   ClientOptions ClientFor(const std::string& job, const std::string& id = "") {
     ClientOptions o;
-    o.etcd_endpoints = {server_->endpoint()};
-    o.job = job;
+    o.connection.etcd_endpoints = {server_->endpoint()};
+    o.connection.job = job;
     o.trainer_id = id;
     o.lease_ttl_seconds = 2;
     o.request_timeout = std::chrono::seconds(60);

@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
     return 2;
   };
   ClientOptions o;
-  o.etcd_endpoints = {etcd};
-  o.job = job;
+  o.connection.etcd_endpoints = {etcd};
+  o.connection.job = job;
   o.trainer_id = id;
   o.lease_ttl_seconds = 5;  // room for a loaded 2-core machine; no test here times trainer departures
   o.request_timeout = std::chrono::seconds(60);

@@ -27,8 +27,8 @@ int main(int argc, char** argv) {
   app.add_flag("--quiet", quiet, "print only the time per push at the end");
   CLI11_PARSE(app, argc, argv);
   ClientOptions o;
-  o.etcd_endpoints = {etcd};
-  o.job = job;
+  o.connection.etcd_endpoints = {etcd};
+  o.connection.job = job;
   o.trainer_id = id;
   o.transport = transport;
   o.lease_ttl_seconds = 3;

@@ -24,8 +24,8 @@ int main(int argc, char** argv) {
   app.add_option("--hold-after", hold_after, "stop after this many records and hold the task");
   CLI11_PARSE(app, argc, argv);
   ReaderOptions o;
-  o.etcd_endpoints = {etcd};
-  o.job = job;
+  o.connection.etcd_endpoints = {etcd};
+  o.connection.job = job;
   o.lease_ttl_seconds = 2;
   o.request_timeout = std::chrono::seconds(60);
   auto reader = Reader::Open(o);
