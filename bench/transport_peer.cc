@@ -1,7 +1,8 @@
 // transport_peer: the far end of ps_bench's transport-level measurements, in its own process.
 //
-//   transport_peer --transport tcp|shm|grpc
-//       serves a data-plane transport whose handler does no work of its own: a request with
+//   transport_peer --transport tcp|shm|grpc [--secret HEX]
+//       serves a data-plane transport (with --secret, every frame authenticated with that job
+//       secret, as a pserver does) whose handler does no work of its own: a request with
 //       header "push" is acknowledged; "pull N" is answered with N payload bytes built in the
 //       memory the transport lends (Responder::Allocate); "pushpull N" does both. What is
 //       measured is the transport alone, as the reference server's benchmark does.
@@ -49,14 +50,23 @@ std::atomic<bool> g_stop{false};
 
 void OnSignal(int) { g_stop = true; }
 
-int ServeTransport(const std::string& name) {
+int ServeTransport(const std::string& name, const std::string& secret) {
   auto kind = ParseTransportKind(name);
   if (!kind.ok() || *kind == TransportKind::kAuto) {
     std::fprintf(stderr, "--transport: grpc, tcp or shm\n");
     return 2;
   }
   NullHandler handler;
-  auto server = NewServerTransport(*kind, TransportOptions{});
+  TransportOptions options;
+  if (!secret.empty()) {
+    auto s = security::JobSecret::FromText(secret);
+    if (!s.ok()) {
+      std::fprintf(stderr, "--secret: %s\n", s.status().message().c_str());
+      return 2;
+    }
+    options.secret = *s;
+  }
+  auto server = NewServerTransport(*kind, options);
   if (Status s = server->Start("127.0.0.1", 0, &handler); !s.ok()) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
@@ -116,14 +126,15 @@ int ServePingPong() {
 
 int main(int argc, char** argv) {
   CLI::App app{"Far end of ps_bench's transport measurements"};
-  std::string transport;
+  std::string transport, secret;
   bool pingpong = false;
   app.add_option("--transport", transport, "grpc, tcp or shm");
+  app.add_option("--secret", secret, "authenticate every frame with this job secret (64 hex characters)");
   app.add_flag("--pingpong", pingpong, "raw TCP echo server instead");
   CLI11_PARSE(app, argc, argv);
   struct sigaction sa {};
   sa.sa_handler = tessera::bench::OnSignal;
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
-  return pingpong ? tessera::bench::ServePingPong() : tessera::bench::ServeTransport(transport);
+  return pingpong ? tessera::bench::ServePingPong() : tessera::bench::ServeTransport(transport, secret);
 }

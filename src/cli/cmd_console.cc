@@ -10,8 +10,10 @@
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
 #include "common/files.h"
+#include "common/http_access.h"
 #include "master/console_server.h"
 #include "master/run_history.h"
+#include "security/job_secret.h"
 
 namespace tessera::cli {
 namespace {
@@ -54,12 +56,15 @@ int RunConsole(const ConsoleFlags& f) {
   cs.started_ms = h->first_ms;
   cs.ended_ms = std::max(h->last_ms, h->first_ms + 1);
   master::ConsoleServer server(cs);
-  auto port = server.Start(f.host, f.port);
+  // Off loopback the run's history and logs are shown to whoever has the link: a fresh random
+  // token (common/http_access.h), printed in it.
+  const std::string token = IsLoopbackHost(f.host) ? "" : security::JobSecret::Generate().ConsoleToken();
+  auto port = server.Start(f.host, f.port, std::make_shared<const HttpAccess>(token));
   if (!port.ok()) return Fail("console", port.status());
-  std::printf("console of run %s (job %s, %zu points%s): http://%s:%d/\nCtrl-C stops it\n", dir.c_str(),
+  std::printf("console of run %s (job %s, %zu points%s): http://%s:%d/%s\nCtrl-C stops it\n", dir.c_str(),
               h->job.c_str(), h->points.size(),
               std::filesystem::exists(dir + "/result.json") ? ", finished" : ", not finished", f.host.c_str(),
-              *port);
+              *port, token.empty() ? "" : ("?token=" + token).c_str());
   std::fflush(stdout);
   while (!stop) std::this_thread::sleep_for(std::chrono::milliseconds(200));
   server.Stop();
@@ -76,7 +81,9 @@ void RegisterConsole(CLI::App& app, int* exit_code) {
       "cost curves, evaluations, nodes and status the master wrote to RUN/history.jsonl as the job\n"
       "went, and each process's log. Serves until Ctrl-C.");
   cmd->add_option("--run", f->run, "the run directory")->required();
-  cmd->add_option("--host", f->host, "address to serve on")->capture_default_str();
+  cmd->add_option("--host", f->host,
+                  "address to serve on (off loopback the printed link carries a token the console asks for)")
+      ->capture_default_str();
   cmd->add_option("--port", f->port, "port (0: any free port, printed)")->capture_default_str();
   cmd->add_option("--web-dir", f->web_dir, "the console page's files (default: beside this program)");
   cmd->callback([f, exit_code] { *exit_code = RunConsole(*f); });

@@ -126,8 +126,9 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
   AddAddressFlags(cmd, &f->address);
   cmd->add_option("--port", f->port, "port (0: any free port)")->capture_default_str();
   cmd->add_option(
-      "--http-host", f->http_host,
-      "address the web console, /metrics, /healthz and /readyz bind (default: the listening address)");
+      flags::kHttpHost, f->http_host,
+      "address the web console, /metrics, /healthz and /readyz bind (default 127.0.0.1; anywhere else all "
+      "but the probes need the job's console token: `tessera status` prints the link; docs/security.md)");
   cmd->add_option(flags::kHttpPort, f->http_port,
                   "port of the web console and /metrics (0: any free port, printed at start; -1: off)")
       ->capture_default_str();

@@ -16,6 +16,7 @@ struct PserverFlags {
   AddressFlags address;
   int port = 0;
   int http_port = 0;
+  std::string http_host;
   int index = -1;
   int64_t lease_ttl = 10;
   std::string transport = "auto";
@@ -55,6 +56,7 @@ int RunPserver(const PserverFlags& f) {
   o.advertise = addr->advertise;
   o.port = f.port;
   o.http_port = f.http_port;
+  o.http_host = f.http_host;
   o.lease_ttl_seconds = f.lease_ttl;
   o.index = f.index;
   o.transport = f.transport;
@@ -130,6 +132,9 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option("--checkpoint-steps", f->checkpoint_steps, "versions between checkpoints (0: off)")
       ->capture_default_str();
+  cmd->add_option(flags::kHttpHost, f->http_host,
+                  "address /metrics, /healthz and /readyz bind (default 127.0.0.1; anywhere else /metrics "
+                  "needs the job's console token, see docs/security.md)");
   cmd->add_option(flags::kHttpPort, f->http_port, "port of /metrics (Prometheus; 0: any free port, -1: off)")
       ->capture_default_str();
   cmd->add_option("--log-level", f->log_level, "trace, debug, info, warn, error")->capture_default_str();

@@ -7,6 +7,7 @@
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "client/master_client.h"
+#include "common/http_access.h"
 #include "common/version.h"
 #include "coord/election.h"
 #include "coord/keys.h"
@@ -67,8 +68,21 @@ nlohmann::json MembersJson(const MemberList& list) {
 }
 
 // The leading master's task-queue summary, indented under the "master:" line.
+// The console's address from the master's registration; off loopback, with the job's console
+// token (common/http_access.h), so the link opens it.
+void PrintConsoleLink(const std::string& registration, const security::JobSecret& secret) {
+  auto j = nlohmann::json::parse(registration, nullptr, false);
+  if (j.is_discarded() || !j.contains("console")) return;
+  std::string url = j["console"].get<std::string>();
+  const size_t host_at = url.find("://") == std::string::npos ? 0 : url.find("://") + 3;
+  const std::string host_port = url.substr(host_at, url.find('/', host_at) - host_at);
+  const std::string host = host_port.substr(0, host_port.rfind(':'));
+  if (!IsLoopbackHost(host) && !secret.empty()) url += "?token=" + secret.ConsoleToken();
+  std::printf("  console: %s\n", url.c_str());
+}
+
 void PrintMasterStatus(etcd::EtcdClient& etcd, const std::string& job_name, const etcd::RangeResult& config,
-                       const std::string& secret_file) {
+                       const std::string& secret_file, const std::string& registration) {
   if (config.kvs.empty()) return;
   auto job = JobConfig::FromJson(config.kvs[0].value);
   if (!job.ok()) return;
@@ -77,6 +91,7 @@ void PrintMasterStatus(etcd::EtcdClient& etcd, const std::string& job_name, cons
     std::printf("  (task status unavailable: %s)\n", secret.status().message().c_str());
     return;
   }
+  PrintConsoleLink(registration, *secret);
   master::MasterClient mc(&etcd, job_name, job->token, *secret);
   auto st = mc.GetStatus(Deadline(std::chrono::seconds(3)));
   if (!st.ok()) {
@@ -133,7 +148,7 @@ int RunStatus(const StatusFlags& f) {
   if (leader->has_value()) {
     std::printf("master: %s (epoch %lld)\n", (*leader)->value.c_str(),
                 static_cast<long long>((*leader)->epoch));
-    PrintMasterStatus(etcd, f.etcd.job, *config, f.etcd.secret_file);
+    PrintMasterStatus(etcd, f.etcd.job, *config, f.etcd.secret_file, (*leader)->value);
   } else {
     std::printf("master: none elected\n");
   }

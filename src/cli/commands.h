@@ -11,6 +11,7 @@ namespace tessera::cli {
 void RegisterVersion(CLI::App& app, int* exit_code);
 void RegisterStatus(CLI::App& app, int* exit_code);
 void RegisterJob(CLI::App& app, int* exit_code);
+void RegisterCerts(CLI::App& app, int* exit_code);
 void RegisterPserver(CLI::App& app, int* exit_code);
 void RegisterData(CLI::App& app, int* exit_code);
 void RegisterMaster(CLI::App& app, int* exit_code);

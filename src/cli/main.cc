@@ -52,6 +52,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterModels(app, &exit_code);
   tessera::cli::RegisterLocal(app, &exit_code);
   tessera::cli::RegisterConsole(app, &exit_code);
+  tessera::cli::RegisterCerts(app, &exit_code);
   tessera::cli::RegisterDeploy(app, &exit_code);
   tessera::cli::RegisterLaunch(app, &exit_code);
   tessera::cli::RegisterNode(app, &exit_code);

@@ -29,6 +29,7 @@ inline constexpr char kMinTaskRecords[] = "--min-task-records";
 inline constexpr char kTaskTimeout[] = "--task-timeout";
 inline constexpr char kMaxFailures[] = "--max-failures";
 inline constexpr char kHttpPort[] = "--http-port";
+inline constexpr char kHttpHost[] = "--http-host";
 inline constexpr char kLogDir[] = "--log-dir";
 inline constexpr char kHistoryFile[] = "--history-file";
 inline constexpr char kModel[] = "--model";

@@ -155,10 +155,11 @@ nlohmann::json ConsoleServer::Tasks(const StatusReply& st) const {
           {"failed", failed}};
 }
 
-StatusOr<int> ConsoleServer::Start(const std::string& host, int port) {
+StatusOr<int> ConsoleServer::Start(const std::string& host, int port,
+                                   std::shared_ptr<const HttpAccess> access) {
   server_ = std::make_unique<httplib::Server>();
   auto& srv = *server_;
-  LimitHttpRequests(srv);
+  LimitHttpRequests(srv, kMaxHttpRequestBody, nullptr, 0, std::move(access));
   srv.set_tcp_nodelay(true);  // else a kept-alive client waits 40 ms for each answer (delayed ACK)
   // A standby has nothing to show yet: 503, and the page retries.
   auto status = [this](httplib::Response& res) -> std::optional<StatusReply> {
@@ -254,7 +255,8 @@ std::string FindConsolePage(const std::string& given) {
   std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
   if (ec) return "";
   for (const auto& dir : {exe.parent_path() / "../console", exe.parent_path() / "../share/tessera/web"}) {
-    if (std::filesystem::exists(dir / "index.html", ec)) return std::filesystem::weakly_canonical(dir, ec).string();
+    if (std::filesystem::exists(dir / "index.html", ec))
+      return std::filesystem::weakly_canonical(dir, ec).string();
   }
   return "";
 }

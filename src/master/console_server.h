@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "common/http_access.h"
 #include "common/metrics.h"
 #include "master/console_state.h"
 #include "tessera/master.pb.h"
@@ -46,7 +47,8 @@ class ConsoleServer {
   ~ConsoleServer();
 
   // Listens on host:port (0: any free port); returns the port.
-  StatusOr<int> Start(const std::string& host, int port);
+  // `access`: who may use it (common/http_access.h; null: everyone).
+  StatusOr<int> Start(const std::string& host, int port, std::shared_ptr<const HttpAccess> access = nullptr);
   void Stop();
 
  private:

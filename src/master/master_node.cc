@@ -28,6 +28,7 @@
 #include "master/master_service.h"
 #include "master/run_history.h"
 #include "master/state_log.h"
+#include "security/http_token.h"
 
 namespace tessera::master {
 namespace {
@@ -302,13 +303,16 @@ Status MasterNode::Run() {
   cs.started_ms = WallMillis();
   ConsoleServer console(cs);
   if (options_.http_port >= 0) {
-    // The console binds where the gRPC service does unless told otherwise, and is advertised at
-    // the node's address when it binds there or everywhere.
-    const std::string http_host = options_.http_host.empty() ? options_.host : options_.http_host;
-    TESSERA_ASSIGN_OR_RETURN(int http_port, console.Start(http_host, options_.http_port));
+    // The console binds to loopback unless told otherwise; anywhere else it asks for the job's
+    // console token (common/http_access.h). It is advertised at the node's address when it binds
+    // there or everywhere.
+    const std::string http_host = options_.http_host.empty() ? "127.0.0.1" : options_.http_host;
+    TESSERA_ASSIGN_OR_RETURN(auto access, security::HttpAccessFor(http_host, secret, job));
+    TESSERA_ASSIGN_OR_RETURN(int http_port, console.Start(http_host, options_.http_port, access));
     const bool at_node = http_host == options_.host || IsWildcardHost(http_host);
     info["console"] = "http://" + JoinHostPort(at_node ? advertise : http_host, http_port) + "/";
-    spdlog::info("console and /metrics at {}", info["console"].get<std::string>());
+    spdlog::info("console and /metrics at {}{}", info["console"].get<std::string>(),
+                 access->open() ? "" : " (with the job's console token: `tessera status` prints the link)");
   }
   spdlog::info("master at {} campaigning to lead job {} (standby until then)", address, job);
   Status won = election.Campaign(info.dump(), [&] {

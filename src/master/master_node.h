@@ -31,7 +31,9 @@ struct MasterOptions {
   TaskQueueOptions queue;
   int compact_every = 500;
   // The web console and /metrics (docs/console-api.md): -1 off, 0 any free port.
-  std::string http_host;  // empty: `host`
+  // Where the console binds; empty: 127.0.0.1. Off loopback every request but /healthz and
+  // /readyz needs the job's console token (common/http_access.h).
+  std::string http_host;
   int http_port = 0;
   std::string log_dir;  // <node>.log files the console's logs panel reads (tessera local: RUN/logs)
   std::string web_dir;  // the console page; empty: next to the binary (../console in a build tree,

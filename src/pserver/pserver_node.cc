@@ -22,6 +22,7 @@
 #include "job/slot_map.h"
 #include "pserver/checkpointer.h"
 #include "pserver/pserver_service.h"
+#include "security/http_token.h"
 #include "transport/endpoint_choice.h"
 #include "transport/transport_factory.h"
 
@@ -155,7 +156,11 @@ Status PserverNode::Run() {
   PserverService::Counters last_counters;
   prom_ = &prom;
   httplib::Server http;
-  LimitHttpRequests(http);
+  // /metrics binds to loopback unless told otherwise; anywhere else it asks for the job's console
+  // token (common/http_access.h).
+  const std::string http_host = options_.http_host.empty() ? "127.0.0.1" : options_.http_host;
+  TESSERA_ASSIGN_OR_RETURN(auto http_access, security::HttpAccessFor(http_host, secret, job));
+  LimitHttpRequests(http, kMaxHttpRequestBody, nullptr, 0, http_access);
   http.set_tcp_nodelay(true);  // else a kept-alive client waits 40 ms for each answer (delayed ACK)
   std::thread http_thread;
   nlohmann::json info = {{"address", address},
@@ -204,14 +209,15 @@ Status PserverNode::Run() {
       res.set_content(j.dump(), "application/json");
     });
     int http_port = options_.http_port == 0
-                        ? http.bind_to_any_port(options_.host)
-                        : (http.bind_to_port(options_.host, options_.http_port) ? options_.http_port : -1);
+                        ? http.bind_to_any_port(http_host)
+                        : (http.bind_to_port(http_host, options_.http_port) ? options_.http_port : -1);
     if (http_port <= 0) {
-      return Status::Unavailable("cannot listen for /metrics on " + options_.host + ":" +
+      return Status::Unavailable("cannot listen for /metrics on " + http_host + ":" +
                                  std::to_string(options_.http_port));
     }
     http_thread = ServeInBackground(http);
-    info["metrics"] = "http://" + JoinHostPort(advertise, http_port) + "/metrics";
+    const bool at_node = http_host == options_.host || IsWildcardHost(http_host);
+    info["metrics"] = "http://" + JoinHostPort(at_node ? advertise : http_host, http_port) + "/metrics";
   }
   struct HttpStop {
     httplib::Server& s;

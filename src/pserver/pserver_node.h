@@ -45,9 +45,11 @@ struct PserverOptions {
   std::string checkpoint_dir;
   double checkpoint_seconds = 0;
   int64_t checkpoint_steps = 0;
-  // Prometheus metrics at http://<host>:<http_port>/metrics (0: any free port, recorded in the
-  // registration as "metrics"; -1: off).
+  // Prometheus metrics at http://<http_host>:<http_port>/metrics (0: any free port, recorded in
+  // the registration as "metrics"; -1: off). `http_host` empty: 127.0.0.1; off loopback every
+  // request but /healthz and /readyz needs the job's console token.
   int http_port = 0;
+  std::string http_host;
 };
 
 namespace metrics {

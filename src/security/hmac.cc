@@ -12,7 +12,7 @@
 namespace tessera::security {
 
 struct Hmac::Impl {
-  EVP_MAC* mac = nullptr;
+  EVP_MAC* mac = nullptr;  // shared, never freed
   EVP_MAC_CTX* ctx = nullptr;
   Key key;
 };
@@ -24,10 +24,21 @@ namespace {
 }
 }  // namespace
 
+namespace {
+// Fetched once: the provider lookup costs tens of microseconds, more than the MAC itself.
+EVP_MAC* FetchHmac() {
+  static EVP_MAC* mac = [] {
+    EVP_MAC* m = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
+    if (!m) Die("EVP_MAC_fetch");
+    return m;
+  }();
+  return mac;
+}
+}  // namespace
+
 Hmac::Hmac(const Key& key) : impl_(new Impl) {
   impl_->key = key;
-  impl_->mac = EVP_MAC_fetch(nullptr, "HMAC", nullptr);
-  if (!impl_->mac) Die("EVP_MAC_fetch");
+  impl_->mac = FetchHmac();
   impl_->ctx = EVP_MAC_CTX_new(impl_->mac);
   if (!impl_->ctx) Die("EVP_MAC_CTX_new");
   char digest[] = "SHA256";
@@ -38,7 +49,6 @@ Hmac::Hmac(const Key& key) : impl_(new Impl) {
 
 Hmac::~Hmac() {
   EVP_MAC_CTX_free(impl_->ctx);
-  EVP_MAC_free(impl_->mac);
   OPENSSL_cleanse(impl_->key.data(), impl_->key.size());
   delete impl_;
 }

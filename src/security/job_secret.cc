@@ -86,6 +86,12 @@ std::string JobSecret::Fingerprint() const {
   return Hex(k.data(), 4);
 }
 
+std::string JobSecret::ConsoleToken() const {
+  if (!set_) return "";
+  Key k = Derive("console");
+  return Hex(k.data(), 16);
+}
+
 Key JobSecret::Derive(std::string_view purpose) const {
   Key key;
   std::memcpy(key.data(), bytes_.data(), key.size());

@@ -35,6 +35,9 @@ class JobSecret {
   // A short public name of the secret (8 hex characters of a one-way function of it), for log
   // lines and `tessera job show`: two processes can tell they hold the same secret.
   std::string Fingerprint() const;
+  // The token a node's HTTP endpoints ask for when bound off loopback (common/http_access.h):
+  // 32 hex characters derived from the secret, so whoever holds the secret can make it.
+  std::string ConsoleToken() const;
   // A key for one purpose ("frames", "rpc"): HMAC-SHA256(secret, purpose), so the uses never
   // share a key.
   Key Derive(std::string_view purpose) const;

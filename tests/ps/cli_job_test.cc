@@ -3,8 +3,12 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <filesystem>
+
+#include "common/files.h"
 #include "coord/connection.h"
 #include "ps/ps_fixture.h"
+#include "security/certs.h"
 
 namespace tessera::testing {
 namespace {
@@ -190,6 +194,55 @@ TEST_F(SecureJobTest, EachJobsEtcdUserReachesItsOwnKeysOnly) {
       {"job", "delete", "--etcd", e, "--job", "sb", "--etcd-user", "root", "--etcd-password", "rootpw"});
   ASSERT_EQ(gone.code, 0) << gone.text;
   EXPECT_FALSE(ClientAs(dir_ + "/sb.cred")->Get(keys::Config("sb")).ok()) << "job B's user is gone";
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+namespace tessera::testing {
+namespace {
+
+// `tessera certs`: the job's CA once, node certificates signed by it and naming the job, keys
+// mode 0600, nothing overwritten, a given CA used as given, bad names refused.
+TEST_F(CliJobTest, CertsMakesAJobCaAndNodeCertificatesWithoutOverwriting) {
+  const std::string out = dir_ + "/certs";
+  auto made = Tessera({"certs", "--job", "cj", "--out", out, "--node", "pserver-0=10.1.2.3,ps0.example",
+                       "--node", "trainer"});
+  ASSERT_EQ(made.code, 0) << made.text;
+  auto read = [](const std::string& path) { return ReadFile(path).value_or(""); };
+  for (const std::string& key : {"ca.key", "pserver-0.key", "trainer.key"}) {
+    struct stat st {};
+    ASSERT_EQ(::stat((out + "/" + key).c_str(), &st), 0) << key;
+    EXPECT_EQ(st.st_mode & 0777, 0600u) << key;
+  }
+  const std::string ca = read(out + "/ca.pem");
+  auto names = security::CertNames(read(out + "/pserver-0.pem"));
+  ASSERT_TRUE(names.ok()) << names.status();
+  const std::vector<std::string> want = {"DNS:tessera.cj", "DNS:pserver-0", "IP:10.1.2.3", "DNS:ps0.example"};
+  EXPECT_EQ(*names, want);
+  EXPECT_TRUE(*security::SignedBy(read(out + "/pserver-0.pem"), ca));
+  EXPECT_TRUE(*security::SignedBy(read(out + "/trainer.pem"), ca));
+
+  // Again: the CA is reused, an existing node is not overwritten, a new one is signed by the same CA.
+  auto again = Tessera({"certs", "--job", "cj", "--out", out, "--node", "trainer"});
+  EXPECT_EQ(again.code, 1) << again.text;
+  EXPECT_NE(again.text.find("trainer.key exists"), std::string::npos) << again.text;
+  ASSERT_EQ(Tessera({"certs", "--job", "cj", "--out", out, "--node", "master"}).code, 0);
+  EXPECT_EQ(read(out + "/ca.pem"), ca);
+  EXPECT_TRUE(*security::SignedBy(read(out + "/master.pem"), ca));
+
+  // A CA given as PEM files signs the nodes of another directory.
+  const std::string other = dir_ + "/other";
+  ASSERT_EQ(Tessera({"certs", "--job", "cj", "--out", other, "--ca-cert", out + "/ca.pem", "--ca-key",
+                     out + "/ca.key", "--node", "ps1"})
+                .code,
+            0);
+  EXPECT_TRUE(*security::SignedBy(read(other + "/ps1.pem"), ca));
+
+  auto bad = Tessera({"certs", "--job", "cj", "--out", out, "--node", "w=1.2.3.4,no_way!"});
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.text.find("neither an IP address nor a host name"), std::string::npos) << bad.text;
+  EXPECT_FALSE(std::filesystem::exists(out + "/w.key")) << "nothing is written for a refused node";
 }
 
 }  // namespace
