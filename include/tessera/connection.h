@@ -15,6 +15,9 @@
 //   TESSERA_ETCD_CERT        PEM client certificate for etcd (mutual TLS)
 //   TESSERA_ETCD_KEY         its PEM private key
 //   TESSERA_JOB_SECRET_FILE  the job's secret from this file (mode 0600) instead of from etcd
+//   TESSERA_TLS_CA, TESSERA_TLS_CERT, TESSERA_TLS_KEY
+//                            the job's CA and this node's certificate and key, for a job created
+//                            with --tls (`tessera certs` makes them)
 // A value type; thread-safe as values are.
 #pragma once
 
@@ -35,6 +38,8 @@ struct ConnectionOptions {
   // The job's secret (docs/security.md) is read from etcd beside the job's configuration unless a
   // file is given here; a file holding another job's secret is refused.
   std::string secret_file;
+  // Mutual TLS toward the job's master and pservers (a job created with --tls needs them).
+  std::string tls_ca_file, tls_cert_file, tls_key_file;
 
   // Fills every empty field from its TESSERA_* variable. InvalidArgument for a value that cannot
   // be right (TESSERA_ETCD_TLS=maybe).

@@ -95,7 +95,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   co.transport = o.transport;
   TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
   impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.connection.job, job.config.token,
-                                                        job.secret);
+                                                        job.secret, job.tls);
   impl->reporter = std::make_unique<master::ProgressReporter>(impl->master.get(), impl->client->trainer_id());
   impl->positions = TrainerPosition(job.config.checkpoint_steps);
   o.trainer_id = impl->client->trainer_id();
@@ -223,7 +223,7 @@ Status ExportModelFile(const SessionOptions& options, const std::string& path,
   TESSERA_RETURN_IF_ERROR(o.ResolveFromEnvironment());
   TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
   TESSERA_ASSIGN_OR_RETURN(models::ModelFile model,
-                           ExportModel(job.etcd.get(), o.connection.job, job.secret, timeout));
+                           ExportModel(job.etcd.get(), o.connection.job, job.secret, timeout, job.tls));
   return models::WriteModelFile(path, model);
 }
 

@@ -30,6 +30,7 @@ struct JobFlags {
   bool force = false;
   bool if_absent = false;
   bool secure = false;
+  bool tls = false;
   std::string credentials_out;  // --secure: where the job's etcd credentials go
 };
 
@@ -43,6 +44,7 @@ std::string Differs(const JobConfig& have, const JobConfig& want) {
   if (have.min_trainers != want.min_trainers) return "min trainers " + std::to_string(have.min_trainers);
   if (have.checkpoint_steps != want.checkpoint_steps)
     return "checkpoint steps " + std::to_string(have.checkpoint_steps);
+  if (have.tls != want.tls) return have.tls ? "TLS" : "no TLS";
   if (have.nonfinite != want.nonfinite)
     return std::string("nonfinite ") + NonFinitePolicyName(have.nonfinite);
   return "";
@@ -80,6 +82,7 @@ int RunCreate(const JobFlags& f) {
   c.nonfinite = *nonfinite;
   c.token = NewUuid();
   c.created_ms = WallMillis();
+  c.tls = f.tls;
   Status v = c.Validate();
   if (!v.ok()) return Fail("job create", v);
   const std::string credentials_out =
@@ -153,6 +156,7 @@ int RunShow(const JobFlags& f) {
   if (c->checkpoint_steps > 0) {
     std::printf("  consistent checkpoints every %lld steps\n", static_cast<long long>(c->checkpoint_steps));
   }
+  std::printf("  tls           %s\n", c->tls ? "mutual TLS on gRPC (masters, pservers)" : "off");
   if (c->secret_fingerprint.empty()) {
     std::printf("  secret        none (its messages are not authenticated)\n");
   } else {
@@ -237,6 +241,10 @@ void RegisterJob(CLI::App& app, int* exit_code) {
   create->add_flag("--secure", f->secure,
                    "give the job its own etcd user, allowed the job's keys (its secret included) and nothing "
                    "else; run as etcd's root user, on an etcd with authentication on");
+  create->add_flag(
+      "--tls", f->tls,
+      "the job's masters and pservers speak mutual TLS on gRPC: every process needs the job's CA and "
+      "a certificate of its own (--tls-ca, --tls-cert, --tls-key; `tessera certs` makes them)");
   create->add_option(
       "--credentials-out", f->credentials_out,
       "--secure: where the job user's credentials go (mode 0600; default ./JOB.etcd-credentials)");

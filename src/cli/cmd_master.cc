@@ -54,6 +54,9 @@ int RunMaster(const MasterFlags& f) {
   o.etcd = *eo;
   o.job = f.etcd.job;
   o.secret_file = f.etcd.secret_file;
+  o.tls_ca_file = f.etcd.tls_ca;
+  o.tls_cert_file = f.etcd.tls_cert;
+  o.tls_key_file = f.etcd.tls_key;
   o.store = f.store;
   o.dataset = f.dataset;
   auto addr = ResolveAddressFlags(f.address, eo->endpoints);

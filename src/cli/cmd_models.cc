@@ -76,7 +76,7 @@ int RunExport(const ExportFlags& f) {
   auto job = ConnectJob(*conn, std::chrono::seconds(2));
   if (!job.ok()) return Fail("export", job.status());
   auto m = ExportModel(job->etcd.get(), f.etcd.job, job->secret,
-                       std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000)));
+                       std::chrono::milliseconds(static_cast<int64_t>(f.timeout_s * 1000)), job->tls);
   if (!m.ok()) return Fail("export", m.status());
   if (Status s = models::WriteModelFile(f.out, *m); !s.ok()) return Fail("export", s);
   int64_t values = 0;

@@ -50,6 +50,9 @@ int RunPserver(const PserverFlags& f) {
   o.etcd = *eo;
   o.job = f.etcd.job;
   o.secret_file = f.etcd.secret_file;
+  o.tls_ca_file = f.etcd.tls_ca;
+  o.tls_cert_file = f.etcd.tls_cert;
+  o.tls_key_file = f.etcd.tls_key;
   auto addr = ResolveAddressFlags(f.address, eo->endpoints);
   if (!addr.ok()) return Fail("pserver", addr.status());
   o.host = addr->listen;

@@ -82,17 +82,22 @@ void PrintConsoleLink(const std::string& registration, const security::JobSecret
 }
 
 void PrintMasterStatus(etcd::EtcdClient& etcd, const std::string& job_name, const etcd::RangeResult& config,
-                       const std::string& secret_file, const std::string& registration) {
+                       const EtcdFlags& flags, const std::string& registration) {
   if (config.kvs.empty()) return;
   auto job = JobConfig::FromJson(config.kvs[0].value);
   if (!job.ok()) return;
-  auto secret = LoadJobSecret(&etcd, job_name, *job, secret_file);
+  auto secret = LoadJobSecret(&etcd, job_name, *job, flags.secret_file);
   if (!secret.ok()) {
     std::printf("  (task status unavailable: %s)\n", secret.status().message().c_str());
     return;
   }
   PrintConsoleLink(registration, *secret);
-  master::MasterClient mc(&etcd, job_name, job->token, *secret);
+  auto tls = LoadJobTls(job_name, *job, flags.tls_ca, flags.tls_cert, flags.tls_key);
+  if (!tls.ok()) {
+    std::printf("  (task status unavailable: %s)\n", tls.status().message().c_str());
+    return;
+  }
+  master::MasterClient mc(&etcd, job_name, job->token, *secret, *tls);
   auto st = mc.GetStatus(Deadline(std::chrono::seconds(3)));
   if (!st.ok()) {
     std::printf("  (task status unavailable: %s)\n", st.status().message().c_str());
@@ -148,7 +153,7 @@ int RunStatus(const StatusFlags& f) {
   if (leader->has_value()) {
     std::printf("master: %s (epoch %lld)\n", (*leader)->value.c_str(),
                 static_cast<long long>((*leader)->epoch));
-    PrintMasterStatus(etcd, f.etcd.job, *config, f.etcd.secret_file, (*leader)->value);
+    PrintMasterStatus(etcd, f.etcd.job, *config, f.etcd, (*leader)->value);
   } else {
     std::printf("master: none elected\n");
   }

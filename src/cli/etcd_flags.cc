@@ -28,6 +28,12 @@ void AddEtcdFlags(CLI::App* cmd, EtcdFlags* f, bool need_job) {
   cmd->add_option(flags::kSecretFile, f->secret_file,
                   "the job's secret from this file (mode 0600) instead of from etcd")
       ->envname(flags::kEnvJobSecretFile);
+  cmd->add_option("--tls-ca", f->tls_ca, "a --tls job's CA certificate (PEM; `tessera certs` makes it)")
+      ->envname(flags::kEnvTlsCa);
+  cmd->add_option("--tls-cert", f->tls_cert, "this node's certificate for a --tls job (PEM)")
+      ->envname(flags::kEnvTlsCert);
+  cmd->add_option("--tls-key", f->tls_key, "this node's private key for a --tls job (PEM, mode 0600)")
+      ->envname(flags::kEnvTlsKey);
   cmd->add_option("--etcd-timeout", f->timeout_s, "seconds an etcd call keeps retrying")
       ->capture_default_str();
 }
@@ -45,6 +51,9 @@ StatusOr<ConnectionOptions> ConnectionFromFlags(const EtcdFlags& f) {
   c.etcd_key_file = f.key;
   c.secret_file = f.secret_file;
   c.etcd_credentials_file = f.credentials;
+  c.tls_ca_file = f.tls_ca;
+  c.tls_cert_file = f.tls_cert;
+  c.tls_key_file = f.tls_key;
   if (c.etcd_cert_file.empty() != c.etcd_key_file.empty()) {
     return Status::InvalidArgument("--etcd-cert and --etcd-key go together");
   }

@@ -20,9 +20,10 @@ struct EtcdFlags {
   std::string password;   // --etcd-password / TESSERA_ETCD_PASSWORD
   bool tls = false;       // --etcd-tls
   std::string ca, cert, key;
-  std::string credentials;  // --etcd-credentials / TESSERA_ETCD_CREDENTIALS
-  std::string secret_file;  // --secret-file / TESSERA_JOB_SECRET_FILE
-  double timeout_s = 20;    // --etcd-timeout: how long a call retries before giving up
+  std::string credentials;                // --etcd-credentials / TESSERA_ETCD_CREDENTIALS
+  std::string secret_file;                // --secret-file / TESSERA_JOB_SECRET_FILE
+  std::string tls_ca, tls_cert, tls_key;  // --tls-ca/--tls-cert/--tls-key / TESSERA_TLS_*
+  double timeout_s = 20;                  // --etcd-timeout: how long a call retries before giving up
 };
 
 // Adds the flags to `cmd`. `need_job`: --job is required.

@@ -41,8 +41,8 @@ StatusOr<wire::DataReply> Call(Conn& c, int index, const std::string& token, wir
 }  // namespace
 
 StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::string& job,
-                                        const security::JobSecret& secret,
-                                        std::chrono::milliseconds timeout) {
+                                        const security::JobSecret& secret, std::chrono::milliseconds timeout,
+                                        std::shared_ptr<const security::TlsConfig> tls) {
   Deadline d(timeout);
   TESSERA_ASSIGN_OR_RETURN(JobConfig cfg, LoadJobConfig(etcd, job));
   TESSERA_ASSIGN_OR_RETURN(SlotMap slots, LoadSlotMap(etcd, job));
@@ -56,6 +56,7 @@ StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::strin
                              ChooseEndpoint(conns[p].addr.endpoints, TransportKind::kAuto, host));
     TransportOptions to;
     to.secret = secret;
+    to.tls = tls;
     conns[p].conn = NewClientConnection(choice.kind, choice.endpoint, to);
   }
   wire::DataRequest describe;

@@ -8,13 +8,15 @@
 
 #include "coord/etcd_client.h"
 #include "security/job_secret.h"
+#include "security/tls_config.h"
 #include "tessera/model_file.h"
 #include "tessera/status.h"
 
 namespace tessera {
 
-// `secret`: the job's (job_connection.h); the pservers refuse requests without it.
+// `secret` and `tls`: the job's (job_connection.h); the pservers refuse requests without them.
 StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::string& job,
-                                        const security::JobSecret& secret, std::chrono::milliseconds timeout);
+                                        const security::JobSecret& secret, std::chrono::milliseconds timeout,
+                                        std::shared_ptr<const security::TlsConfig> tls = nullptr);
 
 }  // namespace tessera

@@ -15,6 +15,8 @@ StatusOr<JobConnection> ConnectJob(const ConnectionOptions& options,
   TESSERA_RETURN_IF_ERROR(c.etcd->CheckReachable(connect_timeout));
   TESSERA_ASSIGN_OR_RETURN(c.config, LoadJobConfig(c.etcd.get(), options.job));
   TESSERA_ASSIGN_OR_RETURN(c.secret, LoadJobSecret(c.etcd.get(), options.job, c.config, options.secret_file));
+  TESSERA_ASSIGN_OR_RETURN(c.tls, LoadJobTls(options.job, c.config, options.tls_ca_file,
+                                             options.tls_cert_file, options.tls_key_file));
   return c;
 }
 

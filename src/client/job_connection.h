@@ -10,6 +10,7 @@
 #include "coord/etcd_client.h"
 #include "job/job_config.h"
 #include "security/job_secret.h"
+#include "security/tls_config.h"
 #include "tessera/connection.h"
 #include "tessera/status.h"
 
@@ -19,6 +20,7 @@ struct JobConnection {
   std::unique_ptr<etcd::EtcdClient> etcd;
   JobConfig config;
   security::JobSecret secret;
+  std::shared_ptr<const security::TlsConfig> tls;  // null: the job does not use TLS
 };
 
 // Validates the options, connects (failing after `connect_timeout` if no etcd endpoint accepts

@@ -10,12 +10,13 @@
 #include "common/clock.h"
 #include "coord/election.h"
 #include "coord/keys.h"
+#include "security/grpc_tls.h"
 
 namespace tessera::master {
 
 MasterClient::MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token,
-                           const security::JobSecret& secret)
-    : etcd_(etcd), job_(std::move(job)), token_(std::move(job_token)) {
+                           const security::JobSecret& secret, std::shared_ptr<const security::TlsConfig> tls)
+    : etcd_(etcd), job_(std::move(job)), token_(std::move(job_token)), tls_(std::move(tls)) {
   if (!secret.empty()) auth_.emplace(secret);
 }
 
@@ -56,7 +57,8 @@ Status MasterClient::Resolve(const Deadline& deadline) {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+    security::AddGrpcTlsArgs(&args, tls_.get());
+    channel_ = grpc::CreateCustomChannel(address_, security::GrpcChannelCredentials(tls_.get()), args);
     stub_ = Master::NewStub(channel_);
   }
   return Status::OK();

@@ -17,6 +17,7 @@
 #include "coord/etcd_client.h"
 #include "coord/registry.h"
 #include "security/rpc_auth.h"
+#include "security/tls_config.h"
 #include "tessera/master.grpc.pb.h"
 #include "tessera/status.h"
 
@@ -26,8 +27,9 @@ class MasterClient {
  public:
   // `secret`: the job's (job_connection.h); every call carries a token made with it
   // (security/rpc_auth.h). Empty for a job without one.
+  // `tls`: the job's (null: plaintext).
   MasterClient(etcd::EtcdClient* etcd, std::string job, std::string job_token,
-               const security::JobSecret& secret);
+               const security::JobSecret& secret, std::shared_ptr<const security::TlsConfig> tls = nullptr);
   ~MasterClient();
 
   StatusOr<GetTaskReply> GetTask(const std::string& trainer, const Deadline& deadline);
@@ -56,6 +58,7 @@ class MasterClient {
   const std::string job_;
   const std::string token_;
   std::optional<security::RpcAuth> auth_;
+  std::shared_ptr<const security::TlsConfig> tls_;
   mutable std::mutex mu_;  // serializes calls; guards the fields below it
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;

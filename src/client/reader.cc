@@ -38,7 +38,7 @@ class ReaderImpl : public Reader {
       r->trainer_ = std::to_string(claim.index);
     }
     r->master_ = std::make_unique<master::MasterClient>(r->etcd_.get(), o.connection.job, job.config.token,
-                                                        job.secret);
+                                                        job.secret, job.tls);
     return std::unique_ptr<Reader>(std::move(r));
   }
 

@@ -63,5 +63,8 @@ inline constexpr char kEnvEtcdCa[] = "TESSERA_ETCD_CA";
 inline constexpr char kEnvEtcdCert[] = "TESSERA_ETCD_CERT";
 inline constexpr char kEnvEtcdKey[] = "TESSERA_ETCD_KEY";
 inline constexpr char kEnvJobSecretFile[] = "TESSERA_JOB_SECRET_FILE";
+inline constexpr char kEnvTlsCa[] = "TESSERA_TLS_CA";
+inline constexpr char kEnvTlsCert[] = "TESSERA_TLS_CERT";
+inline constexpr char kEnvTlsKey[] = "TESSERA_TLS_KEY";
 
 }  // namespace tessera::flags

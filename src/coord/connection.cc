@@ -35,6 +35,9 @@ Status ConnectionOptions::FillFromEnvironment() {
   Fill(&etcd_key_file, flags::kEnvEtcdKey);
   Fill(&secret_file, flags::kEnvJobSecretFile);
   Fill(&etcd_credentials_file, flags::kEnvEtcdCredentials);
+  Fill(&tls_ca_file, flags::kEnvTlsCa);
+  Fill(&tls_cert_file, flags::kEnvTlsCert);
+  Fill(&tls_key_file, flags::kEnvTlsKey);
   const std::string tls = Env(flags::kEnvEtcdTls);
   if (!tls.empty()) {
     if (tls == "1" || tls == "true" || tls == "yes") {

@@ -49,6 +49,7 @@ std::string JobConfig::ToJson() const {
   j["token"] = token;
   j["created_ms"] = created_ms;
   if (!secret_fingerprint.empty()) j["secret_fingerprint"] = secret_fingerprint;
+  if (tls) j["tls"] = true;
   return j.dump();
 }
 
@@ -68,6 +69,7 @@ StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
     c.token = j.at("token").get<std::string>();
     c.created_ms = j.value("created_ms", int64_t{0});
     c.secret_fingerprint = j.value("secret_fingerprint", std::string());
+    c.tls = j.value("tls", false);
   } catch (const nlohmann::json::exception& e) {
     return Status::DataLoss(std::string("job config: ") + e.what());
   }

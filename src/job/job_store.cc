@@ -33,6 +33,30 @@ etcd::Txn CreateJobTxn(const std::string& job, JobConfig* config, const security
   return txn;
 }
 
+StatusOr<std::shared_ptr<const security::TlsConfig>> LoadJobTls(const std::string& job,
+                                                                const JobConfig& config,
+                                                                const std::string& ca_file,
+                                                                const std::string& cert_file,
+                                                                const std::string& key_file) {
+  const bool given = !ca_file.empty() || !cert_file.empty() || !key_file.empty();
+  if (!config.tls) {
+    if (given) {
+      return Status::InvalidArgument("job '" + job +
+                                     "' does not use TLS (it was created without --tls): drop "
+                                     "--tls-ca, --tls-cert and --tls-key");
+    }
+    return std::shared_ptr<const security::TlsConfig>();
+  }
+  if (!given) {
+    return Status::InvalidArgument(
+        "job '" + job +
+        "' speaks TLS: give its CA and this node's certificate and key "
+        "(--tls-ca, --tls-cert, --tls-key or TESSERA_TLS_CA, _CERT, _KEY; `tessera "
+        "certs` makes them)");
+  }
+  return security::TlsConfig::Load(job, ca_file, cert_file, key_file);
+}
+
 StatusOr<security::JobSecret> LoadJobSecret(etcd::EtcdClient* etcd, const std::string& job,
                                             const JobConfig& config, const std::string& secret_file) {
   if (!secret_file.empty()) {

@@ -12,6 +12,7 @@
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "security/job_secret.h"
+#include "security/tls_config.h"
 
 namespace tessera {
 
@@ -28,6 +29,15 @@ etcd::Txn CreateJobTxn(const std::string& job, JobConfig* config, const security
 // job's: its fingerprint is checked against the configuration), else from etcd beside the
 // configuration. Empty for a job without one. PermissionDenied, saying what to do, when the
 // secret cannot be read (etcd refuses this user) or the file holds another job's.
+// The TLS material this process uses for `job`: null for a job without TLS; the loaded files for
+// one with (InvalidArgument saying which flags to give when they are missing, or given to a job
+// without TLS).
+StatusOr<std::shared_ptr<const security::TlsConfig>> LoadJobTls(const std::string& job,
+                                                                const JobConfig& config,
+                                                                const std::string& ca_file,
+                                                                const std::string& cert_file,
+                                                                const std::string& key_file);
+
 StatusOr<security::JobSecret> LoadJobSecret(etcd::EtcdClient* etcd, const std::string& job,
                                             const JobConfig& config, const std::string& secret_file = "");
 

@@ -28,6 +28,7 @@
 #include "master/master_service.h"
 #include "master/run_history.h"
 #include "master/state_log.h"
+#include "security/grpc_tls.h"
 #include "security/http_token.h"
 
 namespace tessera::master {
@@ -201,11 +202,13 @@ Status MasterNode::Run() {
 
   TESSERA_ASSIGN_OR_RETURN(security::JobSecret secret,
                            LoadJobSecret(etcd.get(), job, config, options_.secret_file));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto tls, LoadJobTls(job, config, options_.tls_ca_file, options_.tls_cert_file, options_.tls_key_file));
   MasterService service(config.token, secret, dir, manifest);
   grpc::ServerBuilder builder;
   int port = 0;
   builder.AddListeningPort(options_.host + ":" + std::to_string(options_.port),
-                           grpc::InsecureServerCredentials(), &port);
+                           security::GrpcServerCredentials(tls.get()), &port);
   builder.RegisterService(&service);
   auto server = builder.BuildAndStart();
   if (!server || port == 0) {

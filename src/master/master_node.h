@@ -20,6 +20,7 @@ struct MasterOptions {
   etcd::EtcdOptions etcd;
   std::string job;
   std::string secret_file;  // the job's secret from this file instead of etcd (job_store.h)
+  std::string tls_ca_file, tls_cert_file, tls_key_file;  // a --tls job\'s (job_store.h LoadJobTls)
   std::string store;
   std::string dataset;
   std::string host = "127.0.0.1";  // address to listen on (may be 0.0.0.0)

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -98,6 +99,8 @@ Status PserverNode::Run() {
   TESSERA_ASSIGN_OR_RETURN(SlotMap slots, LoadSlotMap(etcd.get(), job));
   TESSERA_ASSIGN_OR_RETURN(security::JobSecret secret,
                            LoadJobSecret(etcd.get(), job, config, options_.secret_file));
+  TESSERA_ASSIGN_OR_RETURN(
+      auto tls, LoadJobTls(job, config, options_.tls_ca_file, options_.tls_cert_file, options_.tls_key_file));
 
   TESSERA_ASSIGN_OR_RETURN(TransportKind kind, ParseTransportKind(options_.transport));
   // auto serves every transport: each trainer takes the best one it can reach. --port goes to
@@ -106,12 +109,23 @@ Status PserverNode::Run() {
       kind == TransportKind::kAuto
           ? std::vector<TransportKind>{TransportKind::kTcp, TransportKind::kShm, TransportKind::kGrpc}
           : std::vector<TransportKind>{kind};
+  if (tls) {
+    // TLS on the TCP data plane is not built yet: a TLS job's pservers serve gRPC (over TLS) and,
+    // to trainers on their own host and user, shared memory.
+    if (kind == TransportKind::kTcp) {
+      return Status::FailedPrecondition("job '" + job +
+                                        "' speaks TLS, which --transport tcp does not yet: use auto, "
+                                        "grpc or shm");
+    }
+    kinds.erase(std::remove(kinds.begin(), kinds.end(), TransportKind::kTcp), kinds.end());
+  }
   const std::string advertise = options_.advertise.empty() ? options_.host : options_.advertise;
   // Requests without the job's secret are refused and counted (served in /metrics below).
   metrics::Registry prom;
   TransportOptions to;
   to.limits.max_payload = options_.max_message_bytes;
   to.secret = secret;
+  to.tls = tls;
   to.auth_refused =
       &prom.GetCounter("tessera_pserver_auth_refused_total",
                        "Data-plane requests and connections refused for lacking the job's secret");

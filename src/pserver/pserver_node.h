@@ -26,10 +26,11 @@ class Checkpointer;
 struct PserverOptions {
   etcd::EtcdOptions etcd;
   std::string job;
-  std::string secret_file;         // the job's secret from this file instead of etcd (job_store.h)
-  std::string host = "127.0.0.1";  // address to listen on (may be 0.0.0.0)
-  std::string advertise;           // address registered for trainers (empty: `host`)
-  int port = 0;                    // 0: any free port
+  std::string secret_file;  // the job's secret from this file instead of etcd (job_store.h)
+  std::string tls_ca_file, tls_cert_file, tls_key_file;  // a --tls job\'s (job_store.h LoadJobTls)
+  std::string host = "127.0.0.1";                        // address to listen on (may be 0.0.0.0)
+  std::string advertise;                                 // address registered for trainers (empty: `host`)
+  int port = 0;                                          // 0: any free port
   int64_t lease_ttl_seconds = 10;
   // The pserver index to claim (it waits while another holds it); -1: the lowest free one.
   int index = -1;

@@ -205,4 +205,12 @@ StatusOr<bool> SignedBy(const std::string& cert_pem, const std::string& ca_pem) 
   return ok;
 }
 
+StatusOr<bool> KeyMatches(const std::string& cert_pem, const std::string& key_pem) {
+  TESSERA_ASSIGN_OR_RETURN(X509Ptr cert, ParseCert(cert_pem, "the certificate"));
+  TESSERA_ASSIGN_OR_RETURN(PkeyPtr key, ParseKey(key_pem, "the key"));
+  const bool ok = X509_check_private_key(cert.get(), key.get()) == 1;
+  ERR_clear_error();
+  return ok;
+}
+
 }  // namespace tessera::security

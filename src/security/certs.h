@@ -33,5 +33,7 @@ StatusOr<Pem> MakeNodeCert(const Pem& ca, const std::string& job, const std::str
 // chains to `ca_pem` (one level); for tests and `tessera certs --check`.
 StatusOr<std::vector<std::string>> CertNames(const std::string& cert_pem);
 StatusOr<bool> SignedBy(const std::string& cert_pem, const std::string& ca_pem);
+// Whether the private key is the certificate's.
+StatusOr<bool> KeyMatches(const std::string& cert_pem, const std::string& key_pem);
 
 }  // namespace tessera::security

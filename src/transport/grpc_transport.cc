@@ -10,6 +10,7 @@
 #include <optional>
 
 #include "common/clock.h"
+#include "security/grpc_tls.h"
 #include "security/rpc_auth.h"
 #include "tessera/data.grpc.pb.h"
 
@@ -107,7 +108,8 @@ class GrpcServerTransport : public ServerTransport {
   Status Start(const std::string& host, int port, RequestHandler* handler) override {
     service_ = std::make_unique<DataPlaneService>(handler, options_);
     grpc::ServerBuilder b;
-    b.AddListeningPort(host + ":" + std::to_string(port), grpc::InsecureServerCredentials(), &port_);
+    b.AddListeningPort(host + ":" + std::to_string(port), security::GrpcServerCredentials(options_.tls.get()),
+                       &port_);
     b.RegisterService(service_.get());
     b.SetMaxReceiveMessageSize(kMaxMessage);
     b.SetMaxSendMessageSize(kMaxMessage);
@@ -149,7 +151,8 @@ class GrpcConnection : public ClientConnection {
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-    channel_ = grpc::CreateCustomChannel(address_, grpc::InsecureChannelCredentials(), args);
+    security::AddGrpcTlsArgs(&args, options.tls.get());
+    channel_ = grpc::CreateCustomChannel(address_, security::GrpcChannelCredentials(options.tls.get()), args);
     stub_ = wire::DataPlane::NewStub(channel_);
   }
 

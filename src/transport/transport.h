@@ -24,6 +24,7 @@
 
 #include "common/metrics.h"
 #include "security/job_secret.h"
+#include "security/tls_config.h"
 #include "tessera/status.h"
 #include "transport/frame.h"
 
@@ -48,6 +49,9 @@ struct TransportOptions {
   // both sides: nothing is signed. Shared memory also serves its own user only (SO_PEERCRED).
   security::JobSecret secret;
   metrics::Counter* auth_refused = nullptr;
+  // The job's mutual TLS (grpc: servers require and verify a client certificate of the job's CA,
+  // clients accept only a server certificate of the job's CA and name). Null: plaintext.
+  std::shared_ptr<const security::TlsConfig> tls;
 };
 
 struct ConstBuffer {
