@@ -28,6 +28,13 @@ Status WriteNew(const std::string& path, const std::string& data, int mode) {
   return WriteFileAtomic(path, data, mode);
 }
 
+StatusOr<security::Pem> ReadCa(const std::string& cert, const std::string& key) {
+  security::Pem ca;
+  TESSERA_ASSIGN_OR_RETURN(ca.cert, ReadFile(cert));
+  TESSERA_ASSIGN_OR_RETURN(ca.key, ReadFile(key));
+  return ca;
+}
+
 int RunCerts(const CertsFlags& f) {
   if (Status s = ValidateName(f.job, "job"); !s.ok()) return Fail("certs", s);
   std::error_code ec;
@@ -35,24 +42,18 @@ int RunCerts(const CertsFlags& f) {
   if (ec) return Fail("certs", Status::Unavailable("cannot create " + f.out + ": " + ec.message()));
   security::Pem ca;
   const std::string ca_pem = f.out + "/ca.pem", ca_key = f.out + "/ca.key";
-  if (!f.ca_cert.empty() || !f.ca_key.empty()) {
-    if (f.ca_cert.empty() || f.ca_key.empty())
-      return Fail("certs", Status::InvalidArgument("--ca-cert and --ca-key go together"));
-    auto cert = ReadFile(f.ca_cert);
-    auto key = ReadFile(f.ca_key);
-    if (!cert.ok()) return Fail("certs", cert.status());
-    if (!key.ok()) return Fail("certs", key.status());
-    ca = {*cert, *key};
-    if (!fs::exists(ca_pem)) {
+  const bool given = !f.ca_cert.empty() || !f.ca_key.empty();
+  if (given && (f.ca_cert.empty() || f.ca_key.empty())) {
+    return Fail("certs", Status::InvalidArgument("--ca-cert and --ca-key go together"));
+  }
+  if (given || (fs::exists(ca_pem) && fs::exists(ca_key))) {
+    auto read = ReadCa(given ? f.ca_cert : ca_pem, given ? f.ca_key : ca_key);
+    if (!read.ok()) return Fail("certs", read.status());
+    ca = *read;
+    if (given && !fs::exists(ca_pem)) {
       if (Status s = WriteFileAtomic(ca_pem, ca.cert, 0644); !s.ok()) return Fail("certs", s);
     }
-  } else if (fs::exists(ca_pem) && fs::exists(ca_key)) {
-    auto cert = ReadFile(ca_pem);
-    auto key = ReadFile(ca_key);
-    if (!cert.ok()) return Fail("certs", cert.status());
-    if (!key.ok()) return Fail("certs", key.status());
-    ca = {*cert, *key};
-    std::printf("using the CA in %s\n", ca_pem.c_str());
+    if (!given) std::printf("using the CA in %s\n", ca_pem.c_str());
   } else {
     auto made = security::MakeJobCa(f.job, f.days);
     if (!made.ok()) return Fail("certs", made.status());

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/logging.h"
+#include "common/strings.h"
 
 namespace tessera {
 
@@ -33,14 +34,7 @@ std::string Sha256::HexDigest() {
   unsigned char md[EVP_MAX_MD_SIZE];
   unsigned int len = 0;
   TESSERA_CHECK(EVP_DigestFinal_ex(impl_->ctx, md, &len) == 1);
-  static const char kHex[] = "0123456789abcdef";
-  std::string out;
-  out.reserve(len * 2);
-  for (unsigned int i = 0; i < len; ++i) {
-    out.push_back(kHex[md[i] >> 4]);
-    out.push_back(kHex[md[i] & 15]);
-  }
-  return out;
+  return HexEncode(md, len);
 }
 
 std::string Sha256Hex(std::string_view data) {

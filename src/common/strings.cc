@@ -141,7 +141,8 @@ size_t EditDistance(std::string_view a, std::string_view b) {
     for (size_t j = 1; j <= b.size(); ++j) {
       size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
       d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1, d[i - 1][j - 1] + cost});
-      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1]) d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
     }
   }
   return d[a.size()][b.size()];
@@ -165,12 +166,24 @@ std::string ClosestName(std::string_view typed, const std::vector<std::string>& 
 std::string ShellQuote(std::string_view s) {
   bool safe = !s.empty();
   for (char c : s) {
-    safe = safe && (std::isalnum(static_cast<unsigned char>(c)) || std::string_view("_@%+=:,./-").find(c) != std::string_view::npos);
+    safe = safe && (std::isalnum(static_cast<unsigned char>(c)) ||
+                    std::string_view("_@%+=:,./-").find(c) != std::string_view::npos);
   }
   if (safe) return std::string(s);
   std::string q = "'";
   for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
   return q + "'";
+}
+
+std::string HexEncode(const void* data, size_t n) {
+  static const char kHex[] = "0123456789abcdef";
+  const auto* p = static_cast<const unsigned char*>(data);
+  std::string out(2 * n, '0');
+  for (size_t i = 0; i < n; ++i) {
+    out[2 * i] = kHex[p[i] >> 4];
+    out[2 * i + 1] = kHex[p[i] & 15];
+  }
+  return out;
 }
 
 }  // namespace tessera

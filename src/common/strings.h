@@ -32,6 +32,9 @@ StatusOr<HostPort> ParseHostPort(std::string_view s);
 // Parses a comma-separated list of host:port endpoints, e.g. "127.0.0.1:2379,10.0.0.2:2379".
 StatusOr<std::vector<std::string>> ParseEndpoints(std::string_view s);
 
+// Lowercase hex of `n` bytes (two characters each).
+std::string HexEncode(const void* data, size_t n);
+
 // "1.5 MiB", "312 B".
 std::string HumanBytes(double bytes);
 

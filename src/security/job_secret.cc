@@ -23,16 +23,6 @@ int HexValue(char c) {
   return -1;
 }
 
-std::string Hex(const uint8_t* p, size_t n) {
-  static const char kDigits[] = "0123456789abcdef";
-  std::string s(2 * n, '0');
-  for (size_t i = 0; i < n; ++i) {
-    s[2 * i] = kDigits[p[i] >> 4];
-    s[2 * i + 1] = kDigits[p[i] & 15];
-  }
-  return s;
-}
-
 }  // namespace
 
 JobSecret JobSecret::Generate() {
@@ -78,18 +68,18 @@ StatusOr<JobSecret> JobSecret::FromFile(const std::string& path) {
   return s;
 }
 
-std::string JobSecret::Text() const { return set_ ? Hex(bytes_.data(), bytes_.size()) : ""; }
+std::string JobSecret::Text() const { return set_ ? HexEncode(bytes_.data(), bytes_.size()) : ""; }
 
 std::string JobSecret::Fingerprint() const {
   if (!set_) return "";
   Key k = Derive("fingerprint");
-  return Hex(k.data(), 4);
+  return HexEncode(k.data(), 4);
 }
 
 std::string JobSecret::ConsoleToken() const {
   if (!set_) return "";
   Key k = Derive("console");
-  return Hex(k.data(), 16);
+  return HexEncode(k.data(), 16);
 }
 
 Key JobSecret::Derive(std::string_view purpose) const {

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "common/strings.h"
 #include "security/hmac.h"
 
 namespace tessera::security {
@@ -17,13 +18,7 @@ std::string RpcAuth::Mac(std::string_view method, int64_t ms, std::string_view b
   h.Update(body);
   uint8_t out[32];
   h.Finish(out);
-  static const char kDigits[] = "0123456789abcdef";
-  std::string hex(32, '0');
-  for (size_t i = 0; i < 16; ++i) {
-    hex[2 * i] = kDigits[out[i] >> 4];
-    hex[2 * i + 1] = kDigits[out[i] & 15];
-  }
-  return hex;
+  return HexEncode(out, 16);
 }
 
 std::string RpcAuth::Token(std::string_view method, std::string_view body, int64_t now_ms) const {
