@@ -109,16 +109,6 @@ Status PserverNode::Run() {
       kind == TransportKind::kAuto
           ? std::vector<TransportKind>{TransportKind::kTcp, TransportKind::kShm, TransportKind::kGrpc}
           : std::vector<TransportKind>{kind};
-  if (tls) {
-    // TLS on the TCP data plane is not built yet: a TLS job's pservers serve gRPC (over TLS) and,
-    // to trainers on their own host and user, shared memory.
-    if (kind == TransportKind::kTcp) {
-      return Status::FailedPrecondition("job '" + job +
-                                        "' speaks TLS, which --transport tcp does not yet: use auto, "
-                                        "grpc or shm");
-    }
-    kinds.erase(std::remove(kinds.begin(), kinds.end(), TransportKind::kTcp), kinds.end());
-  }
   const std::string advertise = options_.advertise.empty() ? options_.host : options_.advertise;
   // Requests without the job's secret are refused and counted (served in /metrics below).
   metrics::Registry prom;

@@ -1,7 +1,7 @@
 // gRPC credentials from a job's TlsConfig: a server that requires and verifies a client
-// certificate signed by the job's CA, and a channel that presents this node's certificate and
-// accepts only a server certificate the job's CA signed for the job's name (whatever address it
-// was reached at: pods move). Null config: plaintext both ways. Thread-safe.
+// certificate signed by the job's CA for the job's name (checked on every call), and a channel that presents
+// this node's certificate and accepts only a server certificate the job's CA signed for the job's name
+// (whatever address it was reached at: pods move). Null config: plaintext both ways. Thread-safe.
 #pragma once
 
 #include <grpcpp/grpcpp.h>

@@ -69,14 +69,14 @@ class ShmChannel : public MessageChannel {
     *id = p.request_id;
     *header = std::string_view(peer_.data() + hoff, p.header_len);
     *payload = ConstBuffer{peer_.data(), p.payload_len};
-    if (Status a = auth_.CheckRequest(pre, p.request_id, *header); !a.ok()) {
-      uint8_t refusal[kFramePreambleBytes];
-      EncodeRefusal(p.request_id, refusal);
-      Deadline d(std::chrono::seconds(1));
-      (void)SendFrame(fd_.get(), refusal, -1, &d);
-      return a;
-    }
-    return Status::OK();
+    return auth_.CheckRequest(pre, p.request_id, *header);
+  }
+
+  void WriteRefusal(uint64_t id) override {
+    uint8_t refusal[kFramePreambleBytes];
+    EncodeRefusal(id, refusal);
+    Deadline d(std::chrono::seconds(1));
+    (void)SendFrame(fd_.get(), refusal, -1, &d);
   }
 
   MutableBuffer ReplyBuffer(size_t bytes) override {

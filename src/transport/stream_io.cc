@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "common/net.h"
+#include "transport/tls_stream.h"
 
 namespace tessera {
 namespace {
@@ -98,19 +99,26 @@ Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline) {
   return Status::OK();
 }
 
-StreamReader::StreamReader(size_t stage_bytes)
-    : stage_(new char[stage_bytes]), stage_size_(stage_bytes) {}
+StreamReader::StreamReader(size_t stage_bytes) : stage_(new char[stage_bytes]), stage_size_(stage_bytes) {}
 
-void StreamReader::Reset(int fd) {
+void StreamReader::Reset(int fd, TlsStream* tls) {
   fd_ = fd;
+  tls_ = tls;
   begin_ = end_ = 0;
   total_ = 0;
 }
 
 Status StreamReader::Fill(const Deadline* deadline) {
   if (begin_ == end_) begin_ = end_ = 0;
+  if (tls_) {
+    TESSERA_ASSIGN_OR_RETURN(size_t r, tls_->ReadSome(stage_.get() + end_, stage_size_ - end_, deadline));
+    end_ += r;
+    total_ += r;
+    return Status::OK();
+  }
   TESSERA_ASSIGN_OR_RETURN(size_t r, RetrySocketCall(fd_, POLLIN, deadline, "recv", [&] {
-                             return ::recv(fd_, stage_.get() + end_, stage_size_ - end_, deadline ? MSG_DONTWAIT : 0);
+                             return ::recv(fd_, stage_.get() + end_, stage_size_ - end_,
+                                           deadline ? MSG_DONTWAIT : 0);
                            }));
   if (r == 0) return Status::Unavailable("connection closed by the peer");
   end_ += r;
@@ -120,12 +128,17 @@ Status StreamReader::Fill(const Deadline* deadline) {
 
 Status StreamReader::ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline) {
   while (bytes > 0) {
-    msghdr msg{};
-    msg.msg_iov = iov;
-    msg.msg_iovlen = std::min(n, kMaxIov);
-    TESSERA_ASSIGN_OR_RETURN(size_t r, RetrySocketCall(fd_, POLLIN, deadline, "recv", [&] {
-                               return ::recvmsg(fd_, &msg, deadline ? MSG_DONTWAIT : 0);
-                             }));
+    size_t r = 0;
+    if (tls_) {
+      TESSERA_ASSIGN_OR_RETURN(r, tls_->ReadSome(iov->iov_base, iov->iov_len, deadline));
+    } else {
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = std::min(n, kMaxIov);
+      TESSERA_ASSIGN_OR_RETURN(r, RetrySocketCall(fd_, POLLIN, deadline, "recv", [&] {
+                                 return ::recvmsg(fd_, &msg, deadline ? MSG_DONTWAIT : 0);
+                               }));
+    }
     if (r == 0) return Status::Unavailable("connection closed by the peer");
     bytes -= r;
     total_ += r;
@@ -239,7 +252,8 @@ std::string PeerName(int fd) {
   if (ss.ss_family == AF_UNIX) {
     ucred cred{};
     socklen_t cl = sizeof cred;
-    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0) return "local pid " + std::to_string(cred.pid);
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &cl) == 0)
+      return "local pid " + std::to_string(cred.pid);
     return "a local peer";
   }
   return "a peer of family " + std::to_string(ss.ss_family);

@@ -1,18 +1,18 @@
 // I/O on blocking stream sockets for the TCP and shared-memory transports: gathered writes of
 // whole messages, and a reader that takes small messages in one system call (through a staging
 // buffer) and large payloads straight into the caller's buffers. Without a deadline a call
-// blocks; with one it passes MSG_DONTWAIT and waits in poll() until the deadline.
+// blocks; with one it passes MSG_DONTWAIT and waits in poll() until the deadline. The reader
+// also reads through TLS (tls_stream.h) when the connection has it.
 // Not thread-safe: one reader and one writer per socket at a time.
 #pragma once
 
 #include <sys/types.h>
 #include <sys/uio.h>
 
-#include <cerrno>
-#include <cstring>
-
-#include <cstddef>
 #include <atomic>
+#include <cerrno>
+#include <cstddef>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -93,15 +93,20 @@ StatusOr<size_t> RetrySocketCall(int fd, short events, const Deadline* deadline,
     ssize_t r = io();
     if (r >= 0) return static_cast<size_t>(r);
     if (errno == EINTR) continue;
-    if (errno != EAGAIN && errno != EWOULDBLOCK) return Status::Unavailable(std::string(what) + ": " + std::strerror(errno));
+    if (errno != EAGAIN && errno != EWOULDBLOCK)
+      return Status::Unavailable(std::string(what) + ": " + std::strerror(errno));
     TESSERA_RETURN_IF_ERROR(WaitFd(fd, events, deadline));
   }
 }
 
+class TlsStream;
+
 class StreamReader {
  public:
   explicit StreamReader(size_t stage_bytes = 64 * 1024);
-  void Reset(int fd);  // a new connection: forget staged bytes
+  // A new connection: forget staged bytes. With `tls`, bytes are read through it (it must
+  // outlive its use here).
+  void Reset(int fd, TlsStream* tls = nullptr);
 
   // Reads exactly n bytes into dst. Unavailable("connection closed ...") at end of stream.
   Status Read(void* dst, size_t n, const Deadline* deadline);
@@ -120,6 +125,7 @@ class StreamReader {
   Status ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline);
 
   int fd_ = -1;
+  TlsStream* tls_ = nullptr;
   std::unique_ptr<char[]> stage_;
   std::vector<iovec> iov_;  // reused by ReadInto
   size_t stage_size_;

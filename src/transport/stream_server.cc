@@ -123,7 +123,8 @@ void StreamServer::Connection::Run() {
         quiet = quiet || closed_;  // our own shutdown
       }
       if (s.code() == StatusCode::kUnauthenticated) {
-        Refused(s);
+        Refused(s);  // counted before the peer hears of it
+        channel_->WriteRefusal(id);
       } else if (!quiet) {
         spdlog::warn("{} data plane: closing the connection from {}: {}", server_name_, peer_, s.message());
       }

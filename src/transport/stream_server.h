@@ -32,9 +32,11 @@ class MessageChannel {
   // another user, counted as refused).
   virtual Status Open(const Deadline& deadline) = 0;
   // Reads the next request; the views stay valid until the next ReadRequest. Cancelled when the
-  // peer closed cleanly between messages; Unauthenticated when its job MAC does not check (the
-  // refusal was sent to the peer); another error (with what was wrong) otherwise.
+  // peer closed cleanly between messages; Unauthenticated (with *id set) when its job MAC does
+  // not check, before its payload is read; another error (with what was wrong) otherwise.
   virtual Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) = 0;
+  // Tells the peer its request `id` was refused (a refusal frame, frame_auth.h), best effort.
+  virtual void WriteRefusal(uint64_t id) = 0;
   // Reusable memory for a reply payload of `bytes`.
   virtual MutableBuffer ReplyBuffer(size_t bytes) = 0;
   // Writes a reply: `header` and the first `payload_bytes` of the reply buffer.

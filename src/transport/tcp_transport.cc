@@ -17,6 +17,7 @@
 #include "transport/frame_auth.h"
 #include "transport/stream_io.h"
 #include "transport/stream_server.h"
+#include "transport/tls_stream.h"
 
 namespace tessera {
 namespace {
@@ -38,21 +39,44 @@ Status ReadGrowing(StreamReader& reader, AlignedBuffer& buf, size_t off, size_t 
   return Status::OK();
 }
 
+// Writes a whole message, through TLS when the connection has it.
+Status Send(int fd, TlsStream* tls, iovec* iov, size_t n, const Deadline* deadline) {
+  return tls ? tls->WriteFully(iov, n, deadline) : WriteFully(fd, iov, n, deadline);
+}
+
+// The job's TLS context for one side, shared by a server's connections; null without TLS.
+StatusOr<std::shared_ptr<SSL_CTX>> ContextFor(const security::TlsConfig* tls, security::TlsSide side) {
+  if (!tls) return std::shared_ptr<SSL_CTX>();
+  TESSERA_ASSIGN_OR_RETURN(security::SslContext ctx, security::MakeSslContext(*tls, side));
+  return std::shared_ptr<SSL_CTX>(std::move(ctx));
+}
+
 // One accepted TCP connection: the request lands in `in_` (header at 0, payload at the next
-// 64-byte boundary, so the floats are aligned), the reply goes out from `out_`.
+// 64-byte boundary, so the floats are aligned), the reply goes out from `out_`. With TLS, the
+// handshake comes first, and everything after it goes through the TLS stream.
 class TcpChannel : public MessageChannel {
  public:
-  TcpChannel(UniqueFd fd, const TransportOptions& options)
-      : fd_(std::move(fd)), limits_(options.limits), auth_(FrameAuth::ForServer(options.secret)) {
+  TcpChannel(UniqueFd fd, const TransportOptions& options, std::shared_ptr<SSL_CTX> tls_ctx)
+      : fd_(std::move(fd)),
+        limits_(options.limits),
+        auth_(FrameAuth::ForServer(options.secret)),
+        tls_ctx_(std::move(tls_ctx)) {
     reader_.Reset(fd_.get());
   }
   int fd() const override { return fd_.get(); }
 
   Status Open(const Deadline& deadline) override {
+    if (tls_ctx_) {
+      auto tls = TlsStream::Handshake(fd_.get(), tls_ctx_.get(), security::TlsSide::kServer,
+                                      "the client " + PeerName(fd_.get()), deadline);
+      if (!tls.ok()) return tls.status();
+      tls_ = std::move(*tls);
+      reader_.Reset(fd_.get(), tls_.get());
+    }
     uint8_t greeting[kGreetingBytes];
     auth_.EncodeGreeting(greeting);
     iovec iov{greeting, sizeof greeting};
-    return WriteFully(fd_.get(), &iov, 1, &deadline);
+    return Send(fd_.get(), tls_.get(), &iov, 1, &deadline);
   }
 
   Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
@@ -71,11 +95,7 @@ class TcpChannel : public MessageChannel {
       // Refused before a byte of the payload is read.
       if (Status a = auth_.CheckRequest(pre, p.request_id, std::string_view(in_.data(), p.header_len));
           !a.ok()) {
-        uint8_t refusal[kFramePreambleBytes];
-        EncodeRefusal(p.request_id, refusal);
-        iovec iov{refusal, sizeof refusal};
-        Deadline d(std::chrono::seconds(1));
-        (void)WriteFully(fd_.get(), &iov, 1, &d);
+        *id = p.request_id;
         return a;
       }
       s = ReadGrowing(reader_, in_, poff, p.payload_len, nullptr);
@@ -96,6 +116,14 @@ class TcpChannel : public MessageChannel {
     return {out_.data(), bytes};
   }
 
+  void WriteRefusal(uint64_t id) override {
+    uint8_t refusal[kFramePreambleBytes];
+    EncodeRefusal(id, refusal);
+    iovec iov{refusal, sizeof refusal};
+    Deadline d(std::chrono::seconds(1));
+    (void)Send(fd_.get(), tls_.get(), &iov, 1, &d);
+  }
+
   Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
                     const Deadline& deadline) override {
     uint8_t pre[kFramePreambleBytes];
@@ -103,13 +131,15 @@ class TcpChannel : public MessageChannel {
     auth_.Sign(pre, header);
     iovec iov[3] = {
         {pre, sizeof pre}, {const_cast<char*>(header.data()), header.size()}, {out_.data(), payload_bytes}};
-    return WriteFully(fd_.get(), iov, 3, &deadline);
+    return Send(fd_.get(), tls_.get(), iov, 3, &deadline);
   }
 
  private:
   UniqueFd fd_;
   FrameLimits limits_;
   FrameAuth auth_;
+  std::shared_ptr<SSL_CTX> tls_ctx_;
+  std::unique_ptr<TlsStream> tls_;  // after the handshake, with TLS
   StreamReader reader_;
   AlignedBuffer in_, out_;
 };
@@ -118,6 +148,11 @@ class TcpServerTransport : public StreamServer {
  public:
   using StreamServer::StreamServer;
   std::string name() const override { return "tcp"; }
+
+  Status Start(const std::string& host, int port, RequestHandler* handler) override {
+    TESSERA_ASSIGN_OR_RETURN(tls_ctx_, ContextFor(options().tls.get(), security::TlsSide::kServer));
+    return StreamServer::Start(host, port, handler);
+  }
 
  protected:
   StatusOr<UniqueFd> Listen(const std::string& host, int port, int* bound_port,
@@ -152,14 +187,20 @@ class TcpServerTransport : public StreamServer {
   std::unique_ptr<MessageChannel> NewChannel(UniqueFd fd) override {
     int one = 1;
     ::setsockopt(fd.get(), IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    return std::make_unique<TcpChannel>(std::move(fd), options());
+    return std::make_unique<TcpChannel>(std::move(fd), options(), tls_ctx_);
   }
+
+ private:
+  std::shared_ptr<SSL_CTX> tls_ctx_;  // with TLS
 };
 
 class TcpConnection : public ClientConnection {
  public:
   TcpConnection(std::string address, const TransportOptions& options)
-      : address_(std::move(address)), limits_(options.limits), secret_(options.secret) {}
+      : address_(std::move(address)),
+        limits_(options.limits),
+        secret_(options.secret),
+        tls_config_(options.tls) {}
 
   StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
                             std::span<const MutableBuffer> reply_buffers,
@@ -173,9 +214,19 @@ class TcpConnection : public ClientConnection {
       if (!fd.ok()) return Fail(fd.status(), "cannot connect");
       if (!fd_.Set(std::move(*fd))) return AbandonedCall(address_, "tcp");
       reader_.Reset(fd_.get());
+      if (tls_config_) {
+        if (Status s = StartTls(d); !s.ok()) {
+          if (s.code() == StatusCode::kUnauthenticated || s.code() == StatusCode::kInvalidArgument)
+            return Refuse(s);
+          return Fail(s, "TLS handshake");
+        }
+      }
       uint8_t greeting[kGreetingBytes];
-      if (Status s = reader_.Read(greeting, sizeof greeting, &d); !s.ok())
+      if (Status s = reader_.Read(greeting, sizeof greeting, &d); !s.ok()) {
+        // TLS 1.3: a server that refuses our certificate says so on our first read.
+        if (s.code() == StatusCode::kUnauthenticated) return Refuse(s);
         return Fail(s, "waiting for the greeting");
+      }
       auto auth = FrameAuth::FromGreeting(greeting, secret_, address_ + " (tcp)");
       if (!auth.ok()) return Refuse(auth.status());
       auth_.emplace(std::move(*auth));
@@ -191,7 +242,7 @@ class TcpConnection : public ClientConnection {
     for (const auto& b : payload) {
       if (b.size) iov_.push_back({const_cast<void*>(b.data), b.size});
     }
-    if (Status s = WriteFully(fd_.get(), iov_.data(), iov_.size(), &d); !s.ok()) return Fail(s, "send");
+    if (Status s = Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d); !s.ok()) return Fail(s, "send");
     if (Status s = reader_.Read(pre, sizeof pre, &d); !s.ok()) return Fail(s, "waiting for the reply");
     auto p = DecodeReply(pre, limits_, id);
     if (!p.ok()) return Fail(p.status(), "reading the reply");
@@ -213,7 +264,18 @@ class TcpConnection : public ClientConnection {
   void Abort() override { fd_.Abort(); }
 
  private:
+  // The handshake on a fresh socket; then reads and writes go through TLS.
+  Status StartTls(const Deadline& d) {
+    if (!tls_ctx_) {
+      TESSERA_ASSIGN_OR_RETURN(tls_ctx_, ContextFor(tls_config_.get(), security::TlsSide::kClient));
+    }
+    TESSERA_ASSIGN_OR_RETURN(tls_, TlsStream::Handshake(fd_.get(), tls_ctx_.get(), security::TlsSide::kClient,
+                                                        "pserver " + address_ + " (tcp)", d));
+    reader_.Reset(fd_.get(), tls_.get());
+    return Status::OK();
+  }
   void Drop() {
+    tls_.reset();  // before its socket closes
     fd_.Reset();
     auth_.reset();
   }
@@ -233,7 +295,10 @@ class TcpConnection : public ClientConnection {
   std::string address_;
   FrameLimits limits_;
   security::JobSecret secret_;
-  std::optional<FrameAuth> auth_;  // set while connected
+  std::optional<FrameAuth> auth_;                          // set while connected
+  std::shared_ptr<const security::TlsConfig> tls_config_;  // a TLS job's
+  std::shared_ptr<SSL_CTX> tls_ctx_;                       // made on the first connect
+  std::unique_ptr<TlsStream> tls_;                         // while connected, with TLS
   AbortableSocket fd_;
   StreamReader reader_;
   uint64_t next_id_ = 0;

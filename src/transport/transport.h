@@ -49,8 +49,9 @@ struct TransportOptions {
   // both sides: nothing is signed. Shared memory also serves its own user only (SO_PEERCRED).
   security::JobSecret secret;
   metrics::Counter* auth_refused = nullptr;
-  // The job's mutual TLS (grpc: servers require and verify a client certificate of the job's CA,
-  // clients accept only a server certificate of the job's CA and name). Null: plaintext.
+  // The job's mutual TLS (grpc and tcp: servers require and verify a client certificate of the
+  // job's CA and name, clients accept only a server certificate of the job's CA and name; shm,
+  // local to one user, is unchanged). Null: plaintext.
   std::shared_ptr<const security::TlsConfig> tls;
 };
 

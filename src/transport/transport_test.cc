@@ -4,7 +4,9 @@
 // responder, a server shut down under a client, and (tcp, shm) the buffers reused from one
 // message to the next instead of allocated. Each runs with and without a job secret; then a
 // secured server refuses, counts and never handles a request without the secret or with another
-// job's, and a secured client refuses a server without it.
+// job's, and a secured client refuses a server without it. Over TLS (tcp and grpc, with a job
+// secret too) the same suite passes, and a peer whose certificate is not the job's is refused
+// both ways.
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -16,6 +18,7 @@
 #include <set>
 #include <thread>
 
+#include "security/certs.h"
 #include "transport/frame_auth.h"
 #include "transport/stream_io.h"
 #include "transport/transport_factory.h"
@@ -100,7 +103,28 @@ class TestHandler : public RequestHandler {
 struct Param {
   TransportKind kind;
   bool secured;
+  bool tls = false;
 };
+
+// A node's TLS material as `tessera certs` makes it, in memory: a certificate signed by `ca`
+// naming `cert_job`, for a process of `job`.
+std::shared_ptr<const security::TlsConfig> NodeTls(const security::Pem& ca, const std::string& job,
+                                                   const std::string& cert_job = "") {
+  auto cert = security::MakeNodeCert(ca, cert_job.empty() ? job : cert_job, "node", {"127.0.0.1"}, 1);
+  EXPECT_TRUE(cert.ok()) << cert.status();
+  auto c = std::make_shared<security::TlsConfig>();
+  c->job = job;
+  c->ca_pem = ca.cert;
+  c->cert_pem = cert->cert;
+  c->key_pem = cert->key;
+  return c;
+}
+
+// The test job's CA, made once.
+const security::Pem& JobCa() {
+  static const security::Pem ca = *security::MakeJobCa("tj", 1);
+  return ca;
+}
 
 class TransportTest : public ::testing::TestWithParam<Param> {
  protected:
@@ -110,6 +134,7 @@ class TransportTest : public ::testing::TestWithParam<Param> {
       options_.secret = security::JobSecret::Generate();
       options_.auth_refused = &refused_;
     }
+    if (GetParam().tls) options_.tls = NodeTls(JobCa(), "tj");
     server_ = NewServerTransport(kind(), options_);
     ASSERT_TRUE(server_->Start("127.0.0.1", 0, &handler_).ok());
     conn_ = NewClientConnection(kind(), server_->endpoint(), options_);
@@ -307,9 +332,93 @@ TEST_P(TransportAuthTest, AClientWithTheJobSecretRefusesAServerWithoutIt) {
   auto r = c->Call("x", {}, {}, std::chrono::seconds(10));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status();
-  EXPECT_NE(r.status().message().find("not a pserver of this job"), std::string::npos) << r.status();
+  EXPECT_NE(r.status().message().find(GetParam().tls ? "does not speak TLS" : "not a pserver of this job"),
+            std::string::npos)
+      << r.status();
   open_server->Shutdown();
   handler.Join();
+}
+
+// A job's TLS server and client, and peers that are not the job's.
+class TransportTlsTest : public TransportTest {
+ protected:
+  // Calls the server as a client with `tls` (and the job's secret); the error it gets.
+  Status CallWith(std::shared_ptr<const security::TlsConfig> tls) {
+    TransportOptions o = options_;
+    o.tls = std::move(tls);
+    auto c = NewClientConnection(kind(), server_->endpoint(), o);
+    auto start = std::chrono::steady_clock::now();
+    auto r = c->Call("x", {}, {}, std::chrono::seconds(20));
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10))
+        << "a refusal is not retried";
+    return r.ok() ? Status::OK() : r.status();
+  }
+};
+
+TEST_P(TransportTlsTest, AClientWhoseCertificateIsNotTheJobsIsRefusedAndNeverHandled) {
+  RoundTrip(1000);
+  handler_.Reset();
+  const double before = refused_.value();
+  const security::Pem other_ca = *security::MakeJobCa("tj", 1);  // same job name, another CA
+  for (auto tls : {NodeTls(other_ca, "tj"), NodeTls(JobCa(), "tj", "other")}) {
+    Status s = CallWith(tls);
+    ASSERT_FALSE(s.ok());
+    if (kind() == TransportKind::kTcp) {
+      // Another CA: each end refuses the other's; another job's name: the server refuses it.
+      EXPECT_EQ(s.code(), StatusCode::kUnauthenticated) << s;
+      EXPECT_NE(s.message().find("TLS certificate"), std::string::npos) << s;
+    } else {
+      // gRPC reports a failed handshake as Unavailable, and a certificate for another job's
+      // name (checked per call) as Unauthenticated.
+      EXPECT_TRUE(s.code() == StatusCode::kUnavailable || s.code() == StatusCode::kUnauthenticated) << s;
+    }
+  }
+  EXPECT_EQ(handler_.distinct_request_payloads(), 0u) << "a refused client's request reached the handler";
+  if (kind() == TransportKind::kTcp) EXPECT_GE(refused_.value() - before, 2.0) << "refusals are counted";
+  RoundTrip(1000);  // the job's own client is unaffected
+}
+
+TEST_P(TransportTlsTest, AServerWhoseCertificateIsNotTheJobsIsRefused) {
+  TestHandler handler;
+  TransportOptions o = options_;
+  o.tls = NodeTls(*security::MakeJobCa("tj", 1), "tj");
+  auto impostor = NewServerTransport(kind(), o);
+  ASSERT_TRUE(impostor->Start("127.0.0.1", 0, &handler).ok());
+  auto c = NewClientConnection(kind(), impostor->endpoint(), options_);
+  auto r = c->Call("x", {}, {}, std::chrono::seconds(10));
+  ASSERT_FALSE(r.ok());
+  if (kind() == TransportKind::kTcp) {
+    EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status();
+    EXPECT_NE(r.status().message().find("presented a TLS certificate that is not this job's"),
+              std::string::npos)
+        << r.status();
+  }
+  EXPECT_EQ(handler.distinct_request_payloads(), 0u);
+  impostor->Shutdown();
+  handler.Join();
+}
+
+TEST_P(TransportTlsTest, TlsAndPlaintextEndsDoNotTalk) {
+  if (kind() != TransportKind::kTcp) GTEST_SKIP() << "gRPC's own handshake covers this";
+  // A TLS client of a plaintext server learns at once that it does not speak TLS.
+  TestHandler handler;
+  TransportOptions plain = options_;
+  plain.tls = nullptr;
+  auto open_server = NewServerTransport(kind(), plain);
+  ASSERT_TRUE(open_server->Start("127.0.0.1", 0, &handler).ok());
+  auto c = NewClientConnection(kind(), open_server->endpoint(), options_);
+  auto r = c->Call("x", {}, {}, std::chrono::seconds(10));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kUnauthenticated) << r.status();
+  EXPECT_NE(r.status().message().find("does not speak TLS"), std::string::npos) << r.status();
+  open_server->Shutdown();
+  handler.Join();
+  // A plaintext client of the TLS server gets no greeting, and its request is never handled.
+  handler_.Reset();
+  auto p = NewClientConnection(kind(), server_->endpoint(), plain);
+  auto pr = p->Call("x", {}, {}, std::chrono::seconds(1));
+  EXPECT_FALSE(pr.ok());
+  EXPECT_EQ(handler_.distinct_request_payloads(), 0u);
 }
 
 // Over raw TCP: a signed frame sent again on its connection, or on another one, is refused.
@@ -373,19 +482,28 @@ TEST(TransportReplayTest, ASignedFrameReplayedOnItsConnectionOrAnotherIsRefused)
   handler.Join();
 }
 
+std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
+  return TransportKindName(info.param.kind) + (info.param.secured ? "_secured" : "") +
+         (info.param.tls ? "_tls" : "");
+}
+
 INSTANTIATE_TEST_SUITE_P(
     AllTransports, TransportTest,
     ::testing::Values(Param{TransportKind::kGrpc, false}, Param{TransportKind::kTcp, false},
                       Param{TransportKind::kShm, false}, Param{TransportKind::kGrpc, true},
-                      Param{TransportKind::kTcp, true}, Param{TransportKind::kShm, true}),
-    [](const auto& info) {
-      return TransportKindName(info.param.kind) + (info.param.secured ? "_secured" : "");
-    });
+                      Param{TransportKind::kTcp, true}, Param{TransportKind::kShm, true},
+                      Param{TransportKind::kTcp, false, true}, Param{TransportKind::kTcp, true, true},
+                      Param{TransportKind::kGrpc, true, true}),
+    ParamName);
 INSTANTIATE_TEST_SUITE_P(SecuredTransports, TransportAuthTest,
                          ::testing::Values(Param{TransportKind::kGrpc, true},
-                                           Param{TransportKind::kTcp, true},
-                                           Param{TransportKind::kShm, true}),
-                         [](const auto& info) { return TransportKindName(info.param.kind); });
+                                           Param{TransportKind::kTcp, true}, Param{TransportKind::kShm, true},
+                                           Param{TransportKind::kTcp, true, true}),
+                         ParamName);
+INSTANTIATE_TEST_SUITE_P(TlsTransports, TransportTlsTest,
+                         ::testing::Values(Param{TransportKind::kTcp, true, true},
+                                           Param{TransportKind::kGrpc, true, true}),
+                         ParamName);
 
 }  // namespace
 }  // namespace tessera

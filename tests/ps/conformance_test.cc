@@ -3,6 +3,7 @@
 // with the pservers' own optimizer kernel, bit for bit, so every transport gives identical
 // results: dense push and pull, sparse rows, a sync barrier over two trainers, a stale epoch, a
 // pserver killed in the middle of large transfers, and a trainer killed in the middle of one.
+// tcp and grpc run again in a job created with --tls (mutual TLS, certificates of the job's CA).
 // (BadInputTest runs its refusals over every transport too.)
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -13,18 +14,28 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
-#include "pserver/optimizer.h"
 #include "ps/ps_fixture.h"
+#include "pserver/optimizer.h"
 #include "tessera/data.pb.h"
 
 namespace tessera::testing {
 namespace {
 
-class ConformanceTest : public PsTest, public ::testing::WithParamInterface<TransportKind> {
+struct Conformance {
+  TransportKind kind;
+  bool tls = false;
+};
+
+class ConformanceTest : public PsTest, public ::testing::WithParamInterface<Conformance> {
  protected:
+  void SetUp() override {
+    PsTest::SetUp();
+    tls_ = GetParam().tls;
+  }
+  TransportKind kind() const { return GetParam().kind; }
   ClientOptions Options(const std::string& job, const std::string& id = "") {
     auto o = ClientFor(job, id);
-    o.transport = TransportKindName(GetParam());
+    o.transport = TransportKindName(kind());
     return o;
   }
   std::unique_ptr<Client> Connect(const std::string& job, const std::string& id = "") {
@@ -38,7 +49,7 @@ class ConformanceTest : public PsTest, public ::testing::WithParamInterface<Tran
     ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
     auto j = nlohmann::json::parse(kv->kvs[0].value);
     for (int p = 0; p < pservers; ++p) {
-      EXPECT_EQ(j["transport"][std::to_string(p)], TransportKindName(GetParam())) << kv->kvs[0].value;
+      EXPECT_EQ(j["transport"][std::to_string(p)], TransportKindName(kind())) << kv->kvs[0].value;
     }
   }
 };
@@ -71,7 +82,8 @@ TEST_P(ConformanceTest, DenseValuesArriveBitForBit) {
     // The same update, block by block, with the pservers' kernel.
     for (size_t b = 0; b < n; b += 64) {
       size_t len = std::min<size_t>(64, n - b);
-      ApplyUpdate(cfg.optimizer, ref.data() + b, g.data() + b, 1.0f / 3.0f, len, vel.data() + b, nullptr, step + 1);
+      ApplyUpdate(cfg.optimizer, ref.data() + b, g.data() + b, 1.0f / 3.0f, len, vel.data() + b, nullptr,
+                  step + 1);
     }
     ASSERT_TRUE(BitEqual(w, ref)) << "step " << step << ": w[0]=" << w[0] << " expected " << ref[0];
   }
@@ -185,7 +197,7 @@ TEST_P(ConformanceTest, AStaleEpochIsRefusedAndNothingChanges) {
   seg->set_block(0);
   seg->set_count(64);
   ConstBuffer payload{g.data(), 64 * sizeof(float)};
-  auto conn = RawConnection(job, 0, GetParam());
+  auto conn = RawConnection(job, 0, kind());
   ASSERT_NE(conn, nullptr);
   auto r = conn->Call(req.SerializeAsString(), {&payload, 1}, {}, std::chrono::seconds(10));
   ASSERT_TRUE(r.ok()) << r.status();
@@ -238,7 +250,8 @@ TEST_P(ConformanceTest, PserverKilledMidTransferIsReplacedAndNoPushIsAppliedInPa
   ASSERT_TRUE(loop_error.ok()) << loop_error;
   ASSERT_TRUE(moved) << "pushes did not resume after the replacement";
   ASSERT_TRUE(client->Pull().Wait().ok());
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i], w[0]) << "element " << i << " differs: a push applied in part";
+  for (size_t i = 0; i < n; ++i)
+    ASSERT_EQ(w[i], w[0]) << "element " << i << " differs: a push applied in part";
   EXPECT_LT(w[0], 1.0f);
 }
 
@@ -251,8 +264,18 @@ TEST_P(ConformanceTest, TrainerKilledMidTransferLeavesOnlyWholePushes) {
   ASSERT_TRUE(WaitForPservers(job, 1));
   const size_t n = size_t{8} << 20;  // 32 MiB
   SpawnOptions o;
-  o.argv = {BuildPath("tests/push_loop"), "--etcd", server_->endpoint(), "--job", job, "--id", "pusher",
-            "--transport", TransportKindName(GetParam()), "--floats", std::to_string(n)};
+  o.argv = {BuildPath("tests/push_loop"),
+            "--etcd",
+            server_->endpoint(),
+            "--job",
+            job,
+            "--id",
+            "pusher",
+            "--transport",
+            TransportKindName(kind()),
+            "--floats",
+            std::to_string(n)};
+  o.env = TlsEnv(job);
   o.log_path = dir_ + "/push_loop.log";
   auto pusher = Subprocess::Spawn(o);
   ASSERT_TRUE(pusher.ok());
@@ -320,7 +343,8 @@ TEST_F(PsTest, StatusShowsTheDataPlaneOfEveryMember) {
   ASSERT_TRUE((*c)->AddDense("w", w.data(), 10).ok());
   Status s = (*c)->Initialize();
   EXPECT_EQ(s.code(), StatusCode::kFailedPrecondition) << s;
-  EXPECT_NE(s.message().find("transport shm was asked for, but the pserver offers tcp"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("transport shm was asked for, but the pserver offers tcp"), std::string::npos)
+      << s;
 }
 
 // A thread that waits runs a request the link has not started yet itself; one that never waits
@@ -349,8 +373,13 @@ TEST_F(PsTest, OperationsFinishWithoutAnyoneWaitingOnThem) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, ConformanceTest,
-                         ::testing::Values(TransportKind::kGrpc, TransportKind::kTcp, TransportKind::kShm),
-                         [](const auto& info) { return TransportKindName(info.param); });
+                         ::testing::Values(Conformance{TransportKind::kGrpc},
+                                           Conformance{TransportKind::kTcp}, Conformance{TransportKind::kShm},
+                                           Conformance{TransportKind::kTcp, true},
+                                           Conformance{TransportKind::kGrpc, true}),
+                         [](const auto& info) {
+                           return TransportKindName(info.param.kind) + (info.param.tls ? "_tls" : "");
+                         });
 
 }  // namespace
 }  // namespace tessera::testing

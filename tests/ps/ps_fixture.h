@@ -1,9 +1,13 @@
 // Fixture for pserver tests: a real etcd, a job written to it, and pserver processes
-// (`tessera pserver`) started and ended by PID. Test-only.
+// (`tessera pserver`) started and ended by PID. With tls_ set before MakeJob, jobs are made
+// with --tls and certificates (a CA per job, as `tessera certs` makes them), and the pservers,
+// clients and raw connections of the fixture use them. Test-only.
 #pragma once
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -18,6 +22,7 @@
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "job/slot_map.h"
+#include "security/certs.h"
 #include "tessera/client.h"
 #include "tessera/data.pb.h"
 #include "transport/endpoint_choice.h"
@@ -50,6 +55,8 @@ class PsTest : public EtcdTest {
     c.optimizer = *OptimizerConfig::Parse(optimizer);
     c.min_trainers = min_trainers;
     c.token = NewUuid();
+    c.tls = tls_;
+    if (tls_) MakeCerts(job);
     // With a secret, as every job made by `tessera job create` or `tessera local`.
     auto r = client_->Commit(CreateJobTxn(job, &c, security::JobSecret::Generate()));
     EXPECT_TRUE(r.ok() && r->succeeded) << r.status();
@@ -64,6 +71,7 @@ class PsTest : public EtcdTest {
         BuildPath("src/tessera"), "pserver",     "--etcd", server_->endpoint(), "--job", job, "--lease-ttl",
         std::to_string(ttl),      "--transport", transport};
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.env = TlsEnv(job);
     o.log_path = dir_ + "/pserver" + std::to_string(procs_.size()) + ".log";
     auto p = Subprocess::Spawn(o);
     EXPECT_TRUE(p.ok()) << p.status();
@@ -109,6 +117,12 @@ class PsTest : public EtcdTest {
     if (!choice.ok()) return nullptr;
     TransportOptions to;
     to.secret = secret ? *secret : SecretOf(job);
+    if (tls_) {
+      auto t = security::TlsConfig::Load(job, TlsFile(job, "ca.pem"), TlsFile(job, "node.pem"),
+                                         TlsFile(job, "node.key"));
+      EXPECT_TRUE(t.ok()) << t.status();
+      to.tls = t.value_or(nullptr);
+    }
     return NewClientConnection(choice->kind, choice->endpoint, to);
   }
 
@@ -134,10 +148,38 @@ class PsTest : public EtcdTest {
     o.trainer_id = id;
     o.lease_ttl_seconds = 2;
     o.request_timeout = std::chrono::seconds(60);
+    if (tls_) {
+      o.connection.tls_ca_file = TlsFile(job, "ca.pem");
+      o.connection.tls_cert_file = TlsFile(job, "node.pem");
+      o.connection.tls_key_file = TlsFile(job, "node.key");
+    }
     return o;
   }
 
+  // A TLS job's files for this fixture's processes (one certificate serves them all).
+  std::string TlsFile(const std::string& job, const std::string& name) const {
+    return dir_ + "/tls-" + job + "/" + name;
+  }
+  // TESSERA_TLS_* for a process of `job` (empty without TLS).
+  std::map<std::string, std::string> TlsEnv(const std::string& job) const {
+    if (!tls_) return {};
+    return {{"TESSERA_TLS_CA", TlsFile(job, "ca.pem")},
+            {"TESSERA_TLS_CERT", TlsFile(job, "node.pem")},
+            {"TESSERA_TLS_KEY", TlsFile(job, "node.key")}};
+  }
+  void MakeCerts(const std::string& job) {
+    auto ca = security::MakeJobCa(job, 1);
+    ASSERT_TRUE(ca.ok()) << ca.status();
+    auto node = security::MakeNodeCert(*ca, job, "node", {"127.0.0.1"}, 1);
+    ASSERT_TRUE(node.ok()) << node.status();
+    ASSERT_EQ(::mkdir((dir_ + "/tls-" + job).c_str(), 0700), 0);
+    ASSERT_TRUE(WriteFileAtomic(TlsFile(job, "ca.pem"), ca->cert).ok());
+    ASSERT_TRUE(WriteFileAtomic(TlsFile(job, "node.pem"), node->cert).ok());
+    ASSERT_TRUE(WriteFileAtomic(TlsFile(job, "node.key"), node->key, 0600).ok());
+  }
+
   std::string dir_;
+  bool tls_ = false;  // jobs made from here on use TLS
   std::vector<std::unique_ptr<Subprocess>> procs_;
 };
 

@@ -1,7 +1,7 @@
-// Mutual TLS on the gRPC data plane of a job created with --tls: a trainer with the job's CA and a
-// certificate of its own trains; a peer whose certificate another CA signed is refused by the
-// pserver (and a pserver so certified by the trainer); a plaintext peer is refused; a trainer
-// without the files is told which to give. Certificates from `tessera certs`.
+// Mutual TLS on the data plane (gRPC and TCP) of a job created with --tls: a trainer with the
+// job's CA and a certificate of its own trains; a peer whose certificate another CA signed is
+// refused by the pserver (and a pserver so certified by the trainer); a plaintext peer is
+// refused; a trainer without the files is told which to give. Certificates from `tessera certs`.
 #include <gtest/gtest.h>
 
 #include "common/files.h"
@@ -12,7 +12,7 @@
 namespace tessera::testing {
 namespace {
 
-class TlsTest : public PsTest {
+class TlsTest : public PsTest, public ::testing::WithParamInterface<const char*> {
  protected:
   void SetUp() override {
     PsTest::SetUp();
@@ -43,7 +43,7 @@ class TlsTest : public PsTest {
 
   ClientOptions Trainer(const std::string& dir, const std::string& node, const std::string& ca_dir) {
     ClientOptions o = ClientFor(kJob);
-    o.transport = "grpc";
+    o.transport = GetParam();
     o.request_timeout = std::chrono::seconds(10);
     o.connection.tls_ca_file = ca_dir + "/ca.pem";
     o.connection.tls_cert_file = dir + "/" + node + ".pem";
@@ -55,15 +55,16 @@ class TlsTest : public PsTest {
   std::string certs_, other_;
 };
 
-TEST_F(TlsTest, OnlyPeersCertifiedByTheJobsCaTalkToItsPserver) {
-  // The pserver serves gRPC (over TLS) and shared memory, not plaintext TCP.
+TEST_P(TlsTest, OnlyPeersCertifiedByTheJobsCaTalkToItsPserver) {
+  // The pserver serves every transport: gRPC and TCP over TLS, shared memory to its own user.
   auto kv = client_->Get(keys::Pserver(kJob, 0));
   ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
   auto endpoints = ParsePserverEndpoints(kv->kvs[0].value);
   ASSERT_TRUE(endpoints.ok());
-  EXPECT_EQ(endpoints->endpoints.count(TransportKind::kTcp), 0u);
-  ASSERT_EQ(endpoints->endpoints.count(TransportKind::kGrpc), 1u);
-  const std::string grpc = endpoints->endpoints.at(TransportKind::kGrpc);
+  auto kind = ParseTransportKind(GetParam());
+  ASSERT_TRUE(kind.ok());
+  ASSERT_EQ(endpoints->endpoints.count(*kind), 1u);
+  const std::string endpoint = endpoints->endpoints.at(*kind);
 
   auto good = Client::Connect(Trainer(certs_, "trainer", certs_));
   ASSERT_TRUE(good.ok()) << good.status();
@@ -80,7 +81,7 @@ TEST_F(TlsTest, OnlyPeersCertifiedByTheJobsCaTalkToItsPserver) {
   wire::DataRequest status;
   status.set_op(wire::DataRequest::STATUS);
   auto call = [&](const TransportOptions& to) {
-    auto conn = NewClientConnection(TransportKind::kGrpc, grpc, to);
+    auto conn = NewClientConnection(*kind, endpoint, to);
     return conn->Call(status.SerializeAsString(), {}, {}, std::chrono::seconds(5)).status();
   };
   TransportOptions base;
@@ -106,7 +107,7 @@ TEST_F(TlsTest, OnlyPeersCertifiedByTheJobsCaTalkToItsPserver) {
   TransportOptions distrust = base;
   distrust.tls = load(ReadFile(other_ + "/ca.pem").value(), other_ + "/fake.pem", other_ + "/fake.key");
   EXPECT_FALSE(call(distrust).ok()) << "a pserver certified by an unknown CA was trusted";
-  // Plaintext gRPC to the TLS pserver.
+  // Plaintext to the TLS pserver (it waits for a TLS handshake that never comes).
   EXPECT_FALSE(call(base).ok()) << "a plaintext client was served";
   EXPECT_TRUE((*good)->Pull().Wait().ok());
   EXPECT_EQ(w, after_step) << "the refused peers changed nothing";
@@ -122,6 +123,9 @@ TEST_F(TlsTest, OnlyPeersCertifiedByTheJobsCaTalkToItsPserver) {
   EXPECT_NE(refused.status().message().find("speaks TLS"), std::string::npos) << refused.status();
   EXPECT_NE(refused.status().message().find("--tls-ca"), std::string::npos) << refused.status();
 }
+
+INSTANTIATE_TEST_SUITE_P(DataPlanes, TlsTest, ::testing::Values("grpc", "tcp"),
+                         [](const auto& info) { return std::string(info.param); });
 
 }  // namespace
 }  // namespace tessera::testing

@@ -29,6 +29,10 @@ int main(int argc, char** argv) {
   ClientOptions o;
   o.connection.etcd_endpoints = {etcd};
   o.connection.job = job;
+  if (Status e = o.connection.FillFromEnvironment(); !e.ok()) {  // TESSERA_TLS_* and the rest
+    std::printf("ERROR environment: %s\n", e.ToString().c_str());
+    return 2;
+  }
   o.trainer_id = id;
   o.transport = transport;
   o.lease_ttl_seconds = 3;
