@@ -4,14 +4,16 @@
 // bench/README.md.
 //
 //   transport alone: push and pull of 1, 4, 16, 64 MiB over one connection to a peer that does
-//           no work, GB/s and % of iperf3.
+//           no work, GB/s and % of iperf3; TCP also over mutual TLS ("tcp+tls"), and the share of
+//           plaintext TCP's figure that TLS keeps.
 //   through Tessera: push and pull of a whole model through the trainer client and a pserver
-//           that applies SGD (async mode), 1 and 2 pservers.
+//           that applies SGD (async mode), 1 and 2 pservers; with 1, TCP in a --tls job too.
 //   round trip: a 4 KiB push-then-pull, over the transport alone and through the client,
 //           beside the raw ping-pong.
 //   sparse: rows per second pulled and pushed for dim 8 and 64, 10,000 keys per request drawn
 //           from a Zipf(1.1) distribution over a million keys.
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -22,6 +24,7 @@
 #include <map>
 #include <random>
 
+#include "bench_tls.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -54,20 +57,24 @@ struct Cluster {
   std::vector<std::unique_ptr<Subprocess>> pservers;
   std::string dir;
   int jobs = 0;
+  std::string tls_dir;  // bench_tls.h's certificates
 };
 
-StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode) {
-  std::string job = "bench" + std::to_string(c.jobs++);
+// A job (named like the certificates when `tls`: one TLS job at a time) and its pservers.
+StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode, bool tls = false) {
+  std::string job = tls ? std::string(kTlsJob) : "bench" + std::to_string(c.jobs++);
   JobConfig cfg;
+  cfg.tls = tls;
   cfg.pservers = pservers;
   cfg.mode = *ConsistencyMode::Parse(mode);
   cfg.optimizer = *OptimizerConfig::Parse("sgd:lr=0.0001");
   cfg.token = NewUuid();
   // Every message is authenticated with the job's secret, as in any job.
-  TESSERA_RETURN_IF_ERROR(
-      c.client->Commit(CreateJobTxn(job, &cfg, security::JobSecret::Generate())).status());
   for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
   c.pservers.clear();
+  if (tls) TESSERA_RETURN_IF_ERROR(c.client->Delete(keys::Job(job), true).status());  // the last TLS job
+  TESSERA_RETURN_IF_ERROR(
+      c.client->Commit(CreateJobTxn(job, &cfg, security::JobSecret::Generate())).status());
   for (int i = 0; i < pservers; ++i) {
     SpawnOptions o;
     o.argv = {BuildPath("src/tessera"),
@@ -78,6 +85,10 @@ StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode
               job,
               "--log-level",
               "warn"};
+    if (tls) {
+      o.argv.insert(o.argv.end(), {"--tls-ca", c.tls_dir + "/ca.pem", "--tls-cert", c.tls_dir + "/node.pem",
+                                   "--tls-key", c.tls_dir + "/node.key"});
+    }
     o.log_path = c.dir + "/" + job + "-ps" + std::to_string(i) + ".log";
     TESSERA_ASSIGN_OR_RETURN(auto p, Subprocess::Spawn(o));
     c.pservers.push_back(std::move(p));
@@ -98,6 +109,11 @@ StatusOr<std::unique_ptr<Client>> Connect(Cluster& c, const std::string& job, co
   ClientOptions o;
   o.connection.etcd_endpoints = {c.etcd->endpoint()};
   o.connection.job = job;
+  if (job == kTlsJob) {
+    o.connection.tls_ca_file = c.tls_dir + "/ca.pem";
+    o.connection.tls_cert_file = c.tls_dir + "/node.pem";
+    o.connection.tls_key_file = c.tls_dir + "/node.key";
+  }
   o.transport = transport;
   return Client::Connect(o);
 }
@@ -212,6 +228,16 @@ int Run(double seconds, bool quick, bool transport_only) {
   auto dir = MakeTempDir("ps-bench-");
   if (!dir.ok()) return 1;
   c.dir = *dir;
+  c.tls_dir = c.dir + "/tls";
+  if (::mkdir(c.tls_dir.c_str(), 0700) != 0 || !WriteBenchCerts(c.tls_dir).ok()) {
+    std::fprintf(stderr, "cannot write the TLS certificates in %s\n", c.tls_dir.c_str());
+    return 1;
+  }
+  auto tls = LoadBenchTls(c.tls_dir);
+  if (!tls.ok()) {
+    std::fprintf(stderr, "%s\n", tls.status().ToString().c_str());
+    return 1;
+  }
   auto e = EtcdServer::Launch();
   if (!e.ok()) {
     std::fprintf(stderr, "etcd: %s\n", e.status().ToString().c_str());
@@ -248,6 +274,15 @@ int Run(double seconds, bool quick, bool transport_only) {
     if (!peer.ok()) return fail(peer.status());
     auto conn = NewClientConnection(*ParseTransportKind(t), peer->endpoint, TransportOptions{});
     peers.push_back({t, std::move(*peer), std::move(conn)});
+  }
+  {
+    // TCP over mutual TLS, against plaintext TCP in the same rounds.
+    auto peer = StartPeer(c.dir, {"--transport", "tcp", "--tls-dir", c.tls_dir});
+    if (!peer.ok()) return fail(peer.status());
+    TransportOptions to;
+    to.tls = *tls;
+    auto conn = NewClientConnection(TransportKind::kTcp, peer->endpoint, to);
+    peers.push_back({"tcp+tls", std::move(*peer), std::move(conn)});
   }
   struct Row {
     std::string transport;
@@ -344,6 +379,28 @@ int Run(double seconds, bool quick, bool transport_only) {
   raw_peer->proc->Terminate(std::chrono::seconds(5));
 
   // 2. Through a real pserver (SGD applied to every push) and the trainer client.
+  // Push and pull of a `mib` model through the client over each of `transports` to `job`.
+  auto through_job = [&](const std::string& job, int pservers, int mib, double limit,
+                         const std::vector<std::string>& transports) -> Status {
+    for (const auto& t : transports) {
+      TESSERA_ASSIGN_OR_RETURN(auto client, Connect(c, job, t));
+      size_t n = static_cast<size_t>(mib) << 18;  // floats
+      std::vector<float> w(n, 0.5f), g(n, 0.001f);
+      (void)client->AddDense("w", w.data(), n);
+      TESSERA_RETURN_IF_ERROR(client->Initialize());
+      Gradients grads;
+      grads.Dense("w", g);
+      grads.samples = 1;
+      TESSERA_ASSIGN_OR_RETURN(double push, Time([&] { return client->Push(grads).Wait(); }, seconds, 3));
+      TESSERA_ASSIGN_OR_RETURN(double pull, Time([&] { return client->Pull().Wait(); }, seconds, 3));
+      double bytes = static_cast<double>(n) * 4;
+      const std::string name = job == kTlsJob ? t + "+tls" : t;
+      through.push_back({name, mib, pservers, bytes / push, bytes / pull, limit});
+      std::fprintf(stderr, "%s %d MiB x%d pservers: push %.2f pull %.2f GB/s\n", name.c_str(), mib, pservers,
+                   bytes / push / 1e9, bytes / pull / 1e9);
+    }
+    return Status::OK();
+  };
   for (int pservers : {1, 2}) {
     if (transport_only) break;
     for (int mib : sizes_mib) {
@@ -352,24 +409,12 @@ int Run(double seconds, bool quick, bool transport_only) {
       if (!limit.ok()) return fail(limit.status());
       auto job = StartJob(c, pservers, "async");
       if (!job.ok()) return fail(job.status());
-      for (const auto& t : kTransports) {
-        auto client = Connect(c, *job, t);
-        if (!client.ok()) return fail(client.status());
-        size_t n = static_cast<size_t>(mib) << 18;  // floats
-        std::vector<float> w(n, 0.5f), g(n, 0.001f);
-        (void)(*client)->AddDense("w", w.data(), n);
-        if (Status s = (*client)->Initialize(); !s.ok()) return fail(s);
-        Gradients grads;
-        grads.Dense("w", g);
-        grads.samples = 1;
-        auto push = Time([&] { return (*client)->Push(grads).Wait(); }, seconds, 3);
-        auto pull = Time([&] { return (*client)->Pull().Wait(); }, seconds, 3);
-        if (!push.ok()) return fail(push.status());
-        if (!pull.ok()) return fail(pull.status());
-        double bytes = static_cast<double>(n) * 4;
-        through.push_back({t, mib, pservers, bytes / *push, bytes / *pull, *limit});
-        std::fprintf(stderr, "%s %d MiB x%d pservers: push %.2f pull %.2f GB/s\n", t.c_str(), mib, pservers,
-                     bytes / *push / 1e9, bytes / *pull / 1e9);
+      if (Status s = through_job(*job, pservers, mib, *limit, kTransports); !s.ok()) return fail(s);
+      if (pservers == 1) {
+        // TCP in a job created with --tls, right after the plaintext figures.
+        auto tls_job = StartJob(c, 1, "async", true);
+        if (!tls_job.ok()) return fail(tls_job.status());
+        if (Status s = through_job(*tls_job, 1, mib, *limit, {"tcp"}); !s.ok()) return fail(s);
       }
     }
   }
@@ -392,6 +437,19 @@ int Run(double seconds, bool quick, bool transport_only) {
     std::printf("| %d MiB | %s | %.2f | %.2f | %.0f%% | %.2f | %.0f%% |\n", r.mib, r.transport.c_str(),
                 r.iperf / 1e9, r.push / 1e9, 100 * r.PushRatio(), r.pull / 1e9, 100 * r.PullRatio());
   }
+  // What TLS keeps of plaintext TCP, size by size (the same rounds).
+  std::printf("\nTCP over mutual TLS against plaintext TCP (transport alone, same rounds):\n\n");
+  std::printf(
+      "| message | tcp push GB/s | tcp+tls push GB/s | TLS/plain | tcp pull GB/s | tcp+tls pull GB/s | "
+      "TLS/plain |\n|---|---|---|---|---|---|---|\n");
+  for (const auto& r : alone) {
+    if (r.transport != "tcp") continue;
+    for (const auto& t : alone) {
+      if (t.transport != "tcp+tls" || t.mib != r.mib) continue;
+      std::printf("| %d MiB | %.2f | %.2f | %.0f%% | %.2f | %.2f | %.0f%% |\n", r.mib, r.push / 1e9,
+                  t.push / 1e9, 100 * t.push / r.push, r.pull / 1e9, t.pull / 1e9, 100 * t.pull / r.pull);
+    }
+  }
   if (!transport_only) {
     std::printf(
         "\nThrough Tessera (a `tessera pserver` applying SGD to every push, the trainer client;\n"
@@ -412,6 +470,7 @@ int Run(double seconds, bool quick, bool transport_only) {
       "\nThe job's MAC on every frame (both ways), on a 4 KiB push-then-pull over the transport alone:\n\n");
   std::printf("| transport | plain (us) | authenticated (us) | cost (us) |\n|---|---|---|---|\n");
   for (const auto& [t, rtt] : rtt_transport) {
+    if (!rtt_authenticated.count(t)) continue;
     std::printf("| %s | %.1f | %.1f | %+.1f |\n", t.c_str(), rtt * 1e6, rtt_authenticated[t] * 1e6,
                 (rtt_authenticated[t] - rtt) * 1e6);
   }

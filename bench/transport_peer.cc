@@ -1,8 +1,9 @@
 // transport_peer: the far end of ps_bench's transport-level measurements, in its own process.
 //
-//   transport_peer --transport tcp|shm|grpc [--secret HEX]
+//   transport_peer --transport tcp|shm|grpc [--secret HEX] [--tls-dir DIR]
 //       serves a data-plane transport (with --secret, every frame authenticated with that job
-//       secret, as a pserver does) whose handler does no work of its own: a request with
+//       secret, as a pserver does; with --tls-dir, over mutual TLS with bench_tls.h's
+//       certificates) whose handler does no work of its own: a request with
 //       header "push" is acknowledged; "pull N" is answered with N payload bytes built in the
 //       memory the transport lends (Responder::Allocate); "pushpull N" does both. What is
 //       measured is the transport alone, as the reference server's benchmark does.
@@ -26,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench_tls.h"
 #include "transport/stream_io.h"
 #include "transport/transport_factory.h"
 
@@ -50,7 +52,7 @@ std::atomic<bool> g_stop{false};
 
 void OnSignal(int) { g_stop = true; }
 
-int ServeTransport(const std::string& name, const std::string& secret) {
+int ServeTransport(const std::string& name, const std::string& secret, const std::string& tls_dir) {
   auto kind = ParseTransportKind(name);
   if (!kind.ok() || *kind == TransportKind::kAuto) {
     std::fprintf(stderr, "--transport: grpc, tcp or shm\n");
@@ -65,6 +67,14 @@ int ServeTransport(const std::string& name, const std::string& secret) {
       return 2;
     }
     options.secret = *s;
+  }
+  if (!tls_dir.empty()) {
+    auto tls = LoadBenchTls(tls_dir);
+    if (!tls.ok()) {
+      std::fprintf(stderr, "--tls-dir: %s\n", tls.status().message().c_str());
+      return 2;
+    }
+    options.tls = *tls;
   }
   auto server = NewServerTransport(*kind, options);
   if (Status s = server->Start("127.0.0.1", 0, &handler); !s.ok()) {
@@ -126,15 +136,19 @@ int ServePingPong() {
 
 int main(int argc, char** argv) {
   CLI::App app{"Far end of ps_bench's transport measurements"};
-  std::string transport, secret;
+  std::string transport, secret, tls_dir;
   bool pingpong = false;
   app.add_option("--transport", transport, "grpc, tcp or shm");
   app.add_option("--secret", secret, "authenticate every frame with this job secret (64 hex characters)");
+  app.add_option(
+      "--tls-dir", tls_dir,
+      "mutual TLS with ca.pem, node.pem and node.key of this directory, for job 'bench' (tcp, grpc)");
   app.add_flag("--pingpong", pingpong, "raw TCP echo server instead");
   CLI11_PARSE(app, argc, argv);
   struct sigaction sa {};
   sa.sa_handler = tessera::bench::OnSignal;
   ::sigaction(SIGTERM, &sa, nullptr);
   ::sigaction(SIGINT, &sa, nullptr);
-  return pingpong ? tessera::bench::ServePingPong() : tessera::bench::ServeTransport(transport, secret);
+  return pingpong ? tessera::bench::ServePingPong()
+                  : tessera::bench::ServeTransport(transport, secret, tls_dir);
 }

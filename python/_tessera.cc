@@ -68,6 +68,7 @@ class PySession {
   // (tessera/connection.h).
   struct Connection {
     std::optional<std::string> etcd, job, etcd_user, etcd_password, etcd_ca, etcd_cert, etcd_key, secret_file;
+    std::optional<std::string> etcd_credentials, tls_ca, tls_cert, tls_key;
   };
 
   PySession(const Connection& conn, std::optional<std::string> trainer_id, std::optional<std::string> store,
@@ -81,6 +82,10 @@ class PySession {
     o.connection.etcd_cert_file = conn.etcd_cert.value_or("");
     o.connection.etcd_key_file = conn.etcd_key.value_or("");
     o.connection.secret_file = conn.secret_file.value_or("");
+    o.connection.etcd_credentials_file = conn.etcd_credentials.value_or("");
+    o.connection.tls_ca_file = conn.tls_ca.value_or("");
+    o.connection.tls_cert_file = conn.tls_cert.value_or("");
+    o.connection.tls_key_file = conn.tls_key.value_or("");
     o.trainer_id = trainer_id.value_or("");
     o.store = store.value_or("");
     o.lease_ttl_seconds = lease_ttl;
@@ -326,9 +331,12 @@ PYBIND11_MODULE(_tessera, m) {
                        int64_t lease_ttl, double timeout, std::optional<std::string> transport,
                        std::optional<std::string> etcd_user, std::optional<std::string> etcd_password,
                        std::optional<std::string> etcd_ca, std::optional<std::string> etcd_cert,
-                       std::optional<std::string> etcd_key, std::optional<std::string> secret_file) {
-             PySession::Connection c{etcd,    job,       etcd_user, etcd_password,
-                                     etcd_ca, etcd_cert, etcd_key,  secret_file};
+                       std::optional<std::string> etcd_key, std::optional<std::string> secret_file,
+                       std::optional<std::string> etcd_credentials, std::optional<std::string> tls_ca,
+                       std::optional<std::string> tls_cert, std::optional<std::string> tls_key) {
+             PySession::Connection c{etcd,      job,      etcd_user,   etcd_password,    etcd_ca,
+                                     etcd_cert, etcd_key, secret_file, etcd_credentials, tls_ca,
+                                     tls_cert,  tls_key};
              return std::make_unique<PySession>(c, trainer_id, store, lease_ttl, timeout, transport);
            }),
            py::arg("etcd") = py::none(), py::arg("job") = py::none(), py::arg("trainer_id") = py::none(),
@@ -336,7 +344,8 @@ PYBIND11_MODULE(_tessera, m) {
            py::arg("transport") = py::none(), py::arg("etcd_user") = py::none(),
            py::arg("etcd_password") = py::none(), py::arg("etcd_ca") = py::none(),
            py::arg("etcd_cert") = py::none(), py::arg("etcd_key") = py::none(),
-           py::arg("secret_file") = py::none())
+           py::arg("secret_file") = py::none(), py::arg("etcd_credentials") = py::none(),
+           py::arg("tls_ca") = py::none(), py::arg("tls_cert") = py::none(), py::arg("tls_key") = py::none())
       .def("add_dense", &PySession::AddDense, py::arg("name"), py::arg("values"),
            py::arg("optimizer") = py::none())
       .def("add_sparse", &PySession::AddSparse, py::arg("name"), py::arg("dim"), py::arg("init") = "zeros",

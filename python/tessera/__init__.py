@@ -55,12 +55,13 @@ _callbacks = {"batch_end": [], "pass_end": []}
 
 def init(etcd=None, job=None, trainer_id=None, store=None, lease_ttl=0, timeout=300.0, log_level="info",
          transport=None, etcd_user=None, etcd_password=None, etcd_ca=None, etcd_cert=None, etcd_key=None,
-         secret_file=None):
+         secret_file=None, etcd_credentials=None, tls_ca=None, tls_cert=None, tls_key=None):
     """Connects to the job and registers this trainer. Arguments left out come from the
     environment (TESSERA_ETCD, TESSERA_JOB, TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_LEASE_TTL,
-    TESSERA_TRANSPORT, and for a secured cluster TESSERA_ETCD_USER, TESSERA_ETCD_PASSWORD,
-    TESSERA_ETCD_CA, TESSERA_ETCD_CERT, TESSERA_ETCD_KEY, TESSERA_JOB_SECRET_FILE; see
-    docs/security.md). `transport`: the data plane to the pservers, "auto" (shared memory with a
+    TESSERA_TRANSPORT, and for a secured cluster TESSERA_ETCD_USER, TESSERA_ETCD_PASSWORD or
+    TESSERA_ETCD_CREDENTIALS, TESSERA_ETCD_CA, TESSERA_ETCD_CERT, TESSERA_ETCD_KEY,
+    TESSERA_JOB_SECRET_FILE, and for a job created with --tls TESSERA_TLS_CA, TESSERA_TLS_CERT,
+    TESSERA_TLS_KEY; see docs/security.md). `transport`: the data plane to the pservers, "auto" (shared memory with a
     pserver on this host, TCP otherwise; the default), "shm", "tcp" or "grpc".
     Returns the session (also kept as the module's default)."""
     global _session
@@ -72,7 +73,8 @@ def init(etcd=None, job=None, trainer_id=None, store=None, lease_ttl=0, timeout=
     _session = _tessera.Session(etcd=etcd, job=job, trainer_id=trainer_id, store=store, lease_ttl=lease_ttl,
                                 timeout=timeout, transport=transport, etcd_user=etcd_user,
                                 etcd_password=etcd_password, etcd_ca=etcd_ca, etcd_cert=etcd_cert,
-                                etcd_key=etcd_key, secret_file=secret_file)
+                                etcd_key=etcd_key, secret_file=secret_file, etcd_credentials=etcd_credentials,
+                                tls_ca=tls_ca, tls_cert=tls_cert, tls_key=tls_key)
     _leave_cleanly_on_exit()
     return _session
 

@@ -1,9 +1,9 @@
 // An OpenSSL context for a job's mutual TLS on the TCP data plane (tls_stream.h drives it): TLS
-// 1.3 only, AES-GCM first (AES-NI makes it the cheapest), this node's certificate and key, and a
-// peer required on both ends whose certificate chains to the job's CA and names the job
-// (DNS tessera.<job>). No session tickets (connections are long-lived and never resumed).
-// Built once per server or connection from a loaded TlsConfig; immutable afterwards, so one
-// context may serve many connections at once.
+// 1.3 only, the AEAD this machine seals fastest first (AES-GCM or ChaCha20-Poly1305), this node's certificate
+// and key, and a peer required on both ends whose certificate chains to the job's CA and names the job (DNS
+// tessera.<job>). No session tickets (connections are long-lived and never resumed). Built once per server or
+// connection from a loaded TlsConfig; immutable afterwards, so one context may serve many connections at
+// once.
 #pragma once
 
 #include <openssl/ssl.h>

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 
 #include <algorithm>
@@ -71,6 +72,7 @@ class TcpChannel : public MessageChannel {
                                       "the client " + PeerName(fd_.get()), deadline);
       if (!tls.ok()) return tls.status();
       tls_ = std::move(*tls);
+      spdlog::debug("tcp data plane: TLS with {} ({})", PeerName(fd_.get()), tls_->Description());
       reader_.Reset(fd_.get(), tls_.get());
     }
     uint8_t greeting[kGreetingBytes];

@@ -45,6 +45,7 @@ class TlsStream {
 
  private:
   TlsStream(SSL* ssl, int fd, std::string peer);
+  Status WriteRecords(iovec* iov, size_t n, const Deadline* deadline);
   Status WriteAll(const char* p, size_t n, const Deadline* deadline);
   // Waits as OpenSSL asks after a call that returned `ret`, or turns its failure into a Status.
   Status WaitOrFail(int ret, const char* what, const Deadline* deadline);

@@ -374,7 +374,9 @@ TEST_P(TransportTlsTest, AClientWhoseCertificateIsNotTheJobsIsRefusedAndNeverHan
     }
   }
   EXPECT_EQ(handler_.distinct_request_payloads(), 0u) << "a refused client's request reached the handler";
-  if (kind() == TransportKind::kTcp) EXPECT_GE(refused_.value() - before, 2.0) << "refusals are counted";
+  if (kind() == TransportKind::kTcp) {
+    EXPECT_GE(refused_.value() - before, 2.0) << "refusals are counted";
+  }
   RoundTrip(1000);  // the job's own client is unaffected
 }
 

@@ -91,21 +91,8 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
 }
 
 TEST_F(LocalTest, CExampleLearnsKnownWeights) {
-  const float truth[] = {2.0f, -3.0f, 0.5f, 1.0f, 0.7f};  // 4 weights, then the bias
-  {
-    std::ofstream f(dir_ + "/lin.csv");
-    std::mt19937 rng(7);
-    std::uniform_real_distribution<float> u(-1, 1);
-    std::normal_distribution<float> noise(0, 0.01f);
-    for (int i = 0; i < 8000; ++i) {
-      float x[4], y = truth[4] + noise(rng);
-      for (int j = 0; j < 4; ++j) {
-        x[j] = u(rng);
-        y += truth[j] * x[j];
-      }
-      f << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << y << "\n";
-    }
-  }
+  const std::vector<float> truth = kLinearTruth;
+  WriteLinearData(dir_ + "/lin.csv");
   auto up = Tessera({"upload", "--store", store(), "--dataset", "lin", "--format", "text", "--input",
                      dir_ + "/lin.csv", "--chunk-size", "32768"});
   ASSERT_EQ(up.code, 0) << up.out;
@@ -156,7 +143,8 @@ namespace {
 TEST(PythonInitTest, InitAgainstAMissingEtcdFailsWithinSecondsSayingWhy) {
   auto dir = MakeTempDir("py-init-");
   ASSERT_TRUE(dir.ok());
-  for (const std::string& etcd : {"127.0.0.1:" + std::to_string(FreeLoopbackPort()), std::string("etcd.invalid:2379")}) {
+  for (const std::string& etcd :
+       {"127.0.0.1:" + std::to_string(FreeLoopbackPort()), std::string("etcd.invalid:2379")}) {
     SpawnOptions o;
     o.argv = {"/usr/bin/python3", "-c", "import tessera; tessera.init()"};
     o.env = {{"TESSERA_ETCD", etcd}, {"TESSERA_JOB", "j"}, {"PYTHONPATH", BuildPath("python")}};

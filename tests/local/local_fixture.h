@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <string>
 #include <vector>
 
+#include "client/master_client.h"
 #include "common/files.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
@@ -17,12 +20,31 @@
 #include "harness/subprocess.h"
 #include "harness/wait.h"
 #include "job/job_config.h"
-#include "client/master_client.h"
 
 namespace tessera::testing {
 
+// The weights (4, then the bias) of WriteLinearData's records.
+inline const std::vector<float> kLinearTruth = {2.0f, -3.0f, 0.5f, 1.0f, 0.7f};
+
 class LocalTest : public TempDirTest {
  protected:
+  // 8000 records "x1,x2,x3,x4,y" with y = kLinearTruth . (x, 1) + a little noise, for
+  // examples/c/linreg.c and tests/python/linreg.py.
+  static void WriteLinearData(const std::string& path) {
+    std::ofstream f(path);
+    std::mt19937 rng(7);
+    std::uniform_real_distribution<float> u(-1, 1);
+    std::normal_distribution<float> noise(0, 0.01f);
+    for (int i = 0; i < 8000; ++i) {
+      float x[4], y = kLinearTruth[4] + noise(rng);
+      for (int j = 0; j < 4; ++j) {
+        x[j] = u(rng);
+        y += kLinearTruth[j] * x[j];
+      }
+      f << x[0] << "," << x[1] << "," << x[2] << "," << x[3] << "," << y << "\n";
+    }
+  }
+
   std::string store() const { return dir_ + "/store"; }
   std::string run() const { return dir_ + "/" + run_name_; }
 

@@ -210,7 +210,7 @@ TEST_F(CliJobTest, CertsMakesAJobCaAndNodeCertificatesWithoutOverwriting) {
                        "--node", "trainer"});
   ASSERT_EQ(made.code, 0) << made.text;
   auto read = [](const std::string& path) { return ReadFile(path).value_or(""); };
-  for (const std::string& key : {"ca.key", "pserver-0.key", "trainer.key"}) {
+  for (const char* key : {"ca.key", "pserver-0.key", "trainer.key"}) {
     struct stat st {};
     ASSERT_EQ(::stat((out + "/" + key).c_str(), &st), 0) << key;
     EXPECT_EQ(st.st_mode & 0777, 0600u) << key;
