@@ -156,7 +156,7 @@ int RunShow(const JobFlags& f) {
   if (c->checkpoint_steps > 0) {
     std::printf("  consistent checkpoints every %lld steps\n", static_cast<long long>(c->checkpoint_steps));
   }
-  std::printf("  tls           %s\n", c->tls ? "mutual TLS on gRPC (masters, pservers)" : "off");
+  std::printf("  tls           %s\n", c->tls ? "mutual TLS between masters, pservers and trainers" : "off");
   if (c->secret_fingerprint.empty()) {
     std::printf("  secret        none (its messages are not authenticated)\n");
   } else {
@@ -243,8 +243,9 @@ void RegisterJob(CLI::App& app, int* exit_code) {
                    "else; run as etcd's root user, on an etcd with authentication on");
   create->add_flag(
       "--tls", f->tls,
-      "the job's masters and pservers speak mutual TLS on gRPC: every process needs the job's CA and "
-      "a certificate of its own (--tls-ca, --tls-cert, --tls-key; `tessera certs` makes them)");
+      "the job's masters, pservers and trainers speak mutual TLS (gRPC and the TCP data plane): every "
+      "process needs the job's CA and a certificate of its own (--tls-ca, --tls-cert, --tls-key; `tessera "
+      "certs` makes them)");
   create->add_option(
       "--credentials-out", f->credentials_out,
       "--secure: where the job user's credentials go (mode 0600; default ./JOB.etcd-credentials)");

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "common/files.h"
+#include "common/flag_names.h"
 #include "common/strings.h"
 #include "tessera/params.h"
 
@@ -63,8 +64,9 @@ class Fields {
       std::string key = kv.first.as<std::string>();
       if (known_.count(key)) continue;
       std::string guess = ClosestName(key, std::vector<std::string>(known_.begin(), known_.end()));
-      return Fail(key, "unknown field" + (guess.empty() ? std::string() : " (did you mean '" + guess + "'?)") +
-                           "; known here: " + Join(std::vector<std::string>(known_.begin(), known_.end()), ", "));
+      return Fail(key,
+                  "unknown field" + (guess.empty() ? std::string() : " (did you mean '" + guess + "'?)") +
+                      "; known here: " + Join(std::vector<std::string>(known_.begin(), known_.end()), ", "));
     }
     return Status::OK();
   }
@@ -104,7 +106,8 @@ Status ReadVolume(Fields& parent, const std::string& key, VolumeSpec* v, const s
     if (v->nfs_server.empty() || v->nfs_path.empty()) return f.Fail("nfs", "needs both server and path");
   }
   TESSERA_RETURN_IF_ERROR(f.RefuseUnknown());
-  if (v->path.empty() || v->path[0] != '/') return f.Fail("path", "must be an absolute path (where processes see it)");
+  if (v->path.empty() || v->path[0] != '/')
+    return f.Fail("path", "must be an absolute path (where processes see it)");
   if (!v->claim.empty() && !v->nfs_server.empty()) return f.Fail("claim", "give a claim or nfs, not both");
   return Status::OK();
 }
@@ -123,15 +126,30 @@ const std::regex& Quantity() {
 std::vector<std::string> JobSpec::EtcdEndpoints() const {
   if (external_etcd()) return etcd_endpoints;
   std::vector<std::string> out;
-  for (int i = 0; i < etcd_members; ++i) out.push_back(name + "-etcd-" + std::to_string(i) + "." + name + "-etcd:2379");
+  for (int i = 0; i < etcd_members; ++i)
+    out.push_back(name + "-etcd-" + std::to_string(i) + "." + name + "-etcd:2379");
   return out;
 }
 
 std::string JobSpec::EtcdText() const { return Join(EtcdEndpoints(), ","); }
 
 std::vector<std::string> JobSpec::JobCreateArgs() const {
-  return {"--pservers", std::to_string(pservers), "--mode", mode, "--optimizer", optimizer, "--min-trainers",
-          std::to_string(trainers_min), "--if-absent"};
+  std::vector<std::string> args = {
+      "--pservers",     std::to_string(pservers),     "--mode",     mode, "--optimizer", optimizer,
+      "--min-trainers", std::to_string(trainers_min), "--if-absent"};
+  if (tls()) args.push_back("--tls");
+  return args;
+}
+
+JobSpec::TlsFiles JobSpec::Tls() const {
+  if (!tls()) return {};
+  return {tls_dir + "/ca.pem", tls_dir + "/node.pem", tls_dir + "/node.key"};
+}
+
+std::vector<std::pair<std::string, std::string>> JobSpec::TlsEnv() const {
+  if (!tls()) return {};
+  const TlsFiles f = Tls();
+  return {{flags::kEnvTlsCa, f.ca}, {flags::kEnvTlsCert, f.cert}, {flags::kEnvTlsKey, f.key}};
 }
 
 StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origin) {
@@ -142,7 +160,8 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
     return Status::InvalidArgument(origin + ":" + std::to_string(e.mark.line + 1) + ":" +
                                    std::to_string(e.mark.column + 1) + ": not valid YAML: " + e.msg);
   }
-  if (!root.IsMap()) return Status::InvalidArgument(origin + ": a job spec is a mapping of fields, starting with name:");
+  if (!root.IsMap())
+    return Status::InvalidArgument(origin + ": a job spec is a mapping of fields, starting with name:");
   JobSpec s;
   Fields f(root, "", origin);
   TESSERA_RETURN_IF_ERROR(f.Read("name", &s.name));
@@ -214,11 +233,13 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
     TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
     if (s.dataset.empty()) return g.Fail("dataset", "is required (the data set in the store to train on)");
     if (s.model.empty() == s.command.empty())
-      return g.Fail("model", "give either model (a built-in: mlp, logreg, word2vec) or command (your trainer)");
+      return g.Fail("model",
+                    "give either model (a built-in: mlp, logreg, word2vec) or command (your trainer)");
     if (!s.model.empty() && s.model != "mlp" && s.model != "logreg" && s.model != "word2vec")
       return g.Fail("model", "'" + s.model + "' is not a built-in model (mlp, logreg, word2vec)");
     if (auto m = ConsistencyMode::Parse(s.mode); !m.ok()) return g.Fail("mode", m.status().message());
-    if (auto o = OptimizerConfig::Parse(s.optimizer); !o.ok()) return g.Fail("optimizer", o.status().message());
+    if (auto o = OptimizerConfig::Parse(s.optimizer); !o.ok())
+      return g.Fail("optimizer", o.status().message());
     if (s.passes < 1) return g.Fail("passes", "must be at least 1");
     if (s.batch_size < 1) return g.Fail("batch_size", "must be at least 1");
     if (s.lease_ttl < 2) return g.Fail("lease_ttl", "must be at least 2 seconds");
@@ -228,10 +249,22 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
     for (const auto& a : s.model_args)
       if (a.find('=') == std::string::npos) return g.Fail("model_args", "'" + a + "' is not key=value");
   } else {
-    return Status::InvalidArgument(origin + ": train: is required (at least its dataset and model or command)");
+    return Status::InvalidArgument(origin +
+                                   ": train: is required (at least its dataset and model or command)");
   }
   TESSERA_RETURN_IF_ERROR(ReadVolume(f, "store", &s.store, origin));
   TESSERA_RETURN_IF_ERROR(ReadVolume(f, "checkpoints", &s.checkpoints, origin));
+  if (YAML::Node t = f.Get("tls")) {
+    TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "tls"));
+    Fields g(t, "tls", origin);
+    s.tls_dir = "/etc/tessera/tls";
+    TESSERA_RETURN_IF_ERROR(g.Read("path", &s.tls_dir));
+    TESSERA_RETURN_IF_ERROR(g.Read("secret", &s.tls_secret));
+    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
+    if (s.tls_dir.empty() || s.tls_dir[0] != '/') return g.Fail("path", "must be an absolute directory");
+    if (!s.tls_secret.empty() && (s.tls_secret.size() > 63 || !std::regex_match(s.tls_secret, DnsLabel())))
+      return g.Fail("secret", "'" + s.tls_secret + "' is not a Secret's name");
+  }
   if (YAML::Node p = f.Get("ports")) {
     TESSERA_RETURN_IF_ERROR(NeedMap(p, origin, "ports"));
     Fields g(p, "ports", origin);
@@ -246,16 +279,19 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
 
   if (s.name.empty()) return f.Fail("name", "is required (the job's name)");
   if (s.name.size() > 40 || !std::regex_match(s.name, DnsLabel()))
-    return f.Fail("name", "'" + s.name + "' must be lowercase letters, digits and '-', at most 40 characters");
+    return f.Fail("name",
+                  "'" + s.name + "' must be lowercase letters, digits and '-', at most 40 characters");
   if (!std::regex_match(s.namespace_, DnsLabel()) || s.namespace_.size() > 63)
     return f.Fail("namespace", "'" + s.namespace_ + "' is not a valid namespace name");
   if (s.image.empty()) return f.Fail("image", "must not be empty");
-  if (s.image_pull_policy != "Always" && s.image_pull_policy != "IfNotPresent" && s.image_pull_policy != "Never")
+  if (s.image_pull_policy != "Always" && s.image_pull_policy != "IfNotPresent" &&
+      s.image_pull_policy != "Never")
     return f.Fail("image_pull_policy", "must be Always, IfNotPresent or Never");
   if (s.masters < 1 || s.masters > 5) return f.Fail("masters", "must be between 1 and 5");
   if (s.pservers < 1 || s.pservers > 1024) return f.Fail("pservers", "must be between 1 and 1024");
   if (s.trainers_min < 1) return f.Fail("trainers", "min must be at least 1");
-  if (s.store.path.empty()) return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");
+  if (s.store.path.empty())
+    return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");
   if (s.checkpoint_every > 0 && s.checkpoints.path.empty())
     return f.Fail("checkpoints", "is required while train.checkpoint_every > 0 (or set it to 0)");
   return s;
@@ -263,7 +299,8 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
 
 StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
   auto text = ReadFile(path);
-  if (!text.ok()) return Status::NotFound("cannot read the job spec " + path + ": " + text.status().message());
+  if (!text.ok())
+    return Status::NotFound("cannot read the job spec " + path + ": " + text.status().message());
   return ParseJobSpec(*text, path);
 }
 

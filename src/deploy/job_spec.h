@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "tessera/status.h"
@@ -16,11 +17,11 @@ namespace tessera::deploy {
 
 // Where a shared directory (the data-set store, the checkpoints) comes from.
 struct VolumeSpec {
-  std::string path;         // where every process sees it (a mount point); required
-  std::string claim;        // Kubernetes: a PersistentVolumeClaim to mount there
-  std::string nfs_server;   // Kubernetes: or an NFS export
+  std::string path;        // where every process sees it (a mount point); required
+  std::string claim;       // Kubernetes: a PersistentVolumeClaim to mount there
+  std::string nfs_server;  // Kubernetes: or an NFS export
   std::string nfs_path;
-  std::string sub_path;     // Kubernetes: mount only this directory of it (set by the platform)
+  std::string sub_path;  // Kubernetes: mount only this directory of it (set by the platform)
 };
 
 struct Resources {
@@ -29,7 +30,7 @@ struct Resources {
 };
 
 struct JobSpec {
-  std::string name;                 // the job (a DNS label: lowercase letters, digits, '-')
+  std::string name;  // the job (a DNS label: lowercase letters, digits, '-')
   std::string image = "tessera:latest";
   std::string image_pull_policy = "IfNotPresent";
   std::string namespace_ = "default";
@@ -38,7 +39,7 @@ struct JobSpec {
   std::vector<std::string> etcd_endpoints;
   int etcd_members = 1;
 
-  int masters = 2;                  // a leader and standbys
+  int masters = 2;  // a leader and standbys
   int pservers = 1;
   int trainers_min = 1, trainers_max = 1;
 
@@ -50,11 +51,11 @@ struct JobSpec {
   int passes = 1;
   std::string dataset, eval_dataset;
   int batch_size = 64;
-  std::string model;                      // a built-in model, or
+  std::string model;  // a built-in model, or
   std::vector<std::string> model_args;
-  std::vector<std::string> command;       // the trainer's own command (TESSERA_* in its environment)
+  std::vector<std::string> command;  // the trainer's own command (TESSERA_* in its environment)
   int lease_ttl = 10;
-  double checkpoint_every = 30;           // seconds; 0: no checkpoints
+  double checkpoint_every = 30;  // seconds; 0: no checkpoints
   std::string transport = "auto";
 
   VolumeSpec store, checkpoints;
@@ -62,8 +63,13 @@ struct JobSpec {
   // their working directory; the master's run history, a file under checkpoints.path.
   VolumeSpec code;
   std::string history_file;
-  int http_port = 8080;                   // each process's /healthz, /readyz, /metrics (and the console)
-  int port = 7000;                        // pservers' and masters' main port
+  // Mutual TLS between the job's processes (the job is created with --tls): the job's CA and a
+  // node certificate and key, as `tessera certs --node node` writes them (ca.pem, node.pem,
+  // node.key), in tls_dir on every host; on Kubernetes the Secret tls_secret is mounted there.
+  // Empty tls_dir: no TLS.
+  std::string tls_dir, tls_secret;
+  int http_port = 8080;  // each process's /healthz, /readyz, /metrics (and the console)
+  int port = 7000;       // pservers' and masters' main port
 
   bool external_etcd() const { return !etcd_endpoints.empty(); }
   // The etcd endpoints the job's processes use (the in-job Service names when not external).
@@ -71,6 +77,14 @@ struct JobSpec {
   std::string EtcdText() const;  // joined with ','
   // The `tessera job create` arguments after "--etcd E --job J".
   std::vector<std::string> JobCreateArgs() const;
+  bool tls() const { return !tls_dir.empty(); }
+  // The three files under tls_dir (empty without TLS).
+  struct TlsFiles {
+    std::string ca, cert, key;
+  };
+  TlsFiles Tls() const;
+  // TESSERA_TLS_CA, _CERT, _KEY for every process of a TLS job (none without TLS).
+  std::vector<std::pair<std::string, std::string>> TlsEnv() const;
 };
 
 // Parses and checks a spec. `origin` names the source in messages (a file name).

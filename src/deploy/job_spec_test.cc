@@ -71,11 +71,33 @@ TEST(JobSpecTest, DefaultsAndExternalEtcd) {
   EXPECT_EQ(s->command, (std::vector<std::string>{"python3", "train.py"}));
 }
 
+TEST(JobSpecTest, TlsPointsEveryProcessAtTheJobsCertificates) {
+  auto plain = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_FALSE(plain->tls());
+  EXPECT_TRUE(plain->TlsEnv().empty());
+  EXPECT_EQ(plain->JobCreateArgs().back(), "--if-absent");
+  auto s = ParseJobSpec(std::string(kGood) + "tls: {secret: fm-tls}\n", "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->tls_dir, "/etc/tessera/tls");
+  EXPECT_EQ(s->tls_secret, "fm-tls");
+  EXPECT_EQ(s->JobCreateArgs().back(), "--tls");
+  const std::vector<std::pair<std::string, std::string>> want = {
+      {"TESSERA_TLS_CA", "/etc/tessera/tls/ca.pem"},
+      {"TESSERA_TLS_CERT", "/etc/tessera/tls/node.pem"},
+      {"TESSERA_TLS_KEY", "/etc/tessera/tls/node.key"}};
+  EXPECT_EQ(s->TlsEnv(), want);
+  auto hosts = ParseJobSpec(std::string(kGood) + "tls: {path: /srv/tls}\n", "job.yaml");
+  ASSERT_TRUE(hosts.ok()) << hosts.status();
+  EXPECT_EQ(hosts->TlsEnv()[1].second, "/srv/tls/node.pem");
+}
+
 TEST(JobSpecTest, AMisspeltFieldIsRefusedWithItsLikelyName) {
   std::string e = Error(Replace(kGood, "pservers: 2", "pserver: 2"));
   EXPECT_NE(e.find("job.yaml: pserver: unknown field (did you mean 'pservers'?)"), std::string::npos) << e;
   e = Error(Replace(kGood, "eval_dataset", "eval_datset"));
-  EXPECT_NE(e.find("train.eval_datset: unknown field (did you mean 'eval_dataset'?)"), std::string::npos) << e;
+  EXPECT_NE(e.find("train.eval_datset: unknown field (did you mean 'eval_dataset'?)"), std::string::npos)
+      << e;
   e = Error(Replace(kGood, "gpu: 1", "gpus: 1"));
   EXPECT_NE(e.find("resources.trainer.gpus"), std::string::npos) << e;
 }
@@ -99,6 +121,9 @@ TEST(JobSpecTest, EveryBadValueNamesItsField) {
       {"claim: tessera-store", "claim: s, nfs: {server: a, path: /b}", "store.claim"},
       {"nfs: {server: 10.0.0.5, path: /exports/ckpt}", "nfs: {server: 10.0.0.5}", "checkpoints.nfs"},
       {"namespace: ml", "namespace: ML", "namespace"},
+      {"store: {", "tls: {path: certs}\nstore: {", "tls.path"},
+      {"store: {", "tls: {secret: My_Certs}\nstore: {", "tls.secret"},
+      {"store: {", "tls: {secert: x}\nstore: {", "tls.secert: unknown field (did you mean 'secret'?)"},
   };
   for (const auto& c : cases) {
     std::string e = Error(Replace(kGood, c.from, c.to));

@@ -41,8 +41,25 @@ Json Env(const std::string& name, const std::string& value) { return {{"name", n
 
 // POD_IP (what nodes advertise), POD_NAME, and the job's coordinates.
 Json BaseEnv(const JobSpec& s) {
-  return Json::array({FieldEnv("POD_IP", "status.podIP"), FieldEnv("POD_NAME", "metadata.name"),
-                      Env(flags::kEnvEtcd, s.EtcdText()), Env(flags::kEnvJob, s.name)});
+  Json env = Json::array({FieldEnv("POD_IP", "status.podIP"), FieldEnv("POD_NAME", "metadata.name"),
+                          Env(flags::kEnvEtcd, s.EtcdText()), Env(flags::kEnvJob, s.name)});
+  for (const auto& [k, v] : s.TlsEnv()) env.push_back(Env(k, v));
+  return env;
+}
+
+// A --tls job's certificates (the Secret tls.secret, readable by its owner only, as the key must
+// be) mounted read-only at tls.path in every container of `pod`, init containers too; BaseEnv
+// points TESSERA_TLS_* there.
+Json WithTls(const JobSpec& s, Json pod) {
+  if (!s.tls()) return pod;
+  const Json mount = {{"name", "tls"}, {"mountPath", s.tls_dir}, {"readOnly", true}};
+  for (const char* list : {"initContainers", "containers"}) {
+    if (!pod.contains(list)) continue;
+    for (auto& c : pod[list]) c["volumeMounts"].push_back(mount);
+  }
+  pod["volumes"].push_back(
+      {{"name", "tls"}, {"secret", {{"secretName", s.tls_secret}, {"defaultMode", 0400}}}});
+  return pod;
 }
 
 Json Resources(const JobSpec& s, const std::string& role) {
@@ -192,6 +209,7 @@ Manifest MasterDeployment(const JobSpec& s) {
   if (Json r = Resources(s, "master"); !r.empty()) c["resources"] = r;
   Json pod = PodSpec(s, Json::array({c}), volumes, 30);
   pod["initContainers"] = Json::array({init});
+  pod = WithTls(s, std::move(pod));
   return {"20-master-deployment.yaml",
           {{"apiVersion", "apps/v1"},
            {"kind", "Deployment"},
@@ -246,7 +264,8 @@ Manifest PserverStatefulSet(const JobSpec& s) {
              {"replicas", s.pservers},
              {"podManagementPolicy", "Parallel"},
              {"selector", {{"matchLabels", Selector(s, "pserver")}}},
-             {"template", Template(s, "pserver", PodSpec(s, Json::array({c}), volumes, 30), true)}}}}};
+             {"template",
+              Template(s, "pserver", WithTls(s, PodSpec(s, Json::array({c}), volumes, 30)), true)}}}}};
 }
 
 Manifest TrainerJob(const JobSpec& s) {
@@ -273,7 +292,7 @@ Manifest TrainerJob(const JobSpec& s) {
   }
   c["volumeMounts"] = mounts;
   if (Json r = Resources(s, "trainer"); !r.empty()) c["resources"] = r;
-  Json pod = PodSpec(s, Json::array({c}), volumes, 60);
+  Json pod = WithTls(s, PodSpec(s, Json::array({c}), volumes, 60));
   pod["restartPolicy"] = "OnFailure";
   Json meta = Meta(s, s.name + "-trainer", "trainer");
   meta["annotations"] = {{"tessera.io/min-trainers", std::to_string(s.trainers_min)},
@@ -323,6 +342,14 @@ StatusOr<std::vector<Manifest>> RenderJob(const JobSpec& s, const std::string& s
   if (!s.history_file.empty() && s.history_file.rfind(s.checkpoints.path + "/", 0) != 0)
     return Status::InvalidArgument("the run history " + s.history_file +
                                    " must be under the checkpoints' path " + s.checkpoints.path);
+  if (s.tls() && s.tls_secret.empty()) {
+    return Status::InvalidArgument(
+        "tls: on Kubernetes it needs secret: the name of a Secret holding the job's ca.pem, node.pem and "
+        "node.key (tessera certs --job " +
+        s.name + " --out certs --node node; kubectl -n " + s.namespace_ + " create secret generic " + s.name +
+        "-tls --from-file=certs/ca.pem --from-file=certs/node.pem "
+        "--from-file=certs/node.key)");
+  }
   for (const auto& [name, v] : mounted) {
     if (v->claim.empty() && v->nfs_server.empty())
       return Status::InvalidArgument(

@@ -28,17 +28,64 @@ checkpoints: {path: /data/ckpt, claim: ckpt}
 
 std::map<std::string, Json> ByKindName(const std::vector<Manifest>& m) {
   std::map<std::string, Json> out;
-  for (const auto& x : m) out[x.object["kind"].get<std::string>() + "/" + x.object["metadata"]["name"].get<std::string>()] = x.object;
+  for (const auto& x : m)
+    out[x.object["kind"].get<std::string>() + "/" + x.object["metadata"]["name"].get<std::string>()] =
+        x.object;
   return out;
+}
+
+// A --tls job: the Secret is mounted, owner-readable only, in every tessera container (the init
+// container that creates the job too), never in etcd's; TESSERA_TLS_* point at it; the job is
+// created with --tls. Without a Secret, rendering says how to make one.
+TEST(K8sManifestsTest, ATlsJobMountsItsCertificatesInEveryTesseraPod) {
+  JobSpec s = Spec();
+  s.tls_dir = "/etc/tessera/tls";
+  auto missing = RenderJob(s, "spec");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("kubectl -n ml create secret generic fm-tls"), std::string::npos)
+      << missing.status();
+  s.tls_secret = "fm-tls";
+  auto m = RenderJob(s, "spec");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto o = ByKindName(*m);
+  int containers = 0;
+  for (const char* k : {"Deployment/fm-master", "StatefulSet/fm-pserver", "Job/fm-trainer"}) {
+    const Json& pod = o[k]["spec"]["template"]["spec"];
+    bool volume = false;
+    for (const auto& v : pod["volumes"])
+      volume |=
+          v["name"] == "tls" && v["secret"]["secretName"] == "fm-tls" && v["secret"]["defaultMode"] == 0400;
+    EXPECT_TRUE(volume) << k << ": " << pod.dump();
+    for (const char* list : {"initContainers", "containers"}) {
+      if (!pod.contains(list)) continue;
+      for (const auto& c : pod[list]) {
+        ++containers;
+        bool mounted = false;
+        for (const auto& mnt : c["volumeMounts"])
+          mounted |=
+              mnt["name"] == "tls" && mnt["mountPath"] == "/etc/tessera/tls" && mnt["readOnly"] == true;
+        EXPECT_TRUE(mounted) << k << " " << c["name"];
+        std::map<std::string, std::string> env;
+        for (const auto& e : c["env"])
+          if (e.contains("value")) env[e["name"]] = e["value"];
+        EXPECT_EQ(env["TESSERA_TLS_KEY"], "/etc/tessera/tls/node.key") << k << " " << c["name"];
+      }
+    }
+  }
+  EXPECT_EQ(containers, 4) << "job-create, master, pserver, trainer";
+  EXPECT_FALSE(o["StatefulSet/fm-etcd"]["spec"]["template"]["spec"].dump().find("tls") != std::string::npos);
+  const Json& init = o["Deployment/fm-master"]["spec"]["template"]["spec"]["initContainers"][0];
+  EXPECT_EQ(init["args"].back(), "--tls");
 }
 
 TEST(K8sManifestsTest, EveryObjectOfAJobWithItsOwnEtcd) {
   auto m = RenderJob(Spec(), "spec");
   ASSERT_TRUE(m.ok()) << m.status();
   auto o = ByKindName(*m);
-  for (const char* k : {"ConfigMap/fm", "ServiceAccount/fm", "Service/fm-etcd", "StatefulSet/fm-etcd",
-                        "Deployment/fm-master", "Service/fm-console", "Service/fm-pserver", "StatefulSet/fm-pserver",
-                        "Job/fm-trainer", "NetworkPolicy/fm", "NetworkPolicy/fm-console"})
+  for (const char* k :
+       {"ConfigMap/fm", "ServiceAccount/fm", "Service/fm-etcd", "StatefulSet/fm-etcd", "Deployment/fm-master",
+        "Service/fm-console", "Service/fm-pserver", "StatefulSet/fm-pserver", "Job/fm-trainer",
+        "NetworkPolicy/fm", "NetworkPolicy/fm-console"})
     EXPECT_TRUE(o.count(k)) << k;
   for (const auto& x : *m) {
     EXPECT_EQ(x.object["metadata"]["namespace"], "ml") << x.file;
@@ -56,10 +103,13 @@ TEST(K8sManifestsTest, EveryObjectOfAJobWithItsOwnEtcd) {
   EXPECT_EQ(o["Deployment/fm-master"]["spec"]["template"]["spec"]["initContainers"][0]["args"][1], "create");
   // Nodes advertise the pod's address.
   bool pod_ip = false;
-  for (const auto& e : master["env"]) pod_ip |= e["name"] == "POD_IP" && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP";
+  for (const auto& e : master["env"])
+    pod_ip |= e["name"] == "POD_IP" && e["valueFrom"]["fieldRef"]["fieldPath"] == "status.podIP";
   EXPECT_TRUE(pod_ip);
   // Scraped by Prometheus.
-  EXPECT_EQ(o["StatefulSet/fm-pserver"]["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"], "true");
+  EXPECT_EQ(
+      o["StatefulSet/fm-pserver"]["spec"]["template"]["metadata"]["annotations"]["prometheus.io/scrape"],
+      "true");
 }
 
 TEST(K8sManifestsTest, ExternalEtcdRendersNoEtcdAndPointsEveryProcessThere) {

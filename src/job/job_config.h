@@ -43,8 +43,8 @@ struct JobConfig {
   // JobSecret::Fingerprint of the job's secret (stored beside the configuration, job_store.h);
   // empty: the job has none and its messages are not authenticated (a job made before secrets).
   std::string secret_fingerprint;
-  // The job's masters and pservers speak mutual TLS on gRPC (security/grpc_tls.h); every process
-  // needs the job's CA and a certificate of its own (`tessera certs`).
+  // The job's processes speak mutual TLS (gRPC: security/grpc_tls.h; TCP: transport/tls_stream.h); every
+  // process needs the job's CA and a certificate of its own (`tessera certs`).
   bool tls = false;
 
   Status Validate() const;

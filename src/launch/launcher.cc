@@ -421,6 +421,11 @@ StatusOr<LaunchResult> Launcher::Run() {
   if (cfg.kvs.empty()) return Status::NotFound("job '" + spec_.name + "' vanished from etcd");
   TESSERA_ASSIGN_OR_RETURN(JobConfig job, JobConfig::FromJson(cfg.kvs[0].value));
   TESSERA_ASSIGN_OR_RETURN(const security::JobSecret secret, LoadJobSecret(etcd_.get(), spec_.name, job));
+  // A --tls job's certificates (tls.path, on this host as on every other): the launcher follows
+  // the master and exports the model over TLS like any process of the job.
+  const deploy::JobSpec::TlsFiles tls_files = spec_.Tls();
+  TESSERA_ASSIGN_OR_RETURN(auto tls,
+                           LoadJobTls(spec_.name, job, tls_files.ca, tls_files.cert, tls_files.key));
   nlohmann::json run = {{"job", spec_.name},
                         {"etcd", etcd_endpoint_},
                         {"spec", fs::absolute(o_.spec_path).string()},
@@ -431,7 +436,7 @@ StatusOr<LaunchResult> Launcher::Run() {
   TESSERA_RETURN_IF_ERROR(WriteFileAtomic(o_.run_dir + "/run.json", run.dump(2)));
   TESSERA_RETURN_IF_ERROR(StartNodes());
 
-  master::MasterClient master(etcd_.get(), spec_.name, job.token, secret);
+  master::MasterClient master(etcd_.get(), spec_.name, job.token, secret, tls);
   master::StatusReply last;
   std::string console_url;
   LaunchResult result;
@@ -472,7 +477,7 @@ StatusOr<LaunchResult> Launcher::Run() {
     auto st = master.GetStatus(Deadline(std::chrono::seconds(10)));
     if (st.ok()) last = *st;
     result.metrics = local::FinalMetrics(last);
-    auto model = ExportModel(etcd_.get(), spec_.name, secret, std::chrono::seconds(60));
+    auto model = ExportModel(etcd_.get(), spec_.name, secret, std::chrono::seconds(60), tls);
     if (!model.ok()) {
       failed = model.status().WithContext("exporting the model");
     } else {

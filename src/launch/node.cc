@@ -32,7 +32,7 @@ using local::Role;
 
 constexpr std::chrono::seconds kStopGrace{15};
 constexpr std::chrono::seconds kDrainLimit{20};  // a server waits this long for the trainers to leave
-constexpr std::chrono::seconds kEtcdWait{120};  // a launcher may start etcd just before its nodes
+constexpr std::chrono::seconds kEtcdWait{120};   // a launcher may start etcd just before its nodes
 
 void Say(const std::string& line) {
   std::fprintf(stderr, "tessera node: %s\n", line.c_str());
@@ -50,9 +50,11 @@ bool StdinClosed() {
 
 StatusOr<ProcessOptions> EtcdProgram(const NodeOptions& o) {
   if (o.data_dir.empty()) return Status::InvalidArgument("an etcd node needs --data-dir");
-  TESSERA_ASSIGN_OR_RETURN(HostPort hp, ParseHostPort(Split(o.etcd, ',').empty() ? "" : Split(o.etcd, ',')[0]));
+  TESSERA_ASSIGN_OR_RETURN(HostPort hp,
+                           ParseHostPort(Split(o.etcd, ',').empty() ? "" : Split(o.etcd, ',')[0]));
   if (hp.port > 65534) return Status::InvalidArgument("--etcd " + o.etcd + ": its port + 1 is the peer port");
-  const std::string c = "http://" + JoinHostPort(hp.host, hp.port), p = "http://" + JoinHostPort(hp.host, hp.port + 1);
+  const std::string c = "http://" + JoinHostPort(hp.host, hp.port),
+                    p = "http://" + JoinHostPort(hp.host, hp.port + 1);
   std::error_code ec;
   std::filesystem::create_directories(o.data_dir, ec);
   if (ec) return Status::Unavailable("cannot create " + o.data_dir + ": " + ec.message());
@@ -71,14 +73,16 @@ StatusOr<ProcessOptions> EtcdProgram(const NodeOptions& o) {
 }
 
 // The job spec the launcher stored, waiting for etcd (and the key) up to kEtcdWait.
-StatusOr<deploy::JobSpec> ReadSpec(etcd::EtcdClient* etcd, const NodeOptions& o, const std::atomic<bool>* stop) {
+StatusOr<deploy::JobSpec> ReadSpec(etcd::EtcdClient* etcd, const NodeOptions& o,
+                                   const std::atomic<bool>* stop) {
   const Deadline deadline(kEtcdWait);
   Status last = Status::Unavailable("etcd at " + o.etcd + " did not answer");
   while (!deadline.expired() && !(stop && stop->load())) {
     etcd::CallOptions quick;
     quick.retry_timeout = std::chrono::seconds(2);
     auto got = etcd->Get(keys::LaunchSpec(o.job), {}, quick);
-    if (got.ok() && !got->kvs.empty()) return deploy::ParseJobSpec(got->kvs[0].value, "the launched spec in etcd");
+    if (got.ok() && !got->kvs.empty())
+      return deploy::ParseJobSpec(got->kvs[0].value, "the launched spec in etcd");
     last = got.ok() ? Status::NotFound("job '" + o.job + "' has no launch spec in etcd at " + o.etcd +
                                        " (nodes are started by `tessera launch`)")
                     : got.status();
@@ -91,6 +95,7 @@ StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const deploy::JobSpec
   ProcessOptions po;
   po.env = {{flags::kEnvEtcd, o.etcd}, {flags::kEnvJob, o.job}};
   if (!o.advertise.empty()) po.env["TESSERA_ADVERTISE"] = o.advertise;
+  for (const auto& [k, v] : s.TlsEnv()) po.env[k] = v;  // a --tls job's certificates on this host
   std::vector<std::string> args;
   switch (o.role) {
     case Role::kMaster:
@@ -203,7 +208,8 @@ Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
       next_check = Now() + std::chrono::milliseconds(250);
       const bool drained = !drain_until || Now() >= *drain_until || (stop && stop->load()) ||
                            Drained(etcd.get(), o.job, o.role);
-      if (drained && state.Stop().kind == local::ChildAction::Kind::kTerminate && proc) proc->Stop(kStopGrace);
+      if (drained && state.Stop().kind == local::ChildAction::Kind::kTerminate && proc)
+        proc->Stop(kStopGrace);
     }
     if (state.alive() && proc && !proc->running()) {
       local::ChildAction a = state.Exited(proc->exit_code().value_or(-1), Now());

@@ -5,8 +5,10 @@
 // before their pod's container, and each container's command, args and environment exactly as
 // rendered. Only what needs a cluster is stood in for: the image is this build (`tessera` is the
 // built binary), a volume claim is a directory, and pods start in dependency order (etcd, master,
-// pservers, trainers) since no kubelet restarts them. The job must train to completion: proof that
-// the commands, flags, ports, names and environment in the manifests are right.
+// pservers, trainers) since no kubelet restarts them; the job's TLS Secret is the directory
+// `tessera certs` wrote, at the mount path. The job must train to completion, over mutual TLS
+// between its pods: proof that the commands, flags, ports, names and environment in the manifests
+// are right.
 // Needs root for the namespaces; skipped with a message otherwise.
 #include <gtest/gtest.h>
 #include <yaml-cpp/yaml.h>
@@ -87,13 +89,24 @@ TEST_F(K8sPodsTest, RenderedManifestsRunAsPodsTrainAJobToCompletion) {
 
   const std::string store = dir_ + "/store";
   ASSERT_TRUE(UploadFashionMnist(store));
-  const std::string spec = dir_ + "/job.yaml";
-  ASSERT_TRUE(WriteFileAtomic(spec, "name: kt\nmasters: 2\npservers: 2\ntrainers: 2\n"
-                                    "train: {dataset: fm, eval_dataset: fm-test, model: mlp, model_args: [hidden=32],\n"
-                                    "        passes: 2, checkpoint_every: 1, lease_ttl: 3}\n"
-                                    "store: {path: " + store + ", claim: store}\n"
-                                    "checkpoints: {path: " + dir_ + "/checkpoints, claim: checkpoints}\n")
-                  .ok());
+  const std::string spec = dir_ + "/job.yaml", tls = dir_ + "/tls";
+  // The Secret's contents, as docs/deploy.md makes them; the "mount" is the directory itself.
+  auto certs = Tessera({"certs", "--job", "kt", "--out", tls, "--node", "node"});
+  ASSERT_EQ(certs.code, 0) << certs.out;
+  ASSERT_TRUE(
+      WriteFileAtomic(spec,
+                      "name: kt\nmasters: 2\npservers: 2\ntrainers: 2\n"
+                      "train: {dataset: fm, eval_dataset: fm-test, model: mlp, model_args: [hidden=32],\n"
+                      "        passes: 2, checkpoint_every: 1, lease_ttl: 3}\n"
+                      "store: {path: " +
+                          store +
+                          ", claim: store}\n"
+                          "checkpoints: {path: " +
+                          dir_ +
+                          "/checkpoints, claim: checkpoints}\n"
+                          "tls: {secret: kt-tls, path: " +
+                          tls + "}\n")
+          .ok());
   auto rendered = Tessera({"deploy", "k8s", "--spec", spec, "--out", dir_ + "/k8s"});
   ASSERT_EQ(rendered.code, 0) << rendered.out;
 
@@ -117,7 +130,8 @@ TEST_F(K8sPodsTest, RenderedManifestsRunAsPodsTrainAJobToCompletion) {
         p.labels[l.first.as<std::string>()] = l.second.as<std::string>();
       p.role = p.labels["tessera.io/role"];
       ASSERT_TRUE(lab.AddHost(p.host, next_host++));
-      if (kind == "StatefulSet") names[p.name + "." + o["spec"]["serviceName"].as<std::string>()] = lab.Ip(p.host);
+      if (kind == "StatefulSet")
+        names[p.name + "." + o["spec"]["serviceName"].as<std::string>()] = lab.Ip(p.host);
       std::map<std::string, std::string> mounts;
       for (const auto& t : o["spec"]["volumeClaimTemplates"]) {
         std::string claim = t["metadata"]["name"].as<std::string>();
@@ -139,8 +153,9 @@ TEST_F(K8sPodsTest, RenderedManifestsRunAsPodsTrainAJobToCompletion) {
     if (o["kind"].as<std::string>() != "Service" || o["spec"]["clusterIP"]) continue;
     for (const auto& p : pods) {
       bool match = true;
-      for (const auto& s : o["spec"]["selector"]) match &= p.labels.count(s.first.as<std::string>()) &&
-                                                         p.labels.at(s.first.as<std::string>()) == s.second.as<std::string>();
+      for (const auto& s : o["spec"]["selector"])
+        match &= p.labels.count(s.first.as<std::string>()) &&
+                 p.labels.at(s.first.as<std::string>()) == s.second.as<std::string>();
       if (match) {
         names[o["metadata"]["name"].as<std::string>()] = lab.Ip(p.host);
         break;
@@ -160,7 +175,8 @@ TEST_F(K8sPodsTest, RenderedManifestsRunAsPodsTrainAJobToCompletion) {
         Subprocess* init = nullptr;
         std::optional<int> code;
         for (int attempt = 0; attempt < 60 && !(code && *code == 0); ++attempt) {
-          if (attempt > 0) std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the kubelet's back-off
+          if (attempt > 0)
+            std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the kubelet's back-off
           init = &lab.Start(p.host, p.init[i].argv, dir_ + "/" + p.name + "-init.log", p.init[i].env);
           code = init->Wait(std::chrono::seconds(150));
         }
@@ -177,7 +193,8 @@ TEST_F(K8sPodsTest, RenderedManifestsRunAsPodsTrainAJobToCompletion) {
   }
   std::string logs = running["trainer"][0]->Output() + running["trainer"][1]->Output();
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(logs, m, std::regex("pass 2 evaluated on fm-test: accuracy=([0-9.]+)"))) << logs;
+  ASSERT_TRUE(std::regex_search(logs, m, std::regex("pass 2 evaluated on fm-test: accuracy=([0-9.]+)")))
+      << logs;
   EXPECT_GE(std::stod(m[1]), 0.75) << logs;
   // The probes the manifests point at answer as rendered, from another pod, by Service name: the
   // console Service reaches the leading master; each pserver serves its index; the standby master
@@ -190,8 +207,9 @@ TEST_F(K8sPodsTest, RenderedManifestsRunAsPodsTrainAJobToCompletion) {
     if (p.role == "pserver") pservers.push_back(&p);
   }
   auto get = [&](const std::string& url, std::string* body) {
-    return NetLab::Sh("ip netns exec " + lab.Ns(trainer_pod->host) + " curl -s -o /dev/stderr -w '%{http_code}' " + url,
-                      body);
+    return NetLab::Sh(
+        "ip netns exec " + lab.Ns(trainer_pod->host) + " curl -s -o /dev/stderr -w '%{http_code}' " + url,
+        body);
   };
   std::string body;
   get("http://kt-console:8080/readyz", &body);
@@ -217,10 +235,18 @@ TEST_F(K8sPodsTest, RenderedManifestsRunAsPodsTrainAJobToCompletion) {
                        &out),
             0);
   EXPECT_NE(out.find("already exists with pservers 2"), std::string::npos) << out;
+  // The job was made with --tls, so every connection between the pods above was mutual TLS.
+  ASSERT_EQ(NetLab::Sh("ip netns exec " + lab.Ns(trainer_pod->host) + " " + BuildPath("src/tessera") +
+                           " job show --etcd kt-etcd-0.kt-etcd:2379 --job kt",
+                       &out),
+            0)
+      << out;
+  EXPECT_NE(out.find("mutual TLS between"), std::string::npos) << out;
 
   // The pservers advertised their pod addresses; the trainers reached them over TCP.
   EXPECT_NE(logs.find("over tcp"), std::string::npos) << logs;
-  for (Subprocess* p : running["pserver"]) EXPECT_NE(p->Output().find("(from POD_IP)"), std::string::npos) << p->Output();
+  for (Subprocess* p : running["pserver"])
+    EXPECT_NE(p->Output().find("(from POD_IP)"), std::string::npos) << p->Output();
   std::printf("k8s pods: 7 pods from the manifests trained the job; accuracy %s\n", m[1].str().c_str());
 }
 

@@ -44,9 +44,12 @@ class MpiLaunchTest : public TempDirTest {
   std::string job_;
 };
 
+// A job with mutual TLS (tls.path: the certificates `tessera certs` made, on every host).
 TEST_F(MpiLaunchTest, OneMpirunTrainsTheJobToCompletion) {
   ASSERT_TRUE(UploadFashionMnist(dir_ + "/store"));
-  const std::string spec = WriteSpec(2), run = dir_ + "/run";
+  auto certs = Tessera({"certs", "--job", job_, "--out", dir_ + "/tls", "--node", "node"});
+  ASSERT_EQ(certs.code, 0) << certs.out;
+  const std::string spec = WriteSpec(2, "tls: {path: " + dir_ + "/tls}\n"), run = dir_ + "/run";
   auto r = Tessera({"launch", "--spec", spec, "--mpi", "--run", run}, std::chrono::seconds(240));
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("job finished: accuracy"), std::string::npos) << r.out;
@@ -62,9 +65,11 @@ TEST_F(MpiLaunchTest, OneMpirunTrainsTheJobToCompletion) {
   // from OMPI_COMM_WORLD_RANK and its block's first rank.
   auto log = ReadFile(run + "/logs/mpirun.log");
   ASSERT_TRUE(log.ok());
-  for (auto [rank, name] : {std::pair{0, "master-0"}, std::pair{1, "master-1"}, std::pair{2, "pserver-0"},
-                            std::pair{3, "pserver-1"}, std::pair{4, "trainer-0"}, std::pair{5, "trainer-1"}}) {
-    const std::string line = "[1," + std::to_string(rank) + "]<stderr>:tessera node: " + name + " on this host: starting";
+  for (auto [rank, name] :
+       {std::pair{0, "master-0"}, std::pair{1, "master-1"}, std::pair{2, "pserver-0"},
+        std::pair{3, "pserver-1"}, std::pair{4, "trainer-0"}, std::pair{5, "trainer-1"}}) {
+    const std::string line =
+        "[1," + std::to_string(rank) + "]<stderr>:tessera node: " + name + " on this host: starting";
     EXPECT_NE(log->find(line), std::string::npos) << line << "\n" << *log;
   }
   EXPECT_NE(log->find("pserver 1 serving"), std::string::npos);
@@ -111,18 +116,22 @@ TEST_F(MpiLaunchTest, MistakesAreRefusedWithAClearMessage) {
   const std::string spec = WriteSpec(1);
   auto no_engine = Tessera({"launch", "--spec", spec});
   EXPECT_NE(no_engine.code, 0);
-  EXPECT_NE(no_engine.out.find("--mpi (one mpirun) or --hosts FILE (ssh)"), std::string::npos) << no_engine.out;
-  auto no_mpirun = Tessera({"launch", "--spec", spec, "--mpi", "--mpirun", "/nonexistent/mpirun", "--run", dir_ + "/r1"});
+  EXPECT_NE(no_engine.out.find("--mpi (one mpirun) or --hosts FILE (ssh)"), std::string::npos)
+      << no_engine.out;
+  auto no_mpirun =
+      Tessera({"launch", "--spec", spec, "--mpi", "--mpirun", "/nonexistent/mpirun", "--run", dir_ + "/r1"});
   EXPECT_NE(no_mpirun.code, 0);
   EXPECT_NE(no_mpirun.out.find("apt-get install openmpi-bin"), std::string::npos) << no_mpirun.out;
-  auto no_rank = Tessera({"node", "--role", "trainer", "--etcd", "127.0.0.1:1", "--job", "j", "--first-rank", "0"});
+  auto no_rank =
+      Tessera({"node", "--role", "trainer", "--etcd", "127.0.0.1:1", "--job", "j", "--first-rank", "0"});
   EXPECT_NE(no_rank.code, 0);
   EXPECT_NE(no_rank.out.find("no MPI rank in the environment"), std::string::npos) << no_rank.out;
   auto bad_role = Tessera({"node", "--role", "trainr", "--etcd", "127.0.0.1:1", "--job", "j"});
   EXPECT_NE(bad_role.out.find("unknown role 'trainr'"), std::string::npos) << bad_role.out;
   // A data set that is not in the store: the masters give up, and the launcher shows why, from
   // the rank that failed first, not the other ranks' stopping.
-  auto no_data = Tessera({"launch", "--spec", spec, "--mpi", "--run", dir_ + "/r2"}, std::chrono::seconds(120));
+  auto no_data =
+      Tessera({"launch", "--spec", spec, "--mpi", "--run", dir_ + "/r2"}, std::chrono::seconds(120));
   EXPECT_NE(no_data.code, 0);
   EXPECT_NE(no_data.out.find("failed first"), std::string::npos) << no_data.out;
   EXPECT_NE(no_data.out.find("no data set at '" + dir_ + "/store/fm'"), std::string::npos) << no_data.out;
