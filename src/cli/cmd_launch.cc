@@ -1,6 +1,7 @@
 // `tessera launch`: a whole job beyond one machine from a job spec, over MPI or ssh; and
 // `tessera node`: one process of it, as the launcher starts it on each host or MPI rank.
 #include <signal.h>
+#include <sys/prctl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -34,11 +35,12 @@ int RunLaunchCmd(launch::LaunchOptions o) {
   if (!r.ok()) return Fail("launch", r.status());
   if (o.dry_run) return 0;
   if (!r->completed) {
-    std::fprintf(stderr, "tessera launch: stopped before the job finished (run directory %s)\n", r->run_dir.c_str());
+    std::fprintf(stderr, "tessera launch: stopped before the job finished (run directory %s)\n",
+                 r->run_dir.c_str());
     return signals.received() ? 128 + signals.received() : 1;
   }
-  std::printf("job finished: %s\nmodel saved to %s\nrun directory %s (logs, result.json)\n", r->metrics.c_str(),
-              r->model_path.c_str(), r->run_dir.c_str());
+  std::printf("job finished: %s\nmodel saved to %s\nrun directory %s (logs, result.json)\n",
+              r->metrics.c_str(), r->model_path.c_str(), r->run_dir.c_str());
   return 0;
 }
 
@@ -58,6 +60,11 @@ int RunNodeCmd(const NodeFlags& f) {
   ::signal(SIGPIPE, SIG_IGN);
   std::atomic<bool> stop{false};
   SignalWatcher signals([&](int) { stop = true; });
+  // Whoever started this node (mpirun, an ssh session) going away for good, killed rather than
+  // asked, stops it as SIGTERM would: no rank outlives its launcher.
+  const pid_t parent = ::getppid();
+  ::prctl(PR_SET_PDEATHSIG, SIGTERM);
+  if (::getppid() != parent) stop = true;  // gone already
   launch::NodeOptions o;
   auto role = launch::ParseRole(f.role);
   if (!role.ok()) return Fail("node", role.status().WithContext("--role"));
@@ -76,8 +83,8 @@ int RunNodeCmd(const NodeFlags& f) {
     auto rank = launch::RankFromEnvironment([](const char* n) { return std::getenv(n); });
     if (!rank.ok()) return Fail("node", rank.status());
     if (*rank < f.first_rank) {
-      return Fail("node", Status::InvalidArgument("rank " + std::to_string(*rank) + " is before --first-rank " +
-                                                  std::to_string(f.first_rank)));
+      return Fail("node", Status::InvalidArgument("rank " + std::to_string(*rank) +
+                                                  " is before --first-rank " + std::to_string(f.first_rank)));
     }
     o.index = *rank - f.first_rank;
   }
@@ -104,12 +111,14 @@ void RegisterLaunch(CLI::App& app, int* exit_code) {
   auto* hosts = cmd->add_option("--hosts", o->hosts_file, "launch over ssh on the hosts of this file")
                     ->check(CLI::ExistingFile);
   mpi->excludes(hosts);
-  cmd->add_option(flags::kEtcd, o->etcd, "an etcd to use, host:port[,...] (default: the spec's, else one is started)");
+  cmd->add_option(flags::kEtcd, o->etcd,
+                  "an etcd to use, host:port[,...] (default: the spec's, else one is started)");
   cmd->add_option("--run", o->run_dir, "run directory: logs, result.json, model (default: runs/<job>-<pid>)");
   cmd->add_option("--model-out", o->model_out, "where the trained model goes (default: RUN/model.tsm)");
   cmd->add_flag("--dry-run", o->dry_run, "print the commands it would run (mpirun, ssh) and stop");
   cmd->add_option("--mpirun", o->mpirun, "the mpirun program")->capture_default_str();
-  cmd->add_option("--hostfile", o->mpi_hostfile, "MPI: mpirun's --hostfile (default: every rank on this machine)")
+  cmd->add_option("--hostfile", o->mpi_hostfile,
+                  "MPI: mpirun's --hostfile (default: every rank on this machine)")
       ->check(CLI::ExistingFile);
   cmd->add_option("--etcd-host", o->etcd_host,
                   "MPI: the address of this machine the ranks reach its etcd at (default: 127.0.0.1 without "
@@ -119,18 +128,21 @@ void RegisterLaunch(CLI::App& app, int* exit_code) {
                   "--mpirun-arg=--mca --mpirun-arg=btl_tcp_if_include --mpirun-arg=eth0)")
       ->allow_extra_args(false);
   cmd->add_option("--ssh", o->ssh, "ssh: the ssh program")->capture_default_str();
-  cmd->add_option("--ssh-option", o->ssh_options, "ssh: one -o option (repeatable), e.g. StrictHostKeyChecking=accept-new")
+  cmd->add_option("--ssh-option", o->ssh_options,
+                  "ssh: one -o option (repeatable), e.g. StrictHostKeyChecking=accept-new")
       ->allow_extra_args(false);
   cmd->add_option("--ssh-identity", o->ssh_identity, "ssh: the private key (-i)");
   cmd->add_option("--remote-tessera", o->remote_tessera,
                   "ssh: the tessera program on the hosts (default: this program's path)");
-  cmd->add_option("--remote-dir", o->remote_dir, "ssh: where etcd keeps its data on its host")->capture_default_str();
+  cmd->add_option("--remote-dir", o->remote_dir, "ssh: where etcd keeps its data on its host")
+      ->capture_default_str();
   cmd->add_option("--etcd-port", o->etcd_port, "ssh: etcd's client port on its host (peer: +1)")
       ->capture_default_str()
       ->check(CLI::Range(1, 65534));
   cmd->callback([o, exit_code] {
     if (!o->mpi && o->hosts_file.empty()) {
-      *exit_code = Fail("launch", Status::InvalidArgument("say where: --mpi (one mpirun) or --hosts FILE (ssh)"));
+      *exit_code =
+          Fail("launch", Status::InvalidArgument("say where: --mpi (one mpirun) or --hosts FILE (ssh)"));
       return;
     }
     *exit_code = RunLaunchCmd(*o);

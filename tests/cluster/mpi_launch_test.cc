@@ -112,6 +112,39 @@ TEST_F(MpiLaunchTest, CtrlCStopsEveryRankAndEtcd) {
   EXPECT_NE(log->find("trainer-0: stopping, as asked by the launcher (stopped)"), std::string::npos) << *log;
 }
 
+// The launcher killed outright (it cannot clean up): mpirun dies with it (its parent-death
+// signal), and every rank, seeing its parent gone, stops its role's process as on SIGTERM; nothing
+// of the job is left running.
+TEST_F(MpiLaunchTest, ALauncherKilledOutrightLeavesNoRankRunning) {
+  ASSERT_TRUE(UploadFashionMnist(dir_ + "/store"));
+  const std::string spec = WriteSpec(200), run = dir_ + "/run";
+  SpawnOptions o;
+  o.argv = {BuildPath("src/tessera"), "launch", "--spec", spec, "--mpi", "--run", run};
+  o.log_path = dir_ + "/launch.log";
+  auto p = Subprocess::Spawn(o);
+  ASSERT_TRUE(p.ok());
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto log = ReadFile(run + "/logs/mpirun.log");
+        return log.ok() && log->find("trainer 1 joined") != std::string::npos;
+      },
+      std::chrono::seconds(120)))
+      << (*p)->Output();
+  // The ranks name the job; the master, the pservers and etcd name this test's directory.
+  auto left = [&] {
+    auto a = ProcessesWith("--job " + job_), b = ProcessesWith(dir_);
+    a.insert(a.end(), b.begin(), b.end());
+    return a;
+  };
+  ASSERT_GE(left().size(), 7u) << "6 ranks, their processes and etcd";
+  ASSERT_TRUE((*p)->Signal(SIGKILL).ok());
+  (void)(*p)->Wait(std::chrono::seconds(10));
+  EXPECT_TRUE(WaitUntil([&] { return left().empty(); }, std::chrono::seconds(60)))
+      << "still running after the launcher was killed:\n"
+      << ProcessesText("--job " + job_) << ProcessesText(dir_);
+  for (const auto& x : left()) ::kill(std::stoi(x), SIGKILL);  // on failure: leave nothing behind
+}
+
 TEST_F(MpiLaunchTest, MistakesAreRefusedWithAClearMessage) {
   const std::string spec = WriteSpec(1);
   auto no_engine = Tessera({"launch", "--spec", spec});
