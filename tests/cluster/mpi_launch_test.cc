@@ -41,6 +41,34 @@ class MpiLaunchTest : public TempDirTest {
     return path;
   }
 
+  // `tessera launch --mpi` of a long job (200 passes) into `run`, once both trainers joined
+  // (the pservers hold parameters); null, with the test failed, if they did not within 2 min.
+  std::unique_ptr<Subprocess> LaunchUntilTraining(const std::string& run) {
+    if (auto up = UploadFashionMnist(dir_ + "/store"); !up) {
+      ADD_FAILURE() << up.message();
+      return nullptr;
+    }
+    SpawnOptions o;
+    o.argv = {BuildPath("src/tessera"), "launch", "--spec", WriteSpec(200), "--mpi", "--run", run};
+    o.log_path = dir_ + "/launch.log";
+    auto p = Subprocess::Spawn(o);
+    if (!p.ok()) {
+      ADD_FAILURE() << p.status();
+      return nullptr;
+    }
+    const bool training = WaitUntil(
+        [&] {
+          auto log = ReadFile(run + "/logs/mpirun.log");
+          return log.ok() && log->find("trainer 1 joined") != std::string::npos;
+        },
+        std::chrono::seconds(120));
+    if (!training) {
+      ADD_FAILURE() << "the trainers did not join:\n" << (*p)->Output();
+      return nullptr;
+    }
+    return std::move(*p);
+  }
+
   std::string job_;
 };
 
@@ -83,27 +111,16 @@ TEST_F(MpiLaunchTest, OneMpirunTrainsTheJobToCompletion) {
 }
 
 TEST_F(MpiLaunchTest, CtrlCStopsEveryRankAndEtcd) {
-  ASSERT_TRUE(UploadFashionMnist(dir_ + "/store"));
-  const std::string spec = WriteSpec(200), run = dir_ + "/run";
-  SpawnOptions o;
-  o.argv = {BuildPath("src/tessera"), "launch", "--spec", spec, "--mpi", "--run", run};
-  o.log_path = dir_ + "/launch.log";
-  auto p = Subprocess::Spawn(o);
-  ASSERT_TRUE(p.ok());
-  // Training has begun once the pservers hold parameters; then Ctrl-C.
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto log = ReadFile(run + "/logs/mpirun.log");
-        return log.ok() && log->find("trainer 1 joined") != std::string::npos;
-      },
-      std::chrono::seconds(120)))
-      << (*p)->Output();
+  const std::string run = dir_ + "/run";
+  auto p = LaunchUntilTraining(run);
+  ASSERT_NE(p, nullptr);
+  // Training has begun; then Ctrl-C.
   const auto stopped_at = std::chrono::steady_clock::now();
-  ASSERT_TRUE((*p)->Signal(SIGINT).ok());
-  auto code = (*p)->Wait(std::chrono::seconds(120));
-  ASSERT_TRUE(code.has_value()) << (*p)->Output();
-  EXPECT_EQ(*code, 128 + SIGINT) << (*p)->Output();
-  EXPECT_NE((*p)->Output().find("stopped before the job finished"), std::string::npos) << (*p)->Output();
+  ASSERT_TRUE(p->Signal(SIGINT).ok());
+  auto code = p->Wait(std::chrono::seconds(120));
+  ASSERT_TRUE(code.has_value()) << p->Output();
+  EXPECT_EQ(*code, 128 + SIGINT) << p->Output();
+  EXPECT_NE(p->Output().find("stopped before the job finished"), std::string::npos) << p->Output();
   std::printf("stopped in %.1f s\n", SecondsSince(stopped_at));
   EXPECT_TRUE(ProcessesWith("--job " + job_).empty());
   EXPECT_FALSE(fs::exists(run + "/model.tsm"));
@@ -116,20 +133,9 @@ TEST_F(MpiLaunchTest, CtrlCStopsEveryRankAndEtcd) {
 // signal), and every rank, seeing its parent gone, stops its role's process as on SIGTERM; nothing
 // of the job is left running.
 TEST_F(MpiLaunchTest, ALauncherKilledOutrightLeavesNoRankRunning) {
-  ASSERT_TRUE(UploadFashionMnist(dir_ + "/store"));
-  const std::string spec = WriteSpec(200), run = dir_ + "/run";
-  SpawnOptions o;
-  o.argv = {BuildPath("src/tessera"), "launch", "--spec", spec, "--mpi", "--run", run};
-  o.log_path = dir_ + "/launch.log";
-  auto p = Subprocess::Spawn(o);
-  ASSERT_TRUE(p.ok());
-  ASSERT_TRUE(WaitUntil(
-      [&] {
-        auto log = ReadFile(run + "/logs/mpirun.log");
-        return log.ok() && log->find("trainer 1 joined") != std::string::npos;
-      },
-      std::chrono::seconds(120)))
-      << (*p)->Output();
+  const std::string run = dir_ + "/run";
+  auto p = LaunchUntilTraining(run);
+  ASSERT_NE(p, nullptr);
   // The ranks name the job; the master, the pservers and etcd name this test's directory.
   auto left = [&] {
     auto a = ProcessesWith("--job " + job_), b = ProcessesWith(dir_);
@@ -137,8 +143,8 @@ TEST_F(MpiLaunchTest, ALauncherKilledOutrightLeavesNoRankRunning) {
     return a;
   };
   ASSERT_GE(left().size(), 7u) << "6 ranks, their processes and etcd";
-  ASSERT_TRUE((*p)->Signal(SIGKILL).ok());
-  (void)(*p)->Wait(std::chrono::seconds(10));
+  ASSERT_TRUE(p->Signal(SIGKILL).ok());
+  (void)p->Wait(std::chrono::seconds(10));
   EXPECT_TRUE(WaitUntil([&] { return left().empty(); }, std::chrono::seconds(60)))
       << "still running after the launcher was killed:\n"
       << ProcessesText("--job " + job_) << ProcessesText(dir_);
