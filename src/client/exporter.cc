@@ -47,7 +47,9 @@ StatusOr<models::ModelFile> ExportModel(etcd::EtcdClient* etcd, const std::strin
   TESSERA_ASSIGN_OR_RETURN(JobConfig cfg, LoadJobConfig(etcd, job));
   TESSERA_ASSIGN_OR_RETURN(SlotMap slots, LoadSlotMap(etcd, job));
   PserverDirectory dir(etcd, job, cfg.pservers);
-  TESSERA_RETURN_IF_ERROR(dir.WaitAllReady(d).WithContext("waiting for initialized pservers"));
+  TESSERA_RETURN_IF_ERROR(dir.WaitAllReady(d).WithContext(
+      "waiting for every pserver to hold the model (a trainer initializes them when it joins; none has "
+      "yet, or a pserver was replaced and not yet restored)"));
   std::vector<Conn> conns(cfg.pservers);
   const std::string host = HostIdentity();
   for (int p = 0; p < cfg.pservers; ++p) {

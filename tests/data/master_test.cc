@@ -19,6 +19,7 @@
 #include "coord/election.h"
 #include "coord/etcd_fixture.h"
 #include "coord/keys.h"
+#include "coord/registry.h"
 #include "dataset/dataset.h"
 #include "harness/pids.h"
 #include "harness/raw_http.h"
@@ -122,6 +123,12 @@ class MasterTest : public EtcdTest {
 // leave the queue as it was; the refusals are counted in the master's /metrics.
 TEST_F(MasterTest, TaskCallsWithoutTheJobSecretOrWithAnotherJobsAreRefusedAndTheQueueIsUnchanged) {
   MakeDataset("d", 600, 4096);
+  // t0 registers as a trainer does: the master returns the tasks of a trainer that is not
+  // registered whenever the trainers change (which, on a loaded machine, can come after the
+  // first task was handed out).
+  auto lease = client_->GrantLease(60);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(Registry(client_.get(), keys::TrainerPrefix(kJob)).Register("t0", "{}", lease->id).ok());
   StartMaster("d", {"--passes", "1"});
   master::MasterClient job_client(client_.get(), kJob, token_, secret_);
   auto first = job_client.GetTask("t0", Deadline(std::chrono::seconds(30)));
