@@ -21,6 +21,11 @@ struct JobRegistrations {
 
 StatusOr<JobRegistrations> ReadRegistrations(etcd::EtcdClient* etcd, const std::string& job);
 
+// Revokes the lease of every registration of `job` that process `pid` made (a pserver's index, a
+// trainer's id, a master's candidacy), so what it held is free now rather than when its TTL
+// runs out. For a process the caller saw die. Returns how many leases were revoked.
+StatusOr<int> RevokeLeasesOf(etcd::EtcdClient* etcd, const std::string& job, int64_t pid);
+
 // The leading master's web console URL ("" while there is no leader, or it has no console).
 std::string LeaderConsoleUrl(etcd::EtcdClient* etcd, const std::string& job);
 

@@ -72,6 +72,9 @@ class Supervisor {
   Status Spawn(Managed& m);
   // Reaps exited children and runs what their state machines say (restarts, kills, give-ups).
   void Reap();
+  // A child is gone (exited, or killed by us): what it registered in etcd is released now, so
+  // its index, tasks or leadership pass on at once rather than after its lease's TTL.
+  void ReleaseRegistrations(const Managed& m, pid_t pid);
   void Exited(Managed& m, int code);
   // Tells each running child whether etcd still holds its registration.
   void CheckRegistrations();
@@ -289,12 +292,26 @@ void Supervisor::Exited(Managed& m, int code) {
   }
 }
 
+void Supervisor::ReleaseRegistrations(const Managed& m, pid_t pid) {
+  if (m.role() == Role::kEtcd || pid <= 0) return;
+  auto n = RevokeLeasesOf(etcd_.get(), o_.job, pid);
+  if (!n.ok()) {
+    spdlog::warn("could not release the registrations of {} (pid {}): {}", m.name(), pid,
+                 n.status().message());
+  } else if (*n > 0) {
+    console_.Event(
+        fmt::format("{} (pid {}) is gone: its registration released at once, not after its {} s lease",
+                    m.name(), pid, o_.lease_ttl_seconds));
+  }
+}
+
 void Supervisor::Reap() {
   std::erase_if(graveyard_, [](const std::unique_ptr<Process>& p) { return !p->running(); });
   const TimePoint now = Now();
   for (size_t i = 0; i < procs_.size() && failed_.ok(); ++i) {
     Managed& m = *procs_[i];
     if (m.state.alive() && m.proc && !m.proc->running()) {
+      ReleaseRegistrations(m, m.proc->pid());
       Exited(m, m.proc->exit_code().value_or(-1));
       if (!failed_.ok()) return;
     }
@@ -307,7 +324,9 @@ void Supervisor::Reap() {
       // Its replacement does not wait for that: the old one is fenced (its lease is gone).
       m.proc->KillNoWait();
       int code = m.proc->running() ? 128 + SIGKILL : m.proc->exit_code().value_or(128 + SIGKILL);
+      const pid_t pid = m.proc->pid();
       graveyard_.push_back(std::move(m.proc));
+      ReleaseRegistrations(m, pid);
       Exited(m, code);
     }
   }

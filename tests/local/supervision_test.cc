@@ -29,7 +29,9 @@ class SupervisionTest : public LocalTest {
     LocalTest::SetUp();
     UploadFashionMnist(false);
   }
-  std::vector<pid_t> TrainerPids(int trainer) { return PidsInFile(run() + "/pids-" + std::to_string(trainer)); }
+  std::vector<pid_t> TrainerPids(int trainer) {
+    return PidsInFile(run() + "/pids-" + std::to_string(trainer));
+  }
   bool WaitForPids(int trainer, size_t n) {
     return WaitUntil([&] { return TrainerPids(trainer).size() >= n; }, seconds(60));
   }
@@ -54,7 +56,8 @@ TEST_F(SupervisionTest, ScaleDownStopsTheTrainerAndWhatItStarted) {
   auto down = Tessera({"local", "scale", "--run", run(), "--trainers", "1"});
   ASSERT_EQ(down.code, 0) << down.out;
   std::string alive;
-  EXPECT_TRUE(AllGone(TrainerPids(1), seconds(30), &alive)) << "trainer-1 still runs: " << alive << p.Output();
+  EXPECT_TRUE(AllGone(TrainerPids(1), seconds(30), &alive))
+      << "trainer-1 still runs: " << alive << p.Output();
   for (pid_t x : TrainerPids(0)) EXPECT_TRUE(ProcessAlive(x)) << "trainer 0 was not asked to stop";
   EXPECT_NE(p.Output().find("scaled down: stopping trainer-1"), std::string::npos) << p.Output();
   ASSERT_TRUE(p.Signal(SIGTERM).ok());
@@ -70,7 +73,8 @@ TEST_F(SupervisionTest, GivingUpOnACrashingTrainerLeavesNothingRunning) {
   auto code = p.Wait(seconds(60));
   ASSERT_TRUE(code.has_value()) << p.Output();
   EXPECT_EQ(*code, 1);
-  EXPECT_NE(p.Output().find("trainer-0 exited with code 1 3 times in a row"), std::string::npos) << p.Output();
+  EXPECT_NE(p.Output().find("trainer-0 exited with code 1 3 times in a row"), std::string::npos)
+      << p.Output();
   EXPECT_NE(p.Output().find("| cannot load the data: no such column"), std::string::npos)
       << "the end of the log is shown:\n"
       << p.Output();
@@ -95,15 +99,15 @@ TEST_F(SupervisionTest, AStoppedPythonTrainerDeregistersAtOnce) {
       /*lease_ttl=*/30);
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
-  ASSERT_TRUE(WaitUntil([&] { return RegisteredPid(etcd.get(), keys::TrainerPrefix("py"), "1") != 0; },
-                        seconds(60)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return RegisteredPid(etcd.get(), keys::TrainerPrefix("py"), "1") != 0; }, seconds(60)))
       << p.Output() << LogsTail();
   pid_t python = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::TrainerPrefix("py"), "1"));
   auto t0 = std::chrono::steady_clock::now();
   auto down = Tessera({"local", "scale", "--run", run(), "--trainers", "1"});
   ASSERT_EQ(down.code, 0) << down.out;
-  ASSERT_TRUE(WaitUntil([&] { return RegisteredPid(etcd.get(), keys::TrainerPrefix("py"), "1") == 0; },
-                        seconds(20)))
+  ASSERT_TRUE(
+      WaitUntil([&] { return RegisteredPid(etcd.get(), keys::TrainerPrefix("py"), "1") == 0; }, seconds(20)))
       << "trainer 1 is still registered" << LogsTail();
   double took = SecondsSince(t0);
   std::printf("the stopped Python trainer was gone from etcd %.2f s after the scale-down\n", took);
@@ -115,13 +119,38 @@ TEST_F(SupervisionTest, AStoppedPythonTrainerDeregistersAtOnce) {
   ASSERT_TRUE(p.Wait(seconds(60)).has_value());
 }
 
+// A pserver killed with SIGKILL: the supervisor sees it die and releases its registration at
+// once, so the replacement takes its index without waiting out the lease (30 s here); async, so
+// no rollback (which releases every lease anyway) is involved.
+TEST_F(SupervisionTest, AKilledPserversRegistrationIsReleasedAtOnce) {
+  Subprocess& p = StartLocal({"--dataset", "fm", "--trainer-cmd", "sleep 1000", "--trainers", "1",
+                              "--pservers", "2", "--mode", "async", "--job", "rel"},
+                             /*lease_ttl=*/30);
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(
+      WaitUntil([&] { return RegisteredPid(etcd.get(), keys::PserverPrefix("rel"), "1") != 0; }, seconds(60)))
+      << p.Output() << LogsTail();
+  const pid_t first = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::PserverPrefix("rel"), "1"));
+  auto t0 = std::chrono::steady_clock::now();
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  // Gone from etcd well inside the 30 s lease, then the replacement's registration.
+  ASSERT_TRUE(WaitUntil([&] { return RegisteredPid(etcd.get(), keys::PserverPrefix("rel"), "1") != first; },
+                        seconds(20)))
+      << "pserver 1's registration waited for its lease" << p.Output() << LogsTail();
+  std::printf("pserver 1's index was free %.2f s after SIGKILL (lease TTL 30 s)\n", SecondsSince(t0));
+  ASSERT_TRUE(WaitUntil(
+      [&] { return p.Output().find("its registration released at once") != std::string::npos; }, seconds(10)))
+      << p.Output();
+  ASSERT_TRUE(p.Signal(SIGTERM).ok());
+  ASSERT_TRUE(p.Wait(seconds(60)).has_value());
+}
+
 // ---- Mistakes refused at once -----------------------------------------------------------------
 
 TEST_F(SupervisionTest, EveryMistakeInTheRequestIsRefusedWithinSecondsNamingItsCause) {
   std::filesystem::create_directories(dir_ + "/scripts");
-  {
-    std::ofstream(dir_ + "/scripts/syntax.py") << "import tessera\ndef broken(:\n";
-  }
+  { std::ofstream(dir_ + "/scripts/syntax.py") << "import tessera\ndef broken(:\n"; }
   struct Case {
     std::vector<std::string> args;
     std::string says;
@@ -129,24 +158,30 @@ TEST_F(SupervisionTest, EveryMistakeInTheRequestIsRefusedWithinSecondsNamingItsC
   const std::vector<Case> cases = {
       {{"--store", store(), "--dataset", "fm-trian", "--model", "mlp"},
        "data set 'fm-trian' is not in store '" + store() + "' (it holds: fm)"},
-      {{"--store", store() + "x", "--dataset", "fm", "--model", "mlp"}, "store '" + store() + "x' does not exist"},
+      {{"--store", store() + "x", "--dataset", "fm", "--model", "mlp"},
+       "store '" + store() + "x' does not exist"},
       {{"--store", store(), "--dataset", "fm", "--model", "mpl"}, "unknown model 'mpl'"},
       {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--model-arg", "hiden=3"},
        "model mlp has no setting 'hiden' (its settings: hidden, classes, inputs)"},
-      {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--passes", "0"}, "--passes must be at least 1"},
+      {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--passes", "0"},
+       "--passes must be at least 1"},
       {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--batch-size", "0"},
        "--batch-size must be at least 1"},
       {{"--store", store(), "--dataset", "fm", "--model", "logreg"},
-       "model logreg trains on data sets uploaded with --format libsvm, but training data set 'fm' was uploaded "
+       "model logreg trains on data sets uploaded with --format libsvm, but training data set 'fm' was "
+       "uploaded "
        "with --format idx"},
-      {{"--store", store(), "--dataset", "fm", "--trainer-cmd", "/usr/bin/python3 " + dir_ + "/scripts/syntax.py"},
+      {{"--store", store(), "--dataset", "fm", "--trainer-cmd",
+        "/usr/bin/python3 " + dir_ + "/scripts/syntax.py"},
        "SyntaxError"},
-      {{"--store", store(), "--dataset", "fm", "--trainer-cmd", "/usr/bin/python3 " + dir_ + "/scripts/nothere.py"},
+      {{"--store", store(), "--dataset", "fm", "--trainer-cmd",
+        "/usr/bin/python3 " + dir_ + "/scripts/nothere.py"},
        "can't open file"},
   };
   int n = 0;
   for (const auto& c : cases) {
-    std::vector<std::string> args = {"local", "--run", dir_ + "/mistake-" + std::to_string(n++), "--lease-ttl", "3"};
+    std::vector<std::string> args = {"local", "--run", dir_ + "/mistake-" + std::to_string(n++),
+                                     "--lease-ttl", "3"};
     args.insert(args.end(), c.args.begin(), c.args.end());
     auto t0 = std::chrono::steady_clock::now();
     auto r = Tessera(args, seconds(60));
@@ -169,7 +204,8 @@ TEST_F(SupervisionTest, ASecondLocalOnALiveRunSaysItIsAlreadyRunning) {
   EXPECT_EQ(second.code, 1);
   EXPECT_NE(second.out.find("already running (pid " + std::to_string(p.pid()) + ")"), std::string::npos)
       << second.out;
-  auto resume = Tessera({"local", "--run", run(), "--store", store(), "--dataset", "fm", "--model", "mlp", "--resume"});
+  auto resume =
+      Tessera({"local", "--run", run(), "--store", store(), "--dataset", "fm", "--model", "mlp", "--resume"});
   EXPECT_NE(resume.out.find("already running (pid " + std::to_string(p.pid()) + ")"), std::string::npos)
       << resume.out;
   ASSERT_TRUE(p.Signal(SIGINT).ok());
@@ -177,8 +213,8 @@ TEST_F(SupervisionTest, ASecondLocalOnALiveRunSaysItIsAlreadyRunning) {
 }
 
 TEST_F(SupervisionTest, ResumingAFinishedRunChangesNothing) {
-  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--model-arg", "hidden=16", "--passes", "1",
-                              "--checkpoint-every", "1", "--job", "once"});
+  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--model-arg", "hidden=16", "--passes",
+                              "1", "--checkpoint-every", "1", "--job", "once"});
   auto code = p.Wait(seconds(300));
   ASSERT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail();
   auto model = ReadFile(run() + "/model.tsm");
@@ -193,8 +229,8 @@ TEST_F(SupervisionTest, ResumingAFinishedRunChangesNothing) {
 }
 
 TEST_F(SupervisionTest, ResumingARunWithoutCheckpointsSaysSoAndChangesNothing) {
-  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--model-arg", "hidden=16", "--passes", "50",
-                              "--job", "nock"});
+  Subprocess& p = StartLocal(
+      {"--dataset", "fm", "--model", "mlp", "--model-arg", "hidden=16", "--passes", "50", "--job", "nock"});
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
   ASSERT_TRUE(WaitUntil([&] { return MasterStatus(etcd.get(), "nock").samples() > 2000; }, seconds(120)))
