@@ -24,6 +24,7 @@
 #include "deploy/role_argv.h"
 #include "local/child_commands.h"
 #include "local/child_state.h"
+#include "local/registrations.h"
 
 namespace tessera::launch {
 namespace {
@@ -212,6 +213,11 @@ Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
         proc->Stop(kStopGrace);
     }
     if (state.alive() && proc && !proc->running()) {
+      // What it registered is released now, not after its lease (as `tessera local` does).
+      if (o.role != Role::kEtcd) {
+        auto n = local::RevokeLeasesOf(etcd.get(), o.job, proc->pid());
+        if (n.ok() && *n > 0) Say(fmt::format("{}: its registration released at once", name));
+      }
       local::ChildAction a = state.Exited(proc->exit_code().value_or(-1), Now());
       if (!a.event.empty()) Say(a.event);
     }

@@ -12,6 +12,7 @@
 
 #include "common/files.h"
 #include "data/data_fixture.h"
+#include "harness/job_probe.h"
 #include "harness/processes.h"
 #include "harness/wait.h"
 
@@ -28,13 +29,13 @@ class MpiLaunchTest : public TempDirTest {
     job_ = "mpi" + std::to_string(::getpid());
   }
 
-  std::string WriteSpec(int passes, const std::string& extra = "") {
+  std::string WriteSpec(int passes, const std::string& extra = "", int lease_ttl = 3) {
     const std::string path = dir_ + "/job.yaml";
     std::ofstream(path) << "name: " << job_ << "\n"
                         << "masters: 2\npservers: 2\ntrainers: 2\n"
                         << "train: {mode: sync, optimizer: 'adam:lr=0.001', passes: " << passes
                         << ", dataset: fm, eval_dataset: fm-test, model: mlp, model_args: [hidden=64],"
-                        << " lease_ttl: 3, checkpoint_every: 2}\n"
+                        << " lease_ttl: " << lease_ttl << ", checkpoint_every: 2}\n"
                         << "store: {path: " << dir_ << "/store}\n"
                         << "checkpoints: {path: " << dir_ << "/ckpt}\n"
                         << extra;
@@ -43,13 +44,14 @@ class MpiLaunchTest : public TempDirTest {
 
   // `tessera launch --mpi` of a long job (200 passes) into `run`, once both trainers joined
   // (the pservers hold parameters); null, with the test failed, if they did not within 2 min.
-  std::unique_ptr<Subprocess> LaunchUntilTraining(const std::string& run) {
+  std::unique_ptr<Subprocess> LaunchUntilTraining(const std::string& run, int lease_ttl = 3) {
     if (auto up = UploadFashionMnist(dir_ + "/store"); !up) {
       ADD_FAILURE() << up.message();
       return nullptr;
     }
     SpawnOptions o;
-    o.argv = {BuildPath("src/tessera"), "launch", "--spec", WriteSpec(200), "--mpi", "--run", run};
+    o.argv = {
+        BuildPath("src/tessera"), "launch", "--spec", WriteSpec(200, "", lease_ttl), "--mpi", "--run", run};
     o.log_path = dir_ + "/launch.log";
     auto p = Subprocess::Spawn(o);
     if (!p.ok()) {
@@ -149,6 +151,35 @@ TEST_F(MpiLaunchTest, ALauncherKilledOutrightLeavesNoRankRunning) {
       << "still running after the launcher was killed:\n"
       << ProcessesText("--job " + job_) << ProcessesText(dir_);
   for (const auto& x : left()) ::kill(std::stoi(x), SIGKILL);  // on failure: leave nothing behind
+}
+
+// A pserver killed with SIGKILL under its rank: the rank releases its registration at once (the
+// lease is 30 s here) and starts it again.
+TEST_F(MpiLaunchTest, ARankReleasesItsDeadProcesssRegistrationAtOnce) {
+  const std::string run = dir_ + "/run";
+  auto p = LaunchUntilTraining(run, /*lease_ttl=*/30);
+  ASSERT_NE(p, nullptr);
+  auto info = ReadFile(run + "/run.json");
+  ASSERT_TRUE(info.ok());
+  etcd::EtcdOptions eo;
+  eo.endpoints = {nlohmann::json::parse(*info)["etcd"].get<std::string>()};
+  auto etcd = etcd::EtcdClient::Create(eo);
+  ASSERT_TRUE(etcd.ok()) << etcd.status();
+  const auto prefix = keys::PserverPrefix(job_);
+  const pid_t first = static_cast<pid_t>(RegisteredPid(etcd->get(), prefix, "1"));
+  ASSERT_NE(first, 0);
+  ASSERT_EQ(::kill(first, SIGKILL), 0);
+  EXPECT_TRUE(
+      WaitUntil([&] { return RegisteredPid(etcd->get(), prefix, "1") != first; }, std::chrono::seconds(20)))
+      << "pserver 1's registration waited for its 30 s lease";
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        auto log = ReadFile(run + "/logs/mpirun.log");
+        return log.ok() && log->find("pserver-1: its registration released at once") != std::string::npos;
+      },
+      std::chrono::seconds(10)));
+  ASSERT_TRUE(p->Signal(SIGINT).ok());
+  ASSERT_TRUE(p->Wait(std::chrono::seconds(120)).has_value());
 }
 
 TEST_F(MpiLaunchTest, MistakesAreRefusedWithAClearMessage) {
