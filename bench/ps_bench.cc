@@ -33,6 +33,7 @@
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "harness/etcd_server.h"
+#include "harness/job_certs.h"
 #include "harness/subprocess.h"
 #include "harness/wait.h"
 #include "job/job_config.h"
@@ -229,7 +230,7 @@ int Run(double seconds, bool quick, bool transport_only) {
   if (!dir.ok()) return 1;
   c.dir = *dir;
   c.tls_dir = c.dir + "/tls";
-  if (::mkdir(c.tls_dir.c_str(), 0700) != 0 || !WriteBenchCerts(c.tls_dir).ok()) {
+  if (::mkdir(c.tls_dir.c_str(), 0700) != 0 || !testing::WriteJobCerts(c.tls_dir, kTlsJob).ok()) {
     std::fprintf(stderr, "cannot write the TLS certificates in %s\n", c.tls_dir.c_str());
     return 1;
   }

@@ -68,11 +68,12 @@ class TcpChannel : public MessageChannel {
 
   Status Open(const Deadline& deadline) override {
     if (tls_ctx_) {
+      const std::string peer = PeerName(fd_.get());
       auto tls = TlsStream::Handshake(fd_.get(), tls_ctx_.get(), security::TlsSide::kServer,
-                                      "the client " + PeerName(fd_.get()), deadline);
+                                      "the client " + peer, deadline);
       if (!tls.ok()) return tls.status();
       tls_ = std::move(*tls);
-      spdlog::debug("tcp data plane: TLS with {} ({})", PeerName(fd_.get()), tls_->Description());
+      spdlog::debug("tcp data plane: TLS with {} ({})", peer, tls_->Description());
       reader_.Reset(fd_.get(), tls_.get());
     }
     uint8_t greeting[kGreetingBytes];

@@ -18,11 +18,11 @@
 #include "coord/etcd_fixture.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
+#include "harness/job_certs.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "job/slot_map.h"
-#include "security/certs.h"
 #include "tessera/client.h"
 #include "tessera/data.pb.h"
 #include "transport/endpoint_choice.h"
@@ -168,14 +168,9 @@ class PsTest : public EtcdTest {
             {"TESSERA_TLS_KEY", TlsFile(job, "node.key")}};
   }
   void MakeCerts(const std::string& job) {
-    auto ca = security::MakeJobCa(job, 1);
-    ASSERT_TRUE(ca.ok()) << ca.status();
-    auto node = security::MakeNodeCert(*ca, job, "node", {"127.0.0.1"}, 1);
-    ASSERT_TRUE(node.ok()) << node.status();
     ASSERT_EQ(::mkdir((dir_ + "/tls-" + job).c_str(), 0700), 0);
-    ASSERT_TRUE(WriteFileAtomic(TlsFile(job, "ca.pem"), ca->cert).ok());
-    ASSERT_TRUE(WriteFileAtomic(TlsFile(job, "node.pem"), node->cert).ok());
-    ASSERT_TRUE(WriteFileAtomic(TlsFile(job, "node.key"), node->key, 0600).ok());
+    Status s = WriteJobCerts(dir_ + "/tls-" + job, job);
+    ASSERT_TRUE(s.ok()) << s;
   }
 
   std::string dir_;
