@@ -25,6 +25,7 @@ struct JobFlags {
   std::string mode = "sync";
   std::string optimizer = "sgd:lr=0.01";
   int min_trainers = 1;
+  int replicas = 1;
   int64_t checkpoint_steps = 0;
   std::string nonfinite = "skip";
   bool force = false;
@@ -45,6 +46,7 @@ std::string Differs(const JobConfig& have, const JobConfig& want) {
   if (have.checkpoint_steps != want.checkpoint_steps)
     return "checkpoint steps " + std::to_string(have.checkpoint_steps);
   if (have.tls != want.tls) return have.tls ? "TLS" : "no TLS";
+  if (have.replicas != want.replicas) return "replicas " + std::to_string(have.replicas);
   if (have.nonfinite != want.nonfinite)
     return std::string("nonfinite ") + NonFinitePolicyName(have.nonfinite);
   return "";
@@ -76,6 +78,7 @@ int RunCreate(const JobFlags& f) {
   if (!opt.ok()) return Fail("job create", opt.status());
   c.optimizer = *opt;
   c.min_trainers = f.min_trainers;
+  c.replicas = f.replicas;
   c.checkpoint_steps = f.checkpoint_steps;
   auto nonfinite = ParseNonFinitePolicy(f.nonfinite);
   if (!nonfinite.ok()) return Fail("job create", nonfinite.status());
@@ -152,6 +155,7 @@ int RunShow(const JobFlags& f) {
   std::printf("  mode          %s\n", c->mode.ToString().c_str());
   std::printf("  optimizer     %s\n", c->optimizer.ToString().c_str());
   std::printf("  min trainers  %d\n", c->min_trainers);
+  if (c->replicas > 1) std::printf("  replicas      %d copies of every shard\n", c->replicas);
   std::printf("  non-finite    %s\n", NonFinitePolicyName(c->nonfinite));
   if (c->checkpoint_steps > 0) {
     std::printf("  consistent checkpoints every %lld steps\n", static_cast<long long>(c->checkpoint_steps));
@@ -225,6 +229,11 @@ void RegisterJob(CLI::App& app, int* exit_code) {
           "beta1=..,beta2=..,eps=..]")
       ->capture_default_str();
   create->add_option("--min-trainers", f->min_trainers, "sync: the first step waits for this many trainers")
+      ->capture_default_str();
+  create
+      ->add_option("--replicas", f->replicas,
+                   "copies of every shard, each on a different pserver (1..pservers): a pserver lost is "
+                   "replaced by a backup without rolling anything back")
       ->capture_default_str();
   create
       ->add_option(

@@ -86,6 +86,10 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
          "with the data position); a lost pserver rolls the whole job back to the newest one, and "
          "--resume continues from it (0: off)")
       ->capture_default_str();
+  cmd->add_option("--replicas", o->replicas,
+                  "copies of every shard, each on a different pserver (1..--pservers): a pserver that is "
+                  "lost is replaced by a backup at once, nothing rolled back")
+      ->capture_default_str();
   cmd->add_option(
          "--nonfinite", o->nonfinite,
          "a gradient with NaN or infinity: skip (the step goes on without it; logged and counted) or "

@@ -1,6 +1,7 @@
 // `tessera version` and `tessera status`: what is registered for a job in etcd (with each
 // pserver's data-plane endpoints and the transport each trainer uses to each pserver).
 #include <cstdio>
+#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
 
@@ -11,6 +12,7 @@
 #include "common/version.h"
 #include "coord/election.h"
 #include "coord/keys.h"
+#include "job/replica_map.h"
 #include "coord/registry.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
@@ -133,6 +135,17 @@ int RunStatus(const StatusFlags& f) {
   if (!leader.ok()) return Fail("status", leader.status());
   auto config = etcd.Get(keys::Config(f.etcd.job));
   if (!config.ok()) return Fail("status", config.status());
+  // A job with replicas: the pserver processes and which of them holds each shard.
+  auto hosts = Registry(&etcd, keys::PserverHostPrefix(f.etcd.job)).List();
+  if (!hosts.ok()) return Fail("status", hosts.status());
+  auto map_kv = etcd.Get(keys::ReplicaMap(f.etcd.job));
+  if (!map_kv.ok()) return Fail("status", map_kv.status());
+  std::optional<ReplicaMap> replicas;
+  if (!map_kv->kvs.empty()) {
+    auto m = ReplicaMap::FromJson(map_kv->kvs[0].value);
+    if (!m.ok()) return Fail("status", m.status().WithContext(keys::ReplicaMap(f.etcd.job)));
+    replicas = *m;
+  }
 
   if (f.json) {
     nlohmann::json out;
@@ -144,6 +157,10 @@ int RunStatus(const StatusFlags& f) {
                         : nlohmann::json(nullptr);
     out["pservers"] = MembersJson(*ps);
     out["trainers"] = MembersJson(*tr);
+    if (replicas) {
+      out["pserver_hosts"] = MembersJson(*hosts);
+      out["replicas"] = nlohmann::json::parse(replicas->ToJson());
+    }
     std::cout << out.dump(2) << "\n";
     return 0;
   }
@@ -158,6 +175,20 @@ int RunStatus(const StatusFlags& f) {
     std::printf("master: none elected\n");
   }
   PrintMembers("pservers", *ps);
+  if (replicas) {
+    PrintMembers("pserver hosts", *hosts);
+    std::printf("replicas: %d copies of each shard wanted (replica map epoch %lld)\n", replicas->replicas(),
+                static_cast<long long>(replicas->epoch()));
+    for (int s = 0; s < replicas->slots(); ++s) {
+      const auto& h = replicas->HoldersOf(s);
+      std::string backups;
+      for (size_t k = 1; k < h.size(); ++k) backups += (backups.empty() ? "" : ", ") + std::to_string(h[k]);
+      const int missing = replicas->replicas() - static_cast<int>(h.size());
+      std::printf("  shard %d: primary on host %d, backups on %s%s\n", s, h[0],
+                  backups.empty() ? "none" : ("host " + backups).c_str(),
+                  missing > 0 ? (" (" + std::to_string(missing) + " copy missing: being restored)").c_str() : "");
+    }
+  }
   PrintMembers("trainers", *tr);
   return 0;
 }

@@ -26,6 +26,11 @@ inline std::string PserverPrefix(std::string_view job) { return Job(job) + "pser
 inline std::string Pserver(std::string_view job, int index) {
   return PserverPrefix(job) + std::to_string(index);
 }
+// Replicas (the job's replicas > 1): the pserver processes ("hosts"), one key per claimed host
+// index attached to its lease; the shards (pserver indices above) are served by the hosts the
+// replica map names, kept beside the configuration (JSON, job/replica_map.h).
+inline std::string PserverHostPrefix(std::string_view job) { return Job(job) + "pserver-hosts/"; }
+inline std::string ReplicaMap(std::string_view job) { return Job(job) + "replicas"; }
 // Per-pserver "initialized" flags, written by each pserver once its parameters are set.
 inline std::string PserverReadyPrefix(std::string_view job) { return Job(job) + "pserver-ready/"; }
 inline std::string PserverReady(std::string_view job, int index) {

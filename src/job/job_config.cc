@@ -25,6 +25,11 @@ Status JobConfig::Validate() const {
     return Status::InvalidArgument("block size must be 1..268435456 elements, not " +
                                    std::to_string(block_size));
   }
+  if (replicas < 1 || replicas > pservers) {
+    return Status::InvalidArgument("replicas must be 1..pservers (" + std::to_string(pservers) +
+                                   "): each copy of a shard lives on a different pserver, not " +
+                                   std::to_string(replicas));
+  }
   if (min_trainers < 1) return Status::InvalidArgument("min trainers must be >= 1");
   if (checkpoint_steps < 0) {
     return Status::InvalidArgument("checkpoint steps must be >= 0, not " + std::to_string(checkpoint_steps));
@@ -50,6 +55,7 @@ std::string JobConfig::ToJson() const {
   j["created_ms"] = created_ms;
   if (!secret_fingerprint.empty()) j["secret_fingerprint"] = secret_fingerprint;
   if (tls) j["tls"] = true;
+  if (replicas > 1) j["replicas"] = replicas;
   return j.dump();
 }
 
@@ -70,6 +76,7 @@ StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
     c.created_ms = j.value("created_ms", int64_t{0});
     c.secret_fingerprint = j.value("secret_fingerprint", std::string());
     c.tls = j.value("tls", false);
+    c.replicas = j.value("replicas", 1);
   } catch (const nlohmann::json::exception& e) {
     return Status::DataLoss(std::string("job config: ") + e.what());
   }

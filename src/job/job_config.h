@@ -46,6 +46,10 @@ struct JobConfig {
   // The job's processes speak mutual TLS (gRPC: security/grpc_tls.h; TCP: transport/tls_stream.h); every
   // process needs the job's CA and a certificate of its own (`tessera certs`).
   bool tls = false;
+  // Copies of every shard (pserver index), each on a different pserver process: the primary
+  // serves trainers and forwards every change to the R-1 backups before it counts; a backup takes
+  // over when the primary is lost (docs/design-notes.md, "Replicas"). 1..pservers.
+  int replicas = 1;
 
   Status Validate() const;
   std::string ToJson() const;

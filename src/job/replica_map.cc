@@ -7,7 +7,7 @@
 namespace tessera {
 namespace {
 
-bool Holds(const std::vector<int>& holders, int p) {
+bool Contains(const std::vector<int>& holders, int p) {
   return std::find(holders.begin(), holders.end(), p) != holders.end();
 }
 
@@ -47,6 +47,14 @@ StatusOr<ReplicaMap> ReplicaMap::Place(int slots, int pservers, int replicas) {
   }
   return m;
 }
+
+StatusOr<ReplicaMap> ReplicaMap::PrimariesOnly(int slots, int pservers, int replicas) {
+  TESSERA_ASSIGN_OR_RETURN(ReplicaMap m, Place(slots, pservers, replicas));
+  for (auto& h : m.holders_) h.resize(1);
+  return m;
+}
+
+bool ReplicaMap::Holds(int slot, int pserver) const { return Contains(holders_[slot], pserver); }
 
 std::vector<int> ReplicaMap::PrimarySlotsOf(int pserver) const {
   std::vector<int> out;
@@ -102,7 +110,7 @@ std::vector<ReplicaMap::Copy> ReplicaMap::RestorePlan(const std::vector<int>& li
     while (static_cast<int>(holders.size()) < replicas_) {
       int best = -1;
       for (int p : live) {
-        if (p < 0 || p >= pservers_ || Holds(holders, p)) continue;
+        if (p < 0 || p >= pservers_ || Contains(holders, p)) continue;
         if (best < 0 || load[p] < load[best] || (load[p] == load[best] && p < best)) best = p;
       }
       if (best < 0) break;  // too few live pservers for another copy
@@ -121,8 +129,8 @@ StatusOr<ReplicaMap> ReplicaMap::WithCopies(const std::vector<Copy>& copies) con
                              std::to_string(c.from) + " to " + std::to_string(c.to);
     if (c.slot < 0 || c.slot >= slots()) return Status::InvalidArgument(what + ": no such slot");
     auto& h = m.holders_[c.slot];
-    if (!Holds(h, c.from)) return Status::InvalidArgument(what + ": the source does not hold the slot");
-    if (c.to < 0 || c.to >= pservers_ || Holds(h, c.to))
+    if (!Contains(h, c.from)) return Status::InvalidArgument(what + ": the source does not hold the slot");
+    if (c.to < 0 || c.to >= pservers_ || Contains(h, c.to))
       return Status::InvalidArgument(what + ": the target is not a pserver without the slot");
     if (static_cast<int>(h.size()) >= replicas_)
       return Status::InvalidArgument(what + ": the slot has its " + std::to_string(replicas_) + " copies");

@@ -28,6 +28,10 @@ class ReplicaMap {
   // R copies of each of `slots` slots over `pservers` pservers. InvalidArgument unless
   // 1 <= replicas <= pservers and slots >= pservers.
   static StatusOr<ReplicaMap> Place(int slots, int pservers, int replicas);
+  // One copy of each slot (its primary, as Place puts it) and `replicas` wanted: the start of a
+  // job whose backups are added (WithCopies) once they hold the slots.
+  static StatusOr<ReplicaMap> PrimariesOnly(int slots, int pservers, int replicas);
+  bool Holds(int slot, int pserver) const;
 
   int slots() const { return static_cast<int>(holders_.size()); }
   int pservers() const { return pservers_; }

@@ -25,6 +25,7 @@ StatusOr<JobConfig> LocalJobConfig(const LocalOptions& o) {
   TESSERA_ASSIGN_OR_RETURN(job.optimizer, OptimizerConfig::Parse(o.optimizer));
   job.min_trainers = job.mode.kind == ConsistencyMode::Kind::kAsync ? 1 : o.trainers;
   job.checkpoint_steps = o.checkpoint_steps;
+  job.replicas = o.replicas;
   TESSERA_ASSIGN_OR_RETURN(job.nonfinite, ParseNonFinitePolicy(o.nonfinite));
   TESSERA_RETURN_IF_ERROR(job.Validate());
   return job;

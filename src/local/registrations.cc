@@ -34,7 +34,8 @@ Status AddPids(etcd::EtcdClient* etcd, const std::string& prefix, std::set<int64
 }
 
 std::vector<std::string> LiveRegistrationPrefixes(const std::string& job) {
-  return {keys::PserverPrefix(job), keys::TrainerPrefix(job), keys::MasterElectionPrefix(job)};
+  return {keys::PserverPrefix(job), keys::PserverHostPrefix(job), keys::TrainerPrefix(job),
+          keys::MasterElectionPrefix(job)};
 }
 
 }  // namespace

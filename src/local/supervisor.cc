@@ -287,7 +287,9 @@ void Supervisor::Exited(Managed& m, int code) {
     for (const auto& line : Split(tail, '\n')) shown += "\n  | " + line;
     failed_ = Status::Aborted(m.state.failure() + ". The end of its log (" + m.spec.log_path +
                               "):" + (shown.empty() ? "\n  | (empty)" : shown));
-  } else if (m.state.phase() == ChildPhase::kBackoff && m.role() == Role::kPserver && consistent()) {
+  } else if (m.state.phase() == ChildPhase::kBackoff && m.role() == Role::kPserver && consistent() &&
+             job_.replicas == 1) {
+    // With replicas a backup takes the lost pserver's shards over: nothing is rolled back.
     RollBackAndRestart(m.name() + " was lost");
   }
 }

@@ -37,6 +37,9 @@ struct LocalOptions {
   // lost then rolls the whole job back to the newest consistent checkpoint (model and data
   // position together), and --resume continues from it.
   int64_t checkpoint_steps = 0;
+  // Copies of every shard (the job's replicas, 1..pservers): a lost pserver's shards are taken
+  // over by their backups, without a rollback.
+  int replicas = 1;
   // A gradient with NaN or infinity: "skip" (the step goes on without it) or "error" (see
   // NonFinitePolicy in job/job_config.h).
   std::string nonfinite = "skip";

@@ -122,6 +122,9 @@ StatusOr<Consistency::PushVerdict> Consistency::Push(const std::string& trainer,
                                "; resume at " + StepMsg(it->second.start));
       }
       pushed_[trainer] = epoch;
+      if (!held_prev_.count(trainer)) {
+        held_prev_[trainer] = last == last_push_.end() ? std::nullopt : std::optional<LastPush>(last->second);
+      }
       last_push_[trainer] = LastPush{epoch, step};
       MaybeCompleteBarrier();
       return PushVerdict::kHold;
@@ -226,9 +229,44 @@ void Consistency::BarrierApplied(int64_t step) {
   applying_ = false;
   started_ = true;
   pushed_.clear();
+  held_prev_.clear();
   ++version_;
   ReleasePulls();
   MaybeCompleteBarrier();
+}
+
+Consistency::State Consistency::Export() const {
+  State s;
+  s.version = version_;
+  s.started = started_;
+  s.clock_floor = clock_floor_;
+  std::map<std::string, TrainerRecord> by_id;
+  for (const auto& [id, m] : members_) {
+    TrainerRecord& t = by_id[id];
+    t.trainer = id;
+    t.member = true;
+    t.epoch = m.epoch;
+    t.start = m.start;
+  }
+  for (const auto& [id, lp] : last_push_) {
+    std::optional<LastPush> counted = lp;
+    if (auto h = held_prev_.find(id); h != held_prev_.end()) counted = h->second;
+    if (!counted) continue;
+    TrainerRecord& t = by_id[id];
+    t.trainer = id;
+    t.last_epoch = counted->epoch;
+    t.last_step = counted->step;
+  }
+  for (auto& [id, t] : by_id) s.trainers.push_back(std::move(t));
+  return s;
+}
+
+Consistency::Consistency(Options options, const State& state)
+    : options_(options), version_(state.version), started_(state.started), clock_floor_(state.clock_floor) {
+  for (const auto& t : state.trainers) {
+    if (t.member) members_[t.trainer] = Member{t.epoch, t.start};
+    if (t.last_step >= 0) last_push_[t.trainer] = LastPush{t.last_epoch, t.last_step};
+  }
 }
 
 Consistency::Ready Consistency::TakeReady() {

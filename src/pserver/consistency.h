@@ -64,6 +64,27 @@ class Consistency {
 
   explicit Consistency(Options options, int64_t version = 0);
 
+  // The counted state between events, for a backup replica to take over with (--replicas):
+  // members, the last counted push of each trainer, the version. Pushes held for the open sync
+  // step are left out (they are not counted: their trainers send them again).
+  struct TrainerRecord {
+    std::string trainer;
+    bool member = false;
+    int64_t epoch = 0, start = 0;           // member
+    int64_t last_epoch = 0, last_step = -1;  // last counted push; step -1: none
+    bool operator==(const TrainerRecord&) const = default;
+  };
+  struct State {
+    int64_t version = 0;
+    bool started = false;
+    int64_t clock_floor = 0;
+    std::vector<TrainerRecord> trainers;  // by trainer id
+    bool operator==(const State&) const = default;
+  };
+  State Export() const;
+  // A rule continuing from `state` (as Export() left it), with no waiting pulls.
+  Consistency(Options options, const State& state);
+
   // A trainer joins, asking to start no earlier than `requested`. Returns the step it takes part
   // from. Joining again with the same epoch may only raise the start step. FailedPrecondition for
   // an epoch older than the member's current one.
@@ -124,6 +145,9 @@ class Consistency {
   std::map<std::string, Member> members_;
   std::map<std::string, int64_t> pushed_;  // sync: trainer -> epoch, pushes held for the open step
   std::map<std::string, LastPush> last_push_;
+  // sync: for trainers whose push is held for the open step, their last counted push before it
+  // (none: they had none), so Export() leaves uncounted pushes out.
+  std::map<std::string, std::optional<LastPush>> held_prev_;
   bool started_ = false;                 // sync: a barrier has completed
   bool applying_ = false;                // sync: a barrier is out for the shell to apply
   int64_t clock_floor_ = 0;              // ssp: min clock when the last member left

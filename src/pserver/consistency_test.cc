@@ -412,5 +412,72 @@ TEST(ConsistencySspTest, RandomInterleavingsNeverAnswerBeyondTheBound) {
   }
 }
 
+
+// ---- Export / restore (a backup replica taking over) ----------------------------------------
+
+TEST(ConsistencyStateTest, ASyncBackupTakesOverWithCountedPushesOnly) {
+  auto c = Sync();
+  ASSERT_EQ(*c.Join("0", 1, 0), 0);
+  ASSERT_EQ(*c.Join("1", 1, 0), 0);
+  ASSERT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kHold);
+  ASSERT_EQ(*c.Push("1", 1, 0), Consistency::PushVerdict::kHold);
+  ASSERT_TRUE(Drain(c));
+  ASSERT_EQ(*c.Push("0", 1, 1), Consistency::PushVerdict::kHold);  // held, not counted
+
+  Consistency::State st = c.Export();
+  EXPECT_EQ(st.version, 1);
+  ASSERT_EQ(st.trainers.size(), 2u);
+  EXPECT_EQ(st.trainers[0].last_step, 0);  // trainer 0's held push for step 1 is left out
+  EXPECT_EQ(st.trainers[1].last_step, 0);
+
+  Consistency b({ConsistencyMode{}, 1}, st);
+  EXPECT_EQ(b.Export(), st);
+  EXPECT_EQ(b.members(), (std::vector<std::string>{"0", "1"}));
+  // A retry of a counted push is a duplicate; the uncounted one is taken again.
+  EXPECT_EQ(*b.Push("1", 1, 0), Consistency::PushVerdict::kDuplicate);
+  EXPECT_EQ(*b.Push("0", 1, 1), Consistency::PushVerdict::kHold);
+  EXPECT_FALSE(Drain(b));  // both members are still waited for: nobody re-joined to be counted
+  EXPECT_EQ(*b.Push("1", 1, 1), Consistency::PushVerdict::kHold);
+  auto barrier = Drain(b);
+  ASSERT_TRUE(barrier);
+  EXPECT_EQ(barrier->contributors, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(b.version(), 2);
+}
+
+TEST(ConsistencyStateTest, AnAsyncBackupKnowsEveryAppliedPush) {
+  auto c = Async();
+  ASSERT_TRUE(c.Join("0", 3, 0).ok());
+  ASSERT_EQ(*c.Push("0", 3, 0), Consistency::PushVerdict::kApply);
+  ASSERT_EQ(*c.Push("0", 3, 1), Consistency::PushVerdict::kApply);
+  ConsistencyMode m;
+  m.kind = ConsistencyMode::Kind::kAsync;
+  Consistency b({m, 1}, c.Export());
+  EXPECT_EQ(b.version(), 2);
+  EXPECT_EQ(*b.Push("0", 3, 1), Consistency::PushVerdict::kDuplicate);
+  EXPECT_EQ(*b.Push("0", 3, 2), Consistency::PushVerdict::kApply);
+  EXPECT_EQ(b.Push("0", 4, 3).status().code(), StatusCode::kFailedPrecondition);  // a newer epoch must join
+}
+
+TEST(ConsistencyStateTest, ExportAfterEveryEventRestoresToTheSameState) {
+  std::mt19937 rng(7);
+  auto c = Sync();
+  std::map<std::string, int64_t> next;  // trainer -> the step it pushes next
+  for (int i = 0; i < 400; ++i) {
+    std::string id = std::to_string(rng() % 3);
+    if (!next.count(id)) {
+      auto s = c.Join(id, 1, 0);
+      ASSERT_TRUE(s.ok());
+      next[id] = *s;
+    } else {
+      auto v = c.Push(id, 1, next[id]);
+      if (v.ok()) ++next[id];
+      else if (v.status().code() == StatusCode::kAborted) next[id] = c.ResumeStep(id);
+    }
+    Drain(c);
+    Consistency::State st = c.Export();
+    EXPECT_EQ(Consistency({ConsistencyMode{}, 1}, st).Export(), st) << "event " << i;
+  }
+}
+
 }  // namespace
 }  // namespace tessera

@@ -22,21 +22,23 @@
 #include "job/job_store.h"
 #include "job/slot_map.h"
 #include "pserver/checkpointer.h"
+#include "pserver/pserver_node_serving.h"
 #include "pserver/pserver_service.h"
 #include "security/http_token.h"
 #include "transport/endpoint_choice.h"
 #include "transport/transport_factory.h"
 
 namespace tessera {
+
 namespace {
 
 // Answers NOT_SERVING until the real service is installed (the transport must listen before the
 // pserver can advertise its address and claim an index).
 class Forwarder : public RequestHandler {
  public:
-  void Install(PserverService* s) { service_.store(s); }
+  void Install(RequestHandler* s) { service_.store(s); }
   void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) override {
-    PserverService* s = service_.load();
+    RequestHandler* s = service_.load();
     if (s) return s->Handle(header, payload, std::move(r));
     wire::DataReply reply;
     reply.set_code(static_cast<int>(StatusCode::kUnavailable));
@@ -47,7 +49,7 @@ class Forwarder : public RequestHandler {
   }
 
  private:
-  std::atomic<PserverService*> service_{nullptr};
+  std::atomic<RequestHandler*> service_{nullptr};
 };
 
 // Brings the registry's totals and gauges up to the service's counters (before a scrape).
@@ -187,6 +189,10 @@ Status PserverNode::Run() {
     AddProbes(http, [&](std::string* why) {
       int index = index_.load();
       std::lock_guard<std::mutex> lock(service_mu);
+      if (config.replicas > 1) {  // a host of a replicated job: ready once it has its host index
+        *why = index >= 0 ? "pserver host " + std::to_string(index) : "no host index yet";
+        return index >= 0;
+      }
       bool serving = metrics_source != nullptr && index >= 0;
       *why = serving ? "serving index " + std::to_string(index) : "no index served yet";
       return serving;
@@ -231,6 +237,12 @@ Status PserverNode::Run() {
       if (t.joinable()) t.join();
     }
   } http_stop{http, http_thread};
+
+  if (config.replicas > 1) {
+    Serving serving{etcd.get(), config, slots, keeper.get(), to, info,
+                    [&](RequestHandler* h) { forwarder.Install(h); }, &prom};
+    return RunReplicated(serving);
+  }
 
   // Claim the lowest free index, waiting for one to free up if all are taken.
   Registry registry(etcd.get(), keys::PserverPrefix(job));

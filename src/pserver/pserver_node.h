@@ -73,6 +73,10 @@ class PserverNode {
 
  private:
   void CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent);
+  // --replicas > 1 (pserver_node_replicas.cc): claims a host index, then serves the shards the
+  // replica map gives this host, as primary or backup, until Stop() or the lease is lost.
+  struct Serving;
+  Status RunReplicated(const Serving& s);
   void ObserveCheckpoint(double seconds, int64_t version);
   metrics::Registry* prom_ = nullptr;  // the node's metrics, while Run() runs
   std::atomic<int64_t> last_checkpoint_ms_{0};

@@ -33,7 +33,9 @@ PserverService::PserverService(PserverServiceOptions options)
     : options_(std::move(options)),
       store_(options_.index, options_.job, options_.slots),
       consistency_(std::make_unique<Consistency>(
-          Consistency::Options{options_.job.mode, options_.job.min_trainers}, 0)) {}
+          Consistency::Options{options_.job.mode, options_.job.min_trainers}, 0)),
+      epoch_(options_.epoch),
+      backup_(options_.backup) {}
 
 PserverService::~PserverService() { StopServing(Status::Unavailable("pserver is shutting down")); }
 
@@ -103,12 +105,14 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
                                          " is not serving: " + stop_reason_.message()),
                      wire::DataReply::NOT_SERVING);
   }
+  if (req.op() == wire::DataRequest::REPLICATE) return HandleReplicate(req, payload, std::move(r));
+  const int64_t epoch = epoch_.load();
   bool any_epoch = req.op() == wire::DataRequest::STATUS && req.pserver_epoch() == 0;
-  if (!any_epoch && (req.pserver_index() != options_.index || req.pserver_epoch() != options_.epoch)) {
+  if (!any_epoch && (req.pserver_index() != options_.index || req.pserver_epoch() != epoch)) {
     return SendError(
         *r,
         Status::FailedPrecondition("stale epoch: this is pserver " + std::to_string(options_.index) +
-                                   " at epoch " + std::to_string(options_.epoch) +
+                                   (epoch == 0 ? " as a backup replica" : " at epoch " + std::to_string(epoch)) +
                                    ", the request was for pserver " + std::to_string(req.pserver_index()) +
                                    " at epoch " + std::to_string(req.pserver_epoch())),
         wire::DataReply::STALE_EPOCH);
@@ -147,9 +151,10 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
         Drain(&replies);
         rep.header.set_version(consistency_->version());
         rep.header.set_min_clock(consistency_->min_clock());
+        rep.responder = std::move(r);
+        replies.push_back(std::move(rep));
+        HoldUntilCommitted(&replies);
       }
-      rep.responder = std::move(r);
-      replies.push_back(std::move(rep));
       for (auto& x : replies) Send(x);
       return;
     }
@@ -192,14 +197,17 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
     if (bad.ok() && !pull.ok()) bad = pull.status();
     if (!bad.ok()) {
       RefusePush(req, bad, &replies);
+      HoldUntilCommitted(&replies);
       lock.Unlock();
       for (auto& x : replies) Send(x);
       return SendError(*r, bad, wire::DataReply::BAD_REQUEST);
     }
+    int64_t need = req.need();
     if (req.is_push()) {
       auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
       if (!verdict.ok()) {
         int64_t resume = consistency_->ResumeStep(req.trainer());
+        HoldUntilCommitted(&replies);
         lock.Unlock();
         return SendError(*r, verdict.status(), ReasonFor(verdict.status()), resume);
       }
@@ -218,13 +226,18 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
         ApplyPush(*push, static_cast<const float*>(payload.data), 1.0f / static_cast<float>(req.samples()));
       }
       Drain(&replies);
+      // With replicas a sync push is answered once it counts (its step applied on every copy):
+      // until then a primary that is lost takes it with it, and the trainer must send it again.
+      if (replicated() && options_.job.mode.kind == ConsistencyMode::Kind::kSync)
+        need = std::max(need, req.step() + 1);
     }
     // A request with `need` and nothing to pull still waits for that version: a sync trainer
     // must not run ahead of a pserver that holds none of the parameters it pulls.
-    if (req.pull_size() > 0 || req.need() > 0) {
+    if (req.pull_size() > 0 || need > 0) {
       uint64_t ticket = next_ticket_++;
-      auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), req.need());
+      auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), need);
       if (!now.ok()) {
+        HoldUntilCommitted(&replies);
         lock.Unlock();
         for (auto& x : replies) Send(x);
         return SendError(*r, now.status(), wire::DataReply::BAD_REQUEST);
@@ -243,6 +256,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
       ack.responder = std::move(r);
       replies.push_back(std::move(ack));
     }
+    HoldUntilCommitted(&replies);
   }
   for (auto& x : replies) Send(x);
 }
@@ -288,10 +302,13 @@ void PserverService::ApplyPush(const SegmentList& list, const float* payload, fl
     const wire::Segment& seg = list.segment(part);
     if (part.dense) {
       store_.ApplyDense(seg.param(), seg.block(), payload + part.offset, scale);
+      RecordDense(seg.param(), seg.block(), payload + part.offset, part.floats);
     } else {
       store_.ApplySparse(seg.param(), list.keys(part), payload + part.offset, scale);
+      RecordSparse(seg.param(), list.keys(part), payload + part.offset, part.floats);
     }
   }
+  record_scale_ = scale;
 }
 
 void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
@@ -299,6 +316,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
   for (const auto& c : b.contributors) total += held_[c].samples;
   if (total > 0) {
     const float scale = 1.0f / static_cast<float>(total);
+    record_scale_ = scale;
     // Every contributor's gradient is summed in trainer-id order, then applied once. A block
     // only one trainer sent is applied straight from its held push.
     dense_parts_.clear();
@@ -343,6 +361,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
       const DensePart& first = dense_parts_[i];
       if (j == i + 1) {
         store_.ApplyDense(*first.param, first.block, first.grad, scale);
+        RecordDense(*first.param, first.block, first.grad, first.count);
       } else {
         auto& acc = dense_acc_[{*first.param, first.block}];
         acc.assign(first.grad, first.grad + first.count);
@@ -352,10 +371,14 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
           for (int64_t e = 0; e < first.count; ++e) a[e] += g[e];
         }
         store_.ApplyDense(*first.param, first.block, a, scale);
+        RecordDense(*first.param, first.block, a, first.count);
       }
       i = j;
     }
-    for (const auto& [table, kr] : sparse) store_.ApplySparse(table, kr.first, kr.second.data(), scale);
+    for (const auto& [table, kr] : sparse) {
+      store_.ApplySparse(table, kr.first, kr.second.data(), scale);
+      RecordSparse(table, kr.first, kr.second.data(), static_cast<int64_t>(kr.second.size()));
+    }
   }
   for (const auto& c : b.contributors) {
     PendingPush& p = held_[c];
@@ -367,7 +390,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
 void PserverService::Drain(std::vector<Reply>* out) {
   while (true) {
     auto ready = consistency_->TakeReady();
-    if (ready.empty()) return;
+    if (ready.empty()) return PublishChanges();
     if (ready.barrier) {
       if (options_.metrics && held_count_ > 0) {
         options_.metrics
@@ -437,18 +460,26 @@ void PserverService::TrainerLeft(const std::string& trainer, int64_t epoch) {
                    options_.index, consistency_->version());
     }
     Drain(&replies);
+    HoldUntilCommitted(&replies);
   }
   for (auto& x : replies) Send(x);
 }
 
 void PserverService::StopServing(const Status& why) {
   std::map<uint64_t, PendingPull> waiting;
+  std::vector<std::pair<int64_t, Reply>> held;
   {
     MutexLock lock(&mu_);
     serving_ = false;
     stop_reason_ = why;
     waiting.swap(waiting_);
+    held.swap(held_replies_);  // not committed: the trainers send them again to whoever serves next
     for (auto& [t, p] : waiting) consistency_->CancelPull(t);
+  }
+  for (auto& [seq, rep] : held) {
+    SendError(*rep.responder,
+              Status::Unavailable("pserver " + std::to_string(options_.index) + " stopped serving: " + why.message()),
+              wire::DataReply::NOT_SERVING);
   }
   for (auto& [t, p] : waiting) {
     SendError(*p.responder,

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,24 @@
 #include "transport/transport.h"
 
 namespace tessera {
+
+// One record of a shard's replication stream (--replicas > 1), serialized once and sent to every
+// backup: a REPLICATE request header and its payload (the gradients applied).
+struct ReplicaMessage {
+  int64_t seq = 0;
+  std::string header;
+  std::string payload;
+};
+
+// Where a primary's replication records go: the shell's ordered streams, one per backup.
+class ReplicaOutbox {
+ public:
+  virtual ~ReplicaOutbox() = default;
+  // Queues `m` on every attached stream, in order. Called under the service's lock: must not
+  // block or call back into the service. Returns false when no stream is attached (the record
+  // then counts at once).
+  virtual bool Publish(std::shared_ptr<const ReplicaMessage> m) = 0;
+};
 
 struct PserverServiceOptions {
   int index = 0;
@@ -60,6 +79,11 @@ struct PserverServiceOptions {
   std::string job_name;  // recorded in checkpoints
   // Where request timings, pull waits and barrier waits are observed (null: not measured).
   metrics::Registry* metrics = nullptr;
+  // Replicas (the job's replicas > 1): this service starts as a backup of shard `index`, taking
+  // the primary's REPLICATE records and refusing trainers, until Promote(). A primary publishes
+  // every change to the outbox (SetOutbox) and answers nothing that depends on it before the
+  // shell reports it Committed() (every backup has it).
+  bool backup = false;
 };
 
 class PserverService : public RequestHandler {
@@ -91,6 +115,22 @@ class PserverService : public RequestHandler {
   // Serves again (the lease was confirmed alive after an etcd outage).
   void ResumeServing();
   bool serving() const { return serving_.load(); }
+
+  // ---- Replicas ----
+  // A backup takes over as the shard's primary under its new registration `epoch`, from the
+  // last record it applied. FailedPrecondition if it never received the shard.
+  Status Promote(int64_t epoch);
+  bool backup() const;
+  // Where this primary's records go from now on (null: nowhere; nothing then waits for backups).
+  void SetOutbox(ReplicaOutbox* outbox);
+  // Under the lock, a snapshot record of the shard as it is now, handed to `attach`, which must
+  // attach the new backup's stream to the outbox before returning (every later record then
+  // reaches it, in order). FailedPrecondition before the shard is initialized.
+  Status AttachBackup(const std::function<void(std::shared_ptr<const ReplicaMessage>)>& attach);
+  // Every attached stream has acknowledged the records up to `seq`: the answers held for them go.
+  void Committed(int64_t seq);
+  // The newest record published (0: none).
+  int64_t published() const;
 
   struct Counters {
     int64_t version = 0;
@@ -140,6 +180,17 @@ class PserverService : public RequestHandler {
   void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);
   void HandleStatus(std::unique_ptr<Responder> r);
   void HandleExport(const wire::DataRequest& req, std::unique_ptr<Responder> r);
+  void HandleReplicate(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
+  // Replicas: the calls that change the store, recorded for the backups (when an outbox is set).
+  void RecordDense(const std::string& param, int64_t block, const float* grad, int64_t count) REQUIRES(mu_);
+  void RecordSparse(const std::string& table, std::span<const uint64_t> keys, const float* rows, int64_t floats)
+      REQUIRES(mu_);
+  // Publishes what the last event changed (the recorded calls and the consistency state), if
+  // anything. REQUIRES: mu_ held.
+  void PublishChanges() REQUIRES(mu_);
+  // Holds `replies` back while a published record is not committed (they are sent by Committed()).
+  void HoldUntilCommitted(std::vector<Reply>* replies) REQUIRES(mu_);
+  bool replicated() const { return options_.job.replicas > 1; }
 
   // Applies the gradients of one push (async/ssp). REQUIRES: mu_ held.
   void ApplyPush(const SegmentList& list, const float* payload, float scale) REQUIRES(mu_);
@@ -180,6 +231,19 @@ class PserverService : public RequestHandler {
   Counters counters_ GUARDED_BY(mu_);
   std::optional<Checkpoint> due_snapshot_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point step_opened_ GUARDED_BY(mu_);  // sync: the first push held for the open step
+
+  // Replicas.
+  std::atomic<int64_t> epoch_;                // the registration epoch served (changes on Promote)
+  bool backup_ GUARDED_BY(mu_) = false;
+  ReplicaOutbox* outbox_ GUARDED_BY(mu_) = nullptr;
+  int64_t seq_ GUARDED_BY(mu_) = 0;        // primary: the last record published; backup: applied
+  int64_t committed_ GUARDED_BY(mu_) = 0;  // primary: every backup has the records up to this
+  int64_t primary_epoch_ GUARDED_BY(mu_) = 0;  // backup: the newest primary heard from
+  wire::DataRequest record_ GUARDED_BY(mu_);   // the calls recorded since the last publish
+  std::string record_payload_ GUARDED_BY(mu_);
+  float record_scale_ GUARDED_BY(mu_) = 1.0f;
+  Consistency::State published_state_ GUARDED_BY(mu_);
+  std::vector<std::pair<int64_t, Reply>> held_replies_ GUARDED_BY(mu_);  // (seq, reply), in order
 };
 
 }  // namespace tessera

@@ -1,5 +1,6 @@
 // Looking at a running job from outside, for tests and benches: the pid a registered member
-// (pservers/<i>, trainers/<id>) wrote into its key, and the job's master status.
+// (pservers/<i>, trainers/<id>) wrote into its key, whether a replicated job has all its copies,
+// and the job's master status.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -11,6 +12,7 @@
 #include "coord/registry.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
+#include "job/replica_map.h"
 
 namespace tessera::testing {
 
@@ -22,6 +24,14 @@ inline int64_t RegisteredPid(etcd::EtcdClient* etcd, const std::string& prefix, 
   if (!m) return 0;
   auto j = nlohmann::json::parse(m->value, nullptr, false);
   return j.is_discarded() ? 0 : j.value("pid", int64_t{0});
+}
+
+// A job with replicas: whether every shard has all its copies (the replica map says so).
+inline bool FullyReplicated(etcd::EtcdClient* etcd, const std::string& job) {
+  auto kv = etcd->Get(keys::ReplicaMap(job));
+  if (!kv.ok() || kv->kvs.empty()) return false;
+  auto m = ReplicaMap::FromJson(kv->kvs[0].value);
+  return m.ok() && m->UnderReplicated().empty();
 }
 
 // The job's master status; an empty reply while no master answers.

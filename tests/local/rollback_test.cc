@@ -11,6 +11,7 @@
 
 #include "coord/keys.h"
 #include "harness/job_probe.h"
+#include "job/replica_map.h"
 #include "local/local_fixture.h"
 #include "tessera/model_file.h"
 
@@ -134,6 +135,33 @@ TEST_F(LocalTest, PserverKilledInSyncModeRollsBackAndEndsBitForBitLikeARestartFr
   auto r = Result();
   EXPECT_EQ(r["failed_tasks"], 0);
   EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.75);
+}
+
+// With --replicas 2 a pserver killed mid-job is replaced by its shards' backups: no rollback, no
+// re-initialization from a trainer's copy, and the job ends normally.
+TEST_F(LocalTest, WithReplicasAKilledPserverIsTakenOverByItsBackups) {
+  UploadFashionMnist();
+  const std::string job = "rep";
+  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--model-arg", "hidden=32", "--pservers",
+                              "3", "--trainers", "2", "--replicas", "2", "--passes", "8", "--job", job});
+  auto etcd = JobEtcd(p.pid());
+  ASSERT_NE(etcd, nullptr);
+  // Every shard copied, and training under way.
+  ASSERT_TRUE(WaitUntil([&] { return FullyReplicated(etcd.get(), job); }, std::chrono::seconds(120),
+                        std::chrono::milliseconds(20)))
+      << p.Output() << LogsTail(20);
+  int64_t ps = RegisteredPid(etcd.get(), keys::PserverHostPrefix(job), "1");
+  ASSERT_GT(ps, 0);
+  ASSERT_EQ(::kill(static_cast<pid_t>(ps), SIGKILL), 0);
+  auto code = p.Wait(std::chrono::seconds(300));
+  ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail(40);
+  ASSERT_EQ(*code, 0) << p.Output() << LogsTail(40);
+  EXPECT_TRUE(RollbackVersions(p.Output()).empty()) << p.Output();
+  std::string logs = LogsTail(2000);
+  EXPECT_NE(logs.find("host 1 is gone; its shards fail over"), std::string::npos) << logs;
+  EXPECT_NE(logs.find("takes over as the shard's primary"), std::string::npos) << logs;
+  EXPECT_EQ(logs.find("re-initializing"), std::string::npos) << logs;
+  EXPECT_EQ(Result()["failed_tasks"], 0);
 }
 
 }  // namespace

@@ -56,6 +56,7 @@ class PsTest : public EtcdTest {
     c.min_trainers = min_trainers;
     c.token = NewUuid();
     c.tls = tls_;
+    c.replicas = replicas_;
     if (tls_) MakeCerts(job);
     // With a secret, as every job made by `tessera job create` or `tessera local`.
     auto r = client_->Commit(CreateJobTxn(job, &c, security::JobSecret::Generate()));
@@ -175,6 +176,7 @@ class PsTest : public EtcdTest {
 
   std::string dir_;
   bool tls_ = false;  // jobs made from here on use TLS
+  int replicas_ = 1;  // jobs made from here on keep this many copies of each shard
   std::vector<std::unique_ptr<Subprocess>> procs_;
 };
 
