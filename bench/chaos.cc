@@ -122,6 +122,7 @@ struct ChaosOptions {
   uint64_t seed = 7;
   double every_s = 3;
   int64_t checkpoint_steps = 0;  // > 0: consistent checkpoints (a lost pserver rolls the job back)
+  int replicas = 1;              // > 1: a lost pserver's shards are taken over by their backups
   double max_diff = 0.01;        // accuracy difference allowed, as a fraction
 };
 
@@ -162,7 +163,9 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
              "--job",
              job,
              "--task-timeout",
-             "30"};
+             "30",
+             "--replicas",
+             std::to_string(o.replicas)};
   so.log_path = run + ".log";
   auto p = testing::Subprocess::Spawn(so);
   if (!p.ok()) return out;
@@ -373,13 +376,17 @@ int Run(const ChaosOptions& o) {
   }
   for (const auto& [e, k] : events) {
     std::printf("  %d x %s; %s\n", k, e.c_str(),
-                o.checkpoint_steps > 0 && e.rfind("pserver", 0) == 0 ? "the job rolled back" : "restarted");
+                o.checkpoint_steps > 0 && o.replicas == 1 && e.rfind("pserver", 0) == 0
+                    ? "the job rolled back"
+                    : (o.replicas > 1 && e.rfind("pserver", 0) == 0 ? "its backups took over; restarted"
+                                                                    : "restarted"));
   }
   std::regex rb("rolling back to the consistent checkpoint of version (\\d+)");
   int rollbacks = 0;
   for (std::sregex_iterator it(chaos.output.begin(), chaos.output.end(), rb), end; it != end; ++it)
     ++rollbacks;
-  if (o.checkpoint_steps > 0) std::printf("  %d rollbacks to a consistent checkpoint\n", rollbacks);
+  if (o.checkpoint_steps > 0 || o.replicas > 1)
+    std::printf("  %d rollbacks to a consistent checkpoint\n", rollbacks);
   std::printf("\nProcesses that crashed (died of a signal we did not send): %d\n", chaos.crashes);
   for (const auto& l : chaos.crash_lines) std::printf("  %s\n", l.c_str());
   double diff = std::abs(acc(chaos) - acc(clean));
@@ -406,6 +413,10 @@ int main(int argc, char** argv) {
   app.add_option("--checkpoint-steps", o.checkpoint_steps,
                  "consistent checkpoints every N steps: a lost pserver rolls the job back (0: a checkpoint "
                  "every second per pserver, a lost one is refilled)")
+      ->capture_default_str();
+  app.add_option("--replicas", o.replicas,
+                 "copies of every shard (1 or 2 with the 2 pservers): with 2 a lost pserver is taken over by "
+                 "its backup, nothing rolled back")
       ->capture_default_str();
   app.add_flag("--smoke", smoke,
                "the short version run by `make test`: 3 passes, a fault every 2 s, accuracy within 3 points "

@@ -1,9 +1,12 @@
-// replica_bench: what replicas cost a sync job. The same job (3 `tessera pserver` processes, 2
-// trainers in this process, SGD, a dense model of 1, 4 and 16 MiB) with --replicas 1 and
+// replica_bench: what replicas cost a sync job, and what a straggler costs one. The same job (3 `tessera
+// pserver` processes, 2 trainers in this process, SGD, a dense model of 1, 4 and 16 MiB) with --replicas 1
+// and
 // --replicas 2 in the same run: the step time (both trainers push their gradient and pull the
 // new parameters) and each trainer's push + pull throughput, and R=2's share of R=1's. With
 // replicas every applied step also goes from each shard's primary to its backup before the pulls
-// are answered. Prints a Markdown table; see bench/README.md.
+// are answered. Then stragglers: 3 trainers computing 20 ms a step, one of them 60 ms, without and
+// with one backup trainer (a step closes without the last push), against 3 even trainers. Prints
+// Markdown tables; see bench/README.md.
 #include <CLI/CLI.hpp>
 #include <atomic>
 #include <cstdio>
@@ -38,15 +41,25 @@ struct Figure {
   double bytes_per_second = 0;  // one trainer's push + pull
 };
 
-// One job with `replicas` copies: seconds per sync step of two trainers over a model of `floats`.
-StatusOr<Figure> Measure(EtcdServer& etcd, etcd::EtcdClient& client, const std::string& dir, int replicas,
-                         size_t floats, double seconds) {
+struct Setup {
+  int replicas = 1;
+  size_t floats = 1 << 18;
+  std::vector<double> compute_ms = {0, 0};  // per trainer: the time its step computes (slept)
+  int backup_trainers = 0;
+};
+
+// One job as `setup` says: seconds per sync step (trainer 0's) over a model of `floats`.
+StatusOr<Figure> Measure(EtcdServer& etcd, etcd::EtcdClient& client, const std::string& dir,
+                         const Setup& setup, double seconds) {
   static int jobs = 0;
   const std::string job = "rb" + std::to_string(jobs++);
+  const int n = static_cast<int>(setup.compute_ms.size());
+  const size_t floats = setup.floats;
   JobConfig cfg;
   cfg.pservers = 3;
-  cfg.replicas = replicas;
-  cfg.min_trainers = 2;
+  cfg.replicas = setup.replicas;
+  cfg.min_trainers = n;
+  cfg.backup_trainers = setup.backup_trainers;
   cfg.optimizer = *OptimizerConfig::Parse("sgd:lr=0.0001");
   cfg.token = NewUuid();
   TESSERA_RETURN_IF_ERROR(client.Commit(CreateJobTxn(job, &cfg, security::JobSecret::Generate())).status());
@@ -70,10 +83,11 @@ StatusOr<Figure> Measure(EtcdServer& etcd, etcd::EtcdClient& client, const std::
   }
   std::atomic<int> ready{0};
   std::atomic<bool> go{false};
-  std::vector<Status> results(2);
-  std::vector<double> per_step(2);
+  std::atomic<bool> stop{false};
+  std::vector<Status> results(n);
+  std::vector<double> per_step(n);
   std::vector<std::thread> trainers;
-  for (int t = 0; t < 2; ++t) {
+  for (int t = 0; t < n; ++t) {
     trainers.emplace_back([&, t] {
       ClientOptions o;
       o.connection.etcd_endpoints = {etcd.endpoint()};
@@ -91,6 +105,9 @@ StatusOr<Figure> Measure(EtcdServer& etcd, etcd::EtcdClient& client, const std::
       ++ready;
       while (s.ok() && !go) std::this_thread::sleep_for(std::chrono::milliseconds(1));
       auto step = [&] {
+        if (setup.compute_ms[t] > 0)
+          std::this_thread::sleep_for(
+              std::chrono::microseconds(static_cast<int64_t>(setup.compute_ms[t] * 1e3)));
         Gradients grads;
         grads.Dense("w", g);
         grads.samples = 1;
@@ -99,17 +116,20 @@ StatusOr<Figure> Measure(EtcdServer& etcd, etcd::EtcdClient& client, const std::
       for (int i = 0; i < 3 && s.ok(); ++i) s = step();  // warm-up
       auto start = Now();
       int steps = 0;
-      while (s.ok() && (steps < 10 || std::chrono::duration<double>(Now() - start).count() < seconds)) {
+      // Trainer 0 measures; the others train until it is done.
+      while (s.ok() && (t == 0 ? steps < 10 || std::chrono::duration<double>(Now() - start).count() < seconds
+                               : !stop.load())) {
         s = step();
         ++steps;
       }
-      per_step[t] = std::chrono::duration<double>(Now() - start).count() / steps;
+      per_step[t] = std::chrono::duration<double>(Now() - start).count() / std::max(steps, 1);
+      if (t == 0) stop = true;
       results[t] = s;
       (void)(*c)->Close();
     });
   }
-  testing::WaitUntil([&] { return ready.load() == 2; }, std::chrono::seconds(60));
-  if (replicas > 1) {
+  testing::WaitUntil([&] { return ready.load() == n; }, std::chrono::seconds(60));
+  if (setup.replicas > 1) {
     // Every shard copied before the clock starts.
     testing::WaitUntil([&] { return testing::FullyReplicated(&client, job); }, std::chrono::seconds(60));
   }
@@ -118,7 +138,7 @@ StatusOr<Figure> Measure(EtcdServer& etcd, etcd::EtcdClient& client, const std::
   for (auto& p : pservers) p->Terminate(std::chrono::seconds(5));
   for (const auto& r : results) TESSERA_RETURN_IF_ERROR(r);
   Figure f;
-  f.step_seconds = std::max(per_step[0], per_step[1]);
+  f.step_seconds = per_step[0];
   f.bytes_per_second = 2.0 * static_cast<double>(floats * sizeof(float)) / f.step_seconds;
   return f;
 }
@@ -156,8 +176,8 @@ int main(int argc, char** argv) {
   int code = 0;
   for (int mib : sizes) {
     const size_t floats = static_cast<size_t>(mib) << 18;
-    auto one = bench::Measure(**etcd, **client, *dir, 1, floats, seconds);
-    auto two = bench::Measure(**etcd, **client, *dir, 2, floats, seconds);
+    auto one = bench::Measure(**etcd, **client, *dir, {1, floats}, seconds);
+    auto two = bench::Measure(**etcd, **client, *dir, {2, floats}, seconds);
     if (!one.ok() || !two.ok()) {
       std::fprintf(stderr, "%s\n", (!one.ok() ? one.status() : two.status()).ToString().c_str());
       code = 1;
@@ -167,6 +187,29 @@ int main(int argc, char** argv) {
                 two->step_seconds * 1e3, one->bytes_per_second / 1e9, two->bytes_per_second / 1e9,
                 100.0 * two->bytes_per_second / one->bytes_per_second);
     std::fflush(stdout);
+  }
+  if (code == 0) {
+    // Stragglers: 3 trainers computing 20 ms a step, one of them 3x slower (60 ms), 1 MiB model.
+    std::printf("\nSync job, 3 trainers that compute 20 ms a step, 1 MiB model, 3 pservers:\n\n");
+    std::printf("| trainers | backup trainers | step (ms) | cost of the straggler |\n|---|---|---|---|\n");
+    auto even = bench::Measure(**etcd, **client, *dir, {1, 1 << 18, {20, 20, 20}, 0}, seconds);
+    auto slow = bench::Measure(**etcd, **client, *dir, {1, 1 << 18, {20, 20, 60}, 0}, seconds);
+    auto backed = bench::Measure(**etcd, **client, *dir, {1, 1 << 18, {20, 20, 60}, 1}, seconds);
+    if (!even.ok() || !slow.ok() || !backed.ok()) {
+      std::fprintf(stderr, "%s\n",
+                   (!even.ok()   ? even.status()
+                    : !slow.ok() ? slow.status()
+                                 : backed.status())
+                       .ToString()
+                       .c_str());
+      code = 1;
+    } else {
+      std::printf("| all at 20 ms | 0 | %.1f | - |\n", even->step_seconds * 1e3);
+      std::printf("| one at 60 ms | 0 | %.1f | %+.0f%% |\n", slow->step_seconds * 1e3,
+                  100.0 * (slow->step_seconds / even->step_seconds - 1));
+      std::printf("| one at 60 ms | 1 | %.1f | %+.0f%% |\n", backed->step_seconds * 1e3,
+                  100.0 * (backed->step_seconds / even->step_seconds - 1));
+    }
   }
   (void)RemoveAll(*dir);
   return code;

@@ -26,6 +26,7 @@ struct JobFlags {
   std::string optimizer = "sgd:lr=0.01";
   int min_trainers = 1;
   int replicas = 1;
+  int backup_trainers = 0;
   int64_t checkpoint_steps = 0;
   std::string nonfinite = "skip";
   bool force = false;
@@ -47,6 +48,8 @@ std::string Differs(const JobConfig& have, const JobConfig& want) {
     return "checkpoint steps " + std::to_string(have.checkpoint_steps);
   if (have.tls != want.tls) return have.tls ? "TLS" : "no TLS";
   if (have.replicas != want.replicas) return "replicas " + std::to_string(have.replicas);
+  if (have.backup_trainers != want.backup_trainers)
+    return "backup trainers " + std::to_string(have.backup_trainers);
   if (have.nonfinite != want.nonfinite)
     return std::string("nonfinite ") + NonFinitePolicyName(have.nonfinite);
   return "";
@@ -79,6 +82,7 @@ int RunCreate(const JobFlags& f) {
   c.optimizer = *opt;
   c.min_trainers = f.min_trainers;
   c.replicas = f.replicas;
+  c.backup_trainers = f.backup_trainers;
   c.checkpoint_steps = f.checkpoint_steps;
   auto nonfinite = ParseNonFinitePolicy(f.nonfinite);
   if (!nonfinite.ok()) return Fail("job create", nonfinite.status());
@@ -156,6 +160,9 @@ int RunShow(const JobFlags& f) {
   std::printf("  optimizer     %s\n", c->optimizer.ToString().c_str());
   std::printf("  min trainers  %d\n", c->min_trainers);
   if (c->replicas > 1) std::printf("  replicas      %d copies of every shard\n", c->replicas);
+  if (c->backup_trainers > 0)
+    std::printf("  backup trainers %d (a step closes without its last %d pushes)\n", c->backup_trainers,
+                c->backup_trainers);
   std::printf("  non-finite    %s\n", NonFinitePolicyName(c->nonfinite));
   if (c->checkpoint_steps > 0) {
     std::printf("  consistent checkpoints every %lld steps\n", static_cast<long long>(c->checkpoint_steps));
@@ -234,6 +241,12 @@ void RegisterJob(CLI::App& app, int* exit_code) {
       ->add_option("--replicas", f->replicas,
                    "copies of every shard, each on a different pserver (1..pservers): a pserver lost is "
                    "replaced by a backup without rolling anything back")
+      ->capture_default_str();
+  create
+      ->add_option("--backup-trainers", f->backup_trainers,
+                   "sync: a step closes once all but this many trainers pushed; a later push is dropped and "
+                   "its trainer goes on from the open step (stragglers do not hold the job back; < "
+                   "--min-trainers)")
       ->capture_default_str();
   create
       ->add_option(

@@ -86,6 +86,11 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
          "with the data position); a lost pserver rolls the whole job back to the newest one, and "
          "--resume continues from it (0: off)")
       ->capture_default_str();
+  cmd->add_option(
+         "--backup-trainers", o->backup_trainers,
+         "sync: a step closes once all but this many trainers pushed; a later push is dropped and its "
+         "trainer goes on (a slow trainer does not hold the job back; < --trainers)")
+      ->capture_default_str();
   cmd->add_option("--replicas", o->replicas,
                   "copies of every shard, each on a different pserver (1..--pservers): a pserver that is "
                   "lost is replaced by a backup at once, nothing rolled back")

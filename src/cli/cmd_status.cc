@@ -1,9 +1,9 @@
 // `tessera version` and `tessera status`: what is registered for a job in etcd (with each
 // pserver's data-plane endpoints and the transport each trainer uses to each pserver).
 #include <cstdio>
-#include <optional>
 #include <iostream>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
@@ -12,10 +12,10 @@
 #include "common/version.h"
 #include "coord/election.h"
 #include "coord/keys.h"
-#include "job/replica_map.h"
 #include "coord/registry.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
+#include "job/replica_map.h"
 
 namespace tessera::cli {
 namespace {
@@ -184,9 +184,10 @@ int RunStatus(const StatusFlags& f) {
       std::string backups;
       for (size_t k = 1; k < h.size(); ++k) backups += (backups.empty() ? "" : ", ") + std::to_string(h[k]);
       const int missing = replicas->replicas() - static_cast<int>(h.size());
-      std::printf("  shard %d: primary on host %d, backups on %s%s\n", s, h[0],
-                  backups.empty() ? "none" : ("host " + backups).c_str(),
-                  missing > 0 ? (" (" + std::to_string(missing) + " copy missing: being restored)").c_str() : "");
+      std::printf(
+          "  shard %d: primary on host %d, backups on %s%s\n", s, h[0],
+          backups.empty() ? "none" : ("host " + backups).c_str(),
+          missing > 0 ? (" (" + std::to_string(missing) + " copy missing: being restored)").c_str() : "");
     }
   }
   PrintMembers("trainers", *tr);

@@ -269,6 +269,10 @@ Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool a
                                       if (s.code() == StatusCode::kAborted && resume >= 0) {
                                         RaiseStep(resume);
                                         realign_ = true;
+                                      } else if (s.ok() && r.resume_step() > 0) {
+                                        // A late push (backup trainers): dropped, the trainer goes on
+                                        // from the pserver's open step.
+                                        RaiseStep(r.resume_step());
                                       }
                                       state->Complete(s, r.version(), r.min_clock());
                                     });

@@ -138,6 +138,7 @@ std::vector<std::string> JobSpec::JobCreateArgs() const {
       "--pservers",     std::to_string(pservers),     "--mode",     mode, "--optimizer", optimizer,
       "--min-trainers", std::to_string(trainers_min), "--if-absent"};
   if (tls()) args.push_back("--tls");
+  if (replicas > 1) args.insert(args.end(), {"--replicas", std::to_string(replicas)});
   return args;
 }
 
@@ -170,6 +171,7 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
   TESSERA_RETURN_IF_ERROR(f.Read("namespace", &s.namespace_));
   TESSERA_RETURN_IF_ERROR(f.Read("masters", &s.masters));
   TESSERA_RETURN_IF_ERROR(f.Read("pservers", &s.pservers));
+  TESSERA_RETURN_IF_ERROR(f.Read("replicas", &s.replicas));
   if (YAML::Node e = f.Get("etcd")) {
     TESSERA_RETURN_IF_ERROR(NeedMap(e, origin, "etcd"));
     Fields g(e, "etcd", origin);
@@ -289,6 +291,9 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
     return f.Fail("image_pull_policy", "must be Always, IfNotPresent or Never");
   if (s.masters < 1 || s.masters > 5) return f.Fail("masters", "must be between 1 and 5");
   if (s.pservers < 1 || s.pservers > 1024) return f.Fail("pservers", "must be between 1 and 1024");
+  if (s.replicas < 1 || s.replicas > s.pservers)
+    return f.Fail("replicas", "must be between 1 and pservers (" + std::to_string(s.pservers) +
+                                  "): each copy of a shard lives on a different pserver");
   if (s.trainers_min < 1) return f.Fail("trainers", "min must be at least 1");
   if (s.store.path.empty())
     return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");

@@ -41,6 +41,7 @@ struct JobSpec {
 
   int masters = 2;  // a leader and standbys
   int pservers = 1;
+  int replicas = 1;  // copies of every shard, each on a different pserver (`job create --replicas`)
   int trainers_min = 1, trainers_max = 1;
 
   std::map<std::string, Resources> resources;  // by role: etcd, master, pserver, trainer

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 namespace tessera::deploy {
 namespace {
 
@@ -92,6 +94,19 @@ TEST(JobSpecTest, TlsPointsEveryProcessAtTheJobsCertificates) {
   EXPECT_EQ(hosts->TlsEnv()[1].second, "/srv/tls/node.pem");
 }
 
+TEST(JobSpecTest, ReplicasGoToJobCreate) {
+  auto plain = ParseJobSpec(kGood, "job.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  EXPECT_EQ(plain->replicas, 1);
+  for (const auto& a : plain->JobCreateArgs()) EXPECT_NE(a, "--replicas");
+  auto s = ParseJobSpec(Replace(kGood, "pservers: 2", "pservers: 2\nreplicas: 2"), "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto args = s->JobCreateArgs();
+  auto at = std::find(args.begin(), args.end(), "--replicas");
+  ASSERT_NE(at, args.end());
+  EXPECT_EQ(*(at + 1), "2");
+}
+
 TEST(JobSpecTest, AMisspeltFieldIsRefusedWithItsLikelyName) {
   std::string e = Error(Replace(kGood, "pservers: 2", "pserver: 2"));
   EXPECT_NE(e.find("job.yaml: pserver: unknown field (did you mean 'pservers'?)"), std::string::npos) << e;
@@ -109,6 +124,7 @@ TEST(JobSpecTest, EveryBadValueNamesItsField) {
       {"name: fm", "name: Fm_1", "name"},
       {"name: fm", "image: x", "name: is required"},
       {"members: 3", "members: 2", "etcd.members"},
+      {"pservers: 2", "pservers: 2\nreplicas: 3", "replicas: must be between 1 and pservers (2)"},
       {"max: 6", "max: 1", "trainers.max"},
       {"memory: 4Gi", "memory: 4 GB", "resources.trainer.memory"},
       {"passes: 3", "passes: three", "train.passes: 'three' is not a whole number"},

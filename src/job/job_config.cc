@@ -30,6 +30,15 @@ Status JobConfig::Validate() const {
                                    "): each copy of a shard lives on a different pserver, not " +
                                    std::to_string(replicas));
   }
+  if (backup_trainers < 0 || (backup_trainers > 0 && mode.kind != ConsistencyMode::Kind::kSync)) {
+    return Status::InvalidArgument("backup trainers need sync mode and must be >= 0, not " +
+                                   std::to_string(backup_trainers) + " in " + mode.ToString());
+  }
+  if (backup_trainers > 0 && backup_trainers >= min_trainers) {
+    return Status::InvalidArgument("backup trainers (" + std::to_string(backup_trainers) +
+                                   ") must be fewer than the trainers a step waits for (min trainers " +
+                                   std::to_string(min_trainers) + ")");
+  }
   if (min_trainers < 1) return Status::InvalidArgument("min trainers must be >= 1");
   if (checkpoint_steps < 0) {
     return Status::InvalidArgument("checkpoint steps must be >= 0, not " + std::to_string(checkpoint_steps));
@@ -56,6 +65,7 @@ std::string JobConfig::ToJson() const {
   if (!secret_fingerprint.empty()) j["secret_fingerprint"] = secret_fingerprint;
   if (tls) j["tls"] = true;
   if (replicas > 1) j["replicas"] = replicas;
+  if (backup_trainers > 0) j["backup_trainers"] = backup_trainers;
   return j.dump();
 }
 
@@ -77,6 +87,7 @@ StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
     c.secret_fingerprint = j.value("secret_fingerprint", std::string());
     c.tls = j.value("tls", false);
     c.replicas = j.value("replicas", 1);
+    c.backup_trainers = j.value("backup_trainers", 0);
   } catch (const nlohmann::json::exception& e) {
     return Status::DataLoss(std::string("job config: ") + e.what());
   }

@@ -50,6 +50,10 @@ struct JobConfig {
   // serves trainers and forwards every change to the R-1 backups before it counts; a backup takes
   // over when the primary is lost (docs/design-notes.md, "Replicas"). 1..pservers.
   int replicas = 1;
+  // Sync: backup trainers b. A step closes once all but b of its trainers pushed; a push that
+  // comes later is dropped and its trainer goes on from the open step (a straggler does not hold
+  // the job back). 0..min_trainers-1.
+  int backup_trainers = 0;
 
   Status Validate() const;
   std::string ToJson() const;

@@ -26,6 +26,7 @@ StatusOr<JobConfig> LocalJobConfig(const LocalOptions& o) {
   job.min_trainers = job.mode.kind == ConsistencyMode::Kind::kAsync ? 1 : o.trainers;
   job.checkpoint_steps = o.checkpoint_steps;
   job.replicas = o.replicas;
+  job.backup_trainers = o.backup_trainers;
   TESSERA_ASSIGN_OR_RETURN(job.nonfinite, ParseNonFinitePolicy(o.nonfinite));
   TESSERA_RETURN_IF_ERROR(job.Validate());
   return job;

@@ -40,6 +40,8 @@ struct LocalOptions {
   // Copies of every shard (the job's replicas, 1..pservers): a lost pserver's shards are taken
   // over by their backups, without a rollback.
   int replicas = 1;
+  // Sync: a step closes once all but this many trainers pushed (JobConfig::backup_trainers).
+  int backup_trainers = 0;
   // A gradient with NaN or infinity: "skip" (the step goes on without it) or "error" (see
   // NonFinitePolicy in job/job_config.h).
   std::string nonfinite = "skip";

@@ -110,6 +110,8 @@ StatusOr<Consistency::PushVerdict> Consistency::Push(const std::string& trainer,
   }
   switch (options_.mode.kind) {
     case ConsistencyMode::Kind::kSync: {
+      if (step < version_ && options_.backup_trainers > 0 && it->second.start <= step)
+        return PushVerdict::kLate;
       if (step < version_) {
         return Status::Aborted(StepMsg(step) + " is closed; the pserver is at " + StepMsg(version_) +
                                "; resume at " + StepMsg(version_));
@@ -210,12 +212,20 @@ void Consistency::MaybeCompleteBarrier() {
     ready_.barrier = Barrier{version_, {}};
     return;
   }
+  int64_t eligible = 0, waiting = 0;
   for (const auto& [id, m] : members_) {
     if (m.start > version_) continue;  // not eligible for this step
+    ++eligible;
     auto p = pushed_.find(id);
-    if (p == pushed_.end() || p->second != m.epoch) return;  // still waiting for it
+    if (p == pushed_.end() || p->second != m.epoch) ++waiting;  // still waiting for it
   }
-  if (!started_ && static_cast<int>(pushed_.size()) < options_.min_trainers) return;
+  // All but the backup trainers (at least one push of an eligible member when there are any).
+  if (waiting > 0 && (waiting > options_.backup_trainers || eligible - waiting < 1)) return;
+  // Before the first barrier the group forms: `min_trainers` members, all but the backup
+  // trainers of them pushed.
+  if (!started_ && (static_cast<int>(pushed_.size()) < options_.min_trainers - options_.backup_trainers ||
+                    (options_.backup_trainers > 0 && EligibleCount() < options_.min_trainers)))
+    return;
   Barrier b;
   b.step = version_;
   for (const auto& [id, e] : pushed_) b.contributors.push_back(id);

@@ -14,6 +14,9 @@
 //    barrier, the step waits until `min_trainers` have pushed, and joiners enter the current step
 //    (a Consistency created past version 0 is restored mid-job and does not wait). When every
 //    member starts only at a later step, the open step closes with an empty Barrier.
+//    With backup trainers b (Options), a step closes once all but b eligible members pushed; a
+//    push for a step that closed without it is kLate (dropped; the trainer resumes at the open
+//    step), so a slow trainer costs a step nothing (TensorFlow's SyncReplicas "backup workers").
 //  - async: every push applies on arrival (kApply); pulls answer at once.
 //  - ssp:S: each member has a clock (the step it pushes next); a push applies on arrival and
 //    advances its clock; a pull at clock c waits until the slowest member's clock is >= c - S.
@@ -43,6 +46,10 @@ class Consistency {
   struct Options {
     ConsistencyMode mode;
     int min_trainers = 1;
+    // sync: backup trainers b. A step closes once all but b of its eligible members pushed (at
+    // least one); a push that comes after its step closed is late (kLate): dropped, and its
+    // trainer goes on from the open step. 0: every member is waited for.
+    int backup_trainers = 0;
   };
 
   struct Barrier {
@@ -60,6 +67,7 @@ class Consistency {
     kHold,       // sync: keep the gradient until the barrier
     kApply,      // async/ssp: apply it now
     kDuplicate,  // a retry of a push already taken: acknowledge, do nothing
+    kLate,       // sync with backup trainers: its step closed without it; drop it, resume at ResumeStep()
   };
 
   explicit Consistency(Options options, int64_t version = 0);
@@ -70,7 +78,7 @@ class Consistency {
   struct TrainerRecord {
     std::string trainer;
     bool member = false;
-    int64_t epoch = 0, start = 0;           // member
+    int64_t epoch = 0, start = 0;            // member
     int64_t last_epoch = 0, last_step = -1;  // last counted push; step -1: none
     bool operator==(const TrainerRecord&) const = default;
   };

@@ -412,6 +412,65 @@ TEST(ConsistencySspTest, RandomInterleavingsNeverAnswerBeyondTheBound) {
   }
 }
 
+// ---- Backup trainers ---------------------------------------------------------------------------
+
+Consistency SyncWithBackups(int b) { return Consistency({ConsistencyMode{}, 1, b}); }
+
+TEST(ConsistencyBackupTest, AStepClosesWithoutTheLastPushAndTheLatePushIsDropped) {
+  auto c = SyncWithBackups(1);
+  for (const char* id : {"0", "1", "2"}) ASSERT_EQ(*c.Join(id, 1, 0), 0);
+  EXPECT_EQ(*c.Push("1", 1, 0), Consistency::PushVerdict::kHold);
+  EXPECT_FALSE(Drain(c));  // two of three still missing: more than the one backup
+  EXPECT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kHold);
+  auto b = Drain(c);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(c.version(), 1);
+  // The slow one: its push for the closed step is late, and it goes on from the open step.
+  EXPECT_EQ(*c.Push("2", 1, 0), Consistency::PushVerdict::kLate);
+  EXPECT_EQ(c.ResumeStep("2"), 1);
+  EXPECT_EQ(*c.Push("2", 1, 1), Consistency::PushVerdict::kHold);
+  EXPECT_EQ(*c.Push("0", 1, 1), Consistency::PushVerdict::kHold);
+  b = Drain(c);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, (std::vector<std::string>{"0", "2"}));
+  // A retry of a counted push is still a duplicate, not late.
+  EXPECT_EQ(*c.Push("0", 1, 1), Consistency::PushVerdict::kDuplicate);
+}
+
+TEST(ConsistencyBackupTest, WithoutBackupsALatePushIsRefusedAsBefore) {
+  auto c = Sync();
+  ASSERT_EQ(*c.Join("0", 1, 0), 0);
+  ASSERT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kHold);
+  ASSERT_TRUE(Drain(c));
+  EXPECT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kDuplicate);
+  ASSERT_EQ(*c.Join("1", 1, 0), 1);  // joins the open step 1
+  EXPECT_EQ(c.Push("1", 1, 0).status().code(), StatusCode::kAborted);
+}
+
+TEST(ConsistencyBackupTest, TheFirstStepWaitsForTheGroupThenClosesWithoutTheBackups) {
+  Consistency c({ConsistencyMode{}, 3, 1});
+  ASSERT_EQ(*c.Join("0", 1, 0), 0);
+  ASSERT_EQ(*c.Join("1", 1, 0), 0);
+  EXPECT_EQ(*c.Push("0", 1, 0), Consistency::PushVerdict::kHold);
+  EXPECT_EQ(*c.Push("1", 1, 0), Consistency::PushVerdict::kHold);
+  EXPECT_FALSE(Drain(c));  // two members of the three the job waits for
+  ASSERT_EQ(*c.Join("2", 1, 0), 0);
+  auto b = Drain(c);  // the group formed: all but one pushed
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, (std::vector<std::string>{"0", "1"}));
+}
+
+TEST(ConsistencyBackupTest, MoreBackupsThanMembersStillNeedsOnePush) {
+  auto c = SyncWithBackups(3);
+  ASSERT_EQ(*c.Join("0", 1, 0), 0);
+  ASSERT_EQ(*c.Join("1", 1, 0), 0);
+  EXPECT_FALSE(Drain(c));  // nobody pushed: no empty step
+  EXPECT_EQ(*c.Push("1", 1, 0), Consistency::PushVerdict::kHold);
+  auto b = Drain(c);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, (std::vector<std::string>{"1"}));
+}
 
 // ---- Export / restore (a backup replica taking over) ----------------------------------------
 
@@ -470,8 +529,10 @@ TEST(ConsistencyStateTest, ExportAfterEveryEventRestoresToTheSameState) {
       next[id] = *s;
     } else {
       auto v = c.Push(id, 1, next[id]);
-      if (v.ok()) ++next[id];
-      else if (v.status().code() == StatusCode::kAborted) next[id] = c.ResumeStep(id);
+      if (v.ok())
+        ++next[id];
+      else if (v.status().code() == StatusCode::kAborted)
+        next[id] = c.ResumeStep(id);
     }
     Drain(c);
     Consistency::State st = c.Export();

@@ -73,6 +73,9 @@ void RefreshMetrics(PserverService& s, metrics::Registry& r, PserverService::Cou
   r.GetCounter("tessera_pserver_skipped_pushes_total",
                "empty pushes standing for a gradient a trainer dropped (it held NaN or infinity)")
       .Add(static_cast<double>(c.skipped - last->skipped));
+  r.GetCounter("tessera_pserver_late_pushes_total",
+               "sync with backup trainers: pushes that came after their step closed (dropped)")
+      .Add(static_cast<double>(c.late - last->late));
   r.GetGauge("tessera_pserver_initialized", "1 once the shard holds parameters").Set(c.initialized ? 1 : 0);
   if (last_ckpt_ms > 0) {
     r.GetGauge("tessera_pserver_checkpoint_age_seconds", "seconds since the last checkpoint was recorded")
@@ -239,8 +242,9 @@ Status PserverNode::Run() {
   } http_stop{http, http_thread};
 
   if (config.replicas > 1) {
-    Serving serving{etcd.get(), config, slots, keeper.get(), to, info,
-                    [&](RequestHandler* h) { forwarder.Install(h); }, &prom};
+    Serving serving{
+        etcd.get(), config, slots, keeper.get(), to, info, [&](RequestHandler* h) { forwarder.Install(h); },
+        &prom};
     return RunReplicated(serving);
   }
 

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <unordered_map>
 
+#include "common/finite.h"
 #include "common/strings.h"
 #include "pserver/optimizer.h"
-#include "common/finite.h"
 
 namespace tessera {
 namespace {
@@ -32,8 +32,7 @@ Reason ReasonFor(const Status& s) {
 PserverService::PserverService(PserverServiceOptions options)
     : options_(std::move(options)),
       store_(options_.index, options_.job, options_.slots),
-      consistency_(std::make_unique<Consistency>(
-          Consistency::Options{options_.job.mode, options_.job.min_trainers}, 0)),
+      consistency_(std::make_unique<Consistency>(ConsistencyOptions(), 0)),
       epoch_(options_.epoch),
       backup_(options_.backup) {}
 
@@ -109,13 +108,13 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
   const int64_t epoch = epoch_.load();
   bool any_epoch = req.op() == wire::DataRequest::STATUS && req.pserver_epoch() == 0;
   if (!any_epoch && (req.pserver_index() != options_.index || req.pserver_epoch() != epoch)) {
-    return SendError(
-        *r,
-        Status::FailedPrecondition("stale epoch: this is pserver " + std::to_string(options_.index) +
-                                   (epoch == 0 ? " as a backup replica" : " at epoch " + std::to_string(epoch)) +
-                                   ", the request was for pserver " + std::to_string(req.pserver_index()) +
-                                   " at epoch " + std::to_string(req.pserver_epoch())),
-        wire::DataReply::STALE_EPOCH);
+    return SendError(*r,
+                     Status::FailedPrecondition(
+                         "stale epoch: this is pserver " + std::to_string(options_.index) +
+                         (epoch == 0 ? " as a backup replica" : " at epoch " + std::to_string(epoch)) +
+                         ", the request was for pserver " + std::to_string(req.pserver_index()) +
+                         " at epoch " + std::to_string(req.pserver_epoch())),
+                     wire::DataReply::STALE_EPOCH);
   }
   switch (req.op()) {
     case wire::DataRequest::DATA:
@@ -164,8 +163,7 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
   }
 }
 
-void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
-                                std::unique_ptr<Responder> r) {
+void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r) {
   // Finiteness first, without the lock: a pass over the payload at memory speed. Always: a
   // non-finite value would poison the model whatever the trainer says.
   int64_t nonfinite = -1;
@@ -203,6 +201,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
       return SendError(*r, bad, wire::DataReply::BAD_REQUEST);
     }
     int64_t need = req.need();
+    int64_t resume = 0;  // a late push: where its trainer goes on
     if (req.is_push()) {
       auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
       if (!verdict.ok()) {
@@ -211,13 +210,20 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
         lock.Unlock();
         return SendError(*r, verdict.status(), ReasonFor(verdict.status()), resume);
       }
-      if (*verdict != Consistency::PushVerdict::kDuplicate) {
+      if (*verdict == Consistency::PushVerdict::kLate) {
+        ++counters_.late;
+        resume = consistency_->ResumeStep(req.trainer());
+        spdlog::debug(
+            "pserver {}: trainer {}'s push for step {} came after the step closed (backup trainers); "
+            "dropped, it goes on from step {}",
+            options_.index, req.trainer(), req.step(), resume);
+      } else if (*verdict != Consistency::PushVerdict::kDuplicate) {
         ++counters_.pushes;
         counters_.bytes_in += static_cast<int64_t>(payload.size);
         if (!req.skipped().empty()) {
           ++counters_.skipped;
-          spdlog::warn("pserver {}: trainer {} dropped its gradient for step {}: {}", options_.index, req.trainer(),
-                       req.step(), req.skipped());
+          spdlog::warn("pserver {}: trainer {} dropped its gradient for step {}: {}", options_.index,
+                       req.trainer(), req.step(), req.skipped());
         }
       }
       if (*verdict == Consistency::PushVerdict::kHold) {
@@ -244,8 +250,11 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
       }
       if (*now) {
         replies.push_back(BuildPullReply(req, *pull, std::move(r)));
+        replies.back().header.set_resume_step(resume);
       } else {
-        auto it = waiting_.emplace(ticket, PendingPull{req, std::move(*pull), std::move(r), std::chrono::steady_clock::now()})
+        auto it = waiting_
+                      .emplace(ticket, PendingPull{req, std::move(*pull), std::move(r),
+                                                   std::chrono::steady_clock::now()})
                       .first;
         it->second.pull.Rebind(&it->second.request.pull());
       }
@@ -253,6 +262,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
       Reply ack;
       ack.header.set_version(consistency_->version());
       ack.header.set_min_clock(consistency_->min_clock());
+      ack.header.set_resume_step(resume);
       ack.responder = std::move(r);
       replies.push_back(std::move(ack));
     }
@@ -261,11 +271,12 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload,
   for (auto& x : replies) Send(x);
 }
 
-void PserverService::RefusePush(const wire::DataRequest& req, const Status& why, std::vector<Reply>* replies) {
+void PserverService::RefusePush(const wire::DataRequest& req, const Status& why,
+                                std::vector<Reply>* replies) {
   if (!req.is_push()) return;
   ++counters_.refused;
-  spdlog::warn("pserver {}: refused trainer {}'s push for step {}: {}", options_.index, req.trainer(), req.step(),
-               why.message());
+  spdlog::warn("pserver {}: refused trainer {}'s push for step {}: {}", options_.index, req.trainer(),
+               req.step(), why.message());
   // Where the consistency rule takes the push, it is the trainer's push for the step, with
   // nothing in it: the step closes here as on the pservers that took the rest of it.
   auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
@@ -478,7 +489,8 @@ void PserverService::StopServing(const Status& why) {
   }
   for (auto& [seq, rep] : held) {
     SendError(*rep.responder,
-              Status::Unavailable("pserver " + std::to_string(options_.index) + " stopped serving: " + why.message()),
+              Status::Unavailable("pserver " + std::to_string(options_.index) +
+                                  " stopped serving: " + why.message()),
               wire::DataReply::NOT_SERVING);
   }
   for (auto& [t, p] : waiting) {

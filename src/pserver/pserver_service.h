@@ -140,6 +140,7 @@ class PserverService : public RequestHandler {
     int64_t bytes_out = 0;
     int64_t refused = 0;  // pushes refused for their content
     int64_t skipped = 0;  // empty pushes standing for a gradient a trainer dropped
+    int64_t late = 0;     // sync with backup trainers: pushes that came after their step closed (dropped)
     bool initialized = false;
     int64_t param_bytes = 0;  // values and optimizer state held
   };
@@ -191,6 +192,9 @@ class PserverService : public RequestHandler {
   // Holds `replies` back while a published record is not committed (they are sent by Committed()).
   void HoldUntilCommitted(std::vector<Reply>* replies) REQUIRES(mu_);
   bool replicated() const { return options_.job.replicas > 1; }
+  Consistency::Options ConsistencyOptions() const {
+    return {options_.job.mode, options_.job.min_trainers, options_.job.backup_trainers};
+  }
 
   // Applies the gradients of one push (async/ssp). REQUIRES: mu_ held.
   void ApplyPush(const SegmentList& list, const float* payload, float scale) REQUIRES(mu_);

@@ -76,7 +76,7 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
       }
       if (consistency_->version() != req.step() && consistency_->members().empty()) {
         consistency_ = std::make_unique<Consistency>(
-            Consistency::Options{options_.job.mode, options_.job.min_trainers}, req.step());
+            ConsistencyOptions(), req.step());
       }
     }
     rep.header.set_initialized(initialized_);
@@ -146,7 +146,7 @@ Status PserverService::RestoreCheckpoint(const Checkpoint& c) {
   if (initialized_) return Status::FailedPrecondition("the shard is already initialized");
   TESSERA_RETURN_IF_ERROR(store_.Restore(c.shard));
   consistency_ = std::make_unique<Consistency>(
-      Consistency::Options{options_.job.mode, options_.job.min_trainers}, c.version);
+      ConsistencyOptions(), c.version);
   restored_version_ = c.version;
   return Status::OK();
 }

@@ -219,7 +219,7 @@ void PserverService::HandleReplicate(const wire::DataRequest& req, ConstBuffer p
       ApplyPush(*list, static_cast<const float*>(payload.data), rec.scale());
     }
     consistency_ = std::make_unique<Consistency>(
-        Consistency::Options{options_.job.mode, options_.job.min_trainers}, StateFromWire(rec.state()));
+        ConsistencyOptions(), StateFromWire(rec.state()));
     initialized_ = true;
     seq_ = rec.seq();
     primary_epoch_ = rec.primary_epoch();

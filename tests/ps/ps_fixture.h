@@ -57,6 +57,7 @@ class PsTest : public EtcdTest {
     c.token = NewUuid();
     c.tls = tls_;
     c.replicas = replicas_;
+    c.backup_trainers = backup_trainers_;
     if (tls_) MakeCerts(job);
     // With a secret, as every job made by `tessera job create` or `tessera local`.
     auto r = client_->Commit(CreateJobTxn(job, &c, security::JobSecret::Generate()));
@@ -177,6 +178,7 @@ class PsTest : public EtcdTest {
   std::string dir_;
   bool tls_ = false;  // jobs made from here on use TLS
   int replicas_ = 1;  // jobs made from here on keep this many copies of each shard
+  int backup_trainers_ = 0;  // and close a sync step without this many trainers' pushes
   std::vector<std::unique_ptr<Subprocess>> procs_;
 };
 

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <thread>
 
@@ -146,6 +147,70 @@ TEST_F(PsTest, SyncStepsWaitForAPserverThatHoldsNothing) {
   for (auto& th : threads) th.join();
   for (int t = 0; t < 2; ++t) {
     EXPECT_TRUE(failures[t].empty()) << "trainer " << t << ": " << failures[t].front();
+  }
+}
+
+// Backup trainers (sync, 3 trainers, 1 backup): while one trainer does not push at all, the other
+// two go on (each step closes without it); when it finally pushes for step 0, its push is late:
+// dropped, and it goes on from the open step with the parameters the others have. Without a
+// backup trainer the two could not take a single step.
+TEST_F(PsTest, WithABackupTrainerAStragglerDoesNotHoldTheStepsBack) {
+  const std::string job = "backup";
+  backup_trainers_ = 1;
+  MakeJob(job, 2, "sync", "sgd:lr=0.1", 16, /*min_trainers=*/3);
+  StartPserver(job);
+  StartPserver(job);
+  ASSERT_TRUE(WaitForPservers(job, 2));
+  constexpr int kDim = 40;
+  std::vector<std::unique_ptr<Client>> clients;
+  std::vector<std::vector<float>> w(3, std::vector<float>(kDim));
+  for (int t = 0; t < 3; ++t) {
+    auto c = Client::Connect(ClientFor(job, std::to_string(t)));
+    ASSERT_TRUE(c.ok()) << c.status();
+    for (int j = 0; j < kDim; ++j) w[t][j] = InitialWeight(j);
+    ASSERT_TRUE((*c)->AddDense("w", w[t].data(), kDim).ok());
+    clients.push_back(std::move(*c));
+  }
+  std::vector<std::thread> init;
+  std::vector<Status> inited(3);
+  for (int t = 0; t < 3; ++t) init.emplace_back([&, t] { inited[t] = clients[t]->Initialize(); });
+  for (auto& t : init) t.join();
+  for (const auto& s : inited) ASSERT_TRUE(s.ok()) << s;
+  auto step = [&](int t) {
+    std::vector<float> g(kDim, 0.0f);
+    AddBatchGradient(clients[t]->step(), t, 4, w[t], &g);
+    Gradients grads;
+    grads.Dense("w", g);
+    grads.samples = 4;
+    return clients[t]->PushPull(grads).Wait();
+  };
+  // Trainers 0 and 1 take 10 steps; trainer 2 pushes nothing meanwhile.
+  std::vector<std::thread> fast;
+  std::vector<Status> results(2);
+  for (int t = 0; t < 2; ++t) {
+    fast.emplace_back([&, t] {
+      for (int s = 0; s < 10 && results[t].ok(); ++s) results[t] = step(t);
+    });
+  }
+  for (auto& t : fast) t.join();
+  for (int t = 0; t < 2; ++t) {
+    ASSERT_TRUE(results[t].ok()) << results[t];
+    EXPECT_EQ(clients[t]->step(), 10);
+  }
+  // The straggler's push for step 0 is late: dropped, and it goes on from step 10 with the
+  // parameters the others pulled.
+  ASSERT_EQ(clients[2]->step(), 0);
+  ASSERT_TRUE(step(2).ok());
+  EXPECT_EQ(clients[2]->step(), 10);
+  EXPECT_EQ(std::memcmp(w[2].data(), w[0].data(), kDim * sizeof(float)), 0);
+  // And it takes part again: step 10 closes with all three (or the first two) pushes.
+  std::vector<std::thread> all;
+  std::vector<Status> again(3);
+  for (int t = 0; t < 3; ++t) all.emplace_back([&, t] { again[t] = step(t); });
+  for (auto& t : all) t.join();
+  for (int t = 0; t < 3; ++t) {
+    ASSERT_TRUE(again[t].ok()) << "trainer " << t << ": " << again[t];
+    EXPECT_EQ(clients[t]->step(), 11);
   }
 }
 
