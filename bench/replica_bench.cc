@@ -46,6 +46,7 @@ struct Setup {
   size_t floats = 1 << 18;
   std::vector<double> compute_ms = {0, 0};  // per trainer: the time its step computes (slept)
   int backup_trainers = 0;
+  int shards = 3, processes = 3;  // an elastic job when processes < shards
 };
 
 // One job as `setup` says: seconds per sync step (trainer 0's) over a model of `floats`.
@@ -56,15 +57,16 @@ StatusOr<Figure> Measure(EtcdServer& etcd, etcd::EtcdClient& client, const std::
   const int n = static_cast<int>(setup.compute_ms.size());
   const size_t floats = setup.floats;
   JobConfig cfg;
-  cfg.pservers = 3;
+  cfg.pservers = setup.shards;
   cfg.replicas = setup.replicas;
+  if (setup.processes < setup.shards) cfg.initial_pservers = setup.processes;
   cfg.min_trainers = n;
   cfg.backup_trainers = setup.backup_trainers;
   cfg.optimizer = *OptimizerConfig::Parse("sgd:lr=0.0001");
   cfg.token = NewUuid();
   TESSERA_RETURN_IF_ERROR(client.Commit(CreateJobTxn(job, &cfg, security::JobSecret::Generate())).status());
   std::vector<std::unique_ptr<Subprocess>> pservers;
-  for (int i = 0; i < 3; ++i) {
+  for (int i = 0; i < setup.processes; ++i) {
     SpawnOptions o;
     o.argv = {
         BuildPath("src/tessera"), "pserver", "--etcd", etcd.endpoint(), "--job", job, "--log-level", "warn"};
@@ -76,7 +78,7 @@ StatusOr<Figure> Measure(EtcdServer& etcd, etcd::EtcdClient& client, const std::
   if (!testing::WaitUntil(
           [&] {
             auto l = reg.List();
-            return l.ok() && l->members.size() == 3;
+            return l.ok() && static_cast<int>(l->members.size()) == setup.shards;
           },
           std::chrono::seconds(30))) {
     return Status::DeadlineExceeded("pservers did not start");
@@ -209,6 +211,24 @@ int main(int argc, char** argv) {
                   100.0 * (slow->step_seconds / even->step_seconds - 1));
       std::printf("| one at 60 ms | 1 | %.1f | %+.0f%% |\n", backed->step_seconds * 1e3,
                   100.0 * (backed->step_seconds / even->step_seconds - 1));
+    }
+  }
+  if (code == 0) {
+    // Elastic: the same 4 shards served by 2 or by 4 pserver processes (16 MiB, 2 trainers).
+    std::printf("\nSync job of 4 shards, 2 trainers, 16 MiB model, on 2 or 4 pserver processes:\n\n");
+    std::printf("| pserver processes | step (ms) | GB/s per trainer |\n|---|---|---|\n");
+    for (int processes : {2, 4}) {
+      bench::Setup setup;
+      setup.floats = size_t{16} << 18;
+      setup.shards = 4;
+      setup.processes = processes;
+      auto f = bench::Measure(**etcd, **client, *dir, setup, seconds);
+      if (!f.ok()) {
+        std::fprintf(stderr, "%s\n", f.status().ToString().c_str());
+        code = 1;
+        break;
+      }
+      std::printf("| %d | %.2f | %.2f |\n", processes, f->step_seconds * 1e3, f->bytes_per_second / 1e9);
     }
   }
   (void)RemoveAll(*dir);

@@ -27,6 +27,7 @@ struct JobFlags {
   int min_trainers = 1;
   int replicas = 1;
   int backup_trainers = 0;
+  int start_pservers = 0;
   int64_t checkpoint_steps = 0;
   std::string nonfinite = "skip";
   bool force = false;
@@ -48,6 +49,8 @@ std::string Differs(const JobConfig& have, const JobConfig& want) {
     return "checkpoint steps " + std::to_string(have.checkpoint_steps);
   if (have.tls != want.tls) return have.tls ? "TLS" : "no TLS";
   if (have.replicas != want.replicas) return "replicas " + std::to_string(have.replicas);
+  if (have.initial_pservers != want.initial_pservers)
+    return "elastic start " + std::to_string(have.initial_pservers);
   if (have.backup_trainers != want.backup_trainers)
     return "backup trainers " + std::to_string(have.backup_trainers);
   if (have.nonfinite != want.nonfinite)
@@ -83,6 +86,7 @@ int RunCreate(const JobFlags& f) {
   c.min_trainers = f.min_trainers;
   c.replicas = f.replicas;
   c.backup_trainers = f.backup_trainers;
+  c.initial_pservers = f.start_pservers;
   c.checkpoint_steps = f.checkpoint_steps;
   auto nonfinite = ParseNonFinitePolicy(f.nonfinite);
   if (!nonfinite.ok()) return Fail("job create", nonfinite.status());
@@ -160,6 +164,9 @@ int RunShow(const JobFlags& f) {
   std::printf("  optimizer     %s\n", c->optimizer.ToString().c_str());
   std::printf("  min trainers  %d\n", c->min_trainers);
   if (c->replicas > 1) std::printf("  replicas      %d copies of every shard\n", c->replicas);
+  if (c->initial_pservers > 0)
+    std::printf("  elastic       starts on %d pserver processes; up to %d (one per shard)\n",
+                c->initial_pservers, c->pservers);
   if (c->backup_trainers > 0)
     std::printf("  backup trainers %d (a step closes without its last %d pushes)\n", c->backup_trainers,
                 c->backup_trainers);
@@ -241,6 +248,11 @@ void RegisterJob(CLI::App& app, int* exit_code) {
       ->add_option("--replicas", f->replicas,
                    "copies of every shard, each on a different pserver (1..pservers): a pserver lost is "
                    "replaced by a backup without rolling anything back")
+      ->capture_default_str();
+  create
+      ->add_option("--start-pservers", f->start_pservers,
+                   "elastic: the job starts on this many pserver processes and can grow to --pservers (its "
+                   "shards) or shrink while it runs; shards move between processes live (0: not elastic)")
       ->capture_default_str();
   create
       ->add_option("--backup-trainers", f->backup_trainers,

@@ -184,10 +184,12 @@ int RunStatus(const StatusFlags& f) {
       std::string backups;
       for (size_t k = 1; k < h.size(); ++k) backups += (backups.empty() ? "" : ", ") + std::to_string(h[k]);
       const int missing = replicas->replicas() - static_cast<int>(h.size());
-      std::printf(
-          "  shard %d: primary on host %d, backups on %s%s\n", s, h[0],
-          backups.empty() ? "none" : ("host " + backups).c_str(),
-          missing > 0 ? (" (" + std::to_string(missing) + " copy missing: being restored)").c_str() : "");
+      std::printf("  shard %d: primary on host %d, backups on %s%s\n", s, h[0],
+                  backups.empty() ? "none" : ("host " + backups).c_str(),
+                  missing > 0 ? (" (" + std::to_string(missing) +
+                                 " copy missing: restored onto a free host once the shard is initialized)")
+                                    .c_str()
+                              : "");
     }
   }
   PrintMembers("trainers", *tr);

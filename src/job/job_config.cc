@@ -39,6 +39,10 @@ Status JobConfig::Validate() const {
                                    ") must be fewer than the trainers a step waits for (min trainers " +
                                    std::to_string(min_trainers) + ")");
   }
+  if (initial_pservers < 0 || initial_pservers > pservers) {
+    return Status::InvalidArgument("an elastic job starts with 1..pservers (" + std::to_string(pservers) +
+                                   ") pservers, not " + std::to_string(initial_pservers));
+  }
   if (min_trainers < 1) return Status::InvalidArgument("min trainers must be >= 1");
   if (checkpoint_steps < 0) {
     return Status::InvalidArgument("checkpoint steps must be >= 0, not " + std::to_string(checkpoint_steps));
@@ -66,6 +70,7 @@ std::string JobConfig::ToJson() const {
   if (tls) j["tls"] = true;
   if (replicas > 1) j["replicas"] = replicas;
   if (backup_trainers > 0) j["backup_trainers"] = backup_trainers;
+  if (initial_pservers > 0) j["initial_pservers"] = initial_pservers;
   return j.dump();
 }
 
@@ -88,6 +93,7 @@ StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
     c.tls = j.value("tls", false);
     c.replicas = j.value("replicas", 1);
     c.backup_trainers = j.value("backup_trainers", 0);
+    c.initial_pservers = j.value("initial_pservers", 0);
   } catch (const nlohmann::json::exception& e) {
     return Status::DataLoss(std::string("job config: ") + e.what());
   }

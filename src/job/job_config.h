@@ -54,6 +54,13 @@ struct JobConfig {
   // comes later is dropped and its trainer goes on from the open step (a straggler does not hold
   // the job back). 0..min_trainers-1.
   int backup_trainers = 0;
+  // Elastic pservers: the job starts on this many pserver processes and may grow to `pservers`
+  // (the shards trainers see, each served by whichever process the replica map names) or shrink
+  // to one; shards move between processes while it runs. 0: not elastic (one process per
+  // shard, unless replicas > 1).
+  int initial_pservers = 0;
+  // Whether the pservers run as hosts of shards under a replica map (replicas or elastic).
+  bool hosted() const { return replicas > 1 || initial_pservers > 0; }
 
   Status Validate() const;
   std::string ToJson() const;

@@ -48,9 +48,73 @@ StatusOr<ReplicaMap> ReplicaMap::Place(int slots, int pservers, int replicas) {
   return m;
 }
 
-StatusOr<ReplicaMap> ReplicaMap::PrimariesOnly(int slots, int pservers, int replicas) {
+StatusOr<ReplicaMap> ReplicaMap::PrimariesOnly(int slots, int pservers, int replicas, int first) {
+  if (first == 0) first = pservers;
+  if (first < 1 || first > pservers) {
+    return Status::InvalidArgument("a job of up to " + std::to_string(pservers) +
+                                   " pservers cannot start with " + std::to_string(first));
+  }
   TESSERA_ASSIGN_OR_RETURN(ReplicaMap m, Place(slots, pservers, replicas));
-  for (auto& h : m.holders_) h.resize(1);
+  for (int s = 0; s < slots; ++s) m.holders_[s] = {s % first};
+  return m;
+}
+
+std::vector<int> ReplicaMap::SlotsHeldBy(int p) const {
+  std::vector<int> out;
+  for (int s = 0; s < slots(); ++s)
+    if (Contains(holders_[s], p)) out.push_back(s);
+  return out;
+}
+
+std::vector<ReplicaMap::Move> ReplicaMap::BalancePlan(const std::vector<int>& live,
+                                                      const std::vector<int>& leaving) const {
+  std::vector<int> takers;  // live, in range, not leaving
+  for (int p : live)
+    if (p >= 0 && p < pservers_ && !Contains(leaving, p) && !Contains(takers, p)) takers.push_back(p);
+  std::sort(takers.begin(), takers.end());
+  std::vector<Move> plan;
+  if (takers.empty()) return plan;
+  std::vector<int> primaries(pservers_, 0);
+  std::vector<int> primary_of(holders_.size());
+  for (size_t s = 0; s < holders_.size(); ++s) {
+    primary_of[s] = holders_[s].front();
+    ++primaries[primary_of[s]];
+  }
+  for (int guard = 0; guard <= slots(); ++guard) {
+    int from = -1;  // a pserver that may not keep primaries (leaving, dead), else the fullest taker
+    for (int p = 0; p < pservers_ && from < 0; ++p)
+      if (primaries[p] > 0 && !Contains(takers, p)) from = p;
+    const bool must = from >= 0;
+    if (!must) {
+      for (int p : takers)
+        if (from < 0 || primaries[p] > primaries[from]) from = p;
+    }
+    int to = takers.front();
+    for (int p : takers)
+      if (primaries[p] < primaries[to]) to = p;
+    if (!must && primaries[from] - primaries[to] <= 1) break;  // balanced
+    int slot = 0;
+    while (primary_of[slot] != from) ++slot;
+    plan.push_back({slot, from, to});
+    primary_of[slot] = to;
+    --primaries[from];
+    ++primaries[to];
+  }
+  return plan;
+}
+
+StatusOr<ReplicaMap> ReplicaMap::Handover(int slot, int to) const {
+  if (slot < 0 || slot >= slots()) return Status::InvalidArgument("no slot " + std::to_string(slot));
+  if (to < 0 || to >= pservers_) return Status::InvalidArgument("no pserver " + std::to_string(to));
+  ReplicaMap m = *this;
+  auto& h = m.holders_[slot];
+  if (h.front() == to) {
+    return Status::InvalidArgument("pserver " + std::to_string(to) + " is slot " + std::to_string(slot) +
+                                   "'s primary already");
+  }
+  h.erase(std::remove(h.begin(), h.end(), to), h.end());
+  h.front() = to;  // in the old primary's place: it leaves the slot, the backups stay
+  ++m.epoch_;
   return m;
 }
 

@@ -28,9 +28,10 @@ class ReplicaMap {
   // R copies of each of `slots` slots over `pservers` pservers. InvalidArgument unless
   // 1 <= replicas <= pservers and slots >= pservers.
   static StatusOr<ReplicaMap> Place(int slots, int pservers, int replicas);
-  // One copy of each slot (its primary, as Place puts it) and `replicas` wanted: the start of a
-  // job whose backups are added (WithCopies) once they hold the slots.
-  static StatusOr<ReplicaMap> PrimariesOnly(int slots, int pservers, int replicas);
+  // One copy of each slot, its primary on pserver s % `first` (default: every pserver), and
+  // `replicas` wanted: the start of a job whose backups are added (WithCopies) once they hold the
+  // slots, and of an elastic job that starts with `first` of its `pservers`.
+  static StatusOr<ReplicaMap> PrimariesOnly(int slots, int pservers, int replicas, int first = 0);
   bool Holds(int slot, int pserver) const;
 
   int slots() const { return static_cast<int>(holders_.size()); }
@@ -58,6 +59,25 @@ class ReplicaMap {
   // InvalidArgument for a copy that does not fit this map (a slot it already holds, a source
   // that does not hold it).
   StatusOr<ReplicaMap> WithCopies(const std::vector<Copy>& copies) const;
+
+  // Elastic pservers. A primary to hand over: slot `slot` from pserver `from` to `to`.
+  struct Move {
+    int slot, from, to;
+    bool operator==(const Move&) const = default;
+  };
+  // The moves that spread the primaries evenly over the `live` pservers that are not `leaving`
+  // (each ends with floor or ceil of slots / their number) and take every primary off the
+  // leaving ones: from the pserver with the most primaries (leaving ones first) to the one with
+  // the fewest, lowest slot first, ties to the lowest index. Empty when balanced, or when no
+  // pserver can take them. Backups are not moved (RestorePlan places missing ones).
+  std::vector<Move> BalancePlan(const std::vector<int>& live, const std::vector<int>& leaving) const;
+  // The map once `to` is slot's primary in place of the old one, which leaves the slot (the
+  // backups stay; `to` stops being one if it was). The copy must be in place first (the shell
+  // streams it). The epoch rises. InvalidArgument for a slot or pserver out of range, or `to`
+  // already the primary.
+  StatusOr<ReplicaMap> Handover(int slot, int to) const;
+  // Slots pserver `p` holds a copy of (primary or backup).
+  std::vector<int> SlotsHeldBy(int p) const;
 
   static StatusOr<ReplicaMap> FromJson(const std::string& json);
   std::string ToJson() const;

@@ -198,5 +198,77 @@ TEST(ReplicaMapTest, TheRecordRoundTripsAndRefusesWhatCannotBeRight) {
   }
 }
 
+// ---- Elastic pservers ---------------------------------------------------------------------------
+
+TEST(ReplicaMapTest, BalancePlanSpreadsPrimariesOverTheLiveAndEmptiesTheLeaving) {
+  for (int p = 1; p <= 6; ++p) {
+    for (int first = 1; first <= p; ++first) {
+      for (int slots : {p, 12, 64}) {
+        auto start = ReplicaMap::PrimariesOnly(slots, p, 1, first);
+        ASSERT_TRUE(start.ok()) << start.status();
+        // Every subset of live pservers and, within it, every subset leaving.
+        for (int live_mask = 1; live_mask < (1 << p); ++live_mask) {
+          for (int leave_mask = live_mask;; leave_mask = (leave_mask - 1) & live_mask) {
+            std::vector<int> live, leaving, stay;
+            for (int q = 0; q < p; ++q) {
+              if (!(live_mask >> q & 1)) continue;
+              live.push_back(q);
+              (leave_mask >> q & 1 ? leaving : stay).push_back(q);
+            }
+            SCOPED_TRACE("P=" + std::to_string(p) + " first=" + std::to_string(first) +
+                         " S=" + std::to_string(slots) + " live=" + std::to_string(live_mask) +
+                         " leaving=" + std::to_string(leave_mask));
+            // Only live primaries can hand over: start from a map whose primaries are live.
+            ReplicaMap m = *start;
+            bool all_live = true;
+            for (int s = 0; s < slots; ++s) all_live &= static_cast<bool>(live_mask >> m.PrimaryOf(s) & 1);
+            if (all_live) {
+              auto plan = m.BalancePlan(live, leaving);
+              for (const auto& mv : plan) {
+                ASSERT_EQ(m.PrimaryOf(mv.slot), mv.from);
+                ASSERT_TRUE(std::find(stay.begin(), stay.end(), mv.to) != stay.end()) << mv.to;
+                auto next = m.Handover(mv.slot, mv.to);
+                ASSERT_TRUE(next.ok()) << next.status();
+                EXPECT_EQ(next->epoch(), m.epoch() + 1);
+                m = *next;
+              }
+              ASSERT_TRUE(m.Validate().ok()) << m.Validate();
+              if (!stay.empty()) {
+                std::vector<int> primaries(p, 0);
+                for (int s = 0; s < slots; ++s) ++primaries[m.PrimaryOf(s)];
+                int lo = slots, hi = 0;
+                for (int q : stay) {
+                  lo = std::min(lo, primaries[q]);
+                  hi = std::max(hi, primaries[q]);
+                }
+                for (int q : leaving) EXPECT_EQ(primaries[q], 0) << "leaving pserver " << q;
+                EXPECT_LE(hi - lo, 1);
+                EXPECT_TRUE(m.BalancePlan(live, leaving).empty()) << "a balanced map needs no move";
+              }
+            }
+            if (leave_mask == 0) break;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(ReplicaMapTest, HandoverMakesTheNewHostPrimaryAndTheOldOneLeave) {
+  auto m = ReplicaMap::Place(6, 3, 2);
+  ASSERT_TRUE(m.ok());
+  const auto before = m->HoldersOf(0);         // {0, 1}
+  auto to_backup = m->Handover(0, before[1]);  // the backup takes over: one copy left
+  ASSERT_TRUE(to_backup.ok());
+  EXPECT_EQ(to_backup->HoldersOf(0), std::vector<int>{before[1]});
+  EXPECT_EQ(to_backup->UnderReplicated(), std::vector<int>{0});
+  auto to_other = m->Handover(0, 2);  // a third host, given a copy first
+  ASSERT_TRUE(to_other.ok());
+  EXPECT_EQ(to_other->HoldersOf(0), (std::vector<int>{2, before[1]}));
+  EXPECT_EQ(m->Handover(0, 0).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->Handover(9, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(m->Handover(0, 7).status().code(), StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace tessera

@@ -288,7 +288,7 @@ void Supervisor::Exited(Managed& m, int code) {
     failed_ = Status::Aborted(m.state.failure() + ". The end of its log (" + m.spec.log_path +
                               "):" + (shown.empty() ? "\n  | (empty)" : shown));
   } else if (m.state.phase() == ChildPhase::kBackoff && m.role() == Role::kPserver && consistent() &&
-             job_.replicas == 1) {
+             !job_.hosted()) {
     // With replicas a backup takes the lost pserver's shards over: nothing is rolled back.
     RollBackAndRestart(m.name() + " was lost");
   }

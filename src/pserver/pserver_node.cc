@@ -192,7 +192,7 @@ Status PserverNode::Run() {
     AddProbes(http, [&](std::string* why) {
       int index = index_.load();
       std::lock_guard<std::mutex> lock(service_mu);
-      if (config.replicas > 1) {  // a host of a replicated job: ready once it has its host index
+      if (config.hosted()) {  // a host of a replicated or elastic job: ready once it has its host index
         *why = index >= 0 ? "pserver host " + std::to_string(index) : "no host index yet";
         return index >= 0;
       }
@@ -241,7 +241,7 @@ Status PserverNode::Run() {
     }
   } http_stop{http, http_thread};
 
-  if (config.replicas > 1) {
+  if (config.hosted()) {
     Serving serving{
         etcd.get(), config, slots, keeper.get(), to, info, [&](RequestHandler* h) { forwarder.Install(h); },
         &prom};

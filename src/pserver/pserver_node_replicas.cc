@@ -12,6 +12,14 @@
 //  - a primary keeps one replication stream per live backup (replica_streams.h) and, where the
 //    map has fewer copies than the job's replicas, starts streams to the hosts
 //    ReplicaMap::RestorePlan picks; once such a host holds the shard it is added to the map.
+//  - elastic jobs (and any host that is leaving): ReplicaMap::BalancePlan spreads the primaries
+//    evenly over the hosts that stay. A primary that is to move streams its shard to the new
+//    host; once that host holds it, the primary stops serving it, waits until the new host has
+//    every record, hands it over in one fenced map change (ReplicaMap::Handover) and drops its
+//    registration; the new host registers and promotes its copy. Trainers re-send what was not
+//    counted, as after a failover.
+//  - Stop() (SIGTERM) on a host of an elastic job with other hosts drains it first: it marks its
+//    registration "leaving", hands every primary over, then exits (at most 60 s).
 // A host that starts (or restarts) has lost whatever it held: it first takes itself out of the
 // map. The decisions are ReplicaMap's; this file is the I/O around them.
 #include <spdlog/spdlog.h>
@@ -47,8 +55,8 @@ StatusOr<MapAt> ReadMap(etcd::EtcdClient* etcd, const std::string& job, const Jo
     return MapAt{std::move(m), r.kvs[0].mod_revision};
   }
   // The first host of the job writes the starting map: each shard on its own host, alone.
-  TESSERA_ASSIGN_OR_RETURN(ReplicaMap m,
-                           ReplicaMap::PrimariesOnly(config.pservers, config.pservers, config.replicas));
+  TESSERA_ASSIGN_OR_RETURN(ReplicaMap m, ReplicaMap::PrimariesOnly(config.pservers, config.pservers,
+                                                                   config.replicas, config.initial_pservers));
   etcd::Txn txn;
   txn.compares.push_back(etcd::Compare::Absent(keys::ReplicaMap(job)));
   txn.success.push_back(etcd::Op::Put(keys::ReplicaMap(job), m.ToJson()));
@@ -178,7 +186,10 @@ Status PserverNode::RunReplicated(const Serving& sv) {
   std::map<int, std::unique_ptr<Checkpointer>> checkpointers;
   std::vector<std::thread> checkpoint_threads;
   bool forgot_self = false;
-  std::set<int> seen;  // hosts seen registered
+  bool draining = false;  // Stop() came: handing the primaries over before exiting
+  TimePoint drain_deadline;
+  std::vector<std::shared_ptr<PserverService>> retired;  // handed over: kept for their checkpoint threads
+  std::set<int> seen;                                    // hosts seen registered
   const TimePoint started = Now();
   std::set<std::string> said;  // warnings given once
   auto once = [&](const std::string& what) {
@@ -187,13 +198,15 @@ Status PserverNode::RunReplicated(const Serving& sv) {
 
   Status result;
   while (true) {
+    bool stopping;
     {
       std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return stop_ || lost_; });
-      if (stop_ || lost_) {
-        if (lost_) result = lost_reason_;
+      cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return (stop_ && !draining) || lost_; });
+      if (lost_) {
+        result = lost_reason_;
         break;
       }
+      stopping = stop_;
     }
     auto at = ReadMap(etcd, job, config);
     if (!at.ok()) {
@@ -241,9 +254,38 @@ Status PserverNode::RunReplicated(const Serving& sv) {
     forgot_self = true;
     const ReplicaMap& map = at->map;
 
-    std::vector<int> live_hosts;
-    for (const auto& [h, v] : alive) live_hosts.push_back(h);
-    const auto plan = map.RestorePlan(live_hosts);
+    std::vector<int> live_hosts, leaving, staying;
+    for (const auto& [h, m] : alive) {
+      live_hosts.push_back(h);
+      auto v = nlohmann::json::parse(m.value, nullptr, false);
+      const bool leaves = (v.is_object() && v.value("leaving", false)) || (h == me && draining);
+      (leaves ? leaving : staying).push_back(h);
+    }
+    if (stopping) {
+      const bool others = std::any_of(staying.begin(), staying.end(), [&](int h) { return h != me; });
+      if (!draining && config.initial_pservers > 0 && others && !map.PrimarySlotsOf(me).empty()) {
+        // Hand the primaries over before going (an elastic job shrinking).
+        nlohmann::json v = sv.info;
+        v["leaving"] = true;
+        if (Status u = hosts.Update(std::to_string(me), v.dump(), host.epoch, lease); u.ok()) {
+          draining = true;
+          drain_deadline = Now() + std::chrono::seconds(60);
+          spdlog::info("pserver host {} is leaving: handing {} shards over first", me,
+                       map.PrimarySlotsOf(me).size());
+          continue;
+        }
+      }
+      if (!draining || map.PrimarySlotsOf(me).empty() || !others || Now() > drain_deadline) {
+        if (draining && !map.PrimarySlotsOf(me).empty())
+          spdlog::warn("pserver host {}: leaving with {} shards not handed over", me,
+                       map.PrimarySlotsOf(me).size());
+        break;
+      }
+    }
+    const auto plan = map.RestorePlan(staying);
+    const auto moves = config.initial_pservers > 0 || !leaving.empty() ? map.BalancePlan(live_hosts, leaving)
+                                                                       : std::vector<ReplicaMap::Move>{};
+    bool map_changed = false;
     for (int s = 0; s < shards; ++s) {
       if (map.PrimaryOf(s) != me) {
         if (claims.count(s))
@@ -303,6 +345,8 @@ Status PserverNode::RunReplicated(const Serving& sv) {
         if (alive.count(map.HoldersOf(s)[k])) want.insert(map.HoldersOf(s)[k]);
       for (const auto& c : plan)
         if (c.slot == s && c.from == me) want.insert(c.to);
+      for (const auto& mv : moves)
+        if (mv.slot == s && mv.from == me && alive.count(mv.to)) want.insert(mv.to);
       for (int h : box.hosts())
         if (!want.count(h) || box.EpochOf(h) != alive[h].epoch) box.RemoveStream(h);
       for (int h : want) {
@@ -323,8 +367,40 @@ Status PserverNode::RunReplicated(const Serving& sv) {
           spdlog::info("pserver host {}: host {} holds a copy of shard {} (holders {}; map epoch {})", me,
                        c.to, s, Holders(next->HoldersOf(s)), next->epoch());
         }
-        break;  // the map changed: read it again
+        map_changed = true;  // read it again
+        break;
       }
+      if (map_changed) break;
+      // A move whose new host holds the shard: hand it over.
+      for (const auto& mv : moves) {
+        if (mv.slot != s || mv.from != me || !box.Synced(mv.to)) continue;
+        service->StopServing(Status::Unavailable("shard " + std::to_string(s) + " moves to pserver host " +
+                                                 std::to_string(mv.to)));
+        const int64_t last = service->published();
+        bool flushed = false;  // the new host has every record (at most 10 s)
+        for (auto until = Now() + std::chrono::seconds(10); !flushed && Now() < until;) {
+          flushed = box.Acked(mv.to) >= last;
+          if (!flushed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+        }
+        auto next = map.Handover(s, mv.to);
+        auto swapped = flushed && next.ok() ? SwapMap(etcd, job, *at, *next) : StatusOr<bool>(false);
+        if (!swapped.ok() || !*swapped) {
+          service->ResumeServing();  // another change came first, or the copy lagged: next time
+          map_changed = true;
+          break;
+        }
+        (void)shard_registry.Deregister(std::to_string(s), claims[s].epoch);
+        service->SetOutbox(nullptr);
+        outboxes.erase(s);
+        claims.erase(s);
+        router.Set(s, nullptr);
+        retired.push_back(service);
+        spdlog::info("pserver host {}: shard {} handed over to host {} at version {} (map epoch {})", me, s,
+                     mv.to, service->counters().version, next->epoch());
+        map_changed = true;
+        break;
+      }
+      if (map_changed) break;
     }
   }
 

@@ -30,8 +30,8 @@
 #include <string>
 #include <vector>
 
-#include "common/mutex.h"
 #include "common/metrics.h"
+#include "common/mutex.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "pserver/checkpoint_file.h"
@@ -184,14 +184,14 @@ class PserverService : public RequestHandler {
   void HandleReplicate(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   // Replicas: the calls that change the store, recorded for the backups (when an outbox is set).
   void RecordDense(const std::string& param, int64_t block, const float* grad, int64_t count) REQUIRES(mu_);
-  void RecordSparse(const std::string& table, std::span<const uint64_t> keys, const float* rows, int64_t floats)
-      REQUIRES(mu_);
+  void RecordSparse(const std::string& table, std::span<const uint64_t> keys, const float* rows,
+                    int64_t floats) REQUIRES(mu_);
   // Publishes what the last event changed (the recorded calls and the consistency state), if
   // anything. REQUIRES: mu_ held.
   void PublishChanges() REQUIRES(mu_);
   // Holds `replies` back while a published record is not committed (they are sent by Committed()).
   void HoldUntilCommitted(std::vector<Reply>* replies) REQUIRES(mu_);
-  bool replicated() const { return options_.job.replicas > 1; }
+  bool replicated() const { return options_.job.hosted(); }  // shards that may move or fail over
   Consistency::Options ConsistencyOptions() const {
     return {options_.job.mode, options_.job.min_trainers, options_.job.backup_trainers};
   }
@@ -208,7 +208,8 @@ class PserverService : public RequestHandler {
   void Drain(std::vector<Reply>* out) REQUIRES(mu_);
   void ApplyBarrier(const Consistency::Barrier& b) REQUIRES(mu_);
   // Builds a pull reply from the store. REQUIRES: mu_ held.
-  Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r) REQUIRES(mu_);
+  Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r)
+      REQUIRES(mu_);
   void FillStatus(wire::DataReply* reply, Status s, wire::DataReply::Reason reason) const;
   // A copy of the shard at the current version. REQUIRES: mu_ held, initialized.
   Checkpoint SnapshotLocked() const REQUIRES(mu_);
@@ -223,7 +224,8 @@ class PserverService : public RequestHandler {
   ShardStore store_ GUARDED_BY(mu_);
   std::unique_ptr<Consistency> consistency_ GUARDED_BY(mu_);
   bool initialized_ GUARDED_BY(mu_) = false;
-  int64_t restored_version_ GUARDED_BY(mu_) = -1;  // the checkpoint's version until the first INIT_DONE, else -1
+  int64_t restored_version_ GUARDED_BY(mu_) =
+      -1;  // the checkpoint's version until the first INIT_DONE, else -1
   bool refill_logged_ GUARDED_BY(mu_) = false;
   std::map<std::string, PendingPush> held_ GUARDED_BY(mu_);  // sync: pushes held for the open step
   int held_count_ GUARDED_BY(mu_) = 0;                       // entries of held_ with `held` set
@@ -234,14 +236,15 @@ class PserverService : public RequestHandler {
   std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
   Counters counters_ GUARDED_BY(mu_);
   std::optional<Checkpoint> due_snapshot_ GUARDED_BY(mu_);
-  std::chrono::steady_clock::time_point step_opened_ GUARDED_BY(mu_);  // sync: the first push held for the open step
+  std::chrono::steady_clock::time_point step_opened_
+      GUARDED_BY(mu_);  // sync: the first push held for the open step
 
   // Replicas.
-  std::atomic<int64_t> epoch_;                // the registration epoch served (changes on Promote)
+  std::atomic<int64_t> epoch_;  // the registration epoch served (changes on Promote)
   bool backup_ GUARDED_BY(mu_) = false;
   ReplicaOutbox* outbox_ GUARDED_BY(mu_) = nullptr;
-  int64_t seq_ GUARDED_BY(mu_) = 0;        // primary: the last record published; backup: applied
-  int64_t committed_ GUARDED_BY(mu_) = 0;  // primary: every backup has the records up to this
+  int64_t seq_ GUARDED_BY(mu_) = 0;            // primary: the last record published; backup: applied
+  int64_t committed_ GUARDED_BY(mu_) = 0;      // primary: every backup has the records up to this
   int64_t primary_epoch_ GUARDED_BY(mu_) = 0;  // backup: the newest primary heard from
   wire::DataRequest record_ GUARDED_BY(mu_);   // the calls recorded since the last publish
   std::string record_payload_ GUARDED_BY(mu_);

@@ -86,6 +86,12 @@ int64_t ShardOutbox::EpochOf(int host) const {
   return it == streams_.end() ? 0 : it->second->epoch;
 }
 
+int64_t ShardOutbox::Acked(int host) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = streams_.find(host);
+  return it == streams_.end() ? -1 : it->second->acked;
+}
+
 bool ShardOutbox::Synced(int host) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = streams_.find(host);

@@ -44,6 +44,8 @@ class ShardOutbox : public ReplicaOutbox {
   bool HasStream(int host) const;
   // Whether the stream to `host` has applied its snapshot (the backup holds the shard).
   bool Synced(int host) const;
+  // The newest record the stream to `host` had acknowledged (-1: no stream).
+  int64_t Acked(int host) const;
   std::vector<int> hosts() const;
   // Stops every stream.
   void Close();

@@ -40,7 +40,7 @@ class PsTest : public EtcdTest {
   }
   void TearDown() override {
     procs_.clear();
-    (void)RemoveAll(dir_);
+    if (!std::getenv("TESSERA_KEEP_TEST_DIR")) (void)RemoveAll(dir_);
   }
 
   JobConfig MakeJob(const std::string& job, int pservers, const std::string& mode = "sync",
@@ -58,6 +58,7 @@ class PsTest : public EtcdTest {
     c.tls = tls_;
     c.replicas = replicas_;
     c.backup_trainers = backup_trainers_;
+    c.initial_pservers = initial_pservers_;
     if (tls_) MakeCerts(job);
     // With a secret, as every job made by `tessera job create` or `tessera local`.
     auto r = client_->Commit(CreateJobTxn(job, &c, security::JobSecret::Generate()));
@@ -179,6 +180,7 @@ class PsTest : public EtcdTest {
   bool tls_ = false;  // jobs made from here on use TLS
   int replicas_ = 1;  // jobs made from here on keep this many copies of each shard
   int backup_trainers_ = 0;  // and close a sync step without this many trainers' pushes
+  int initial_pservers_ = 0;  // and start elastic with this many pserver processes (0: not elastic)
   std::vector<std::unique_ptr<Subprocess>> procs_;
 };
 

@@ -8,6 +8,8 @@
 
 #include <atomic>
 #include <cstring>
+#include <functional>
+#include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -22,7 +24,6 @@ namespace tessera::testing {
 namespace {
 
 constexpr int kDim = 300;
-constexpr int kSteps = 30;
 
 // The pid registered for host `index` of `job` (0: none).
 int64_t HostPid(etcd::EtcdClient* c, const std::string& job, int index) {
@@ -35,17 +36,39 @@ int64_t HostPid(etcd::EtcdClient* c, const std::string& job, int index) {
 class ReplicaTest : public PsTest {
  protected:
   struct Run {
-    std::vector<float> w;  // trainer 0's parameters after the last step
-    double stall = -1;     // the longest wait for a step after the kill, in seconds
+    std::vector<float> w;                         // trainer 0's parameters after the last step
+    std::chrono::steady_clock::time_point since;  // the fault, for `stall`
+    double stall = -1;                            // the longest wait for a step after `since`, in seconds
   };
 
-  // Trains job `job` (made here) with 2 trainers for kSteps; kills pserver host `victim` when
-  // trainer 0 has finished step `kill_at` (-1: never), then starts a replacement.
-  Run Train(const std::string& job, int kill_at, int victim) {
-    replicas_ = 2;
-    MakeJob(job, 3, "sync", "adam:lr=0.05", 16, /*min_trainers=*/2);
-    for (int i = 0; i < 3; ++i) StartPserver(job);
-    EXPECT_TRUE(WaitForPservers(job, 3));
+  int steps_ = 30;   // steps each trainer takes
+  int pace_ms_ = 0;  // a trainer's compute time per step (slept)
+
+  // Kills pserver host `victim` once trainer 0 finished step `kill_at`, and starts a replacement.
+  void KillAt(const std::string& job, const std::atomic<int>& done, Run* run, int kill_at, int victim) {
+    EXPECT_TRUE(WaitUntil([&] { return done.load() >= kill_at; }, std::chrono::seconds(60),
+                          std::chrono::milliseconds(1)));
+    const int64_t pid = HostPid(client_.get(), job, victim);
+    EXPECT_GT(pid, 0);
+    const int before = done.load();
+    run->since = std::chrono::steady_clock::now();
+    for (auto& p : procs_)
+      if (p->pid() == pid) p->Kill();
+    // The replacement takes the free host index and receives copies once the dead one's lease is
+    // gone (a step ends then too).
+    EXPECT_TRUE(WaitUntil([&] { return done.load() > before + 1; }, std::chrono::seconds(60),
+                          std::chrono::milliseconds(1)));
+    StartPserver(job);
+  }
+
+  // Trains job `job` (made here, `pservers` shards, with the fixture's replicas_ and
+  // initial_pservers_) with 2 trainers for kSteps on `processes` pserver processes; `during` runs
+  // on this thread once training started, with trainer 0's finished steps.
+  Run Train(const std::string& job, int pservers, int processes,
+            const std::function<void(const std::atomic<int>& done, Run* run)>& during) {
+    MakeJob(job, pservers, "sync", "adam:lr=0.05", 16, /*min_trainers=*/2);
+    for (int i = 0; i < processes; ++i) StartPserver(job);
+    EXPECT_TRUE(WaitForPservers(job, static_cast<size_t>(pservers)));
     // Backups in place before training starts, so the kill meets a replicated job.
     std::atomic<int> done_steps{0};
     std::atomic<bool> failed{false};
@@ -73,7 +96,8 @@ class ReplicaTest : public PsTest {
         }
         ++ready;
         while (!go && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        for (int s = 0; s < kSteps && !failed; ++s) {
+        for (int s = 0; s < steps_ && !failed; ++s) {
+          if (pace_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pace_ms_));
           std::vector<float> g(kDim, 0.0f);
           AddBatchGradient(s, t, 5, w[t], &g);
           Gradients grads;
@@ -101,28 +125,19 @@ class ReplicaTest : public PsTest {
     }
     // Initialized, then every shard copied to its backup before the first step.
     EXPECT_TRUE(WaitUntil([&] { return ready.load() == 2 || failed; }, std::chrono::seconds(60)));
-    EXPECT_TRUE(WaitUntil([&] { return FullyReplicated(client_.get(), job); }, std::chrono::seconds(60)));
+    if (replicas_ > 1)
+      EXPECT_TRUE(WaitUntil([&] { return FullyReplicated(client_.get(), job); }, std::chrono::seconds(60)));
     go = true;
     Run run;
-    if (kill_at >= 0) {
-      EXPECT_TRUE(WaitUntil([&] { return done_steps.load() >= kill_at || failed; }, std::chrono::seconds(60),
-                            std::chrono::milliseconds(1)));
-      const int64_t pid = HostPid(client_.get(), job, victim);
-      EXPECT_GT(pid, 0);
-      const int before = done_steps.load();
-      const auto killed = std::chrono::steady_clock::now();
-      for (auto& p : procs_)
-        if (p->pid() == pid) p->Kill();
-      // The replacement takes the free host index and receives copies once the dead one's lease
-      // is gone (a step ends then too).
-      EXPECT_TRUE(WaitUntil([&] { return done_steps.load() > before + 1 || failed; },
-                            std::chrono::seconds(60), std::chrono::milliseconds(1)));
-      StartPserver(job);
-      for (auto& t : trainers) t.join();
+    if (during) during(done_steps, &run);
+    for (auto& t : trainers)
+      if (t.joinable()) t.join();
+    {
+      // The longest wait for a step after `run.since` (when `during` set it).
       std::lock_guard<std::mutex> lock(times_mu);
-      auto last = killed;
+      auto last = run.since;
       for (auto t : step_done) {
-        if (t < killed) continue;
+        if (run.since == std::chrono::steady_clock::time_point() || t < run.since) continue;
         run.stall = std::max(run.stall, std::chrono::duration<double>(t - last).count());
         last = t;
       }
@@ -138,15 +153,18 @@ class ReplicaTest : public PsTest {
 };
 
 TEST_F(ReplicaTest, APserverKilledAtARandomStepLosesNothingAndRollsNothingBack) {
-  const Run clean = Train("clean", -1, 0);
+  replicas_ = 2;
+  const Run clean = Train("clean", 3, 3, nullptr);
   ASSERT_FALSE(HasFailure());
   std::mt19937 rng(std::random_device{}());
   for (int run = 0; run < 3; ++run) {
-    const int kill_at = 3 + static_cast<int>(rng() % (kSteps - 8));
+    const int kill_at = 3 + static_cast<int>(rng() % (steps_ - 8));
     const int victim = static_cast<int>(rng() % 3);
     SCOPED_TRACE("run " + std::to_string(run) + ": host " + std::to_string(victim) + " killed after step " +
                  std::to_string(kill_at));
-    const Run r = Train("kill" + std::to_string(run), kill_at, victim);
+    const std::string job = "kill" + std::to_string(run);
+    const Run r = Train(
+        job, 3, 3, [&](const std::atomic<int>& done, Run* out) { KillAt(job, done, out, kill_at, victim); });
     ASSERT_FALSE(HasFailure());
     size_t differ = 0;
     for (int j = 0; j < kDim; ++j) differ += std::memcmp(&r.w[j], &clean.w[j], sizeof(float)) != 0;
@@ -157,6 +175,63 @@ TEST_F(ReplicaTest, APserverKilledAtARandomStepLosesNothingAndRollsNothingBack) 
         "(lease TTL 2 s)\n",
         run, victim, kill_at, r.stall);
   }
+}
+
+// How many primaries each live host holds, by host index (from the replica map).
+std::map<int, int> PrimariesPerHost(etcd::EtcdClient* etcd, const std::string& job) {
+  std::map<int, int> out;
+  auto kv = etcd->Get(keys::ReplicaMap(job));
+  if (!kv.ok() || kv->kvs.empty()) return out;
+  auto m = ReplicaMap::FromJson(kv->kvs[0].value);
+  if (!m.ok()) return out;
+  for (int s = 0; s < m->slots(); ++s) ++out[m->PrimaryOf(s)];
+  return out;
+}
+
+// Elastic pservers: a sync job of 4 shards starts on 2 pserver processes, grows to 4 while it
+// trains (two shards move, each copied live and handed over), then shrinks to 3 (SIGTERM: the
+// leaving process hands its shard over, then exits 0). Its final parameters are bit for bit
+// those of the same training on a plain job with 2 pservers.
+TEST_F(ReplicaTest, PserversScaledTwoToFourToThreeEndBitForBitLikeAFixedTwo) {
+  steps_ = 40;
+  pace_ms_ = 40;
+  const Run fixed = Train("fixed", 2, 2, nullptr);
+  ASSERT_FALSE(HasFailure());
+  initial_pservers_ = 2;
+  const std::string job = "elastic";
+  const Run elastic = Train(job, 4, 2, [&](const std::atomic<int>& done, Run*) {
+    ASSERT_TRUE(
+        WaitUntil([&] { return done.load() >= 8; }, std::chrono::seconds(60), std::chrono::milliseconds(1)));
+    StartPserver(job);
+    StartPserver(job);
+    ASSERT_TRUE(WaitUntil(
+        [&] {
+          return PrimariesPerHost(client_.get(), job) == std::map<int, int>{{0, 1}, {1, 1}, {2, 1}, {3, 1}};
+        },
+        std::chrono::seconds(60), std::chrono::milliseconds(5)));
+    std::printf("elastic: 4 pservers serve one shard each after step %d\n", done.load());
+    ASSERT_TRUE(
+        WaitUntil([&] { return done.load() >= 22; }, std::chrono::seconds(60), std::chrono::milliseconds(1)));
+    const int64_t pid = HostPid(client_.get(), job, 3);
+    ASSERT_GT(pid, 0);
+    for (auto& p : procs_) {
+      if (p->pid() != pid) continue;
+      auto code = p->Terminate(std::chrono::seconds(60));
+      ASSERT_TRUE(code.has_value());
+      EXPECT_EQ(*code, 0) << "the leaving pserver exits cleanly";
+    }
+    auto per_host = PrimariesPerHost(client_.get(), job);
+    EXPECT_EQ(per_host.count(3), 0u) << "host 3 left with no shard";
+    int total = 0;
+    for (auto [h, n] : per_host) total += n;
+    EXPECT_EQ(total, 4);
+    std::printf("elastic: host 3 left after step %d\n", done.load());
+  });
+  ASSERT_FALSE(HasFailure());
+  size_t differ = 0;
+  for (int j = 0; j < kDim; ++j) differ += std::memcmp(&elastic.w[j], &fixed.w[j], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0u) << differ << " of " << kDim
+                        << " parameters differ from the run on a fixed 2 pservers";
 }
 
 // Async, R=2: two trainers push "+1 to every element" as fast as they can while a pserver host is
