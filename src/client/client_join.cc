@@ -236,7 +236,9 @@ Status ClientImpl::JoinAll(const Deadline& d) {
       LinkCall call;
       call.req.set_op(wire::DataRequest::JOIN);
       call.req.set_step(agreement.requested());
-      TESSERA_ASSIGN_OR_RETURN(wire::DataReply r, link.Run(call, d, /*recover=*/false));
+      // A pserver that restarted without its parameters (a replacement still waiting for them)
+      // is refilled from this trainer's values at its step, as a push would, then joined.
+      TESSERA_ASSIGN_OR_RETURN(wire::DataReply r, link.Run(call, d, /*recover=*/true));
       starts[link.index()] = r.start_step();
       return Status::OK();
     }));

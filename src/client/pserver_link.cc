@@ -10,8 +10,11 @@
 namespace tessera {
 namespace {
 
-// The step a request belongs to: its push step, or for a pull the version it needs.
-int64_t RequestStep(const wire::DataRequest& req) { return req.is_push() ? req.step() : req.need(); }
+// The step a request belongs to: its push step, a JOIN's requested start, or for a pull the
+// version it needs.
+int64_t RequestStep(const wire::DataRequest& req) {
+  return req.is_push() || req.op() == wire::DataRequest::JOIN ? req.step() : req.need();
+}
 
 }  // namespace
 
