@@ -48,8 +48,9 @@ struct MapAt {
   int64_t revision = 0;  // the key's mod revision (0: absent)
 };
 
-StatusOr<MapAt> ReadMap(etcd::EtcdClient* etcd, const std::string& job, const JobConfig& config) {
-  TESSERA_ASSIGN_OR_RETURN(auto r, etcd->Get(keys::ReplicaMap(job)));
+StatusOr<MapAt> ReadMap(etcd::EtcdClient* etcd, const std::string& job, const JobConfig& config,
+                        const etcd::CallOptions& call = {}) {
+  TESSERA_ASSIGN_OR_RETURN(auto r, etcd->Get(keys::ReplicaMap(job), {}, call));
   if (!r.kvs.empty()) {
     TESSERA_ASSIGN_OR_RETURN(ReplicaMap m, ReplicaMap::FromJson(r.kvs[0].value));
     return MapAt{std::move(m), r.kvs[0].mod_revision};
@@ -61,7 +62,7 @@ StatusOr<MapAt> ReadMap(etcd::EtcdClient* etcd, const std::string& job, const Jo
   txn.compares.push_back(etcd::Compare::Absent(keys::ReplicaMap(job)));
   txn.success.push_back(etcd::Op::Put(keys::ReplicaMap(job), m.ToJson()));
   TESSERA_RETURN_IF_ERROR(etcd->Commit(txn).status());
-  return ReadMap(etcd, job, config);
+  return ReadMap(etcd, job, config, call);
 }
 
 // Replaces the map at `at` with `next`; false if another host changed it first.
@@ -208,8 +209,11 @@ Status PserverNode::RunReplicated(const Serving& sv) {
       }
       stopping = stop_;
     }
-    auto at = ReadMap(etcd, job, config);
+    etcd::CallOptions call;  // once stopping, an unreachable etcd is not waited for long
+    if (stopping && !draining) call.retry_timeout = std::chrono::seconds(1);
+    auto at = ReadMap(etcd, job, config, call);
     if (!at.ok()) {
+      if (stopping) break;  // etcd is unreachable: nothing can be handed over, stop as asked
       once("pserver host " + std::to_string(me) + ": cannot read the replica map: " + at.status().ToString());
       continue;
     }

@@ -234,6 +234,18 @@ TEST_F(ReplicaTest, PserversScaledTwoToFourToThreeEndBitForBitLikeAFixedTwo) {
                         << " parameters differ from the run on a fixed 2 pservers";
 }
 
+// A pserver of a replicated or elastic job stops on SIGTERM even when etcd is gone (it used to
+// retry reading the replica map forever, at full speed).
+TEST_F(ReplicaTest, SigtermStopsAHostWhoseEtcdIsGone) {
+  initial_pservers_ = 1;
+  MakeJob("gone", 1, "sync", "sgd:lr=0.1", 16);
+  const size_t ps = StartPserver("gone");
+  ASSERT_TRUE(WaitForPservers("gone", 1));
+  ASSERT_TRUE(server_->Kill().ok());
+  auto code = procs_[ps]->Terminate(std::chrono::seconds(60));
+  EXPECT_TRUE(code.has_value()) << "still running 60 s after SIGTERM:\n" << procs_[ps]->Output();
+}
+
 // Async, R=2: two trainers push "+1 to every element" as fast as they can while a pserver host is
 // killed with SIGKILL; every push a trainer saw acknowledged is in the final model, counted
 // element by element (SGD with lr 1: each applied push adds exactly 1).
