@@ -14,7 +14,8 @@
 //
 // Files: pserver_service.cc (requests, pushes, barriers, pulls), pserver_service_init.cc
 // (initialization, checkpoint restore and snapshot), pserver_service_queries.cc (status,
-// describe, sparse dumps).
+// describe, sparse dumps), pserver_service_lifecycle.cc (trainers leaving, stop and resume, counters),
+// pserver_service_replicas.cc (replication records, backups, promotion).
 // Owned by the pserver process (PserverNode), which feeds it membership changes from etcd and
 // stops it when the lease is lost. Thread-safe: Handle() is called from transport threads.
 #pragma once
