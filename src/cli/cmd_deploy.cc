@@ -120,6 +120,12 @@ int RunK8s(const DeployFlags& f) {
         "remove it\n",
         f.out.c_str(), f.out.c_str(), s.namespace_.c_str(), s.name.c_str(), s.http_port, s.http_port,
         s.namespace_.c_str(), s.name.c_str(), s.trainers_max, s.namespace_.c_str(), s.name.c_str());
+    if (s.start_pservers > 0) {
+      std::printf(
+          "  kubectl -n %s scale statefulset %s-pserver --replicas=%d   # pservers: 1..%d, shards move "
+          "live\n",
+          s.namespace_.c_str(), s.name.c_str(), s.pservers, s.pservers);
+    }
     return 0;
   }
   std::fflush(stdout);

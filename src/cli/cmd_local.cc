@@ -1,5 +1,5 @@
 // `tessera local`: a whole job on this machine, supervised; `tessera local scale`: change the
-// number of trainers of a running `tessera local`.
+// number of trainers or pservers of a running `tessera local`.
 #include <unistd.h>
 
 #include <atomic>
@@ -67,7 +67,14 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   cmd->add_option("--trainer-cmd", o->trainer_cmd, "your trainer command, run through /bin/sh");
   cmd->add_option(flags::kModelArg, o->model_args, "model setting key=value (repeatable)");
   cmd->add_option(flags::kBatchSize, o->batch_size, "records per step per trainer")->capture_default_str();
-  cmd->add_option("--pservers", o->pservers, "parameter servers")->capture_default_str();
+  cmd->add_option("--pservers", o->pservers,
+                  "parameter servers (an elastic job's shards: the most it can run)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--start-pservers", o->start_pservers,
+         "elastic: start this many pservers (1..--pservers) and add or remove some while the job runs "
+         "with `tessera local scale --pservers N`; shards move between them live (0: not elastic)")
+      ->capture_default_str();
   cmd->add_option("--trainers", o->trainers, "trainers")->capture_default_str();
   cmd->add_option("--standby-masters", o->standby_masters, "standby masters")->capture_default_str();
   cmd->add_option("--mode", o->mode, "sync, async or ssp:S")->capture_default_str();
@@ -111,18 +118,31 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
       ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
       ->capture_default_str();
   cmd->add_option("--model-out", o->model_out, "where to save the trained model (default RUN/model.tsm)");
-  auto* scale = cmd->add_subcommand("scale", "Change the number of trainers of a running `tessera local`");
+  auto* scale = cmd->add_subcommand(
+      "scale",
+      "Change the number of trainers, or of an elastic job's pservers, of a running `tessera local`.\n"
+      "New ones take the lowest free ids; the highest go first. A pserver that goes hands its\n"
+      "shards over to the others before it exits: nothing is lost or rolled back.");
   auto run = std::make_shared<std::string>();
-  auto trainers = std::make_shared<int>(1);
+  auto trainers = std::make_shared<int>(-1);
+  auto pservers = std::make_shared<int>(-1);
   scale->add_option("--run", *run, "the run directory")->required();
-  scale->add_option("--trainers", *trainers, "trainers to run")->required();
-  scale->callback([run, trainers, exit_code] {
-    Status s = local::ScaleTrainers(*run, *trainers);
+  scale->add_option("--trainers", *trainers, "trainers to run");
+  scale->add_option("--pservers", *pservers,
+                    "pserver processes to run (a job started with --start-pservers; 1..--pservers)");
+  scale->callback([run, trainers, pservers, exit_code] {
+    local::ScaleRequest r;
+    if (*trainers != -1) r.trainers = *trainers;
+    if (*pservers != -1) r.pservers = *pservers;
+    Status s = local::ScaleLocal(*run, r);
     if (!s.ok()) {
       *exit_code = Fail("local scale", s);
       return;
     }
-    std::printf("asked %s to run %d trainers\n", run->c_str(), *trainers);
+    std::string what;
+    if (r.trainers) what = std::to_string(*r.trainers) + " trainers";
+    if (r.pservers) what += (what.empty() ? "" : " and ") + std::to_string(*r.pservers) + " pservers";
+    std::printf("asked %s to run %s\n", run->c_str(), what.c_str());
     *exit_code = 0;
   });
   cmd->callback([o, cmd, exit_code] {

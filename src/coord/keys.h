@@ -79,6 +79,8 @@ inline std::string MetricsPrefix(std::string_view job) { return Job(job) + "metr
 
 // `tessera local`: the number of trainers the supervisor should run (`tessera local scale`).
 inline std::string LocalTrainers(std::string_view job) { return Job(job) + "local/trainers"; }
+// `tessera local` of an elastic job: the number of pserver processes it should run.
+inline std::string LocalPservers(std::string_view job) { return Job(job) + "local/pservers"; }
 
 // `tessera launch`: the job spec (YAML) the launcher ran, read by every `tessera node` it started,
 // and the stop order ("finished" or "stopped") that ends every node gracefully.

@@ -139,6 +139,7 @@ std::vector<std::string> JobSpec::JobCreateArgs() const {
       "--min-trainers", std::to_string(trainers_min), "--if-absent"};
   if (tls()) args.push_back("--tls");
   if (replicas > 1) args.insert(args.end(), {"--replicas", std::to_string(replicas)});
+  if (start_pservers > 0) args.insert(args.end(), {"--start-pservers", std::to_string(start_pservers)});
   return args;
 }
 
@@ -172,6 +173,7 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
   TESSERA_RETURN_IF_ERROR(f.Read("masters", &s.masters));
   TESSERA_RETURN_IF_ERROR(f.Read("pservers", &s.pservers));
   TESSERA_RETURN_IF_ERROR(f.Read("replicas", &s.replicas));
+  TESSERA_RETURN_IF_ERROR(f.Read("start_pservers", &s.start_pservers));
   if (YAML::Node e = f.Get("etcd")) {
     TESSERA_RETURN_IF_ERROR(NeedMap(e, origin, "etcd"));
     Fields g(e, "etcd", origin);
@@ -294,6 +296,9 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
   if (s.replicas < 1 || s.replicas > s.pservers)
     return f.Fail("replicas", "must be between 1 and pservers (" + std::to_string(s.pservers) +
                                   "): each copy of a shard lives on a different pserver");
+  if (s.start_pservers < 0 || s.start_pservers > s.pservers)
+    return f.Fail("start_pservers", "must be between 1 and pservers (" + std::to_string(s.pservers) +
+                                        ") for an elastic job, or 0 (not elastic)");
   if (s.trainers_min < 1) return f.Fail("trainers", "min must be at least 1");
   if (s.store.path.empty())
     return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");

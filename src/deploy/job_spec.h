@@ -42,6 +42,9 @@ struct JobSpec {
   int masters = 2;  // a leader and standbys
   int pservers = 1;
   int replicas = 1;  // copies of every shard, each on a different pserver (`job create --replicas`)
+  // Elastic: the job has `pservers` shards and starts this many pserver pods (1..pservers); the
+  // StatefulSet is scaled while it runs and shards move live. 0: `pservers` pods, fixed.
+  int start_pservers = 0;
   int trainers_min = 1, trainers_max = 1;
 
   std::map<std::string, Resources> resources;  // by role: etcd, master, pserver, trainer

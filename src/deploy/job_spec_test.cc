@@ -107,6 +107,16 @@ TEST(JobSpecTest, ReplicasGoToJobCreate) {
   EXPECT_EQ(*(at + 1), "2");
 }
 
+TEST(JobSpecTest, StartPserversMustFitThePservers) {
+  auto s = ParseJobSpec(Replace(kGood, "pservers: 2", "pservers: 2\nstart_pservers: 1"), "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->start_pservers, 1);
+  std::string e = Error(Replace(kGood, "pservers: 2", "pservers: 2\nstart_pservers: 3"));
+  EXPECT_NE(e.find("start_pservers: must be between 1 and pservers (2) for an elastic job, or 0"),
+            std::string::npos)
+      << e;
+}
+
 TEST(JobSpecTest, AMisspeltFieldIsRefusedWithItsLikelyName) {
   std::string e = Error(Replace(kGood, "pservers: 2", "pserver: 2"));
   EXPECT_NE(e.find("job.yaml: pserver: unknown field (did you mean 'pservers'?)"), std::string::npos) << e;

@@ -255,17 +255,23 @@ Manifest PserverStatefulSet(const JobSpec& s) {
   c["readinessProbe"] = HttpProbe("/readyz", s.http_port, 5, 3);
   if (!mounts.empty()) c["volumeMounts"] = mounts;
   if (Json r = Resources(s, "pserver"); !r.empty()) c["resources"] = r;
+  // Elastic: scaled with `kubectl scale`; a pod removed hands its shards over first (the pserver
+  // takes at most 60 s for that).
+  const bool elastic = s.start_pservers > 0;
+  Json meta = Meta(s, s.name + "-pserver", "pserver");
+  if (elastic) meta["annotations"] = {{"tessera.io/max-pservers", std::to_string(s.pservers)}};
   return {"31-pserver-statefulset.yaml",
           {{"apiVersion", "apps/v1"},
            {"kind", "StatefulSet"},
-           {"metadata", Meta(s, s.name + "-pserver", "pserver")},
+           {"metadata", std::move(meta)},
            {"spec",
             {{"serviceName", s.name + "-pserver"},
-             {"replicas", s.pservers},
+             {"replicas", elastic ? s.start_pservers : s.pservers},
              {"podManagementPolicy", "Parallel"},
              {"selector", {{"matchLabels", Selector(s, "pserver")}}},
              {"template",
-              Template(s, "pserver", WithTls(s, PodSpec(s, Json::array({c}), volumes, 30)), true)}}}}};
+              Template(s, "pserver", WithTls(s, PodSpec(s, Json::array({c}), volumes, elastic ? 90 : 30)),
+                       true)}}}}};
 }
 
 Manifest TrainerJob(const JobSpec& s) {

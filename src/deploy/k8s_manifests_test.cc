@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <map>
 
 namespace tessera::deploy {
@@ -76,6 +77,25 @@ TEST(K8sManifestsTest, ATlsJobMountsItsCertificatesInEveryTesseraPod) {
   EXPECT_FALSE(o["StatefulSet/fm-etcd"]["spec"]["template"]["spec"].dump().find("tls") != std::string::npos);
   const Json& init = o["Deployment/fm-master"]["spec"]["template"]["spec"]["initContainers"][0];
   EXPECT_EQ(init["args"].back(), "--tls");
+}
+
+TEST(K8sManifestsTest, AnElasticJobStartsItsFirstPserversAndGivesThemTimeToHandTheirShardsOver) {
+  JobSpec s = Spec();
+  auto fixed = ByKindName(*RenderJob(s, "spec"));
+  EXPECT_EQ(fixed["StatefulSet/fm-pserver"]["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 30);
+  EXPECT_FALSE(fixed["StatefulSet/fm-pserver"]["metadata"].contains("annotations"));
+  s.start_pservers = 1;
+  auto m = RenderJob(s, "spec");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto o = ByKindName(*m);
+  const Json& set = o["StatefulSet/fm-pserver"];
+  EXPECT_EQ(set["spec"]["replicas"], 1);
+  EXPECT_EQ(set["metadata"]["annotations"]["tessera.io/max-pservers"], "3");
+  EXPECT_EQ(set["spec"]["template"]["spec"]["terminationGracePeriodSeconds"], 90);
+  auto args = s.JobCreateArgs();
+  auto at = std::find(args.begin(), args.end(), "--start-pservers");
+  ASSERT_NE(at, args.end());
+  EXPECT_EQ(*(at + 1), "1");
 }
 
 TEST(K8sManifestsTest, EveryObjectOfAJobWithItsOwnEtcd) {

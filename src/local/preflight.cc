@@ -10,10 +10,10 @@ namespace {
 
 Status InRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
   if (value >= lo && value <= hi) return Status::OK();
-  return Status::InvalidArgument(std::string(flag) + " must be " +
-                                 (hi == INT32_MAX ? "at least " + std::to_string(lo)
-                                                  : std::to_string(lo) + ".." + std::to_string(hi)) +
-                                 ", not " + std::to_string(value));
+  return Status::InvalidArgument(
+      std::string(flag) + " must be " +
+      (hi == INT32_MAX ? "at least " + std::to_string(lo) : std::to_string(lo) + ".." + std::to_string(hi)) +
+      ", not " + std::to_string(value));
 }
 
 }  // namespace
@@ -27,6 +27,7 @@ StatusOr<JobConfig> LocalJobConfig(const LocalOptions& o) {
   job.checkpoint_steps = o.checkpoint_steps;
   job.replicas = o.replicas;
   job.backup_trainers = o.backup_trainers;
+  job.initial_pservers = o.start_pservers;
   TESSERA_ASSIGN_OR_RETURN(job.nonfinite, ParseNonFinitePolicy(o.nonfinite));
   TESSERA_RETURN_IF_ERROR(job.Validate());
   return job;
@@ -34,7 +35,8 @@ StatusOr<JobConfig> LocalJobConfig(const LocalOptions& o) {
 
 Status CheckLocalOptions(const LocalOptions& o) {
   if (o.model.empty() == o.trainer_cmd.empty()) {
-    return Status::InvalidArgument("give either --model NAME (a built-in model) or --trainer-cmd CMD (your trainer)");
+    return Status::InvalidArgument(
+        "give either --model NAME (a built-in model) or --trainer-cmd CMD (your trainer)");
   }
   TESSERA_RETURN_IF_ERROR(ValidateName(o.job, "--job"));
   TESSERA_RETURN_IF_ERROR(InRange("--pservers", o.pservers, 1, 4096));
@@ -63,8 +65,9 @@ Status CheckLocalOptions(const LocalOptions& o) {
   }
   if (!o.trainer_cmd.empty()) {
     if (!o.model_args.empty()) {
-      return Status::InvalidArgument("--model-arg sets a built-in model's settings; with --trainer-cmd, pass "
-                                     "settings to your own program");
+      return Status::InvalidArgument(
+          "--model-arg sets a built-in model's settings; with --trainer-cmd, pass "
+          "settings to your own program");
     }
     return Status::OK();
   }

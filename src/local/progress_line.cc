@@ -46,11 +46,13 @@ std::string FinalMetrics(const master::StatusReply& s) {
   return out + fmt::format(" (after pass {})", pass + 1);
 }
 
-nlohmann::json ResultJson(const std::string& job, const master::StatusReply& s, const std::string& model_path) {
+nlohmann::json ResultJson(const std::string& job, const master::StatusReply& s,
+                          const std::string& model_path) {
   nlohmann::json res = {{"job", job},
                         {"passes", s.passes()},
                         {"tasks", s.tasks()},
                         {"failed_tasks", s.failed()},
+                        {"split_tasks", s.splits()},
                         {"samples", s.samples()},
                         {"model", model_path},
                         {"summary", FinalMetrics(s)}};

@@ -2,14 +2,15 @@
 // given) with its data in the run directory, creates the job, and runs P pservers, a master (and
 // standbys) and T trainers (a built-in model or the user's command), each with its log in
 // <run>/logs/. A process that exits is restarted with backoff (RestartPolicy), as Kubernetes
-// would; trainers that finish are done. The number of trainers follows the etcd key that
-// `tessera local scale` writes. When every pass is done and every trainer finished, it exports
-// the model to one file, writes <run>/result.json, stops everything in order (trainers, masters,
-// pservers, etcd) and returns. A stop request (Ctrl-C, SIGTERM) stops everything the same way.
+// would; trainers that finish are done. The number of trainers (and of an elastic job's pservers)
+// follows the etcd keys that `tessera local scale` writes. When every pass is done and every trainer
+// finished, it exports the model to one file, writes <run>/result.json, stops everything in order (trainers,
+// masters, pservers, etcd) and returns. A stop request (Ctrl-C, SIGTERM) stops everything the same way.
 // Thread-safety: Run() blocks its caller; `stop` may be set from any thread.
 #pragma once
 
 #include <atomic>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -40,6 +41,10 @@ struct LocalOptions {
   // Copies of every shard (the job's replicas, 1..pservers): a lost pserver's shards are taken
   // over by their backups, without a rollback.
   int replicas = 1;
+  // Elastic: the job has `pservers` shards and starts this many pserver processes (1..pservers);
+  // `tessera local scale --pservers N` adds or removes processes while it runs, and shards move
+  // between them live (0: not elastic, `pservers` processes).
+  int start_pservers = 0;
   // Sync: a step closes once all but this many trainers pushed (JobConfig::backup_trainers).
   int backup_trainers = 0;
   // A gradient with NaN or infinity: "skip" (the step goes on without it) or "error" (see
@@ -68,7 +73,11 @@ struct LocalResult {
 
 StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop);
 
-// `tessera local scale`: asks the supervisor of `run_dir` to run `trainers` trainers.
-Status ScaleTrainers(const std::string& run_dir, int trainers);
+// `tessera local scale`: asks the supervisor of `run_dir` to run `trainers` trainers and (an
+// elastic job) `pservers` pservers; an unset count is left as it is.
+struct ScaleRequest {
+  std::optional<int> trainers, pservers;
+};
+Status ScaleLocal(const std::string& run_dir, const ScaleRequest& request);
 
 }  // namespace tessera::local

@@ -280,9 +280,15 @@ Status PserverNode::RunReplicated(const Serving& sv) {
         }
       }
       if (!draining || map.PrimarySlotsOf(me).empty() || !others || Now() > drain_deadline) {
-        if (draining && !map.PrimarySlotsOf(me).empty())
-          spdlog::warn("pserver host {}: leaving with {} shards not handed over", me,
-                       map.PrimarySlotsOf(me).size());
+        if (draining && !map.PrimarySlotsOf(me).empty()) {
+          if (others) {
+            spdlog::warn("pserver host {}: leaving with {} shards not handed over", me,
+                         map.PrimarySlotsOf(me).size());
+          } else {  // every host goes: the job is ending
+            spdlog::info("pserver host {}: every host is leaving; stopping with its {} shards", me,
+                         map.PrimarySlotsOf(me).size());
+          }
+        }
         break;
       }
     }

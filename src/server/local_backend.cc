@@ -132,7 +132,9 @@ JobObservation LocalBackend::Observe(const std::string& dir, const std::string& 
 }
 
 Status LocalBackend::Scale(const std::string& dir, const std::string&, int trainers) {
-  return local::ScaleTrainers(dir + "/run", trainers);
+  local::ScaleRequest request;
+  request.trainers = trainers;
+  return local::ScaleLocal(dir + "/run", request);
 }
 
 Status LocalBackend::Stop(const std::string& dir, const std::string& handle, bool force) {

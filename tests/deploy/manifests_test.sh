@@ -33,6 +33,19 @@ for spec in "$src"/deploy/examples/*.yaml; do
   diff -u "$golden" <(concat "$out") > /dev/null || fail "$name: a second rendering differs"
 done
 
+# An elastic job: its pserver StatefulSet starts small, is scaled later (the deploy says how),
+# and gives a pod that goes the time to hand its shards over.
+sed 's/^pservers: \(.*\)$/pservers: \1\nstart_pservers: 1/' "$src/deploy/examples/fashion-mnist.yaml" > "$tmp/elastic.yaml"
+grep -q '^start_pservers: 1' "$tmp/elastic.yaml" || fail "could not make the elastic spec"
+"$tessera" deploy k8s --spec "$tmp/elastic.yaml" --out "$tmp/elastic" > "$tmp/elastic.log" || { cat "$tmp/elastic.log"; fail "the elastic job did not render"; }
+node "$schema/validate.mjs" "$tmp/elastic" || fail "elastic: the manifests do not pass the Kubernetes schemas"
+set_file=$tmp/elastic/31-pserver-statefulset.yaml
+grep -q '^  replicas: 1$' "$set_file" || fail "the elastic StatefulSet does not start with 1 pserver: $(cat "$set_file")"
+grep -q 'terminationGracePeriodSeconds: 90' "$set_file" || fail "the elastic pservers get no time to hand over"
+grep -q 'tessera.io/max-pservers' "$set_file" || fail "the elastic StatefulSet does not say its bound"
+grep -rq -- '--start-pservers' "$tmp/elastic" || fail "job create is not told the job is elastic"
+grep -q 'scale statefulset fashion-pserver' "$tmp/elastic.log" || fail "the deploy does not say how to scale: $(cat "$tmp/elastic.log")"
+
 # The validator is not a rubber stamp.
 one=$tmp/fashion-mnist/31-pserver-statefulset.yaml
 sed 's/serviceName:/servicName:/' "$one" > "$tmp/typo.yaml"

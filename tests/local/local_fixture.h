@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -20,6 +21,7 @@
 #include "harness/subprocess.h"
 #include "harness/wait.h"
 #include "job/job_config.h"
+#include "tessera/model_file.h"
 
 namespace tessera::testing {
 
@@ -116,6 +118,22 @@ class LocalTest : public TempDirTest {
   // The job's master status (an empty reply while none answers).
   master::StatusReply MasterStatus(etcd::EtcdClient* etcd, const std::string& job) {
     return MasterStatusOf(etcd, job);
+  }
+
+  // Bit for bit the same parameters, at the same step.
+  static void ExpectSameParameters(const models::ModelFile& a, const models::ModelFile& b) {
+    ASSERT_EQ(a.tensors.size(), b.tensors.size());
+    ASSERT_EQ(a.step, b.step);
+    for (size_t i = 0; i < a.tensors.size(); ++i) {
+      const auto& ta = a.tensors[i];
+      const auto& tb = b.tensors[i];
+      ASSERT_EQ(ta.name, tb.name);
+      ASSERT_EQ(ta.values.size(), tb.values.size()) << ta.name;
+      size_t differ = 0;
+      for (size_t k = 0; k < ta.values.size(); ++k)
+        differ += std::memcmp(&ta.values[k], &tb.values[k], 4) != 0;
+      EXPECT_EQ(differ, 0u) << ta.name << ": " << differ << " of " << ta.values.size() << " values differ";
+    }
   }
 
   std::unique_ptr<Subprocess> local_;

@@ -121,17 +121,7 @@ TEST_F(LocalTest, PserverKilledInSyncModeRollsBackAndEndsBitForBitLikeARestartFr
   ASSERT_TRUE(model_a.ok()) << model_a.status();
 
   // 4. Bit for bit the same parameters.
-  ASSERT_EQ(model_a->tensors.size(), model_b->tensors.size());
-  ASSERT_EQ(model_a->step, model_b->step);
-  for (size_t i = 0; i < model_a->tensors.size(); ++i) {
-    const auto& ta = model_a->tensors[i];
-    const auto& tb = model_b->tensors[i];
-    ASSERT_EQ(ta.name, tb.name);
-    ASSERT_EQ(ta.values.size(), tb.values.size()) << ta.name;
-    size_t differ = 0;
-    for (size_t k = 0; k < ta.values.size(); ++k) differ += std::memcmp(&ta.values[k], &tb.values[k], 4) != 0;
-    EXPECT_EQ(differ, 0u) << ta.name << ": " << differ << " of " << ta.values.size() << " values differ";
-  }
+  ExpectSameParameters(*model_a, *model_b);
   auto r = Result();
   EXPECT_EQ(r["failed_tasks"], 0);
   EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.75);

@@ -125,8 +125,9 @@ class ReplicaTest : public PsTest {
     }
     // Initialized, then every shard copied to its backup before the first step.
     EXPECT_TRUE(WaitUntil([&] { return ready.load() == 2 || failed; }, std::chrono::seconds(60)));
-    if (replicas_ > 1)
+    if (replicas_ > 1) {
       EXPECT_TRUE(WaitUntil([&] { return FullyReplicated(client_.get(), job); }, std::chrono::seconds(60)));
+    }
     go = true;
     Run run;
     if (during) during(done_steps, &run);
