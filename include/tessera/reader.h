@@ -39,6 +39,7 @@ struct ReaderStats {
   int64_t tasks_failed = 0;  // failed by this reader (corrupt chunks)
   int64_t stale = 0;         // acknowledgements the master refused (task re-dispatched meanwhile)
   int64_t records = 0;       // records returned
+  int64_t splits = 0;        // tasks this reader was told to stop early (the rest went to an idle trainer)
 };
 
 // A task the reader holds: how many of its records were returned (`offset`) of `records`.

@@ -107,12 +107,12 @@ void PrintMasterStatus(etcd::EtcdClient& etcd, const std::string& job_name, cons
   }
   std::printf(
       "  data set %s, pass %d of %d%s: tasks %lld todo, %lld pending, %lld done, %lld failed "
-      "(%lld handed out, %lld repeated, %lld timed out)\n",
+      "(%lld handed out, %lld repeated, %lld timed out, %lld split for idle trainers)\n",
       st->dataset().c_str(), st->pass() + 1, st->passes(), st->finished() ? " (finished)" : "",
       static_cast<long long>(st->todo()), static_cast<long long>(st->pending()),
       static_cast<long long>(st->done()), static_cast<long long>(st->failed()),
       static_cast<long long>(st->dispatches()), static_cast<long long>(st->duplicates()),
-      static_cast<long long>(st->timeouts()));
+      static_cast<long long>(st->timeouts()), static_cast<long long>(st->splits()));
   for (const auto& ft : st->failed_tasks()) {
     std::printf("  failed task %lld (pass %d, %d failures): %s\n", static_cast<long long>(ft.id()),
                 ft.pass() + 1, ft.failures(), ft.reason().c_str());

@@ -196,4 +196,21 @@ Status MasterClient::ReportPosition(const PositionReport& report, const Deadline
               [&](Master::Stub& s, grpc::ClientContext* c) { return s.ReportPosition(c, req, &reply); });
 }
 
+StatusOr<int64_t> MasterClient::ReportTaskProgress(const std::string& trainer, int64_t task, int64_t epoch,
+                                                   int64_t offset, int64_t records,
+                                                   const Deadline& deadline) {
+  TaskProgress req;
+  req.set_job_token(token_);
+  req.set_trainer(trainer);
+  req.set_task_id(task);
+  req.set_epoch(epoch);
+  req.set_offset(offset);
+  req.set_records(records);
+  TaskProgressReply reply;
+  TESSERA_RETURN_IF_ERROR(
+      Call("report task progress", "ReportTaskProgress", req, deadline,
+           [&](Master::Stub& s, grpc::ClientContext* c) { return s.ReportTaskProgress(c, req, &reply); }));
+  return reply.end_record();
+}
+
 }  // namespace tessera::master

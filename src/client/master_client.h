@@ -42,6 +42,10 @@ class MasterClient {
   StatusOr<StatusReply> GetStatus(const Deadline& deadline);
   Status Report(const ProgressReport& report, const Deadline& deadline);
   Status ReportPosition(const PositionReport& report, const Deadline& deadline);
+  // How far `trainer` got in its task: `offset` of `records` read. The record to stop before
+  // when the rest was split off for an idle trainer, or 0 (go on).
+  StatusOr<int64_t> ReportTaskProgress(const std::string& trainer, int64_t task, int64_t epoch,
+                                       int64_t offset, int64_t records, const Deadline& deadline);
   // The leader's address as last resolved ("" if none yet).
   std::string leader() const;
 

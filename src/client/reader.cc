@@ -54,6 +54,7 @@ class ReaderImpl : public Reader {
       TESSERA_ASSIGN_OR_RETURN(bool got, FetchTask());
       if (!got) return false;  // finished, or the caller must train and acknowledge first
     }
+    MaybeReportProgress();
     record->assign(records_[next_++]);
     ++stats_.records;
     return true;
@@ -96,6 +97,26 @@ class ReaderImpl : public Reader {
  private:
   ReaderImpl() = default;
 
+  // Every so often, tells the master how far we are in the task; if it split the rest off for
+  // an idle trainer, we stop where it says. (A lost answer at worst trains the rest twice.)
+  void MaybeReportProgress() {
+    if (!have_task_ || Now() < next_report_) return;
+    next_report_ = Now() + kProgressEvery;
+    auto end =
+        master_->ReportTaskProgress(trainer_, task_.id(), task_.epoch(), static_cast<int64_t>(next_),
+                                    static_cast<int64_t>(records_.size()), Deadline(std::chrono::seconds(2)));
+    if (!end.ok()) {
+      spdlog::debug("trainer {}: task progress not reported: {}", trainer_, end.status().message());
+      return;
+    }
+    if (*end > static_cast<int64_t>(next_) && *end < static_cast<int64_t>(records_.size())) {
+      spdlog::info("trainer {}: task {} stops at record {} of {}; an idle trainer has the rest", trainer_,
+                   task_.id(), *end, records_.size());
+      records_.resize(static_cast<size_t>(*end));
+      ++stats_.splits;
+    }
+  }
+
   // Gets the next task and loads its records. False when every pass is done (finished_) or the
   // master has nothing to hand out right now.
   StatusOr<bool> FetchTask() {
@@ -117,12 +138,17 @@ class ReaderImpl : public Reader {
       Status loaded = Load(reply.task(), dir, reply.dataset());
       if (loaded.ok()) {
         task_ = reply.task();
-        // After a rollback mid-task, the first records are in the model already.
+        // A piece of a split task ends where the next one starts.
+        if (task_.end_record() > 0 && task_.end_record() < static_cast<int64_t>(records_.size()))
+          records_.resize(static_cast<size_t>(task_.end_record()));
+        // After a rollback mid-task the first records are in the model already; a piece of a
+        // split task starts where the one before it ends.
         if (task_.skip_records() > 0) {
           next_ = std::min(records_.size(), static_cast<size_t>(task_.skip_records()));
-          spdlog::info("trainer {}: task {} continues at record {} of {} (the rest is in the model)",
-                       trainer_, task_.id(), next_, records_.size());
+          spdlog::info("trainer {}: task {} starts at record {} and ends at {}", trainer_, task_.id(), next_,
+                       records_.size());
         }
+        next_report_ = Now() + kProgressEvery;
         pass_ = task_.pass();
         have_task_ = true;
         return true;
@@ -181,6 +207,8 @@ class ReaderImpl : public Reader {
   std::vector<std::pair<std::string, std::string>> buffers_;  // per chunk: stored, decompressed
   std::vector<std::string_view> records_;
   size_t next_ = 0;
+  static constexpr std::chrono::milliseconds kProgressEvery{500};
+  TimePoint next_report_{};
   std::vector<ReaderHeldTask> trained_wait_;
   ReaderStats stats_;
 };

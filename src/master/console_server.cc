@@ -151,6 +151,7 @@ nlohmann::json ConsoleServer::Tasks(const StatusReply& st) const {
           {"dispatches", st.dispatches()},
           {"duplicates", st.duplicates()},
           {"timeouts", st.timeouts()},
+          {"splits", st.splits()},
           {"failures", st.failures()},
           {"failed", failed}};
 }

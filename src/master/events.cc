@@ -14,6 +14,8 @@ std::string EncodeEvent(const Event& e) {
   w.PutVarint(static_cast<uint64_t>(e.epoch));
   w.PutString(e.reason);
   w.PutVarint(static_cast<uint64_t>(e.step + 1));  // added later: older events end before it
+  w.PutVarint(static_cast<uint64_t>(e.cut));       // added with splits: older events end before
+  w.PutVarint(static_cast<uint64_t>(e.records));
   return out;
 }
 
@@ -26,9 +28,9 @@ StatusOr<std::vector<Event>> DecodeDelta(const std::string& delta) {
     std::string one;
     if (!r.GetString(&one)) return Status::DataLoss("master state delta: truncated");
     ByteReader er(one);
-    uint64_t type, task, epoch;
+    uint64_t type, task, epoch, cut = 0, records = 0;
     Event e;
-    if (!er.GetVarint(&type) || type < 1 || type > 5 || !er.GetString(&e.trainer) || !er.GetVarint(&task) ||
+    if (!er.GetVarint(&type) || type < 1 || type > 6 || !er.GetString(&e.trainer) || !er.GetVarint(&task) ||
         !er.GetVarint(&epoch) || !er.GetString(&e.reason)) {
       return Status::DataLoss("master state delta: bad event " + std::to_string(i));
     }
@@ -36,7 +38,12 @@ StatusOr<std::vector<Event>> DecodeDelta(const std::string& delta) {
     if (!er.done() && !er.GetVarint(&step_plus_one)) {
       return Status::DataLoss("master state delta: bad step in event " + std::to_string(i));
     }
+    if (!er.done() && (!er.GetVarint(&cut) || !er.GetVarint(&records))) {
+      return Status::DataLoss("master state delta: bad split in event " + std::to_string(i));
+    }
     e.step = static_cast<int64_t>(step_plus_one) - 1;
+    e.cut = static_cast<int64_t>(cut);
+    e.records = static_cast<int64_t>(records);
     e.type = static_cast<Event::Type>(type);
     e.task = static_cast<int64_t>(task);
     e.epoch = static_cast<int64_t>(epoch);
@@ -67,6 +74,13 @@ Status Replay(TaskQueue& q, const Event& e, int64_t now_ms) {
       return Status::OK();
     case Event::Type::kLost:
       (void)q.TrainerLost(e.trainer);
+      return Status::OK();
+    case Event::Type::kSplit:
+      if (q.Split(e.task, e.epoch, e.cut, e.records) < 0) {
+        return Status::DataLoss("master state replay diverged: logged split of task " +
+                                std::to_string(e.task) + " at record " + std::to_string(e.cut) +
+                                " did not reproduce");
+      }
       return Status::OK();
   }
   return Status::DataLoss("unknown master event");

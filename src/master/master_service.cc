@@ -139,6 +139,7 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
   t->set_skip_records(next.task.skip_records);
   t->set_first_record(next.task.first_record);
   t->set_records(next.task.records);
+  t->set_end_record(next.task.end_record);
   for (int64_t c = next.task.first_chunk; c < next.task.first_chunk + next.task.chunks; ++c) {
     const auto& info = manifest_.chunks[static_cast<size_t>(c)];
     ChunkRef* ref = t->add_chunks();
@@ -169,6 +170,40 @@ grpc::Status MasterService::FinishTask(grpc::ServerContext* ctx, const TaskResul
     if (queue_->finished()) spdlog::info("all {} passes over {} are done", queue_->passes(), manifest_.name);
   }
   return Durable(ticket);
+}
+
+grpc::Status MasterService::ReportTaskProgress(grpc::ServerContext* ctx, const TaskProgress* req,
+                                               TaskProgressReply* reply) {
+  RpcTimer timer(registry_, "ReportTaskProgress");
+  if (auto c = Check(ctx, "ReportTaskProgress", *req, req->job_token()); !c.ok()) return c;
+  if (req->offset() < 0 || req->records() < 0 || req->offset() > req->records()) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "task progress: offset " +
+                                                                std::to_string(req->offset()) + " of " +
+                                                                std::to_string(req->records()) + " records");
+  }
+  uint64_t ticket = 0;
+  int64_t cut = 0;
+  {
+    MutexLock lock(&mu_);
+    if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
+    auto proposed = queue_->ProposeSplit(req->task_id(), req->epoch(), req->offset(), req->records());
+    if (!proposed) return grpc::Status::OK;
+    const int64_t piece = queue_->Split(req->task_id(), req->epoch(), *proposed, req->records());
+    if (piece < 0) return grpc::Status::OK;
+    cut = *proposed;
+    Event e{Event::Type::kSplit, req->trainer(), req->task_id(), req->epoch(), ""};
+    e.cut = cut;
+    e.records = req->records();
+    ticket = Log(e);
+    spdlog::info(
+        "task {} at trainer {} (record {} of {}): the records from {} on split off for an idle trainer "
+        "(piece {})",
+        req->task_id(), req->trainer(), req->offset(), req->records(), cut, piece);
+  }
+  // The holder is told only once the split is durable: a master taking over knows of it.
+  if (auto d = Durable(ticket); !d.ok()) return d;
+  reply->set_end_record(cut);
+  return grpc::Status::OK;
 }
 
 grpc::Status MasterService::FailTask(grpc::ServerContext* ctx, const TaskResult* req,
@@ -210,6 +245,7 @@ grpc::Status MasterService::Summary(StatusReply* reply) {
   reply->set_dispatches(s.dispatches);
   reply->set_duplicates(s.duplicates);
   reply->set_timeouts(s.timeouts);
+  reply->set_splits(s.splits);
   reply->set_failures(s.failures);
   reply->set_dataset(manifest_.name);
   reply->set_epoch(election_epoch_);

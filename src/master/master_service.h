@@ -74,6 +74,8 @@ class MasterService final : public tessera::master::Master::Service {
   grpc::Status Summary(StatusReply* reply);
   grpc::Status Report(grpc::ServerContext*, const ProgressReport*, ProgressReply*) override;
   grpc::Status ReportPosition(grpc::ServerContext*, const PositionReport*, PositionReply*) override;
+  // A trainer's progress in its task: while trainers are idle, the rest is split off for them.
+  grpc::Status ReportTaskProgress(grpc::ServerContext*, const TaskProgress*, TaskProgressReply*) override;
 
  private:
   // Report's bookkeeping, under the lock.

@@ -5,7 +5,6 @@
 #include <random>
 #include <set>
 
-#include "common/bytes.h"
 #include "common/hash.h"
 
 namespace tessera::master {
@@ -17,8 +16,8 @@ Status TaskQueueOptions::Validate() const {
   if (max_failures < 0) return Status::InvalidArgument("--max-failures must be >= 0");
   if (passes < 1) return Status::InvalidArgument("--passes must be >= 1");
   if (!chunk_records.empty() && static_cast<int64_t>(chunk_records.size()) != chunks) {
-    return Status::InvalidArgument("record counts of " + std::to_string(chunk_records.size()) + " chunks for " +
-                                   std::to_string(chunks) + " chunks");
+    return Status::InvalidArgument("record counts of " + std::to_string(chunk_records.size()) +
+                                   " chunks for " + std::to_string(chunks) + " chunks");
   }
   if (min_tasks < 0) return Status::InvalidArgument("--min-tasks must be >= 0");
   if (min_task_records < 1) return Status::InvalidArgument("--min-task-records must be >= 1");
@@ -57,6 +56,31 @@ void TaskQueue::StartPass(int pass) {
   failures_.clear();
   failed_.clear();
   skip_.clear();
+  pieces_.clear();
+  ends_.clear();
+  parts_left_.clear();
+  idle_.clear();
+}
+
+std::pair<int64_t, int64_t> TaskQueue::RangeOf(int64_t item) const {
+  auto cut = ends_.find(item);
+  if (item < tasks_) {
+    auto s = skip_.find(item);
+    return {s == skip_.end() ? 0 : s->second, cut == ends_.end() ? -1 : cut->second};
+  }
+  const Piece& p = pieces_[static_cast<size_t>(item - tasks_)];
+  return {p.from, cut == ends_.end() ? p.to : cut->second};
+}
+
+void TaskQueue::ItemDone(int64_t item) {
+  const int64_t task = TaskOf(item);
+  auto parts = parts_left_.find(task);
+  if (parts == parts_left_.end()) {
+    done_[task] = true;
+  } else if (--parts->second == 0) {
+    done_[task] = true;
+    parts_left_.erase(parts);
+  }
 }
 
 void TaskQueue::SkipDispatched() {
@@ -77,25 +101,31 @@ TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) 
   } else if (cursor_ < tasks_) {
     task = order_[cursor_++];
   } else {
+    idle_.insert(trainer);
     n.kind = NextKind::kWait;
     return n;
   }
+  idle_.erase(trainer);
   int64_t epoch = next_epoch_++;
   pending_[task] = Pending{epoch, trainer, now_ms + options_.timeout_ms};
   ++stats_.dispatches;
-  if (dispatched_[task]) ++stats_.duplicates;
-  dispatched_[task] = true;
+  if (task < tasks_) {
+    if (dispatched_[task]) ++stats_.duplicates;
+    dispatched_[task] = true;
+  }
   n.kind = NextKind::kTask;
   n.task.task = task;
   n.task.epoch = epoch;
   n.task.pass = pass_;
-  const TaskSpan& span = spans_[static_cast<size_t>(task)];
+  const TaskSpan& span = spans_[static_cast<size_t>(TaskOf(task))];
   n.task.first_chunk = span.first_chunk;
   n.task.chunks = span.chunks;
   n.task.first_record = span.first_record;
   n.task.records = span.records;
   n.task.deadline_ms = now_ms + options_.timeout_ms;
-  if (auto s = skip_.find(task); s != skip_.end()) n.task.skip_records = s->second;
+  const auto [from, end] = RangeOf(task);
+  n.task.skip_records = from;
+  n.task.end_record = end > 0 ? end : 0;
   return n;
 }
 
@@ -103,8 +133,8 @@ bool TaskQueue::Finish(int64_t task, int64_t epoch, int64_t step) {
   auto it = pending_.find(task);
   if (it == pending_.end() || it->second.epoch != epoch) return false;
   pending_.erase(it);
-  done_[task] = true;
-  if (step >= 0) {
+  ItemDone(task);
+  if (step >= 0 && task < tasks_) {
     recent_.push_back(Finished{task, pass_, step});
     // Bounded: without saved positions nothing is forgotten otherwise.
     if (recent_.size() > 1000000) recent_.pop_front();
@@ -156,6 +186,7 @@ bool TaskQueue::Expire(int64_t task, int64_t epoch) {
 }
 
 int TaskQueue::TrainerLost(const std::string& trainer) {
+  idle_.erase(trainer);
   std::vector<int64_t> lost;
   for (const auto& [task, p] : pending_) {
     if (p.trainer == trainer) lost.push_back(task);
@@ -167,6 +198,45 @@ int TaskQueue::TrainerLost(const std::string& trainer) {
   }
   if (!lost.empty()) MaybeEndPass();
   return static_cast<int>(lost.size());
+}
+
+std::optional<int64_t> TaskQueue::ProposeSplit(int64_t task, int64_t epoch, int64_t offset,
+                                               int64_t records) const {
+  if (options_.split_min_records <= 0 || finished_ || cursor_ < tasks_) return std::nullopt;
+  auto it = pending_.find(task);
+  if (it == pending_.end() || it->second.epoch != epoch) return std::nullopt;
+  // Idle trainers that the work already waiting will not keep busy.
+  int64_t idle = 0;
+  for (const auto& t : idle_) idle += t != it->second.trainer;
+  if (idle <= static_cast<int64_t>(requeued_.size())) return std::nullopt;
+  auto [from, end] = RangeOf(task);
+  end = end < 0 ? records : std::min(end, records);
+  if (offset < from || offset > end) return std::nullopt;
+  const int64_t rest = end - offset;
+  if (rest < 2 * options_.split_min_records) return std::nullopt;
+  return offset + rest / 2;
+}
+
+int64_t TaskQueue::Split(int64_t task, int64_t epoch, int64_t cut, int64_t records) {
+  constexpr size_t kMostPieces = 1 << 24;
+  auto it = pending_.find(task);
+  if (it == pending_.end() || it->second.epoch != epoch || pieces_.size() >= kMostPieces) return -1;
+  auto [from, end] = RangeOf(task);
+  if (end < 0) end = records;
+  if (cut <= from || cut >= end) return -1;
+  const int64_t whole = TaskOf(task);
+  ends_[task] = cut;
+  const int64_t id = tasks_ + static_cast<int64_t>(pieces_.size());
+  pieces_.push_back(Piece{whole, cut, end});
+  requeued_.push_front(id);
+  auto parts = parts_left_.find(whole);
+  if (parts == parts_left_.end()) {
+    parts_left_[whole] = 2;
+  } else {
+    ++parts->second;
+  }
+  ++stats_.splits;
+  return id;
 }
 
 void TaskQueue::ResetDeadlines(int64_t now_ms) {
@@ -184,13 +254,18 @@ void TaskQueue::MaybeEndPass() {
 }
 
 TaskQueue::Counts TaskQueue::counts() const {
+  // Of tasks, not work items: a split task is failed if a part of it failed for good, else
+  // pending while a part is handed out, else done once every part is.
+  std::set<int64_t> failed, pending;
+  for (const auto& [item, f] : failed_) failed.insert(TaskOf(item));
+  for (const auto& [item, p] : pending_) {
+    if (!failed.count(TaskOf(item))) pending.insert(TaskOf(item));
+  }
   Counts c;
-  c.pending = static_cast<int64_t>(pending_.size());
-  c.failed = static_cast<int64_t>(failed_.size());
+  c.failed = static_cast<int64_t>(failed.size());
+  c.pending = static_cast<int64_t>(pending.size());
   for (bool d : done_) c.done += d;
-  c.todo = static_cast<int64_t>(requeued_.size());
-  for (int64_t i = cursor_; i < tasks_; ++i) c.todo += !dispatched_[order_[i]];
-  if (finished_) c.todo = 0;
+  c.todo = finished_ ? 0 : tasks_ - c.done - c.pending - c.failed;
   return c;
 }
 
@@ -265,186 +340,6 @@ Status TaskQueue::Rewind(const DataPosition& p, int64_t generation) {
   rewind_generation_ = generation;
   MaybeEndPass();
   return Status::OK();
-}
-
-// ---- Snapshot -------------------------------------------------------------------------------
-
-namespace {
-constexpr uint64_t kSnapshotMagic = 0x54535131;  // "TSQ1"
-}
-
-std::string TaskQueue::Snapshot() const {
-  std::string out;
-  ByteWriter w(&out);
-  w.PutVarint(kSnapshotMagic);
-  w.PutVarint(static_cast<uint64_t>(options_.chunks));
-  w.PutVarint(static_cast<uint64_t>(options_.chunks_per_task));
-  w.PutVarint(static_cast<uint64_t>(options_.passes));
-  w.PutVarint(options_.seed);
-  w.PutVarint(static_cast<uint64_t>(pass_));
-  w.PutVarint(finished_ ? 1 : 0);
-  w.PutVarint(static_cast<uint64_t>(cursor_));
-  w.PutVarint(static_cast<uint64_t>(next_epoch_));
-  for (int64_t v : {stats_.dispatches, stats_.duplicates, stats_.finishes, stats_.failures, stats_.timeouts,
-                    stats_.lost}) {
-    w.PutVarint(static_cast<uint64_t>(v));
-  }
-  w.PutVarint(requeued_.size());
-  for (int64_t t : requeued_) w.PutVarint(static_cast<uint64_t>(t));
-  w.PutVarint(pending_.size());
-  for (const auto& [t, p] : pending_) {
-    w.PutVarint(static_cast<uint64_t>(t));
-    w.PutVarint(static_cast<uint64_t>(p.epoch));
-    w.PutString(p.trainer);
-  }
-  w.PutBits(done_);
-  w.PutBits(dispatched_);
-  w.PutVarint(failures_.size());
-  for (const auto& [t, f] : failures_) {
-    w.PutVarint(static_cast<uint64_t>(t));
-    w.PutVarint(static_cast<uint64_t>(f));
-  }
-  auto put_failed = [&](const FailedTask& f) {
-    w.PutVarint(static_cast<uint64_t>(f.task));
-    w.PutVarint(static_cast<uint64_t>(f.pass));
-    w.PutVarint(static_cast<uint64_t>(f.failures));
-    w.PutString(f.reason.substr(0, 200));
-  };
-  w.PutVarint(failed_.size());
-  for (const auto& [t, f] : failed_) put_failed(f);
-  w.PutVarint(failed_history_.size());
-  for (const auto& f : failed_history_) put_failed(f);
-  // Added with consistent checkpoints; older snapshots end before this.
-  w.PutVarint(recent_.size());
-  for (const auto& f : recent_) {
-    w.PutVarint(static_cast<uint64_t>(f.task));
-    w.PutVarint(static_cast<uint64_t>(f.pass));
-    w.PutVarint(static_cast<uint64_t>(f.step));
-  }
-  w.PutVarint(skip_.size());
-  for (const auto& [t, n] : skip_) {
-    w.PutVarint(static_cast<uint64_t>(t));
-    w.PutVarint(static_cast<uint64_t>(n));
-  }
-  w.PutVarint(static_cast<uint64_t>(rewind_generation_));
-  // Added with record-range tasks; older snapshots end before this.
-  w.PutVarint(static_cast<uint64_t>(options_.min_tasks));
-  w.PutVarint(static_cast<uint64_t>(options_.min_task_records));
-  w.PutVarint(static_cast<uint64_t>(tasks_));
-  return out;
-}
-
-StatusOr<TaskQueue> TaskQueue::Restore(TaskQueueOptions options, std::string_view snapshot) {
-  auto corrupt = [](const std::string& what) { return Status::DataLoss("master state snapshot: " + what); };
-  ByteReader r(snapshot);
-  uint64_t magic, chunks, cpt, passes, seed, pass, finished, cursor, next_epoch;
-  if (!r.GetVarint(&magic) || magic != kSnapshotMagic) return corrupt("bad magic");
-  if (!r.GetVarint(&chunks) || !r.GetVarint(&cpt) || !r.GetVarint(&passes) || !r.GetVarint(&seed)) {
-    return corrupt("truncated header");
-  }
-  if (static_cast<int64_t>(chunks) != options.chunks || static_cast<int>(cpt) != options.chunks_per_task ||
-      seed != options.seed) {
-    return Status::FailedPrecondition(
-        "the saved task queue was made for another data set or settings (" + std::to_string(chunks) +
-        " chunks, " + std::to_string(cpt) + " per task, seed " + std::to_string(seed) + "; now " +
-        std::to_string(options.chunks) + " chunks, " + std::to_string(options.chunks_per_task) +
-        " per task, seed " + std::to_string(options.seed) + ")");
-  }
-  options.passes = static_cast<int>(std::max<uint64_t>(passes, static_cast<uint64_t>(options.passes)));
-  TaskQueue q(options);
-  if (!r.GetVarint(&pass) || !r.GetVarint(&finished) || !r.GetVarint(&cursor) || !r.GetVarint(&next_epoch)) {
-    return corrupt("truncated state");
-  }
-  if (pass >= static_cast<uint64_t>(q.options_.passes) || cursor > static_cast<uint64_t>(q.tasks_)) {
-    return corrupt("pass or cursor out of range");
-  }
-  q.StartPass(static_cast<int>(pass));
-  q.finished_ = finished != 0;
-  q.cursor_ = static_cast<int64_t>(cursor);
-  q.next_epoch_ = static_cast<int64_t>(next_epoch);
-  for (int64_t* v : {&q.stats_.dispatches, &q.stats_.duplicates, &q.stats_.finishes, &q.stats_.failures,
-                     &q.stats_.timeouts, &q.stats_.lost}) {
-    uint64_t x;
-    if (!r.GetVarint(&x)) return corrupt("truncated stats");
-    *v = static_cast<int64_t>(x);
-  }
-  auto task_id = [&](uint64_t* t) { return r.GetVarint(t) && *t < static_cast<uint64_t>(q.tasks_); };
-  uint64_t n;
-  if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad requeue list");
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t t;
-    if (!task_id(&t)) return corrupt("bad requeued task");
-    q.requeued_.push_back(static_cast<int64_t>(t));
-  }
-  if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad pending list");
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t t, e;
-    std::string trainer;
-    if (!task_id(&t) || !r.GetVarint(&e) || !r.GetString(&trainer)) return corrupt("bad pending task");
-    q.pending_[static_cast<int64_t>(t)] = Pending{static_cast<int64_t>(e), trainer, 0};
-  }
-  if (!r.GetBits(&q.done_, static_cast<uint64_t>(q.tasks_)) ||
-      static_cast<int64_t>(q.done_.size()) != q.tasks_ ||
-      !r.GetBits(&q.dispatched_, static_cast<uint64_t>(q.tasks_)) ||
-      static_cast<int64_t>(q.dispatched_.size()) != q.tasks_) {
-    return corrupt("bad task bitmaps");
-  }
-  if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad failure counts");
-  for (uint64_t i = 0; i < n; ++i) {
-    uint64_t t, f;
-    if (!task_id(&t) || !r.GetVarint(&f)) return corrupt("bad failure count");
-    q.failures_[static_cast<int64_t>(t)] = static_cast<int>(f);
-  }
-  auto get_failed = [&](FailedTask* f) {
-    uint64_t t, p, c;
-    if (!task_id(&t) || !r.GetVarint(&p) || !r.GetVarint(&c) || !r.GetString(&f->reason)) return false;
-    f->task = static_cast<int64_t>(t);
-    f->pass = static_cast<int>(p);
-    f->failures = static_cast<int>(c);
-    return true;
-  };
-  if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad failed list");
-  for (uint64_t i = 0; i < n; ++i) {
-    FailedTask f;
-    if (!get_failed(&f)) return corrupt("bad failed task");
-    q.failed_[f.task] = f;
-  }
-  if (!r.GetVarint(&n) || n > 1000) return corrupt("bad failure history");
-  for (uint64_t i = 0; i < n; ++i) {
-    FailedTask f;
-    if (!get_failed(&f)) return corrupt("bad failure history entry");
-    q.failed_history_.push_back(f);
-  }
-  if (!r.done()) {
-    if (!r.GetVarint(&n) || n > 1000000) return corrupt("bad recent finishes");
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t t, p, st;
-      if (!task_id(&t) || !r.GetVarint(&p) || !r.GetVarint(&st)) return corrupt("bad recent finish");
-      q.recent_.push_back(Finished{static_cast<int64_t>(t), static_cast<int>(p), static_cast<int64_t>(st)});
-    }
-    if (!r.GetVarint(&n) || n > static_cast<uint64_t>(q.tasks_)) return corrupt("bad skip list");
-    for (uint64_t i = 0; i < n; ++i) {
-      uint64_t t, k;
-      if (!task_id(&t) || !r.GetVarint(&k)) return corrupt("bad skip entry");
-      q.skip_[static_cast<int64_t>(t)] = static_cast<int64_t>(k);
-    }
-    uint64_t g;
-    if (!r.GetVarint(&g)) return corrupt("bad rewind generation");
-    q.rewind_generation_ = static_cast<int64_t>(g);
-  }
-  if (!r.done()) {
-    uint64_t min_tasks, min_records, tasks;
-    if (!r.GetVarint(&min_tasks) || !r.GetVarint(&min_records) || !r.GetVarint(&tasks)) {
-      return corrupt("bad task layout");
-    }
-    if (static_cast<int64_t>(tasks) != q.tasks_) {
-      return Status::FailedPrecondition("the saved task queue has " + std::to_string(tasks) +
-                                        " tasks, these settings make " + std::to_string(q.tasks_) +
-                                        " (--min-tasks / --min-task-records changed?)");
-    }
-  }
-  if (!r.done()) return corrupt("stray bytes at the end");
-  return q;
 }
 
 }  // namespace tessera::master

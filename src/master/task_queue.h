@@ -13,8 +13,14 @@
 //    starts with every task (done and failed) in a new seeded order; after the last pass the
 //    queue is finished;
 //  - a trainer that asks late simply gets a task of the current pass.
+// Stragglers: once no untouched task is left, a trainer that asks and gets nothing is idle. A
+// trainer still holding a task reports how far it got (ProposeSplit); while trainers are idle
+// the rest of that task is cut in two: the holder stops at the cut (Split; it is told so in the
+// answer) and the part after it becomes a piece, a work item of its own (id >= tasks()), handed
+// out first. A task is done when its own part and all its pieces are. So the end of a pass does
+// not wait for the slowest trainer to read a whole task alone.
 // Everything that changes the queue is an event that can be replayed (the master persists the
-// event log): Dispatch, Finish, Fail, Expire, TrainerLost. Given the same events in the same
+// event log): Dispatch, Finish, Fail, Expire, TrainerLost, Split. Given the same events in the same
 // order, a replay reaches the same state, epochs included.
 //
 // Consistent checkpoints (sync jobs with checkpoint steps): a Finish may carry the trainer's
@@ -29,6 +35,7 @@
 #include <deque>
 #include <map>
 #include <optional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -47,6 +54,9 @@ struct TaskQueueOptions {
   // `min_task_records` records (see task_layout.h). 0: never.
   int64_t min_tasks = 0;
   int64_t min_task_records = 1;
+  // Pending tasks are split for idle trainers into parts of at least this many records (0:
+  // never split; jobs with consistent checkpoints do not, as positions name whole tasks).
+  int64_t split_min_records = 0;
   int64_t timeout_ms = 60000;  // a pending task goes back to todo after this long
   int max_failures = 3;        // failures tolerated before a task is moved to failed
   int passes = 1;
@@ -67,7 +77,8 @@ class TaskQueue {
     int64_t first_record = 0;  // a record range of the chunk when records > 0
     int64_t records = 0;       // 0: every record of the chunks
     int64_t deadline_ms = 0;
-    int64_t skip_records = 0;  // already in the model (after a rewind mid-task)
+    int64_t skip_records = 0;  // already in the model (after a rewind mid-task), or a piece's start
+    int64_t end_record = 0;    // > 0: stop before this record of the task (it was split there)
   };
   enum class NextKind { kTask, kWait, kFinished };
   struct Next {
@@ -85,6 +96,16 @@ class TaskQueue {
   bool Expire(int64_t task, int64_t epoch);
   // Returns every task pending at `trainer` to todo (failure counted); returns how many.
   int TrainerLost(const std::string& trainer);
+  // The trainer holding work item `task` (dispatch `epoch`) has trained `offset` of its task's
+  // `records` records: where to cut the rest off for an idle trainer, or nullopt (nobody idle,
+  // too little left, stale, or splitting off). Changes nothing; Split() does.
+  std::optional<int64_t> ProposeSplit(int64_t task, int64_t epoch, int64_t offset, int64_t records) const;
+  // Cuts work item `task` at record `cut` of its task (of `records`): the holder stops there
+  // and records [cut, end) become a new piece, first in line. The piece's id, or -1 if the cut
+  // does not fit (stale dispatch, cut outside the item's remaining records).
+  int64_t Split(int64_t task, int64_t epoch, int64_t cut, int64_t records);
+  // Pieces cut this pass.
+  int64_t pieces() const { return static_cast<int64_t>(pieces_.size()); }
   // Gives every pending task a fresh deadline from `now_ms` (after a restore on a new master).
   void ResetDeadlines(int64_t now_ms);
 
@@ -104,7 +125,8 @@ class TaskQueue {
     int64_t finishes = 0;
     int64_t failures = 0;  // Fail() accepted
     int64_t timeouts = 0;
-    int64_t lost = 0;  // tasks returned because their trainer was lost
+    int64_t lost = 0;    // tasks returned because their trainer was lost
+    int64_t splits = 0;  // pieces cut off pending tasks for idle trainers
   };
   const Stats& stats() const { return stats_; }
 
@@ -150,6 +172,12 @@ class TaskQueue {
   void MaybeEndPass();
   // Moves the cursor past tasks already handed out this pass (after a Rewind).
   void SkipDispatched();
+  // The task a work item belongs to (itself, or a piece's).
+  int64_t TaskOf(int64_t item) const { return item < tasks_ ? item : pieces_[item - tasks_].task; }
+  // Records [start, end) of its task that work item `item` covers; end -1: to the task's end.
+  std::pair<int64_t, int64_t> RangeOf(int64_t item) const;
+  // Work item `item` is finished: its task is done once every part of it is.
+  void ItemDone(int64_t item);
 
   TaskQueueOptions options_;
   std::vector<TaskSpan> spans_;  // what each task covers
@@ -174,6 +202,16 @@ class TaskQueue {
   };
   std::deque<Finished> recent_;      // finishes with a step, not yet covered by a saved position
   std::map<int64_t, int64_t> skip_;  // this pass: task -> records already in the model
+  // Splits, this pass. A piece covers records [from, to) of its task; item -> where a split
+  // item now ends; task -> its parts (itself and its pieces) not yet finished, once split.
+  struct Piece {
+    int64_t task = 0, from = 0, to = 0;
+  };
+  std::vector<Piece> pieces_;
+  std::map<int64_t, int64_t> ends_;
+  std::map<int64_t, int64_t> parts_left_;
+  // Trainers whose last ask found nothing to do (a hint for splits; not saved).
+  std::set<std::string> idle_;
   int64_t rewind_generation_ = 0;
 };
 

@@ -14,6 +14,7 @@
 #include <sstream>
 
 #include "client/master_client.h"
+#include "common/clock.h"
 #include "common/files.h"
 #include "common/random.h"
 #include "coord/election.h"
@@ -406,6 +407,41 @@ TEST_F(MasterTest, ConsoleRequestsDeclaringATerabyteBodyAreRefusedAtOnceAndCostN
               static_cast<long long>(before), static_cast<long long>(after));
   EXPECT_LE(after, before + 20 * 1024);
   EXPECT_TRUE(m.running());
+}
+
+// One trainer slowed on purpose: once the other has nothing left, it takes the rest of the slow
+// one's task, piece by piece, so the pass does not wait for the slow one to read it all alone.
+// Every record is read exactly once.
+TEST_F(MasterTest, AnIdleTrainerTakesTheRestOfASlowTrainersTask) {
+  MakeDataset("d", 2000, 1 << 20);  // one chunk, cut into 2 tasks of 1000 records
+  StartMaster("d", {"--passes", "1", "--min-tasks", "2", "--min-task-records", "50"});
+  const auto started = Now();
+  Subprocess& slow = StartConsumer({"--batch", "50", "--sleep-ms", "400"});  // 8 s for a task alone
+  ASSERT_TRUE(slow.WaitForOutput("TASK", std::chrono::seconds(60))) << slow.Output();
+  Subprocess& fast = StartConsumer({"--batch", "50"});
+  auto records = [](Subprocess& p) {
+    std::smatch m;
+    const std::string out = p.Output();
+    return std::regex_search(out, m, std::regex("RECORDS (\\d+)")) ? std::stoll(m[1]) : -1;
+  };
+  ASSERT_TRUE(fast.Wait(std::chrono::seconds(120)).has_value()) << fast.Output();
+  ASSERT_TRUE(slow.Wait(std::chrono::seconds(120)).has_value()) << slow.Output();
+  const double took = std::chrono::duration<double>(Now() - started).count();
+  ASSERT_NE(slow.Output().find("DONE"), std::string::npos) << slow.Output();
+  ASSERT_NE(fast.Output().find("DONE"), std::string::npos) << fast.Output();
+  EXPECT_EQ(records(slow) + records(fast), 2000) << slow.Output() << fast.Output();
+  EXPECT_LT(records(slow), 1000) << "the slow trainer did not read its whole task";
+  EXPECT_GT(records(fast), 1000) << "the fast one read pieces of the slow one's task";
+  EXPECT_EQ(slow.Output().find("SPLITS 0"), std::string::npos) << slow.Output();
+  const auto st = MasterStatus();
+  EXPECT_TRUE(st.finished());
+  EXPECT_GE(st.splits(), 1);
+  EXPECT_EQ(st.failed(), 0);
+  std::printf(
+      "slow trainer %lld records, fast %lld, %lld splits; the pass took %.1f s (the slow trainer alone "
+      "needs about 8 s for its task)\n",
+      static_cast<long long>(records(slow)), static_cast<long long>(records(fast)),
+      static_cast<long long>(st.splits()), took);
 }
 
 TEST_F(MasterTest, MasterRefusesAnotherDataSetsQueue) {
