@@ -4,11 +4,13 @@
 #include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "client/master_client.h"
 #include "common/http_access.h"
+#include "common/strings.h"
 #include "common/version.h"
 #include "coord/election.h"
 #include "coord/keys.h"
@@ -16,6 +18,7 @@
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "job/replica_map.h"
+#include "job/replica_view.h"
 
 namespace tessera::cli {
 namespace {
@@ -146,6 +149,19 @@ int RunStatus(const StatusFlags& f) {
     if (!m.ok()) return Fail("status", m.status().WithContext(keys::ReplicaMap(f.etcd.job)));
     replicas = *m;
   }
+  bool elastic = false;
+  if (!config->kvs.empty()) {
+    auto jc = JobConfig::FromJson(config->kvs[0].value);
+    elastic = jc.ok() && jc->initial_pservers > 0;
+  }
+  std::set<int> live, leaving;  // pserver hosts registered, and those handing their shards over
+  for (const auto& m : hosts->members) {
+    auto index = ParseInt64(m.name, "host");
+    if (!index.ok()) continue;
+    live.insert(static_cast<int>(*index));
+    auto v = nlohmann::json::parse(m.value, nullptr, false);
+    if (v.is_object() && v.value("leaving", false)) leaving.insert(static_cast<int>(*index));
+  }
 
   if (f.json) {
     nlohmann::json out;
@@ -160,6 +176,13 @@ int RunStatus(const StatusFlags& f) {
     if (replicas) {
       out["pserver_hosts"] = MembersJson(*hosts);
       out["replicas"] = nlohmann::json::parse(replicas->ToJson());
+      auto shards = nlohmann::json::array();
+      for (const auto& v : ViewShards(*replicas, live, leaving, elastic)) {
+        shards.push_back(
+            {{"shard", v.shard}, {"primary", v.primary}, {"backups", v.backups}, {"state", v.state}});
+        if (v.moving_to >= 0) shards.back()["moving_to"] = v.moving_to;
+      }
+      out["shards"] = shards;
     }
     std::cout << out.dump(2) << "\n";
     return 0;
@@ -179,17 +202,16 @@ int RunStatus(const StatusFlags& f) {
     PrintMembers("pserver hosts", *hosts);
     std::printf("replicas: %d copies of each shard wanted (replica map epoch %lld)\n", replicas->replicas(),
                 static_cast<long long>(replicas->epoch()));
-    for (int s = 0; s < replicas->slots(); ++s) {
-      const auto& h = replicas->HoldersOf(s);
+    for (const auto& v : ViewShards(*replicas, live, leaving, elastic)) {
       std::string backups;
-      for (size_t k = 1; k < h.size(); ++k) backups += (backups.empty() ? "" : ", ") + std::to_string(h[k]);
-      const int missing = replicas->replicas() - static_cast<int>(h.size());
-      std::printf("  shard %d: primary on host %d, backups on %s%s\n", s, h[0],
-                  backups.empty() ? "none" : ("host " + backups).c_str(),
-                  missing > 0 ? (" (" + std::to_string(missing) +
-                                 " copy missing: restored onto a free host once the shard is initialized)")
-                                    .c_str()
-                              : "");
+      for (int b : v.backups) backups += (backups.empty() ? "host " : ", ") + std::to_string(b);
+      std::string state = v.state;
+      if (v.state == "moving") state = "moving to host " + std::to_string(v.moving_to);
+      if (v.state == "copying") state = "copying: a live host is getting the missing copy";
+      if (v.state == "under-replicated") state = "under-replicated: no free host for the missing copy";
+      if (v.state == "failing over") state = "failing over: a holder's host is gone";
+      std::printf("  shard %d: primary on host %d, backups on %s; %s\n", v.shard, v.primary,
+                  backups.empty() ? "none" : backups.c_str(), state.c_str());
     }
   }
   PrintMembers("trainers", *tr);

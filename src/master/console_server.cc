@@ -132,7 +132,11 @@ nlohmann::json ConsoleServer::Nodes() const {
     }
     list.push_back(std::move(j));
   }
-  return {{"nodes", list}};
+  nlohmann::json out = {{"nodes", list}};
+  if (s_.replicas) {
+    if (auto r = s_.replicas(); !r.is_null()) out["replicas"] = std::move(r);
+  }
+  return out;
 }
 
 nlohmann::json ConsoleServer::Tasks(const StatusReply& st) const {

@@ -33,6 +33,9 @@ struct ConsoleSources {
   std::function<std::vector<NodeView>()> nodes;
   // Per pserver index: its checkpoint records and readiness, from etcd (may be null).
   std::function<nlohmann::json(int index)> pserver_extra;
+  // A replicated or elastic job's hosts, shards and their recent changes (ReplicaTracker::View;
+  // may be null, or return null).
+  std::function<nlohmann::json()> replicas;
   std::string log_dir;  // where <node>.log files are (empty: no logs panel)
   std::string web_dir;  // the page's files (index.html, ...); empty: no page, the API only
   metrics::Registry* metrics = nullptr;

@@ -26,6 +26,7 @@
 #include "master/console_server.h"
 #include "master/console_state.h"
 #include "master/master_service.h"
+#include "master/replica_tracker.h"
 #include "master/run_history.h"
 #include "master/state_log.h"
 #include "security/grpc_tls.h"
@@ -260,6 +261,8 @@ Status MasterNode::Run() {
   std::mutex rates_mu;
   std::map<int, Rate> rates;
   CheckpointView checkpoints;
+  ReplicaTracker replicas(config.initial_pservers > 0);  // a replicated or elastic job's shards
+  if (config.hosted()) cs.replicas = [&replicas] { return replicas.View(); };
   cs.pserver_extra = [&etcd, &job, &rates_mu, &rates, &checkpoints](int index) {
     nlohmann::json extra = nlohmann::json::object();
     auto reg = etcd->Get(keys::Pserver(job, index));
@@ -438,6 +441,7 @@ Status MasterNode::Run() {
     while (!stop_ && lost_.ok()) {
       lock.unlock();
       service.Tick(SteadyMillis());
+      if (config.hosted()) replicas.Poll(etcd.get(), job, WallMillis());
       if (SteadyClock::now() >= next_save) {
         next_save = SteadyClock::now() + std::chrono::seconds(2);
         cost_saver.Save(service, election.fence());

@@ -72,6 +72,20 @@ TEST_F(LocalTest, PserversAddedAndRemovedWhileASyncJobTrainsChangeNoBit) {
       },
       std::chrono::seconds(120), std::chrono::milliseconds(50)))
       << b.Output() << LogsTail(20);
+  // `tessera status` shows each shard's holder and state.
+  auto where = nlohmann::json::parse(*ReadFile(run() + "/run.json"));
+  auto status = Tessera({"status", "--etcd", where["etcd"].get<std::string>(), "--job", job});
+  ASSERT_EQ(status.code, 0) << status.out;
+  for (int s = 0; s < 4; ++s) {
+    EXPECT_NE(status.out.find("shard " + std::to_string(s) + ": primary on host "), std::string::npos)
+        << status.out;
+  }
+  size_t ok = 0;
+  for (size_t at = status.out.find("backups on none; ok"); at != std::string::npos;
+       at = status.out.find("backups on none; ok", at + 1))
+    ++ok;
+  EXPECT_EQ(ok, 4u) << status.out;
+
   auto down = Tessera({"local", "scale", "--run", run(), "--pservers", "3"});
   ASSERT_EQ(down.code, 0) << down.out;
   // pserver-3 hands its shard over and goes.

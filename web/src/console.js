@@ -129,6 +129,57 @@ function showNodes(list) {
     cks.appendChild(r);
   }
   fillLogNodes();
+  showReplicas(list.replicas);
+}
+
+// A replicated or elastic job: each shard's holders and state, the hosts, and recent failovers,
+// handovers and copies.
+function showReplicas(r) {
+  $("replicas-panel").hidden = !r;
+  if (!r) return;
+  $("replicas-summary").textContent =
+      `· ${r.replicas} ${r.replicas === 1 ? "copy" : "copies"} of each · map epoch ${r.map_epoch} · ` +
+      `${r.failovers} ${r.failovers === 1 ? "failover" : "failovers"} · ${r.handovers} ${r.handovers === 1 ? "move" : "moves"}`;
+  const shards = $("shards").querySelector("tbody");
+  shards.replaceChildren();
+  for (const s of r.shards) {
+    const row = document.createElement("tr");
+    row.dataset.shard = String(s.shard);
+    row.dataset.state = s.state;
+    cell(row, String(s.shard));
+    cell(row, `host ${s.primary}`);
+    cell(row, s.backups.length ? s.backups.map((h) => `host ${h}`).join(", ") : "–");
+    cell(row, s.state === "moving" ? `moving to host ${s.moving_to}` : s.state,
+         s.state === "ok" ? "state-alive" : s.state === "failing over" || s.state === "under-replicated"
+                                                ? "state-lost" : "state-restarted");
+    shards.appendChild(row);
+  }
+  const hosts = $("hosts").querySelector("tbody");
+  hosts.replaceChildren();
+  for (const h of r.hosts) {
+    const row = document.createElement("tr");
+    row.dataset.host = String(h.host);
+    cell(row, `host ${h.host}` + (h.info && h.info.pid ? ` (pid ${h.info.pid})` : ""));
+    cell(row, h.primaries.join(", ") || "–");
+    cell(row, h.backups.join(", ") || "–");
+    cell(row, h.leaving ? "leaving: handing its shards over" : "serving", h.leaving ? "state-restarted" : "state-alive");
+    hosts.appendChild(row);
+  }
+  const changes = $("shard-changes").querySelector("tbody");
+  changes.replaceChildren();
+  const what = (c) => c.kind === "failover" ? `failover: host ${c.from} gone, host ${c.to} primary`
+                    : c.kind === "handover" ? `moved: host ${c.from} handed it to host ${c.to}`
+                    : c.kind === "copy" ? `copy made on host ${c.to}` : `copy on host ${c.from} dropped`;
+  for (const c of [...r.changes].reverse().slice(0, 30)) {
+    const row = document.createElement("tr");
+    row.dataset.kind = c.kind;
+    cell(row, new Date(c.at_ms).toLocaleTimeString());
+    cell(row, String(c.shard));
+    cell(row, what(c), c.kind === "failover" ? "state-lost" : "");
+    cell(row, String(c.epoch));
+    changes.appendChild(row);
+  }
+  $("shard-changes-none").style.display = r.changes.length ? "none" : "";
 }
 
 function showTasks(t) {

@@ -6,29 +6,23 @@
 // Run by ctest (WebConsoleInChromium) with TESSERA_BUILD_DIR and TESSERA_WEB_MODULES set.
 "use strict";
 
-const { spawn } = require("child_process");
 const fs = require("fs");
 const os = require("os");
 const path = require("path");
-const { build, tessera, waitFor, uploadFashionMnist, openPage, run } = require("./harness.cjs");
+const { build, waitFor, uploadFashionMnist, openPage, startLocal, stopLocal, run } = require("./harness.cjs");
 
 const screenshot = path.join(build, "console-screenshot.png");
 
 async function main() {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "web-test-"));
-  const store = path.join(dir, "store");
-  uploadFashionMnist(store);
-  let output = "";
-  const local = spawn(tessera, ["local", "--run", path.join(dir, "run"), "--store", store, "--dataset", "fm",
-                                "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg", "hidden=32",
-                                "--pservers", "2", "--trainers", "2", "--passes", "10", "--lease-ttl", "3",
-                                "--checkpoint-every", "1", "--job", "web"], { stdio: ["ignore", "pipe", "pipe"] });
-  local.stdout.on("data", (d) => { output += d; });
-  local.stderr.on("data", (d) => { output += d; });
-  let context;
+  uploadFashionMnist(path.join(dir, "store"));
+  let context, local;
   try {
-    const url = await waitFor("the console URL from tessera local", 60,
-                              () => (output.match(/web console: (http:\/\/\S+)/) || [])[1]);
+    let url;
+    ({ local, url } = await startLocal(dir, ["--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp",
+                                             "--model-arg", "hidden=32", "--pservers", "2", "--trainers", "2",
+                                             "--passes", "10", "--lease-ttl", "3", "--checkpoint-every", "1",
+                                             "--job", "web"]));
     const opened = await openPage(dir);
     context = opened.context;
     const { page, errors } = opened;
@@ -69,9 +63,7 @@ async function main() {
                 `trainer-0 log shown; screenshot ${screenshot}`);
   } finally {
     if (context) await context.close().catch(() => {});
-    local.kill("SIGINT");
-    await waitFor("tessera local to stop", 60, () => local.exitCode !== null || local.signalCode !== null)
-      .catch(() => local.kill("SIGKILL"));
+    if (local) await stopLocal(local);
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }

@@ -2,7 +2,7 @@
 // uploads, and a headless Chromium page that records every error it sees.
 "use strict";
 
-const { execFileSync } = require("child_process");
+const { execFileSync, spawn } = require("child_process");
 const path = require("path");
 
 const build = process.env.TESSERA_BUILD_DIR;
@@ -59,6 +59,31 @@ async function openPage(dir) {
   return { context, page, errors };
 }
 
+// `tessera local --run DIR/run --store DIR/store ARGS...` started; resolves once it printed its
+// web console's URL, with the process, that URL and a function giving its output so far.
+async function startLocal(dir, args) {
+  let output = "";
+  const local = spawn(tessera, ["local", "--run", path.join(dir, "run"), "--store", path.join(dir, "store"), ...args],
+                      { stdio: ["ignore", "pipe", "pipe"] });
+  local.stdout.on("data", (d) => { output += d; });
+  local.stderr.on("data", (d) => { output += d; });
+  try {
+    const url = await waitFor("the console URL from tessera local", 60,
+                              () => (output.match(/web console: (http:\/\/\S+)/) || [])[1]);
+    return { local, url, output: () => output };
+  } catch (e) {
+    await stopLocal(local);
+    throw new Error(`${e.message}; tessera local said:\n${output}`);
+  }
+}
+
+// Ctrl-C to a `tessera local`, SIGKILL if it has not stopped within a minute.
+async function stopLocal(local) {
+  local.kill("SIGINT");
+  await waitFor("tessera local to stop", 60, () => local.exitCode !== null || local.signalCode !== null)
+    .catch(() => local.kill("SIGKILL"));
+}
+
 // Runs main(), printing FAIL and exiting 1 on an error.
 function run(main) {
   main().catch((e) => {
@@ -67,4 +92,4 @@ function run(main) {
   });
 }
 
-module.exports = { build, tessera, waitFor, uploadFashionMnist, openPage, run };
+module.exports = { build, tessera, waitFor, uploadFashionMnist, openPage, startLocal, stopLocal, run };
