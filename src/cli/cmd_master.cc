@@ -28,6 +28,7 @@ struct MasterFlags {
   int max_failures = 3;
   int passes = 1;
   uint64_t seed = 1;
+  bool no_split = false;
   int64_t lease_ttl = 10;
   std::string log_level = "info";
   std::string log_file;
@@ -77,6 +78,7 @@ int RunMaster(const MasterFlags& f) {
   o.queue.max_failures = f.max_failures;
   o.queue.passes = f.passes;
   o.queue.seed = f.seed;
+  o.split_tasks = !f.no_split;
   master::MasterNode node(o);
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -126,6 +128,9 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option(flags::kPasses, f->passes, "passes over the data set")->capture_default_str();
   cmd->add_option("--seed", f->seed, "shuffling seed")->capture_default_str();
+  cmd->add_flag("--no-split-tasks", f->no_split,
+                "idle trainers do not take the rest of a slow trainer's task (by default, once no untouched "
+                "task is left, the master cuts what a trainer has left of its task in two for an idle one)");
   AddAddressFlags(cmd, &f->address);
   cmd->add_option("--port", f->port, "port (0: any free port)")->capture_default_str();
   cmd->add_option(

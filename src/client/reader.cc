@@ -207,7 +207,7 @@ class ReaderImpl : public Reader {
   std::vector<std::pair<std::string, std::string>> buffers_;  // per chunk: stored, decompressed
   std::vector<std::string_view> records_;
   size_t next_ = 0;
-  static constexpr std::chrono::milliseconds kProgressEvery{500};
+  static constexpr std::chrono::milliseconds kProgressEvery{250};
   TimePoint next_report_{};
   std::vector<ReaderHeldTask> trained_wait_;
   ReaderStats stats_;

@@ -201,7 +201,8 @@ Status MasterNode::Run() {
   if (qo.min_tasks < 0) qo.min_tasks = std::max(8, 4 * config.min_trainers);
   // Idle trainers take the rest of a slow one's task, in parts of a batch or more. Not with
   // consistent checkpoints: their data positions name whole tasks.
-  qo.split_min_records = config.checkpoint_steps > 0 ? 0 : std::max<int64_t>(32, qo.min_task_records);
+  qo.split_min_records =
+      config.checkpoint_steps > 0 || !options_.split_tasks ? 0 : std::max<int64_t>(32, qo.min_task_records);
   TESSERA_RETURN_IF_ERROR(qo.Validate());
 
   TESSERA_ASSIGN_OR_RETURN(security::JobSecret secret,

@@ -30,6 +30,9 @@ struct MasterOptions {
   // chunks and chunk_records are taken from the data set; min_tasks -1: 4 x the job's min
   // trainers, at least 8.
   TaskQueueOptions queue;
+  // Idle trainers take the rest of a slow trainer's task (TaskQueue splits; never in jobs with
+  // consistent checkpoints).
+  bool split_tasks = true;
   int compact_every = 500;
   // The web console and /metrics (docs/console-api.md): -1 off, 0 any free port.
   // Where the console binds; empty: 127.0.0.1. Off loopback every request but /healthz and

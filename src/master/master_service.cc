@@ -186,19 +186,17 @@ grpc::Status MasterService::ReportTaskProgress(grpc::ServerContext* ctx, const T
   {
     MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
-    auto proposed = queue_->ProposeSplit(req->task_id(), req->epoch(), req->offset(), req->records());
-    if (!proposed) return grpc::Status::OK;
-    const int64_t piece = queue_->Split(req->task_id(), req->epoch(), *proposed, req->records());
-    if (piece < 0) return grpc::Status::OK;
-    cut = *proposed;
-    Event e{Event::Type::kSplit, req->trainer(), req->task_id(), req->epoch(), ""};
-    e.cut = cut;
-    e.records = req->records();
-    ticket = Log(e);
-    spdlog::info(
-        "task {} at trainer {} (record {} of {}): the records from {} on split off for an idle trainer "
-        "(piece {})",
-        req->task_id(), req->trainer(), req->offset(), req->records(), cut, piece);
+    for (int64_t at : queue_->ProposeSplit(req->task_id(), req->epoch(), req->offset(), req->records())) {
+      if (queue_->Split(req->task_id(), req->epoch(), at, req->records()) < 0) break;
+      cut = at;
+      Event e{Event::Type::kSplit, req->trainer(), req->task_id(), req->epoch(), ""};
+      e.cut = at;
+      e.records = req->records();
+      ticket = Log(e);
+    }
+    if (cut == 0) return grpc::Status::OK;
+    spdlog::info("task {} at trainer {} (record {} of {}): the records from {} on split off for idle trainers",
+                 req->task_id(), req->trainer(), req->offset(), req->records(), cut);
   }
   // The holder is told only once the split is durable: a master taking over knows of it.
   if (auto d = Durable(ticket); !d.ok()) return d;

@@ -200,21 +200,25 @@ int TaskQueue::TrainerLost(const std::string& trainer) {
   return static_cast<int>(lost.size());
 }
 
-std::optional<int64_t> TaskQueue::ProposeSplit(int64_t task, int64_t epoch, int64_t offset,
-                                               int64_t records) const {
-  if (options_.split_min_records <= 0 || finished_ || cursor_ < tasks_) return std::nullopt;
+std::vector<int64_t> TaskQueue::ProposeSplit(int64_t task, int64_t epoch, int64_t offset,
+                                             int64_t records) const {
+  const int64_t least = options_.split_min_records;
+  if (least <= 0 || finished_ || cursor_ < tasks_) return {};
   auto it = pending_.find(task);
-  if (it == pending_.end() || it->second.epoch != epoch) return std::nullopt;
+  if (it == pending_.end() || it->second.epoch != epoch) return {};
   // Idle trainers that the work already waiting will not keep busy.
-  int64_t idle = 0;
+  int64_t idle = -static_cast<int64_t>(requeued_.size());
   for (const auto& t : idle_) idle += t != it->second.trainer;
-  if (idle <= static_cast<int64_t>(requeued_.size())) return std::nullopt;
   auto [from, end] = RangeOf(task);
   end = end < 0 ? records : std::min(end, records);
-  if (offset < from || offset > end) return std::nullopt;
+  if (idle <= 0 || offset < from || offset > end) return {};
+  // The rest in equal parts of at least `least` records: the holder's and one per idle trainer.
   const int64_t rest = end - offset;
-  if (rest < 2 * options_.split_min_records) return std::nullopt;
-  return offset + rest / 2;
+  const int64_t parts = std::min(idle + 1, rest / least);
+  if (parts < 2) return {};
+  std::vector<int64_t> cuts;
+  for (int64_t k = parts - 1; k >= 1; --k) cuts.push_back(offset + rest * k / parts);
+  return cuts;
 }
 
 int64_t TaskQueue::Split(int64_t task, int64_t epoch, int64_t cut, int64_t records) {

@@ -15,9 +15,10 @@
 //  - a trainer that asks late simply gets a task of the current pass.
 // Stragglers: once no untouched task is left, a trainer that asks and gets nothing is idle. A
 // trainer still holding a task reports how far it got (ProposeSplit); while trainers are idle
-// the rest of that task is cut in two: the holder stops at the cut (Split; it is told so in the
-// answer) and the part after it becomes a piece, a work item of its own (id >= tasks()), handed
-// out first. A task is done when its own part and all its pieces are. So the end of a pass does
+// the rest of that task is cut in equal parts, one for the holder and one for each idle trainer
+// (parts of at least split_min_records): the holder stops at the first cut (Split, once per cut;
+// it is told so in the answer) and each part after it becomes a piece, a work item of its own
+// (id >= tasks()), handed out first. A task is done when its own part and all its pieces are. So the end of a pass does
 // not wait for the slowest trainer to read a whole task alone.
 // Everything that changes the queue is an event that can be replayed (the master persists the
 // event log): Dispatch, Finish, Fail, Expire, TrainerLost, Split. Given the same events in the same
@@ -97,9 +98,10 @@ class TaskQueue {
   // Returns every task pending at `trainer` to todo (failure counted); returns how many.
   int TrainerLost(const std::string& trainer);
   // The trainer holding work item `task` (dispatch `epoch`) has trained `offset` of its task's
-  // `records` records: where to cut the rest off for an idle trainer, or nullopt (nobody idle,
-  // too little left, stale, or splitting off). Changes nothing; Split() does.
-  std::optional<int64_t> ProposeSplit(int64_t task, int64_t epoch, int64_t offset, int64_t records) const;
+  // `records` records: where to cut the rest for the idle trainers, last cut first (apply them
+  // with Split in this order); empty when nobody is idle, too little is left, the dispatch is
+  // stale, or splitting is off. Changes nothing.
+  std::vector<int64_t> ProposeSplit(int64_t task, int64_t epoch, int64_t offset, int64_t records) const;
   // Cuts work item `task` at record `cut` of its task (of `records`): the holder stops there
   // and records [cut, end) become a new piece, first in line. The piece's id, or -1 if the cut
   // does not fit (stale dispatch, cut outside the item's remaining records).

@@ -6,6 +6,7 @@
 #include <map>
 #include <optional>
 #include <random>
+#include <set>
 
 #include "master/events.h"
 #include "master/task_queue.h"
@@ -32,19 +33,18 @@ TEST(TaskSplitTest, AnIdleTrainerGetsTheSecondHalfOfWhatTheSlowOneHasLeft) {
   ASSERT_EQ(a.kind, TaskQueue::NextKind::kTask);
   ASSERT_EQ(b.kind, TaskQueue::NextKind::kTask);
   // Nobody idle yet: no split.
-  EXPECT_FALSE(q.ProposeSplit(a.task.task, a.task.epoch, 20, 100).has_value());
+  EXPECT_TRUE(q.ProposeSplit(a.task.task, a.task.epoch, 20, 100).empty());
   ASSERT_TRUE(q.Finish(b.task.task, b.task.epoch));
   EXPECT_EQ(q.Dispatch("fast", 0).kind, TaskQueue::NextKind::kWait);  // now idle
   // The holder's own report never counts it as idle, a stale epoch is no split.
-  EXPECT_FALSE(q.ProposeSplit(a.task.task, a.task.epoch + 5, 20, 100).has_value());
-  auto cut = q.ProposeSplit(a.task.task, a.task.epoch, 20, 100);
-  ASSERT_TRUE(cut.has_value());
-  EXPECT_EQ(*cut, 60);  // half of the 80 left
-  const int64_t piece = q.Split(a.task.task, a.task.epoch, *cut, 100);
+  EXPECT_TRUE(q.ProposeSplit(a.task.task, a.task.epoch + 5, 20, 100).empty());
+  auto cuts = q.ProposeSplit(a.task.task, a.task.epoch, 20, 100);
+  ASSERT_EQ(cuts, std::vector<int64_t>{60});  // one idle trainer: half of the 80 left
+  const int64_t piece = q.Split(a.task.task, a.task.epoch, cuts[0], 100);
   EXPECT_EQ(piece, q.tasks());
   EXPECT_EQ(q.stats().splits, 1);
   // The piece is waiting: no second split for the same idle trainer.
-  EXPECT_FALSE(q.ProposeSplit(a.task.task, a.task.epoch, 21, 100).has_value());
+  EXPECT_TRUE(q.ProposeSplit(a.task.task, a.task.epoch, 21, 100).empty());
   auto p = q.Dispatch("fast", 0);
   ASSERT_EQ(p.kind, TaskQueue::NextKind::kTask);
   EXPECT_EQ(p.task.task, piece);
@@ -62,20 +62,42 @@ TEST(TaskSplitTest, AnIdleTrainerGetsTheSecondHalfOfWhatTheSlowOneHasLeft) {
   EXPECT_EQ(q.counts().done, 2);
 }
 
+TEST(TaskSplitTest, ThreeIdleTrainersEachGetAQuarterOfWhatIsLeft) {
+  TaskQueue q(SplitOpts(1, 1000));
+  auto a = q.Dispatch("slow", 0);
+  for (const char* t : {"b", "c", "d"}) EXPECT_EQ(q.Dispatch(t, 0).kind, TaskQueue::NextKind::kWait);
+  auto cuts = q.ProposeSplit(a.task.task, a.task.epoch, 200, 1000);
+  ASSERT_EQ(cuts, (std::vector<int64_t>{800, 600, 400}));
+  for (int64_t cut : cuts) ASSERT_GE(q.Split(a.task.task, a.task.epoch, cut, 1000), 0);
+  std::set<std::pair<int64_t, int64_t>> ranges;
+  for (const char* t : {"b", "c", "d"}) {
+    auto p = q.Dispatch(t, 0);
+    ASSERT_EQ(p.kind, TaskQueue::NextKind::kTask);
+    ranges.insert({p.task.skip_records, p.task.end_record});
+  }
+  EXPECT_EQ(ranges, (std::set<std::pair<int64_t, int64_t>>{{400, 600}, {600, 800}, {800, 1000}}));
+  // Fewer parts when the rest is short (parts of at least 10): 60 left -> 4 parts, 25 -> 2.
+  TaskQueue r(SplitOpts(1, 100));
+  auto h = r.Dispatch("slow", 0);
+  for (const char* t : {"b", "c", "d"}) EXPECT_EQ(r.Dispatch(t, 0).kind, TaskQueue::NextKind::kWait);
+  EXPECT_EQ(r.ProposeSplit(h.task.task, h.task.epoch, 40, 100), (std::vector<int64_t>{85, 70, 55}));
+  EXPECT_EQ(r.ProposeSplit(h.task.task, h.task.epoch, 75, 100), (std::vector<int64_t>{87}));
+}
+
 TEST(TaskSplitTest, NoSplitWhileUntouchedTasksRemainOrWhenTooLittleIsLeftOrWhenOff) {
   {
     TaskQueue q(SplitOpts(3, 100));
     auto a = q.Dispatch("a", 0);
     // Task 2 and 3 are still untouched: an asking trainer gets one of them, not a piece.
-    EXPECT_FALSE(q.ProposeSplit(a.task.task, a.task.epoch, 0, 100).has_value());
+    EXPECT_TRUE(q.ProposeSplit(a.task.task, a.task.epoch, 0, 100).empty());
   }
   {
     TaskQueue q(SplitOpts(1, 100));
     auto a = q.Dispatch("a", 0);
     EXPECT_EQ(q.Dispatch("b", 0).kind, TaskQueue::NextKind::kWait);
-    EXPECT_FALSE(q.ProposeSplit(a.task.task, a.task.epoch, 81, 100).has_value());  // 19 < 2 x 10
-    EXPECT_TRUE(q.ProposeSplit(a.task.task, a.task.epoch, 80, 100).has_value());
-    EXPECT_FALSE(q.ProposeSplit(a.task.task, a.task.epoch, 101, 100).has_value());  // past the end
+    EXPECT_TRUE(q.ProposeSplit(a.task.task, a.task.epoch, 81, 100).empty());  // 19 < 2 x 10
+    EXPECT_EQ(q.ProposeSplit(a.task.task, a.task.epoch, 80, 100), std::vector<int64_t>{90});
+    EXPECT_TRUE(q.ProposeSplit(a.task.task, a.task.epoch, 101, 100).empty());  // past the end
     // A cut outside what the item has left does not apply.
     EXPECT_EQ(q.Split(a.task.task, a.task.epoch, 0, 100), -1);
     EXPECT_EQ(q.Split(a.task.task, a.task.epoch, 100, 100), -1);
@@ -84,7 +106,7 @@ TEST(TaskSplitTest, NoSplitWhileUntouchedTasksRemainOrWhenTooLittleIsLeftOrWhenO
     TaskQueue q(SplitOpts(1, 100, 1, /*split_min=*/0));
     auto a = q.Dispatch("a", 0);
     EXPECT_EQ(q.Dispatch("b", 0).kind, TaskQueue::NextKind::kWait);
-    EXPECT_FALSE(q.ProposeSplit(a.task.task, a.task.epoch, 0, 100).has_value());
+    EXPECT_TRUE(q.ProposeSplit(a.task.task, a.task.epoch, 0, 100).empty());
   }
 }
 
@@ -111,8 +133,9 @@ TEST(TaskSplitTest, ASplitEventReplaysAndARestoredQueueContinuesTheSame) {
   auto a = q.Dispatch("a", 0), b = q.Dispatch("b", 0);
   ASSERT_TRUE(q.Finish(b.task.task, b.task.epoch));
   EXPECT_EQ(q.Dispatch("b", 0).kind, TaskQueue::NextKind::kWait);
-  auto cut = q.ProposeSplit(a.task.task, a.task.epoch, 10, 100);
-  ASSERT_TRUE(cut.has_value());
+  auto cuts = q.ProposeSplit(a.task.task, a.task.epoch, 10, 100);
+  ASSERT_EQ(cuts.size(), 1u);
+  const int64_t* cut = &cuts[0];
   Event e{Event::Type::kSplit, "a", a.task.task, a.task.epoch, ""};
   e.cut = *cut;
   e.records = 100;
@@ -182,9 +205,11 @@ TEST(TaskSplitTest, EveryRecordIsTrainedExactlyOnceWhateverTheSplitsLossesAndRes
           continue;
         }
         if (tick % 3 == 0) {
-          if (auto cut = q->ProposeSplit(t.held->task, t.held->epoch, t.next, t.end)) {
-            ASSERT_GE(q->Split(t.held->task, t.held->epoch, *cut, t.end), 0);
-            t.end = *cut;
+          const int64_t records_now = t.end;
+          for (int64_t cut : q->ProposeSplit(t.held->task, t.held->epoch, t.next, records_now)) {
+            ASSERT_GE(q->Split(t.held->task, t.held->epoch, cut, records_now), 0);
+            ASSERT_LT(cut, t.end) << "cuts come last first";
+            t.end = cut;
             ++splits;
           }
         }
