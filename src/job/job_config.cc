@@ -40,8 +40,9 @@ Status JobConfig::Validate() const {
                                    std::to_string(min_trainers) + ")");
   }
   if (initial_pservers < 0 || initial_pservers > pservers) {
-    return Status::InvalidArgument("an elastic job starts with 1..pservers (" + std::to_string(pservers) +
-                                   ") pservers, not " + std::to_string(initial_pservers));
+    return Status::InvalidArgument(
+        "--start-pservers (the pservers an elastic job starts with) must be 1..--pservers (" +
+        std::to_string(pservers) + "), not " + std::to_string(initial_pservers));
   }
   if (min_trainers < 1) return Status::InvalidArgument("min trainers must be >= 1");
   if (checkpoint_steps < 0) {

@@ -16,8 +16,12 @@ Status ScaleLocal(const std::string& run_dir, const ScaleRequest& request) {
     return Status::InvalidArgument("say what to scale: --trainers N and/or --pservers N");
   if (request.trainers && (*request.trainers < 0 || *request.trainers > 1000))
     return Status::InvalidArgument("--trainers must be 0..1000, not " + std::to_string(*request.trainers));
-  TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(run_dir + "/run.json"));
-  auto run = nlohmann::json::parse(text, nullptr, false);
+  auto text = ReadFile(run_dir + "/run.json");
+  if (!text.ok()) {
+    return Status::NotFound(run_dir + " is not the run directory of a `tessera local` (" +
+                            text.status().message() + "); give the --run DIR it was started with");
+  }
+  auto run = nlohmann::json::parse(*text, nullptr, false);
   if (run.is_discarded() || !run.contains("etcd") || !run.contains("job")) {
     return Status::DataLoss(run_dir + "/run.json is not readable");
   }
