@@ -17,9 +17,12 @@ namespace tessera {
 //   adagrad:  a += g'^2;  w -= lr * g' / (sqrt(a) + eps)
 //   adam:     m = b1*m + (1-b1)*g';  v = b2*v + (1-b2)*g'^2;
 //             w -= lr * (m / (1-b1^t)) / (sqrt(v / (1-b2^t)) + eps)
-// where g is the gradient averaged over the samples it was computed on.
+//   ftrl:     FTRL-Proximal (McMahan et al., "Ad Click Prediction", 2013), per coordinate with
+//             alpha = lr:  sigma = (sqrt(n + g^2) - sqrt(n)) / alpha;  z += g - sigma*w;  n += g^2;
+//             w = |z| <= l1 ? 0 : -(z - sign(z)*l1) / ((beta + sqrt(n)) / alpha + l2)
+// where g is the gradient averaged over the samples it was computed on, and g' = g + wd*w.
 struct OptimizerConfig {
-  enum class Type { kSgd, kMomentum, kAdagrad, kAdam };
+  enum class Type { kSgd, kMomentum, kAdagrad, kAdam, kFtrl };
   Type type = Type::kSgd;
   float lr = 0.01f;
   float weight_decay = 0.0f;
@@ -29,12 +32,16 @@ struct OptimizerConfig {
   float beta2 = 0.999f;              // adam only
   float eps = 1e-8f;                 // adagrad, adam
   float initial_accumulator = 0.0f;  // adagrad only
+  float ftrl_beta = 1.0f;            // ftrl only ("beta")
+  float l1 = 0.0f;                   // ftrl only
+  float l2 = 0.0f;                   // ftrl only
 
-  // "sgd", "adam:lr=0.001,beta2=0.99", "momentum:lr=0.1,momentum=0.9,nesterov=1".
+  // "sgd", "adam:lr=0.001,beta2=0.99", "momentum:lr=0.1,momentum=0.9,nesterov=1",
+  // "ftrl:alpha=0.1,beta=1,l1=1,l2=1" (alpha is ftrl's name for lr).
   static StatusOr<OptimizerConfig> Parse(std::string_view spec);
   std::string ToString() const;
   Status Validate() const;
-  // Number of per-element state arrays the optimizer keeps (0, 1 or 2).
+  // Number of per-element state arrays the optimizer keeps (0, 1 or 2; ftrl: z and n).
   int StateArrays() const;
   bool operator==(const OptimizerConfig&) const = default;
 };

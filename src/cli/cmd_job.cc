@@ -240,7 +240,7 @@ void RegisterJob(CLI::App& app, int* exit_code) {
       ->add_option(
           "--optimizer", f->optimizer,
           "default optimizer: sgd|momentum|adagrad|adam[:lr=..,weight_decay=..,momentum=..,nesterov=1,"
-          "beta1=..,beta2=..,eps=..]")
+          "beta1=..,beta2=..,eps=..] or ftrl[:alpha=..,beta=..,l1=..,l2=..] (FTRL-Proximal)")
       ->capture_default_str();
   create->add_option("--min-trainers", f->min_trainers, "sync: the first step waits for this many trainers")
       ->capture_default_str();

@@ -78,7 +78,9 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   cmd->add_option("--trainers", o->trainers, "trainers")->capture_default_str();
   cmd->add_option("--standby-masters", o->standby_masters, "standby masters")->capture_default_str();
   cmd->add_option("--mode", o->mode, "sync, async or ssp:S")->capture_default_str();
-  cmd->add_option("--optimizer", o->optimizer, "server-side optimizer, e.g. adam:lr=0.001")
+  cmd->add_option("--optimizer", o->optimizer,
+                  "server-side optimizer: sgd, momentum, adagrad, adam or ftrl, with settings, e.g. "
+                  "adam:lr=0.001 or ftrl:alpha=0.5,beta=1,l1=0.001,l2=0.001")
       ->capture_default_str();
   cmd->add_option(flags::kPasses, o->passes, "passes over the data")->capture_default_str();
   cmd->add_flag("--resume", o->resume,

@@ -1,8 +1,10 @@
 // Parsing and printing of optimizer, initializer and consistency specs (see tessera/params.h).
 #include "tessera/params.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 
 #include "common/strings.h"
 
@@ -51,6 +53,8 @@ std::string_view OptimizerTypeName(OptimizerConfig::Type t) {
       return "adagrad";
     case OptimizerConfig::Type::kAdam:
       return "adam";
+    case OptimizerConfig::Type::kFtrl:
+      return "ftrl";
   }
   return "?";
 }
@@ -66,17 +70,33 @@ StatusOr<OptimizerConfig> OptimizerConfig::Parse(std::string_view spec) {
     c.type = Type::kAdagrad;
   else if (s.name == "adam")
     c.type = Type::kAdam;
+  else if (s.name == "ftrl")
+    c.type = Type::kFtrl;
   else {
-    return Status::InvalidArgument("unknown optimizer '" + s.name + "' (use sgd, momentum, adagrad or adam)");
+    return Status::InvalidArgument("unknown optimizer '" + s.name +
+                                   "' (use sgd, momentum, adagrad, adam or ftrl)");
   }
+  if (c.type == Type::kFtrl) c.lr = 0.1f;  // alpha
   if (!s.positional.empty()) {
     return Status::InvalidArgument("optimizer '" + std::string(spec) + "': expected key=value settings");
   }
   for (const auto& [k, v] : s.kv) {
     TESSERA_ASSIGN_OR_RETURN(double d, ParseDouble(v, "optimizer setting " + k));
     float f = static_cast<float>(d);
-    if (k == "lr")
+    // Settings that belong to another optimizer are refused, so a typo cannot pass unnoticed.
+    auto only = [&](std::initializer_list<Type> types) {
+      return std::find(types.begin(), types.end(), c.type) != types.end();
+    };
+    if (k == "lr" || (k == "alpha" && c.type == Type::kFtrl))
       c.lr = f;
+    else if ((k == "beta" || k == "l1" || k == "l2") && !only({Type::kFtrl}))
+      return Status::InvalidArgument("optimizer '" + s.name + "' has no setting '" + k + "' (ftrl has)");
+    else if (k == "beta")
+      c.ftrl_beta = f;
+    else if (k == "l1")
+      c.l1 = f;
+    else if (k == "l2")
+      c.l2 = f;
     else if (k == "weight_decay" || k == "wd")
       c.weight_decay = f;
     else if (k == "momentum")
@@ -109,6 +129,9 @@ Status OptimizerConfig::Validate() const {
   if (!(beta2 >= 0 && beta2 < 1)) return bad("beta2 must be in [0, 1)");
   if (!(eps > 0)) return bad("eps must be > 0");
   if (!(initial_accumulator >= 0)) return bad("initial_accumulator must be >= 0");
+  if (!(ftrl_beta >= 0) || !std::isfinite(ftrl_beta)) return bad("beta must be >= 0");
+  if (!(l1 >= 0) || !std::isfinite(l1)) return bad("l1 must be >= 0");
+  if (!(l2 >= 0) || !std::isfinite(l2)) return bad("l2 must be >= 0");
   return Status::OK();
 }
 
@@ -121,6 +144,7 @@ int OptimizerConfig::StateArrays() const {
     case Type::kAdagrad:
       return 1;
     case Type::kAdam:
+    case Type::kFtrl:
       return 2;
   }
   return 0;
@@ -128,6 +152,11 @@ int OptimizerConfig::StateArrays() const {
 
 std::string OptimizerConfig::ToString() const {
   std::string s(OptimizerTypeName(type));
+  if (type == Type::kFtrl) {
+    s += ":alpha=" + Num(lr) + ",beta=" + Num(ftrl_beta) + ",l1=" + Num(l1) + ",l2=" + Num(l2);
+    if (weight_decay != 0) s += ",weight_decay=" + Num(weight_decay);
+    return s;
+  }
   s += ":lr=" + Num(lr);
   if (weight_decay != 0) s += ",weight_decay=" + Num(weight_decay);
   switch (type) {
@@ -143,6 +172,8 @@ std::string OptimizerConfig::ToString() const {
       break;
     case Type::kAdam:
       s += ",beta1=" + Num(beta1) + ",beta2=" + Num(beta2) + ",eps=" + Num(eps);
+      break;
+    case Type::kFtrl:
       break;
   }
   return s;

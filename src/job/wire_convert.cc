@@ -14,6 +14,9 @@ wire::OptimizerSpec ToWire(const OptimizerConfig& c) {
   s.set_beta2(c.beta2);
   s.set_eps(c.eps);
   s.set_initial_accumulator(c.initial_accumulator);
+  s.set_ftrl_beta(c.ftrl_beta);
+  s.set_l1(c.l1);
+  s.set_l2(c.l2);
   return s;
 }
 
@@ -27,6 +30,11 @@ StatusOr<OptimizerConfig> FromWire(const wire::OptimizerSpec& s) {
   c.beta2 = s.beta2();
   c.eps = s.eps();
   c.initial_accumulator = s.initial_accumulator();
+  if (c.type == OptimizerConfig::Type::kFtrl) {
+    c.ftrl_beta = s.ftrl_beta();
+    c.l1 = s.l1();
+    c.l2 = s.l2();
+  }
   TESSERA_RETURN_IF_ERROR(c.Validate());
   return c;
 }

@@ -62,6 +62,21 @@ void Adam(float* __restrict w, const float* __restrict g, float scale, size_t n,
   }
 }
 
+// FTRL-Proximal: z and n per coordinate; the weight follows from them (0 where |z| <= l1).
+void Ftrl(float* __restrict w, const float* __restrict g, float scale, size_t n, const OptimizerConfig& c,
+          float* __restrict z, float* __restrict acc) {
+  const float inv_alpha = 1.0f / c.lr, beta = c.ftrl_beta, l1 = c.l1, l2 = c.l2, wd = c.weight_decay;
+  for (size_t i = 0; i < n; ++i) {
+    const float gi = g[i] * scale + wd * w[i];
+    const float grown = acc[i] + gi * gi;
+    const float root = std::sqrt(grown);
+    z[i] += gi - (root - std::sqrt(acc[i])) * inv_alpha * w[i];
+    acc[i] = grown;
+    const float over = std::fabs(z[i]) - l1;
+    w[i] = over > 0 ? -std::copysign(over, z[i]) / ((beta + root) * inv_alpha + l2) : 0.0f;
+  }
+}
+
 }  // namespace
 
 void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale, size_t n, float* s1,
@@ -78,6 +93,9 @@ void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale
       break;
     case OptimizerConfig::Type::kAdam:
       Adam(w, g, scale, n, c, s1, s2, t);
+      break;
+    case OptimizerConfig::Type::kFtrl:
+      Ftrl(w, g, scale, n, c, s1, s2);
       break;
   }
 }

@@ -2,9 +2,8 @@
 
 #include <gtest/gtest.h>
 
-#include <limits>
-
 #include <cmath>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -37,6 +36,15 @@ struct Reference {
         double mhat = s1 / (1 - std::pow(c.beta1, t));
         double vhat = s2 / (1 - std::pow(c.beta2, t));
         w -= c.lr * mhat / (std::sqrt(vhat) + c.eps);
+        break;
+      }
+      case OptimizerConfig::Type::kFtrl: {  // McMahan et al. 2013, Algorithm 1 (s1 = z, s2 = n)
+        const double alpha = c.lr, sigma = (std::sqrt(s2 + g * g) - std::sqrt(s2)) / alpha;
+        s1 += g - sigma * w;
+        s2 += g * g;
+        w = std::abs(s1) <= c.l1
+                ? 0.0
+                : -(s1 - (s1 < 0 ? -1 : 1) * c.l1) / ((c.ftrl_beta + std::sqrt(s2)) / alpha + c.l2);
         break;
       }
     }
@@ -84,9 +92,27 @@ TEST(OptimizerTest, AdamWithWeightDecayMatchesTheTextbook) {
   CheckAgainstReference("adam:lr=0.01,weight_decay=0.1");
 }
 
+TEST(OptimizerTest, FtrlMatchesThePaper) { CheckAgainstReference("ftrl:alpha=0.1,beta=1,l1=0.5,l2=0.1"); }
+TEST(OptimizerTest, FtrlWithoutRegularizationMatchesThePaper) { CheckAgainstReference("ftrl:alpha=0.05"); }
+
+// FTRL's L1 makes exact zeros: coordinates whose gradients stay small stay at 0.
+TEST(OptimizerTest, FtrlL1GivesExactZerosForWeakFeatures) {
+  auto c = OptimizerConfig::Parse("ftrl:alpha=0.1,beta=1,l1=2,l2=0");
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<float> w(2, 0.0f), z(2), n(2), g(2);
+  InitState(*c, z.data(), n.data(), 2);
+  for (int t = 1; t <= 50; ++t) {
+    g = {0.01f, 1.0f};  // a weak feature and a strong one
+    ApplyUpdate(*c, w.data(), g.data(), 1.0f, 2, z.data(), n.data(), t);
+  }
+  EXPECT_EQ(w[0], 0.0f) << "|z| stays under l1";
+  EXPECT_LT(w[1], 0.0f) << "a steady positive gradient drives the weight down";
+}
+
 TEST(OptimizerTest, SpecsParseValidateAndRoundTrip) {
   for (const char* s : {"sgd:lr=0.5", "momentum:lr=0.1,momentum=0.5,nesterov=1", "adagrad:lr=0.1,eps=1e-06",
-                        "adam:lr=0.001,beta1=0.8,beta2=0.9,eps=1e-07", "sgd:lr=0.1,weight_decay=0.001"}) {
+                        "adam:lr=0.001,beta1=0.8,beta2=0.9,eps=1e-07", "sgd:lr=0.1,weight_decay=0.001",
+                        "ftrl:alpha=0.2,beta=0.5,l1=1,l2=0.01", "ftrl", "adam:lr=0.01,weight_decay=0.01"}) {
     auto c = OptimizerConfig::Parse(s);
     ASSERT_TRUE(c.ok()) << s << ": " << c.status();
     auto again = OptimizerConfig::Parse(c->ToString());
@@ -98,6 +124,16 @@ TEST(OptimizerTest, SpecsParseValidateAndRoundTrip) {
   EXPECT_NE(OptimizerConfig::Parse("adam:gamma=1").status().message().find("gamma"), std::string::npos);
   EXPECT_FALSE(OptimizerConfig::Parse("sgd:lr=abc").ok());
   EXPECT_FALSE(OptimizerConfig::Parse("momentum:momentum=1.5").ok());
+  // FTRL's settings belong to FTRL, and are checked.
+  EXPECT_NE(OptimizerConfig::Parse("adam:l1=1").status().message().find("has no setting 'l1' (ftrl has)"),
+            std::string::npos);
+  EXPECT_NE(OptimizerConfig::Parse("ftrl:l1=-1").status().message().find("l1 must be >= 0"),
+            std::string::npos);
+  EXPECT_NE(OptimizerConfig::Parse("ftrl:alpha=0").status().message().find("positive"), std::string::npos);
+  auto f = OptimizerConfig::Parse("ftrl:l1=1");
+  ASSERT_TRUE(f.ok());
+  EXPECT_EQ(f->ToString(), "ftrl:alpha=0.1,beta=1,l1=1,l2=0");
+  EXPECT_EQ(f->StateArrays(), 2);
 }
 
 }  // namespace

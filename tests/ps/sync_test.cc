@@ -100,7 +100,7 @@ TEST_P(SyncMatchesOneProcess, ThreeTrainersTwoPservers) {
 INSTANTIATE_TEST_SUITE_P(Optimizers, SyncMatchesOneProcess,
                          ::testing::Values("sgd:lr=0.2", "sgd:lr=0.2,weight_decay=0.01",
                                            "momentum:lr=0.05,momentum=0.9,nesterov=1", "adagrad:lr=0.1",
-                                           "adam:lr=0.05"));
+                                           "adam:lr=0.05", "ftrl:alpha=0.5,beta=1,l1=0.001,l2=0.01"));
 
 }  // namespace
 }  // namespace tessera::testing
