@@ -14,8 +14,9 @@ a cluster, taking its coordinates from the TESSERA_* environment):
         opt.step(samples=len(batch), cost=loss.item()) # push gradients, pull new values
     tessera.finish()
 
-The optimizer itself (SGD, momentum, Adagrad, Adam) runs on the pservers: the job's, or the one
-named with Optimizer(model, optimizer="adam:lr=0.001"). Parameters and gradients move between
+The optimizer itself (SGD, momentum, Adagrad, Adam, FTRL-Proximal) runs on the pservers: the
+job's, or the one named with Optimizer(model, optimizer="adam:lr=0.001") or, for a sparse table,
+Embedding(name, dim, optimizer="ftrl:alpha=0.5,l1=0.001"). Parameters and gradients move between
 torch's buffers and the network without copies through Python objects.
 
 The platform (a `tessera server`) from a notebook or a script: tessera.connect(url, token) gives a
