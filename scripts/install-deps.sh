@@ -15,6 +15,8 @@ PACKAGES=(
   # libraries
   libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
   libssl-dev libzstd-dev zlib1g-dev libasio-dev libyaml-cpp-dev
+  # sparse tables: abseil's open-addressing hash map
+  libabsl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev iperf3 iproute2 procps curl
   # Python module and the PyTorch example (torch uses whichever libblas.so.3 is selected:

@@ -124,7 +124,7 @@ void ShardStore::ApplyDense(const std::string& name, int64_t block, const float*
               k >= 1 ? w + b.length : nullptr, k >= 2 ? w + 2 * b.length : nullptr, b.t);
 }
 
-float* ShardStore::Row(Sparse& s, uint64_t key) {
+size_t ShardStore::RowIndex(Sparse& s, uint64_t key) {
   auto [it, inserted] = s.rows.try_emplace(key, s.t.size());
   if (inserted) {
     s.arena.resize(s.arena.size() + s.stride);
@@ -136,7 +136,7 @@ float* ShardStore::Row(Sparse& s, uint64_t key) {
     const int k = s.decl.optimizer.StateArrays();
     InitState(s.decl.optimizer, k >= 1 ? row + dim : nullptr, k >= 2 ? row + 2 * dim : nullptr, dim);
   }
-  return s.arena.data() + it->second * s.stride;
+  return it->second;
 }
 
 void ShardStore::ApplySparse(const std::string& table, std::span<const uint64_t> keys, const float* grads,
@@ -145,9 +145,9 @@ void ShardStore::ApplySparse(const std::string& table, std::span<const uint64_t>
   const int dim = s.decl.dim;
   const int k = s.decl.optimizer.StateArrays();
   for (size_t i = 0; i < keys.size(); ++i) {
-    float* row = Row(s, keys[i]);
-    int64_t& t = s.t[s.rows[keys[i]]];
-    ++t;
+    const size_t r = RowIndex(s, keys[i]);
+    float* row = s.arena.data() + r * s.stride;
+    const int64_t t = ++s.t[r];
     ApplyUpdate(s.decl.optimizer, row, grads + i * dim, scale, dim, k >= 1 ? row + dim : nullptr,
                 k >= 2 ? row + 2 * dim : nullptr, t);
   }

@@ -81,6 +81,25 @@ TEST(ShardStoreTest, SparseRowsAreCreatedOnFirstTouchWithTheInitializer) {
   EXPECT_EQ(s.Stats()[0].elements, 2);  // two rows exist
 }
 
+// Many new rows in one read: the table grows (its arena moves) while the rows are copied out,
+// and every row read is its key's initial value.
+TEST(ShardStoreTest, AReadOfManyNewRowsGivesEachItsInitialValue) {
+  auto job = Job(1, 10);
+  ShardStore s(0, job, SlotMap::RoundRobin(64, 1));
+  ParamDecl t{"emb", true, 0, 4, *OptimizerConfig::Parse("adam:lr=0.1"), *InitializerConfig::Parse("normal:0,1")};
+  ASSERT_TRUE(s.Declare(t).ok());
+  std::vector<uint64_t> keys(20000);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = Mix64(i + 1);
+  std::vector<float> got(keys.size() * 4), expect(4);
+  s.ReadSparse("emb", keys, got.data());
+  size_t wrong = 0;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    InitRow(t.init, Hash64("emb"), keys[i], expect.data(), 4);
+    for (int j = 0; j < 4; ++j) wrong += got[i * 4 + j] != expect[j];
+  }
+  EXPECT_EQ(wrong, 0u);
+}
+
 TEST(ShardStoreTest, DenseSetAndApply) {
   auto job = Job(1, 4);
   ShardStore s(0, job, SlotMap::RoundRobin(64, 1));

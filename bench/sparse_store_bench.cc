@@ -1,0 +1,145 @@
+// sparse_store_bench: the pserver's sparse-row lookups alone, in one process, with no network:
+// rows/s pulled (find or create the row, copy it out) and pushed (find or create, apply SGD) for
+// Zipf(1.1) keys (hashed feature ids) over 1M and 10M ids, dim 8 and 64, through
+//  - a plain std::unordered_map<key, row> over a row arena (the baseline any server needs),
+//  - abseil's flat_hash_map (open addressing) over the same arena,
+//  - ShardStore, the pserver's own table (what it uses now),
+// and the bytes the two maps keep per row (row values plus their buckets). Prints a Markdown table; see
+// bench/README.md.
+#include <absl/container/flat_hash_map.h>
+
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <random>
+#include <unordered_map>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/hash.h"
+#include "job/job_config.h"
+#include "job/slot_map.h"
+#include "pserver/shard_store.h"
+
+namespace tessera::bench {
+namespace {
+
+// Zipf(s) ranks over [0, n), drawn by inverting the CDF; keys are the ranks hashed (feature ids).
+std::vector<uint64_t> ZipfKeys(uint64_t n, double s, size_t count, uint64_t seed) {
+  std::vector<double> cdf(n);
+  double sum = 0;
+  for (uint64_t k = 0; k < n; ++k) cdf[k] = sum += 1.0 / std::pow(static_cast<double>(k + 1), s);
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(0, sum);
+  std::vector<uint64_t> keys(count);
+  for (auto& k : keys)
+    k = Mix64(static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin()));
+  return keys;
+}
+
+// A table of rows of `dim` floats behind a map from key to row number.
+template <typename Map>
+struct Table {
+  explicit Table(int dim) : dim(dim) {}
+  float* Row(uint64_t key) {
+    auto [it, inserted] = rows.try_emplace(key, static_cast<uint32_t>(rows.size()));
+    if (inserted) arena.resize(arena.size() + dim, 0.01f);
+    return arena.data() + static_cast<size_t>(it->second) * dim;
+  }
+  size_t Bytes() const {
+    return arena.capacity() * sizeof(float) + rows.bucket_count() * (sizeof(uint64_t) + sizeof(uint32_t) + 8);
+  }
+  int dim;
+  Map rows;
+  std::vector<float> arena;
+};
+
+// Rows per second of `op` over every key, in batches of 10,000 (as requests carry them).
+template <typename Op>
+double RowsPerSecond(const std::vector<uint64_t>& keys, Op op) {
+  const auto start = Now();
+  for (size_t i = 0; i < keys.size(); i += 10000)
+    op(std::span<const uint64_t>(keys).subspan(i, std::min<size_t>(10000, keys.size() - i)));
+  return static_cast<double>(keys.size()) / std::chrono::duration<double>(Now() - start).count();
+}
+
+template <typename Map>
+std::pair<double, double> MeasureMap(const std::vector<uint64_t>& keys, int dim, size_t* bytes) {
+  Table<Map> t(dim);
+  std::vector<float> out(10000 * static_cast<size_t>(dim)), grads(out.size(), 0.001f);
+  const double pull = RowsPerSecond(keys, [&](std::span<const uint64_t> batch) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      const float* row = t.Row(batch[i]);
+      std::copy(row, row + dim, out.data() + i * dim);
+    }
+  });
+  const double push = RowsPerSecond(keys, [&](std::span<const uint64_t> batch) {
+    for (size_t i = 0; i < batch.size(); ++i) {
+      float* row = t.Row(batch[i]);
+      const float* g = grads.data() + i * dim;
+      for (int j = 0; j < dim; ++j) row[j] -= 0.1f * g[j];
+    }
+  });
+  *bytes = t.Bytes() / std::max<size_t>(1, t.rows.size());
+  return {pull, push};
+}
+
+std::pair<double, double> MeasureStore(const std::vector<uint64_t>& keys, int dim, size_t* bytes) {
+  JobConfig job;
+  job.pservers = 1;
+  ShardStore store(0, job, SlotMap::RoundRobin(job.slots, 1));
+  ParamDecl d;
+  d.name = "emb";
+  d.sparse = true;
+  d.dim = dim;
+  d.optimizer = *OptimizerConfig::Parse("sgd:lr=0.1");
+  d.init = *InitializerConfig::Parse("uniform:-0.01,0.01");
+  if (!store.Declare(d).ok()) std::abort();
+  std::vector<float> out(10000 * static_cast<size_t>(dim)), grads(out.size(), 0.001f);
+  const double pull = RowsPerSecond(
+      keys, [&](std::span<const uint64_t> batch) { store.ReadSparse("emb", batch, out.data()); });
+  const double push = RowsPerSecond(
+      keys, [&](std::span<const uint64_t> batch) { store.ApplySparse("emb", batch, grads.data(), 1.0f); });
+  *bytes = 0;  // its map's buckets are not visible from here
+  return {pull, push};
+}
+
+int Run(size_t count, bool quick) {
+  std::printf(
+      "| ids (Zipf 1.1) | dim | table | pull M rows/s | push (SGD) M rows/s | bytes per row (rows + map) "
+      "|\n");
+  std::printf("|---|---|---|---|---|---|\n");
+  for (uint64_t ids : quick ? std::vector<uint64_t>{1000000} : std::vector<uint64_t>{1000000, 10000000}) {
+    const auto keys = ZipfKeys(ids, 1.1, count, 7);
+    for (int dim : {8, 64}) {
+      size_t b1 = 0, b2 = 0, b3 = 0;
+      auto std_map = MeasureMap<std::unordered_map<uint64_t, uint32_t>>(keys, dim, &b1);
+      auto flat = MeasureMap<absl::flat_hash_map<uint64_t, uint32_t>>(keys, dim, &b2);
+      auto store = MeasureStore(keys, dim, &b3);
+      auto line = [&](const char* name, std::pair<double, double> r, size_t bytes) {
+        std::printf("| %llu | %d | %s | %.2f | %.2f | %s |\n", static_cast<unsigned long long>(ids), dim,
+                    name, r.first / 1e6, r.second / 1e6, bytes ? std::to_string(bytes).c_str() : "-");
+      };
+      line("std::unordered_map", std_map, b1);
+      line("absl::flat_hash_map", flat, b2);
+      line("ShardStore (the pserver's)", store, b3);
+      std::fflush(stdout);
+    }
+  }
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"sparse row lookup benchmark"};
+  size_t count = 4000000;
+  bool quick = false;
+  app.add_option("--keys", count, "keys looked up per figure");
+  app.add_flag("--quick", quick, "1M ids only");
+  CLI11_PARSE(app, argc, argv);
+  return tessera::bench::Run(count, quick);
+}
