@@ -39,6 +39,16 @@ std::vector<uint64_t> ZipfKeys(uint64_t n, double s, size_t count, uint64_t seed
   return keys;
 }
 
+// What a map holds in memory: libstdc++'s nodes (next pointer, the pair, the cached hash) and
+// bucket array; abseil's slots (the pair) and one control byte each.
+using Entry = std::pair<const uint64_t, uint32_t>;
+size_t MapBytes(const std::unordered_map<uint64_t, uint32_t>& m) {
+  return m.size() * (sizeof(void*) + sizeof(Entry) + sizeof(size_t)) + m.bucket_count() * sizeof(void*);
+}
+size_t MapBytes(const absl::flat_hash_map<uint64_t, uint32_t>& m) {
+  return m.capacity() * (sizeof(Entry) + 1);
+}
+
 // A table of rows of `dim` floats behind a map from key to row number.
 template <typename Map>
 struct Table {
@@ -48,9 +58,7 @@ struct Table {
     if (inserted) arena.resize(arena.size() + dim, 0.01f);
     return arena.data() + static_cast<size_t>(it->second) * dim;
   }
-  size_t Bytes() const {
-    return arena.capacity() * sizeof(float) + rows.bucket_count() * (sizeof(uint64_t) + sizeof(uint32_t) + 8);
-  }
+  size_t Bytes() const { return arena.capacity() * sizeof(float) + MapBytes(rows); }
   int dim;
   Map rows;
   std::vector<float> arena;
