@@ -77,6 +77,15 @@ void RefreshMetrics(PserverService& s, metrics::Registry& r, PserverService::Cou
                "sync with backup trainers: pushes that came after their step closed (dropped)")
       .Add(static_cast<double>(c.late - last->late));
   r.GetGauge("tessera_pserver_initialized", "1 once the shard holds parameters").Set(c.initialized ? 1 : 0);
+  for (const auto& p : c.params) {
+    const metrics::Labels labels = {{"kind", p.sparse ? "sparse" : "dense"}, {"param", p.name}};
+    r.GetGauge("tessera_pserver_param_elements", "elements (dense) or rows (sparse) of a parameter held here",
+               labels)
+        .Set(static_cast<double>(p.elements));
+    r.GetGauge("tessera_pserver_param_bytes", "bytes of a parameter held here: values and optimizer state",
+               labels)
+        .Set(static_cast<double>(p.bytes));
+  }
   if (last_ckpt_ms > 0) {
     r.GetGauge("tessera_pserver_checkpoint_age_seconds", "seconds since the last checkpoint was recorded")
         .Set((WallMillis() - last_ckpt_ms) / 1000.0);

@@ -143,7 +143,8 @@ class PserverService : public RequestHandler {
     int64_t skipped = 0;  // empty pushes standing for a gradient a trainer dropped
     int64_t late = 0;     // sync with backup trainers: pushes that came after their step closed (dropped)
     bool initialized = false;
-    int64_t param_bytes = 0;  // values and optimizer state held
+    int64_t param_bytes = 0;                     // values and optimizer state held
+    std::vector<ShardStore::ParamStats> params;  // per parameter: elements (rows) and bytes held
   };
   Counters counters() const;
 

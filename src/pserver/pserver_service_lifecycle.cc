@@ -59,6 +59,7 @@ PserverService::Counters PserverService::counters() const {
   c.version = consistency_->version();
   c.initialized = initialized_;
   c.param_bytes = store_.TotalBytes();
+  c.params = store_.Stats();
   return c;
 }
 

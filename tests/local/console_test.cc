@@ -192,6 +192,11 @@ TEST_F(LocalTest, ConsoleApiAndMetricsDescribeTheRunningJob) {
   EXPECT_GT(pp.Value("tessera_pserver_pulls_total"), 0) << pr->body;
   EXPECT_GT(pp.Value("tessera_pserver_received_bytes_total"), 0) << pr->body;
   EXPECT_GT(pp.Value("tessera_pserver_version"), 0) << pr->body;
+  // What the shard holds, per parameter.
+  EXPECT_NE(pr->body.find("tessera_pserver_param_elements{kind=\"dense\",param=\""), std::string::npos)
+      << pr->body;
+  EXPECT_NE(pr->body.find("tessera_pserver_param_bytes{kind=\"dense\",param=\""), std::string::npos)
+      << pr->body;
   EXPECT_GT(pp.Value("tessera_pserver_request_seconds_count", {{"op", "data"}}), 0) << pr->body;
   EXPECT_GT(pp.Value("tessera_pserver_barrier_seconds_count"), 0) << pr->body;
 
