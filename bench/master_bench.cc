@@ -120,16 +120,27 @@ StatusOr<std::pair<double, std::vector<int64_t>>> Pass(const testing::EtcdServer
   return std::make_pair(took, records);
 }
 
-int Stragglers() {
-  auto dir = MakeTempDir("master-bench-");
-  auto etcd_server = testing::EtcdServer::Launch();
-  if (!dir.ok() || !etcd_server.ok()) return 1;
+// The bench's etcd and temp directory, shared by its parts.
+struct BenchEnv {
+  std::string dir;
+  std::unique_ptr<testing::EtcdServer> server;
+  std::unique_ptr<etcd::EtcdClient> etcd;
+};
+
+StatusOr<BenchEnv> StartEnv() {
+  BenchEnv env;
+  TESSERA_ASSIGN_OR_RETURN(env.dir, MakeTempDir("master-bench-"));
+  TESSERA_ASSIGN_OR_RETURN(env.server, testing::EtcdServer::Launch());
   etcd::EtcdOptions eo;
-  eo.endpoints = {(*etcd_server)->endpoint()};
-  auto etcd = std::move(*etcd::EtcdClient::Create(eo));
+  eo.endpoints = {env.server->endpoint()};
+  TESSERA_ASSIGN_OR_RETURN(env.etcd, etcd::EtcdClient::Create(eo));
+  return env;
+}
+
+int Stragglers(BenchEnv& env) {
   dataset::WriterOptions wo;
   wo.chunk_bytes = 4 << 20;  // one chunk, cut into 4 tasks of 2000 records
-  auto w = dataset::DatasetWriter::Create(*dir + "/store", "s", "text", "line", wo);
+  auto w = dataset::DatasetWriter::Create(env.dir + "/store", "s", "text", "line", wo);
   for (int i = 0; i < 8000; ++i) (void)(*w)->Add("record " + std::to_string(i) + std::string(40, 'x'));
   if (!(*w)->Commit(nlohmann::json::object()).ok()) return 1;
   std::printf(
@@ -144,8 +155,8 @@ int Stragglers() {
   for (const Case& c :
        {Case{"all at 25 ms", {25, 25, 25, 25}, true}, Case{"one at 75 ms", {75, 25, 25, 25}, false},
         Case{"one at 75 ms", {75, 25, 25, 25}, true}}) {
-    auto r =
-        Pass(**etcd_server, etcd.get(), *dir + "/store", "pass" + std::to_string(n++), c.batch_ms, c.split);
+    auto r = Pass(*env.server, env.etcd.get(), env.dir + "/store", "pass" + std::to_string(n++), c.batch_ms,
+                  c.split);
     if (!r.ok()) {
       std::fprintf(stderr, "%s\n", r.status().ToString().c_str());
       code = 1;
@@ -155,27 +166,20 @@ int Stragglers() {
                 static_cast<long long>(r->second[0]));
     std::fflush(stdout);
   }
-  (void)RemoveAll(*dir);
   return code;
 }
 
-int Run(double seconds) {
-  auto dir = MakeTempDir("master-bench-");
-  auto etcd_server = testing::EtcdServer::Launch();
-  if (!dir.ok() || !etcd_server.ok()) return 1;
-  etcd::EtcdOptions eo;
-  eo.endpoints = {(*etcd_server)->endpoint()};
-  auto etcd = std::move(*etcd::EtcdClient::Create(eo));
+int Run(BenchEnv& env, double seconds) {
   const std::string job = "bench";
   JobConfig cfg;
   cfg.token = NewUuid();
   const security::JobSecret secret = security::JobSecret::Generate();  // calls are authenticated, as in a job
-  if (!etcd->Commit(CreateJobTxn(job, &cfg, secret)).ok()) return 1;
+  if (!env.etcd->Commit(CreateJobTxn(job, &cfg, secret)).ok()) return 1;
   // A data set of 200,000 tiny chunks: plenty of tasks; the master never reads the part files.
   dataset::WriterOptions wo;
   wo.chunk_bytes = 1024;
   wo.compressor = recordio::Compressor::kNone;
-  auto w = dataset::DatasetWriter::Create(*dir + "/store", "d", "text", "line", wo);
+  auto w = dataset::DatasetWriter::Create(env.dir + "/store", "d", "text", "line", wo);
   std::string rec(1100, 'r');
   for (int i = 0; i < 200000; ++i) (void)(*w)->Add(rec);
   if (!(*w)->Commit(nlohmann::json::object()).ok()) return 1;
@@ -183,21 +187,21 @@ int Run(double seconds) {
   so.argv = {BuildPath("src/tessera"),
              "master",
              "--etcd",
-             (*etcd_server)->endpoint(),
+             env.server->endpoint(),
              "--job",
              job,
              "--store",
-             *dir + "/store",
+             env.dir + "/store",
              "--dataset",
              "d",
              "--passes",
              "100",
              "--log-level",
              "warn"};
-  so.log_path = *dir + "/master.log";
+  so.log_path = env.dir + "/master.log";
   auto master = testing::Subprocess::Spawn(so);
   if (!master.ok()) return 1;
-  master::MasterClient probe(etcd.get(), job, cfg.token, secret);
+  master::MasterClient probe(env.etcd.get(), job, cfg.token, secret);
   if (!probe.GetStatus(Deadline(std::chrono::seconds(30))).ok()) return 1;
 
   std::printf(
@@ -207,7 +211,7 @@ int Run(double seconds) {
   for (int clients : {1, 4, 16}) {
     std::vector<std::unique_ptr<master::MasterClient>> mcs;
     for (int c = 0; c < clients; ++c)
-      mcs.push_back(std::make_unique<master::MasterClient>(etcd.get(), job, cfg.token, secret));
+      mcs.push_back(std::make_unique<master::MasterClient>(env.etcd.get(), job, cfg.token, secret));
     double tasks = Throughput(clients, seconds, [&](int t, int64_t) {
       std::string trainer = "t" + std::to_string(t);
       auto task = mcs[t]->GetTask(trainer, Deadline(std::chrono::seconds(30)));
@@ -217,7 +221,7 @@ int Run(double seconds) {
           .ok();
     });
     double puts = Throughput(clients, seconds, [&](int t, int64_t i) {
-      return etcd
+      return env.etcd
           ->Put("/bench/raw/" + std::to_string(t) + "/" + std::to_string(i % 100), std::string(100, 'v'))
           .ok();
     });
@@ -225,7 +229,6 @@ int Run(double seconds) {
     std::fflush(stdout);
   }
   (*master)->Terminate(std::chrono::seconds(5));
-  (void)RemoveAll(*dir);
   return 0;
 }
 
@@ -239,6 +242,13 @@ int main(int argc, char** argv) {
   app.add_option("--seconds", seconds, "measuring time per figure");
   app.add_flag("--stragglers-only", stragglers_only, "only the pass with a slow trainer");
   CLI11_PARSE(app, argc, argv);
-  const int code = stragglers_only ? 0 : tessera::bench::Run(seconds);
-  return code != 0 ? code : tessera::bench::Stragglers();
+  auto env = tessera::bench::StartEnv();
+  if (!env.ok()) {
+    std::fprintf(stderr, "%s\n", env.status().ToString().c_str());
+    return 1;
+  }
+  int code = stragglers_only ? 0 : tessera::bench::Run(*env, seconds);
+  if (code == 0) code = tessera::bench::Stragglers(*env);
+  (void)tessera::RemoveAll(env->dir);
+  return code;
 }

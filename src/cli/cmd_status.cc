@@ -154,14 +154,10 @@ int RunStatus(const StatusFlags& f) {
     auto jc = JobConfig::FromJson(config->kvs[0].value);
     elastic = jc.ok() && jc->initial_pservers > 0;
   }
-  std::set<int> live, leaving;  // pserver hosts registered, and those handing their shards over
-  for (const auto& m : hosts->members) {
-    auto index = ParseInt64(m.name, "host");
-    if (!index.ok()) continue;
-    live.insert(static_cast<int>(*index));
-    auto v = nlohmann::json::parse(m.value, nullptr, false);
-    if (v.is_object() && v.value("leaving", false)) leaving.insert(static_cast<int>(*index));
-  }
+  std::vector<std::pair<std::string, std::string>> registrations;
+  for (const auto& m : hosts->members) registrations.emplace_back(m.name, m.value);
+  // Pserver hosts registered, and those handing their shards over.
+  const auto [live, leaving, values] = ParseHosts(registrations);
 
   if (f.json) {
     nlohmann::json out;

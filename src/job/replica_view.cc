@@ -2,8 +2,26 @@
 #include "job/replica_view.h"
 
 #include <algorithm>
+#include <climits>
+#include <nlohmann/json.hpp>
+
+#include "common/strings.h"
 
 namespace tessera {
+
+PserverHosts ParseHosts(const std::vector<std::pair<std::string, std::string>>& registrations) {
+  PserverHosts out;
+  for (const auto& [name, value] : registrations) {
+    auto index = ParseInt64(name, "host");
+    if (!index.ok() || *index < 0 || *index > INT32_MAX) continue;
+    const int h = static_cast<int>(*index);
+    out.live.insert(h);
+    out.values[h] = value;
+    auto v = nlohmann::json::parse(value, nullptr, false);
+    if (v.is_object() && v.value("leaving", false)) out.leaving.insert(h);
+  }
+  return out;
+}
 
 std::vector<ShardView> ViewShards(const ReplicaMap& m, const std::set<int>& live,
                                   const std::set<int>& leaving, bool elastic) {

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -14,6 +15,14 @@
 #include "job/replica_map.h"
 
 namespace tessera {
+
+// The pserver hosts of a job from their registrations (name: the host index; value: its JSON,
+// with "leaving": true while the host hands its shards over). Other names are skipped.
+struct PserverHosts {
+  std::set<int> live, leaving;
+  std::map<int, std::string> values;  // host -> its registration's value
+};
+PserverHosts ParseHosts(const std::vector<std::pair<std::string, std::string>>& registrations);
 
 struct ShardView {
   int shard = 0;

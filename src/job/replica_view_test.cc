@@ -106,6 +106,13 @@ TEST(ReplicaViewTest, DiffNamesFailoversHandoversCopiesAndDrops) {
   EXPECT_EQ(DiffMaps(*e, *h, {0, 1}), (std::vector<ShardChange>{{1, "handover", 0, 1, h->epoch(), 0}}));
 }
 
+TEST(ReplicaViewTest, HostsComeFromTheirRegistrationsLeavingOnesMarked) {
+  auto h = ParseHosts({{"0", R"({"address":"a"})"}, {"2", R"({"leaving":true})"}, {"x", "{}"}, {"3", "not json"}});
+  EXPECT_EQ(h.live, (std::set<int>{0, 2, 3}));
+  EXPECT_EQ(h.leaving, (std::set<int>{2}));
+  EXPECT_EQ(h.values.at(0), R"({"address":"a"})");
+}
+
 TEST(ReplicaViewTest, HistoryKeepsTheChangesOfNewerMapsOnly) {
   auto m = ReplicaMap::Place(3, 3, 2);
   ASSERT_TRUE(m.ok());

@@ -1,7 +1,6 @@
 // ReplicaTracker (see replica_tracker.h).
 #include "master/replica_tracker.h"
 
-#include "common/strings.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
 
@@ -16,17 +15,11 @@ void ReplicaTracker::Poll(etcd::EtcdClient* etcd, const std::string& job, int64_
   if (!map.ok()) return;
   auto list = Registry(etcd, keys::PserverHostPrefix(job)).List();
   if (!list.ok()) return;
-  std::map<int, nlohmann::json> hosts;
-  std::set<int> live;
-  for (const auto& member : list->members) {
-    auto index = ParseInt64(member.name, "host");
-    if (!index.ok()) continue;
-    auto v = nlohmann::json::parse(member.value, nullptr, false);
-    hosts[static_cast<int>(*index)] = v.is_object() ? v : nlohmann::json::object();
-    live.insert(static_cast<int>(*index));
-  }
+  std::vector<std::pair<std::string, std::string>> registrations;
+  for (const auto& m : list->members) registrations.emplace_back(m.name, m.value);
+  PserverHosts hosts = ParseHosts(registrations);
   std::lock_guard<std::mutex> lock(mu_);
-  history_.Observe(*map, live, now_ms);
+  history_.Observe(*map, hosts.live, now_ms);
   map_ = std::move(*map);
   hosts_ = std::move(hosts);
 }
@@ -34,16 +27,13 @@ void ReplicaTracker::Poll(etcd::EtcdClient* etcd, const std::string& job, int64_
 nlohmann::json ReplicaTracker::View() const {
   std::lock_guard<std::mutex> lock(mu_);
   if (!map_) return nullptr;
-  std::set<int> live, leaving;
-  for (const auto& [h, v] : hosts_) {
-    live.insert(h);
-    if (v.value("leaving", false)) leaving.insert(h);
-  }
+  const auto& [live, leaving, values] = hosts_;
   auto hosts = nlohmann::json::array();
-  for (const auto& [h, v] : hosts_) {
+  for (const auto& [h, value] : values) {
+    auto info = nlohmann::json::parse(value, nullptr, false);
     hosts.push_back({{"host", h},
                      {"leaving", leaving.count(h) > 0},
-                     {"info", v},
+                     {"info", info.is_object() ? info : nlohmann::json::object()},
                      {"primaries", map_->PrimarySlotsOf(h)},
                      {"backups", map_->BackupSlotsOf(h)}});
   }

@@ -31,7 +31,7 @@ class ReplicaTracker {
   const bool elastic_;
   mutable std::mutex mu_;
   std::optional<ReplicaMap> map_;
-  std::map<int, nlohmann::json> hosts_;  // host index -> its registration's value
+  PserverHosts hosts_;
   ReplicaHistory history_;
 };
 
