@@ -19,6 +19,8 @@ PACKAGES=(
   libabsl-dev
   # tests and benchmarks
   libgtest-dev libgmock-dev googletest libbenchmark-dev iperf3 iproute2 procps curl
+  # the CTR quality benchmark's batch reference (liblinear-train)
+  liblinear-tools
   # Python module and the PyTorch example (torch uses whichever libblas.so.3 is selected:
   # OpenBLAS makes it about 20x faster than the reference BLAS)
   python3 python3-dev pybind11-dev python3-numpy python3-torch libopenblas0-pthread
