@@ -36,7 +36,8 @@ class InProcessClient : public Client {
     params_.push_back(std::move(p));
     return Status::OK();
   }
-  Status AddSparse(const std::string&, int, const InitializerConfig&, const OptimizerConfig*) override {
+  Status AddSparse(const std::string&, int, const InitializerConfig&, const OptimizerConfig*,
+                   const TableLimits*) override {
     return Status::Unimplemented("the in-process baseline has no sparse tables");
   }
   Status Initialize() override { return Status::OK(); }

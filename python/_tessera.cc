@@ -7,6 +7,8 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -106,11 +108,12 @@ class PySession {
   }
 
   void AddSparse(const std::string& name, int dim, const std::string& init,
-                 std::optional<std::string> optimizer) {
+                 std::optional<std::string> optimizer, const std::string& limits) {
     auto ic = Value(InitializerConfig::Parse(init));
     std::optional<OptimizerConfig> opt;
     if (optimizer) opt = Value(OptimizerConfig::Parse(*optimizer));
-    Check(session_->client().AddSparse(name, dim, ic, opt ? &*opt : nullptr));
+    auto lim = Value(TableLimits::Parse(limits));
+    Check(session_->client().AddSparse(name, dim, ic, opt ? &*opt : nullptr, &lim));
   }
 
   void Initialize() {
@@ -262,6 +265,47 @@ py::tuple DecodeImages(const std::vector<py::bytes>& records) {
   return py::make_tuple(px, lab, py::tuple(py::cast(shape)));
 }
 
+// Decodes tessera.data.Example records of a libsvm (or csv) data set into sparse rows, CSR-style:
+// (ids uint64 [nnz], values float32 [nnz], offsets int64 [n + 1], labels float32 [n]); record i's
+// features are ids[offsets[i]:offsets[i+1]]. A label that is not a number is refused, naming its
+// record.
+py::tuple DecodeExamples(const std::vector<py::bytes>& records) {
+  data::Example ex;
+  std::vector<uint64_t> ids;
+  std::vector<float> values, labels(records.size());
+  std::vector<int64_t> offsets(records.size() + 1, 0);
+  for (size_t i = 0; i < records.size(); ++i) {
+    std::string_view r = records[i];
+    if (!ex.ParseFromArray(r.data(), static_cast<int>(r.size())))
+      throw py::value_error("record " + std::to_string(i) + " is not a tessera.data.Example");
+    if (ex.feature_ids_size() != ex.feature_values_size())
+      throw py::value_error("record " + std::to_string(i) + " has " + std::to_string(ex.feature_ids_size()) +
+                            " feature ids but " + std::to_string(ex.feature_values_size()) + " values");
+    if (!ex.data().empty() && ex.feature_ids_size() == 0)
+      throw py::value_error("record " + std::to_string(i) +
+                            " is an image or file record, not a libsvm one (use decode_images)");
+    if (ex.label().empty()) {
+      labels[i] = static_cast<float>(ex.label_id());
+    } else {
+      char* end = nullptr;
+      const double label = std::strtod(ex.label().c_str(), &end);
+      if (end == ex.label().c_str() || *end != '\0' || !std::isfinite(label))
+        throw py::value_error("record " + std::to_string(i) + ": label '" + ex.label() + "' is not a number");
+      labels[i] = static_cast<float>(label);
+    }
+    ids.insert(ids.end(), ex.feature_ids().begin(), ex.feature_ids().end());
+    values.insert(values.end(), ex.feature_values().begin(), ex.feature_values().end());
+    offsets[i + 1] = static_cast<int64_t>(ids.size());
+  }
+  auto array = [](const auto& v) {
+    using T = typename std::decay_t<decltype(v)>::value_type;
+    py::array_t<T> a(static_cast<py::ssize_t>(v.size()));
+    if (!v.empty()) std::memcpy(a.mutable_data(), v.data(), v.size() * sizeof(T));
+    return a;
+  };
+  return py::make_tuple(array(ids), array(values), array(offsets), array(labels));
+}
+
 // A .tsm model file as {name: float32 array} for dense tensors and {name: (uint64 keys,
 // float32 [rows, dim])} for sparse tables.
 py::dict ReadModel(const std::string& path) {
@@ -349,7 +393,7 @@ PYBIND11_MODULE(_tessera, m) {
       .def("add_dense", &PySession::AddDense, py::arg("name"), py::arg("values"),
            py::arg("optimizer") = py::none())
       .def("add_sparse", &PySession::AddSparse, py::arg("name"), py::arg("dim"), py::arg("init") = "zeros",
-           py::arg("optimizer") = py::none())
+           py::arg("optimizer") = py::none(), py::arg("limits") = "")
       .def("initialize", &PySession::Initialize)
       .def("pull", &PySession::Pull)
       .def("push_pull", &PySession::PushPull, py::arg("dense"), py::arg("sparse"), py::arg("samples"))
@@ -380,6 +424,7 @@ PYBIND11_MODULE(_tessera, m) {
       .def_property_readonly("records", &PyLocalDataset::records);
 
   m.def("decode_images", &DecodeImages, py::arg("records"));
+  m.def("decode_examples", &DecodeExamples, py::arg("records"));
   m.def("read_model", &ReadModel, py::arg("path"));
   m.def("export_model", &ExportModelFile, py::arg("session"), py::arg("path"), py::arg("timeout") = 300.0);
   m.def(

@@ -120,8 +120,10 @@ class Client {
   virtual Status AddDense(const std::string& name, float* values, size_t size,
                           const OptimizerConfig* optimizer = nullptr) = 0;
   // Declares a sparse table of rows of `dim` floats created on first touch by `init`.
+  // `limits` null: none (every id pushed or pulled gets a row, kept for good).
   virtual Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
-                           const OptimizerConfig* optimizer = nullptr) = 0;
+                           const OptimizerConfig* optimizer = nullptr,
+                           const TableLimits* limits = nullptr) = 0;
 
   // Makes sure every pserver holds the declared parameters: one trainer (the winner of an etcd
   // lock) initializes them from its values, the others wait for every pserver to report itself

@@ -63,6 +63,32 @@ struct InitializerConfig {
   bool operator==(const InitializerConfig&) const = default;
 };
 
+// How a sparse table stays within memory on each pserver (all off by default). A row is "seen"
+// when a push updates it; pulls never create rows of a table with limits, they answer an id
+// without a row with the initializer's value.
+//   admit=N       a new id gets a row at its N-th push (counted in a fixed 64 KiB count-min
+//                 sketch, so an id may be admitted early, never late); earlier pushes are dropped
+//   admit_prob=P  or: each push of a new id admits it with probability P (deterministic: a hash
+//                 of the table, the id and the table's update number)
+//   evict_after=T a row not pushed in the table's last T updates on this pserver is dropped (an
+//                 update: one applied push of the table, in sync mode one per step)
+//   budget=B      the table's rows on one pserver use at most B bytes (K, M, G, KiB, MiB, GiB
+//                 suffixes); past it the least recently pushed rows are dropped
+// A dropped row comes back as new (initial value, admitted again) if its id is pushed again.
+struct TableLimits {
+  int admit_after = 0;
+  float admit_prob = 1.0f;
+  int64_t evict_after = 0;
+  int64_t budget_bytes = 0;
+
+  // "" (none), "admit=2,evict_after=100000,budget=64MiB", "admit_prob=0.2".
+  static StatusOr<TableLimits> Parse(std::string_view spec);
+  std::string ToString() const;
+  Status Validate() const;
+  bool any() const { return admit_after > 1 || admit_prob < 1.0f || evict_after > 0 || budget_bytes > 0; }
+  bool operator==(const TableLimits&) const = default;
+};
+
 // When pushed gradients are applied and when pulls may answer.
 //   sync:   all live trainers' gradients of a step are summed (in trainer-id order), divided by
 //           the total sample count and applied once; pulls for the next version wait.

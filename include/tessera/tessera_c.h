@@ -88,6 +88,10 @@ int tessera_init_param(tessera_client* c, const char* name, float* values, size_
  * "uniform:-0.1,0.1", "normal:0,0.01"; NULL: zeros). */
 int tessera_init_sparse(tessera_client* c, const char* name, int dim, const char* initializer,
                         const char* optimizer);
+/* The same with memory limits for the table (NULL or "": none), e.g.
+ * "admit=2,evict_after=100000,budget=64MiB" or "admit_prob=0.2" (see docs/sparse.md). */
+int tessera_init_sparse_limits(tessera_client* c, const char* name, int dim, const char* initializer,
+                               const char* optimizer, const char* limits);
 int tessera_finish_init(tessera_client* c);
 
 /* Sends this step's gradient sums (over `samples` samples) for `count` dense parameters (each

@@ -47,7 +47,7 @@ from ._tessera import Error
 from .platform import Job, Platform, PlatformError, connect
 
 __all__ = ["init", "session", "reader", "Optimizer", "Embedding", "report", "on", "is_evaluator",
-           "save_model", "load_model", "load_into", "decode_images", "finish", "Error",
+           "save_model", "load_model", "load_into", "decode_images", "decode_examples", "finish", "Error",
            "connect", "Platform", "Job", "PlatformError"]
 
 _session = None
@@ -225,6 +225,14 @@ def decode_images(records):
     return _tessera.decode_images(records)
 
 
+def decode_examples(records):
+    """Sparse records (a data set uploaded with --format libsvm) as CSR arrays:
+    (ids uint64 [nnz], values float32 [nnz], offsets int64 [n + 1], labels float32 [n]);
+    record i has features ids[offsets[i]:offsets[i+1]] with values[offsets[i]:offsets[i+1]].
+    Raises ValueError naming the record for one that is not a libsvm example."""
+    return _tessera.decode_examples(records)
+
+
 def _float_view(t, what):
     import torch
     if t.device.type != "cpu" or t.dtype != torch.float32:
@@ -238,12 +246,15 @@ class Embedding:
     """A sparse embedding table held by the pservers: rows of `dim` floats keyed by any
     non-negative integer id, created on first use by `init` ("zeros", "uniform:-0.05,0.05",
     "normal:0,0.01"). Call it like torch.nn.Embedding; declare it before the Optimizer and pass
-    it there (or make it an attribute of the model) so its rows' gradients are pushed."""
+    it there (or make it an attribute of the model) so its rows' gradients are pushed.
+    `optimizer`: this table's own (e.g. "ftrl:alpha=0.1,beta=0.01"; None: the job's).
+    `limits`: keep it within memory on each pserver, e.g. "admit=2,evict_after=100000,budget=64MiB"
+    or "admit_prob=0.2" (docs/sparse.md); "" keeps every row."""
 
-    def __init__(self, name, dim, init="uniform:-0.05,0.05", optimizer=None):
+    def __init__(self, name, dim, init="uniform:-0.05,0.05", optimizer=None, limits=""):
         self.name, self.dim, self.init, self.optimizer = name, int(dim), init, optimizer
         self._pending = []
-        session().add_sparse(name, self.dim, init, optimizer)
+        session().add_sparse(name, self.dim, init, optimizer, limits)
 
     def __call__(self, ids):
         import torch

@@ -122,6 +122,11 @@ int tessera_init_param(tessera_client* c, const char* name, float* values, size_
 
 int tessera_init_sparse(tessera_client* c, const char* name, int dim, const char* initializer,
                         const char* optimizer) {
+  return tessera_init_sparse_limits(c, name, dim, initializer, optimizer, nullptr);
+}
+
+int tessera_init_sparse_limits(tessera_client* c, const char* name, int dim, const char* initializer,
+                               const char* optimizer, const char* limits) {
   TESSERA_CHECK_CLIENT(c);
   return Guard([&]() -> Status {
     if (!c->declaring)
@@ -129,11 +134,12 @@ int tessera_init_sparse(tessera_client* c, const char* name, int dim, const char
     if (!name || !*name) return Status::InvalidArgument("tessera_init_sparse: the name is empty");
     TESSERA_ASSIGN_OR_RETURN(auto init,
                              tessera::InitializerConfig::Parse(initializer ? initializer : "zeros"));
+    TESSERA_ASSIGN_OR_RETURN(auto lim, tessera::TableLimits::Parse(limits ? limits : ""));
     if (optimizer) {
       TESSERA_ASSIGN_OR_RETURN(auto opt, tessera::OptimizerConfig::Parse(optimizer));
-      return c->session->client().AddSparse(name, dim, init, &opt);
+      return c->session->client().AddSparse(name, dim, init, &opt, &lim);
     }
-    return c->session->client().AddSparse(name, dim, init);
+    return c->session->client().AddSparse(name, dim, init, nullptr, &lim);
   });
 }
 

@@ -131,9 +131,9 @@ Status ClientImpl::AddDense(const std::string& name, float* values, size_t size,
 }
 
 Status ClientImpl::AddSparse(const std::string& name, int dim, const InitializerConfig& init,
-                             const OptimizerConfig* opt) {
+                             const OptimizerConfig* opt, const TableLimits* limits) {
   if (initialized_) return Status::FailedPrecondition("declare parameters before Initialize()");
-  return builder_->AddSparse(name, dim, init, opt ? *opt : job_.optimizer);
+  return builder_->AddSparse(name, dim, init, opt ? *opt : job_.optimizer, limits ? *limits : TableLimits{});
 }
 
 Handle ClientImpl::Pull() {

@@ -33,8 +33,8 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   // ---- Client (client.cc) ----
   Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig* opt) override;
-  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
-                   const OptimizerConfig* opt) override;
+  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init, const OptimizerConfig* opt,
+                   const TableLimits* limits) override;
   Status Initialize() override;  // client_join.cc
   Handle Pull() override;
   Handle Push(const Gradients& grads) override { return DoPush(grads, /*pull=*/false); }

@@ -48,15 +48,16 @@ Status RequestBuilder::AddDense(const std::string& name, float* values, size_t s
 }
 
 Status RequestBuilder::AddSparse(const std::string& name, int dim, const InitializerConfig& init,
-                                 const OptimizerConfig& opt) {
+                                 const OptimizerConfig& opt, const TableLimits& limits) {
   if (name.empty()) return Status::InvalidArgument("a sparse table needs a name");
   if (dense_index_.count(name) || sparse_index_.count(name)) {
     return Status::AlreadyExists("parameter '" + name + "' is declared twice");
   }
   if (dim < 1) return Status::InvalidArgument("sparse table '" + name + "' needs dim >= 1");
   TESSERA_RETURN_IF_ERROR(opt.Validate().WithContext("table '" + name + "'"));
+  TESSERA_RETURN_IF_ERROR(limits.Validate().WithContext("table '" + name + "'"));
   sparse_index_[name] = sparse_.size();
-  sparse_.push_back({name, dim, init, opt});
+  sparse_.push_back({name, dim, init, opt, limits});
   return Status::OK();
 }
 
@@ -75,7 +76,8 @@ std::string RequestBuilder::FindNonFinite(const Gradients& grads) const {
   return "";
 }
 
-void RequestBuilder::AddSkippedPush(const std::string& why, std::vector<std::unique_ptr<LinkCall>>* calls) const {
+void RequestBuilder::AddSkippedPush(const std::string& why,
+                                    std::vector<std::unique_ptr<LinkCall>>* calls) const {
   for (auto& c : *calls) {
     c->req.set_is_push(true);
     c->req.set_samples(0);
@@ -245,6 +247,7 @@ void RequestBuilder::BuildInit(int p, LinkCall* call) const {
     s->set_dim(t.dim);
     *s->mutable_optimizer() = ToWire(t.optimizer);
     *s->mutable_init() = ToWire(t.init);
+    *s->mutable_limits() = ToWire(t.limits);
   }
 }
 

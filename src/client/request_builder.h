@@ -36,6 +36,7 @@ struct SparseTableInfo {
   int dim = 0;
   InitializerConfig init;
   OptimizerConfig optimizer;
+  TableLimits limits;
 };
 
 // One request to one pserver, with the buffers it gathers from and scatters into.
@@ -53,8 +54,8 @@ class RequestBuilder {
   RequestBuilder(const JobConfig& job, const SlotMap& slots);
 
   Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig& opt);
-  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
-                   const OptimizerConfig& opt);
+  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init, const OptimizerConfig& opt,
+                   const TableLimits& limits = {});
   const std::vector<DenseParamInfo>& dense() const { return dense_; }
   const std::vector<SparseTableInfo>& sparse() const { return sparse_; }
 

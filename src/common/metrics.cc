@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 
 namespace tessera::metrics {
 namespace {
@@ -168,6 +169,25 @@ std::string Registry::Render() const {
     }
   }
   return out;
+}
+
+ProcessMemory ReadProcessMemory() {
+  std::ifstream in("/proc/self/status");
+  std::string line;
+  ProcessMemory m;
+  while (std::getline(in, line)) {
+    if (line.rfind("VmRSS:", 0) == 0)
+      m.resident_bytes = std::atof(line.c_str() + 6) * 1024;  // "VmRSS: 12 kB"
+    if (line.rfind("VmHWM:", 0) == 0) m.peak_resident_bytes = std::atof(line.c_str() + 6) * 1024;
+  }
+  return m;
+}
+
+void SetMemoryGauges(Registry& r, const std::string& prefix) {
+  const ProcessMemory m = ReadProcessMemory();
+  r.GetGauge(prefix + "_resident_bytes", "resident memory of this process").Set(m.resident_bytes);
+  r.GetGauge(prefix + "_peak_resident_bytes", "the most resident memory this process has held")
+      .Set(m.peak_resident_bytes);
 }
 
 }  // namespace tessera::metrics

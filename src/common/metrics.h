@@ -90,4 +90,13 @@ std::string FormatLabels(const Labels& labels);
 // Formats a sample value as Prometheus expects (+Inf, -Inf, NaN, or a number).
 std::string FormatValue(double v);
 
+// This process's resident memory now and at its peak (VmRSS, VmHWM of /proc/self/status).
+struct ProcessMemory {
+  double resident_bytes = 0, peak_resident_bytes = 0;
+};
+ProcessMemory ReadProcessMemory();
+// Sets `prefix`_resident_bytes and `prefix`_peak_resident_bytes: this process's resident memory
+// now and at its peak (VmRSS, VmHWM of /proc/self/status).
+void SetMemoryGauges(Registry& r, const std::string& prefix);
+
 }  // namespace tessera::metrics

@@ -232,6 +232,89 @@ std::string InitializerConfig::ToString() const {
   return s;
 }
 
+namespace {
+
+// "64MiB", "512K", "1G", "1048576": bytes.
+StatusOr<int64_t> ParseByteSize(std::string_view v, std::string_view what) {
+  static const std::pair<std::string_view, int64_t> kUnits[] = {
+      {"KiB", int64_t{1} << 10}, {"MiB", int64_t{1} << 20}, {"GiB", int64_t{1} << 30},
+      {"K", int64_t{1} << 10},   {"M", int64_t{1} << 20},   {"G", int64_t{1} << 30}};
+  int64_t unit = 1;
+  for (const auto& [suffix, n] : kUnits) {
+    if (v.size() > suffix.size() && v.substr(v.size() - suffix.size()) == suffix) {
+      v.remove_suffix(suffix.size());
+      unit = n;
+      break;
+    }
+  }
+  auto x = ParseInt64(Trim(v), what);
+  if (!x.ok() || *x < 0 || *x > (int64_t{1} << 50) / unit)
+    return Status::InvalidArgument(std::string(what) + ": '" + std::string(v) +
+                                   "' is not a size in bytes (e.g. 64MiB)");
+  return *x * unit;
+}
+
+}  // namespace
+
+StatusOr<TableLimits> TableLimits::Parse(std::string_view spec) {
+  TableLimits l;
+  if (Trim(spec).empty() || Trim(spec) == "none") return l;
+  auto bad = [&](const std::string& why) {
+    return Status::InvalidArgument("table limits '" + std::string(spec) + "': " + why);
+  };
+  for (const auto& part : Split(spec, ',')) {
+    size_t eq = part.find('=');
+    if (eq == std::string::npos)
+      return bad("'" + part + "' is not key=value (keys: admit, admit_prob, evict_after, budget)");
+    std::string k(Trim(std::string_view(part).substr(0, eq)));
+    std::string_view v = Trim(std::string_view(part).substr(eq + 1));
+    if (k == "admit") {
+      auto n = ParseInt64(v, "admit");
+      if (!n.ok() || *n < 0 || *n > 255) return bad("admit must be a count of pushes in 0..255");
+      l.admit_after = static_cast<int>(*n);
+    } else if (k == "admit_prob") {
+      auto p = ParseDouble(v, "admit_prob");
+      if (!p.ok() || !(*p > 0 && *p <= 1)) return bad("admit_prob must be in (0, 1]");
+      l.admit_prob = static_cast<float>(*p);
+    } else if (k == "evict_after") {
+      auto n = ParseInt64(v, "evict_after");
+      if (!n.ok() || *n < 0) return bad("evict_after must be a count of updates >= 0");
+      l.evict_after = *n;
+    } else if (k == "budget") {
+      TESSERA_ASSIGN_OR_RETURN(l.budget_bytes, ParseByteSize(v, "table limits budget"));
+    } else {
+      return bad("no setting '" + k + "' (keys: admit, admit_prob, evict_after, budget)");
+    }
+  }
+  if (l.admit_after > 1 && l.admit_prob < 1) return bad("give admit or admit_prob, not both");
+  return l;
+}
+
+Status TableLimits::Validate() const {
+  if (admit_after < 0 || admit_after > 255)
+    return Status::InvalidArgument("table limits: admit must be a count of pushes in 0..255, not " +
+                                   std::to_string(admit_after));
+  if (!(admit_prob > 0 && admit_prob <= 1))
+    return Status::InvalidArgument("table limits: admit_prob must be in (0, 1]");
+  if (admit_after > 1 && admit_prob < 1)
+    return Status::InvalidArgument("table limits: give admit or admit_prob, not both");
+  if (evict_after < 0) return Status::InvalidArgument("table limits: evict_after must be >= 0");
+  if (budget_bytes < 0 || budget_bytes > (int64_t{1} << 50))
+    return Status::InvalidArgument("table limits: budget must be 0..1 PiB");
+  return Status::OK();
+}
+
+std::string TableLimits::ToString() const {
+  std::vector<std::string> parts;
+  if (admit_after > 1) parts.push_back("admit=" + std::to_string(admit_after));
+  if (admit_prob < 1) parts.push_back("admit_prob=" + Num(admit_prob));
+  if (evict_after > 0) parts.push_back("evict_after=" + std::to_string(evict_after));
+  if (budget_bytes > 0) parts.push_back("budget=" + std::to_string(budget_bytes));
+  std::string s;
+  for (const auto& p : parts) s += (s.empty() ? "" : ",") + p;
+  return s;
+}
+
 StatusOr<ConsistencyMode> ConsistencyMode::Parse(std::string_view spec) {
   ConsistencyMode m;
   if (spec == "sync") return m;

@@ -74,4 +74,23 @@ StatusOr<InitializerConfig> FromWire(const wire::InitializerSpec& s) {
   return c;
 }
 
+wire::TableLimitsSpec ToWire(const TableLimits& l) {
+  wire::TableLimitsSpec s;
+  s.set_admit_after(l.admit_after);
+  s.set_admit_prob(l.admit_prob >= 1 ? 0.0f : l.admit_prob);
+  s.set_evict_after(l.evict_after);
+  s.set_budget_bytes(l.budget_bytes);
+  return s;
+}
+
+StatusOr<TableLimits> FromWire(const wire::TableLimitsSpec& s) {
+  TableLimits l;
+  l.admit_after = s.admit_after();
+  l.admit_prob = s.admit_prob() == 0 ? 1.0f : s.admit_prob();
+  l.evict_after = s.evict_after();
+  l.budget_bytes = s.budget_bytes();
+  TESSERA_RETURN_IF_ERROR(l.Validate());
+  return l;
+}
+
 }  // namespace tessera

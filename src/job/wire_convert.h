@@ -12,6 +12,8 @@ wire::OptimizerSpec ToWire(const OptimizerConfig& c);
 StatusOr<OptimizerConfig> FromWire(const wire::OptimizerSpec& s);
 wire::InitializerSpec ToWire(const InitializerConfig& c);
 StatusOr<InitializerConfig> FromWire(const wire::InitializerSpec& s);
+wire::TableLimitsSpec ToWire(const TableLimits& l);
+StatusOr<TableLimits> FromWire(const wire::TableLimitsSpec& s);
 
 // A Status carried in a reply (code + message).
 inline Status ReplyStatus(const wire::DataReply& r) {

@@ -25,7 +25,11 @@ class Logreg : public Model {
   std::string record_type() const override { return "example"; }
 
   Status Declare(Client& client) override {
-    TESSERA_RETURN_IF_ERROR(client.AddSparse("weights", 1, InitializerConfig{}));
+    TableLimits limits;
+    limits.admit_after = static_cast<int>(opts_.Int("admit", 0));
+    limits.evict_after = opts_.Int("evict_after", 0);
+    limits.budget_bytes = opts_.Int("budget_mib", 0) << 20;
+    TESSERA_RETURN_IF_ERROR(client.AddSparse("weights", 1, InitializerConfig{}, nullptr, &limits));
     return client.AddDense("bias", &bias_, 1);
   }
 

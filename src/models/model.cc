@@ -49,7 +49,13 @@ const std::vector<ModelInfo>& BuiltinModels() {
        {{"hidden", 256, 1, "hidden units"},
         {"classes", 10, 2, "classes (labels 0..classes-1)"},
         {"inputs", 784, 1, "pixels per image"}}},
-      {"logreg", "sparse logistic regression over hashed features, for click logs", "libsvm", {}},
+      {"logreg",
+       "sparse logistic regression over hashed features, for click logs",
+       "libsvm",
+       {{"admit", 0, 0, "pushes of a feature before it gets a weight (0: the first)"},
+        {"evict_after", 0, 0, "drop weights not updated in this many pushes of the table (0: never)"},
+        {"budget_mib", 0, 0,
+         "MiB of weights per pserver; least recently updated dropped past it (0: no limit)"}}},
       {"word2vec",
        "skip-gram word embeddings with negative sampling, for text",
        "text",
@@ -76,13 +82,14 @@ Status CheckModelArgs(const ModelInfo& model, const std::map<std::string, std::s
     auto it = std::find_if(model.settings.begin(), model.settings.end(),
                            [&](const ModelSetting& s) { return s.key == key; });
     if (it == model.settings.end()) {
-      return Status::InvalidArgument("model " + model.name + " has no setting '" + key + "' (" +
-                                     (keys.empty() ? std::string("it has none") : "its settings: " + Join(keys, ", ")) +
-                                     ")");
+      return Status::InvalidArgument(
+          "model " + model.name + " has no setting '" + key + "' (" +
+          (keys.empty() ? std::string("it has none") : "its settings: " + Join(keys, ", ")) + ")");
     }
     auto v = ParseInt64(value, key);
     if (!v.ok() || *v < it->min_value) {
-      return Status::InvalidArgument("model " + model.name + " setting " + key + "=" + value + ": " + it->help +
+      return Status::InvalidArgument("model " + model.name + " setting " + key + "=" + value + ": " +
+                                     it->help +
                                      " must be a whole number >= " + std::to_string(it->min_value));
     }
   }
@@ -93,9 +100,9 @@ Status CheckModelData(const ModelInfo& model, const ModelOptions& options, const
                       const std::string& role) {
   if (data.format != model.formats) {
     return Status::InvalidArgument("model " + model.name + " trains on data sets uploaded with --format " +
-                                   model.formats + ", but " + role + " '" + data.name + "' was uploaded with --format " +
-                                   data.format + " (" + std::to_string(data.records) + " " + data.record_type +
-                                   " records)");
+                                   model.formats + ", but " + role + " '" + data.name +
+                                   "' was uploaded with --format " + data.format + " (" +
+                                   std::to_string(data.records) + " " + data.record_type + " records)");
   }
   if (model.name == "mlp") {
     int64_t pixels = data.meta.value("rows", int64_t{0}) * data.meta.value("cols", int64_t{0});

@@ -15,7 +15,9 @@ namespace {
 
 constexpr std::string_view kMagic = "TSCK";
 constexpr std::string_view kTrailer = "TSCKEND";
-constexpr uint64_t kFormat = 1;
+// 1: the first; 2: sparse tables' limits (declarations) and their bookkeeping (tables). Format 1
+// files are still read.
+constexpr uint64_t kFormat = 2;
 constexpr size_t kDigestHex = 64;
 
 template <typename T>
@@ -50,6 +52,7 @@ std::string EncodeCheckpoint(const Checkpoint& c) {
     w.PutSigned(d.dim);
     w.PutString(ToWire(d.optimizer).SerializeAsString());
     w.PutString(ToWire(d.init).SerializeAsString());
+    w.PutString(ToWire(d.limits).SerializeAsString());
   }
   w.PutVarint(c.shard.dense.size());
   for (const auto& b : c.shard.dense) {
@@ -64,6 +67,11 @@ std::string EncodeCheckpoint(const Checkpoint& c) {
     w.PutString(AsBytes(t.keys));
     w.PutString(AsBytes(t.t));
     w.PutString(AsBytes(t.arena));
+    w.PutString(AsBytes(t.last));
+    w.PutSigned(t.updates);
+    w.PutString(AsBytes(t.sketch));
+    w.PutSigned(t.admitted);
+    w.PutSigned(t.evicted);
   }
   std::string digest = Sha256Hex(out);
   out += kTrailer;
@@ -86,7 +94,8 @@ StatusOr<Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string&
   Checkpoint c;
   uint64_t format = 0, n = 0;
   int64_t index = 0;
-  if (!r.GetVarint(&format) || format != kFormat) return bad("unknown format " + std::to_string(format));
+  if (!r.GetVarint(&format) || format < 1 || format > kFormat)
+    return bad("unknown format " + std::to_string(format));
   if (!r.GetString(&c.job) || !r.GetSigned(&index) || !r.GetSigned(&c.version) || !r.GetSigned(&c.created_ms))
     return bad("malformed header");
   c.index = static_cast<int>(index);
@@ -95,9 +104,9 @@ StatusOr<Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string&
     ParamDecl d;
     uint64_t sparse;
     int64_t dim;
-    std::string opt, init;
+    std::string opt, init, limits;
     if (!r.GetString(&d.name) || !r.GetVarint(&sparse) || !r.GetSigned(&d.size) || !r.GetSigned(&dim) ||
-        !r.GetString(&opt) || !r.GetString(&init))
+        !r.GetString(&opt) || !r.GetString(&init) || (format >= 2 && !r.GetString(&limits)))
       return bad("malformed declaration " + std::to_string(i));
     d.sparse = sparse != 0;
     d.dim = static_cast<int>(dim);
@@ -110,6 +119,11 @@ StatusOr<Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string&
     if (!o.ok() || !in.ok()) return bad("bad optimizer or initializer of '" + d.name + "'");
     d.optimizer = *o;
     d.init = *in;
+    wire::TableLimitsSpec ls;
+    if (!ls.ParseFromString(limits)) return bad("malformed limits of '" + d.name + "'");
+    auto lim = FromWire(ls);
+    if (!lim.ok()) return bad("bad limits of '" + d.name + "'");
+    d.limits = *lim;
     c.shard.decls.push_back(std::move(d));
   }
   if (!r.GetVarint(&n) || n > r.remaining()) return bad("malformed dense section");
@@ -124,6 +138,9 @@ StatusOr<Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string&
     ShardSnapshot::SparseTable t;
     if (!r.GetString(&t.param) || !GetArray(r, &t.keys) || !GetArray(r, &t.t) || !GetArray(r, &t.arena))
       return bad("malformed sparse table " + std::to_string(i));
+    if (format >= 2 && (!GetArray(r, &t.last) || !r.GetSigned(&t.updates) || !GetArray(r, &t.sketch) ||
+                        !r.GetSigned(&t.admitted) || !r.GetSigned(&t.evicted)))
+      return bad("malformed limits of sparse table " + std::to_string(i));
     c.shard.sparse.push_back(std::move(t));
   }
   if (!r.done()) return bad("unexpected bytes after the sparse tables");

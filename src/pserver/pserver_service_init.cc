@@ -4,13 +4,37 @@
 #include <spdlog/spdlog.h>
 
 #include "common/clock.h"
+#include "common/finite.h"
 #include "common/strings.h"
 #include "job/wire_convert.h"
 #include "pserver/pserver_service.h"
-#include "common/finite.h"
 #include "pserver/segment_list.h"
 
 namespace tessera {
+namespace {
+
+// A declaration as INIT carries it; InvalidArgument naming the parameter if a part is bad.
+StatusOr<ParamDecl> DeclOf(const wire::ParamSpec& spec) {
+  ParamDecl d;
+  d.name = spec.name();
+  d.sparse = spec.sparse();
+  d.size = spec.size();
+  d.dim = spec.dim();
+  const std::string what = (d.sparse ? "table '" : "parameter '") + spec.name() + "'";
+  auto opt = FromWire(spec.optimizer());
+  if (!opt.ok()) return opt.status().WithContext(what);
+  d.optimizer = *opt;
+  if (!d.sparse) return d;
+  auto init = FromWire(spec.init());
+  if (!init.ok()) return init.status().WithContext(what);
+  d.init = *init;
+  auto limits = FromWire(spec.limits());
+  if (!limits.ok()) return limits.status().WithContext(what);
+  d.limits = *limits;
+  return d;
+}
+
+}  // namespace
 
 void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payload,
                                 std::unique_ptr<Responder> r) {
@@ -18,28 +42,8 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
   {
     MutexLock lock(&mu_);
     for (const auto& spec : req.params()) {
-      ParamDecl d;
-      d.name = spec.name();
-      d.sparse = spec.sparse();
-      d.size = spec.size();
-      d.dim = spec.dim();
-      auto opt = FromWire(spec.optimizer());
-      if (!opt.ok()) {
-        lock.Unlock();
-        return SendError(*r, opt.status().WithContext("parameter '" + spec.name() + "'"),
-                         wire::DataReply::BAD_REQUEST);
-      }
-      d.optimizer = *opt;
-      if (d.sparse) {
-        auto init = FromWire(spec.init());
-        if (!init.ok()) {
-          lock.Unlock();
-          return SendError(*r, init.status().WithContext("table '" + spec.name() + "'"),
-                           wire::DataReply::BAD_REQUEST);
-        }
-        d.init = *init;
-      }
-      Status s = store_.Declare(d);
+      auto d = DeclOf(spec);
+      Status s = d.ok() ? store_.Declare(*d) : d.status();
       if (!s.ok()) {
         lock.Unlock();
         return SendError(*r, s, wire::DataReply::BAD_REQUEST);
@@ -75,8 +79,7 @@ void PserverService::HandleInit(const wire::DataRequest& req, ConstBuffer payloa
             options_.index, req.trainer(), req.step(), restored_version_);
       }
       if (consistency_->version() != req.step() && consistency_->members().empty()) {
-        consistency_ = std::make_unique<Consistency>(
-            ConsistencyOptions(), req.step());
+        consistency_ = std::make_unique<Consistency>(ConsistencyOptions(), req.step());
       }
     }
     rep.header.set_initialized(initialized_);
@@ -145,8 +148,7 @@ Status PserverService::RestoreCheckpoint(const Checkpoint& c) {
   MutexLock lock(&mu_);
   if (initialized_) return Status::FailedPrecondition("the shard is already initialized");
   TESSERA_RETURN_IF_ERROR(store_.Restore(c.shard));
-  consistency_ = std::make_unique<Consistency>(
-      ConsistencyOptions(), c.version);
+  consistency_ = std::make_unique<Consistency>(ConsistencyOptions(), c.version);
   restored_version_ = c.version;
   return Status::OK();
 }

@@ -27,6 +27,8 @@ void PserverService::HandleStatus(std::unique_ptr<Responder> r) {
       ps->set_sparse(p.sparse);
       ps->set_elements(p.elements);
       ps->set_bytes(p.bytes);
+      ps->set_admitted(p.admitted);
+      ps->set_evicted(p.evicted);
     }
   }
   rep.responder = std::move(r);
@@ -52,6 +54,7 @@ void PserverService::HandleExport(const wire::DataRequest& req, std::unique_ptr<
         p->set_dim(d.dim);
         *p->mutable_optimizer() = ToWire(d.optimizer);
         *p->mutable_init() = ToWire(d.init);
+        if (d.sparse) *p->mutable_limits() = ToWire(d.limits);
       }
     } else {
       if (req.pull_size() != 1 || !store_.IsSparse(req.pull(0).param())) {

@@ -32,6 +32,8 @@ Status ShardStore::Declare(const ParamDecl& decl) {
   }
   const int k = decl.optimizer.StateArrays();
   if (!decl.sparse) {
+    if (decl.limits.any())
+      return Status::InvalidArgument("dense parameter '" + decl.name + "' cannot have table limits");
     if (decl.size < 1)
       return Status::InvalidArgument("dense parameter '" + decl.name + "' needs at least 1 element");
     auto d = std::make_unique<Dense>();
@@ -54,6 +56,7 @@ Status ShardStore::Declare(const ParamDecl& decl) {
     s->decl = decl;
     s->table_hash = Hash64(decl.name);
     s->stride = decl.dim * (1 + k);
+    SetUpLimits(*s);
     sparse_[decl.name] = std::move(s);
   }
   return Status::OK();
@@ -144,13 +147,25 @@ void ShardStore::ApplySparse(const std::string& table, std::span<const uint64_t>
   Sparse& s = *sparse_.at(table);
   const int dim = s.decl.dim;
   const int k = s.decl.optimizer.StateArrays();
+  if (s.limited) ++s.updates;
   for (size_t i = 0; i < keys.size(); ++i) {
-    const size_t r = RowIndex(s, keys[i]);
+    size_t r;
+    if (s.limited) {
+      const int64_t got = PushRow(s, keys[i]);
+      if (got < 0) continue;  // not admitted (yet): the gradient is dropped
+      r = static_cast<size_t>(got);
+      s.last[r] = s.updates;
+    } else {
+      r = RowIndex(s, keys[i]);
+    }
     float* row = s.arena.data() + r * s.stride;
     const int64_t t = ++s.t[r];
     ApplyUpdate(s.decl.optimizer, row, grads + i * dim, scale, dim, k >= 1 ? row + dim : nullptr,
                 k >= 2 ? row + 2 * dim : nullptr, t);
   }
+  // Rows unseen for evict_after updates: swept every eighth of that, so none outlives 9/8 of it.
+  const int64_t every = std::max<int64_t>(1, s.decl.limits.evict_after / 8);
+  if (s.decl.limits.evict_after > 0 && s.updates % every == 0) Evict(s, 0, 0);
 }
 
 const float* ShardStore::DenseValues(const std::string& name, int64_t block) const {
@@ -161,6 +176,16 @@ void ShardStore::ReadSparse(const std::string& table, std::span<const uint64_t> 
   Sparse& s = *sparse_.at(table);
   const int dim = s.decl.dim;
   for (size_t i = 0; i < keys.size(); ++i) {
+    if (s.limited) {
+      auto it = s.rows.find(keys[i]);
+      if (it == s.rows.end()) {
+        InitRow(s.decl.init, s.table_hash, keys[i], out + i * dim, dim);
+        continue;
+      }
+      const float* row = s.arena.data() + it->second * s.stride;
+      std::copy(row, row + dim, out + i * dim);
+      continue;
+    }
     const float* row = Row(s, keys[i]);
     std::copy(row, row + dim, out + i * dim);
   }
@@ -198,11 +223,11 @@ std::vector<ShardStore::ParamStats> ShardStore::Stats() const {
       elements += blk.length;
       bytes += static_cast<int64_t>(blk.data.size() * sizeof(float));
     }
-    out.push_back({name, false, elements, bytes});
+    out.push_back({name, false, elements, bytes, 0, 0});
   }
   for (const auto& [name, s] : sparse_) {
-    out.push_back({name, true, static_cast<int64_t>(s->rows.size()),
-                   static_cast<int64_t>(s->arena.size() * sizeof(float))});
+    out.push_back(
+        {name, true, static_cast<int64_t>(s->rows.size()), TableBytes(*s), s->admitted, s->evicted});
   }
   std::sort(out.begin(), out.end(), [](const ParamStats& a, const ParamStats& b) { return a.name < b.name; });
   return out;
@@ -223,7 +248,8 @@ ShardSnapshot ShardStore::Snapshot() const {
         snap.dense.push_back({decl.name, b, blk.t, blk.data});
     } else {
       const Sparse& t = *sparse_.at(decl.name);
-      snap.sparse.push_back({decl.name, t.keys, t.t, t.arena});
+      snap.sparse.push_back({decl.name, t.keys, t.t, t.arena, t.last, t.updates,
+                             t.sketch ? t.sketch->Save() : std::vector<uint8_t>{}, t.admitted, t.evicted});
     }
   }
   return snap;
@@ -267,10 +293,22 @@ Status ShardStore::Restore(const ShardSnapshot& snap) {
     }
     Status owned = fresh.CheckSparse(t.param, t.keys);
     if (!owned.ok()) return owned;
+    if (s.limited) {
+      // A snapshot from before the table had limits (or from an older format) starts their
+      // bookkeeping afresh: every row as if pushed now.
+      if (!t.last.empty() && t.last.size() != t.keys.size())
+        return Status::InvalidArgument("sparse table '" + t.param + "': last updates do not match its rows");
+      if (s.sketch && !t.sketch.empty() && !s.sketch->Load(t.sketch))
+        return Status::InvalidArgument("sparse table '" + t.param + "': malformed admission sketch");
+      s.updates = t.updates;
+      s.last = t.last.empty() ? std::vector<int64_t>(t.keys.size(), t.updates) : t.last;
+      s.admitted = t.admitted;
+      s.evicted = t.evicted;
+    }
     s.keys = t.keys;
     s.t = t.t;
     s.arena = t.arena;
-    s.rows.clear();
+    s.rows.reserve(std::max(s.max_rows, s.keys.size()));
     for (size_t r = 0; r < s.keys.size(); ++r) {
       if (!s.rows.emplace(s.keys[r], r).second) {
         return Status::InvalidArgument("sparse table '" + t.param + "' has key " + std::to_string(s.keys[r]) +

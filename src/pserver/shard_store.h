@@ -20,6 +20,7 @@
 #include "job/job_config.h"
 #include "job/placement.h"
 #include "job/slot_map.h"
+#include "pserver/row_limits.h"
 #include "tessera/params.h"
 #include "tessera/status.h"
 
@@ -32,6 +33,7 @@ struct ParamDecl {
   int dim = 0;       // sparse: row width
   OptimizerConfig optimizer;
   InitializerConfig init;  // sparse
+  TableLimits limits;      // sparse
   bool operator==(const ParamDecl&) const = default;
 };
 
@@ -50,6 +52,12 @@ struct ShardSnapshot {
     std::vector<uint64_t> keys;  // row order
     std::vector<int64_t> t;      // per row
     std::vector<float> arena;    // rows of dim * (1 + state arrays) floats
+    // With limits (TableLimits::any): each row's last update, the table's update count, the
+    // admission sketch (AdmissionSketch::Save; admit=N only) and the running counts.
+    std::vector<int64_t> last;
+    int64_t updates = 0;
+    std::vector<uint8_t> sketch;
+    int64_t admitted = 0, evicted = 0;
     bool operator==(const SparseTable&) const = default;
   };
   std::vector<ParamDecl> decls;  // sorted by name
@@ -81,11 +89,13 @@ class ShardStore {
   void SetDense(const std::string& name, int64_t block, const float* values);
   // Applies a gradient sum (scaled by `scale`) to a dense block. REQUIRES: CheckDense passed.
   void ApplyDense(const std::string& name, int64_t block, const float* grad, float scale);
-  // Applies gradient rows (one per key) to a sparse table, creating rows first touched.
+  // Applies gradient rows (one per key) to a sparse table, creating rows first touched (with
+  // limits: admitted ones; then drops the rows the limits say to).
   void ApplySparse(const std::string& table, std::span<const uint64_t> keys, const float* grads, float scale);
   // The current values of a dense block (stable until the next Set/Apply on it).
   const float* DenseValues(const std::string& name, int64_t block) const;
-  // Copies rows for `keys` into out (keys.size() * dim floats), creating rows first touched.
+  // Copies rows for `keys` into out (keys.size() * dim floats), creating rows first touched
+  // (with limits: an id without a row reads as its initial value and nothing is stored).
   void ReadSparse(const std::string& table, std::span<const uint64_t> keys, float* out);
 
   // Every declaration held here, sorted by name.
@@ -105,8 +115,10 @@ class ShardStore {
   struct ParamStats {
     std::string name;
     bool sparse;
-    int64_t elements;  // dense elements or sparse rows held here
-    int64_t bytes;     // values plus optimizer state
+    int64_t elements;      // dense elements or sparse rows held here
+    int64_t bytes;         // dense: values plus optimizer state; sparse: the table's memory
+    int64_t admitted = 0;  // sparse: rows created by pushes
+    int64_t evicted = 0;   // sparse: rows dropped by the limits
   };
   std::vector<ParamStats> Stats() const;
   int64_t TotalBytes() const;
@@ -132,9 +144,24 @@ class ShardStore {
     std::vector<float> arena;    // rows, `stride` floats each
     std::vector<int64_t> t;      // updates applied per row
     std::vector<uint64_t> keys;  // row number -> key
+    // Limits (decl.limits.any()); see TableLimits and row_limits.h.
+    bool limited = false;
+    std::vector<int64_t> last;                // row number -> the table update that last pushed it
+    int64_t updates = 0;                      // pushes applied to the table here
+    std::unique_ptr<AdmissionSketch> sketch;  // admit=N
+    size_t max_rows = 0;                      // budget: the rows that fit (0: no budget)
+    int64_t admitted = 0, evicted = 0;
   };
   // The row of `key`, made (initialized) on first touch: its number, or its values.
   size_t RowIndex(Sparse& s, uint64_t key);
+  // Sets up a declared table's limits (reserves a budgeted table's memory).
+  static void SetUpLimits(Sparse& s);
+  // A push's row for `key` in a table with limits: its number, or -1 if the id is not admitted
+  // (yet). Makes room within the budget before it creates a row.
+  int64_t PushRow(Sparse& s, uint64_t key);
+  // Drops the rows RowsToEvict names (the last row moves into each hole).
+  static void Evict(Sparse& s, size_t max_rows, size_t keep);
+  static int64_t TableBytes(const Sparse& s);
   float* Row(Sparse& s, uint64_t key) {
     const size_t r = RowIndex(s, key);  // first: it may grow the arena
     return s.arena.data() + r * s.stride;

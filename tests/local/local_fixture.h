@@ -48,6 +48,28 @@ class LocalTest : public TempDirTest {
   }
 
   std::string store() const { return dir_ + "/store"; }
+
+  // A `tessera gen-ctr` click log (`gen_args` after the output files) uploaded as data sets "ctr"
+  // (with `upload_args`) and "ctr-eval"; returns the best achievable AUC gen-ctr printed.
+  double UploadCtr(const std::vector<std::string>& gen_args,
+                   const std::vector<std::string>& upload_args = {}) {
+    std::vector<std::string> gen = {"gen-ctr", "--train-out", dir_ + "/train.svm", "--eval-out",
+                                    dir_ + "/eval.svm"};
+    gen.insert(gen.end(), gen_args.begin(), gen_args.end());
+    auto g = Tessera(gen);
+    EXPECT_EQ(g.code, 0) << g.out;
+    size_t at = g.out.find("best achievable AUC on the evaluation rows: ");
+    EXPECT_NE(at, std::string::npos) << g.out;
+    std::vector<std::string> up = {"upload",   "--store", store(),   "--dataset",        "ctr",
+                                   "--format", "libsvm",  "--input", dir_ + "/train.svm"};
+    up.insert(up.end(), upload_args.begin(), upload_args.end());
+    auto a = Tessera(up);
+    EXPECT_EQ(a.code, 0) << a.out;
+    auto b = Tessera({"upload", "--store", store(), "--dataset", "ctr-eval", "--format", "libsvm", "--input",
+                      dir_ + "/eval.svm"});
+    EXPECT_EQ(b.code, 0) << b.out;
+    return at == std::string::npos ? 0 : std::stod(g.out.substr(at + 44));
+  }
   std::string run() const { return dir_ + "/" + run_name_; }
 
   void UploadFashionMnist(bool test_set = true) {

@@ -2,15 +2,14 @@
 // broken gradient or update could not pass; the exported model holds what was trained.
 #include <gtest/gtest.h>
 
-#include <regex>
-
 #include <Eigen/Dense>
+#include <regex>
 #include <sstream>
 
 #include "dataset/dataset.h"
 #include "local/local_fixture.h"
-#include "tessera/model_file.h"
 #include "tessera/example.pb.h"
+#include "tessera/model_file.h"
 
 namespace tessera::testing {
 namespace {
@@ -58,20 +57,10 @@ TEST_F(LocalTest, MlpLearnsFashionMnistAndTheExportedModelHoldsIt) {
 }
 
 TEST_F(LocalTest, LogregApproachesTheBestAchievableAuc) {
-  auto gen = Tessera({"gen-ctr", "--train-out", dir_ + "/train.svm", "--eval-out", dir_ + "/eval.svm",
-                      "--rows", "60000", "--eval-rows", "10000", "--features", "20000", "--per-row", "15"});
-  ASSERT_EQ(gen.code, 0) << gen.out;
-  size_t at = gen.out.find("best achievable AUC on the evaluation rows: ");
-  ASSERT_NE(at, std::string::npos) << gen.out;
-  double best = std::stod(gen.out.substr(at + 44));
-  ASSERT_EQ(Tessera({"upload", "--store", store(), "--dataset", "ctr", "--format", "libsvm", "--input",
-                     dir_ + "/train.svm", "--chunk-size", "131072"})
-                .code,
-            0);
-  ASSERT_EQ(Tessera({"upload", "--store", store(), "--dataset", "ctr-eval", "--format", "libsvm", "--input",
-                     dir_ + "/eval.svm"})
-                .code,
-            0);
+  const double best =
+      UploadCtr({"--rows", "60000", "--eval-rows", "10000", "--features", "20000", "--per-row", "15"},
+                {"--chunk-size", "131072"});
+  ASSERT_FALSE(HasFailure());
   Subprocess& p =
       StartLocal({"--dataset", "ctr", "--eval-dataset", "ctr-eval", "--model", "logreg", "--pservers", "2",
                   "--trainers", "2", "--passes", "3", "--optimizer", "sgd:lr=5", "--batch-size", "256"});
@@ -86,8 +75,8 @@ TEST_F(LocalTest, LogregApproachesTheBestAchievableAuc) {
 // A data set of 300 records is one chunk; the master cuts it into record ranges so that each of
 // three trainers (batch 64) trains some of it, every pass.
 TEST_F(LocalTest, ASmallDataSetStillSpreadsOverEveryTrainer) {
-  auto gen = Tessera({"gen-ctr", "--train-out", dir_ + "/train.svm", "--eval-out", dir_ + "/eval.svm", "--rows",
-                      "300", "--eval-rows", "100", "--features", "500", "--per-row", "5"});
+  auto gen = Tessera({"gen-ctr", "--train-out", dir_ + "/train.svm", "--eval-out", dir_ + "/eval.svm",
+                      "--rows", "300", "--eval-rows", "100", "--features", "500", "--per-row", "5"});
   ASSERT_EQ(gen.code, 0) << gen.out;
   auto up = Tessera({"upload", "--store", store(), "--dataset", "tiny", "--format", "libsvm", "--input",
                      dir_ + "/train.svm"});
@@ -103,7 +92,8 @@ TEST_F(LocalTest, ASmallDataSetStillSpreadsOverEveryTrainer) {
     auto log = ReadFile(run() + "/logs/trainer-" + std::to_string(t) + ".log");
     ASSERT_TRUE(log.ok());
     std::smatch m;
-    ASSERT_TRUE(std::regex_search(*log, m, std::regex("trainer done: [0-9]+ steps, ([0-9]+) samples"))) << *log;
+    ASSERT_TRUE(std::regex_search(*log, m, std::regex("trainer done: [0-9]+ steps, ([0-9]+) samples")))
+        << *log;
     int64_t samples = std::stoll(m[1].str());
     std::printf("trainer %d trained %lld records\n", t, static_cast<long long>(samples));
     EXPECT_GT(samples, 0) << "trainer " << t << " got nothing to train";

@@ -35,7 +35,8 @@ def expect_error(fn, kind, words):
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
-        self.emb = tessera.Embedding("emb", CLASSES, init="zeros", optimizer="sgd:lr=10")
+        # limits: the table path with admission and eviction (every id is pushed often: none goes)
+        self.emb = tessera.Embedding("emb", CLASSES, init="zeros", optimizer="sgd:lr=10", limits="evict_after=100000")
         self.bias = torch.nn.Parameter(torch.zeros(CLASSES))
 
     def forward(self, ids):
@@ -61,6 +62,10 @@ def main():
                                      ["'y'", "contiguous"])
     errors["bad_optimizer"] = expect_error(lambda: s.add_dense("z", np.zeros(4, np.float32), "adamw"), tessera.Error,
                                            ["adamw"])
+    errors["not_an_example"] = expect_error(lambda: tessera.decode_examples([b"\xff\xff\xff"]), ValueError,
+                                            ["record 0", "tessera.data.Example"])
+    errors["bad_limits"] = expect_error(lambda: tessera.Embedding("w", 4, limits="budgte=1M"), tessera.Error,
+                                        ["budgte", "admit, admit_prob, evict_after, budget"])
 
     model = Model()
     opt = tessera.Optimizer(model, optimizer="sgd:lr=0.5")

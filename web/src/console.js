@@ -32,6 +32,13 @@ function fmtSeconds(s) {
   return h ? `${h}h ${m}m` : m ? `${m}m ${sec}s` : `${sec}s`;
 }
 
+// " · table emb: 216954 rows, 11.7 MiB (1616172 admitted, 1399218 evicted)": a sparse table on
+// one pserver, with its limits' counts when it has any.
+function tableStats(t) {
+  const counts = t.admitted || t.evicted ? ` (${t.admitted} admitted, ${t.evicted} evicted)` : "";
+  return ` · table ${t.name}: ${t.rows} rows, ${(t.bytes / 1048576).toFixed(1)} MiB${counts}`;
+}
+
 function fmtAge(ms) {
   return ms ? fmtSeconds((Date.now() - ms) / 1000) + " ago" : "–";
 }
@@ -94,6 +101,8 @@ function showNodes(list) {
     state.nodesSeen.add(n.node);
     const row = document.createElement("tr");
     row.dataset.node = n.node;
+    row.dataset.tables = (n.stats && n.stats.tables || []).map((t) => `${t.name}:${t.rows}:${t.admitted}:${t.evicted}`)
+      .join(" ");
     row.dataset.state = n.state;
     row.dataset.history = (n.history || []).map((h) => h.state).join(" ");
     cell(row, n.node);
@@ -104,7 +113,8 @@ function showNodes(list) {
     cell(row, n.state === "lost" || n.state === "finished" || state.archived ? "–"
                                                          : `${n.seconds_since_heartbeat.toFixed(1)} s ago`);
     cell(row, n.stats ? `v${n.stats.version} · ${Math.round(n.stats.pushes_per_second)}/s · ` +
-                        `${(n.stats.param_bytes / 1048576).toFixed(1)} MiB · ${n.stats.slots} slots` : "");
+                        `${(n.stats.param_bytes / 1048576).toFixed(1)} MiB · ${n.stats.slots} slots` +
+                        (n.stats.tables || []).map(tableStats).join("") : "");
     cell(row, String(n.restarts));
     const latest = (n.checkpoints || [])[0];
     cell(row, latest ? `v${latest.version}, ${fmtAge(latest.time_ms)}` : n.kind === "pserver" ? "none" : "");
