@@ -10,8 +10,10 @@
 //           that applies SGD (async mode), 1 and 2 pservers; with 1, TCP in a --tls job too.
 //   round trip: a 4 KiB push-then-pull, over the transport alone and through the client,
 //           beside the raw ping-pong.
-//   sparse: rows per second pulled and pushed for dim 8 and 64, 10,000 keys per request drawn
-//           from a Zipf(1.1) distribution over a million keys.
+//   sparse: rows per second pulled and pushed (Adagrad) for dim 8 and 64, 10,000 keys per
+//           request drawn from Zipf(1.1) over 1M and over 100M ids, tcp and shm, 2 pservers,
+//           beside a plain in-process flat_hash_map loop over the same keys (--sparse-only).
+#include <absl/container/flat_hash_map.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -43,6 +45,7 @@
 #include "tessera/client.h"
 #include "transport/stream_io.h"
 #include "transport/transport_factory.h"
+#include "zipf.h"
 
 namespace tessera::bench {
 namespace {
@@ -134,25 +137,6 @@ StatusOr<double> Time(Fn op, double min_seconds, int min_iters) {
   return elapsed / iters;
 }
 
-class Zipf {
- public:
-  Zipf(uint64_t n, double s) : cdf_(n) {
-    double sum = 0;
-    for (uint64_t k = 0; k < n; ++k) {
-      sum += 1.0 / std::pow(static_cast<double>(k + 1), s);
-      cdf_[k] = sum;
-    }
-    for (auto& v : cdf_) v /= sum;
-  }
-  uint64_t operator()(std::mt19937_64& rng) {
-    double u = std::uniform_real_distribution<double>(0, 1)(rng);
-    return static_cast<uint64_t>(std::lower_bound(cdf_.begin(), cdf_.end(), u) - cdf_.begin());
-  }
-
- private:
-  std::vector<double> cdf_;
-};
-
 int64_t NowMicros() {
   return std::chrono::duration_cast<std::chrono::microseconds>(Now().time_since_epoch()).count();
 }
@@ -224,7 +208,99 @@ StatusOr<Figures> TransportFigures(ClientConnection& conn, size_t bytes, double 
 
 const std::vector<std::string> kTransports = {"grpc", "tcp", "shm"};
 
-int Run(double seconds, bool quick, bool transport_only) {
+// The plain in-process loop a sparse request's rows are measured against: an abseil flat map
+// from key to row over a row arena, pull = find and copy, push = find or insert and Adagrad.
+struct PlainTable {
+  explicit PlainTable(int dim) : dim(dim) {}
+  float* Row(uint64_t key) {
+    auto [it, inserted] = rows.try_emplace(key, static_cast<uint32_t>(rows.size()));
+    if (inserted) arena.resize(arena.size() + 2 * dim, 0.01f);  // values, accumulator
+    return arena.data() + static_cast<size_t>(it->second) * 2 * dim;
+  }
+  int dim;
+  absl::flat_hash_map<uint64_t, uint32_t> rows;
+  std::vector<float> arena;
+};
+
+// Sparse rows/s through the client and 2 pservers (tcp and shm), pull and push with Adagrad,
+// dim 8 and 64, 10,000 keys per request drawn from Zipf(1.1) over 1M and over 100M ids (drawn
+// before timing), beside the plain in-process loop over the same keys.
+Status RunSparse(Cluster& c, double seconds, bool quick) {
+  std::printf(
+      "\n| ids (Zipf 1.1) | dim | exchange | pull M rows/s | push+adagrad M rows/s "
+      "|\n|---|---|---|---|---|\n");
+  const size_t kKeys = 10000, kBatches = 64;
+  for (uint64_t ids : quick ? std::vector<uint64_t>{1000000} : std::vector<uint64_t>{1000000, 100000000}) {
+    const std::vector<uint64_t> all = ZipfKeys(ids, 1.1, kKeys * kBatches, 7);
+    auto batch = [&](size_t i) {
+      return std::span<const uint64_t>(all).subspan((i % kBatches) * kKeys, kKeys);
+    };
+    for (int dim : {8, 64}) {
+      std::vector<float> rows(kKeys * dim), grads(kKeys * dim, 0.01f);
+      auto line = [&](const std::string& what, double pull, double push) {
+        std::printf("| %llu | %d | %s | %.2f | %.2f |\n", static_cast<unsigned long long>(ids), dim,
+                    what.c_str(), kKeys / pull / 1e6, kKeys / push / 1e6);
+        std::fflush(stdout);
+      };
+      {
+        PlainTable t(dim);
+        size_t i = 0, j = 0;
+        auto pull = Time(
+            [&] {
+              auto keys = batch(i++);
+              for (size_t k = 0; k < keys.size(); ++k) {
+                const float* row = t.Row(keys[k]);
+                std::copy(row, row + dim, rows.data() + k * dim);
+              }
+              return Status::OK();
+            },
+            seconds, 5);
+        auto push = Time(
+            [&] {
+              auto keys = batch(j++);
+              for (size_t k = 0; k < keys.size(); ++k) {
+                float* w = t.Row(keys[k]);
+                float* acc = w + dim;
+                const float* g = grads.data() + k * dim;
+                for (int d = 0; d < dim; ++d) {
+                  acc[d] += g[d] * g[d];
+                  w[d] -= 0.05f * g[d] / (std::sqrt(acc[d]) + 1e-8f);
+                }
+              }
+              return Status::OK();
+            },
+            seconds, 5);
+        line("in-process flat_hash_map loop", *pull, *push);
+      }
+      TESSERA_ASSIGN_OR_RETURN(std::string job, StartJob(c, 2, "async"));
+      for (const std::string t : {"tcp", "shm"}) {
+        TESSERA_ASSIGN_OR_RETURN(auto client, Connect(c, job, t));
+        const OptimizerConfig adagrad = *OptimizerConfig::Parse("adagrad:lr=0.05");
+        TESSERA_RETURN_IF_ERROR(
+            client->AddSparse("emb", dim, *InitializerConfig::Parse("uniform:-0.01,0.01"), &adagrad));
+        TESSERA_RETURN_IF_ERROR(client->Initialize());
+        size_t i = 0, j = 0;
+        TESSERA_ASSIGN_OR_RETURN(
+            double pull,
+            Time([&] { return client->SparsePull("emb", batch(i++), rows.data()).Wait(); }, seconds, 5));
+        TESSERA_ASSIGN_OR_RETURN(double push, Time(
+                                                  [&] {
+                                                    Gradients g;
+                                                    g.Sparse("emb", batch(j++), grads);
+                                                    g.samples = 1;
+                                                    return client->Push(g).Wait();
+                                                  },
+                                                  seconds, 5));
+        line(t + ", 2 pservers", pull, push);
+      }
+      for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
+      c.pservers.clear();
+    }
+  }
+  return Status::OK();
+}
+
+int Run(double seconds, bool quick, bool transport_only, bool sparse_only) {
   Cluster c;
   auto dir = MakeTempDir("ps-bench-");
   if (!dir.ok()) return 1;
@@ -252,6 +328,12 @@ int Run(double seconds, bool quick, bool transport_only) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
   };
+  if (sparse_only) {
+    Status s = RunSparse(c, seconds, quick);
+    for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
+    (void)RemoveAll(c.dir);
+    return s.ok() ? 0 : fail(s);
+  }
 
   // Loopback throughput drifts by tens of percent from minute to minute on a small VM, so every
   // transport figure is read against an iperf3 run made just before it, and beside the same
@@ -510,43 +592,7 @@ int Run(double seconds, bool quick, bool transport_only) {
   }
 
   // 4. Sparse rows.
-  std::printf("\n| transport | table dim | pservers | keys/request | pull rows/s | push rows/s |\n");
-  std::printf("|---|---|---|---|---|---|\n");
-  Zipf zipf(1000000, 1.1);
-  std::mt19937_64 rng(7);
-  for (int dim : {8, 64}) {
-    auto job = StartJob(c, 2, "async");
-    if (!job.ok()) return fail(job.status());
-    for (const auto& t : kTransports) {
-      auto client = Connect(c, *job, t);
-      if (!client.ok()) return fail(client.status());
-      (void)(*client)->AddSparse("emb", dim, *InitializerConfig::Parse("uniform:-0.01,0.01"));
-      if (Status s = (*client)->Initialize(); !s.ok()) return fail(s);
-      const size_t kKeys = 10000;
-      std::vector<uint64_t> keys(kKeys);
-      std::vector<float> rows(kKeys * dim), grads(kKeys * dim, 0.01f);
-      auto pull = Time(
-          [&] {
-            for (auto& k : keys) k = zipf(rng);
-            return (*client)->SparsePull("emb", keys, rows.data()).Wait();
-          },
-          seconds, 5);
-      auto push = Time(
-          [&] {
-            for (auto& k : keys) k = zipf(rng);
-            Gradients g;
-            g.Sparse("emb", keys, grads);
-            g.samples = 1;
-            return (*client)->Push(g).Wait();
-          },
-          seconds, 5);
-      if (!pull.ok()) return fail(pull.status());
-      if (!push.ok()) return fail(push.status());
-      std::printf("| %s | %d | 2 | %zu (Zipf 1.1 over 1M) | %.0f | %.0f |\n", t.c_str(), dim, kKeys,
-                  kKeys / *pull, kKeys / *push);
-      std::fflush(stdout);
-    }
-  }
+  if (Status s = RunSparse(c, seconds, quick); !s.ok()) return fail(s);
   for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
   (void)RemoveAll(c.dir);
   return 0;
@@ -558,15 +604,16 @@ int Run(double seconds, bool quick, bool transport_only) {
 int main(int argc, char** argv) {
   CLI::App app{"Tessera data-plane benchmark"};
   double seconds = 2.0;
-  bool quick = false, transport_only = false;
+  bool quick = false, transport_only = false, sparse_only = false;
   app.add_option("--seconds", seconds, "minimum measuring time per figure");
   app.add_flag("--quick", quick, "only the small models (a smoke run)");
   app.add_flag("--transport-only", transport_only, "only the transports alone and the raw baselines");
+  app.add_flag("--sparse-only", sparse_only, "only the sparse rows (and their in-process baseline)");
   CLI11_PARSE(app, argc, argv);
   // A logger of our own (warnings only): the trainer client's info lines would drown the tables.
   tessera::LogOptions lo;
   lo.node = "ps_bench";
   lo.level = "warn";
   (void)tessera::InitLogging(lo);
-  return tessera::bench::Run(seconds, quick, transport_only);
+  return tessera::bench::Run(seconds, quick, transport_only, sparse_only);
 }

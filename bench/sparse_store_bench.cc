@@ -19,25 +19,14 @@
 
 #include "common/clock.h"
 #include "common/hash.h"
+#include "common/metrics.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "pserver/shard_store.h"
+#include "zipf.h"
 
 namespace tessera::bench {
 namespace {
-
-// Zipf(s) ranks over [0, n), drawn by inverting the CDF; keys are the ranks hashed (feature ids).
-std::vector<uint64_t> ZipfKeys(uint64_t n, double s, size_t count, uint64_t seed) {
-  std::vector<double> cdf(n);
-  double sum = 0;
-  for (uint64_t k = 0; k < n; ++k) cdf[k] = sum += 1.0 / std::pow(static_cast<double>(k + 1), s);
-  std::mt19937_64 rng(seed);
-  std::uniform_real_distribution<double> u(0, sum);
-  std::vector<uint64_t> keys(count);
-  for (auto& k : keys)
-    k = Mix64(static_cast<uint64_t>(std::lower_bound(cdf.begin(), cdf.end(), u(rng)) - cdf.begin()));
-  return keys;
-}
 
 // What a map holds in memory: libstdc++'s nodes (next pointer, the pair, the cached hash) and
 // bucket array; abseil's slots (the pair) and one control byte each.
@@ -110,8 +99,42 @@ std::pair<double, double> MeasureStore(const std::vector<uint64_t>& keys, int di
       keys, [&](std::span<const uint64_t> batch) { store.ReadSparse("emb", batch, out.data()); });
   const double push = RowsPerSecond(
       keys, [&](std::span<const uint64_t> batch) { store.ApplySparse("emb", batch, grads.data(), 1.0f); });
-  *bytes = 0;  // its map's buckets are not visible from here
+  *bytes = static_cast<size_t>(store.Stats()[0].bytes) / std::max<int64_t>(1, store.Stats()[0].elements);
   return {pull, push};
+}
+
+// Bytes per row of a ShardStore table of `rows` distinct rows (dim 8 or 64, Adagrad: values and one
+// state array), as the store counts them and as the process's resident memory grows, beside the
+// raw key + values + state.
+void BytesPerRow(int64_t rows) {
+  std::printf(
+      "\n| rows | dim | optimizer | raw bytes (key + values + state) | ShardStore counts | "
+      "resident memory grew | ratio to raw |\n|---|---|---|---|---|---|---|\n");
+  for (int dim : {8, 64}) {
+    const double before = metrics::ReadProcessMemory().resident_bytes;
+    JobConfig job;
+    job.pservers = 1;
+    auto store = std::make_unique<ShardStore>(0, job, SlotMap::RoundRobin(job.slots, 1));
+    ParamDecl d;
+    d.name = "emb";
+    d.sparse = true;
+    d.dim = dim;
+    d.optimizer = *OptimizerConfig::Parse("adagrad:lr=0.1");
+    if (!store->Declare(d).ok()) std::abort();
+    std::vector<uint64_t> keys(10000);
+    std::vector<float> grads(keys.size() * dim, 0.001f);
+    for (int64_t i = 0; i < rows; i += static_cast<int64_t>(keys.size())) {
+      for (size_t j = 0; j < keys.size(); ++j) keys[j] = Mix64(static_cast<uint64_t>(i) + j);
+      store->ApplySparse("emb", keys, grads.data(), 1.0f);
+    }
+    const double grew = metrics::ReadProcessMemory().resident_bytes - before;
+    const auto st = store->Stats()[0];
+    const double raw = 8.0 + 2.0 * dim * 4;
+    std::printf("| %lld | %d | adagrad | %.0f | %.1f | %.1f | %.2fx |\n", static_cast<long long>(st.elements),
+                dim, raw, static_cast<double>(st.bytes) / st.elements, grew / st.elements,
+                grew / st.elements / raw);
+    std::fflush(stdout);
+  }
 }
 
 int Run(size_t count, bool quick) {
@@ -136,6 +159,7 @@ int Run(size_t count, bool quick) {
       std::fflush(stdout);
     }
   }
+  BytesPerRow(quick ? 1000000 : 10000000);
   return 0;
 }
 

@@ -1,6 +1,8 @@
 // RequestBuilder (see request_builder.h).
 #include "client/request_builder.h"
 
+#include <absl/container/flat_hash_map.h>
+
 #include <algorithm>
 #include <cmath>
 
@@ -131,11 +133,19 @@ Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_p
     const SparseTableInfo& t = sparse_[sparse_index_.at(s.table)];
     const size_t dim = static_cast<size_t>(t.dim);
     // Per pserver: unique keys and their summed rows.
-    std::vector<std::vector<uint64_t>> keys(slots_.pservers());
-    std::vector<std::vector<float>> rows(slots_.pservers());
-    std::vector<std::unordered_map<uint64_t, size_t>> seen(slots_.pservers());
+    const int n = slots_.pservers();
+    std::vector<std::vector<uint64_t>> keys(n);
+    std::vector<std::vector<float>> rows(n);
+    std::vector<absl::flat_hash_map<uint64_t, size_t>> seen(n);
+    for (int p = 0; p < n; ++p) {
+      const size_t expect = s.keys.size() / n + 16;
+      keys[p].reserve(expect);
+      rows[p].reserve(expect * dim);
+      seen[p].reserve(expect);
+    }
+    const uint64_t table_hash = TableSlotHash(t.name);
     for (size_t i = 0; i < s.keys.size(); ++i) {
-      int p = slots_.PserverOf(SlotOfKey(t.name, s.keys[i], slots_.slots()));
+      int p = slots_.PserverOf(SlotOfKey(table_hash, s.keys[i], slots_.slots()));
       auto [it, inserted] = seen[p].try_emplace(s.keys[i], keys[p].size());
       const float* g = s.grads.data() + i * dim;
       if (inserted) {
@@ -154,7 +164,7 @@ Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_p
       seg->set_block(-1);
       seg->set_count(static_cast<int64_t>(keys[p].size()));
       seg->set_dtype(wire::FLOAT32);
-      for (uint64_t k : keys[p]) seg->add_keys(k);
+      seg->mutable_keys()->Add(keys[p].begin(), keys[p].end());
       c.send_scratch.insert(c.send_scratch.end(), rows[p].begin(), rows[p].end());
     }
   }
@@ -192,9 +202,14 @@ Status RequestBuilder::AddSparsePull(const std::string& table, std::span<const u
   auto unique = std::make_unique<std::vector<std::vector<uint64_t>>>(n);
   // For each requested position: (pserver, row index in that pserver's reply).
   auto where = std::make_shared<std::vector<std::pair<int, size_t>>>(keys.size());
-  std::vector<std::unordered_map<uint64_t, size_t>> seen(n);
+  std::vector<absl::flat_hash_map<uint64_t, size_t>> seen(n);
+  for (int p = 0; p < n; ++p) {
+    seen[p].reserve(keys.size() / n + 16);
+    (*unique)[p].reserve(keys.size() / n + 16);
+  }
+  const uint64_t table_hash = TableSlotHash(table);
   for (size_t i = 0; i < keys.size(); ++i) {
-    int p = slots_.PserverOf(SlotOfKey(table, keys[i], slots_.slots()));
+    int p = slots_.PserverOf(SlotOfKey(table_hash, keys[i], slots_.slots()));
     auto [pos, inserted] = seen[p].try_emplace(keys[i], (*unique)[p].size());
     if (inserted) (*unique)[p].push_back(keys[i]);
     (*where)[i] = {p, pos->second};
@@ -210,7 +225,7 @@ Status RequestBuilder::AddSparsePull(const std::string& table, std::span<const u
     seg->set_block(-1);
     seg->set_count(static_cast<int64_t>((*unique)[p].size()));
     seg->set_dtype(wire::FLOAT32);
-    for (uint64_t k : (*unique)[p]) seg->add_keys(k);
+    seg->mutable_keys()->Add((*unique)[p].begin(), (*unique)[p].end());
     c.recv_scratch.resize((*unique)[p].size() * dim);
     c.reply.push_back({c.recv_scratch.data(), c.recv_scratch.size() * sizeof(float)});
     LinkCall* self = &c;

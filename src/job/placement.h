@@ -28,8 +28,13 @@ inline int SlotOfBlock(std::string_view param, int64_t block, int slots) {
                           static_cast<uint64_t>(slots));
 }
 
+// The table's part of SlotOfKey: hash it once for a request's many keys.
+inline uint64_t TableSlotHash(std::string_view table) { return Hash64(table, 2); }
+inline int SlotOfKey(uint64_t table_slot_hash, uint64_t key, int slots) {
+  return static_cast<int>(HashCombine(table_slot_hash, Mix64(key)) % static_cast<uint64_t>(slots));
+}
 inline int SlotOfKey(std::string_view table, uint64_t key, int slots) {
-  return static_cast<int>(HashCombine(Hash64(table, 2), Mix64(key)) % static_cast<uint64_t>(slots));
+  return SlotOfKey(TableSlotHash(table), key, slots);
 }
 
 }  // namespace tessera

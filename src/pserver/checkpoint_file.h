@@ -5,7 +5,8 @@
 // Layout: "TSCK", then (varints and length-prefixed strings, see common/bytes.h) the format
 // number, job, pserver index, version, creation time, the declarations (optimizer and initializer
 // as their wire protos), every dense block (param, block, update count, floats) and every sparse
-// table (param, keys, per-row update counts, rows), then "TSCKEND" and the SHA-256 (hex) of all
+// table (param, keys, per-row update counts (adam only; else empty), rows, and the limits'
+// bookkeeping: per-row last updates, the table's update count, the admission sketch, counts), then "TSCKEND" and the SHA-256 (hex) of all
 // before it. Floats and integers in arrays are little-endian.
 //
 // Writing goes to a new file named by a UUID, fsynced with its directory before it is visible

@@ -39,15 +39,16 @@ class AdmissionSketch {
 // always give the same answer; over updates an id is admitted with probability `p` per push.
 bool AdmitByChance(float p, uint64_t table_hash, uint64_t key, int64_t update);
 
-// The memory one row costs: its floats (`stride`), its key, update count and (with limits) last
-// update, plus its share of the hash index at the load abseil's flat_hash_map keeps.
+// The memory one row costs: its floats (`stride`), its key, its update count (adam only) and
+// last update (with limits), plus its share of the hash index at the load abseil's
+// flat_hash_map keeps.
 struct RowBytes {
   int64_t fixed = 0;  // per row, in the arrays
   // The index's slots for `rows` rows (capacity a power of two minus one, at most 7/8 full,
   // each slot 16 bytes and a control byte).
   static int64_t IndexBytes(size_t rows);
 };
-RowBytes RowCost(int stride, bool tracks_last);
+RowBytes RowCost(int stride, bool tracks_last, bool counts_updates);
 
 // The most rows whose arrays and index fit `budget` bytes (besides `overhead`, e.g. the sketch).
 size_t RowsWithinBudget(int64_t budget, int64_t overhead, const RowBytes& cost);

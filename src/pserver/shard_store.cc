@@ -56,6 +56,7 @@ Status ShardStore::Declare(const ParamDecl& decl) {
     s->decl = decl;
     s->table_hash = Hash64(decl.name);
     s->stride = decl.dim * (1 + k);
+    s->counts = decl.optimizer.type == OptimizerConfig::Type::kAdam;
     SetUpLimits(*s);
     sparse_[decl.name] = std::move(s);
   }
@@ -98,8 +99,9 @@ Status ShardStore::CheckSparse(const std::string& table, std::span<const uint64_
       return Status::InvalidArgument("'" + table + "' is a dense parameter, not a sparse table");
     return Status::InvalidArgument("unknown sparse table '" + table + "'");
   }
+  const uint64_t table_hash = TableSlotHash(table);
   for (uint64_t k : keys) {
-    int slot = SlotOfKey(table, k, slots_.slots());
+    int slot = SlotOfKey(table_hash, k, slots_.slots());
     if (slots_.PserverOf(slot) != index_) {
       return Status::InvalidArgument("key " + std::to_string(k) + " of table '" + table + "' is in slot " +
                                      std::to_string(slot) + ", served by pserver " +
@@ -128,10 +130,10 @@ void ShardStore::ApplyDense(const std::string& name, int64_t block, const float*
 }
 
 size_t ShardStore::RowIndex(Sparse& s, uint64_t key) {
-  auto [it, inserted] = s.rows.try_emplace(key, s.t.size());
+  auto [it, inserted] = s.rows.try_emplace(key, s.keys.size());
   if (inserted) {
     s.arena.resize(s.arena.size() + s.stride);
-    s.t.push_back(0);
+    if (s.counts) s.t.push_back(0);
     s.keys.push_back(key);
     float* row = s.arena.data() + it->second * s.stride;
     const int dim = s.decl.dim;
@@ -159,7 +161,7 @@ void ShardStore::ApplySparse(const std::string& table, std::span<const uint64_t>
       r = RowIndex(s, keys[i]);
     }
     float* row = s.arena.data() + r * s.stride;
-    const int64_t t = ++s.t[r];
+    const int64_t t = s.counts ? ++s.t[r] : 0;
     ApplyUpdate(s.decl.optimizer, row, grads + i * dim, scale, dim, k >= 1 ? row + dim : nullptr,
                 k >= 2 ? row + 2 * dim : nullptr, t);
   }
@@ -287,7 +289,11 @@ Status ShardStore::Restore(const ShardSnapshot& snap) {
     if (it == fresh.sparse_.end())
       return Status::InvalidArgument("sparse table '" + t.param + "' is not declared");
     Sparse& s = *it->second;
-    if (t.t.size() != t.keys.size() || t.arena.size() != t.keys.size() * static_cast<size_t>(s.stride)) {
+    // Update counts: kept for adam; a snapshot without them (or an older one with them for an
+    // optimizer that does not use them) is taken as it is.
+    const bool counts_fit =
+        s.counts ? t.t.size() == t.keys.size() : (t.t.empty() || t.t.size() == t.keys.size());
+    if (!counts_fit || t.arena.size() != t.keys.size() * static_cast<size_t>(s.stride)) {
       return Status::InvalidArgument("sparse table '" + t.param + "': " + std::to_string(t.keys.size()) +
                                      " keys do not match its rows");
     }
@@ -306,7 +312,7 @@ Status ShardStore::Restore(const ShardSnapshot& snap) {
       s.evicted = t.evicted;
     }
     s.keys = t.keys;
-    s.t = t.t;
+    if (s.counts) s.t = t.t;
     s.arena = t.arena;
     s.rows.reserve(std::max(s.max_rows, s.keys.size()));
     for (size_t r = 0; r < s.keys.size(); ++r) {

@@ -50,7 +50,7 @@ struct ShardSnapshot {
   struct SparseTable {
     std::string param;
     std::vector<uint64_t> keys;  // row order
-    std::vector<int64_t> t;      // per row
+    std::vector<int64_t> t;      // per row, for adam (else empty)
     std::vector<float> arena;    // rows of dim * (1 + state arrays) floats
     // With limits (TableLimits::any): each row's last update, the table's update count, the
     // admission sketch (AdmissionSketch::Save; admit=N only) and the running counts.
@@ -142,7 +142,8 @@ class ShardStore {
     // std::unordered_map on Zipf keys (bench/sparse_store_bench).
     absl::flat_hash_map<uint64_t, size_t> rows;
     std::vector<float> arena;    // rows, `stride` floats each
-    std::vector<int64_t> t;      // updates applied per row
+    bool counts = false;         // the optimizer needs each row's update count (adam)
+    std::vector<int64_t> t;      // counts: updates applied per row (else empty)
     std::vector<uint64_t> keys;  // row number -> key
     // Limits (decl.limits.any()); see TableLimits and row_limits.h.
     bool limited = false;

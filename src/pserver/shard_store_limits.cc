@@ -15,11 +15,12 @@ void ShardStore::SetUpLimits(Sparse& s) {
   if (l.admit_after > 1) s.sketch = std::make_unique<AdmissionSketch>();
   if (l.budget_bytes > 0) {
     const int64_t overhead = s.sketch ? static_cast<int64_t>(AdmissionSketch::Bytes()) : 0;
-    s.max_rows = std::max<size_t>(1, RowsWithinBudget(l.budget_bytes, overhead, RowCost(s.stride, true)));
+    s.max_rows =
+        std::max<size_t>(1, RowsWithinBudget(l.budget_bytes, overhead, RowCost(s.stride, true, s.counts)));
     // The arrays never grow past the budget: reserve them once (pages are touched only as rows
     // are written), so no doubling ever holds twice the table.
     s.arena.reserve(s.max_rows * s.stride);
-    s.t.reserve(s.max_rows);
+    if (s.counts) s.t.reserve(s.max_rows);
     s.keys.reserve(s.max_rows);
     s.last.reserve(s.max_rows);
     s.rows.reserve(s.max_rows);
@@ -45,13 +46,13 @@ void ShardStore::Evict(Sparse& s, size_t max_rows, size_t keep) {
     s.rows.erase(s.keys[r]);
     if (r != end) {
       std::copy_n(s.arena.data() + end * s.stride, s.stride, s.arena.data() + r * s.stride);
-      s.t[r] = s.t[end];
+      if (s.counts) s.t[r] = s.t[end];
       s.keys[r] = s.keys[end];
       s.last[r] = s.last[end];
       s.rows[s.keys[r]] = r;
     }
     s.arena.resize(end * s.stride);
-    s.t.pop_back();
+    if (s.counts) s.t.pop_back();
     s.keys.pop_back();
     s.last.pop_back();
   }
@@ -59,7 +60,7 @@ void ShardStore::Evict(Sparse& s, size_t max_rows, size_t keep) {
 }
 
 int64_t ShardStore::TableBytes(const Sparse& s) {
-  return static_cast<int64_t>(s.keys.size()) * RowCost(s.stride, s.limited).fixed +
+  return static_cast<int64_t>(s.keys.size()) * RowCost(s.stride, s.limited, s.counts).fixed +
          RowBytes::IndexBytes(s.rows.size()) +
          (s.sketch ? static_cast<int64_t>(AdmissionSketch::Bytes()) : 0);
 }
