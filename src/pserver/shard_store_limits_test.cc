@@ -147,5 +147,30 @@ TEST(ShardStoreLimitsTest, RefusedWhereTheyDoNotFit) {
   EXPECT_FALSE(s.Declare(Table("admit=3")).ok());  // the same table declared differently
 }
 
+TEST(ShardStoreLimitsTest, UpdateCountsAreKeptForAdamOnlyAndOlderSnapshotsStillLoad) {
+  Store sgd(Table(""));
+  sgd.Push({1, 2, 3});
+  ShardSnapshot snap = sgd.s.Snapshot();
+  EXPECT_TRUE(snap.sparse[0].t.empty());  // sgd never reads them
+  // A snapshot from before (every row with its count) loads, and gives the same rows.
+  ShardSnapshot older = snap;
+  older.sparse[0].t.assign(older.sparse[0].keys.size(), 1);
+  Store restored(Table(""));
+  ASSERT_TRUE(restored.s.Restore(older).ok());
+  EXPECT_EQ(restored.s.Snapshot(), snap);
+  older.sparse[0].t.pop_back();  // but not counts that do not match the rows
+  EXPECT_FALSE(restored.s.Restore(older).ok());
+
+  Store adam(Table("", "adam:lr=0.1"));
+  adam.Push({1, 2});
+  adam.Push({1});
+  ShardSnapshot a = adam.s.Snapshot();
+  ASSERT_EQ(a.sparse[0].t.size(), 2u);
+  EXPECT_EQ(a.sparse[0].t[0] + a.sparse[0].t[1], 3);
+  a.sparse[0].t.clear();  // adam needs them
+  Store adam2(Table("", "adam:lr=0.1"));
+  EXPECT_FALSE(adam2.s.Restore(a).ok());
+}
+
 }  // namespace
 }  // namespace tessera
