@@ -52,10 +52,11 @@ const std::vector<ModelInfo>& BuiltinModels() {
       {"logreg",
        "sparse logistic regression over hashed features, for click logs",
        "libsvm",
-       {{"admit", 0, 0, "pushes of a feature before it gets a weight (0: the first)"},
+       {{"admit", 0, 0, "pushes of a feature before it gets a weight (0: the first)", 255},
         {"evict_after", 0, 0, "drop weights not updated in this many pushes of the table (0: never)"},
         {"budget_mib", 0, 0,
-         "MiB of weights per pserver; least recently updated dropped past it (0: no limit)"}}},
+         "MiB of weights per pserver; least recently updated dropped past it (0: no limit)",
+         int64_t{1} << 30}}},
       {"word2vec",
        "skip-gram word embeddings with negative sampling, for text",
        "text",
@@ -87,10 +88,11 @@ Status CheckModelArgs(const ModelInfo& model, const std::map<std::string, std::s
           (keys.empty() ? std::string("it has none") : "its settings: " + Join(keys, ", ")) + ")");
     }
     auto v = ParseInt64(value, key);
-    if (!v.ok() || *v < it->min_value) {
-      return Status::InvalidArgument("model " + model.name + " setting " + key + "=" + value + ": " +
-                                     it->help +
-                                     " must be a whole number >= " + std::to_string(it->min_value));
+    if (!v.ok() || *v < it->min_value || *v > it->max_value) {
+      return Status::InvalidArgument(
+          "model " + model.name + " setting " + key + "=" + value + ": " + it->help +
+          " must be a whole number >= " + std::to_string(it->min_value) +
+          (it->max_value < INT64_MAX ? " and <= " + std::to_string(it->max_value) : ""));
     }
   }
   return Status::OK();

@@ -5,14 +5,15 @@
 // former and pushes from the latter. Not thread-safe (the trainer loop owns it).
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "dataset/dataset.h"
-#include "tessera/model_file.h"
 #include "tessera/client.h"
+#include "tessera/model_file.h"
 
 namespace tessera::models {
 
@@ -58,6 +59,7 @@ struct ModelSetting {
   int64_t default_value = 0;
   int64_t min_value = 1;
   std::string help;
+  int64_t max_value = INT64_MAX;
 };
 struct ModelInfo {
   std::string name;

@@ -163,6 +163,9 @@ TEST_F(SupervisionTest, EveryMistakeInTheRequestIsRefusedWithinSecondsNamingItsC
       {{"--store", store(), "--dataset", "fm", "--model", "mpl"}, "unknown model 'mpl'"},
       {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--model-arg", "hiden=3"},
        "model mlp has no setting 'hiden' (its settings: hidden, classes, inputs)"},
+      {{"--store", store(), "--dataset", "fm", "--model", "logreg", "--model-arg", "admit=300"},
+       "model logreg setting admit=300: pushes of a feature before it gets a weight (0: the first) must be a "
+       "whole number >= 0 and <= 255"},
       {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--passes", "0"},
        "--passes must be at least 1"},
       {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--batch-size", "0"},
