@@ -25,6 +25,7 @@ struct UploadFlags {
   std::string chunk_size = "1048576";
   std::string compressor = "zstd";
   bool force = false;
+  bool append = false;
 };
 
 struct DownloadFlags {
@@ -52,6 +53,7 @@ int RunUpload(const UploadFlags& f) {
   wo.compressor = *comp;
   wo.chunk_bytes = static_cast<size_t>(*chunk);
   wo.force = f.force;
+  wo.append = f.append;
   auto writer = dataset::DatasetWriter::Create(f.store, f.name, f.import.format, *type, wo);
   if (!writer.ok()) return Fail("upload", writer.status());
   ProgressBar bar("upload " + f.name, 0, "bytes");
@@ -79,6 +81,13 @@ int RunUpload(const UploadFlags& f) {
   }
   double secs = std::chrono::duration<double>(Now() - start).count();
   auto m = dataset::LoadManifest(f.store + "/" + f.name);
+  if (f.append) {
+    bar.Finish("appended " + std::to_string((*writer)->records()) + " records to " + f.store + "/" + f.name +
+               " (now " + std::to_string(m.ok() ? m->records : 0) + " records in " +
+               std::to_string(m.ok() ? m->chunks.size() : 0) + " chunks) in " + fmt::format("{:.1f}", secs) +
+               " s");
+    return 0;
+  }
   bar.Finish("uploaded " + std::to_string((*writer)->records()) + " records into " + f.store + "/" + f.name +
              " (" + std::to_string(m.ok() ? m->chunks.size() : 0) + " chunks in " + std::to_string(f.parts) +
              " parts, " + HumanBytes(static_cast<double>((*writer)->bytes_written())) + ", " + f.compressor +
@@ -178,6 +187,9 @@ void RegisterData(CLI::App& app, int* exit_code) {
   up->add_option("--chunk-size", u->chunk_size, "target raw bytes per chunk")->capture_default_str();
   up->add_option("--compressor", u->compressor, "none or zstd")->capture_default_str();
   up->add_flag("--force", u->force, "replace an existing data set of that name");
+  up->add_flag("--append", u->append,
+               "add the records to an existing data set of the same format (new chunks after its own; "
+               "readers and jobs already reading it are undisturbed)");
   up->callback([u, exit_code] { *exit_code = RunUpload(*u); });
 
   auto d = std::make_shared<DownloadFlags>();

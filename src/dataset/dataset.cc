@@ -1,7 +1,10 @@
 // Data set writer and reader (see dataset.h).
 #include "dataset/dataset.h"
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -30,6 +33,18 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string
     if (ec) return Status::Unavailable("cannot create store '" + store + "': " + ec.message());
   }
   std::string final_dir = store + "/" + name;
+  if (options.append) {
+    if (options.force)
+      return Status::InvalidArgument("--append adds to a data set; --force replaces one: give one");
+    std::unique_ptr<DatasetWriter> w(new DatasetWriter());
+    w->store_ = store;
+    w->name_ = name;
+    w->options_ = options;
+    w->manifest_.format = format;
+    w->manifest_.record_type = record_type;
+    TESSERA_RETURN_IF_ERROR(w->OpenForAppend());
+    return w;
+  }
   if (fs::exists(final_dir, ec) && !options.force) {
     return Status::AlreadyExists("data set '" + name + "' already exists in " + store +
                                  " (pass --force to replace it)");
@@ -57,10 +72,80 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string
 }
 
 DatasetWriter::~DatasetWriter() {
-  if (!committed_ && !tmp_.empty()) {
-    files_.clear();
-    (void)RemoveAll(tmp_);
+  files_.clear();
+  if (!committed_) {
+    if (options_.append) {
+      for (const auto& p : tmp_parts_) (void)RemoveAll(p);
+    } else if (!tmp_.empty()) {
+      (void)RemoveAll(tmp_);
+    }
   }
+  if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+Status DatasetWriter::OpenForAppend() {
+  const std::string dir = store_ + "/" + name_;
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) {
+    return Status::NotFound("data set '" + name_ + "' is not in store '" + store_ +
+                            "' (--append adds to an existing one; upload it first without --append)");
+  }
+  lock_fd_ = ::open((dir + "/.append.lock").c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (lock_fd_ < 0 || ::flock(lock_fd_, LOCK_EX | LOCK_NB) != 0) {
+    return Status::Unavailable("another upload is appending to data set '" + name_ + "' right now");
+  }
+  TESSERA_ASSIGN_OR_RETURN(old_, LoadManifest(dir));
+  if (old_.format != manifest_.format || old_.record_type != manifest_.record_type) {
+    return Status::InvalidArgument("data set '" + name_ + "' was uploaded with --format " + old_.format +
+                                   "; records appended to it must be too, not --format " + manifest_.format);
+  }
+  // Part files past the manifest's (left by an append that crashed before its manifest) go.
+  for (const auto& e : fs::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    bool listed = false;
+    for (int p = 0; p < old_.parts && !listed; ++p) listed = f == Manifest::PartName(p);
+    if (!listed && (StartsWith(f, "part-") || StartsWith(f, ".tmp-part-")))
+      (void)RemoveAll(e.path().string());
+  }
+  tmp_ = dir;
+  const std::string id = NewUuid().substr(0, 8);
+  for (int p = 0; p < options_.parts; ++p) {
+    tmp_parts_.push_back(dir + "/.tmp-" + Manifest::PartName(old_.parts + p) + "-" + id);
+    TESSERA_ASSIGN_OR_RETURN(auto f, recordio::ChunkFile::Create(tmp_parts_.back()));
+    files_.push_back(std::move(f));
+  }
+  part_sizes_.assign(options_.parts, 0);
+  builder_ = std::make_unique<recordio::ChunkBuilder>(options_.compressor, options_.chunk_bytes);
+  manifest_ = old_;
+  manifest_.chunks.clear();
+  return Status::OK();
+}
+
+Status DatasetWriter::CommitAppend(const nlohmann::json& meta) {
+  // The new records must read like the old ones (image shape, csv columns, ...).
+  if (!old_.meta.empty() && meta != old_.meta) {
+    return Status::InvalidArgument("the appended records do not match data set '" + name_ + "': it has " +
+                                   old_.meta.dump() + ", they have " + meta.dump() + "; nothing was stored");
+  }
+  const std::string dir = store_ + "/" + name_;
+  for (size_t p = 0; p < tmp_parts_.size(); ++p) {
+    std::error_code ec;
+    fs::rename(tmp_parts_[p], dir + "/" + Manifest::PartName(old_.parts + static_cast<int>(p)), ec);
+    if (ec) return Status::Unavailable("cannot move an appended part into place: " + ec.message());
+  }
+  TESSERA_RETURN_IF_ERROR(FsyncPath(dir));
+  Manifest m = old_;
+  for (auto c : manifest_.chunks) {
+    c.part += old_.parts;
+    m.chunks.push_back(c);
+  }
+  m.parts = old_.parts + options_.parts;
+  m.records = old_.records + records_;
+  m.bytes = old_.bytes + bytes_;
+  TESSERA_RETURN_IF_ERROR(m.Validate(dir + "/manifest.json"));
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomic(dir + "/manifest.json", m.ToJson()));
+  committed_ = true;
+  return Status::OK();
 }
 
 Status DatasetWriter::Add(std::string_view record) {
@@ -91,6 +176,7 @@ Status DatasetWriter::FlushChunk() {
 Status DatasetWriter::Commit(const nlohmann::json& meta) {
   TESSERA_RETURN_IF_ERROR(FlushChunk());
   for (auto& f : files_) TESSERA_RETURN_IF_ERROR(f->Close());
+  if (options_.append) return CommitAppend(meta);
   manifest_.records = records_;
   manifest_.bytes = bytes_;
   manifest_.created_ms = WallMillis();
@@ -162,8 +248,9 @@ StatusOr<Manifest> FindDataset(const std::string& store, const std::string& name
     for (const auto& d : *all) names.push_back(d.name);
   }
   return Status::NotFound("data set '" + name + "' is not in store '" + store + "' (" +
-                          (names.empty() ? std::string("it holds no data sets; make one with `tessera upload`")
-                                         : "it holds: " + Join(names, ", ")) +
+                          (names.empty()
+                               ? std::string("it holds no data sets; make one with `tessera upload`")
+                               : "it holds: " + Join(names, ", ")) +
                           ")");
 }
 

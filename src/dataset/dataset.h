@@ -27,6 +27,11 @@ struct WriterOptions {
   recordio::Compressor compressor = recordio::Compressor::kZstd;
   size_t chunk_bytes = 1 << 20;  // target raw bytes per chunk
   bool force = false;            // replace an existing data set
+  // Add records to an existing data set (same format) instead: they go into new part files
+  // (hidden until complete), then one atomic replacement of the manifest lists the old chunks
+  // and the new ones. Readers holding the old manifest read on undisturbed; a crash leaves the
+  // data set as it was. Appends to one data set are serialized by a lock file.
+  bool append = false;
 };
 
 class DatasetWriter {
@@ -48,7 +53,13 @@ class DatasetWriter {
   DatasetWriter() = default;
   Status FlushChunk();
 
+  Status OpenForAppend();
+  Status CommitAppend(const nlohmann::json& meta);
+
   std::string store_, name_, tmp_;
+  Manifest old_;                        // append: the manifest appended to
+  std::vector<std::string> tmp_parts_;  // append: the new parts' hidden names
+  int lock_fd_ = -1;                    // append: the data set's append lock
   WriterOptions options_;
   Manifest manifest_;
   std::vector<std::unique_ptr<recordio::ChunkFile>> files_;
