@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 
@@ -128,6 +129,11 @@ Status DatasetWriter::CommitAppend(const nlohmann::json& meta) {
                                    old_.meta.dump() + ", they have " + meta.dump() + "; nothing was stored");
   }
   const std::string dir = store_ + "/" + name_;
+  // Chunks went round-robin: parts past the number of chunks are empty (a small append would
+  // otherwise leave --parts files behind each time).
+  const size_t used = std::min(tmp_parts_.size(), manifest_.chunks.size());
+  for (size_t p = used; p < tmp_parts_.size(); ++p) (void)RemoveAll(tmp_parts_[p]);
+  tmp_parts_.resize(used);
   for (size_t p = 0; p < tmp_parts_.size(); ++p) {
     std::error_code ec;
     fs::rename(tmp_parts_[p], dir + "/" + Manifest::PartName(old_.parts + static_cast<int>(p)), ec);
@@ -139,7 +145,7 @@ Status DatasetWriter::CommitAppend(const nlohmann::json& meta) {
     c.part += old_.parts;
     m.chunks.push_back(c);
   }
-  m.parts = old_.parts + options_.parts;
+  m.parts = old_.parts + static_cast<int>(used);
   m.records = old_.records + records_;
   m.bytes = old_.bytes + bytes_;
   TESSERA_RETURN_IF_ERROR(m.Validate(dir + "/manifest.json"));

@@ -177,6 +177,12 @@ TEST_F(DatasetTest, AppendAddsRecordsAfterTheOldOnesAndDisturbsNoReader) {
   EXPECT_EQ(all[3000], "b0");
   EXPECT_EQ(all[4999], "b1999");
   EXPECT_EQ((*after)->manifest().parts, 4 + 2);
+  // A small append adds only the parts it fills.
+  ASSERT_TRUE(WriteFileAtomic(dir_ + "/c.txt", "c0\n").ok());
+  ASSERT_EQ(up(dir_ + "/c.txt", {"--append"}).code, 0);
+  EXPECT_EQ(dataset::LoadManifest(store() + "/t")->parts, 4 + 2 + 1);
+  EXPECT_FALSE(fs::exists(store() + "/t/" + dataset::Manifest::PartName(7)));
+  EXPECT_EQ(dataset::LoadManifest(store() + "/t")->records, 5001);
 
   // Another format, or --force with --append: refused, nothing changed.
   auto csv = Tessera({"upload", "--store", store(), "--dataset", "t", "--format", "csv", "--input",
@@ -186,7 +192,7 @@ TEST_F(DatasetTest, AppendAddsRecordsAfterTheOldOnesAndDisturbsNoReader) {
   auto both = up(dir_ + "/b.txt", {"--append", "--force"});
   EXPECT_EQ(both.code, 1);
   EXPECT_NE(both.out.find("give one"), std::string::npos) << both.out;
-  EXPECT_EQ(dataset::LoadManifest(store() + "/t")->records, 5000);
+  EXPECT_EQ(dataset::LoadManifest(store() + "/t")->records, 5001);
 
   // An append that fails half-way (a missing input file after a good one is not possible with
   // one --input, so: a writer dropped without Commit) leaves the data set as it was and no files.
@@ -203,7 +209,7 @@ TEST_F(DatasetTest, AppendAddsRecordsAfterTheOldOnesAndDisturbsNoReader) {
   }
   auto last = dataset::DatasetReader::Open(store(), "t");
   ASSERT_TRUE(last.ok());
-  EXPECT_EQ(AllRecords(**last).size(), 5000u);
+  EXPECT_EQ(AllRecords(**last).size(), 5001u);
   for (const auto& e : fs::directory_iterator(store() + "/t"))
     EXPECT_EQ(e.path().filename().string().rfind(".tmp-", 0), std::string::npos) << e.path();
 }
