@@ -334,17 +334,27 @@ class Job:
     def load_model(self):
         """The trained model as load_model() gives it: {name: array} and sparse tables."""
         from . import load_model
-        return load_model(self.download_model(self._model_tmp()))
+        return self._with_model(load_model)
 
     def load_into(self, module):
         """Copies the trained parameters into a torch module with the same parameter names."""
         from . import load_into
-        load_into(module, self.download_model(self._model_tmp()))
+        self._with_model(lambda path: load_into(module, path))
         return module
 
-    def _model_tmp(self):
+    def _with_model(self, use):
+        """use(path) of the model downloaded to a temporary file, removed afterwards."""
         import tempfile
-        return _os.path.join(tempfile.gettempdir(), "tessera-%s.tsm" % self.id)
+        fd, path = tempfile.mkstemp(prefix="tessera-%s-" % self.id, suffix=".tsm")
+        _os.close(fd)
+        try:
+            return use(self.download_model(path))
+        finally:
+            for p in (path, path + ".part"):
+                try:
+                    _os.remove(p)
+                except FileNotFoundError:
+                    pass
 
 
 def _error(status, text):

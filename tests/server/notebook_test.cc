@@ -40,6 +40,10 @@ TEST_P(NotebookTest, TheExampleNotebookTrainsWatchesThePlotsAndLoadsTheModel) {
   // trains (each trainer reports it about once a second).
   o.env["TESSERA_NOTEBOOK_PASSES"] = "80";
   o.env["TESSERA_NOTEBOOK_SUMMARY"] = dir_ + "/summary.json";
+  // The client's temporary files go here, to check that it leaves none behind.
+  const std::string tmp = dir_ + "/tmp";
+  std::filesystem::create_directories(tmp);
+  o.env["TMPDIR"] = tmp;
   auto p = testing::Subprocess::Spawn(o);
   ASSERT_TRUE(p.ok());
   auto code = (*p)->Wait(std::chrono::seconds(840));
@@ -53,6 +57,11 @@ TEST_P(NotebookTest, TheExampleNotebookTrainsWatchesThePlotsAndLoadsTheModel) {
       << "cost points must arrive while the job runs, not only at its end: " << s;
   EXPECT_GE(s["points"].get<int>(), s["during"].get<int>());
   EXPECT_TRUE(s["loaded"].get<bool>()) << s;
+  for (const auto& e : std::filesystem::directory_iterator(tmp)) {
+    const std::string f = e.path().filename().string();
+    EXPECT_FALSE(f.rfind("tessera-", 0) == 0 && f.find(".tsm") != std::string::npos)
+        << "job.load_into() left its download behind: " << e.path();
+  }
   EXPECT_EQ(s["parameters"], 784 * 64 + 64 + 64 * 10 + 10);
   // The figure is a PNG of some size.
   auto png = ReadFile(dir_ + "/cost.png");
