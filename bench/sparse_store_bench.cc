@@ -83,17 +83,24 @@ std::pair<double, double> MeasureMap(const std::vector<uint64_t>& keys, int dim,
   return {pull, push};
 }
 
-std::pair<double, double> MeasureStore(const std::vector<uint64_t>& keys, int dim, size_t* bytes) {
+// A one-pserver ShardStore holding sparse table "emb" of `dim` with `optimizer`.
+std::unique_ptr<ShardStore> StoreWithTable(int dim, const char* optimizer) {
   JobConfig job;
   job.pservers = 1;
-  ShardStore store(0, job, SlotMap::RoundRobin(job.slots, 1));
+  auto store = std::make_unique<ShardStore>(0, job, SlotMap::RoundRobin(job.slots, 1));
   ParamDecl d;
   d.name = "emb";
   d.sparse = true;
   d.dim = dim;
-  d.optimizer = *OptimizerConfig::Parse("sgd:lr=0.1");
+  d.optimizer = *OptimizerConfig::Parse(optimizer);
   d.init = *InitializerConfig::Parse("uniform:-0.01,0.01");
-  if (!store.Declare(d).ok()) std::abort();
+  if (!store->Declare(d).ok()) std::abort();
+  return store;
+}
+
+std::pair<double, double> MeasureStore(const std::vector<uint64_t>& keys, int dim, size_t* bytes) {
+  auto owned = StoreWithTable(dim, "sgd:lr=0.1");
+  ShardStore& store = *owned;
   std::vector<float> out(10000 * static_cast<size_t>(dim)), grads(out.size(), 0.001f);
   const double pull = RowsPerSecond(
       keys, [&](std::span<const uint64_t> batch) { store.ReadSparse("emb", batch, out.data()); });
@@ -112,15 +119,7 @@ void BytesPerRow(int64_t rows) {
       "resident memory grew | ratio to raw |\n|---|---|---|---|---|---|---|\n");
   for (int dim : {8, 64}) {
     const double before = metrics::ReadProcessMemory().resident_bytes;
-    JobConfig job;
-    job.pservers = 1;
-    auto store = std::make_unique<ShardStore>(0, job, SlotMap::RoundRobin(job.slots, 1));
-    ParamDecl d;
-    d.name = "emb";
-    d.sparse = true;
-    d.dim = dim;
-    d.optimizer = *OptimizerConfig::Parse("adagrad:lr=0.1");
-    if (!store->Declare(d).ok()) std::abort();
+    auto store = StoreWithTable(dim, "adagrad:lr=0.1");
     std::vector<uint64_t> keys(10000);
     std::vector<float> grads(keys.size() * dim, 0.001f);
     for (int64_t i = 0; i < rows; i += static_cast<int64_t>(keys.size())) {

@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -135,11 +136,11 @@ int tessera_init_sparse_limits(tessera_client* c, const char* name, int dim, con
     TESSERA_ASSIGN_OR_RETURN(auto init,
                              tessera::InitializerConfig::Parse(initializer ? initializer : "zeros"));
     TESSERA_ASSIGN_OR_RETURN(auto lim, tessera::TableLimits::Parse(limits ? limits : ""));
+    std::optional<tessera::OptimizerConfig> opt;
     if (optimizer) {
-      TESSERA_ASSIGN_OR_RETURN(auto opt, tessera::OptimizerConfig::Parse(optimizer));
-      return c->session->client().AddSparse(name, dim, init, &opt, &lim);
+      TESSERA_ASSIGN_OR_RETURN(opt, tessera::OptimizerConfig::Parse(optimizer));
     }
-    return c->session->client().AddSparse(name, dim, init, nullptr, &lim);
+    return c->session->client().AddSparse(name, dim, init, opt ? &*opt : nullptr, &lim);
   });
 }
 

@@ -57,12 +57,9 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string
   w->tmp_ = store + "/.tmp-" + name + "-" + NewUuid().substr(0, 8);
   fs::create_directory(w->tmp_, ec);
   if (ec) return Status::Unavailable("cannot create '" + w->tmp_ + "': " + ec.message());
-  for (int p = 0; p < options.parts; ++p) {
-    TESSERA_ASSIGN_OR_RETURN(auto f, recordio::ChunkFile::Create(w->tmp_ + "/" + Manifest::PartName(p)));
-    w->files_.push_back(std::move(f));
-  }
-  w->part_sizes_.assign(options.parts, 0);
-  w->builder_ = std::make_unique<recordio::ChunkBuilder>(options.compressor, options.chunk_bytes);
+  std::vector<std::string> parts;
+  for (int p = 0; p < options.parts; ++p) parts.push_back(w->tmp_ + "/" + Manifest::PartName(p));
+  TESSERA_RETURN_IF_ERROR(w->OpenParts(parts));
   w->manifest_.name = name;
   w->manifest_.format = format;
   w->manifest_.record_type = record_type;
@@ -75,13 +72,19 @@ StatusOr<std::unique_ptr<DatasetWriter>> DatasetWriter::Create(const std::string
 DatasetWriter::~DatasetWriter() {
   files_.clear();
   if (!committed_) {
-    if (options_.append) {
-      for (const auto& p : tmp_parts_) (void)RemoveAll(p);
-    } else if (!tmp_.empty()) {
-      (void)RemoveAll(tmp_);
-    }
+    for (const auto& p : tmp_parts_) (void)RemoveAll(p);  // append: its hidden new parts
+    if (!tmp_.empty()) (void)RemoveAll(tmp_);             // new data set: its hidden directory
   }
   if (lock_fd_ >= 0) ::close(lock_fd_);
+}
+
+Status DatasetWriter::OpenParts(const std::vector<std::string>& paths) {
+  for (const auto& path : paths) {
+    TESSERA_ASSIGN_OR_RETURN(auto f, recordio::ChunkFile::Create(path));
+    files_.push_back(std::move(f));
+  }
+  builder_ = std::make_unique<recordio::ChunkBuilder>(options_.compressor, options_.chunk_bytes);
+  return Status::OK();
 }
 
 Status DatasetWriter::OpenForAppend() {
@@ -108,15 +111,10 @@ Status DatasetWriter::OpenForAppend() {
     if (!listed && (StartsWith(f, "part-") || StartsWith(f, ".tmp-part-")))
       (void)RemoveAll(e.path().string());
   }
-  tmp_ = dir;
   const std::string id = NewUuid().substr(0, 8);
-  for (int p = 0; p < options_.parts; ++p) {
+  for (int p = 0; p < options_.parts; ++p)
     tmp_parts_.push_back(dir + "/.tmp-" + Manifest::PartName(old_.parts + p) + "-" + id);
-    TESSERA_ASSIGN_OR_RETURN(auto f, recordio::ChunkFile::Create(tmp_parts_.back()));
-    files_.push_back(std::move(f));
-  }
-  part_sizes_.assign(options_.parts, 0);
-  builder_ = std::make_unique<recordio::ChunkBuilder>(options_.compressor, options_.chunk_bytes);
+  TESSERA_RETURN_IF_ERROR(OpenParts(tmp_parts_));
   manifest_ = old_;
   manifest_.chunks.clear();
   return Status::OK();

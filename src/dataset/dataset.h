@@ -53,17 +53,17 @@ class DatasetWriter {
   DatasetWriter() = default;
   Status FlushChunk();
 
+  Status OpenParts(const std::vector<std::string>& paths);  // the part files and the chunk builder
   Status OpenForAppend();
   Status CommitAppend(const nlohmann::json& meta);
 
-  std::string store_, name_, tmp_;
+  std::string store_, name_, tmp_;      // tmp_: a new data set's hidden directory
   Manifest old_;                        // append: the manifest appended to
   std::vector<std::string> tmp_parts_;  // append: the new parts' hidden names
   int lock_fd_ = -1;                    // append: the data set's append lock
   WriterOptions options_;
   Manifest manifest_;
   std::vector<std::unique_ptr<recordio::ChunkFile>> files_;
-  std::vector<int64_t> part_sizes_;
   std::unique_ptr<recordio::ChunkBuilder> builder_;
   std::string encoded_;
   int64_t records_ = 0;

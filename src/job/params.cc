@@ -274,11 +274,11 @@ StatusOr<TableLimits> TableLimits::Parse(std::string_view spec) {
       l.admit_after = static_cast<int>(*n);
     } else if (k == "admit_prob") {
       auto p = ParseDouble(v, "admit_prob");
-      if (!p.ok() || !(*p > 0 && *p <= 1)) return bad("admit_prob must be in (0, 1]");
+      if (!p.ok()) return bad("admit_prob must be a number in (0, 1]");
       l.admit_prob = static_cast<float>(*p);
     } else if (k == "evict_after") {
       auto n = ParseInt64(v, "evict_after");
-      if (!n.ok() || *n < 0) return bad("evict_after must be a count of updates >= 0");
+      if (!n.ok()) return bad("evict_after must be a count of updates >= 0");
       l.evict_after = *n;
     } else if (k == "budget") {
       TESSERA_ASSIGN_OR_RETURN(l.budget_bytes, ParseByteSize(v, "table limits budget"));
@@ -286,7 +286,8 @@ StatusOr<TableLimits> TableLimits::Parse(std::string_view spec) {
       return bad("no setting '" + k + "' (keys: admit, admit_prob, evict_after, budget)");
     }
   }
-  if (l.admit_after > 1 && l.admit_prob < 1) return bad("give admit or admit_prob, not both");
+  // The ranges are Validate's, shared with the wire and the client.
+  if (Status s = l.Validate(); !s.ok()) return bad(s.message().substr(s.message().find(": ") + 2));
   return l;
 }
 
@@ -310,9 +311,7 @@ std::string TableLimits::ToString() const {
   if (admit_prob < 1) parts.push_back("admit_prob=" + Num(admit_prob));
   if (evict_after > 0) parts.push_back("evict_after=" + std::to_string(evict_after));
   if (budget_bytes > 0) parts.push_back("budget=" + std::to_string(budget_bytes));
-  std::string s;
-  for (const auto& p : parts) s += (s.empty() ? "" : ",") + p;
-  return s;
+  return Join(parts, ",");
 }
 
 StatusOr<ConsistencyMode> ConsistencyMode::Parse(std::string_view spec) {

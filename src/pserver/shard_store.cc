@@ -178,17 +178,15 @@ void ShardStore::ReadSparse(const std::string& table, std::span<const uint64_t> 
   Sparse& s = *sparse_.at(table);
   const int dim = s.decl.dim;
   for (size_t i = 0; i < keys.size(); ++i) {
-    if (s.limited) {
-      auto it = s.rows.find(keys[i]);
-      if (it == s.rows.end()) {
-        InitRow(s.decl.init, s.table_hash, keys[i], out + i * dim, dim);
-        continue;
-      }
-      const float* row = s.arena.data() + it->second * s.stride;
-      std::copy(row, row + dim, out + i * dim);
+    const float* row;
+    if (!s.limited) {
+      row = Row(s, keys[i]);
+    } else if (auto it = s.rows.find(keys[i]); it != s.rows.end()) {
+      row = s.arena.data() + it->second * s.stride;
+    } else {  // no row (not admitted, or dropped): its initial value, nothing stored
+      InitRow(s.decl.init, s.table_hash, keys[i], out + i * dim, dim);
       continue;
     }
-    const float* row = Row(s, keys[i]);
     std::copy(row, row + dim, out + i * dim);
   }
 }

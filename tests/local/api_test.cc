@@ -157,6 +157,20 @@ TEST_F(LocalTest, CApiRefusesBadCallsWithCodesAndMessages) {
   EXPECT_EQ(tessera_begin_init(nullptr), TESSERA_ERR_INVALID_ARGUMENT);
   EXPECT_NE(std::string(tessera_last_error()).find("NULL"), std::string::npos) << tessera_last_error();
   tessera_client_free(nullptr);  // a no-op
+
+  // A sparse table's limits: a bad spec is refused naming the setting, a good one declares.
+  auto created = Tessera({"job", "create", "--etcd", (*etcd)->endpoint(), "--job", "cj", "--pservers", "1"});
+  ASSERT_EQ(created.code, 0) << created.out;
+  ASSERT_EQ(tessera_client_create((*etcd)->endpoint().c_str(), "cj", nullptr, &c), TESSERA_OK)
+      << tessera_last_error();
+  ASSERT_EQ(tessera_begin_init(c), TESSERA_OK) << tessera_last_error();
+  EXPECT_EQ(tessera_init_sparse_limits(c, "emb", 4, "zeros", nullptr, "budgte=1M"),
+            TESSERA_ERR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(tessera_last_error()).find("'budgte'"), std::string::npos) << tessera_last_error();
+  EXPECT_EQ(tessera_init_sparse_limits(c, "emb", 4, "zeros", "adagrad:lr=0.1", "admit=2,budget=1MiB"),
+            TESSERA_OK)
+      << tessera_last_error();
+  tessera_client_free(c);
 }
 
 }  // namespace
