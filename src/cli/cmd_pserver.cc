@@ -24,6 +24,7 @@ struct PserverFlags {
   std::string checkpoint_dir;
   double checkpoint_every = 0;
   int64_t checkpoint_steps = 0;
+  double checkpoint_delta_fraction = 0.5;
   std::string log_level = "info";
   std::string log_file;
 };
@@ -70,6 +71,7 @@ int RunPserver(const PserverFlags& f) {
   o.checkpoint_dir = f.checkpoint_dir;
   o.checkpoint_seconds = f.checkpoint_every;
   o.checkpoint_steps = f.checkpoint_steps;
+  o.checkpoint_delta_fraction = f.checkpoint_delta_fraction;
   if (o.checkpoint_dir.empty() && (f.checkpoint_every > 0 || f.checkpoint_steps > 0)) {
     return Fail("pserver",
                 Status::InvalidArgument("--checkpoint-every/--checkpoint-steps need --checkpoint-dir"));
@@ -134,6 +136,12 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
                   "seconds between checkpoints (0: off; one is always taken right after initialization)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-steps", f->checkpoint_steps, "versions between checkpoints (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--checkpoint-delta-fraction", f->checkpoint_delta_fraction,
+                  "incremental checkpoints: write only the sparse rows changed since the last checkpoint, "
+                  "until those deltas pass this fraction of the last whole one (then a whole one again; "
+                  "at most 16 deltas in a row). 0: every checkpoint whole")
+      ->check(CLI::Range(0.0, 100.0))
       ->capture_default_str();
   cmd->add_option(flags::kHttpHost, f->http_host,
                   "address /metrics, /healthz and /readyz bind (default 127.0.0.1; anywhere else /metrics "

@@ -5,12 +5,12 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "checkpoint/checkpoint_choice.h"
 #include "common/strings.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "master/position.h"
-#include "checkpoint/checkpoint_choice.h"
 #include "pserver/checkpoint_file.h"
 
 namespace tessera::local {
@@ -32,12 +32,17 @@ StatusOr<std::optional<Rollback>> PrepareRollback(etcd::EtcdClient* etcd, const 
       continue;
     }
     records[i] = *decoded;
+    std::map<std::string, CheckpointFileState> files;
     for (const auto& r : *decoded) {
       if (!checkpoint_dir.empty()) {
-        auto state = ProbeCheckpointFile(CheckpointPath(checkpoint_dir, job, i, r.uuid), r.digest);
-        if (state != CheckpointFileState::kGood) {
-          out.note += "pserver " + std::to_string(i) + " version " + std::to_string(r.version) + ": file " +
-                      (state == CheckpointFileState::kCorrupt ? "corrupt" : "missing") + "; ";
+        for (const auto& f : r.Files())
+          if (!files.count(f.uuid))
+            files[f.uuid] = ProbeCheckpointFile(CheckpointPath(checkpoint_dir, job, i, f.uuid), f.digest);
+        const ChainFileState state = StateOfChain(r, files);
+        if (state.state != CheckpointFileState::kGood) {
+          out.note += "pserver " + std::to_string(i) + " version " + std::to_string(r.version) + ": " +
+                      state.which +
+                      (state.state == CheckpointFileState::kCorrupt ? " is corrupt" : " is missing") + "; ";
           continue;
         }
       }

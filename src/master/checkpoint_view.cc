@@ -16,7 +16,18 @@ nlohmann::json CheckpointView::Records(const std::string& job, int index, const 
   if (!list.is_array()) return nlohmann::json::array();
   for (auto& rec : list) {
     if (!rec.is_object()) continue;
-    rec["digest_state"] = State(job, index, dir, rec.value("uuid", ""), rec.value("digest", ""));
+    // A delta needs every file of its chain: the first one that is not verified, base first,
+    // names the record's state ("base: file missing").
+    std::string state = "verified";
+    auto chain = rec.value("chain", nlohmann::json::array());
+    for (size_t i = 0; chain.is_array() && i < chain.size() && state == "verified"; ++i) {
+      if (!chain[i].is_object()) continue;
+      std::string s = State(job, index, dir, chain[i].value("uuid", ""), chain[i].value("digest", ""));
+      if (s != "verified")
+        state = s == kNotVisible ? s : (i == 0 ? "base: " : "delta " + std::to_string(i) + ": ") + s;
+    }
+    if (state == "verified") state = State(job, index, dir, rec.value("uuid", ""), rec.value("digest", ""));
+    rec["digest_state"] = state;
   }
   return list;
 }

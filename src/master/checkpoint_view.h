@@ -1,7 +1,8 @@
 // CheckpointView: what the console shows of a pserver's checkpoints. It takes the records etcd
 // holds for the pserver and adds to each a "digest_state": "verified", "digest mismatch" or
-// "file missing" where this master can see the pserver's checkpoint directory (a shared file
-// system, or the same machine), else "not visible from the master". A recorded file never
+// "file missing" (for a delta, of the first bad file of its chain: "base: file missing") where
+// this master can see the pserver's checkpoint directory (a shared file system, or the same
+// machine), else "not visible from the master". A recorded file never
 // changes, so each uuid is hashed once and its state remembered. Used by the master's console;
 // thread-safe (no lock is held while a file is hashed).
 #pragma once

@@ -15,9 +15,9 @@ namespace {
 
 constexpr std::string_view kMagic = "TSCK";
 constexpr std::string_view kTrailer = "TSCKEND";
-// 1: the first; 2: sparse tables' limits (declarations) and their bookkeeping (tables). Format 1
-// files are still read.
-constexpr uint64_t kFormat = 2;
+// 1: the first; 2: sparse tables' limits (declarations) and their bookkeeping (tables); 3: deltas
+// (the kind and parent in the header, removed keys in tables). Formats 1 and 2 are still read.
+constexpr uint64_t kFormat = 3;
 constexpr size_t kDigestHex = 64;
 
 template <typename T>
@@ -44,6 +44,8 @@ std::string EncodeCheckpoint(const Checkpoint& c) {
   w.PutSigned(c.index);
   w.PutSigned(c.version);
   w.PutSigned(c.created_ms);
+  w.PutVarint(c.shard.delta ? 1 : 0);
+  w.PutString(c.parent);
   w.PutVarint(c.shard.decls.size());
   for (const auto& d : c.shard.decls) {
     w.PutString(d.name);
@@ -72,6 +74,7 @@ std::string EncodeCheckpoint(const Checkpoint& c) {
     w.PutString(AsBytes(t.sketch));
     w.PutSigned(t.admitted);
     w.PutSigned(t.evicted);
+    w.PutString(AsBytes(t.removed));
   }
   std::string digest = Sha256Hex(out);
   out += kTrailer;
@@ -99,6 +102,13 @@ StatusOr<Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string&
   if (!r.GetString(&c.job) || !r.GetSigned(&index) || !r.GetSigned(&c.version) || !r.GetSigned(&c.created_ms))
     return bad("malformed header");
   c.index = static_cast<int>(index);
+  if (format >= 3) {
+    uint64_t delta = 0;
+    if (!r.GetVarint(&delta) || delta > 1 || !r.GetString(&c.parent)) return bad("malformed header");
+    c.shard.delta = delta == 1;
+    if (c.shard.delta == c.parent.empty())
+      return bad("a delta needs the checkpoint it applies on, a base none");
+  }
   if (!r.GetVarint(&n) || n > r.remaining()) return bad("malformed declarations");
   for (uint64_t i = 0; i < n; ++i) {
     ParamDecl d;
@@ -141,6 +151,8 @@ StatusOr<Checkpoint> DecodeCheckpoint(std::string_view bytes, const std::string&
     if (format >= 2 && (!GetArray(r, &t.last) || !r.GetSigned(&t.updates) || !GetArray(r, &t.sketch) ||
                         !r.GetSigned(&t.admitted) || !r.GetSigned(&t.evicted)))
       return bad("malformed limits of sparse table " + std::to_string(i));
+    if (format >= 3 && !GetArray(r, &t.removed))
+      return bad("malformed removed keys of sparse table " + std::to_string(i));
     c.shard.sparse.push_back(std::move(t));
   }
   if (!r.done()) return bad("unexpected bytes after the sparse tables");

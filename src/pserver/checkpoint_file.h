@@ -3,11 +3,14 @@
 // checkpointer, read when a pserver claims an index that has a recorded checkpoint, and by tests.
 //
 // Layout: "TSCK", then (varints and length-prefixed strings, see common/bytes.h) the format
-// number, job, pserver index, version, creation time, the declarations (optimizer and initializer
-// as their wire protos), every dense block (param, block, update count, floats) and every sparse
-// table (param, keys, per-row update counts (adam only; else empty), rows, and the limits'
-// bookkeeping: per-row last updates, the table's update count, the admission sketch, counts), then "TSCKEND" and the SHA-256 (hex) of all
-// before it. Floats and integers in arrays are little-endian.
+// number, job, pserver index, version, creation time, whether it is a delta and the uuid of the
+// file it applies on (format 3), the declarations (optimizer, initializer and limits as their wire
+// protos), every dense block (param, block, update count, floats) and every sparse table (param,
+// keys, per-row update counts (adam only; else empty), rows, the limits' bookkeeping (per-row
+// last updates, the table's update count, the admission sketch, counts) and a delta's removed
+// keys), then "TSCKEND" and the SHA-256 (hex) of all before it. Floats and integers in arrays are
+// little-endian. A delta holds only the sparse rows changed since the file it applies on
+// (checkpoint_delta.h); the rest is whole.
 //
 // Writing goes to a new file named by a UUID, fsynced with its directory before it is visible
 // under its final name, so a crash at any moment leaves either no file or a whole one. The
@@ -28,7 +31,9 @@ struct Checkpoint {
   int index = 0;
   int64_t version = 0;
   int64_t created_ms = 0;
-  ShardSnapshot shard;
+  ShardSnapshot shard;  // shard.delta: a delta on the checkpoint `parent`
+  std::string parent;   // a delta's: the uuid of the file it applies on
+  int64_t gen = 0;      // not saved: the shard's checkpoint generation of the copy
 };
 
 std::string EncodeCheckpoint(const Checkpoint& c);

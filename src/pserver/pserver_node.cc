@@ -254,6 +254,7 @@ Status PserverNode::Run() {
   so.lease_alive = [k = keeper.get()] { return k->state() == LeaseState::kAlive; };
   so.job_name = job;
   so.metrics = &prom;
+  so.delta_policy.max_fraction = options_.checkpoint_delta_fraction;
   const bool consistent = !options_.checkpoint_dir.empty() && config.checkpoint_steps > 0;
   if (consistent) {
     so.snapshot_every = config.checkpoint_steps;
@@ -290,6 +291,7 @@ Status PserverNode::Run() {
           "shard instead",
           claim.index, latest->version, s.ToString());
     } else {
+      checkpointer->Continue(service->CheckpointGen());
       spdlog::info(
           "pserver {}: loaded the checkpoint of version {} from {} ({} dense blocks, {} sparse tables)",
           claim.index, latest->version, options_.checkpoint_dir, latest->shard.dense.size(),
@@ -372,6 +374,7 @@ void PserverNode::ObserveCheckpoint(double seconds, int64_t version) {
 void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent) {
   int64_t last_version = -1;
   TimePoint last_time = Now();
+  service->SetCheckpointChain(checkpointer->chain());
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_ && !lost_) {
     cv_.wait_for(lock, std::chrono::milliseconds(consistent ? 20 : 100), [&] { return stop_ || lost_; });
@@ -381,13 +384,15 @@ void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpoi
       // The service took the copies at the due versions; write them.
       if (auto due = service->TakeDueSnapshot()) {
         auto written = Now();
-        auto rec = checkpointer->Save(*due);
+        const int64_t version = due->version;
+        auto rec = checkpointer->Save(std::move(*due));
+        service->SetCheckpointChain(checkpointer->chain());
         if (rec.ok()) {
-          spdlog::info("pserver {}: consistent checkpoint of version {} recorded ({} ms writing)",
-                       index_.load(), due->version,
+          spdlog::info("pserver {}: consistent checkpoint of version {} recorded ({}; {} ms writing)",
+                       index_.load(), version, rec->Describe(),
                        std::chrono::duration_cast<std::chrono::milliseconds>(Now() - written).count());
         } else {
-          spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), due->version,
+          spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), version,
                         rec.status().ToString());
         }
       }
@@ -405,17 +410,20 @@ void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpoi
       auto c = service->SnapshotForCheckpoint(options_.job);
       auto copied = Now();
       if (c.ok()) {
-        auto rec = checkpointer->Save(*c);
+        const int64_t version = c->version;
+        auto rec = checkpointer->Save(std::move(*c));
+        service->SetCheckpointChain(checkpointer->chain());
         if (rec.ok()) {
-          ObserveCheckpoint(std::chrono::duration<double>(Now() - start).count(), c->version);
+          ObserveCheckpoint(std::chrono::duration<double>(Now() - start).count(), version);
           spdlog::info(
-              "pserver {}: checkpoint of version {} recorded ({} ms copying under the lock, {} ms writing)",
-              index_.load(), c->version,
+              "pserver {}: checkpoint of version {} recorded ({}; {} ms copying under the lock, {} ms "
+              "writing)",
+              index_.load(), version, rec->Describe(),
               std::chrono::duration_cast<std::chrono::milliseconds>(copied - start).count(),
               std::chrono::duration_cast<std::chrono::milliseconds>(Now() - copied).count());
-          last_version = c->version;
+          last_version = version;
         } else {
-          spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), c->version,
+          spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), version,
                         rec.status().ToString());
         }
       }

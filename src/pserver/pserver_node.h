@@ -46,6 +46,9 @@ struct PserverOptions {
   std::string checkpoint_dir;
   double checkpoint_seconds = 0;
   int64_t checkpoint_steps = 0;
+  // Incremental checkpoints (delta_policy.h): a checkpoint holds only the sparse rows changed
+  // since the last one until the deltas pass this fraction of the base (0: always whole).
+  double checkpoint_delta_fraction = 0.5;
   // Prometheus metrics at http://<http_host>:<http_port>/metrics (0: any free port, recorded in
   // the registration as "metrics"; -1: off). `http_host` empty: 127.0.0.1; off loopback every
   // request but /healthz and /readyz needs the job's console token.

@@ -131,6 +131,7 @@ Status PserverNode::RunReplicated(const Serving& sv) {
     so.lease_alive = [k = sv.keeper] { return k->state() == LeaseState::kAlive; };
     so.job_name = job;
     so.metrics = sv.prom;
+    so.delta_policy.max_fraction = options_.checkpoint_delta_fraction;
     if (!options_.checkpoint_dir.empty() && config.checkpoint_steps > 0)
       so.snapshot_every = config.checkpoint_steps;
     so.on_initialized = [etcd, job, shard, epoch, lease](int64_t version) -> Status {
@@ -322,12 +323,15 @@ Status PserverNode::RunReplicated(const Serving& sv) {
             (void)etcd->Put(keys::PserverReady(job, s), v.dump(), lease);
           }
         }
+        std::unique_ptr<Checkpointer> ck;
+        if (!options_.checkpoint_dir.empty())
+          ck = std::make_unique<Checkpointer>(etcd, job, s, c->epoch, options_.checkpoint_dir);
         if (!service) {
           service = std::make_shared<PserverService>(options_for(s, /*backup=*/false, c->epoch));
-          if (!options_.checkpoint_dir.empty()) {
-            auto ck = std::make_unique<Checkpointer>(etcd, job, s, c->epoch, options_.checkpoint_dir);
+          if (ck) {
             auto latest = ck->LoadLatest();
             if (latest.ok() && *latest && service->RestoreCheckpoint(**latest).ok()) {
+              ck->Continue(service->CheckpointGen());  // later deltas build on it
               spdlog::info("pserver host {}: shard {} from the checkpoint of version {}", me, s,
                            (*latest)->version);
             }
@@ -339,8 +343,7 @@ Status PserverNode::RunReplicated(const Serving& sv) {
         auto box = std::make_unique<ShardOutbox>(service.get(), sv.transport);
         service->SetOutbox(box.get());
         outboxes[s] = std::move(box);
-        if (!options_.checkpoint_dir.empty()) {
-          auto ck = std::make_unique<Checkpointer>(etcd, job, s, c->epoch, options_.checkpoint_dir);
+        if (ck) {  // a promoted backup's first checkpoint is whole: its checkpointer has no chain
           const bool consistent = config.checkpoint_steps > 0;
           checkpoint_threads.emplace_back([this, svc = service.get(), ckp = ck.get(), consistent] {
             CheckpointLoop(svc, ckp, consistent);

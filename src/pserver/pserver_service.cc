@@ -418,7 +418,7 @@ void PserverService::Drain(std::vector<Reply>* out) {
           spdlog::warn("pserver {}: the checkpoint of version {} was not written before version {} was due",
                        options_.index, due_snapshot_->version, v);
         }
-        due_snapshot_ = SnapshotLocked();
+        due_snapshot_ = CheckpointLocked();
       }
     }
     for (uint64_t t : ready.pulls) {

@@ -31,6 +31,7 @@
 #include <string>
 #include <vector>
 
+#include "checkpoint/delta_policy.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "job/job_config.h"
@@ -78,6 +79,8 @@ struct PserverServiceOptions {
   // at the first initialization, for the checkpoint thread to write (TakeDueSnapshot).
   int64_t snapshot_every = 0;
   std::string job_name;  // recorded in checkpoints
+  // When a checkpoint copy may be a delta of the sparse rows changed since the last one.
+  DeltaPolicy delta_policy;
   // Where request timings, pull waits and barrier waits are observed (null: not measured).
   metrics::Registry* metrics = nullptr;
   // Replicas (the job's replicas > 1): this service starts as a backup of shard `index`, taking
@@ -95,8 +98,14 @@ class PserverService : public RequestHandler {
   void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> responder) override;
 
   // A copy of the shard at the current version, taken under the lock (the only stall a
-  // checkpoint causes). FailedPrecondition before the shard is initialized.
+  // checkpoint causes): whole, or a delta when the chain the checkpointer reported last
+  // (SetCheckpointChain) allows one (delta_policy.h). FailedPrecondition before the shard is
+  // initialized.
   StatusOr<Checkpoint> SnapshotForCheckpoint(const std::string& job);
+  // What the next checkpoint copy may build on (from Checkpointer::chain()).
+  void SetCheckpointChain(const CheckpointChainState& chain);
+  // The shard's checkpoint generation (ShardStore::checkpoint_gen), e.g. after a restore.
+  int64_t CheckpointGen();
   // Before serving: holds the checkpoint's shard at its version, not yet ready. The first INIT
   // decides what the dense values are: a trainer that was training (its step is past the
   // checkpoint's version) refills them with its current values and the version moves to its
@@ -213,8 +222,12 @@ class PserverService : public RequestHandler {
   Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r)
       REQUIRES(mu_);
   void FillStatus(wire::DataReply* reply, Status s, wire::DataReply::Reason reason) const;
-  // A copy of the shard at the current version. REQUIRES: mu_ held, initialized.
+  // A checkpoint's job, index, time and version, without the shard.
+  Checkpoint HeaderLocked() const REQUIRES(mu_);
+  // A whole copy of the shard at the current version (for a replica); changes nothing.
   Checkpoint SnapshotLocked() const REQUIRES(mu_);
+  // A copy for a checkpoint, whole or a delta (see SnapshotForCheckpoint).
+  Checkpoint CheckpointLocked() REQUIRES(mu_);
   static void Send(Reply& reply);
   static void SendError(Responder& r, const Status& s, wire::DataReply::Reason reason, int64_t resume = 0);
 
@@ -238,6 +251,7 @@ class PserverService : public RequestHandler {
   std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
   Counters counters_ GUARDED_BY(mu_);
   std::optional<Checkpoint> due_snapshot_ GUARDED_BY(mu_);
+  CheckpointChainState chain_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point step_opened_
       GUARDED_BY(mu_);  // sync: the first push held for the open step
 

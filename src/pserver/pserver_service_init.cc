@@ -100,7 +100,7 @@ void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_pt
     // The first consistent checkpoint: the initial values (a shard restored from a checkpoint
     // of this version has one already).
     if (first && options_.snapshot_every > 0 && restored_version_ != consistency_->version()) {
-      due_snapshot_ = SnapshotLocked();
+      due_snapshot_ = CheckpointLocked();
     }
     restored_version_ = -1;
     version = consistency_->version();
@@ -119,22 +119,46 @@ void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_pt
   Send(rep);
 }
 
-Checkpoint PserverService::SnapshotLocked() const {
+Checkpoint PserverService::HeaderLocked() const {
   Checkpoint c;
   c.job = options_.job_name;
   c.index = options_.index;
   c.created_ms = WallMillis();
   c.version = consistency_->version();
+  return c;
+}
+
+Checkpoint PserverService::SnapshotLocked() const {
+  Checkpoint c = HeaderLocked();
   c.shard = store_.Snapshot();
+  return c;
+}
+
+Checkpoint PserverService::CheckpointLocked() {
+  Checkpoint c = HeaderLocked();
+  const bool delta =
+      ChooseCheckpointKind(chain_, store_.checkpoint_gen(), store_.DeltaBytes(), options_.delta_policy).delta;
+  c.shard = store_.CheckpointSnapshot(delta);
+  c.gen = store_.checkpoint_gen();
   return c;
 }
 
 StatusOr<Checkpoint> PserverService::SnapshotForCheckpoint(const std::string& job) {
   MutexLock lock(&mu_);
   if (!initialized_) return Status::FailedPrecondition("not initialized yet");
-  Checkpoint c = SnapshotLocked();
+  Checkpoint c = CheckpointLocked();
   c.job = job;
   return c;
+}
+
+void PserverService::SetCheckpointChain(const CheckpointChainState& chain) {
+  MutexLock lock(&mu_);
+  chain_ = chain;
+}
+
+int64_t PserverService::CheckpointGen() {
+  MutexLock lock(&mu_);
+  return store_.checkpoint_gen();
 }
 
 std::optional<Checkpoint> PserverService::TakeDueSnapshot() {

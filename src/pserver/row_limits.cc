@@ -59,8 +59,10 @@ int64_t RowBytes::IndexBytes(size_t rows) {
 }
 
 RowBytes RowCost(int stride, bool tracks_last, bool counts_updates) {
-  // floats, key (row -> key), the update count for adam, the last update when limits track it
-  return RowBytes{static_cast<int64_t>(stride) * 4 + 8 + (counts_updates ? 8 : 0) + (tracks_last ? 8 : 0)};
+  // floats, key (row -> key), the changed-since-the-last-checkpoint flag, the update count for
+  // adam, the last update when limits track it
+  return RowBytes{static_cast<int64_t>(stride) * 4 + 8 + 1 + (counts_updates ? 8 : 0) +
+                  (tracks_last ? 8 : 0)};
 }
 
 size_t RowsWithinBudget(int64_t budget, int64_t overhead, const RowBytes& cost) {

@@ -102,8 +102,8 @@ TEST(AdmitByChanceTest, DeterministicWithTheAskedFrequency) {
 
 TEST(RowBudgetTest, TheMostRowsThatFit) {
   const RowBytes cost = RowCost(24, true, true);  // dim 8 with adam's two state arrays
-  EXPECT_EQ(cost.fixed, 24 * 4 + 24);
-  EXPECT_EQ(RowCost(16, false, false).fixed, 16 * 4 + 8);  // adagrad, no limits: floats and key
+  EXPECT_EQ(cost.fixed, 24 * 4 + 24 + 1);
+  EXPECT_EQ(RowCost(16, false, false).fixed, 16 * 4 + 8 + 1);  // adagrad, no limits: floats, key, flag
   for (int64_t budget : {int64_t{100}, int64_t{1000}, int64_t{4096}, int64_t{1} << 20, int64_t{64} << 20}) {
     for (int64_t overhead : {int64_t{0}, int64_t{65536}}) {
       const size_t n = RowsWithinBudget(budget, overhead, cost);

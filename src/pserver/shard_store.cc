@@ -135,6 +135,8 @@ size_t ShardStore::RowIndex(Sparse& s, uint64_t key) {
     s.arena.resize(s.arena.size() + s.stride);
     if (s.counts) s.t.push_back(0);
     s.keys.push_back(key);
+    s.changed.push_back(1);
+    ++s.changed_rows;
     float* row = s.arena.data() + it->second * s.stride;
     const int dim = s.decl.dim;
     InitRow(s.decl.init, s.table_hash, key, row, dim);
@@ -160,6 +162,7 @@ void ShardStore::ApplySparse(const std::string& table, std::span<const uint64_t>
     } else {
       r = RowIndex(s, keys[i]);
     }
+    MarkChanged(s, r);
     float* row = s.arena.data() + r * s.stride;
     const int64_t t = s.counts ? ++s.t[r] : 0;
     ApplyUpdate(s.decl.optimizer, row, grads + i * dim, scale, dim, k >= 1 ? row + dim : nullptr,
@@ -237,92 +240,6 @@ int64_t ShardStore::TotalBytes() const {
   int64_t n = 0;
   for (const auto& p : Stats()) n += p.bytes;
   return n;
-}
-
-ShardSnapshot ShardStore::Snapshot() const {
-  ShardSnapshot snap;
-  snap.decls = Declarations();
-  for (const auto& decl : snap.decls) {
-    if (!decl.sparse) {
-      for (const auto& [b, blk] : dense_.at(decl.name)->blocks)
-        snap.dense.push_back({decl.name, b, blk.t, blk.data});
-    } else {
-      const Sparse& t = *sparse_.at(decl.name);
-      snap.sparse.push_back({decl.name, t.keys, t.t, t.arena, t.last, t.updates,
-                             t.sketch ? t.sketch->Save() : std::vector<uint8_t>{}, t.admitted, t.evicted});
-    }
-  }
-  return snap;
-}
-
-Status ShardStore::Restore(const ShardSnapshot& snap) {
-  // Build the new state aside and swap it in only when all of it fits.
-  ShardStore fresh(index_, job_, slots_);
-  for (const auto& d : snap.decls) TESSERA_RETURN_IF_ERROR(fresh.Declare(d));
-  size_t blocks = 0;
-  for (const auto& [name, d] : fresh.dense_) blocks += d->blocks.size();
-  if (blocks != snap.dense.size()) {
-    return Status::InvalidArgument("the snapshot has " + std::to_string(snap.dense.size()) +
-                                   " dense blocks, this pserver owns " + std::to_string(blocks));
-  }
-  for (const auto& b : snap.dense) {
-    auto it = fresh.dense_.find(b.param);
-    if (it == fresh.dense_.end())
-      return Status::InvalidArgument("dense parameter '" + b.param + "' is not declared");
-    auto blk = it->second->blocks.find(b.block);
-    if (blk == it->second->blocks.end()) {
-      return Status::InvalidArgument("block " + std::to_string(b.block) + " of '" + b.param +
-                                     "' does not belong to pserver " + std::to_string(index_));
-    }
-    if (b.data.size() != blk->second.data.size()) {
-      return Status::InvalidArgument("block " + std::to_string(b.block) + " of '" + b.param + "' has " +
-                                     std::to_string(b.data.size()) + " floats, expected " +
-                                     std::to_string(blk->second.data.size()));
-    }
-    blk->second.data = b.data;
-    blk->second.t = b.t;
-  }
-  for (const auto& t : snap.sparse) {
-    auto it = fresh.sparse_.find(t.param);
-    if (it == fresh.sparse_.end())
-      return Status::InvalidArgument("sparse table '" + t.param + "' is not declared");
-    Sparse& s = *it->second;
-    // Update counts: kept for adam; a snapshot without them (or an older one with them for an
-    // optimizer that does not use them) is taken as it is.
-    const bool counts_fit =
-        s.counts ? t.t.size() == t.keys.size() : (t.t.empty() || t.t.size() == t.keys.size());
-    if (!counts_fit || t.arena.size() != t.keys.size() * static_cast<size_t>(s.stride)) {
-      return Status::InvalidArgument("sparse table '" + t.param + "': " + std::to_string(t.keys.size()) +
-                                     " keys do not match its rows");
-    }
-    Status owned = fresh.CheckSparse(t.param, t.keys);
-    if (!owned.ok()) return owned;
-    if (s.limited) {
-      // A snapshot from before the table had limits (or from an older format) starts their
-      // bookkeeping afresh: every row as if pushed now.
-      if (!t.last.empty() && t.last.size() != t.keys.size())
-        return Status::InvalidArgument("sparse table '" + t.param + "': last updates do not match its rows");
-      if (s.sketch && !t.sketch.empty() && !s.sketch->Load(t.sketch))
-        return Status::InvalidArgument("sparse table '" + t.param + "': malformed admission sketch");
-      s.updates = t.updates;
-      s.last = t.last.empty() ? std::vector<int64_t>(t.keys.size(), t.updates) : t.last;
-      s.admitted = t.admitted;
-      s.evicted = t.evicted;
-    }
-    s.keys = t.keys;
-    if (s.counts) s.t = t.t;
-    s.arena = t.arena;
-    s.rows.reserve(std::max(s.max_rows, s.keys.size()));
-    for (size_t r = 0; r < s.keys.size(); ++r) {
-      if (!s.rows.emplace(s.keys[r], r).second) {
-        return Status::InvalidArgument("sparse table '" + t.param + "' has key " + std::to_string(s.keys[r]) +
-                                       " twice");
-      }
-    }
-  }
-  dense_ = std::move(fresh.dense_);
-  sparse_ = std::move(fresh.sparse_);
-  return Status::OK();
 }
 
 }  // namespace tessera

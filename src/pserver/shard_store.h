@@ -58,11 +58,15 @@ struct ShardSnapshot {
     int64_t updates = 0;
     std::vector<uint8_t> sketch;
     int64_t admitted = 0, evicted = 0;
+    std::vector<uint64_t> removed;  // a delta's: keys whose rows were dropped
     bool operator==(const SparseTable&) const = default;
   };
   std::vector<ParamDecl> decls;  // sorted by name
   std::vector<DenseBlock> dense;
   std::vector<SparseTable> sparse;
+  // A delta (an incremental checkpoint): each sparse table holds only the rows changed since the
+  // copy before it, and in `removed` the keys dropped since then; everything else is whole.
+  bool delta = false;
   bool operator==(const ShardSnapshot&) const = default;
 };
 
@@ -101,11 +105,21 @@ class ShardStore {
   // Every declaration held here, sorted by name.
   std::vector<ParamDecl> Declarations() const;
 
-  // A copy of everything held (for a checkpoint; the copy is the only time the caller's lock
-  // needs to be held).
+  // A copy of everything held (for a replica; the copy is the only time the caller's lock needs
+  // to be held). Changes nothing.
   ShardSnapshot Snapshot() const;
-  // Replaces everything held with `snap`. InvalidArgument (nothing changed) if it does not fit
-  // this pserver: a block it does not own, wrong lengths, rows of the wrong width.
+  // A copy for a checkpoint: whole, or (`delta`) a delta of the sparse rows changed since the
+  // last checkpoint copy or restore. Starts a new checkpoint generation: the record of changes
+  // restarts empty.
+  ShardSnapshot CheckpointSnapshot(bool delta);
+  // Counts one per CheckpointSnapshot and Restore: a delta taken at generation g+1 holds the
+  // changes since the state of generation g.
+  int64_t checkpoint_gen() const { return checkpoint_gen_; }
+  // What a delta would take now (bytes, roughly as written).
+  int64_t DeltaBytes() const;
+  // Replaces everything held with `snap` (whole, not a delta). InvalidArgument (nothing changed)
+  // if it does not fit this pserver: a block it does not own, wrong lengths, rows of the wrong
+  // width. Starts a new checkpoint generation with no changes recorded.
   Status Restore(const ShardSnapshot& snap);
   // Copies up to `max_rows` rows of `table` starting at row number `first` (in creation order)
   // into keys/values; returns the next row number, or -1 when there are no more.
@@ -145,6 +159,14 @@ class ShardStore {
     bool counts = false;         // the optimizer needs each row's update count (adam)
     std::vector<int64_t> t;      // counts: updates applied per row (else empty)
     std::vector<uint64_t> keys;  // row number -> key
+    // Incremental checkpoints: which rows changed (created or pushed) since the last checkpoint
+    // copy, how many, and the keys dropped since then.
+    std::vector<uint8_t> changed;
+    int64_t changed_rows = 0;
+    std::vector<uint64_t> removed;
+    // More keys were dropped than `removed` keeps (its length is bounded): the next checkpoint
+    // copy must be whole.
+    bool untracked = false;
     // Limits (decl.limits.any()); see TableLimits and row_limits.h.
     bool limited = false;
     std::vector<int64_t> last;                // row number -> the table update that last pushed it
@@ -163,6 +185,14 @@ class ShardStore {
   // Drops the rows RowsToEvict names (the last row moves into each hole).
   static void Evict(Sparse& s, size_t max_rows, size_t keep);
   static int64_t TableBytes(const Sparse& s);
+  // A copy: whole, or of the changed rows only.
+  ShardSnapshot Copy(bool delta) const;
+  static void MarkChanged(Sparse& s, size_t r) {
+    if (!s.changed[r]) {
+      s.changed[r] = 1;
+      ++s.changed_rows;
+    }
+  }
   float* Row(Sparse& s, uint64_t key) {
     const size_t r = RowIndex(s, key);  // first: it may grow the arena
     return s.arena.data() + r * s.stride;
@@ -173,6 +203,7 @@ class ShardStore {
   SlotMap slots_;
   std::unordered_map<std::string, std::unique_ptr<Dense>> dense_;
   std::unordered_map<std::string, std::unique_ptr<Sparse>> sparse_;
+  int64_t checkpoint_gen_ = 0;
 };
 
 }  // namespace tessera

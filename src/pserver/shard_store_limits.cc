@@ -22,6 +22,7 @@ void ShardStore::SetUpLimits(Sparse& s) {
     s.arena.reserve(s.max_rows * s.stride);
     if (s.counts) s.t.reserve(s.max_rows);
     s.keys.reserve(s.max_rows);
+    s.changed.reserve(s.max_rows);
     s.last.reserve(s.max_rows);
     s.rows.reserve(s.max_rows);
   }
@@ -44,19 +45,29 @@ void ShardStore::Evict(Sparse& s, size_t max_rows, size_t keep) {
   for (size_t r : gone) {  // descending: the last row is never one still to drop
     const size_t end = s.keys.size() - 1;
     s.rows.erase(s.keys[r]);
+    if (!s.untracked) s.removed.push_back(s.keys[r]);
+    s.changed_rows -= s.changed[r];
     if (r != end) {
       std::copy_n(s.arena.data() + end * s.stride, s.stride, s.arena.data() + r * s.stride);
       if (s.counts) s.t[r] = s.t[end];
       s.keys[r] = s.keys[end];
+      s.changed[r] = s.changed[end];
       s.last[r] = s.last[end];
       s.rows[s.keys[r]] = r;
     }
     s.arena.resize(end * s.stride);
     if (s.counts) s.t.pop_back();
     s.keys.pop_back();
+    s.changed.pop_back();
     s.last.pop_back();
   }
   s.evicted += static_cast<int64_t>(gone.size());
+  // Without checkpoints nobody clears `removed`: past as many keys as the table has rows (at
+  // least 64 Ki), the next checkpoint is whole instead.
+  if (s.removed.size() > std::max<size_t>(s.keys.size(), 1 << 16)) {
+    s.removed = {};
+    s.untracked = true;
+  }
 }
 
 int64_t ShardStore::TableBytes(const Sparse& s) {

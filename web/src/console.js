@@ -125,7 +125,9 @@ function showNodes(list) {
         cell(r, i === 0 ? n.node : "");
         cell(r, String(c.version));
         cell(r, new Date(c.time_ms).toLocaleTimeString());
-        cell(r, c.bytes ? `${(c.bytes / 1048576).toFixed(2)} MiB` : "–");
+        // A delta (incremental checkpoint) says so: its bytes are the rows changed since the one before.
+        cell(r, (c.bytes ? `${(c.bytes / 1048576).toFixed(2)} MiB` : "–") +
+                (c.chain && c.chain.length ? ` (delta ${c.chain.length} on v${c.chain[0].version})` : ""));
         cell(r, `${c.digest.slice(0, 16)}… ${c.digest_state || ""}`, c.digest_state === "verified" ? "state-alive"
                  : c.digest_state && c.digest_state !== "not visible from the master" ? "state-lost" : "");
         cell(r, i === 0 ? "newest" : "previous");
