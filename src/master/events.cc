@@ -16,6 +16,8 @@ std::string EncodeEvent(const Event& e) {
   w.PutVarint(static_cast<uint64_t>(e.step + 1));  // added later: older events end before it
   w.PutVarint(static_cast<uint64_t>(e.cut));       // added with splits: older events end before
   w.PutVarint(static_cast<uint64_t>(e.records));
+  w.PutVarint(e.chunk_records.size());  // added with following: older events end before
+  for (int64_t r : e.chunk_records) w.PutVarint(static_cast<uint64_t>(r));
   return out;
 }
 
@@ -30,7 +32,7 @@ StatusOr<std::vector<Event>> DecodeDelta(const std::string& delta) {
     ByteReader er(one);
     uint64_t type, task, epoch, cut = 0, records = 0;
     Event e;
-    if (!er.GetVarint(&type) || type < 1 || type > 6 || !er.GetString(&e.trainer) || !er.GetVarint(&task) ||
+    if (!er.GetVarint(&type) || type < 1 || type > 8 || !er.GetString(&e.trainer) || !er.GetVarint(&task) ||
         !er.GetVarint(&epoch) || !er.GetString(&e.reason)) {
       return Status::DataLoss("master state delta: bad event " + std::to_string(i));
     }
@@ -40,6 +42,15 @@ StatusOr<std::vector<Event>> DecodeDelta(const std::string& delta) {
     }
     if (!er.done() && (!er.GetVarint(&cut) || !er.GetVarint(&records))) {
       return Status::DataLoss("master state delta: bad split in event " + std::to_string(i));
+    }
+    uint64_t added = 0;
+    if (!er.done() && (!er.GetVarint(&added) || added > one.size()))
+      return Status::DataLoss("master state delta: bad chunks in event " + std::to_string(i));
+    for (uint64_t c = 0; c < added; ++c) {
+      uint64_t records;
+      if (!er.GetVarint(&records))
+        return Status::DataLoss("master state delta: bad chunk in event " + std::to_string(i));
+      e.chunk_records.push_back(static_cast<int64_t>(records));
     }
     e.step = static_cast<int64_t>(step_plus_one) - 1;
     e.cut = static_cast<int64_t>(cut);
@@ -81,6 +92,11 @@ Status Replay(TaskQueue& q, const Event& e, int64_t now_ms) {
                                 std::to_string(e.task) + " at record " + std::to_string(e.cut) +
                                 " did not reproduce");
       }
+      return Status::OK();
+    case Event::Type::kAddChunks:
+      return q.AddChunks(e.chunk_records).WithContext("master state replay of added chunks");
+    case Event::Type::kStopFollowing:
+      q.StopFollowing();
       return Status::OK();
   }
   return Status::DataLoss("unknown master event");

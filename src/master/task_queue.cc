@@ -19,6 +19,9 @@ Status TaskQueueOptions::Validate() const {
     return Status::InvalidArgument("record counts of " + std::to_string(chunk_records.size()) +
                                    " chunks for " + std::to_string(chunks) + " chunks");
   }
+  if (follow && passes != 1) return Status::InvalidArgument("a job that follows its data set has one pass");
+  if (follow && split_min_records > 0)
+    return Status::InvalidArgument("a job that follows its data set does not split tasks");
   if (min_tasks < 0) return Status::InvalidArgument("--min-tasks must be >= 0");
   if (min_task_records < 1) return Status::InvalidArgument("--min-task-records must be >= 1");
   return Status::OK();
@@ -34,6 +37,8 @@ TaskQueue::TaskQueue(TaskQueueOptions options) : options_(std::move(options)) {
         {options_.chunk_records, options_.chunks_per_task, options_.min_tasks, options_.min_task_records});
   }
   tasks_ = static_cast<int64_t>(spans_.size());
+  shuffled_tasks_ = tasks_;
+  following_ = options_.follow;
   StartPass(0);
 }
 
@@ -42,8 +47,9 @@ void TaskQueue::StartPass(int pass) {
   order_.resize(tasks_);
   for (int64_t i = 0; i < tasks_; ++i) order_[i] = i;
   // A seeded shuffle of our own (std::shuffle's algorithm is unspecified across libraries).
+  // Tasks of chunks added while following keep their order, after the others.
   uint64_t state = HashCombine(options_.seed, static_cast<uint64_t>(pass));
-  for (int64_t i = tasks_ - 1; i > 0; --i) {
+  for (int64_t i = shuffled_tasks_ - 1; i > 0; --i) {
     state = Mix64(state);
     int64_t j = static_cast<int64_t>(state % static_cast<uint64_t>(i + 1));
     std::swap(order_[i], order_[j]);
@@ -249,7 +255,7 @@ void TaskQueue::ResetDeadlines(int64_t now_ms) {
 
 void TaskQueue::MaybeEndPass() {
   SkipDispatched();
-  if (finished_ || !requeued_.empty() || cursor_ < tasks_ || !pending_.empty()) return;
+  if (finished_ || following_ || !requeued_.empty() || cursor_ < tasks_ || !pending_.empty()) return;
   if (pass_ + 1 < options_.passes) {
     StartPass(pass_ + 1);
   } else {

@@ -24,6 +24,11 @@
 // event log): Dispatch, Finish, Fail, Expire, TrainerLost, Split. Given the same events in the same
 // order, a replay reaches the same state, epochs included.
 //
+// Following a growing data set (`follow`, one pass, no splits): the pass does not end when every
+// task is done; AddChunks (an event) appends one task per new chunk, handed out after the tasks
+// before it in chunk order, until StopFollowing (an event); then the pass ends as usual once the
+// last task is done, and the queue is finished.
+//
 // Consistent checkpoints (sync jobs with checkpoint steps): a Finish may carry the trainer's
 // step; the queue keeps the recent ones, so PositionAt(V, reports) can say which tasks the model
 // at version V contains (whole, or their first records), and Rewind() puts the queue back to
@@ -62,6 +67,8 @@ struct TaskQueueOptions {
   int max_failures = 3;        // failures tolerated before a task is moved to failed
   int passes = 1;
   uint64_t seed = 1;  // shuffling seed
+  // Follow a growing data set (see above). Needs passes 1 and split_min_records 0.
+  bool follow = false;
   Status Validate() const;
 };
 
@@ -110,6 +117,15 @@ class TaskQueue {
   int64_t pieces() const { return static_cast<int64_t>(pieces_.size()); }
   // Gives every pending task a fresh deadline from `now_ms` (after a restore on a new master).
   void ResetDeadlines(int64_t now_ms);
+
+  // Following: tasks for chunks appended to the data set (their record counts, in order; one
+  // task each). FailedPrecondition if the queue does not follow, or no longer (StopFollowing).
+  Status AddChunks(const std::vector<int64_t>& chunk_records);
+  // No more chunks: the queue finishes once every task is done.
+  void StopFollowing();
+  bool following() const { return following_; }
+  // Chunks the data set had at the start plus those added.
+  int64_t chunks() const { return options_.chunks + static_cast<int64_t>(added_.size()); }
 
   struct Counts {
     int64_t todo = 0, pending = 0, done = 0, failed = 0;
@@ -184,6 +200,9 @@ class TaskQueue {
   TaskQueueOptions options_;
   std::vector<TaskSpan> spans_;  // what each task covers
   int64_t tasks_ = 0;
+  int64_t shuffled_tasks_ = 0;   // the tasks of the chunks at the start (shuffled each pass)
+  bool following_ = false;       // follow, and not stopped yet
+  std::vector<int64_t> added_;   // records of the chunks added since the start
   int pass_ = 0;
   bool finished_ = false;
   std::vector<int64_t> order_;  // this pass's permutation of task ids

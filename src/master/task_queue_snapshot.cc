@@ -9,16 +9,24 @@ namespace tessera::master {
 
 namespace {
 constexpr uint64_t kSnapshotMagic = 0x54535131;  // "TSQ1"
-}
+// A queue that follows its data set: after the seed, whether it still follows and the records
+// of the chunks added (the tasks they made must exist before the bitmaps are read).
+constexpr uint64_t kFollowMagic = 0x54535132;  // "TSQ2"
+}  // namespace
 
 std::string TaskQueue::Snapshot() const {
   std::string out;
   ByteWriter w(&out);
-  w.PutVarint(kSnapshotMagic);
+  w.PutVarint(options_.follow ? kFollowMagic : kSnapshotMagic);
   w.PutVarint(static_cast<uint64_t>(options_.chunks));
   w.PutVarint(static_cast<uint64_t>(options_.chunks_per_task));
   w.PutVarint(static_cast<uint64_t>(options_.passes));
   w.PutVarint(options_.seed);
+  if (options_.follow) {
+    w.PutVarint(following_ ? 1 : 0);
+    w.PutVarint(added_.size());
+    for (int64_t n : added_) w.PutVarint(static_cast<uint64_t>(n));
+  }
   w.PutVarint(static_cast<uint64_t>(pass_));
   w.PutVarint(finished_ ? 1 : 0);
   w.PutVarint(static_cast<uint64_t>(cursor_));
@@ -89,9 +97,23 @@ StatusOr<TaskQueue> TaskQueue::Restore(TaskQueueOptions options, std::string_vie
   auto corrupt = [](const std::string& what) { return Status::DataLoss("master state snapshot: " + what); };
   ByteReader r(snapshot);
   uint64_t magic, chunks, cpt, passes, seed, pass, finished, cursor, next_epoch;
-  if (!r.GetVarint(&magic) || magic != kSnapshotMagic) return corrupt("bad magic");
+  if (!r.GetVarint(&magic) || (magic != kSnapshotMagic && magic != kFollowMagic)) return corrupt("bad magic");
   if (!r.GetVarint(&chunks) || !r.GetVarint(&cpt) || !r.GetVarint(&passes) || !r.GetVarint(&seed)) {
     return corrupt("truncated header");
+  }
+  uint64_t following = 0;
+  std::vector<int64_t> added;
+  if (magic == kFollowMagic) {
+    uint64_t n;
+    if (!r.GetVarint(&following) || !r.GetVarint(&n) || n > r.remaining())
+      return corrupt("bad chunks followed");
+    for (uint64_t i = 0; i < n; ++i) {
+      uint64_t records;
+      if (!r.GetVarint(&records)) return corrupt("bad chunk followed");
+      added.push_back(static_cast<int64_t>(records));
+    }
+    options.follow = true;  // the saved queue decides
+    options.split_min_records = 0;
   }
   if (static_cast<int64_t>(chunks) != options.chunks || static_cast<int>(cpt) != options.chunks_per_task ||
       seed != options.seed) {
@@ -103,6 +125,10 @@ StatusOr<TaskQueue> TaskQueue::Restore(TaskQueueOptions options, std::string_vie
   }
   options.passes = static_cast<int>(std::max<uint64_t>(passes, static_cast<uint64_t>(options.passes)));
   TaskQueue q(options);
+  if (options.follow) {
+    if (Status s = q.AddChunks(added); !s.ok()) return corrupt(s.message());
+    q.following_ = following != 0;
+  }
   if (!r.GetVarint(&pass) || !r.GetVarint(&finished) || !r.GetVarint(&cursor) || !r.GetVarint(&next_epoch)) {
     return corrupt("truncated state");
   }
