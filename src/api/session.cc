@@ -167,6 +167,7 @@ StatusOr<Session::Next> Session::NextRecord(std::string* record) {
 
 Status Session::Idle() {
   TESSERA_RETURN_IF_ERROR(Trained());
+  impl_->reporter->FlushPending();
   std::this_thread::sleep_for(std::chrono::milliseconds(10));
   return EmptyStep();
 }

@@ -18,8 +18,18 @@ namespace tessera::cli {
 namespace {
 
 int RunLocalCmd(local::LocalOptions o) {
-  std::atomic<bool> stop{false};
-  SignalWatcher signals([&](int) { stop = true; });
+  std::atomic<bool> stop{false}, stop_following{false};
+  // Following a data set, the first Ctrl-C (or SIGTERM) ends the job gracefully: no more new
+  // data, the rest trained on, the model saved. The next one stops everything.
+  SignalWatcher signals([&](int) {
+    if (o.follow && !stop_following.exchange(true)) {
+      std::fprintf(stderr,
+                   "\ntessera local: taking no more new data; the job ends once what landed is trained on "
+                   "(Ctrl-C again to stop at once)\n");
+      return;
+    }
+    stop = true;
+  });
   LogOptions lo;
   lo.job = o.job;
   lo.node = "local";
@@ -32,7 +42,7 @@ int RunLocalCmd(local::LocalOptions o) {
   if (o.run_dir.empty()) o.run_dir = "runs/" + o.job + "-" + std::to_string(::getpid());
   o.run_dir = std::filesystem::absolute(o.run_dir).lexically_normal().string();
   if (!o.store.empty()) o.store = std::filesystem::absolute(o.store).lexically_normal().string();
-  auto r = local::RunLocal(o, &stop);
+  auto r = local::RunLocal(o, &stop, &stop_following);
   if (!r.ok()) return Fail("local", r.status());
   if (!r->completed) {
     std::fprintf(stderr, "tessera local: stopped before the job finished (run directory %s)\n",
@@ -56,7 +66,9 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
       "(--trainer-cmd \"python3 train.py\"), which gets TESSERA_ETCD, TESSERA_JOB,\n"
       "TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_DATASET, TESSERA_EVAL_DATASET, TESSERA_RUN_DIR,\n"
       "TESSERA_BATCH_SIZE. Logs go to RUN/logs/. At the end the model is saved (RUN/model.tsm)\n"
-      "and RUN/result.json written. Ctrl-C stops everything.");
+      "and RUN/result.json written. Ctrl-C stops everything. With --follow the job also trains on\n"
+      "what `tessera upload --append` adds to the data set while it runs; the first Ctrl-C then\n"
+      "ends it gracefully once the data that landed is trained on.");
   cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
   cmd->add_option(flags::kJob, o->job, "job name")->capture_default_str();
   cmd->add_option(flags::kEtcd, o->etcd, "use this etcd (host:port) instead of starting one");
@@ -83,6 +95,11 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
                   "adam:lr=0.001 or ftrl:alpha=0.5,beta=1,l1=0.001,l2=0.001")
       ->capture_default_str();
   cmd->add_option(flags::kPasses, o->passes, "passes over the data")->capture_default_str();
+  cmd->add_flag(
+      "--follow", o->follow,
+      "online learning: also train on the chunks `tessera upload --append` adds to the data set while "
+      "the job runs, each record once, in the order they land (one pass); the first Ctrl-C ends the "
+      "job once what landed is trained on, and saves the model");
   cmd->add_flag("--resume", o->resume,
                 "continue the job of an earlier run in --run DIR (give the same flags): its etcd data, task "
                 "position and the pservers' checkpoints");

@@ -29,6 +29,7 @@ struct MasterFlags {
   int passes = 1;
   uint64_t seed = 1;
   bool no_split = false;
+  bool follow = false;
   int64_t lease_ttl = 10;
   std::string log_level = "info";
   std::string log_file;
@@ -79,6 +80,7 @@ int RunMaster(const MasterFlags& f) {
   o.queue.passes = f.passes;
   o.queue.seed = f.seed;
   o.split_tasks = !f.no_split;
+  o.queue.follow = f.follow;
   master::MasterNode node(o);
   {
     std::lock_guard<std::mutex> lock(mu);
@@ -128,6 +130,9 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
       ->capture_default_str();
   cmd->add_option(flags::kPasses, f->passes, "passes over the data set")->capture_default_str();
   cmd->add_option("--seed", f->seed, "shuffling seed")->capture_default_str();
+  cmd->add_flag("--follow", f->follow,
+                "follow the data set: chunks appended to it while the job runs (`tessera upload --append`) "
+                "become tasks too, in order, until the job's follow/stop key is written in etcd; one pass");
   cmd->add_flag("--no-split-tasks", f->no_split,
                 "idle trainers do not take the rest of a slow trainer's task (by default, once no untouched "
                 "task is left, the master cuts what a trainer has left of its task in two for an idle one)");

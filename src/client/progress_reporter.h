@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
+#include "client/master_client.h"
 #include "common/clock.h"
 #include "coord/etcd_client.h"
-#include "client/master_client.h"
 
 namespace tessera::master {
 
@@ -23,6 +23,11 @@ class ProgressReporter {
   // Sends what has accumulated now, with evaluation `metrics` (name, value) of pass `metric_pass`.
   // A report the master did not take is logged, not returned: progress is advisory.
   void Flush(const std::vector<std::pair<std::string, double>>& metrics = {}, int metric_pass = -1);
+  // Sends what has accumulated, if anything: a trainer with nothing to do (waiting for data)
+  // has its last samples counted now, not at its next batch.
+  void FlushPending() {
+    if (samples_ > 0) Flush();
+  }
 
  private:
   MasterClient* master_;

@@ -73,6 +73,8 @@ inline std::string Position(std::string_view job, int64_t version) {
   return PositionPrefix(job) + std::string(v.size() < 20 ? 20 - v.size() : 0, '0') + v;
 }
 inline std::string Rollback(std::string_view job) { return Job(job) + "rollback"; }
+// A job that follows its data set (--follow) stops taking new chunks once this key exists.
+inline std::string FollowStop(std::string_view job) { return Job(job) + "follow/stop"; }
 
 // Training metrics (cost history) kept for the console.
 inline std::string MetricsPrefix(std::string_view job) { return Job(job) + "metrics/"; }

@@ -40,15 +40,18 @@ std::vector<std::string> PserverArgv(const LocalOptions& o, const std::string& e
 }
 
 std::vector<std::string> MasterArgv(const LocalOptions& o, const std::string& etcd) {
-  return {o.tessera_bin, flags::kCommandMaster, flags::kEtcd, etcd, flags::kJob, o.job, flags::kStore,
-          o.store, flags::kDataset, o.dataset, flags::kPasses, std::to_string(o.passes),
-          flags::kChunksPerTask, std::to_string(o.chunks_per_task),
-          // A small data set is cut so that every trainer (and any added later) has work.
-          flags::kMinTasks, std::to_string(std::max(8, 4 * o.trainers)), flags::kMinTaskRecords,
-          std::to_string(o.batch_size), flags::kTaskTimeout, fmt::format("{}", o.task_timeout_s),
-          flags::kMaxFailures, std::to_string(o.max_failures), flags::kLeaseTtl,
-          std::to_string(o.lease_ttl_seconds), flags::kHttpPort, "0", flags::kLogDir, o.run_dir + "/logs",
-          flags::kHistoryFile, o.run_dir + "/history.jsonl"};
+  std::vector<std::string> argv = {
+      o.tessera_bin, flags::kCommandMaster, flags::kEtcd, etcd, flags::kJob, o.job, flags::kStore, o.store,
+      flags::kDataset, o.dataset, flags::kPasses, std::to_string(o.passes), flags::kChunksPerTask,
+      std::to_string(o.chunks_per_task),
+      // A small data set is cut so that every trainer (and any added later) has work.
+      flags::kMinTasks, std::to_string(std::max(8, 4 * o.trainers)), flags::kMinTaskRecords,
+      std::to_string(o.batch_size), flags::kTaskTimeout, fmt::format("{}", o.task_timeout_s),
+      flags::kMaxFailures, std::to_string(o.max_failures), flags::kLeaseTtl,
+      std::to_string(o.lease_ttl_seconds), flags::kHttpPort, "0", flags::kLogDir, o.run_dir + "/logs",
+      flags::kHistoryFile, o.run_dir + "/history.jsonl"};
+  if (o.follow) argv.push_back("--follow");
+  return argv;
 }
 
 std::vector<std::string> TrainerArgv(const LocalOptions& o) {
@@ -82,7 +85,8 @@ std::map<std::string, std::string> PythonPathBeside(const std::string& tessera_b
     std::error_code ec;
     if (!fs::exists(dir / "tessera" / "__init__.py", ec)) continue;
     const char* old = std::getenv("PYTHONPATH");
-    return {{"PYTHONPATH", fs::weakly_canonical(dir, ec).string() + (old && *old ? std::string(":") + old : "")}};
+    return {
+        {"PYTHONPATH", fs::weakly_canonical(dir, ec).string() + (old && *old ? std::string(":") + old : "")}};
   }
   return {};
 }

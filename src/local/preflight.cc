@@ -48,6 +48,14 @@ Status CheckLocalOptions(const LocalOptions& o) {
   TESSERA_RETURN_IF_ERROR(InRange("--max-failures", o.max_failures, 0, INT32_MAX));
   TESSERA_RETURN_IF_ERROR(InRange("--lease-ttl", o.lease_ttl_seconds, 1, 3600));
   TESSERA_RETURN_IF_ERROR(InRange("--checkpoint-steps", o.checkpoint_steps, 0, INT64_MAX));
+  if (o.follow && o.passes != 1) {
+    return Status::InvalidArgument(
+        "--follow trains once on each record as it lands: --passes must be 1, not " +
+        std::to_string(o.passes));
+  }
+  if (o.follow && o.checkpoint_steps > 0)
+    return Status::InvalidArgument(
+        "--follow cannot be combined with --checkpoint-steps (consistent checkpoints)");
   if (!(o.task_timeout_s > 0)) {
     return Status::InvalidArgument("--task-timeout must be a positive number of seconds, not " +
                                    std::to_string(o.task_timeout_s));

@@ -3,6 +3,7 @@
 #include "local/supervisor.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -183,6 +184,13 @@ StatusOr<LocalResult> Supervisor::Run() {
       next_scale = Now() + std::chrono::seconds(1);
       FollowScaleRequests();
     }
+    if (o_.follow && !follow_stopped_ && stop_following_ && stop_following_->load()) {
+      // The master reads the data set once more after it sees the key, then ends the job.
+      if (etcd_->Put(keys::FollowStop(o_.job), "{}").ok()) {
+        follow_stopped_ = true;
+        spdlog::info("no more data: the job ends once what landed in {} is trained on", o_.dataset);
+      }
+    }
     if (Now() >= next_status) {
       next_status = Now() + std::chrono::milliseconds(500);
       auto st = master.GetStatus(Deadline(std::chrono::milliseconds(400)));
@@ -220,9 +228,10 @@ StatusOr<LocalResult> Supervisor::Run() {
   return result;
 }
 
-StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop) {
+StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop,
+                               const std::atomic<bool>* stop_following) {
   TESSERA_RETURN_IF_ERROR(CheckLocalOptions(options));
-  Supervisor s(options, stop);
+  Supervisor s(options, stop, stop_following);
   return s.Run();
 }
 

@@ -53,6 +53,10 @@ struct LocalOptions {
   // Continue the job of an earlier run in `run_dir` (stopped or crashed): its etcd data, the
   // master's task position and the pservers' checkpoints are picked up where they are.
   bool resume = false;
+  // Follow the data set: chunks appended to it (`tessera upload --append`) while the job runs
+  // are trained on too, once each, in order, until `stop_following` is set; then the job ends
+  // when the data it has is trained on. One pass.
+  bool follow = false;
   int chunks_per_task = 1;
   double task_timeout_s = 60;
   int max_failures = 3;
@@ -71,7 +75,10 @@ struct LocalResult {
   std::string model_path;
 };
 
-StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop);
+// `stop`: stop everything now; `stop_following` (with LocalOptions::follow): take no more new
+// data, finish the job with what it has.
+StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop,
+                               const std::atomic<bool>* stop_following = nullptr);
 
 // `tessera local scale`: asks the supervisor of `run_dir` to run `trainers` trainers and (an
 // elastic job) `pservers` pservers; an unset count is left as it is.

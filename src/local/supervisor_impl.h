@@ -43,8 +43,8 @@ struct Managed {
 
 class Supervisor {
  public:
-  Supervisor(LocalOptions o, const std::atomic<bool>* stop)
-      : o_(std::move(o)), stop_(stop), console_(o_.progress_tty) {}
+  Supervisor(LocalOptions o, const std::atomic<bool>* stop, const std::atomic<bool>* stop_following)
+      : o_(std::move(o)), stop_(stop), stop_following_(stop_following), console_(o_.progress_tty) {}
   ~Supervisor() { StopAll(); }
 
   StatusOr<LocalResult> Run();
@@ -104,6 +104,8 @@ class Supervisor {
 
   LocalOptions o_;
   const std::atomic<bool>* stop_;
+  const std::atomic<bool>* stop_following_;
+  bool follow_stopped_ = false;  // the job's follow/stop key is written
   TerminalConsole console_;
   std::optional<RunDirLock> lock_;
   std::string console_url_;

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <regex>
 #include <thread>
 
@@ -25,6 +26,7 @@
 #include "master/checkpoint_view.h"
 #include "master/console_server.h"
 #include "master/console_state.h"
+#include "master/follow_poll.h"
 #include "master/master_service.h"
 #include "master/replica_tracker.h"
 #include "master/run_history.h"
@@ -46,6 +48,7 @@ nlohmann::json Settings(const dataset::Manifest& m, const TaskQueueOptions& q) {
           {"max_failures", q.max_failures},
           {"passes", q.passes},
           {"seed", q.seed},
+          {"follow", q.follow},
           {"created_ms", m.created_ms}};
 }
 
@@ -201,8 +204,13 @@ Status MasterNode::Run() {
   if (qo.min_tasks < 0) qo.min_tasks = std::max(8, 4 * config.min_trainers);
   // Idle trainers take the rest of a slow one's task, in parts of a batch or more. Not with
   // consistent checkpoints: their data positions name whole tasks.
-  qo.split_min_records =
-      config.checkpoint_steps > 0 || !options_.split_tasks ? 0 : std::max<int64_t>(32, qo.min_task_records);
+  qo.split_min_records = config.checkpoint_steps > 0 || !options_.split_tasks || qo.follow
+                             ? 0
+                             : std::max<int64_t>(32, qo.min_task_records);
+  if (qo.follow && config.checkpoint_steps > 0) {
+    return Status::InvalidArgument(
+        "a job that follows its data set (--follow) cannot have consistent checkpoints (checkpoint steps)");
+  }
   TESSERA_RETURN_IF_ERROR(qo.Validate());
 
   TESSERA_ASSIGN_OR_RETURN(security::JobSecret secret,
@@ -350,8 +358,11 @@ Status MasterNode::Run() {
   if (loaded->has_value()) {
     const LoadedState& st = **loaded;
     auto saved = nlohmann::json::parse(st.settings, nullptr, false);
+    // A queue that follows its data set started with fewer chunks than it has now.
+    const int64_t saved_chunks = saved.is_discarded() ? -1 : saved.value("chunks", int64_t{-1});
+    const bool followed = !saved.is_discarded() && saved.value("follow", false);
     if (saved.is_discarded() || saved.value("dataset", "") != manifest.name ||
-        saved.value("chunks", int64_t{-1}) != qo.chunks ||
+        (followed ? saved_chunks < 1 || saved_chunks > qo.chunks : saved_chunks != qo.chunks) ||
         saved.value("created_ms", int64_t{-1}) != manifest.created_ms) {
       return Status::FailedPrecondition("job '" + job + "' already has a task queue for another data set (" +
                                         st.settings +
@@ -365,6 +376,12 @@ Status MasterNode::Run() {
     qo.max_failures = saved.value("max_failures", qo.max_failures);
     qo.passes = saved.value("passes", qo.passes);
     qo.seed = saved.value("seed", qo.seed);
+    qo.follow = followed;
+    if (followed) {
+      qo.chunks = saved_chunks;
+      qo.chunk_records.resize(static_cast<size_t>(saved_chunks));
+      qo.split_min_records = 0;
+    }
     settings = Settings(manifest, qo).dump();
     auto restored = TaskQueue::Restore(qo, st.snapshot);
     if (!restored.ok()) return restored.status();
@@ -436,12 +453,19 @@ Status MasterNode::Run() {
     }
     if (auto st = cs.status(); st.ok()) history->Status(*st, WallMillis());
   };
+  std::optional<FollowPoll> follow;
+  if (qo.follow) follow.emplace(etcd.get(), job, dir, &service);
   std::thread ticker([&] {
     std::unique_lock<std::mutex> lock(mu_);
     auto next_save = SteadyClock::now();
+    auto next_follow = SteadyClock::now();
     while (!stop_ && lost_.ok()) {
       lock.unlock();
       service.Tick(SteadyMillis());
+      if (follow && SteadyClock::now() >= next_follow) {
+        next_follow = SteadyClock::now() + std::chrono::seconds(1);
+        follow->Poll();
+      }
       if (config.hosted()) replicas.Poll(etcd.get(), job, WallMillis());
       if (SteadyClock::now() >= next_save) {
         next_save = SteadyClock::now() + std::chrono::seconds(2);

@@ -35,6 +35,7 @@ int64_t SteadyMillis() {
 MasterService::MasterService(std::string job_token, const security::JobSecret& secret,
                              std::string dataset_dir, dataset::Manifest manifest)
     : token_(std::move(job_token)), dataset_dir_(std::move(dataset_dir)), manifest_(std::move(manifest)) {
+  chunks_ = manifest_.chunks;
   if (!secret.empty()) auth_.emplace(secret);
 }
 
@@ -106,12 +107,15 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
     return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "GetTask needs a trainer id");
   uint64_t ticket = 0;
   TaskQueue::Next next;
+  std::vector<recordio::ChunkInfo> chunks;  // the task's
   {
     MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
     next = queue_->Dispatch(req->trainer(), SteadyMillis());
     if (next.kind == TaskQueue::NextKind::kTask) {
       ticket = Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
+      chunks.assign(chunks_.begin() + next.task.first_chunk,
+                    chunks_.begin() + next.task.first_chunk + next.task.chunks);
     }
     reply->set_pass(queue_->pass());
     reply->set_passes(queue_->passes());
@@ -141,7 +145,7 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
   t->set_records(next.task.records);
   t->set_end_record(next.task.end_record);
   for (int64_t c = next.task.first_chunk; c < next.task.first_chunk + next.task.chunks; ++c) {
-    const auto& info = manifest_.chunks[static_cast<size_t>(c)];
+    const auto& info = chunks[static_cast<size_t>(c - next.task.first_chunk)];
     ChunkRef* ref = t->add_chunks();
     ref->set_index(c);
     ref->set_part(info.part);
@@ -195,8 +199,9 @@ grpc::Status MasterService::ReportTaskProgress(grpc::ServerContext* ctx, const T
       ticket = Log(e);
     }
     if (cut == 0) return grpc::Status::OK;
-    spdlog::info("task {} at trainer {} (record {} of {}): the records from {} on split off for idle trainers",
-                 req->task_id(), req->trainer(), req->offset(), req->records(), cut);
+    spdlog::info(
+        "task {} at trainer {} (record {} of {}): the records from {} on split off for idle trainers",
+        req->task_id(), req->trainer(), req->offset(), req->records(), cut);
   }
   // The holder is told only once the split is durable: a master taking over knows of it.
   if (auto d = Durable(ticket); !d.ok()) return d;

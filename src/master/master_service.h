@@ -77,6 +77,15 @@ class MasterService final : public tessera::master::Master::Service {
   // A trainer's progress in its task: while trainers are idle, the rest is split off for them.
   grpc::Status ReportTaskProgress(grpc::ServerContext*, const TaskProgress*, TaskProgressReply*) override;
 
+  // ---- Following a growing data set (a queue with `follow`; master_service_follow.cc) ----
+  // Adds tasks for the chunks of `now` (the data set's manifest read again) past those the
+  // queue has, once durable. FailedPrecondition if the chunks it has changed (the data set was
+  // replaced, not appended to). Returns how many chunks were added (0: none new, or the queue
+  // does not follow or no longer).
+  StatusOr<int64_t> FollowChunks(const dataset::Manifest& now);
+  // No more chunks: the job ends when the tasks it has are done. Durable when it returns.
+  Status StopFollowing();
+
  private:
   // Report's bookkeeping, under the lock.
   grpc::Status AddReport(const ProgressReport& report);
@@ -94,11 +103,12 @@ class MasterService final : public tessera::master::Master::Service {
   const std::string token_;
   std::optional<security::RpcAuth> auth_;
   const std::string dataset_dir_;
-  const dataset::Manifest manifest_;
+  const dataset::Manifest manifest_;  // as it was at the start (name, format)
   std::atomic<bool> active_{false};
 
   mutable Mutex mu_;  // guards everything below
   std::unique_ptr<TaskQueue> queue_ GUARDED_BY(mu_);
+  std::vector<recordio::ChunkInfo> chunks_ GUARDED_BY(mu_);  // the data set's, and those followed since
   StateLog* log_ GUARDED_BY(mu_) = nullptr;
   Status stop_reason_ GUARDED_BY(mu_) = Status::Unavailable("this master is a standby");
   int64_t election_epoch_ GUARDED_BY(mu_) = 0;

@@ -170,6 +170,10 @@ TEST_F(SupervisionTest, EveryMistakeInTheRequestIsRefusedWithinSecondsNamingItsC
        "--passes must be at least 1"},
       {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--batch-size", "0"},
        "--batch-size must be at least 1"},
+      {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--follow", "--passes", "2"},
+       "--follow trains once on each record as it lands: --passes must be 1, not 2"},
+      {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--follow", "--checkpoint-steps", "10"},
+       "--follow cannot be combined with --checkpoint-steps"},
       {{"--store", store(), "--dataset", "fm", "--model", "logreg"},
        "model logreg trains on data sets uploaded with --format libsvm, but training data set 'fm' was "
        "uploaded "
