@@ -411,6 +411,11 @@ Status MasterNode::Run() {
     }
   }
   TESSERA_RETURN_IF_ERROR(ApplyRollback(etcd.get(), job, queue.get(), &log, settings, seq));
+  if (qo.follow) {
+    // The chunks a former leader added may be newer than the manifest read at the start.
+    TESSERA_ASSIGN_OR_RETURN(dataset::Manifest now, dataset::LoadManifest(dir));
+    TESSERA_RETURN_IF_ERROR(service.SetChunks(std::move(now.chunks), queue->chunks()));
+  }
   CostSaver cost_saver(etcd.get(), job);
   service.RestoreCost(cost_saver.Load());
   log.Start(seq, settings);

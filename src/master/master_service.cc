@@ -112,6 +112,16 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
     MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
     next = queue_->Dispatch(req->trainer(), SteadyMillis());
+    if (next.kind == TaskQueue::NextKind::kTask &&
+        next.task.first_chunk + next.task.chunks > static_cast<int64_t>(chunks_.size())) {
+      // Cannot happen (chunks are known before their tasks exist); hand it back, logged like any
+      // dispatch and failure (a replay must reproduce it), rather than read past the list.
+      const std::string why = "its chunks are not known to this master";
+      (void)Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
+      (void)queue_->Fail(next.task.task, next.task.epoch, why);
+      (void)Log(Event{Event::Type::kFail, req->trainer(), next.task.task, next.task.epoch, why});
+      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the task's " + why + " yet");
+    }
     if (next.kind == TaskQueue::NextKind::kTask) {
       ticket = Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
       chunks.assign(chunks_.begin() + next.task.first_chunk,

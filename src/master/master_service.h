@@ -83,6 +83,10 @@ class MasterService final : public tessera::master::Master::Service {
   // replaced, not appended to). Returns how many chunks were added (0: none new, or the queue
   // does not follow or no longer).
   StatusOr<int64_t> FollowChunks(const dataset::Manifest& now);
+  // Before Activate, on a master taking over a job that follows its data set: the data set's
+  // chunks as they are now (the old leader may have added some since this master read the
+  // manifest). FailedPrecondition if they are fewer than the restored queue's.
+  Status SetChunks(std::vector<recordio::ChunkInfo> chunks, int64_t queue_chunks);
   // No more chunks: the job ends when the tasks it has are done. Durable when it returns.
   Status StopFollowing();
 

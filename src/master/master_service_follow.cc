@@ -44,6 +44,18 @@ StatusOr<int64_t> MasterService::FollowChunks(const dataset::Manifest& now) {
   return added;
 }
 
+Status MasterService::SetChunks(std::vector<recordio::ChunkInfo> chunks, int64_t queue_chunks) {
+  if (static_cast<int64_t>(chunks.size()) < queue_chunks) {
+    return Status::FailedPrecondition("data set '" + manifest_.name + "' has " +
+                                      std::to_string(chunks.size()) + " chunks, fewer than the " +
+                                      std::to_string(queue_chunks) +
+                                      " the job's task queue knows: it was replaced, not appended to");
+  }
+  MutexLock lock(&mu_);
+  chunks_ = std::move(chunks);
+  return Status::OK();
+}
+
 Status MasterService::StopFollowing() {
   uint64_t ticket = 0;
   {

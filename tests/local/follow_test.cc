@@ -53,8 +53,9 @@ double AucOf(const models::ModelFile& m, const std::string& svm) {
 
 class FollowTest : public LocalTest {
  protected:
-  // Trains on the slices as they land; with `kill_master`, the leading master is killed once
-  // the second slice is trained, and the standby takes over the followed data set.
+  // Trains on the slices as they land; with `kill_master`, the leading master is killed once it
+  // took the second slice's chunks (with the trainers frozen, so none is handed out yet), and
+  // the standby takes over the followed data set.
   void Run(bool kill_master);
 };
 
@@ -97,7 +98,30 @@ void FollowTest::Run(bool kill_master) {
   std::vector<double> aucs;
   int64_t tasks = 0;  // after the slices so far: the first one's (cut in record ranges), one per chunk since
   for (int k = 0; k < kSlices; ++k) {
+    std::vector<pid_t> frozen;
+    if (kill_master && k == 1) {
+      // The trainers wait (frozen) while the leader takes the new chunks; then it dies, and the
+      // standby, which read the manifest before they landed, must hand them out.
+      for (const char* id : {"0", "1"}) {
+        auto pid = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::TrainerPrefix("online"), id));
+        ASSERT_GT(pid, 0);
+        ASSERT_EQ(::kill(pid, SIGSTOP), 0);
+        frozen.push_back(pid);
+      }
+    }
     if (k > 0) upload(k, true);
+    if (!frozen.empty()) {
+      ASSERT_TRUE(WaitUntil([&] { return MasterStatus(etcd.get(), "online").tasks() == tasks + 3; },
+                            std::chrono::seconds(60), std::chrono::milliseconds(50)))
+          << LogsTail(30);
+      auto leader = Election::Leader(etcd.get(), keys::MasterElectionPrefix("online"));
+      ASSERT_TRUE(leader.ok() && leader->has_value());
+      auto pid = static_cast<pid_t>(nlohmann::json::parse((*leader)->value)["pid"].get<int64_t>());
+      ASSERT_EQ(::kill(pid, SIGKILL), 0);
+      for (pid_t t : frozen) ::kill(t, SIGCONT);
+      std::printf("[ follow ] killed the leading master (pid %d) once it took the new chunks\n",
+                  static_cast<int>(pid));
+    }
     // Everything that landed is trained on (and nothing more exists to train on): each appended
     // slice is 3 chunks, one task each.
     const int64_t landed = (k + 1) * kSliceRows;
@@ -124,13 +148,6 @@ void FollowTest::Run(bool kill_master) {
     aucs.push_back(AucOf(*m, dir_ + "/eval.svm"));
     std::printf("[ follow ] %lld records landed and trained; exported model's AUC %.4f\n",
                 static_cast<long long>(landed), aucs.back());
-    if (kill_master && k == 1) {
-      auto leader = Election::Leader(etcd.get(), keys::MasterElectionPrefix("online"));
-      ASSERT_TRUE(leader.ok() && leader->has_value());
-      auto pid = static_cast<pid_t>(nlohmann::json::parse((*leader)->value)["pid"].get<int64_t>());
-      ASSERT_EQ(::kill(pid, SIGKILL), 0);
-      std::printf("[ follow ] killed the leading master (pid %d)\n", static_cast<int>(pid));
-    }
   }
   EXPECT_TRUE(p.running()) << "the job ended without being stopped";
   ASSERT_TRUE(p.Signal(SIGINT).ok());
