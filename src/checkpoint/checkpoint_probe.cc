@@ -7,7 +7,8 @@
 
 namespace tessera {
 
-std::string CheckpointPath(const std::string& dir, const std::string& job, int index, const std::string& uuid) {
+std::string CheckpointPath(const std::string& dir, const std::string& job, int index,
+                           const std::string& uuid) {
   return dir + "/" + job + "-ps" + std::to_string(index) + "-" + uuid + ".tsck";
 }
 
@@ -16,6 +17,16 @@ CheckpointFileState ProbeCheckpointFile(const std::string& path, const std::stri
   if (!std::filesystem::exists(path, ec)) return CheckpointFileState::kMissing;
   auto sha = Sha256File(path);
   return sha.ok() && *sha == digest ? CheckpointFileState::kGood : CheckpointFileState::kCorrupt;
+}
+
+std::map<std::string, CheckpointFileState> ProbeCheckpointFiles(
+    const std::string& dir, const std::string& job, int index, const std::vector<CheckpointRecord>& records) {
+  std::map<std::string, CheckpointFileState> files;
+  for (const auto& r : records)
+    for (const auto& f : r.Files())
+      if (!files.count(f.uuid))
+        files[f.uuid] = ProbeCheckpointFile(CheckpointPath(dir, job, index, f.uuid), f.digest);
+  return files;
 }
 
 }  // namespace tessera

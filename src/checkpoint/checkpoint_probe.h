@@ -4,7 +4,9 @@
 // files; no etcd. Thread-safe (no shared state).
 #pragma once
 
+#include <map>
 #include <string>
+#include <vector>
 
 #include "checkpoint/checkpoint_choice.h"
 
@@ -17,5 +19,11 @@ std::string CheckpointPath(const std::string& dir, const std::string& job, int i
 // kMissing if `path` does not exist, kGood if its SHA-256 (hex) is `digest`, kCorrupt otherwise
 // (including a file that cannot be read).
 CheckpointFileState ProbeCheckpointFile(const std::string& path, const std::string& digest);
+
+// The state of every file the records name (their own and their chains'), each probed once, by
+// uuid: what ChooseCheckpoint and StateOfChain take.
+std::map<std::string, CheckpointFileState> ProbeCheckpointFiles(const std::string& dir, const std::string& job,
+                                                                 int index,
+                                                                 const std::vector<CheckpointRecord>& records);
 
 }  // namespace tessera

@@ -6,6 +6,7 @@
 #include <set>
 
 #include "checkpoint/checkpoint_choice.h"
+#include "checkpoint/checkpoint_probe.h"
 #include "common/strings.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
@@ -32,12 +33,10 @@ StatusOr<std::optional<Rollback>> PrepareRollback(etcd::EtcdClient* etcd, const 
       continue;
     }
     records[i] = *decoded;
-    std::map<std::string, CheckpointFileState> files;
+    const auto files = checkpoint_dir.empty() ? std::map<std::string, CheckpointFileState>()
+                                              : ProbeCheckpointFiles(checkpoint_dir, job, i, *decoded);
     for (const auto& r : *decoded) {
       if (!checkpoint_dir.empty()) {
-        for (const auto& f : r.Files())
-          if (!files.count(f.uuid))
-            files[f.uuid] = ProbeCheckpointFile(CheckpointPath(checkpoint_dir, job, i, f.uuid), f.digest);
         const ChainFileState state = StateOfChain(r, files);
         if (state.state != CheckpointFileState::kGood) {
           out.note += "pserver " + std::to_string(i) + " version " + std::to_string(r.version) + ": " +

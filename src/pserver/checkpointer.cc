@@ -92,11 +92,7 @@ StatusOr<std::optional<Checkpoint>> Checkpointer::LoadLatest() {
   // Files of this index that no record names were written by a pserver that died (or was fenced)
   // before recording them: nobody will ever load them.
   Prune(records);
-  std::map<std::string, CheckpointFileState> files;
-  for (const auto& r : records)
-    for (const auto& f : r.Files())
-      if (!files.count(f.uuid))
-        files[f.uuid] = ProbeCheckpointFile(CheckpointPath(dir_, job_, index_, f.uuid), f.digest);
+  std::map<std::string, CheckpointFileState> files = ProbeCheckpointFiles(dir_, job_, index_, records);
   for (size_t attempt = 0; attempt <= files.size(); ++attempt) {  // each failure rules out a file
     CheckpointChoice choice = ChooseCheckpoint(records, files);
     for (const auto& why : choice.refused) spdlog::error("pserver {}: not loading {}", index_, why);
@@ -141,8 +137,9 @@ StatusOr<Checkpoint> Checkpointer::ReadChain(const CheckpointRecord& record, std
   // Every file read and checked: `bad` stays the last one if they do not fit together.
   TESSERA_RETURN_IF_ERROR(ApplyDeltas(&whole.shard, deltas).WithContext("checkpoint " + record.uuid));
   if (!deltas.empty()) {
-    spdlog::info("pserver {}: checkpoint of version {} rebuilt from the base of version {} and {} delta{}", index_,
-                 record.version, record.chain[0].version, deltas.size(), deltas.size() == 1 ? "" : "s");
+    spdlog::info("pserver {}: checkpoint of version {} rebuilt from the base of version {} and {} delta{}",
+                 index_, record.version, record.chain[0].version, deltas.size(),
+                 deltas.size() == 1 ? "" : "s");
   }
   return whole;
 }
