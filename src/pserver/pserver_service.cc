@@ -126,7 +126,10 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
     case wire::DataRequest::STATUS:
       return HandleStatus(std::move(r));
     case wire::DataRequest::DESCRIBE:
-    case wire::DataRequest::DUMP_SPARSE:
+      return HandleDescribe(std::move(r));
+    case wire::DataRequest::EXPORT_CUT:
+    case wire::DataRequest::EXPORT_READ:
+    case wire::DataRequest::EXPORT_RELEASE:
       return HandleExport(req, std::move(r));
     case wire::DataRequest::JOIN:
     case wire::DataRequest::LEAVE: {
@@ -420,6 +423,7 @@ void PserverService::Drain(std::vector<Reply>* out) {
         }
         due_snapshot_ = CheckpointLocked();
       }
+      if (cuts_.any_pending()) TakeDueCuts();
     }
     for (uint64_t t : ready.pulls) {
       auto it = waiting_.find(t);

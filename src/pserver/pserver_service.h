@@ -38,6 +38,7 @@
 #include "job/slot_map.h"
 #include "pserver/checkpoint_file.h"
 #include "pserver/consistency.h"
+#include "pserver/export_cuts.h"
 #include "pserver/segment_list.h"
 #include "pserver/shard_store.h"
 #include "tessera/data.pb.h"
@@ -183,7 +184,7 @@ class PserverService : public RequestHandler {
   struct Reply {
     wire::DataReply header;
     MutableBuffer payload;     // lent by the responder (Allocate), or `owned`'s memory
-    std::vector<float> owned;  // DUMP_SPARSE pages
+    std::vector<float> owned;  // EXPORT_READ pages
     std::unique_ptr<Responder> responder;
   };
 
@@ -191,7 +192,13 @@ class PserverService : public RequestHandler {
   void HandleInit(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);
   void HandleStatus(std::unique_ptr<Responder> r);
+  void HandleDescribe(std::unique_ptr<Responder> r);
+  // EXPORT_CUT, EXPORT_READ, EXPORT_RELEASE (see ExportCuts).
   void HandleExport(const wire::DataRequest& req, std::unique_ptr<Responder> r);
+  // Reads a taken cut (outside the lock: a cut does not change).
+  Status ReadCut(const ShardValues& cut, const wire::DataRequest& req, Reply* rep) const;
+  // Takes the cuts due at the current version (one copy for all of them). REQUIRES: mu_ held.
+  void TakeDueCuts() REQUIRES(mu_);
   void HandleReplicate(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   // Replicas: the calls that change the store, recorded for the backups (when an outbox is set).
   void RecordDense(const std::string& param, int64_t block, const float* grad, int64_t count) REQUIRES(mu_);
@@ -251,6 +258,7 @@ class PserverService : public RequestHandler {
   std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
   Counters counters_ GUARDED_BY(mu_);
   std::optional<Checkpoint> due_snapshot_ GUARDED_BY(mu_);
+  ExportCuts<ShardValues> cuts_ GUARDED_BY(mu_);
   CheckpointChainState chain_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point step_opened_
       GUARDED_BY(mu_);  // sync: the first push held for the open step

@@ -17,7 +17,8 @@ namespace {
 
 class Capture : public Responder {
  public:
-  explicit Capture(wire::DataReply* out, std::vector<float>* payload = nullptr) : out_(out), payload_(payload) {}
+  explicit Capture(wire::DataReply* out, std::vector<float>* payload = nullptr)
+      : out_(out), payload_(payload) {}
   MutableBuffer Allocate(size_t bytes) override {
     buf_.resize(bytes);
     return {buf_.data(), bytes};
@@ -184,6 +185,60 @@ TEST_F(SyncServiceTest, AnEmptyPushStandingForADroppedGradientIsCountedAndCloses
   EXPECT_EQ(st.skipped(), 1);
   EXPECT_EQ(st.refused(), 0);
   EXPECT_EQ(Values(), (std::vector<float>{0, 0, 0, 0}));
+}
+
+TEST_F(SyncServiceTest, AnExportCutAskedForALaterVersionIsTakenAtItsBarrierAndDoesNotMoveAfter) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto cut = [&](wire::DataRequest::Op op, uint64_t id, int64_t step = 0) {
+    auto r = Request(op, "export");
+    r.set_export_id(id);
+    r.set_step(step);
+    return r;
+  };
+  auto ask = Call(cut(wire::DataRequest::EXPORT_CUT, 5, 1));
+  ASSERT_EQ(ask.code(), 0) << ask.message();
+  EXPECT_FALSE(ask.export_ready());
+  ASSERT_EQ(Push("a", 0, {2, 2, 2, 2}).code(), 0);
+  EXPECT_FALSE(Call(cut(wire::DataRequest::EXPORT_CUT, 5, 1)).export_ready());  // b has not pushed
+  ASSERT_EQ(Push("b", 0, {0, 2, 4, 6}).code(), 0);                              // barrier: version 1
+  const std::vector<float> at1 = Values();
+  ASSERT_EQ(at1, (std::vector<float>{0, -1, -2, -3}));
+  auto ready = Call(cut(wire::DataRequest::EXPORT_CUT, 5, 1));
+  EXPECT_TRUE(ready.export_ready());
+  EXPECT_EQ(ready.version(), 1);
+  ASSERT_EQ(Push("a", 1, {1, 1, 1, 1}).code(), 0);
+  ASSERT_EQ(Push("b", 1, {1, 1, 1, 1}).code(), 0);  // version 2: the shard moved on
+  EXPECT_NE(Values(), at1);
+  auto read = cut(wire::DataRequest::EXPORT_READ, 5);
+  *read.add_pull() = W();
+  std::vector<float> got;
+  auto rr = Call(read, {}, &got);
+  ASSERT_EQ(rr.code(), 0) << rr.message();
+  EXPECT_EQ(rr.version(), 1);
+  EXPECT_EQ(got, at1);
+
+  // Past versions, unknown cuts and bad reads are refused, saying why.
+  auto passed = Call(cut(wire::DataRequest::EXPORT_CUT, 6, 1));
+  EXPECT_EQ(passed.reason(), wire::DataReply::CUT_PASSED);
+  EXPECT_NE(passed.message().find("at version 2, past the version 1"), std::string::npos) << passed.message();
+  auto unknown = cut(wire::DataRequest::EXPORT_READ, 9);
+  *unknown.add_pull() = W();
+  EXPECT_EQ(Call(unknown).reason(), wire::DataReply::CUT_UNKNOWN);
+  auto bad = cut(wire::DataRequest::EXPORT_READ, 5);
+  *bad.add_pull() = W();
+  bad.mutable_pull(0)->set_block(3);
+  auto br = Call(bad);
+  EXPECT_EQ(br.reason(), wire::DataReply::BAD_REQUEST);
+  EXPECT_NE(br.message().find("block 3 of 'w' is not held by pserver 0"), std::string::npos) << br.message();
+  EXPECT_EQ(Call(cut(wire::DataRequest::EXPORT_CUT, 0, 1)).reason(), wire::DataReply::BAD_REQUEST);
+  EXPECT_EQ(Call(cut(wire::DataRequest::EXPORT_CUT, 7, -2)).reason(), wire::DataReply::BAD_REQUEST);
+  // Released: gone.
+  EXPECT_EQ(Call(cut(wire::DataRequest::EXPORT_RELEASE, 5)).code(), 0);
+  EXPECT_EQ(Call(read).reason(), wire::DataReply::CUT_UNKNOWN);
+  // Now (-1) is taken at once.
+  auto now = Call(cut(wire::DataRequest::EXPORT_CUT, 8, -1));
+  EXPECT_TRUE(now.export_ready());
+  EXPECT_EQ(now.version(), 2);
 }
 
 }  // namespace

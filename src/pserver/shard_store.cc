@@ -202,22 +202,6 @@ std::vector<ParamDecl> ShardStore::Declarations() const {
   return out;
 }
 
-int64_t ShardStore::DumpRows(const std::string& table, int64_t first, int64_t max_rows,
-                             std::vector<uint64_t>* keys, std::vector<float>* values) const {
-  const Sparse& s = *sparse_.at(table);
-  const int64_t rows = static_cast<int64_t>(s.keys.size());
-  const int dim = s.decl.dim;
-  keys->clear();
-  values->clear();
-  int64_t end = std::min(rows, first + std::max<int64_t>(1, max_rows));
-  for (int64_t r = std::max<int64_t>(0, first); r < end; ++r) {
-    keys->push_back(s.keys[r]);
-    const float* row = s.arena.data() + r * s.stride;
-    values->insert(values->end(), row, row + dim);
-  }
-  return end < rows ? end : -1;
-}
-
 std::vector<ShardStore::ParamStats> ShardStore::Stats() const {
   std::vector<ParamStats> out;
   for (const auto& [name, d] : dense_) {

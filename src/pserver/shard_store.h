@@ -70,6 +70,19 @@ struct ShardSnapshot {
   bool operator==(const ShardSnapshot&) const = default;
 };
 
+// The values alone (no optimizer state), as an export cut copies them (ExportCuts).
+struct ShardValues {
+  int64_t version = 0;
+  std::map<std::pair<std::string, int64_t>, std::vector<float>> dense;  // (param, block) -> values
+  struct Table {
+    int dim = 0;
+    std::vector<uint64_t> keys;  // row order
+    std::vector<float> values;   // dim per row
+  };
+  std::map<std::string, Table> sparse;
+  int64_t bytes() const;
+};
+
 class ShardStore {
  public:
   ShardStore(int pserver_index, const JobConfig& job, const SlotMap& slots);
@@ -108,6 +121,8 @@ class ShardStore {
   // A copy of everything held (for a replica; the copy is the only time the caller's lock needs
   // to be held). Changes nothing.
   ShardSnapshot Snapshot() const;
+  // A copy of the values held (no optimizer state), for an export. Changes nothing.
+  ShardValues ValuesCopy() const;
   // A copy for a checkpoint: whole, or (`delta`) a delta of the sparse rows changed since the
   // last checkpoint copy or restore. Starts a new checkpoint generation: the record of changes
   // restarts empty.
@@ -121,10 +136,6 @@ class ShardStore {
   // if it does not fit this pserver: a block it does not own, wrong lengths, rows of the wrong
   // width. Starts a new checkpoint generation with no changes recorded.
   Status Restore(const ShardSnapshot& snap);
-  // Copies up to `max_rows` rows of `table` starting at row number `first` (in creation order)
-  // into keys/values; returns the next row number, or -1 when there are no more.
-  int64_t DumpRows(const std::string& table, int64_t first, int64_t max_rows, std::vector<uint64_t>* keys,
-                   std::vector<float>* values) const;
 
   struct ParamStats {
     std::string name;

@@ -1,5 +1,5 @@
 // ShardStore: copies for checkpoints and replicas (whole, or deltas of the sparse rows changed
-// since the last checkpoint copy), and restoring a whole copy.
+// since the last checkpoint copy), copies of the values for an export, and restoring a whole copy.
 #include <algorithm>
 #include <limits>
 
@@ -20,6 +20,33 @@ ShardSnapshot ShardStore::CheckpointSnapshot(bool delta) {
   }
   ++checkpoint_gen_;
   return snap;
+}
+
+ShardValues ShardStore::ValuesCopy() const {
+  ShardValues v;
+  for (const auto& [name, d] : dense_) {
+    for (const auto& [b, blk] : d->blocks)
+      v.dense.emplace(std::make_pair(name, b),
+                      std::vector<float>(blk.data.begin(), blk.data.begin() + blk.length));
+  }
+  for (const auto& [name, s] : sparse_) {
+    ShardValues::Table& t = v.sparse[name];
+    t.dim = s->decl.dim;
+    t.keys = s->keys;
+    t.values.resize(s->keys.size() * static_cast<size_t>(t.dim));
+    for (size_t r = 0; r < s->keys.size(); ++r) {
+      const float* row = s->arena.data() + r * s->stride;
+      std::copy(row, row + t.dim, t.values.data() + r * t.dim);
+    }
+  }
+  return v;
+}
+
+int64_t ShardValues::bytes() const {
+  size_t n = 0;
+  for (const auto& [k, d] : dense) n += d.size() * sizeof(float);
+  for (const auto& [k, t] : sparse) n += t.keys.size() * sizeof(uint64_t) + t.values.size() * sizeof(float);
+  return static_cast<int64_t>(n);
 }
 
 ShardSnapshot ShardStore::Copy(bool delta) const {
