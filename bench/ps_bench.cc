@@ -61,7 +61,8 @@ struct Cluster {
   std::vector<std::unique_ptr<Subprocess>> pservers;
   std::string dir;
   int jobs = 0;
-  std::string tls_dir;  // bench_tls.h's certificates
+  std::string tls_dir;              // bench_tls.h's certificates
+  std::string apply_threads = "0";  // the pservers' --apply-threads
 };
 
 // A job (named like the certificates when `tls`: one TLS job at a time) and its pservers.
@@ -88,7 +89,9 @@ StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode
               "--job",
               job,
               "--log-level",
-              "warn"};
+              "warn",
+              "--apply-threads",
+              c.apply_threads};
     if (tls) {
       o.argv.insert(o.argv.end(), {"--tls-ca", c.tls_dir + "/ca.pem", "--tls-cert", c.tls_dir + "/node.pem",
                                    "--tls-key", c.tls_dir + "/node.key"});
@@ -300,11 +303,12 @@ Status RunSparse(Cluster& c, double seconds, bool quick) {
   return Status::OK();
 }
 
-int Run(double seconds, bool quick, bool transport_only, bool sparse_only) {
+int Run(double seconds, bool quick, bool transport_only, bool sparse_only, int apply_threads) {
   Cluster c;
   auto dir = MakeTempDir("ps-bench-");
   if (!dir.ok()) return 1;
   c.dir = *dir;
+  c.apply_threads = std::to_string(apply_threads);
   c.tls_dir = c.dir + "/tls";
   if (::mkdir(c.tls_dir.c_str(), 0700) != 0 || !testing::WriteJobCerts(c.tls_dir, kTlsJob).ok()) {
     std::fprintf(stderr, "cannot write the TLS certificates in %s\n", c.tls_dir.c_str());
@@ -609,11 +613,14 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "only the small models (a smoke run)");
   app.add_flag("--transport-only", transport_only, "only the transports alone and the raw baselines");
   app.add_flag("--sparse-only", sparse_only, "only the sparse rows (and their in-process baseline)");
+  int apply_threads = 0;
+  app.add_option("--apply-threads", apply_threads,
+                 "the pservers' --apply-threads (0: as shipped, the machine's)");
   CLI11_PARSE(app, argc, argv);
   // A logger of our own (warnings only): the trainer client's info lines would drown the tables.
   tessera::LogOptions lo;
   lo.node = "ps_bench";
   lo.level = "warn";
   (void)tessera::InitLogging(lo);
-  return tessera::bench::Run(seconds, quick, transport_only, sparse_only);
+  return tessera::bench::Run(seconds, quick, transport_only, sparse_only, apply_threads);
 }

@@ -3,7 +3,8 @@
 // Zipf(1.1) keys (hashed feature ids) over 1M and 10M ids, dim 8 and 64, through
 //  - a plain std::unordered_map<key, row> over a row arena (the baseline any server needs),
 //  - abseil's flat_hash_map (open addressing) over the same arena,
-//  - ShardStore, the pserver's own table (what it uses now),
+//  - ShardStore, the pserver's own table (what it uses now), on one thread and with each request's
+//    rows shared by --threads threads (ShardStore::SetPool),
 // and the bytes the two maps keep per row (row values plus their buckets). Prints a Markdown table; see
 // bench/README.md.
 #include <absl/container/flat_hash_map.h>
@@ -20,6 +21,7 @@
 #include "common/clock.h"
 #include "common/hash.h"
 #include "common/metrics.h"
+#include "common/work_pool.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "pserver/shard_store.h"
@@ -62,16 +64,22 @@ double RowsPerSecond(const std::vector<uint64_t>& keys, Op op) {
   return static_cast<double>(keys.size()) / std::chrono::duration<double>(Now() - start).count();
 }
 
+// Rows per second: pull (rows made on first touch), push, pull again (every row exists).
+struct Rates {
+  double pull = 0, push = 0, pull_again = 0;
+};
+
 template <typename Map>
-std::pair<double, double> MeasureMap(const std::vector<uint64_t>& keys, int dim, size_t* bytes) {
+Rates MeasureMap(const std::vector<uint64_t>& keys, int dim, size_t* bytes) {
   Table<Map> t(dim);
   std::vector<float> out(10000 * static_cast<size_t>(dim)), grads(out.size(), 0.001f);
-  const double pull = RowsPerSecond(keys, [&](std::span<const uint64_t> batch) {
+  auto pull_op = [&](std::span<const uint64_t> batch) {
     for (size_t i = 0; i < batch.size(); ++i) {
       const float* row = t.Row(batch[i]);
       std::copy(row, row + dim, out.data() + i * dim);
     }
-  });
+  };
+  const double pull = RowsPerSecond(keys, pull_op);
   const double push = RowsPerSecond(keys, [&](std::span<const uint64_t> batch) {
     for (size_t i = 0; i < batch.size(); ++i) {
       float* row = t.Row(batch[i]);
@@ -79,8 +87,9 @@ std::pair<double, double> MeasureMap(const std::vector<uint64_t>& keys, int dim,
       for (int j = 0; j < dim; ++j) row[j] -= 0.1f * g[j];
     }
   });
+  const double again = RowsPerSecond(keys, pull_op);
   *bytes = t.Bytes() / std::max<size_t>(1, t.rows.size());
-  return {pull, push};
+  return {pull, push, again};
 }
 
 // A one-pserver ShardStore holding sparse table "emb" of `dim` with `optimizer`.
@@ -98,16 +107,19 @@ std::unique_ptr<ShardStore> StoreWithTable(int dim, const char* optimizer) {
   return store;
 }
 
-std::pair<double, double> MeasureStore(const std::vector<uint64_t>& keys, int dim, size_t* bytes) {
+Rates MeasureStore(const std::vector<uint64_t>& keys, int dim, size_t* bytes, int threads = 1) {
   auto owned = StoreWithTable(dim, "sgd:lr=0.1");
   ShardStore& store = *owned;
+  WorkPool pool(threads);
+  store.SetPool(&pool);
   std::vector<float> out(10000 * static_cast<size_t>(dim)), grads(out.size(), 0.001f);
-  const double pull = RowsPerSecond(
-      keys, [&](std::span<const uint64_t> batch) { store.ReadSparse("emb", batch, out.data()); });
+  auto pull_op = [&](std::span<const uint64_t> batch) { store.ReadSparse("emb", batch, out.data()); };
+  const double pull = RowsPerSecond(keys, pull_op);
   const double push = RowsPerSecond(
       keys, [&](std::span<const uint64_t> batch) { store.ApplySparse("emb", batch, grads.data(), 1.0f); });
+  const double again = RowsPerSecond(keys, pull_op);
   *bytes = static_cast<size_t>(store.Stats()[0].bytes) / std::max<int64_t>(1, store.Stats()[0].elements);
-  return {pull, push};
+  return {pull, push, again};
 }
 
 // Bytes per row of a ShardStore table of `rows` distinct rows (dim 8 or 64, Adagrad: values and one
@@ -136,25 +148,29 @@ void BytesPerRow(int64_t rows) {
   }
 }
 
-int Run(size_t count, bool quick) {
+int Run(size_t count, bool quick, int threads) {
   std::printf(
-      "| ids (Zipf 1.1) | dim | table | pull M rows/s | push (SGD) M rows/s | bytes per row (rows + map) "
-      "|\n");
-  std::printf("|---|---|---|---|---|---|\n");
+      "| ids (Zipf 1.1) | dim | table | pull M rows/s | push (SGD) M rows/s | pull again (rows exist) M "
+      "rows/s | bytes per row (rows + map) |\n");
+  std::printf("|---|---|---|---|---|---|---|\n");
   for (uint64_t ids : quick ? std::vector<uint64_t>{1000000} : std::vector<uint64_t>{1000000, 10000000}) {
     const auto keys = ZipfKeys(ids, 1.1, count, 7);
     for (int dim : {8, 64}) {
-      size_t b1 = 0, b2 = 0, b3 = 0;
+      size_t b1 = 0, b2 = 0, b3 = 0, b4 = 0;
       auto std_map = MeasureMap<std::unordered_map<uint64_t, uint32_t>>(keys, dim, &b1);
       auto flat = MeasureMap<absl::flat_hash_map<uint64_t, uint32_t>>(keys, dim, &b2);
       auto store = MeasureStore(keys, dim, &b3);
-      auto line = [&](const char* name, std::pair<double, double> r, size_t bytes) {
-        std::printf("| %llu | %d | %s | %.2f | %.2f | %s |\n", static_cast<unsigned long long>(ids), dim,
-                    name, r.first / 1e6, r.second / 1e6, bytes ? std::to_string(bytes).c_str() : "-");
+      auto split = MeasureStore(keys, dim, &b4, threads);
+      auto line = [&](const char* name, Rates r, size_t bytes) {
+        std::printf("| %llu | %d | %s | %.2f | %.2f | %.2f | %s |\n", static_cast<unsigned long long>(ids),
+                    dim, name, r.pull / 1e6, r.push / 1e6, r.pull_again / 1e6,
+                    bytes ? std::to_string(bytes).c_str() : "-");
       };
       line("std::unordered_map", std_map, b1);
       line("absl::flat_hash_map", flat, b2);
       line("ShardStore (the pserver's)", store, b3);
+      const std::string name = "ShardStore, " + std::to_string(threads) + " threads";
+      line(name.c_str(), split, b4);
       std::fflush(stdout);
     }
   }
@@ -169,8 +185,11 @@ int main(int argc, char** argv) {
   CLI::App app{"sparse row lookup benchmark"};
   size_t count = 4000000;
   bool quick = false;
+  int threads = 2;
   app.add_option("--keys", count, "keys looked up per figure");
+  app.add_option("--threads", threads, "threads sharing a request in the last ShardStore row")
+      ->check(CLI::Range(1, 64));
   app.add_flag("--quick", quick, "1M ids only");
   CLI11_PARSE(app, argc, argv);
-  return tessera::bench::Run(count, quick);
+  return tessera::bench::Run(count, quick, threads);
 }

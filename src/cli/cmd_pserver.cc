@@ -25,6 +25,7 @@ struct PserverFlags {
   double checkpoint_every = 0;
   int64_t checkpoint_steps = 0;
   double checkpoint_delta_fraction = 0.5;
+  int apply_threads = 0;
   std::string log_level = "info";
   std::string log_file;
 };
@@ -72,6 +73,7 @@ int RunPserver(const PserverFlags& f) {
   o.checkpoint_seconds = f.checkpoint_every;
   o.checkpoint_steps = f.checkpoint_steps;
   o.checkpoint_delta_fraction = f.checkpoint_delta_fraction;
+  o.apply_threads = f.apply_threads;
   if (o.checkpoint_dir.empty() && (f.checkpoint_every > 0 || f.checkpoint_steps > 0)) {
     return Fail("pserver",
                 Status::InvalidArgument("--checkpoint-every/--checkpoint-steps need --checkpoint-dir"));
@@ -136,6 +138,12 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
                   "seconds between checkpoints (0: off; one is always taken right after initialization)")
       ->capture_default_str();
   cmd->add_option("--checkpoint-steps", f->checkpoint_steps, "versions between checkpoints (0: off)")
+      ->capture_default_str();
+  cmd->add_option("--apply-threads", f->apply_threads,
+                  "threads that share the rows of one large sparse request (4096 rows or more, tables "
+                  "without limits): lookups, copies and updates in parallel, the same bits as one thread. "
+                  "0: the machine's hardware threads, at most 8; 1: one thread")
+      ->check(CLI::Range(0, 64))
       ->capture_default_str();
   cmd->add_option("--checkpoint-delta-fraction", f->checkpoint_delta_fraction,
                   "incremental checkpoints: write only the sparse rows changed since the last checkpoint, "

@@ -255,6 +255,7 @@ Status PserverNode::Run() {
   so.job_name = job;
   so.metrics = &prom;
   so.delta_policy.max_fraction = options_.checkpoint_delta_fraction;
+  so.apply_threads = options_.apply_threads;
   const bool consistent = !options_.checkpoint_dir.empty() && config.checkpoint_steps > 0;
   if (consistent) {
     so.snapshot_every = config.checkpoint_steps;

@@ -132,6 +132,7 @@ Status PserverNode::RunReplicated(const Serving& sv) {
     so.job_name = job;
     so.metrics = sv.prom;
     so.delta_policy.max_fraction = options_.checkpoint_delta_fraction;
+    so.apply_threads = options_.apply_threads;
     if (!options_.checkpoint_dir.empty() && config.checkpoint_steps > 0)
       so.snapshot_every = config.checkpoint_steps;
     so.on_initialized = [etcd, job, shard, epoch, lease](int64_t version) -> Status {

@@ -1,11 +1,11 @@
 // PserverService (see pserver_service.h).
 #include "pserver/pserver_service.h"
 
+#include <absl/container/flat_hash_map.h>
 #include <spdlog/spdlog.h>
 
 #include <cmath>
 #include <cstring>
-#include <unordered_map>
 
 #include "common/finite.h"
 #include "common/strings.h"
@@ -34,7 +34,13 @@ PserverService::PserverService(PserverServiceOptions options)
       store_(options_.index, options_.job, options_.slots),
       consistency_(std::make_unique<Consistency>(ConsistencyOptions(), 0)),
       epoch_(options_.epoch),
-      backup_(options_.backup) {}
+      backup_(options_.backup) {
+  if (options_.apply_threads != 1) {
+    pool_ = std::make_unique<WorkPool>(options_.apply_threads);
+    MutexLock lock(&mu_);
+    if (pool_->size() > 1) store_.SetPool(pool_.get());
+  }
+}
 
 PserverService::~PserverService() { StopServing(Status::Unavailable("pserver is shutting down")); }
 
@@ -335,7 +341,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
     // only one trainer sent is applied straight from its held push.
     dense_parts_.clear();
     std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> sparse;
-    std::map<std::string, std::unordered_map<uint64_t, size_t>> sparse_index;
+    std::map<std::string, absl::flat_hash_map<uint64_t, size_t>> sparse_index;  // key -> its row in `sparse`
     for (const auto& c : b.contributors) {
       const PendingPush& p = held_[c];
       const float* payload = reinterpret_cast<const float*>(p.payload.data());

@@ -82,6 +82,9 @@ struct PserverServiceOptions {
   std::string job_name;  // recorded in checkpoints
   // When a checkpoint copy may be a delta of the sparse rows changed since the last one.
   DeltaPolicy delta_policy;
+  // Threads that share one large sparse request's rows (ShardStore::SetPool). 0: the machine's
+  // hardware threads, at most 8.
+  int apply_threads = 1;
   // Where request timings, pull waits and barrier waits are observed (null: not measured).
   metrics::Registry* metrics = nullptr;
   // Replicas (the job's replicas > 1): this service starts as a backup of shard `index`, taking
@@ -240,6 +243,7 @@ class PserverService : public RequestHandler {
 
   PserverServiceOptions options_;
   std::atomic<bool> serving_{true};
+  std::unique_ptr<WorkPool> pool_;  // null: one thread
 
   mutable Mutex mu_;  // guards everything below
   Status stop_reason_ GUARDED_BY(mu_);

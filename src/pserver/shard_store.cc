@@ -100,16 +100,14 @@ Status ShardStore::CheckSparse(const std::string& table, std::span<const uint64_
     return Status::InvalidArgument("unknown sparse table '" + table + "'");
   }
   const uint64_t table_hash = TableSlotHash(table);
-  for (uint64_t k : keys) {
-    int slot = SlotOfKey(table_hash, k, slots_.slots());
-    if (slots_.PserverOf(slot) != index_) {
-      return Status::InvalidArgument("key " + std::to_string(k) + " of table '" + table + "' is in slot " +
-                                     std::to_string(slot) + ", served by pserver " +
-                                     std::to_string(slots_.PserverOf(slot)) + ", not pserver " +
-                                     std::to_string(index_));
-    }
-  }
-  return Status::OK();
+  const size_t bad = FirstForeignKey(table_hash, keys);
+  if (bad == keys.size()) return Status::OK();
+  const uint64_t k = keys[bad];
+  const int slot = SlotOfKey(table_hash, k, slots_.slots());
+  return Status::InvalidArgument("key " + std::to_string(k) + " of table '" + table + "' is in slot " +
+                                 std::to_string(slot) + ", served by pserver " +
+                                 std::to_string(slots_.PserverOf(slot)) + ", not pserver " +
+                                 std::to_string(index_));
 }
 
 int ShardStore::Dim(const std::string& table) const { return sparse_.at(table)->decl.dim; }
@@ -149,6 +147,7 @@ size_t ShardStore::RowIndex(Sparse& s, uint64_t key) {
 void ShardStore::ApplySparse(const std::string& table, std::span<const uint64_t> keys, const float* grads,
                              float scale) {
   Sparse& s = *sparse_.at(table);
+  if (Parallel(s, keys.size())) return ApplySparseParallel(s, keys, grads, scale);
   const int dim = s.decl.dim;
   const int k = s.decl.optimizer.StateArrays();
   if (s.limited) ++s.updates;
@@ -179,6 +178,7 @@ const float* ShardStore::DenseValues(const std::string& name, int64_t block) con
 
 void ShardStore::ReadSparse(const std::string& table, std::span<const uint64_t> keys, float* out) {
   Sparse& s = *sparse_.at(table);
+  if (Parallel(s, keys.size())) return ReadSparseParallel(s, keys, out);
   const int dim = s.decl.dim;
   for (size_t i = 0; i < keys.size(); ++i) {
     const float* row;

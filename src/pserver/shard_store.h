@@ -17,6 +17,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/work_pool.h"
 #include "job/job_config.h"
 #include "job/placement.h"
 #include "job/slot_map.h"
@@ -88,6 +89,14 @@ class ShardStore {
   ShardStore(int pserver_index, const JobConfig& job, const SlotMap& slots);
 
   int index() const { return index_; }
+  // Threads that share the rows of one large sparse request (a table without limits): the rows
+  // are found and copied or updated in parallel, each row updated by one thread in request
+  // order, and the new rows made after, in request order, so the result is the same bits as one
+  // thread's (shard_store_parallel.cc). Null
+  // (the default) or a pool of one: one thread. Not owned; must outlive the store.
+  void SetPool(WorkPool* pool) { pool_ = pool; }
+  // Requests with fewer rows than this stay on one thread (handing out work costs ~10 us).
+  static constexpr size_t kParallelRows = 4096;
 
   // Declares a parameter. Idempotent for the same declaration; InvalidArgument if one with the
   // same name differs. Allocates (and zeroes) the dense blocks this pserver owns.
@@ -208,6 +217,13 @@ class ShardStore {
     const size_t r = RowIndex(s, key);  // first: it may grow the arena
     return s.arena.data() + r * s.stride;
   }
+  // The position of the first key not served here (keys.size(): none); in parallel when large.
+  size_t FirstForeignKey(uint64_t table_hash, std::span<const uint64_t> keys) const;
+  void ReadSparseParallel(Sparse& s, std::span<const uint64_t> keys, float* out);
+  void ApplySparseParallel(Sparse& s, std::span<const uint64_t> keys, const float* grads, float scale);
+  bool Parallel(const Sparse& s, size_t rows) const {
+    return pool_ && pool_->size() > 1 && !s.limited && rows >= kParallelRows;
+  }
 
   int index_;
   JobConfig job_;
@@ -215,6 +231,12 @@ class ShardStore {
   std::unordered_map<std::string, std::unique_ptr<Dense>> dense_;
   std::unordered_map<std::string, std::unique_ptr<Sparse>> sparse_;
   int64_t checkpoint_gen_ = 0;
+  WorkPool* pool_ = nullptr;
+  // Parallel requests' scratch, reused: per part, positions of keys without a row; a push's
+  // part per position and positions grouped by part.
+  std::vector<std::vector<size_t>> missing_;
+  std::vector<int> part_of_;
+  std::vector<size_t> order_;
 };
 
 }  // namespace tessera

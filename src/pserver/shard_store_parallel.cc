@@ -1,0 +1,125 @@
+// ShardStore: one large sparse request shared by the pool's threads (SetPool), in parts (a few
+// per thread, so a thread that wakes late takes fewer), one run of the pool per phase:
+//  - the check that every key is served here (a hash per key): parts of the positions;
+//  - a pull: each part finds and copies the rows of a range of positions;
+//  - a push: part p updates the rows of the keys that fall to it (a multiply of the key picks
+//    the part), in request order, so a key that appears twice is updated twice in order.
+// The index is only read during a run; keys without a row yet are left to one thread after it,
+// which makes their rows in request order (the row numbers one thread would give) and copies or
+// updates them. The result is the same bits as one thread's.
+#include <algorithm>
+
+#include "job/placement.h"
+#include "pserver/optimizer.h"
+#include "pserver/shard_store.h"
+
+namespace tessera {
+namespace {
+
+// Part p of n parts of [0, size).
+std::pair<size_t, size_t> PartOf(size_t size, int n, int p) { return {size * p / n, size * (p + 1) / n}; }
+
+constexpr int kPartsPerThread = 4;
+
+// The part (of n) that updates `key`'s row.
+int OwnerOf(uint64_t key, int n) {
+  return static_cast<int>(((key * 0x9E3779B97F4A7C15ull) >> 32) * static_cast<uint64_t>(n) >> 32);
+}
+
+}  // namespace
+
+size_t ShardStore::FirstForeignKey(uint64_t table_hash, std::span<const uint64_t> keys) const {
+  auto first = [&](size_t b, size_t e) {
+    for (size_t i = b; i < e; ++i)
+      if (slots_.PserverOf(SlotOfKey(table_hash, keys[i], slots_.slots())) != index_) return i;
+    return keys.size();
+  };
+  if (!pool_ || pool_->size() < 2 || keys.size() < kParallelRows) return first(0, keys.size());
+  const int n = pool_->size() * kPartsPerThread;
+  std::vector<size_t> found(n);
+  pool_->Run(n, [&](int p) {
+    auto [b, e] = PartOf(keys.size(), n, p);
+    found[p] = first(b, e);
+  });
+  return *std::min_element(found.begin(), found.end());
+}
+
+void ShardStore::ReadSparseParallel(Sparse& s, std::span<const uint64_t> keys, float* out) {
+  const int dim = s.decl.dim;
+  const int n = pool_->size() * kPartsPerThread;
+  missing_.assign(n, {});
+  pool_->Run(n, [&](int p) {
+    auto [b, e] = PartOf(keys.size(), n, p);
+    for (size_t i = b; i < e; ++i) {
+      auto it = s.rows.find(keys[i]);
+      if (it == s.rows.end()) {
+        missing_[p].push_back(i);
+        continue;
+      }
+      const float* row = s.arena.data() + it->second * s.stride;
+      std::copy(row, row + dim, out + i * dim);
+    }
+  });
+  for (const auto& part : missing_) {  // parts in order: request order
+    for (size_t i : part) {
+      const float* row = Row(s, keys[i]);
+      std::copy(row, row + dim, out + i * dim);
+    }
+  }
+}
+
+void ShardStore::ApplySparseParallel(Sparse& s, std::span<const uint64_t> keys, const float* grads,
+                                     float scale) {
+  const int dim = s.decl.dim;
+  const int k = s.decl.optimizer.StateArrays();
+  const int n = pool_->size() * kPartsPerThread;
+  missing_.assign(n, {});
+  std::vector<int64_t> marked(n, 0);
+  // Positions grouped by part, in request order within each (a counting sort).
+  part_of_.resize(keys.size());
+  std::vector<size_t> start(n + 1, 0);
+  for (size_t i = 0; i < keys.size(); ++i) ++start[(part_of_[i] = OwnerOf(keys[i], n)) + 1];
+  for (int p = 0; p < n; ++p) start[p + 1] += start[p];
+  order_.resize(keys.size());
+  {
+    std::vector<size_t> fill(start.begin(), start.end() - 1);
+    for (size_t i = 0; i < keys.size(); ++i) order_[fill[part_of_[i]]++] = i;
+  }
+  auto apply = [&](size_t r, size_t i) {
+    float* row = s.arena.data() + r * s.stride;
+    const int64_t t = s.counts ? ++s.t[r] : 0;
+    ApplyUpdate(s.decl.optimizer, row, grads + i * dim, scale, dim, k >= 1 ? row + dim : nullptr,
+                k >= 2 ? row + 2 * dim : nullptr, t);
+  };
+  pool_->Run(n, [&](int p) {
+    int64_t m = 0;
+    for (size_t j = start[p]; j < start[p + 1]; ++j) {
+      const size_t i = order_[j];
+      auto it = s.rows.find(keys[i]);
+      if (it == s.rows.end()) {
+        missing_[p].push_back(i);
+        continue;
+      }
+      const size_t r = it->second;
+      if (!s.changed[r]) {
+        s.changed[r] = 1;
+        ++m;
+      }
+      apply(r, i);
+    }
+    marked[p] = m;
+  });
+  for (int64_t m : marked) s.changed_rows += m;
+  // Rows made in request order: merge the threads' lists (each in order) by position.
+  std::vector<size_t> later;
+  for (const auto& part : missing_) later.insert(later.end(), part.begin(), part.end());
+  if (later.empty()) return;
+  std::sort(later.begin(), later.end());
+  for (size_t i : later) {
+    const size_t r = RowIndex(s, keys[i]);
+    MarkChanged(s, r);
+    apply(r, i);
+  }
+}
+
+}  // namespace tessera

@@ -1,0 +1,122 @@
+// ShardStore with a pool: a large request's rows shared by several threads give exactly the
+// bits one thread gives (values, optimizer state, row numbers, the record of changed rows),
+// with repeated keys, new rows and every optimizer; small requests and tables with limits stay
+// on one thread.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <vector>
+
+#include "job/placement.h"
+#include "pserver/shard_store.h"
+
+namespace tessera {
+namespace {
+
+JobConfig Job() {
+  JobConfig j;
+  j.pservers = 1;
+  j.slots = 64;
+  return j;
+}
+
+// The same random requests through a store alone and a store with `pool`: identical snapshots
+// and pulls after every request, and the same delta when a checkpoint copy is taken.
+void Compare(const std::string& optimizer, int dim, int threads, uint32_t seed) {
+  SCOPED_TRACE(optimizer + " dim " + std::to_string(dim) + " threads " + std::to_string(threads) + " seed " +
+               std::to_string(seed));
+  WorkPool pool(threads);
+  ShardStore one(0, Job(), SlotMap::RoundRobin(64, 1));
+  ShardStore many(0, Job(), SlotMap::RoundRobin(64, 1));
+  many.SetPool(&pool);
+  ParamDecl t{
+      "emb", true, 0, dim, *OptimizerConfig::Parse(optimizer), *InitializerConfig::Parse("normal:0,0.1")};
+  ASSERT_TRUE(one.Declare(t).ok());
+  ASSERT_TRUE(many.Declare(t).ok());
+  std::mt19937_64 rng(seed);
+  for (int round = 0; round < 12; ++round) {
+    // 5000-9000 keys (past kParallelRows) from a range that keeps growing: many repeats, some new.
+    const size_t n = ShardStore::kParallelRows + 1000 + rng() % 4000;
+    const uint64_t range = 3000 + 2000 * round;
+    std::vector<uint64_t> keys(n);
+    for (auto& k : keys) k = rng() % range * 0x9E3779B97F4A7C15ull;
+    std::vector<float> grads(n * dim);
+    for (auto& g : grads) g = static_cast<float>(static_cast<int64_t>(rng() % 2001) - 1000) / 1000.0f;
+    if (round % 3 == 2) {
+      std::vector<float> a(n * dim), b(n * dim);
+      one.ReadSparse("emb", keys, a.data());
+      many.ReadSparse("emb", keys, b.data());
+      ASSERT_EQ(a, b) << "round " << round;
+    } else {
+      one.ApplySparse("emb", keys, grads.data(), 0.5f);
+      many.ApplySparse("emb", keys, grads.data(), 0.5f);
+    }
+    ASSERT_EQ(one.Snapshot(), many.Snapshot()) << "round " << round;
+    ASSERT_EQ(one.DeltaBytes(), many.DeltaBytes()) << "round " << round;
+    if (round == 6) ASSERT_EQ(one.CheckpointSnapshot(false), many.CheckpointSnapshot(false));
+  }
+  ASSERT_EQ(one.CheckpointSnapshot(true), many.CheckpointSnapshot(true));
+}
+
+TEST(ShardStoreParallelTest, SeveralThreadsGiveTheBitsOfOne) {
+  for (const char* opt : {"sgd:lr=0.1", "adagrad:lr=0.1", "adam:lr=0.01",
+                          "ftrl:alpha=0.1,beta=1,l1=0.01,l2=0.1", "momentum:lr=0.1,momentum=0.9"}) {
+    for (int threads : {2, 3}) {
+      ASSERT_NO_FATAL_FAILURE(Compare(opt, threads == 2 ? 8 : 5, threads, 7 + threads));
+    }
+  }
+  ASSERT_NO_FATAL_FAILURE(Compare("adagrad:lr=0.1", 64, 4, 99));
+}
+
+TEST(ShardStoreParallelTest, OnlyLargeRequestsOfTablesWithoutLimitsAreShared) {
+  WorkPool pool(2);
+  ShardStore s(0, Job(), SlotMap::RoundRobin(64, 1));
+  s.SetPool(&pool);
+  ParamDecl plain{"emb", true, 0, 4, *OptimizerConfig::Parse("sgd:lr=1"), {}};
+  ParamDecl limited = plain;
+  limited.name = "lim";
+  limited.limits = *TableLimits::Parse("evict_after=100");
+  ASSERT_TRUE(s.Declare(plain).ok());
+  ASSERT_TRUE(s.Declare(limited).ok());
+  std::vector<uint64_t> keys(ShardStore::kParallelRows);
+  for (size_t i = 0; i < keys.size(); ++i) keys[i] = i;
+  std::vector<float> g(keys.size() * 4, 1.0f), out(keys.size() * 4);
+  s.ApplySparse("lim", keys, g.data(), 1.0f);
+  s.ReadSparse("lim", keys, out.data());
+  s.ApplySparse("emb", std::span(keys).first(keys.size() - 1), g.data(), 1.0f);
+  EXPECT_EQ(pool.runs(), 0);
+  s.ApplySparse("emb", keys, g.data(), 1.0f);  // one shared run (the new row made after it)
+  EXPECT_EQ(pool.runs(), 1);
+  s.ReadSparse("emb", keys, out.data());
+  EXPECT_EQ(pool.runs(), 2);
+  for (size_t i = 0; i < keys.size(); ++i) ASSERT_EQ(out[i * 4], i + 1 < keys.size() ? -2.0f : -1.0f) << i;
+}
+
+TEST(ShardStoreParallelTest, TheFirstKeyServedElsewhereIsNamedAsOnOneThread) {
+  JobConfig job = Job();
+  job.pservers = 2;
+  const auto slots = SlotMap::RoundRobin(64, 2);
+  WorkPool pool(2);
+  ShardStore s(0, job, slots);
+  s.SetPool(&pool);
+  ShardStore alone(0, job, slots);
+  ParamDecl t{"emb", true, 0, 4, *OptimizerConfig::Parse("sgd:lr=1"), {}};
+  ASSERT_TRUE(s.Declare(t).ok());
+  ASSERT_TRUE(alone.Declare(t).ok());
+  std::vector<uint64_t> mine, theirs;
+  for (uint64_t k = 0; mine.size() < 2 * ShardStore::kParallelRows || theirs.size() < 2; ++k)
+    (slots.PserverOf(SlotOfKey("emb", k, 64)) == 0 ? mine : theirs).push_back(k);
+  std::vector<uint64_t> keys = mine;
+  EXPECT_TRUE(s.CheckSparse("emb", keys).ok());
+  const int64_t before = pool.runs();
+  keys[5000] = theirs[1];
+  keys[7000] = theirs[0];
+  auto shared = s.CheckSparse("emb", keys);
+  EXPECT_EQ(pool.runs(), before + 1);
+  EXPECT_EQ(shared, alone.CheckSparse("emb", keys));
+  EXPECT_NE(shared.message().find("key " + std::to_string(theirs[1]) + " of table 'emb'"), std::string::npos)
+      << shared;
+}
+
+}  // namespace
+}  // namespace tessera
