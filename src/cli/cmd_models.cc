@@ -139,7 +139,9 @@ void RegisterModels(CLI::App& app, int* exit_code) {
   auto* exp =
       app.add_subcommand("export",
                          "Write a job's trained model (every pserver's shard merged) to one .tsm file that\n"
-                         "the built-in models and the Python module can load.");
+                         "the built-in models and the Python module can load. While the job trains the\n"
+                         "model is one consistent cut: in a sync job every pserver copies its shard at the\n"
+                         "same version (the file's step) and the export reads the copies; training goes on.");
   AddEtcdFlags(exp, &e->etcd);
   exp->add_option("--out", e->out, "model file to write")->required();
   exp->add_option("--timeout", e->timeout_s, "seconds to wait for the pservers")->capture_default_str();
