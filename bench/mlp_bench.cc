@@ -12,75 +12,18 @@
 #include <fstream>
 #include <regex>
 
-#include "client/handle_state.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "dataset/dataset.h"
 #include "fashion_mnist.h"
 #include "harness/subprocess.h"
+#include "in_process_client.h"
 #include "models/model.h"
-#include "pserver/optimizer.h"
 
 namespace tessera::bench {
 namespace {
 
 using testing::BuildPath;
-
-// A Client that applies updates in place, in this process: the "without Tessera" baseline.
-class InProcessClient : public Client {
- public:
-  explicit InProcessClient(OptimizerConfig opt) : opt_(opt) {}
-  Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig*) override {
-    Param p{name, values, size, std::vector<float>(size), std::vector<float>(size)};
-    InitState(opt_, p.s1.data(), p.s2.data(), size);
-    params_.push_back(std::move(p));
-    return Status::OK();
-  }
-  Status AddSparse(const std::string&, int, const InitializerConfig&, const OptimizerConfig*,
-                   const TableLimits*) override {
-    return Status::Unimplemented("the in-process baseline has no sparse tables");
-  }
-  Status Initialize() override { return Status::OK(); }
-  Handle Pull() override { return Done(); }
-  Handle Push(const Gradients& g) override { return PushPull(g); }
-  Handle PushPull(const Gradients& g) override {
-    ++t_;
-    for (const auto& d : g.dense) {
-      for (auto& p : params_) {
-        if (p.name == d.name) {
-          ApplyUpdate(opt_, p.values, d.grad.data(), 1.0f / static_cast<float>(g.samples), p.size,
-                      p.s1.data(), p.s2.data(), t_);
-        }
-      }
-    }
-    return Done();
-  }
-  Handle SparsePull(const std::string&, std::span<const uint64_t>, float*) override { return Done(); }
-  StatusOr<int> SparseDim(const std::string& t) const override { return Status::NotFound(t); }
-  int64_t step() const override { return t_; }
-  const std::string& trainer_id() const override { return id_; }
-  int num_pservers() const override { return 0; }
-  ConsistencyMode mode() const override { return {}; }
-  Status WaitForTrainers(int, std::chrono::milliseconds) override { return Status::OK(); }
-  Status Close() override { return Status::OK(); }
-
- private:
-  struct Param {
-    std::string name;
-    float* values;
-    size_t size;
-    std::vector<float> s1, s2;
-  };
-  static Handle Done() {
-    auto s = std::make_shared<Handle::State>(1);
-    s->Complete(Status::OK(), 0, 0);
-    return Handle(s);
-  }
-  OptimizerConfig opt_;
-  std::vector<Param> params_;
-  int64_t t_ = 0;
-  std::string id_ = "0";
-};
 
 StatusOr<double> InProcess(const std::string& store, int hidden, int batch, const std::string& opt) {
   models::ModelOptions mo;
@@ -118,8 +61,10 @@ double Stamp(const std::string& line) {
 
 // samples/s of every trainer together, from the trainers' logs of a `tessera local` run.
 StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store, int hidden, int batch,
-                                const std::string& opt, int pservers, int trainers, const std::string& transport) {
-  std::string run = dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers) + "-" + transport;
+                                const std::string& opt, int pservers, int trainers,
+                                const std::string& transport) {
+  std::string run =
+      dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers) + "-" + transport;
   testing::SpawnOptions so;
   so.argv = {BuildPath("src/tessera"),
              "local",

@@ -26,6 +26,7 @@
 #include <map>
 #include <random>
 
+#include "bench_cluster.h"
 #include "bench_tls.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -54,76 +55,6 @@ using testing::BuildPath;
 using testing::EtcdServer;
 using testing::SpawnOptions;
 using testing::Subprocess;
-
-struct Cluster {
-  std::unique_ptr<EtcdServer> etcd;
-  std::unique_ptr<etcd::EtcdClient> client;
-  std::vector<std::unique_ptr<Subprocess>> pservers;
-  std::string dir;
-  int jobs = 0;
-  std::string tls_dir;              // bench_tls.h's certificates
-  std::string apply_threads = "0";  // the pservers' --apply-threads
-};
-
-// A job (named like the certificates when `tls`: one TLS job at a time) and its pservers.
-StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode, bool tls = false) {
-  std::string job = tls ? std::string(kTlsJob) : "bench" + std::to_string(c.jobs++);
-  JobConfig cfg;
-  cfg.tls = tls;
-  cfg.pservers = pservers;
-  cfg.mode = *ConsistencyMode::Parse(mode);
-  cfg.optimizer = *OptimizerConfig::Parse("sgd:lr=0.0001");
-  cfg.token = NewUuid();
-  // Every message is authenticated with the job's secret, as in any job.
-  for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
-  c.pservers.clear();
-  if (tls) TESSERA_RETURN_IF_ERROR(c.client->Delete(keys::Job(job), true).status());  // the last TLS job
-  TESSERA_RETURN_IF_ERROR(
-      c.client->Commit(CreateJobTxn(job, &cfg, security::JobSecret::Generate())).status());
-  for (int i = 0; i < pservers; ++i) {
-    SpawnOptions o;
-    o.argv = {BuildPath("src/tessera"),
-              "pserver",
-              "--etcd",
-              c.etcd->endpoint(),
-              "--job",
-              job,
-              "--log-level",
-              "warn",
-              "--apply-threads",
-              c.apply_threads};
-    if (tls) {
-      o.argv.insert(o.argv.end(), {"--tls-ca", c.tls_dir + "/ca.pem", "--tls-cert", c.tls_dir + "/node.pem",
-                                   "--tls-key", c.tls_dir + "/node.key"});
-    }
-    o.log_path = c.dir + "/" + job + "-ps" + std::to_string(i) + ".log";
-    TESSERA_ASSIGN_OR_RETURN(auto p, Subprocess::Spawn(o));
-    c.pservers.push_back(std::move(p));
-  }
-  Registry reg(c.client.get(), keys::PserverPrefix(job));
-  if (!testing::WaitUntil(
-          [&] {
-            auto l = reg.List();
-            return l.ok() && static_cast<int>(l->members.size()) == pservers;
-          },
-          std::chrono::seconds(30))) {
-    return Status::DeadlineExceeded("pservers did not start");
-  }
-  return job;
-}
-
-StatusOr<std::unique_ptr<Client>> Connect(Cluster& c, const std::string& job, const std::string& transport) {
-  ClientOptions o;
-  o.connection.etcd_endpoints = {c.etcd->endpoint()};
-  o.connection.job = job;
-  if (job == kTlsJob) {
-    o.connection.tls_ca_file = c.tls_dir + "/ca.pem";
-    o.connection.tls_cert_file = c.tls_dir + "/node.pem";
-    o.connection.tls_key_file = c.tls_dir + "/node.key";
-  }
-  o.transport = transport;
-  return Client::Connect(o);
-}
 
 // Runs `op` until at least `min_seconds` and `min_iters` have passed; returns seconds per op.
 template <typename Fn>

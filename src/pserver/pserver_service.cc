@@ -238,7 +238,9 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
       if (*verdict == Consistency::PushVerdict::kHold) {
         HoldPush(req, std::move(*push), payload);
       } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
+        const auto start = std::chrono::steady_clock::now();
         ApplyPush(*push, static_cast<const float*>(payload.data), 1.0f / static_cast<float>(req.samples()));
+        ObserveApply(start);
       }
       Drain(&replies);
       // With replicas a sync push is answered once it counts (its step applied on every copy):
@@ -407,6 +409,16 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
   }
 }
 
+void PserverService::ObserveApply(std::chrono::steady_clock::time_point start) {
+  if (!options_.metrics) return;
+  options_.metrics
+      ->GetHistogram("tessera_pserver_apply_seconds",
+                     "applying gradients to the shard: a sync step's barrier (the trainers' sum and the "
+                     "update), or one async/ssp push",
+                     metrics::LatencyBuckets())
+      .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
 void PserverService::Drain(std::vector<Reply>* out) {
   while (true) {
     auto ready = consistency_->TakeReady();
@@ -419,7 +431,9 @@ void PserverService::Drain(std::vector<Reply>* out) {
                            metrics::LatencyBuckets())
             .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - step_opened_).count());
       }
+      const auto start = std::chrono::steady_clock::now();
       ApplyBarrier(*ready.barrier);
+      ObserveApply(start);
       consistency_->BarrierApplied(ready.barrier->step);
       const int64_t v = consistency_->version();
       if (options_.snapshot_every > 0 && v % options_.snapshot_every == 0) {

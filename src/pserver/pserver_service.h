@@ -228,6 +228,8 @@ class PserverService : public RequestHandler {
   // Runs what the consistency machine says (barriers, released pulls). REQUIRES: mu_ held.
   void Drain(std::vector<Reply>* out) REQUIRES(mu_);
   void ApplyBarrier(const Consistency::Barrier& b) REQUIRES(mu_);
+  // Records how long an apply that began at `start` took (tessera_pserver_apply_seconds).
+  void ObserveApply(std::chrono::steady_clock::time_point start);
   // Builds a pull reply from the store. REQUIRES: mu_ held.
   Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r)
       REQUIRES(mu_);

@@ -1,0 +1,203 @@
+// step_timeline: where the milliseconds of one training step go. The built-in mlp (784-H-10,
+// batch 64, Adam) on Fashion-MNIST with one trainer in this process:
+//   1. in one process, no Tessera: the same model code, the pservers' optimizer kernel applied
+//      in place;
+//   2. through Tessera: this process as the trainer client, `tessera pserver` processes (sync,
+//      1 or 2 pservers), over shm and tcp.
+// Per step, averaged over a pass: the model's forward and backward (compute), handing the push
+// and pull to the client (submit: the requests built, the gradient scanned for NaN, queued on
+// the links), and waiting for the answer (exchange: the transfer both ways, the pserver's work
+// and the copies); of the exchange, the pserver's time applying the step (its
+// tessera_pserver_apply_seconds) and handling the requests (tessera_pserver_request_seconds),
+// read from its /metrics. The records are in memory before timing. Prints a Markdown table; see
+// bench/README.md.
+#include <httplib.h>
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <regex>
+
+#include "bench_cluster.h"
+#include "common/clock.h"
+#include "common/files.h"
+#include "common/logging.h"
+#include "dataset/dataset.h"
+#include "fashion_mnist.h"
+#include "in_process_client.h"
+#include "models/model.h"
+
+namespace tessera::bench {
+namespace {
+
+struct Timeline {
+  int64_t steps = 0;
+  double compute = 0, submit = 0, exchange = 0;  // seconds, summed over the steps
+  double apply = 0, handle = 0;                  // the pservers' (summed over them)
+};
+
+// The sum of a histogram's observations on a pserver's /metrics (`series`: the name with its
+// labels, e.g. tessera_pserver_request_seconds_sum{op="data"}).
+StatusOr<double> MetricSum(const std::string& url, const std::string& series) {
+  std::smatch m;
+  if (!std::regex_match(url, m, std::regex(R"((http://[^/]+)(/.*))")))
+    return Status::Internal("bad url " + url);
+  httplib::Client c(m[1].str());
+  auto r = c.Get(m[2].str());
+  if (!r || r->status != 200) return Status::Unavailable("cannot read " + url);
+  size_t at = r->body.find("\n" + series + " ");
+  if (at == std::string::npos) return 0.0;  // nothing observed yet
+  return std::stod(r->body.substr(at + series.size() + 2));
+}
+
+StatusOr<double> PserverSeconds(Cluster& c, const std::string& job, int pservers, const std::string& series) {
+  double sum = 0;
+  for (int i = 0; i < pservers; ++i) {
+    TESSERA_ASSIGN_OR_RETURN(auto kv, c.client->Get(keys::Pserver(job, i)));
+    if (kv.kvs.empty()) return Status::NotFound("pserver " + std::to_string(i) + " is not registered");
+    auto info = nlohmann::json::parse(kv.kvs[0].value, nullptr, false);
+    if (!info.is_object() || !info.contains("metrics")) return Status::NotFound("no metrics address");
+    TESSERA_ASSIGN_OR_RETURN(double s, MetricSum(info["metrics"].get<std::string>(), series));
+    sum += s;
+  }
+  return sum;
+}
+
+// Trains one pass of `records` through `client` (already declared and initialized).
+StatusOr<Timeline> Train(models::Model& model, Client& client, const std::vector<std::string>& records,
+                         int batch, int warmup_steps) {
+  Timeline t;
+  std::vector<std::string> b;
+  for (size_t i = 0, step = 0; i < records.size(); i += batch, ++step) {
+    b.assign(records.begin() + i, records.begin() + std::min(records.size(), i + batch));
+    Gradients g;
+    const auto t0 = Now();
+    TESSERA_ASSIGN_OR_RETURN(auto r, model.Step(client, b, &g));
+    g.samples = r.samples;
+    const auto t1 = Now();
+    Handle h = client.PushPull(g);
+    const auto t2 = Now();
+    TESSERA_RETURN_IF_ERROR(h.Wait());
+    const auto t3 = Now();
+    if (static_cast<int>(step) < warmup_steps) continue;
+    ++t.steps;
+    t.compute += std::chrono::duration<double>(t1 - t0).count();
+    t.submit += std::chrono::duration<double>(t2 - t1).count();
+    t.exchange += std::chrono::duration<double>(t3 - t2).count();
+  }
+  return t;
+}
+
+StatusOr<std::unique_ptr<models::Model>> Mlp(int hidden, int batch) {
+  models::ModelOptions mo;
+  mo.batch_size = batch;
+  mo.args["hidden"] = std::to_string(hidden);
+  return models::MakeModel("mlp", mo);
+}
+
+void Row(const std::string& setup, const StatusOr<Timeline>& r, bool pserver) {
+  if (!r.ok()) {
+    std::printf("| %s | failed: %s |||||||\n", setup.c_str(), r.status().ToString().c_str());
+    return;
+  }
+  const double n = static_cast<double>(std::max<int64_t>(1, r->steps)) / 1000.0;  // -> ms per step
+  const double total = (r->compute + r->submit + r->exchange) / n;
+  auto ms = [&](double s) { return pserver ? std::to_string(s / n).substr(0, 5) : std::string("-"); };
+  std::printf("| %s | %.3f | %.3f | %.3f | %s | %s | %.3f | %.0f |\n", setup.c_str(), r->compute / n,
+              r->submit / n, r->exchange / n, ms(r->apply).c_str(), ms(r->handle).c_str(), total,
+              64.0 / total * 1000.0);
+  std::fflush(stdout);
+}
+
+int Run(int hidden, int batch, int warmup) {
+  auto dir = MakeTempDir("step-timeline-");
+  if (!dir.ok()) return 1;
+  const std::string store = *dir + "/store";
+  if (Status s = UploadFashionMnist(store, *dir, false); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.ToString().c_str());
+    return 1;
+  }
+  std::vector<std::string> records;
+  {
+    auto ds = dataset::DatasetReader::Open(store, "fm");
+    if (!ds.ok()) return 1;
+    std::vector<std::string_view> chunk;
+    for (size_t c = 0; c < (*ds)->manifest().chunks.size(); ++c) {
+      if (!(*ds)->ReadChunk(c, &chunk).ok()) return 1;
+      for (auto r : chunk) records.emplace_back(r);
+    }
+  }
+  const std::string opt = "adam:lr=0.001";
+  std::printf("mlp 784-%d-10, batch %d, %s, one pass of %zu records (the first %d steps not timed)\n\n",
+              hidden, batch, opt.c_str(), records.size(), warmup);
+  std::printf(
+      "| setup | compute ms | submit ms | exchange ms | of which pserver apply ms | pserver request handling "
+      "ms "
+      "| step ms | samples/s |\n|---|---|---|---|---|---|---|---|\n");
+  Row(
+      "one process, no Tessera",
+      [&]() -> StatusOr<Timeline> {
+        TESSERA_ASSIGN_OR_RETURN(auto model, Mlp(hidden, batch));
+        InProcessClient client(*OptimizerConfig::Parse(opt));
+        TESSERA_RETURN_IF_ERROR(model->Declare(client));
+        return Train(*model, client, records, batch, warmup);
+      }(),
+      false);
+  Cluster c;
+  c.dir = *dir;
+  auto e = testing::EtcdServer::Launch();
+  if (!e.ok()) return 1;
+  c.etcd = std::move(*e);
+  etcd::EtcdOptions eo;
+  eo.endpoints = {c.etcd->endpoint()};
+  c.client = std::move(*etcd::EtcdClient::Create(eo));
+  for (int pservers : {1, 2}) {
+    for (const char* transport : {"shm", "tcp"}) {
+      StatusOr<Timeline> r = [&]() -> StatusOr<Timeline> {
+        TESSERA_ASSIGN_OR_RETURN(auto job, StartJob(c, pservers, "sync", false, opt));
+        TESSERA_ASSIGN_OR_RETURN(auto client, Connect(c, job, transport));
+        TESSERA_ASSIGN_OR_RETURN(auto model, Mlp(hidden, batch));
+        TESSERA_RETURN_IF_ERROR(model->Declare(*client));
+        TESSERA_RETURN_IF_ERROR(client->Initialize());
+        const std::string apply = "tessera_pserver_apply_seconds_sum";
+        const std::string handle = "tessera_pserver_request_seconds_sum{op=\"data\"}";
+        // The warm-up steps are inside Train: the pservers' sums are read after a short pass.
+        std::vector<std::string> warm(records.begin(), records.begin() + static_cast<size_t>(warmup) * batch);
+        TESSERA_RETURN_IF_ERROR(Train(*model, *client, warm, batch, warmup).status());
+        TESSERA_ASSIGN_OR_RETURN(double apply0, PserverSeconds(c, job, pservers, apply));
+        TESSERA_ASSIGN_OR_RETURN(double handle0, PserverSeconds(c, job, pservers, handle));
+        TESSERA_ASSIGN_OR_RETURN(Timeline t, Train(*model, *client, records, batch, 0));
+        TESSERA_ASSIGN_OR_RETURN(double apply1, PserverSeconds(c, job, pservers, apply));
+        TESSERA_ASSIGN_OR_RETURN(double handle1, PserverSeconds(c, job, pservers, handle));
+        t.apply = apply1 - apply0;
+        t.handle = handle1 - handle0;
+        (void)client->Close();
+        return t;
+      }();
+      Row("Tessera, " + std::string(transport) + ", 1 trainer, " + std::to_string(pservers) + " pserver" +
+              (pservers > 1 ? "s" : "") + " (sync)",
+          r, true);
+    }
+  }
+  for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
+  c.pservers.clear();
+  (void)RemoveAll(*dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::bench
+
+int main(int argc, char** argv) {
+  CLI::App app{"where the time of one training step goes (built-in mlp, Fashion-MNIST)"};
+  int hidden = 256, batch = 64, warmup = 50;
+  app.add_option("--hidden", hidden, "hidden units")->check(CLI::Range(1, 65536));
+  app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 60000));
+  app.add_option("--warmup", warmup, "steps run before timing")->check(CLI::Range(0, 900));
+  CLI11_PARSE(app, argc, argv);
+  tessera::LogOptions lo;
+  lo.node = "step_timeline";
+  lo.level = "warn";
+  (void)tessera::InitLogging(lo);
+  return tessera::bench::Run(hidden, batch, warmup);
+}
