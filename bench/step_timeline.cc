@@ -109,7 +109,7 @@ void Row(const std::string& setup, const StatusOr<Timeline>& r, bool pserver) {
   std::fflush(stdout);
 }
 
-int Run(int hidden, int batch, int warmup) {
+int Run(int hidden, int batch, int warmup, int apply_threads) {
   auto dir = MakeTempDir("step-timeline-");
   if (!dir.ok()) return 1;
   const std::string store = *dir + "/store";
@@ -128,8 +128,10 @@ int Run(int hidden, int batch, int warmup) {
     }
   }
   const std::string opt = "adam:lr=0.001";
-  std::printf("mlp 784-%d-10, batch %d, %s, one pass of %zu records (the first %d steps not timed)\n\n",
-              hidden, batch, opt.c_str(), records.size(), warmup);
+  std::printf(
+      "mlp 784-%d-10, batch %d, %s, one pass of %zu records (the first %d steps not timed); pservers "
+      "with --apply-threads %d\n\n",
+      hidden, batch, opt.c_str(), records.size(), warmup, apply_threads);
   std::printf(
       "| setup | compute ms | submit ms | exchange ms | of which pserver apply ms | pserver request handling "
       "ms "
@@ -145,6 +147,7 @@ int Run(int hidden, int batch, int warmup) {
       false);
   Cluster c;
   c.dir = *dir;
+  c.apply_threads = std::to_string(apply_threads);
   auto e = testing::EtcdServer::Launch();
   if (!e.ok()) return 1;
   c.etcd = std::move(*e);
@@ -190,14 +193,16 @@ int Run(int hidden, int batch, int warmup) {
 
 int main(int argc, char** argv) {
   CLI::App app{"where the time of one training step goes (built-in mlp, Fashion-MNIST)"};
-  int hidden = 256, batch = 64, warmup = 50;
+  int hidden = 256, batch = 64, warmup = 50, apply_threads = 0;
   app.add_option("--hidden", hidden, "hidden units")->check(CLI::Range(1, 65536));
   app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 60000));
   app.add_option("--warmup", warmup, "steps run before timing")->check(CLI::Range(0, 900));
+  app.add_option("--apply-threads", apply_threads, "the pservers' --apply-threads (0: the machine's)")
+      ->check(CLI::Range(0, 64));
   CLI11_PARSE(app, argc, argv);
   tessera::LogOptions lo;
   lo.node = "step_timeline";
   lo.level = "warn";
   (void)tessera::InitLogging(lo);
-  return tessera::bench::Run(hidden, batch, warmup);
+  return tessera::bench::Run(hidden, batch, warmup, apply_threads);
 }

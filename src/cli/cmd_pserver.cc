@@ -140,9 +140,10 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
   cmd->add_option("--checkpoint-steps", f->checkpoint_steps, "versions between checkpoints (0: off)")
       ->capture_default_str();
   cmd->add_option("--apply-threads", f->apply_threads,
-                  "threads that share the rows of one large sparse request (4096 rows or more, tables "
-                  "without limits): lookups, copies and updates in parallel, the same bits as one thread. "
-                  "0: the machine's hardware threads, at most 8; 1: one thread")
+                  "threads that share one large update: a step's dense updates (64Ki values or more) and a "
+                  "sparse request of 4096 rows or more of a table without limits (key checks, lookups, "
+                  "copies, updates), the same bits as one thread. 0: the machine's hardware threads, at "
+                  "most 8; 1: one thread")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
   cmd->add_option("--checkpoint-delta-fraction", f->checkpoint_delta_fraction,

@@ -49,7 +49,8 @@ struct PserverOptions {
   // Incremental checkpoints (delta_policy.h): a checkpoint holds only the sparse rows changed
   // since the last one until the deltas pass this fraction of the base (0: always whole).
   double checkpoint_delta_fraction = 0.5;
-  // Threads that share the rows of one large sparse request (0: the machine's, at most 8).
+  // Threads that share a step's dense updates and one large sparse request's rows (0: the
+  // machine's, at most 8).
   int apply_threads = 0;
   // Prometheus metrics at http://<http_host>:<http_port>/metrics (0: any free port, recorded in
   // the registration as "metrics"; -1: off). `http_host` empty: 127.0.0.1; off loopback every

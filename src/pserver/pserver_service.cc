@@ -243,6 +243,12 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
         ObserveApply(start);
       }
       Drain(&replies);
+      if (*verdict == Consistency::PushVerdict::kHold) {
+        // Still waiting for the other trainers: the push keeps a copy of its gradients.
+        PendingPush& p = held_[req.trainer()];
+        if (p.held && p.borrowed) p.payload.assign(p.borrowed, p.borrowed_size);
+        p.borrowed = nullptr;
+      }
       // With replicas a sync push is answered once it counts (its step applied on every copy):
       // until then a primary that is lost takes it with it, and the trainer must send it again.
       if (replicated() && options_.job.mode.kind == ConsistencyMode::Kind::kSync)
@@ -303,6 +309,7 @@ void PserverService::RefusePush(const wire::DataRequest& req, const Status& why,
     p.segments.Clear();
     p.list = SegmentList();
     p.payload.clear();
+    p.borrowed = nullptr;
   }
   Drain(replies);
 }
@@ -316,20 +323,24 @@ void PserverService::HoldPush(wire::DataRequest& req, SegmentList list, ConstBuf
   p.segments.Swap(req.mutable_push());  // the request's segments are not read after this
   p.list = std::move(list);
   p.list.Rebind(&p.segments);
-  p.payload.assign(static_cast<const char*>(payload.data), payload.size);
+  p.payload.clear();
+  p.borrowed = static_cast<const char*>(payload.data);
+  p.borrowed_size = payload.size;
 }
 
 void PserverService::ApplyPush(const SegmentList& list, const float* payload, float scale) {
+  dense_updates_.clear();
   for (const auto& part : list.parts()) {
     const wire::Segment& seg = list.segment(part);
     if (part.dense) {
-      store_.ApplyDense(seg.param(), seg.block(), payload + part.offset, scale);
+      dense_updates_.push_back({&seg.param(), seg.block(), payload + part.offset});
       RecordDense(seg.param(), seg.block(), payload + part.offset, part.floats);
     } else {
       store_.ApplySparse(seg.param(), list.keys(part), payload + part.offset, scale);
       RecordSparse(seg.param(), list.keys(part), payload + part.offset, part.floats);
     }
   }
+  store_.ApplyDenseMany(dense_updates_, scale);
   record_scale_ = scale;
 }
 
@@ -346,7 +357,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
     std::map<std::string, absl::flat_hash_map<uint64_t, size_t>> sparse_index;  // key -> its row in `sparse`
     for (const auto& c : b.contributors) {
       const PendingPush& p = held_[c];
-      const float* payload = reinterpret_cast<const float*>(p.payload.data());
+      const float* payload = p.data();
       for (const auto& part : p.list.parts()) {
         const wire::Segment& seg = p.list.segment(part);
         const float* g = payload + part.offset;
@@ -370,6 +381,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
       }
     }
     // Group the parts by block; a stable sort keeps trainer-id order within a block.
+    dense_updates_.clear();
     std::stable_sort(dense_parts_.begin(), dense_parts_.end(), [](const DensePart& x, const DensePart& y) {
       int c = x.param->compare(*y.param);
       return c != 0 ? c < 0 : x.block < y.block;
@@ -382,7 +394,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
       }
       const DensePart& first = dense_parts_[i];
       if (j == i + 1) {
-        store_.ApplyDense(*first.param, first.block, first.grad, scale);
+        dense_updates_.push_back({first.param, first.block, first.grad});
         RecordDense(*first.param, first.block, first.grad, first.count);
       } else {
         auto& acc = dense_acc_[{*first.param, first.block}];
@@ -392,11 +404,12 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
           const float* __restrict g = dense_parts_[k].grad;
           for (int64_t e = 0; e < first.count; ++e) a[e] += g[e];
         }
-        store_.ApplyDense(*first.param, first.block, a, scale);
+        dense_updates_.push_back({first.param, first.block, a});
         RecordDense(*first.param, first.block, a, first.count);
       }
       i = j;
     }
+    store_.ApplyDenseMany(dense_updates_, scale);
     for (const auto& [table, kr] : sparse) {
       store_.ApplySparse(table, kr.first, kr.second.data(), scale);
       RecordSparse(table, kr.first, kr.second.data(), static_cast<int64_t>(kr.second.size()));

@@ -82,8 +82,8 @@ struct PserverServiceOptions {
   std::string job_name;  // recorded in checkpoints
   // When a checkpoint copy may be a delta of the sparse rows changed since the last one.
   DeltaPolicy delta_policy;
-  // Threads that share one large sparse request's rows (ShardStore::SetPool). 0: the machine's
-  // hardware threads, at most 8.
+  // Threads that share a step's dense updates and one large sparse request's rows
+  // (ShardStore::SetPool). 0: the machine's hardware threads, at most 8.
   int apply_threads = 1;
   // Where request timings, pull waits and barrier waits are observed (null: not measured).
   metrics::Registry* metrics = nullptr;
@@ -170,6 +170,12 @@ class PserverService : public RequestHandler {
     google::protobuf::RepeatedPtrField<wire::Segment> segments;
     SegmentList list;  // over `segments`
     std::string payload;
+    // The request's own payload while the request is being handled (HandleData): a push that
+    // closes its step there is applied from it without a copy; one still held after is copied
+    // into `payload`.
+    const char* borrowed = nullptr;
+    size_t borrowed_size = 0;
+    const float* data() const { return reinterpret_cast<const float*>(borrowed ? borrowed : payload.data()); }
   };
   // One dense gradient block of one contributor, while a barrier sums them.
   struct DensePart {
@@ -262,6 +268,7 @@ class PserverService : public RequestHandler {
   // Sync barrier accumulators and the list of parts to sum, reused every step.
   std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_ GUARDED_BY(mu_);
   std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
+  std::vector<ShardStore::DenseUpdate> dense_updates_ GUARDED_BY(mu_);  // a step's, applied together
   Counters counters_ GUARDED_BY(mu_);
   std::optional<Checkpoint> due_snapshot_ GUARDED_BY(mu_);
   ExportCuts<ShardValues> cuts_ GUARDED_BY(mu_);

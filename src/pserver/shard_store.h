@@ -89,7 +89,8 @@ class ShardStore {
   ShardStore(int pserver_index, const JobConfig& job, const SlotMap& slots);
 
   int index() const { return index_; }
-  // Threads that share the rows of one large sparse request (a table without limits): the rows
+  // Threads that share a step's dense updates (ApplyDenseMany) and the rows of one large sparse
+  // request (a table without limits): the rows
   // are found and copied or updated in parallel, each row updated by one thread in request
   // order, and the new rows made after, in request order, so the result is the same bits as one
   // thread's (shard_store_parallel.cc). Null
@@ -115,6 +116,15 @@ class ShardStore {
   void SetDense(const std::string& name, int64_t block, const float* values);
   // Applies a gradient sum (scaled by `scale`) to a dense block. REQUIRES: CheckDense passed.
   void ApplyDense(const std::string& name, int64_t block, const float* grad, float scale);
+  // ApplyDense of each (at most one per block), the elements shared by the pool's threads when
+  // they are many (kParallelFloats): the same bits as one by one.
+  struct DenseUpdate {
+    const std::string* param;
+    int64_t block;
+    const float* grad;
+  };
+  void ApplyDenseMany(std::span<const DenseUpdate> updates, float scale);
+  static constexpr int64_t kParallelFloats = int64_t{1} << 16;
   // Applies gradient rows (one per key) to a sparse table, creating rows first touched (with
   // limits: admitted ones; then drops the rows the limits say to).
   void ApplySparse(const std::string& table, std::span<const uint64_t> keys, const float* grads, float scale);
@@ -237,6 +247,13 @@ class ShardStore {
   std::vector<std::vector<size_t>> missing_;
   std::vector<int> part_of_;
   std::vector<size_t> order_;
+  struct DensePiece {
+    const OptimizerConfig* optimizer;
+    DenseBlock* block;
+    const float* grad;
+    int64_t begin;  // the block's first element in the update's element space
+  };
+  std::vector<DensePiece> pieces_;
 };
 
 }  // namespace tessera

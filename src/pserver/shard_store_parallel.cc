@@ -4,9 +4,13 @@
 //  - a pull: each part finds and copies the rows of a range of positions;
 //  - a push: part p updates the rows of the keys that fall to it (a multiply of the key picks
 //    the part), in request order, so a key that appears twice is updated twice in order.
+//  - dense updates (ApplyDenseMany): parts of the elements of every block updated, each part's
+//    elements updated as one thread would (the optimizers work element by element).
 // The index is only read during a run; keys without a row yet are left to one thread after it,
 // which makes their rows in request order (the row numbers one thread would give) and copies or
 // updates them. The result is the same bits as one thread's.
+#include <absl/container/flat_hash_set.h>
+
 #include <algorithm>
 
 #include "job/placement.h"
@@ -27,6 +31,49 @@ int OwnerOf(uint64_t key, int n) {
 }
 
 }  // namespace
+
+void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scale) {
+  pieces_.clear();
+  int64_t total = 0;
+  for (const auto& u : updates) {
+    Dense& d = *dense_.at(*u.param);
+    DenseBlock& b = d.blocks.at(u.block);
+    pieces_.push_back({&d.decl.optimizer, &b, u.grad, total});
+    total += b.length;
+  }
+  // A block named twice (a push may) is updated twice, in order: one by one.
+  absl::flat_hash_set<const DenseBlock*> seen;
+  for (const auto& p : pieces_) {
+    if (!seen.insert(p.block).second) {
+      for (const auto& u : updates) ApplyDense(*u.param, u.block, u.grad, scale);
+      return;
+    }
+  }
+  for (auto& p : pieces_) ++p.block->t;
+  // Elements [from, to) of the update space: each piece's overlap, optimizer state alongside.
+  auto apply = [&](int64_t from, int64_t to) {
+    auto it = std::upper_bound(pieces_.begin(), pieces_.end(), from,
+                               [](int64_t x, const DensePiece& p) { return x < p.begin; });
+    for (--it; it != pieces_.end() && it->begin < to; ++it) {
+      DenseBlock& b = *it->block;
+      const int64_t lo = std::max(from, it->begin) - it->begin;
+      const int64_t hi = std::min(to, it->begin + b.length) - it->begin;
+      if (hi <= lo) continue;
+      const int k = it->optimizer->StateArrays();
+      float* w = b.data.data();
+      ApplyUpdate(*it->optimizer, w + lo, it->grad + lo, scale, static_cast<size_t>(hi - lo),
+                  k >= 1 ? w + b.length + lo : nullptr, k >= 2 ? w + 2 * b.length + lo : nullptr, b.t);
+    }
+  };
+  if (total == 0) return;
+  if (!pool_ || pool_->size() < 2 || total < kParallelFloats) return apply(0, total);
+  const int n = pool_->size() * kPartsPerThread;
+  pool_->Run(n, [&](int p) {
+    // Parts end on a multiple of 16 floats (whole cache lines of one block's arrays).
+    auto at = [&](int q) { return q == n ? total : (total * q / n) & ~int64_t{15}; };
+    apply(at(p), at(p + 1));
+  });
+}
 
 size_t ShardStore::FirstForeignKey(uint64_t table_hash, std::span<const uint64_t> keys) const {
   auto first = [&](size_t b, size_t e) {

@@ -118,5 +118,52 @@ TEST(ShardStoreParallelTest, TheFirstKeyServedElsewhereIsNamedAsOnOneThread) {
       << shared;
 }
 
+// Dense updates shared by threads: the same bits as one by one, for every optimizer, blocks of
+// several parameters (a short last block too), many steps; a block named twice goes in order.
+TEST(ShardStoreParallelTest, DenseUpdatesSharedByThreadsGiveTheBitsOfOneByOne) {
+  JobConfig job = Job();
+  job.block_size = 40000;
+  for (const char* opt : {"sgd:lr=0.1,weight_decay=0.01", "momentum:lr=0.1,momentum=0.9,nesterov=1",
+                          "adagrad:lr=0.1", "adam:lr=0.01", "ftrl:alpha=0.1,beta=1,l1=0.01,l2=0.1"}) {
+    SCOPED_TRACE(opt);
+    WorkPool pool(3);
+    ShardStore one(0, job, SlotMap::RoundRobin(64, 1));
+    ShardStore many(0, job, SlotMap::RoundRobin(64, 1));
+    many.SetPool(&pool);
+    const std::vector<std::pair<std::string, int64_t>> params{{"a", 100000}, {"b", 5}, {"c", 40000}};
+    for (const auto& [name, size] : params) {
+      ParamDecl d{name, false, size, 0, *OptimizerConfig::Parse(opt)};
+      ASSERT_TRUE(one.Declare(d).ok());
+      ASSERT_TRUE(many.Declare(d).ok());
+    }
+    std::mt19937 rng(5);
+    std::vector<std::vector<float>> grads;
+    std::vector<ShardStore::DenseUpdate> updates;
+    for (const auto& [name, size] : params) {
+      for (int64_t b = 0; b * job.block_size < size; ++b) {
+        grads.emplace_back(std::min<int64_t>(job.block_size, size - b * job.block_size));
+        updates.push_back({&name, b, nullptr});
+      }
+    }
+    const int64_t runs_before = pool.runs();
+    for (int step = 0; step < 6; ++step) {
+      for (size_t u = 0; u < updates.size(); ++u) {
+        for (auto& g : grads[u]) g = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 500.0f;
+        updates[u].grad = grads[u].data();
+      }
+      for (const auto& u : updates) one.ApplyDense(*u.param, u.block, u.grad, 0.25f);
+      many.ApplyDenseMany(updates, 0.25f);
+      ASSERT_EQ(one.Snapshot(), many.Snapshot()) << "step " << step;
+    }
+    EXPECT_EQ(pool.runs(), runs_before + 6);
+    // The same block twice: applied twice, in order, as one by one would.
+    std::vector<ShardStore::DenseUpdate> twice{updates[0], updates[0]};
+    one.ApplyDense(*twice[0].param, 0, twice[0].grad, 1.0f);
+    one.ApplyDense(*twice[1].param, 0, twice[1].grad, 1.0f);
+    many.ApplyDenseMany(twice, 1.0f);
+    ASSERT_EQ(one.Snapshot(), many.Snapshot());
+  }
+}
+
 }  // namespace
 }  // namespace tessera
