@@ -9,8 +9,10 @@
 // the links), and waiting for the answer (exchange: the transfer both ways, the pserver's work
 // and the copies); of the exchange, the pserver's time applying the step (its
 // tessera_pserver_apply_seconds) and handling the requests (tessera_pserver_request_seconds),
-// read from its /metrics. The records are in memory before timing. Prints a Markdown table; see
-// bench/README.md.
+// read from its /metrics. The records are in memory before timing. Then (unless --no-torch) the
+// PyTorch MLP's step (bench/torch_step_timeline.py) in one process and as 2 trainers of a
+// `tessera local` job with 1 and 2 pservers: data, forward, backward, tessera's step. Prints
+// Markdown tables; see bench/README.md.
 #include <httplib.h>
 
 #include <CLI/CLI.hpp>
@@ -95,6 +97,98 @@ StatusOr<std::unique_ptr<models::Model>> Mlp(int hidden, int batch) {
   return models::MakeModel("mlp", mo);
 }
 
+// The PyTorch MLP's phases (bench/torch_step_timeline.py), ms per step: `alone` in one process,
+// else as each of 2 trainers of a `tessera local` job (sync, shm) with `pservers`.
+StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, const std::string& store,
+                                                    int hidden, int batch, int pservers, bool alone) {
+  const std::string script = std::string(TESSERA_SOURCE_DIR) + "/bench/torch_step_timeline.py";
+  const std::string args = " --hidden " + std::to_string(hidden) + " --batch " + std::to_string(batch);
+  testing::SpawnOptions o;
+  const std::string run = dir + "/torch-run-" + std::to_string(pservers);
+  o.log_path = dir + "/torch-" + (alone ? std::string("alone") : std::to_string(pservers)) + ".log";
+  if (alone) {
+    o.argv = {"/usr/bin/python3",
+              script,
+              "--alone",
+              "--store",
+              store,
+              "--hidden",
+              std::to_string(hidden),
+              "--batch",
+              std::to_string(batch)};
+    o.env = {{"PYTHONPATH", testing::BuildPath("python")}};
+  } else {
+    o.argv = {testing::BuildPath("src/tessera"),
+              "local",
+              "--run",
+              run,
+              "--store",
+              store,
+              "--dataset",
+              "fm",
+              "--pservers",
+              std::to_string(pservers),
+              "--trainers",
+              "2",
+              "--mode",
+              "sync",
+              "--optimizer",
+              "adam:lr=0.001",
+              "--transport",
+              "shm",
+              "--trainer-cmd",
+              "/usr/bin/python3 " + script + args};
+  }
+  TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(o));
+  auto code = p->Wait(std::chrono::minutes(10));
+  if (!code || *code != 0) return Status::Internal("the PyTorch run failed; see " + o.log_path);
+  std::vector<nlohmann::json> out;
+  if (alone) {
+    std::string text = p->Output();
+    auto at = text.rfind("{\"data\"");
+    if (at == std::string::npos) return Status::Internal("no timeline in " + o.log_path);
+    out.push_back(nlohmann::json::parse(text.substr(at), nullptr, false));
+    return out;
+  }
+  for (const char* id : {"0", "1"}) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(run + "/timeline-" + id + ".json"));
+    out.push_back(nlohmann::json::parse(text, nullptr, false));
+  }
+  return out;
+}
+
+void TorchRows(const std::string& dir, const std::string& store, int hidden, int batch) {
+  std::printf(
+      "\nPyTorch MLP 784-%d-10, batch %d, 1 torch thread per process (bench/torch_step_timeline.py); through "
+      "Tessera: 2 trainers, sync, shm, Adam on the pservers, each trainer's means\n\n| setup | data ms | "
+      "forward ms | backward ms | step ms | total ms | samples/s (all trainers) "
+      "|\n|---|---|---|---|---|---|---|\n",
+      hidden, batch);
+  auto row = [&](const std::string& setup, const StatusOr<std::vector<nlohmann::json>>& r) {
+    if (!r.ok()) {
+      std::printf("| %s | failed: %s ||||||\n", setup.c_str(), r.status().ToString().c_str());
+      return;
+    }
+    double rate = 0;
+    for (size_t i = 0; i < r->size(); ++i) {
+      const auto& j = (*r)[i];
+      if (!j.is_object()) continue;
+      const double total =
+          j.value("data", 0.0) + j.value("forward", 0.0) + j.value("backward", 0.0) + j.value("step", 0.0);
+      rate += batch / total * 1000.0;
+      std::printf("| %s%s | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", setup.c_str(),
+                  r->size() > 1 ? (", trainer " + std::to_string(i)).c_str() : "", j.value("data", 0.0),
+                  j.value("forward", 0.0), j.value("backward", 0.0), j.value("step", 0.0), total,
+                  i + 1 == r->size() ? std::to_string(static_cast<int>(rate)).c_str() : "");
+    }
+    std::fflush(stdout);
+  };
+  row("one process, torch.optim.Adam", TorchTimeline(dir, store, hidden, batch, 0, true));
+  for (int pservers : {1, 2})
+    row("Tessera, " + std::to_string(pservers) + " pserver" + (pservers > 1 ? "s" : ""),
+        TorchTimeline(dir, store, hidden, batch, pservers, false));
+}
+
 void Row(const std::string& setup, const StatusOr<Timeline>& r, bool pserver) {
   if (!r.ok()) {
     std::printf("| %s | failed: %s |||||||\n", setup.c_str(), r.status().ToString().c_str());
@@ -109,7 +203,7 @@ void Row(const std::string& setup, const StatusOr<Timeline>& r, bool pserver) {
   std::fflush(stdout);
 }
 
-int Run(int hidden, int batch, int warmup, int apply_threads) {
+int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
   auto dir = MakeTempDir("step-timeline-");
   if (!dir.ok()) return 1;
   const std::string store = *dir + "/store";
@@ -184,6 +278,7 @@ int Run(int hidden, int batch, int warmup, int apply_threads) {
   }
   for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));
   c.pservers.clear();
+  if (torch) TorchRows(*dir, store, hidden, batch);
   (void)RemoveAll(*dir);
   return 0;
 }
@@ -194,15 +289,17 @@ int Run(int hidden, int batch, int warmup, int apply_threads) {
 int main(int argc, char** argv) {
   CLI::App app{"where the time of one training step goes (built-in mlp, Fashion-MNIST)"};
   int hidden = 256, batch = 64, warmup = 50, apply_threads = 0;
+  bool no_torch = false;
   app.add_option("--hidden", hidden, "hidden units")->check(CLI::Range(1, 65536));
   app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 60000));
   app.add_option("--warmup", warmup, "steps run before timing")->check(CLI::Range(0, 900));
   app.add_option("--apply-threads", apply_threads, "the pservers' --apply-threads (0: the machine's)")
       ->check(CLI::Range(0, 64));
+  app.add_flag("--no-torch", no_torch, "skip the PyTorch trainer's timeline");
   CLI11_PARSE(app, argc, argv);
   tessera::LogOptions lo;
   lo.node = "step_timeline";
   lo.level = "warn";
   (void)tessera::InitLogging(lo);
-  return tessera::bench::Run(hidden, batch, warmup, apply_threads);
+  return tessera::bench::Run(hidden, batch, warmup, apply_threads, !no_torch);
 }
