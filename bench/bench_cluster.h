@@ -33,10 +33,9 @@ struct Cluster {
 };
 
 // A job (named like the certificates when `tls`: one TLS job at a time) and its pservers.
-// `optimizer`: the job's; `args`: more flags for each `tessera pserver`.
+// `optimizer`: the job's.
 inline StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode, bool tls = false,
-                                      const std::string& optimizer = "sgd:lr=0.0001",
-                                      const std::vector<std::string>& args = {}) {
+                                      const std::string& optimizer = "sgd:lr=0.0001") {
   std::string job = tls ? std::string(kTlsJob) : "bench" + std::to_string(c.jobs++);
   JobConfig cfg;
   cfg.tls = tls;
@@ -62,7 +61,6 @@ inline StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::strin
               "warn",
               "--apply-threads",
               c.apply_threads};
-    o.argv.insert(o.argv.end(), args.begin(), args.end());
     if (tls) {
       o.argv.insert(o.argv.end(), {"--tls-ca", c.tls_dir + "/ca.pem", "--tls-cert", c.tls_dir + "/node.pem",
                                    "--tls-key", c.tls_dir + "/node.key"});
