@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_etcd.h"
 #include "bench_tls.h"
 #include "common/random.h"
 #include "coord/etcd_client.h"
@@ -33,6 +34,13 @@ struct Cluster {
 };
 
 // A job (named like the certificates when `tls`: one TLS job at a time) and its pservers.
+// Starts the cluster's etcd and its client.
+inline Status LaunchEtcd(Cluster& c) {
+  TESSERA_ASSIGN_OR_RETURN(c.etcd, testing::EtcdServer::Launch());
+  TESSERA_ASSIGN_OR_RETURN(c.client, EtcdClientOf(c.etcd->endpoint()));
+  return Status::OK();
+}
+
 // `optimizer`: the job's.
 inline StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::string& mode, bool tls = false,
                                       const std::string& optimizer = "sgd:lr=0.0001") {

@@ -24,6 +24,7 @@
 #include <regex>
 #include <thread>
 
+#include "bench_etcd.h"
 #include "checkpoint/checkpoint_choice.h"
 #include "client/master_client.h"
 #include "common/clock.h"
@@ -176,9 +177,8 @@ RunResult RunJob(const std::string& dir, const std::string& store, const std::st
     auto text = ReadFile(run + "/run.json");
     if (text.ok()) {
       endpoint = nlohmann::json::parse(*text)["etcd"];
-      etcd::EtcdOptions eo;
-      eo.endpoints = {endpoint};
-      etcd = std::move(*etcd::EtcdClient::Create(eo));
+      auto c = EtcdClientOf(endpoint);
+      if (c.ok()) etcd = std::move(*c);
     } else {
       std::this_thread::sleep_for(std::chrono::milliseconds(100));
     }

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <random>
 
+#include "bench_etcd.h"
 #include "checkpoint/delta_policy.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -58,9 +59,7 @@ int Run(int64_t rows, double changed, int deltas) {
     std::fprintf(stderr, "etcd: %s\n", etcd.status().ToString().c_str());
     return 1;
   }
-  etcd::EtcdOptions eo;
-  eo.endpoints = {(*etcd)->endpoint()};
-  auto client = etcd::EtcdClient::Create(eo);
+  auto client = EtcdClientOf((*etcd)->endpoint());
   if (!client.ok() || !(*client)->Put(keys::Pserver("bench", 0), "{}").ok()) return 1;
   const int64_t epoch = (*client)->Get(keys::Pserver("bench", 0))->kvs[0].create_revision;
   auto dir = MakeTempDir("checkpoint-bench-");  // under $TMPDIR

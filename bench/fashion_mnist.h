@@ -1,9 +1,12 @@
 // Uploads Fashion-MNIST from the Debian package (dataset-fashion-mnist) into a store as "fm"
-// (training set) and, with `test_set`, "fm-test", by running `tessera upload`. Bench-only.
+// (training set) and, with `test_set`, "fm-test", by running `tessera upload`; and reads a data
+// set's records into memory. Bench-only.
 #pragma once
 
 #include <string>
+#include <vector>
 
+#include "dataset/dataset.h"
 #include "harness/subprocess.h"
 #include "tessera/status.h"
 
@@ -37,6 +40,18 @@ inline Status UploadFashionMnist(const std::string& store, const std::string& lo
       return Status::Internal("uploading " + std::string(s.name) + " failed: " + p->Output());
   }
   return Status::OK();
+}
+
+// Every record of data set `name` in `store`, in order (read before timing).
+inline StatusOr<std::vector<std::string>> ReadAllRecords(const std::string& store, const std::string& name) {
+  TESSERA_ASSIGN_OR_RETURN(auto ds, dataset::DatasetReader::Open(store, name));
+  std::vector<std::string> records;
+  std::vector<std::string_view> chunk;
+  for (size_t c = 0; c < ds->manifest().chunks.size(); ++c) {
+    TESSERA_RETURN_IF_ERROR(ds->ReadChunk(c, &chunk));
+    for (auto r : chunk) records.emplace_back(r);
+  }
+  return records;
 }
 
 }  // namespace tessera::bench

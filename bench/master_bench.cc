@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "bench_etcd.h"
 #include "client/master_client.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -131,9 +132,7 @@ StatusOr<BenchEnv> StartEnv() {
   BenchEnv env;
   TESSERA_ASSIGN_OR_RETURN(env.dir, MakeTempDir("master-bench-"));
   TESSERA_ASSIGN_OR_RETURN(env.server, testing::EtcdServer::Launch());
-  etcd::EtcdOptions eo;
-  eo.endpoints = {env.server->endpoint()};
-  TESSERA_ASSIGN_OR_RETURN(env.etcd, etcd::EtcdClient::Create(eo));
+  TESSERA_ASSIGN_OR_RETURN(env.etcd, EtcdClientOf(env.server->endpoint()));
   return env;
 }
 

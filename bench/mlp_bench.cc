@@ -33,13 +33,7 @@ StatusOr<double> InProcess(const std::string& store, int hidden, int batch, cons
   TESSERA_ASSIGN_OR_RETURN(auto oc, OptimizerConfig::Parse(opt));
   InProcessClient client(oc);
   TESSERA_RETURN_IF_ERROR(model->Declare(client));
-  TESSERA_ASSIGN_OR_RETURN(auto ds, dataset::DatasetReader::Open(store, "fm"));
-  std::vector<std::string> records;
-  std::vector<std::string_view> chunk;
-  for (size_t c = 0; c < ds->manifest().chunks.size(); ++c) {
-    TESSERA_RETURN_IF_ERROR(ds->ReadChunk(c, &chunk));
-    for (auto r : chunk) records.emplace_back(r);
-  }
+  TESSERA_ASSIGN_OR_RETURN(auto records, ReadAllRecords(store, "fm"));
   auto start = Now();
   std::vector<std::string> b;
   for (size_t i = 0; i < records.size(); i += batch) {

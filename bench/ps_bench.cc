@@ -250,15 +250,10 @@ int Run(double seconds, bool quick, bool transport_only, bool sparse_only, int a
     std::fprintf(stderr, "%s\n", tls.status().ToString().c_str());
     return 1;
   }
-  auto e = EtcdServer::Launch();
-  if (!e.ok()) {
-    std::fprintf(stderr, "etcd: %s\n", e.status().ToString().c_str());
+  if (Status s = LaunchEtcd(c); !s.ok()) {
+    std::fprintf(stderr, "etcd: %s\n", s.ToString().c_str());
     return 1;
   }
-  c.etcd = std::move(*e);
-  etcd::EtcdOptions eo;
-  eo.endpoints = {c.etcd->endpoint()};
-  c.client = std::move(*etcd::EtcdClient::Create(eo));
   auto fail = [](const Status& s) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;

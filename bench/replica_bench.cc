@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <thread>
 
+#include "bench_etcd.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -164,9 +165,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "etcd: %s\n", etcd.status().ToString().c_str());
     return 1;
   }
-  etcd::EtcdOptions eo;
-  eo.endpoints = {(*etcd)->endpoint()};
-  auto client = etcd::EtcdClient::Create(eo);
+  auto client = bench::EtcdClientOf((*etcd)->endpoint());
   auto dir = MakeTempDir("replica-bench-");
   if (!client.ok() || !dir.ok()) return 1;
   std::printf("Sync job, 3 pservers, 2 trainers, SGD; step = both trainers push and pull the model.\n\n");

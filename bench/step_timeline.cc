@@ -38,29 +38,34 @@ struct Timeline {
   double apply = 0, handle = 0;                  // the pservers' (summed over them)
 };
 
-// The sum of a histogram's observations on a pserver's /metrics (`series`: the name with its
-// labels, e.g. tessera_pserver_request_seconds_sum{op="data"}).
-StatusOr<double> MetricSum(const std::string& url, const std::string& series) {
-  std::smatch m;
-  if (!std::regex_match(url, m, std::regex(R"((http://[^/]+)(/.*))")))
-    return Status::Internal("bad url " + url);
-  httplib::Client c(m[1].str());
-  auto r = c.Get(m[2].str());
-  if (!r || r->status != 200) return Status::Unavailable("cannot read " + url);
-  size_t at = r->body.find("\n" + series + " ");
-  if (at == std::string::npos) return 0.0;  // nothing observed yet
-  return std::stod(r->body.substr(at + series.size() + 2));
+// The sum of a histogram's observations in a /metrics text (`series`: the name with its labels,
+// e.g. tessera_pserver_request_seconds_sum{op="data"}); 0 when nothing was observed yet.
+double MetricSum(const std::string& text, const std::string& series) {
+  size_t at = text.find("\n" + series + " ");
+  return at == std::string::npos ? 0.0 : std::stod(text.substr(at + series.size() + 2));
 }
 
-StatusOr<double> PserverSeconds(Cluster& c, const std::string& job, int pservers, const std::string& series) {
-  double sum = 0;
+// The pservers' seconds spent applying (tessera_pserver_apply_seconds) and handling data
+// requests, summed over them: one read of each one's /metrics.
+struct PserverTimes {
+  double apply = 0, handle = 0;
+};
+StatusOr<PserverTimes> PserverSeconds(Cluster& c, const std::string& job, int pservers) {
+  PserverTimes sum;
   for (int i = 0; i < pservers; ++i) {
     TESSERA_ASSIGN_OR_RETURN(auto kv, c.client->Get(keys::Pserver(job, i)));
     if (kv.kvs.empty()) return Status::NotFound("pserver " + std::to_string(i) + " is not registered");
     auto info = nlohmann::json::parse(kv.kvs[0].value, nullptr, false);
     if (!info.is_object() || !info.contains("metrics")) return Status::NotFound("no metrics address");
-    TESSERA_ASSIGN_OR_RETURN(double s, MetricSum(info["metrics"].get<std::string>(), series));
-    sum += s;
+    const std::string url = info["metrics"].get<std::string>();
+    std::smatch m;
+    if (!std::regex_match(url, m, std::regex(R"((http://[^/]+)(/.*))")))
+      return Status::Internal("bad url " + url);
+    httplib::Client http(m[1].str());
+    auto r = http.Get(m[2].str());
+    if (!r || r->status != 200) return Status::Unavailable("cannot read " + url);
+    sum.apply += MetricSum(r->body, "tessera_pserver_apply_seconds_sum");
+    sum.handle += MetricSum(r->body, "tessera_pserver_request_seconds_sum{op=\"data\"}");
   }
   return sum;
 }
@@ -211,16 +216,12 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
     std::fprintf(stderr, "%s\n", s.ToString().c_str());
     return 1;
   }
-  std::vector<std::string> records;
-  {
-    auto ds = dataset::DatasetReader::Open(store, "fm");
-    if (!ds.ok()) return 1;
-    std::vector<std::string_view> chunk;
-    for (size_t c = 0; c < (*ds)->manifest().chunks.size(); ++c) {
-      if (!(*ds)->ReadChunk(c, &chunk).ok()) return 1;
-      for (auto r : chunk) records.emplace_back(r);
-    }
+  auto read = ReadAllRecords(store, "fm");
+  if (!read.ok()) {
+    std::fprintf(stderr, "%s\n", read.status().ToString().c_str());
+    return 1;
   }
+  const std::vector<std::string> records = std::move(*read);
   const std::string opt = "adam:lr=0.001";
   std::printf(
       "mlp 784-%d-10, batch %d, %s, one pass of %zu records (the first %d steps not timed); pservers "
@@ -242,12 +243,10 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
   Cluster c;
   c.dir = *dir;
   c.apply_threads = std::to_string(apply_threads);
-  auto e = testing::EtcdServer::Launch();
-  if (!e.ok()) return 1;
-  c.etcd = std::move(*e);
-  etcd::EtcdOptions eo;
-  eo.endpoints = {c.etcd->endpoint()};
-  c.client = std::move(*etcd::EtcdClient::Create(eo));
+  if (Status s = LaunchEtcd(c); !s.ok()) {
+    std::fprintf(stderr, "etcd: %s\n", s.ToString().c_str());
+    return 1;
+  }
   for (int pservers : {1, 2}) {
     for (const char* transport : {"shm", "tcp"}) {
       StatusOr<Timeline> r = [&]() -> StatusOr<Timeline> {
@@ -256,18 +255,14 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
         TESSERA_ASSIGN_OR_RETURN(auto model, Mlp(hidden, batch));
         TESSERA_RETURN_IF_ERROR(model->Declare(*client));
         TESSERA_RETURN_IF_ERROR(client->Initialize());
-        const std::string apply = "tessera_pserver_apply_seconds_sum";
-        const std::string handle = "tessera_pserver_request_seconds_sum{op=\"data\"}";
         // The warm-up steps are inside Train: the pservers' sums are read after a short pass.
         std::vector<std::string> warm(records.begin(), records.begin() + static_cast<size_t>(warmup) * batch);
         TESSERA_RETURN_IF_ERROR(Train(*model, *client, warm, batch, warmup).status());
-        TESSERA_ASSIGN_OR_RETURN(double apply0, PserverSeconds(c, job, pservers, apply));
-        TESSERA_ASSIGN_OR_RETURN(double handle0, PserverSeconds(c, job, pservers, handle));
+        TESSERA_ASSIGN_OR_RETURN(PserverTimes before, PserverSeconds(c, job, pservers));
         TESSERA_ASSIGN_OR_RETURN(Timeline t, Train(*model, *client, records, batch, 0));
-        TESSERA_ASSIGN_OR_RETURN(double apply1, PserverSeconds(c, job, pservers, apply));
-        TESSERA_ASSIGN_OR_RETURN(double handle1, PserverSeconds(c, job, pservers, handle));
-        t.apply = apply1 - apply0;
-        t.handle = handle1 - handle0;
+        TESSERA_ASSIGN_OR_RETURN(PserverTimes after, PserverSeconds(c, job, pservers));
+        t.apply = after.apply - before.apply;
+        t.handle = after.handle - before.handle;
         (void)client->Close();
         return t;
       }();

@@ -254,6 +254,7 @@ class ShardStore {
     int64_t begin;  // the block's first element in the update's element space
   };
   std::vector<DensePiece> pieces_;
+  std::vector<const DenseBlock*> blocks_;  // ApplyDenseMany's check for a block named twice
 };
 
 }  // namespace tessera

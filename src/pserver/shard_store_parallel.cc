@@ -9,8 +9,6 @@
 // The index is only read during a run; keys without a row yet are left to one thread after it,
 // which makes their rows in request order (the row numbers one thread would give) and copies or
 // updates them. The result is the same bits as one thread's.
-#include <absl/container/flat_hash_set.h>
-
 #include <algorithm>
 
 #include "job/placement.h"
@@ -42,12 +40,12 @@ void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scal
     total += b.length;
   }
   // A block named twice (a push may) is updated twice, in order: one by one.
-  absl::flat_hash_set<const DenseBlock*> seen;
-  for (const auto& p : pieces_) {
-    if (!seen.insert(p.block).second) {
-      for (const auto& u : updates) ApplyDense(*u.param, u.block, u.grad, scale);
-      return;
-    }
+  blocks_.clear();
+  for (const auto& p : pieces_) blocks_.push_back(p.block);
+  std::sort(blocks_.begin(), blocks_.end());
+  if (std::adjacent_find(blocks_.begin(), blocks_.end()) != blocks_.end()) {
+    for (const auto& u : updates) ApplyDense(*u.param, u.block, u.grad, scale);
+    return;
   }
   for (auto& p : pieces_) ++p.block->t;
   // Elements [from, to) of the update space: each piece's overlap, optimizer state alongside.
