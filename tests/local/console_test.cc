@@ -199,6 +199,7 @@ TEST_F(LocalTest, ConsoleApiAndMetricsDescribeTheRunningJob) {
       << pr->body;
   EXPECT_GT(pp.Value("tessera_pserver_request_seconds_count", {{"op", "data"}}), 0) << pr->body;
   EXPECT_GT(pp.Value("tessera_pserver_barrier_seconds_count"), 0) << pr->body;
+  EXPECT_GT(pp.Value("tessera_pserver_apply_seconds_count"), 0) << pr->body;  // every barrier's update
 
   // The job still finishes; its evaluations are in the history.
   auto code = p.Wait(std::chrono::seconds(300));
