@@ -66,8 +66,9 @@ StatusOr<int64_t> Consistency::Join(const std::string& trainer, int64_t epoch, i
   } else if (options_.mode.kind == ConsistencyMode::Kind::kSync) {
     // One contribution per trainer id per step: an id that already pushed for the open step
     // (an earlier incarnation) takes part from the next one.
-    bool open = (pushed_.empty() || (!started_ && EligibleCount() < options_.min_trainers)) &&
-                pushed_.count(trainer) == 0;
+    bool open =
+        ((pushed_.empty() && !pieces_begun_) || (!started_ && EligibleCount() < options_.min_trainers)) &&
+        pushed_.count(trainer) == 0;
     start = std::max(requested, open ? version_ : version_ + 1);
   } else if (options_.mode.kind == ConsistencyMode::Kind::kSsp) {
     start = std::max(requested, min_clock());  // a newcomer starts at the slowest clock
@@ -110,19 +111,8 @@ StatusOr<Consistency::PushVerdict> Consistency::Push(const std::string& trainer,
   }
   switch (options_.mode.kind) {
     case ConsistencyMode::Kind::kSync: {
-      if (step < version_ && options_.backup_trainers > 0 && it->second.start <= step)
-        return PushVerdict::kLate;
-      if (step < version_) {
-        return Status::Aborted(StepMsg(step) + " is closed; the pserver is at " + StepMsg(version_) +
-                               "; resume at " + StepMsg(version_));
-      }
-      if (step > version_) {
-        return Status::OutOfRange(StepMsg(step) + " is not open; the pserver is at " + StepMsg(version_));
-      }
-      if (it->second.start > step) {
-        return Status::Aborted("trainer " + trainer + " takes part from " + StepMsg(it->second.start) +
-                               "; resume at " + StepMsg(it->second.start));
-      }
+      TESSERA_ASSIGN_OR_RETURN(PushVerdict v, CheckSyncPush(trainer, it->second, step));
+      if (v == PushVerdict::kLate) return v;
       pushed_[trainer] = epoch;
       if (!held_prev_.count(trainer)) {
         held_prev_[trainer] = last == last_push_.end() ? std::nullopt : std::optional<LastPush>(last->second);
@@ -149,6 +139,53 @@ StatusOr<Consistency::PushVerdict> Consistency::Push(const std::string& trainer,
     }
   }
   return Status::Internal("unknown consistency mode");
+}
+
+StatusOr<Consistency::PushVerdict> Consistency::CheckSyncPush(const std::string& trainer, const Member& m,
+                                                              int64_t step) const {
+  if (step < version_ && options_.backup_trainers > 0 && m.start <= step) return PushVerdict::kLate;
+  if (step < version_) {
+    return Status::Aborted(StepMsg(step) + " is closed; the pserver is at " + StepMsg(version_) +
+                           "; resume at " + StepMsg(version_));
+  }
+  if (step > version_) {
+    return Status::OutOfRange(StepMsg(step) + " is not open; the pserver is at " + StepMsg(version_));
+  }
+  if (m.start > step) {
+    return Status::Aborted("trainer " + trainer + " takes part from " + StepMsg(m.start) + "; resume at " +
+                           StepMsg(m.start));
+  }
+  return PushVerdict::kHold;
+}
+
+StatusOr<Consistency::PushVerdict> Consistency::CheckPiece(const std::string& trainer, int64_t epoch,
+                                                           int64_t step) const {
+  if (options_.mode.kind != ConsistencyMode::Kind::kSync) {
+    return Status::FailedPrecondition("a push in pieces needs a sync job");
+  }
+  if (applying_) return Status::Internal("a piece arrived while a barrier is being applied");
+  auto last = last_push_.find(trainer);
+  if (last != last_push_.end() && last->second.epoch == epoch && step == last->second.step) {
+    return PushVerdict::kDuplicate;
+  }
+  auto it = members_.find(trainer);
+  if (it == members_.end() || it->second.epoch != epoch) {
+    return Status::FailedPrecondition("trainer " + trainer + " (epoch " + std::to_string(epoch) +
+                                      ") has not joined this pserver");
+  }
+  return CheckSyncPush(trainer, it->second, step);
+}
+
+std::vector<std::string> Consistency::StepContributors() const {
+  std::vector<std::string> out;
+  for (const auto& [id, m] : members_) {
+    if (m.start <= version_ || pushed_.count(id)) out.push_back(id);
+  }
+  for (const auto& [id, e] : pushed_) {
+    if (!members_.count(id)) out.push_back(id);
+  }
+  std::sort(out.begin(), out.end(), TrainerIdLess);
+  return out;
 }
 
 bool Consistency::Answerable(int64_t need) const {
@@ -240,6 +277,7 @@ void Consistency::BarrierApplied(int64_t step) {
   started_ = true;
   pushed_.clear();
   held_prev_.clear();
+  pieces_begun_ = false;
   ++version_;
   ReleasePulls();
   MaybeCompleteBarrier();

@@ -106,6 +106,25 @@ class Consistency {
   // resume), OutOfRange (a step that is not open yet).
   StatusOr<PushVerdict> Push(const std::string& trainer, int64_t epoch, int64_t step);
 
+  // ---- sync pushes in pieces (pserver/step_pieces.h) ----
+  // What Push() would say of a piece of `trainer`'s push for `step`, without counting anything:
+  // kHold for the open step, kDuplicate for a push already counted, kLate, or Push()'s errors.
+  // FailedPrecondition outside sync mode.
+  StatusOr<PushVerdict> CheckPiece(const std::string& trainer, int64_t epoch, int64_t step) const;
+  // A piece of the open step arrived: from now on a trainer that joins takes part from the next
+  // step, as when a push was counted (blocks may already be applied without it).
+  void PieceArrived() { pieces_begun_ = true; }
+  // Whether a dense block may be applied before the open step's barrier, once every trainer of
+  // StepContributors() sent it: only after the group formed (the first barrier) and without
+  // backup trainers (which decide who contributes only when the step closes).
+  bool EarlyApplyAllowed() const {
+    return options_.mode.kind == ConsistencyMode::Kind::kSync && started_ && options_.backup_trainers == 0 &&
+           !applying_;
+  }
+  // sync: whose gradients the open step sums were every one to push: the eligible members and
+  // the trainers whose push is counted, in trainer-id order.
+  std::vector<std::string> StepContributors() const;
+
   // A pull needing version `need` (sync) or made at clock `need` (ssp). Returns true if it may be
   // answered now; false if it waits (a later Ready lists `ticket`). OutOfRange for a sync pull
   // more than one version ahead.
@@ -143,6 +162,8 @@ class Consistency {
   };
 
   void MaybeCompleteBarrier();
+  // Push()'s sync rule for a member `m` (no change).
+  StatusOr<PushVerdict> CheckSyncPush(const std::string& trainer, const Member& m, int64_t step) const;
   void ReleasePulls();
   bool Answerable(int64_t need) const;
   int64_t EligibleCount() const;
@@ -157,6 +178,7 @@ class Consistency {
   // (none: they had none), so Export() leaves uncounted pushes out.
   std::map<std::string, std::optional<LastPush>> held_prev_;
   bool started_ = false;                 // sync: a barrier has completed
+  bool pieces_begun_ = false;            // sync: a piece of the open step arrived
   bool applying_ = false;                // sync: a barrier is out for the shell to apply
   int64_t clock_floor_ = 0;              // ssp: min clock when the last member left
   std::map<uint64_t, int64_t> waiting_;  // ticket -> need

@@ -309,6 +309,51 @@ TEST(ConsistencySyncTest, RandomInterleavingsKeepTheRules) {
   }
 }
 
+TEST(ConsistencySyncTest, PiecesAreCheckedLikePushesWithoutCounting) {
+  auto c = Sync();
+  ASSERT_EQ(*c.Join("0", 1, 0), 0);
+  ASSERT_EQ(*c.Join("1", 1, 0), 0);
+  EXPECT_FALSE(c.EarlyApplyAllowed());  // the group has not formed yet (no barrier)
+  EXPECT_EQ(*c.CheckPiece("0", 1, 0), Consistency::PushVerdict::kHold);
+  EXPECT_EQ(c.CheckPiece("0", 1, 1).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(c.CheckPiece("0", 2, 0).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.CheckPiece("9", 1, 0).status().code(), StatusCode::kFailedPrecondition);
+  ASSERT_TRUE(c.Push("0", 1, 0).ok());
+  ASSERT_TRUE(c.Push("1", 1, 0).ok());
+  ASSERT_TRUE(Drain(c));
+  EXPECT_TRUE(c.EarlyApplyAllowed());
+  EXPECT_EQ(*c.CheckPiece("0", 1, 0), Consistency::PushVerdict::kDuplicate);  // a retry of step 0
+  EXPECT_EQ(c.CheckPiece("0", 1, 0).ok(), true);
+  EXPECT_EQ(c.StepContributors(), (std::vector<std::string>{"0", "1"}));
+  // Checking changed nothing: the barrier still waits for both.
+  EXPECT_EQ(*c.CheckPiece("1", 1, 1), Consistency::PushVerdict::kHold);
+  ASSERT_TRUE(c.Push("0", 1, 1).ok());
+  EXPECT_FALSE(Drain(c));
+  // A trainer that leaves after its push counted still contributes; one joining once a piece
+  // arrived takes part from the next step.
+  c.Leave("0", 1);
+  EXPECT_EQ(c.StepContributors(), (std::vector<std::string>{"0", "1"}));
+  c.PieceArrived();
+  EXPECT_EQ(*c.Join("2", 1, 0), 2);
+  EXPECT_EQ(c.StepContributors(), (std::vector<std::string>{"0", "1"}));
+  ASSERT_TRUE(c.Push("1", 1, 1).ok());
+  ASSERT_TRUE(Drain(c));
+  EXPECT_EQ(c.StepContributors(), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(*c.Join("3", 1, 0), 2);  // no piece of step 2 yet: the open step
+}
+
+TEST(ConsistencySyncTest, NoEarlyApplyWithBackupTrainersOrOutsideSync) {
+  Consistency b({ConsistencyMode{}, 1, 1});
+  ASSERT_TRUE(b.Join("0", 1, 0).ok());
+  ASSERT_TRUE(b.Push("0", 1, 0).ok());
+  ASSERT_TRUE(Drain(b));
+  EXPECT_FALSE(b.EarlyApplyAllowed());
+  auto a = Async();
+  EXPECT_FALSE(a.EarlyApplyAllowed());
+  ASSERT_TRUE(a.Join("0", 1, 0).ok());
+  EXPECT_EQ(a.CheckPiece("0", 1, 0).status().code(), StatusCode::kFailedPrecondition);
+}
+
 TEST(ConsistencyAsyncTest, AppliesOnArrivalAndDeduplicatesRetries) {
   auto c = Async();
   ASSERT_TRUE(c.Join("0", 1, 0).ok());

@@ -381,17 +381,21 @@ void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpoi
     cv_.wait_for(lock, std::chrono::milliseconds(consistent ? 20 : 100), [&] { return stop_ || lost_; });
     if (stop_ || lost_) break;
     lock.unlock();
-    if (consistent) {
-      // The service took the copies at the due versions; write them.
-      if (auto due = service->TakeDueSnapshot()) {
+    // The service took the copies at the due versions (or, for a checkpoint asked for while a
+    // step's blocks were partly applied, at the barrier after it); write them.
+    auto taken = service->TakeDueSnapshot();
+    if (consistent || taken) {
+      if (taken) {
         auto written = Now();
-        const int64_t version = due->version;
-        auto rec = checkpointer->Save(std::move(*due));
+        const int64_t version = taken->version;
+        auto rec = checkpointer->Save(std::move(*taken));
         service->SetCheckpointChain(checkpointer->chain());
         if (rec.ok()) {
           spdlog::info("pserver {}: consistent checkpoint of version {} recorded ({}; {} ms writing)",
                        index_.load(), version, rec->Describe(),
                        std::chrono::duration_cast<std::chrono::milliseconds>(Now() - written).count());
+          last_version = version;
+          last_time = Now();
         } else {
           spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), version,
                         rec.status().ToString());

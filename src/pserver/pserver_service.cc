@@ -202,6 +202,14 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
     }
     auto pull = SegmentList::Read(store_, req.pull(), SegmentList::Use::kPull);
     if (bad.ok() && !pull.ok()) bad = pull.status();
+    // A piece: its numbering is checked here too (nothing is kept when it is refused).
+    std::optional<StepPieces::Arrival> arrival;
+    std::optional<StatusOr<Consistency::PushVerdict>> piece_verdict;
+    if (bad.ok() && req.is_push() && InPieces(req)) {
+      piece_verdict = ArrivePiece(req, *push, &arrival);
+      if (!piece_verdict->ok() && piece_verdict->status().code() == StatusCode::kInvalidArgument)
+        bad = piece_verdict->status();
+    }
     if (!bad.ok()) {
       RefusePush(req, bad, &replies);
       HoldUntilCommitted(&replies);
@@ -212,7 +220,11 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
     int64_t need = req.need();
     int64_t resume = 0;  // a late push: where its trainer goes on
     if (req.is_push()) {
-      auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
+      // A piece that is not the push's last missing one is kept, not counted (kStored).
+      const bool stored = arrival == StepPieces::Arrival::kStored;
+      auto verdict = piece_verdict && (!arrival || stored)
+                         ? *piece_verdict
+                         : consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
       if (!verdict.ok()) {
         int64_t resume = consistency_->ResumeStep(req.trainer());
         HoldUntilCommitted(&replies);
@@ -227,7 +239,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
             "dropped, it goes on from step {}",
             options_.index, req.trainer(), req.step(), resume);
       } else if (*verdict != Consistency::PushVerdict::kDuplicate) {
-        ++counters_.pushes;
+        counters_.pushes += stored ? 0 : 1;
         counters_.bytes_in += static_cast<int64_t>(payload.size);
         if (!req.skipped().empty()) {
           ++counters_.skipped;
@@ -236,19 +248,16 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
         }
       }
       if (*verdict == Consistency::PushVerdict::kHold) {
-        HoldPush(req, std::move(*push), payload);
+        HoldPiece(req, std::move(*push), payload, !stored);
       } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
         const auto start = std::chrono::steady_clock::now();
         ApplyPush(*push, static_cast<const float*>(payload.data), 1.0f / static_cast<float>(req.samples()));
         ObserveApply(start);
       }
+      if (stored) ApplyReadyBlocks(&replies);
       Drain(&replies);
-      if (*verdict == Consistency::PushVerdict::kHold) {
-        // Still waiting for the other trainers: the push keeps a copy of its gradients.
-        PendingPush& p = held_[req.trainer()];
-        if (p.held && p.borrowed) p.payload.assign(p.borrowed, p.borrowed_size);
-        p.borrowed = nullptr;
-      }
+      // Still waiting for the other trainers (or pieces): the push keeps a copy of what it needs.
+      if (*verdict == Consistency::PushVerdict::kHold) KeepBorrowed(req.trainer());
       // With replicas a sync push is answered once it counts (its step applied on every copy):
       // until then a primary that is lost takes it with it, and the trainer must send it again.
       if (replicated() && options_.job.mode.kind == ConsistencyMode::Kind::kSync)
@@ -256,7 +265,24 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
     }
     // A request with `need` and nothing to pull still waits for that version: a sync trainer
     // must not run ahead of a pserver that holds none of the parameters it pulls.
-    if (req.pull_size() > 0 || need > 0) {
+    // A pull of a block already a step ahead waits for the barrier, unless it is a piece's.
+    const bool piece_pull = req.is_push() && InPieces(req);
+    if (mixed() && !piece_pull && PullsAnEarlyBlock(*pull))
+      need = std::max(need, consistency_->version() + 1);
+    if (piece_pull && PieceAnswerable(req, *pull)) {
+      replies.push_back(BuildPullReply(req, *pull, std::move(r)));
+      replies.back().header.set_version(req.need());
+    } else if (piece_pull && req.more_pieces()) {
+      // A piece that is not the last never waits: the trainer's next pieces come on the same
+      // connection, and the barrier may need them.
+      Reply ack;
+      ack.header.set_version(consistency_->version());
+      ack.header.set_min_clock(consistency_->min_clock());
+      ack.header.set_resume_step(resume);
+      ack.header.set_pull_deferred(req.pull_size() > 0);
+      ack.responder = std::move(r);
+      replies.push_back(std::move(ack));
+    } else if (req.pull_size() > 0 || need > 0) {
       uint64_t ticket = next_ticket_++;
       auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), need);
       if (!now.ok()) {
@@ -270,7 +296,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
         replies.back().header.set_resume_step(resume);
       } else {
         auto it = waiting_
-                      .emplace(ticket, PendingPull{req, std::move(*pull), std::move(r),
+                      .emplace(ticket, PendingPull{piece_pull, req, std::move(*pull), std::move(r),
                                                    std::chrono::steady_clock::now()})
                       .first;
         it->second.pull.Rebind(&it->second.request.pull());
@@ -304,28 +330,36 @@ void PserverService::RefusePush(const wire::DataRequest& req, const Status& why,
       ++held_count_;
       if (held_count_ == 1) step_opened_ = std::chrono::steady_clock::now();
     }
+    // Pieces it sent before are dropped with it (blocks already applied keep their share).
+    pieces_.Drop(req.trainer());
+    p.Reset();
     p.held = true;
     p.samples = 0;
-    p.segments.Clear();
-    p.list = SegmentList();
-    p.payload.clear();
-    p.borrowed = nullptr;
   }
   Drain(replies);
 }
 
-void PserverService::HoldPush(wire::DataRequest& req, SegmentList list, ConstBuffer payload) {
-  if (held_count_ == 0) step_opened_ = std::chrono::steady_clock::now();
+void PserverService::HoldPiece(wire::DataRequest& req, SegmentList list, ConstBuffer payload, bool counted) {
+  if (held_count_ == 0 && counted) step_opened_ = std::chrono::steady_clock::now();
   PendingPush& p = held_[req.trainer()];
-  if (!p.held) ++held_count_;
-  p.held = true;
+  if (!p.held && counted) ++held_count_;
+  p.held = counted;
   p.samples = req.samples();
-  p.segments.Swap(req.mutable_push());  // the request's segments are not read after this
-  p.list = std::move(list);
-  p.list.Rebind(&p.segments);
-  p.payload.clear();
-  p.borrowed = static_cast<const char*>(payload.data);
-  p.borrowed_size = payload.size;
+  const int index = req.piece();
+  if (static_cast<int>(p.pieces.size()) <= index) {
+    p.pieces.resize(index + 1);  // moves the pieces: their lists point to their own segments again
+    for (auto& h : p.pieces) h.list.Rebind(&h.segments);
+  }
+  p.used = std::max(p.used, index + 1);
+  HeldPiece& h = p.pieces[index];
+  h.present = true;
+  h.spent = false;
+  h.segments.Swap(req.mutable_push());  // the request's segments are not read after this
+  h.list = std::move(list);
+  h.list.Rebind(&h.segments);
+  h.payload.clear();
+  h.borrowed = static_cast<const char*>(payload.data);
+  h.borrowed_size = payload.size;
 }
 
 void PserverService::ApplyPush(const SegmentList& list, const float* payload, float scale) {
@@ -357,25 +391,31 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
     std::map<std::string, absl::flat_hash_map<uint64_t, size_t>> sparse_index;  // key -> its row in `sparse`
     for (const auto& c : b.contributors) {
       const PendingPush& p = held_[c];
-      const float* payload = p.data();
-      for (const auto& part : p.list.parts()) {
-        const wire::Segment& seg = p.list.segment(part);
-        const float* g = payload + part.offset;
-        if (part.dense) {
-          dense_parts_.push_back({&seg.param(), seg.block(), seg.count(), g});
-          continue;
-        }
-        const int dim = part.dim;
-        auto& [keys, rows] = sparse[seg.param()];
-        auto& index = sparse_index[seg.param()];
-        for (int k = 0; k < seg.keys_size(); ++k) {
-          auto [it, inserted] = index.try_emplace(seg.keys(k), keys.size());
-          if (inserted) {
-            keys.push_back(seg.keys(k));
-            rows.insert(rows.end(), g + k * dim, g + (k + 1) * dim);
-          } else {
-            float* row = rows.data() + it->second * dim;
-            for (int i = 0; i < dim; ++i) row[i] += g[k * dim + i];
+      for (int piece = 0; piece < p.used; ++piece) {
+        const HeldPiece& h = p.pieces[piece];
+        if (!h.present) continue;
+        const float* payload = h.data();
+        for (const auto& part : h.list.parts()) {
+          const wire::Segment& seg = h.list.segment(part);
+          const float* g = payload + part.offset;
+          if (part.dense) {
+            // A block applied before the barrier (every contributor had sent it) is done.
+            if (!mixed() || !pieces_.applied({seg.param(), seg.block()}))
+              dense_parts_.push_back({&seg.param(), seg.block(), seg.count(), g});
+            continue;
+          }
+          const int dim = part.dim;
+          auto& [keys, rows] = sparse[seg.param()];
+          auto& index = sparse_index[seg.param()];
+          for (int k = 0; k < seg.keys_size(); ++k) {
+            auto [it, inserted] = index.try_emplace(seg.keys(k), keys.size());
+            if (inserted) {
+              keys.push_back(seg.keys(k));
+              rows.insert(rows.end(), g + k * dim, g + (k + 1) * dim);
+            } else {
+              float* row = rows.data() + it->second * dim;
+              for (int i = 0; i < dim; ++i) row[i] += g[k * dim + i];
+            }
           }
         }
       }
@@ -420,6 +460,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
     if (p.held) --held_count_;
     p.held = false;
   }
+  ClearPieces();
 }
 
 void PserverService::ObserveApply(std::chrono::steady_clock::time_point start) {
@@ -449,7 +490,8 @@ void PserverService::Drain(std::vector<Reply>* out) {
       ObserveApply(start);
       consistency_->BarrierApplied(ready.barrier->step);
       const int64_t v = consistency_->version();
-      if (options_.snapshot_every > 0 && v % options_.snapshot_every == 0) {
+      if ((options_.snapshot_every > 0 && v % options_.snapshot_every == 0) || snapshot_wanted_) {
+        snapshot_wanted_ = false;
         if (due_snapshot_) {
           spdlog::warn("pserver {}: the checkpoint of version {} was not written before version {} was due",
                        options_.index, due_snapshot_->version, v);

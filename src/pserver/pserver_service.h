@@ -41,6 +41,7 @@
 #include "pserver/export_cuts.h"
 #include "pserver/segment_list.h"
 #include "pserver/shard_store.h"
+#include "pserver/step_pieces.h"
 #include "tessera/data.pb.h"
 #include "transport/transport.h"
 
@@ -162,20 +163,36 @@ class PserverService : public RequestHandler {
   Counters counters() const;
 
  private:
-  // A trainer's push held for the open sync step. Entries stay in held_ between steps (`held`
-  // says whether one is waiting) so their buffers are reused instead of allocated every step.
-  struct PendingPush {
-    bool held = false;
-    int64_t samples = 0;
+  // One piece of a trainer's push held for the open sync step (a push not in pieces is piece 0).
+  struct HeldPiece {
+    bool present = false;
+    // Every dense block in it was applied before the barrier and it holds no sparse rows: its
+    // gradients are not needed again (and not copied).
+    bool spent = false;
     google::protobuf::RepeatedPtrField<wire::Segment> segments;
     SegmentList list;  // over `segments`
     std::string payload;
-    // The request's own payload while the request is being handled (HandleData): a push that
-    // closes its step there is applied from it without a copy; one still held after is copied
-    // into `payload`.
+    // The request's own payload while the request is being handled (HandleData): a piece used up
+    // there (its step closed, or its blocks applied) is never copied; one still needed after is
+    // copied into `payload`.
     const char* borrowed = nullptr;
     size_t borrowed_size = 0;
     const float* data() const { return reinterpret_cast<const float*>(borrowed ? borrowed : payload.data()); }
+  };
+  // A trainer's push for the open sync step. Entries stay in held_ between steps so their
+  // buffers are reused instead of allocated every step.
+  struct PendingPush {
+    bool held = false;  // the push counts (every piece arrived); the barrier sums it
+    int64_t samples = 0;
+    std::vector<HeldPiece> pieces;  // by piece index
+    int used = 0;                   // pieces[0, used) may be present
+    void Reset() {
+      for (int i = 0; i < used; ++i) {
+        pieces[i].present = pieces[i].spent = false;
+        pieces[i].borrowed = nullptr;
+      }
+      used = 0;
+    }
   };
   // One dense gradient block of one contributor, while a barrier sums them.
   struct DensePart {
@@ -185,6 +202,7 @@ class PserverService : public RequestHandler {
     const float* grad;
   };
   struct PendingPull {
+    bool piece = false;  // a piece's pull: may be answered once its blocks are applied
     wire::DataRequest request;
     SegmentList pull;  // over request.pull()
     std::unique_ptr<Responder> responder;
@@ -229,8 +247,29 @@ class PserverService : public RequestHandler {
   // step where the consistency rule takes it, so the version moves on as on the other pservers.
   // REQUIRES: mu_ held.
   void RefusePush(const wire::DataRequest& req, const Status& why, std::vector<Reply>* replies) REQUIRES(mu_);
-  // Holds a sync push (its segments are swapped out of `req`). REQUIRES: mu_ held.
-  void HoldPush(wire::DataRequest& req, SegmentList list, ConstBuffer payload) REQUIRES(mu_);
+  // Keeps a sync push or one piece of it for the open step (its segments are swapped out of
+  // `req`); `counted`: the push is now complete. REQUIRES: mu_ held.
+  void HoldPiece(wire::DataRequest& req, SegmentList list, ConstBuffer payload, bool counted) REQUIRES(mu_);
+  // ---- Pushes in pieces (pserver_service_pieces.cc) ----
+  static bool InPieces(const wire::DataRequest& req) { return req.piece() != 0 || req.more_pieces(); }
+  // The first check of a piece (before anything changes): CheckPiece, then StepPieces::Arrive.
+  // Sets *arrival for a piece that is kept. REQUIRES: mu_ held.
+  StatusOr<Consistency::PushVerdict> ArrivePiece(const wire::DataRequest& req, const SegmentList& list,
+                                                 std::optional<StepPieces::Arrival>* arrival) REQUIRES(mu_);
+  // Applies the dense blocks every contributor of the open step has sent (StepPieces) and
+  // answers the pieces' pulls that wait only for them. REQUIRES: mu_ held.
+  void ApplyReadyBlocks(std::vector<Reply>* out) REQUIRES(mu_);
+  // A piece's pull may be answered before the barrier: it needs the next version and pulls only
+  // dense blocks applied early. REQUIRES: mu_ held.
+  bool PieceAnswerable(const wire::DataRequest& req, const SegmentList& pull) const REQUIRES(mu_);
+  // A pull of a block applied early for the open step must wait for the barrier (the version it
+  // needs is older than the block's values). REQUIRES: mu_ held.
+  bool PullsAnEarlyBlock(const SegmentList& pull) const REQUIRES(mu_);
+  // Copies what the pieces of `trainer` still need from the request being handled. REQUIRES: mu_.
+  void KeepBorrowed(const std::string& trainer) REQUIRES(mu_);
+  // The step's blocks applied before its barrier, and the pieces held for it, are forgotten.
+  void ClearPieces() REQUIRES(mu_);
+  bool mixed() const REQUIRES(mu_) { return pieces_.any_applied(); }
   // Runs what the consistency machine says (barriers, released pulls). REQUIRES: mu_ held.
   void Drain(std::vector<Reply>* out) REQUIRES(mu_);
   void ApplyBarrier(const Consistency::Barrier& b) REQUIRES(mu_);
@@ -263,6 +302,11 @@ class PserverService : public RequestHandler {
   bool refill_logged_ GUARDED_BY(mu_) = false;
   std::map<std::string, PendingPush> held_ GUARDED_BY(mu_);  // sync: pushes held for the open step
   int held_count_ GUARDED_BY(mu_) = 0;                       // entries of held_ with `held` set
+  // sync: the open step's pushes in pieces, and its blocks applied before the barrier.
+  StepPieces pieces_ GUARDED_BY(mu_);
+  // A checkpoint asked for while some blocks were ahead of the version (mixed()): taken at the
+  // next barrier instead, as a due snapshot.
+  bool snapshot_wanted_ GUARDED_BY(mu_) = false;
   std::map<uint64_t, PendingPull> waiting_ GUARDED_BY(mu_);
   uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
   // Sync barrier accumulators and the list of parts to sum, reused every step.

@@ -146,6 +146,11 @@ Checkpoint PserverService::CheckpointLocked() {
 StatusOr<Checkpoint> PserverService::SnapshotForCheckpoint(const std::string& job) {
   MutexLock lock(&mu_);
   if (!initialized_) return Status::FailedPrecondition("not initialized yet");
+  if (mixed()) {
+    // Some blocks are already a step ahead (pushes in pieces): the copy is taken at the barrier.
+    snapshot_wanted_ = true;
+    return Status::Unavailable("a step is half applied; the copy is taken at its barrier");
+  }
   Checkpoint c = CheckpointLocked();
   c.job = job;
   return c;

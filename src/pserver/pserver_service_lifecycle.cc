@@ -16,6 +16,7 @@ void PserverService::TrainerLeft(const std::string& trainer, int64_t epoch) {
       spdlog::info("trainer {} (epoch {}) left pserver {}'s group at version {}", trainer, epoch,
                    options_.index, consistency_->version());
     }
+    ApplyReadyBlocks(&replies);  // blocks that waited only for it
     Drain(&replies);
     HoldUntilCommitted(&replies);
   }

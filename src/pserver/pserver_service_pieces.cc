@@ -1,0 +1,143 @@
+// PserverService: sync pushes in pieces (see step_pieces.h and docs/protocol.md, "Pushes in
+// pieces"). A trainer sends its push as its gradients become ready; a dense block every
+// contributor of the open step has sent is applied at once (their gradients summed in trainer-id
+// order with the step's scale, as the barrier would), and a piece that pulls only such blocks is
+// answered then, so the trainer's next forward pass starts while the rest of the step arrives.
+// While some blocks are ahead of the version ("mixed"), anything that must see one version
+// (another pull of those blocks, a checkpoint, an export cut) waits for the barrier.
+// Not with replicas or elastic shards (their records and handovers are per step): there the
+// pieces are held and applied at the barrier.
+#include <spdlog/spdlog.h>
+
+#include "pserver/pserver_service.h"
+
+namespace tessera {
+
+StatusOr<Consistency::PushVerdict> PserverService::ArrivePiece(const wire::DataRequest& req,
+                                                               const SegmentList& list,
+                                                               std::optional<StepPieces::Arrival>* arrival) {
+  if (replicated() || options_.job.backup_trainers > 0) {
+    // Replicas and elastic shards count a push per step (its record, its handover), and backup
+    // trainers decide who contributes when a step closes: whole pushes only.
+    return Status::InvalidArgument(
+        "a push in pieces is not taken by a job with " +
+        std::string(replicated() ? "replicated or elastic shards" : "backup trainers") +
+        "; send the step's push whole");
+  }
+  TESSERA_ASSIGN_OR_RETURN(auto verdict,
+                           consistency_->CheckPiece(req.trainer(), req.trainer_epoch(), req.step()));
+  if (verdict != Consistency::PushVerdict::kHold) return verdict;
+  std::vector<StepPieces::Block> blocks;
+  for (const auto& part : list.parts()) {
+    if (part.dense) blocks.push_back({list.segment(part).param(), list.segment(part).block()});
+  }
+  TESSERA_ASSIGN_OR_RETURN(
+      auto a, pieces_.Arrive(req.trainer(), req.piece(), !req.more_pieces(), req.samples(), blocks));
+  if (a == StepPieces::Arrival::kDuplicate) return Consistency::PushVerdict::kDuplicate;
+  consistency_->PieceArrived();
+  *arrival = a;
+  return verdict;
+}
+
+void PserverService::ApplyReadyBlocks(std::vector<Reply>* out) {
+  if (replicated() || pieces_.empty() || !consistency_->EarlyApplyAllowed()) return;
+  const std::vector<std::string> contributors = consistency_->StepContributors();
+  auto ready = pieces_.TakeReady(contributors);
+  if (ready.empty()) return;
+  const auto start = std::chrono::steady_clock::now();
+  int64_t total = 0;
+  for (const auto& c : contributors) total += pieces_.samples(c);
+  dense_updates_.clear();
+  for (const auto& r : ready) {
+    const std::string* param = nullptr;
+    int64_t count = 0;
+    std::vector<const float*> grads;
+    for (const auto& [trainer, piece] : r.senders) {
+      const HeldPiece& h = held_[trainer].pieces[piece];
+      for (const auto& part : h.list.parts()) {
+        const wire::Segment& seg = h.list.segment(part);
+        if (part.dense && seg.block() == r.block.block && seg.param() == r.block.param) {
+          param = &seg.param();
+          count = seg.count();
+          grads.push_back(h.data() + part.offset);
+          break;
+        }
+      }
+    }
+    if (grads.empty() || total <= 0) continue;
+    if (grads.size() == 1) {
+      dense_updates_.push_back({param, r.block.block, grads[0]});
+      continue;
+    }
+    // The senders' gradients summed in trainer-id order, as the barrier sums them.
+    auto& acc = dense_acc_[{r.block.param, r.block.block}];
+    acc.assign(grads[0], grads[0] + count);
+    float* __restrict a = acc.data();
+    for (size_t k = 1; k < grads.size(); ++k) {
+      const float* __restrict g = grads[k];
+      for (int64_t e = 0; e < count; ++e) a[e] += g[e];
+    }
+    dense_updates_.push_back({param, r.block.block, a});
+  }
+  if (!dense_updates_.empty()) {
+    store_.ApplyDenseMany(dense_updates_, 1.0f / static_cast<float>(total));
+    ObserveApply(start);
+  }
+  // Pieces whose every block is applied and that hold no sparse rows are not needed again.
+  for (auto& [trainer, p] : held_) {
+    for (int i = 0; i < p.used; ++i) {
+      HeldPiece& h = p.pieces[i];
+      if (!h.present || h.spent) continue;
+      bool spent = true;
+      for (const auto& part : h.list.parts()) {
+        spent = spent && part.dense &&
+                pieces_.applied({h.list.segment(part).param(), h.list.segment(part).block()});
+      }
+      h.spent = spent;
+    }
+  }
+  // The pieces' pulls that waited only for these blocks.
+  for (auto it = waiting_.begin(); it != waiting_.end();) {
+    if (it->second.piece && PieceAnswerable(it->second.request, it->second.pull)) {
+      consistency_->CancelPull(it->first);
+      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder)));
+      out->back().header.set_version(it->second.request.need());
+      it = waiting_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+bool PserverService::PieceAnswerable(const wire::DataRequest& req, const SegmentList& pull) const {
+  if (!mixed() || pull.parts().empty() || req.need() != consistency_->version() + 1) return false;
+  for (const auto& part : pull.parts()) {
+    if (!part.dense || !pieces_.applied({pull.segment(part).param(), pull.segment(part).block()}))
+      return false;
+  }
+  return true;
+}
+
+bool PserverService::PullsAnEarlyBlock(const SegmentList& pull) const {
+  for (const auto& part : pull.parts()) {
+    if (part.dense && pieces_.applied({pull.segment(part).param(), pull.segment(part).block()})) return true;
+  }
+  return false;
+}
+
+void PserverService::KeepBorrowed(const std::string& trainer) {
+  auto it = held_.find(trainer);
+  if (it == held_.end()) return;
+  for (int i = 0; i < it->second.used; ++i) {
+    HeldPiece& h = it->second.pieces[i];
+    if (h.borrowed && h.present && !h.spent) h.payload.assign(h.borrowed, h.borrowed_size);
+    h.borrowed = nullptr;
+  }
+}
+
+void PserverService::ClearPieces() {
+  for (auto& [trainer, p] : held_) p.Reset();
+  pieces_.Clear();
+}
+
+}  // namespace tessera

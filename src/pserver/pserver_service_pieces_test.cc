@@ -1,0 +1,249 @@
+// PserverService with sync pushes in pieces, without a network: the bits equal whole pushes'
+// (Adam, two trainers, pieces in any order), a block every trainer has sent is applied and its
+// pieces' pulls answered before the barrier, while other pulls of it, checkpoints and export cuts
+// wait for the barrier; bad pieces are refused and the step still closes.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "job/wire_convert.h"
+#include "pserver/pserver_service.h"
+#include "tessera/data.pb.h"
+
+namespace tessera {
+namespace {
+
+// A reply that may come after the call returned (a pull waiting for its version).
+struct Answer {
+  bool sent = false;
+  wire::DataReply reply;
+  std::vector<float> values;
+};
+
+class Keep : public Responder {
+ public:
+  explicit Keep(std::shared_ptr<Answer> a) : a_(std::move(a)) {}
+  MutableBuffer Allocate(size_t bytes) override {
+    buf_.resize(bytes);
+    return {buf_.data(), bytes};
+  }
+  void Send(std::string_view header, std::span<const ConstBuffer> payload) override {
+    a_->reply.ParseFromArray(header.data(), static_cast<int>(header.size()));
+    for (const auto& b : payload) {
+      const float* f = static_cast<const float*>(b.data);
+      a_->values.insert(a_->values.end(), f, f + b.size / sizeof(float));
+    }
+    a_->sent = true;
+  }
+
+ private:
+  std::shared_ptr<Answer> a_;
+  std::string buf_;
+};
+
+constexpr int kBlocks = 3, kBlock = 4;
+
+// One pserver holding "w" (12 floats in 3 blocks of 4, Adam), sync, trainers "a" and "b".
+class Shard {
+ public:
+  Shard() {
+    PserverServiceOptions o;
+    o.job.pservers = 1;
+    o.job.token = "tok";
+    o.job.min_trainers = 2;
+    o.job.block_size = kBlock;
+    o.job.optimizer = *OptimizerConfig::Parse("adam:lr=0.1");
+    o.slots = SlotMap::RoundRobin(o.job.slots, 1);
+    o.apply_threads = 1;
+    service_ = std::make_unique<PserverService>(o);
+  }
+  wire::DataRequest Request(wire::DataRequest::Op op, const std::string& trainer) {
+    wire::DataRequest r;
+    r.set_op(op);
+    r.set_job_token("tok");
+    r.set_trainer(trainer);
+    r.set_trainer_epoch(trainer == "a" ? 11 : 12);
+    return r;
+  }
+  std::shared_ptr<Answer> Call(const wire::DataRequest& r, const std::vector<float>& payload = {}) {
+    auto a = std::make_shared<Answer>();
+    std::string h = r.SerializeAsString();
+    service_->Handle(h, ConstBuffer{payload.data(), payload.size() * sizeof(float)},
+                     std::make_unique<Keep>(a));
+    return a;
+  }
+  static wire::Segment Block(int b) {
+    wire::Segment s;
+    s.set_param("w");
+    s.set_block(b);
+    s.set_count(kBlock);
+    return s;
+  }
+  void Start() {
+    auto init = Request(wire::DataRequest::INIT, "a");
+    auto* spec = init.add_params();
+    spec->set_name("w");
+    spec->set_size(kBlocks * kBlock);
+    *spec->mutable_optimizer() = ToWire(*OptimizerConfig::Parse("adam:lr=0.1"));
+    std::vector<float> w;
+    for (int b = 0; b < kBlocks; ++b) {
+      *init.add_push() = Block(b);
+      for (int i = 0; i < kBlock; ++i) w.push_back(0.5f * static_cast<float>(b * kBlock + i));
+    }
+    ASSERT_EQ(Call(init, w)->reply.code(), 0);
+    ASSERT_EQ(Call(Request(wire::DataRequest::INIT_DONE, "a"))->reply.code(), 0);
+    for (const char* t : {"a", "b"})
+      ASSERT_EQ(Call(Request(wire::DataRequest::JOIN, t))->reply.code(), 0) << t;
+  }
+  // A push (or piece) of `blocks` with gradients g(block) and a pull of the same blocks.
+  std::shared_ptr<Answer> Push(const std::string& trainer, int64_t step, std::vector<int> blocks,
+                               const std::function<std::vector<float>(int)>& g, int piece = 0,
+                               bool more = false, int64_t samples = 3) {
+    auto r = Request(wire::DataRequest::DATA, trainer);
+    r.set_is_push(true);
+    r.set_step(step);
+    r.set_need(step + 1);
+    r.set_samples(samples);
+    r.set_piece(piece);
+    r.set_more_pieces(more);
+    std::vector<float> payload;
+    for (int b : blocks) {
+      *r.add_push() = Block(b);
+      *r.add_pull() = Block(b);
+      auto x = g(b);
+      payload.insert(payload.end(), x.begin(), x.end());
+    }
+    return Call(r, payload);
+  }
+  std::shared_ptr<Answer> Pull(std::vector<int> blocks, int64_t need) {
+    auto r = Request(wire::DataRequest::DATA, "a");
+    r.set_need(need);
+    for (int b : blocks) *r.add_pull() = Block(b);
+    return Call(r);
+  }
+  std::vector<float> Values() {
+    auto a = Pull({0, 1, 2}, 0);
+    EXPECT_TRUE(a->sent);
+    return a->values;
+  }
+  int64_t Version() { return Call(Request(wire::DataRequest::STATUS, "a"))->reply.version(); }
+  PserverService& service() { return *service_; }
+
+ private:
+  std::unique_ptr<PserverService> service_;
+};
+
+std::vector<float> Grad(const std::string& trainer, int64_t step, int block) {
+  std::vector<float> g;
+  for (int i = 0; i < kBlock; ++i) {
+    g.push_back(std::sin(static_cast<float>(step * 31 + block * 7 + i) + (trainer == "a" ? 0.3f : 1.7f)));
+  }
+  return g;
+}
+
+TEST(PserverPiecesTest, PiecesInAnyOrderGiveTheBitsOfWholePushes) {
+  Shard whole, pieces;
+  ASSERT_NO_FATAL_FAILURE(whole.Start());
+  ASSERT_NO_FATAL_FAILURE(pieces.Start());
+  for (int64_t step = 0; step < 6; ++step) {
+    auto ga = [&](int b) { return Grad("a", step, b); };
+    auto gb = [&](int b) { return Grad("b", step, b); };
+    ASSERT_EQ(whole.Push("a", step, {0, 1, 2}, ga)->reply.code(), 0);
+    ASSERT_EQ(whole.Push("b", step, {0, 1, 2}, gb)->reply.code(), 0);
+    // a: {2} {0} {1, last}; b: {0, 1} {} {2, last}, interleaved (step 0 forms the group: held).
+    std::vector<std::shared_ptr<Answer>> answers;
+    answers.push_back(pieces.Push("a", step, {2}, ga, 0, true));
+    answers.push_back(pieces.Push("b", step, {0, 1}, gb, 0, true));
+    answers.push_back(pieces.Push("a", step, {0}, ga, 1, true));
+    answers.push_back(pieces.Push("b", step, {}, gb, 1, true));
+    answers.push_back(pieces.Push("b", step, {2}, gb, 2, false));
+    answers.push_back(pieces.Push("a", step, {1}, ga, 2, false));
+    for (const auto& a : answers) {
+      ASSERT_TRUE(a->sent) << "step " << step;
+      ASSERT_EQ(a->reply.code(), 0) << a->reply.message();
+    }
+    EXPECT_EQ(pieces.Version(), step + 1);
+    const auto w = whole.Values(), p = pieces.Values();
+    ASSERT_EQ(w.size(), p.size());
+    EXPECT_EQ(std::memcmp(w.data(), p.data(), w.size() * sizeof(float)), 0) << "step " << step;
+  }
+}
+
+TEST(PserverPiecesTest, ABlockEveryTrainerSentIsAppliedAndAnsweredBeforeTheBarrier) {
+  Shard s;
+  ASSERT_NO_FATAL_FAILURE(s.Start());
+  auto g = [](int) { return std::vector<float>(kBlock, 1.0f); };
+  ASSERT_EQ(s.Push("a", 0, {0, 1, 2}, g)->reply.code(), 0);
+  ASSERT_EQ(s.Push("b", 0, {0, 1, 2}, g)->reply.code(), 0);
+  ASSERT_EQ(s.Version(), 1);
+  const auto before = s.Values();
+
+  // A piece never waits: b has not sent block 0, so a's pull of it is deferred to its last piece.
+  auto a0 = s.Push("a", 1, {0}, g, 0, true);
+  ASSERT_TRUE(a0->sent);
+  EXPECT_EQ(a0->reply.code(), 0);
+  EXPECT_TRUE(a0->reply.pull_deferred());
+  EXPECT_TRUE(a0->values.empty());
+  // b's piece completes block 0: applied now, and b's pull of it answered at the next version.
+  auto b0 = s.Push("b", 1, {0}, g, 0, true);
+  ASSERT_TRUE(b0->sent);
+  EXPECT_FALSE(b0->reply.pull_deferred());
+  EXPECT_EQ(b0->reply.version(), 2);
+  EXPECT_EQ(s.Version(), 1);  // the step is still open
+  ASSERT_EQ(b0->values.size(), static_cast<size_t>(kBlock));
+  EXPECT_NE(b0->values[0], before[0]);
+  // Another pull of block 0 waits for the barrier; one of block 1 answers at once, unchanged.
+  auto late = s.Pull({0}, 1);
+  EXPECT_FALSE(late->sent);
+  auto other = s.Pull({1}, 1);
+  ASSERT_TRUE(other->sent);
+  EXPECT_EQ(other->values, std::vector<float>(before.begin() + kBlock, before.begin() + 2 * kBlock));
+  // An export cut of the current version has passed; a checkpoint is taken at the barrier.
+  auto cut = s.Request(wire::DataRequest::EXPORT_CUT, "export");
+  cut.set_export_id(3);
+  cut.set_step(1);
+  EXPECT_EQ(s.Call(cut)->reply.reason(), wire::DataReply::CUT_PASSED);
+  EXPECT_EQ(s.service().SnapshotForCheckpoint("job").status().code(), StatusCode::kUnavailable);
+  EXPECT_FALSE(s.service().TakeDueSnapshot());
+
+  auto a1 = s.Push("a", 1, {1, 2}, g, 1, false);
+  EXPECT_FALSE(a1->sent);  // blocks 1 and 2 wait for b
+  EXPECT_EQ(s.Version(), 1);
+  auto b1 = s.Push("b", 1, {1, 2}, g, 1, false);
+  ASSERT_TRUE(b1->sent && a1->sent);
+  EXPECT_EQ(a1->reply.version(), 2);
+  EXPECT_EQ(s.Version(), 2);
+  ASSERT_TRUE(late->sent);
+  EXPECT_EQ(late->reply.version(), 2);
+  EXPECT_EQ(late->values, b0->values);
+  auto snap = s.service().TakeDueSnapshot();
+  ASSERT_TRUE(snap);
+  EXPECT_EQ(snap->version, 2);
+  EXPECT_TRUE(s.service().SnapshotForCheckpoint("job").ok());
+}
+
+TEST(PserverPiecesTest, ABadPieceIsRefusedAndTheStepClosesWithoutTheRestOfItsPush) {
+  Shard s;
+  ASSERT_NO_FATAL_FAILURE(s.Start());
+  auto g = [](int) { return std::vector<float>(kBlock, 1.0f); };
+  ASSERT_EQ(s.Push("a", 0, {0, 1, 2}, g)->reply.code(), 0);
+  ASSERT_EQ(s.Push("b", 0, {0, 1, 2}, g)->reply.code(), 0);
+  auto b0 = s.Push("b", 1, {0}, g, 0, true);
+  EXPECT_TRUE(b0->reply.pull_deferred());  // a has not sent block 0
+  auto bad = s.Push("b", 1, {1}, g, 1, true, /*samples=*/4);
+  ASSERT_TRUE(bad->sent);
+  EXPECT_EQ(bad->reply.reason(), wire::DataReply::BAD_REQUEST);
+  EXPECT_NE(bad->reply.message().find("sums 4 samples, its earlier pieces 3"), std::string::npos)
+      << bad->reply.message();
+  auto dup = s.Push("a", 1, {0, 1, 2}, g);
+  ASSERT_TRUE(dup->sent);
+  EXPECT_EQ(dup->reply.code(), 0) << dup->reply.message();
+  EXPECT_EQ(s.Version(), 2);  // b's push counted as refused (empty)
+  auto range = s.Push("a", 2, {0}, g, StepPieces::kMaxPieces, true);
+  EXPECT_EQ(range->reply.reason(), wire::DataReply::BAD_REQUEST);
+}
+
+}  // namespace
+}  // namespace tessera
