@@ -29,18 +29,23 @@ class InProcessClient : public Client {
   Status Initialize() override { return Status::OK(); }
   Handle Pull() override { return Done(); }
   Handle Push(const Gradients& g) override { return PushPull(g); }
-  Handle PushPull(const Gradients& g) override {
-    ++t_;
+  Handle PushPull(const Gradients& g) override { return PushPiece(g, true, true); }
+  // Each piece (or range) is applied as it comes, the step counted once.
+  Handle PushPiece(const Gradients& g, bool last, bool) override {
+    if (!in_step_) ++t_;
+    in_step_ = !last;
     for (const auto& d : g.dense) {
       for (auto& p : params_) {
         if (p.name == d.name) {
-          ApplyUpdate(opt_, p.values, d.grad.data(), 1.0f / static_cast<float>(g.samples), p.size,
-                      p.s1.data(), p.s2.data(), t_);
+          const size_t at = static_cast<size_t>(d.offset);
+          ApplyUpdate(opt_, p.values + at, d.grad.data(), 1.0f / static_cast<float>(g.samples), d.grad.size(),
+                      p.s1.data() + at, p.s2.data() + at, t_);
         }
       }
     }
     return Done();
   }
+  int64_t block_size() const override { return int64_t{1} << 16; }
   Handle SparsePull(const std::string&, std::span<const uint64_t>, float*) override { return Done(); }
   StatusOr<int> SparseDim(const std::string& t) const override { return Status::NotFound(t); }
   int64_t step() const override { return t_; }
@@ -65,6 +70,7 @@ class InProcessClient : public Client {
   OptimizerConfig opt_;
   std::vector<Param> params_;
   int64_t t_ = 0;
+  bool in_step_ = false;
   std::string id_ = "0";
 };
 

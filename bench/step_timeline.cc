@@ -71,20 +71,29 @@ StatusOr<PserverTimes> PserverSeconds(Cluster& c, const std::string& job, int ps
 }
 
 // Trains one pass of `records` through `client` (already declared and initialized).
+// `pieces`: the model pushes in pieces as backward computes them (Model::StepInPieces; compute
+// then includes handing the pieces over, and exchange is what is left to wait for after it).
 StatusOr<Timeline> Train(models::Model& model, Client& client, const std::vector<std::string>& records,
-                         int batch, int warmup_steps) {
+                         int batch, int warmup_steps, bool pieces = false) {
   Timeline t;
   std::vector<std::string> b;
   for (size_t i = 0, step = 0; i < records.size(); i += batch, ++step) {
     b.assign(records.begin() + i, records.begin() + std::min(records.size(), i + batch));
     Gradients g;
     const auto t0 = Now();
-    TESSERA_ASSIGN_OR_RETURN(auto r, model.Step(client, b, &g));
-    g.samples = r.samples;
-    const auto t1 = Now();
-    Handle h = client.PushPull(g);
-    const auto t2 = Now();
-    TESSERA_RETURN_IF_ERROR(h.Wait());
+    auto t1 = t0, t2 = t0;
+    if (pieces) {
+      TESSERA_RETURN_IF_ERROR(model.StepInPieces(client, b).status());
+      t1 = t2 = Now();
+      TESSERA_RETURN_IF_ERROR(model.Settle());
+    } else {
+      TESSERA_ASSIGN_OR_RETURN(auto r, model.Step(client, b, &g));
+      g.samples = r.samples;
+      t1 = Now();
+      Handle h = client.PushPull(g);
+      t2 = Now();
+      TESSERA_RETURN_IF_ERROR(h.Wait());
+    }
     const auto t3 = Now();
     if (static_cast<int>(step) < warmup_steps) continue;
     ++t.steps;
@@ -99,6 +108,7 @@ StatusOr<std::unique_ptr<models::Model>> Mlp(int hidden, int batch) {
   models::ModelOptions mo;
   mo.batch_size = batch;
   mo.args["hidden"] = std::to_string(hidden);
+  mo.args["pieces"] = "1";  // Train() chooses: StepInPieces, or Step and one push
   return models::MakeModel("mlp", mo);
 }
 
@@ -249,26 +259,29 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
   }
   for (int pservers : {1, 2}) {
     for (const char* transport : {"shm", "tcp"}) {
-      StatusOr<Timeline> r = [&]() -> StatusOr<Timeline> {
-        TESSERA_ASSIGN_OR_RETURN(auto job, StartJob(c, pservers, "sync", false, opt));
-        TESSERA_ASSIGN_OR_RETURN(auto client, Connect(c, job, transport));
-        TESSERA_ASSIGN_OR_RETURN(auto model, Mlp(hidden, batch));
-        TESSERA_RETURN_IF_ERROR(model->Declare(*client));
-        TESSERA_RETURN_IF_ERROR(client->Initialize());
-        // The warm-up steps are inside Train: the pservers' sums are read after a short pass.
-        std::vector<std::string> warm(records.begin(), records.begin() + static_cast<size_t>(warmup) * batch);
-        TESSERA_RETURN_IF_ERROR(Train(*model, *client, warm, batch, warmup).status());
-        TESSERA_ASSIGN_OR_RETURN(PserverTimes before, PserverSeconds(c, job, pservers));
-        TESSERA_ASSIGN_OR_RETURN(Timeline t, Train(*model, *client, records, batch, 0));
-        TESSERA_ASSIGN_OR_RETURN(PserverTimes after, PserverSeconds(c, job, pservers));
-        t.apply = after.apply - before.apply;
-        t.handle = after.handle - before.handle;
-        (void)client->Close();
-        return t;
-      }();
-      Row("Tessera, " + std::string(transport) + ", 1 trainer, " + std::to_string(pservers) + " pserver" +
-              (pservers > 1 ? "s" : "") + " (sync)",
-          r, true);
+      for (bool pieces : {false, true}) {
+        StatusOr<Timeline> r = [&]() -> StatusOr<Timeline> {
+          TESSERA_ASSIGN_OR_RETURN(auto job, StartJob(c, pservers, "sync", false, opt));
+          TESSERA_ASSIGN_OR_RETURN(auto client, Connect(c, job, transport));
+          TESSERA_ASSIGN_OR_RETURN(auto model, Mlp(hidden, batch));
+          TESSERA_RETURN_IF_ERROR(model->Declare(*client));
+          TESSERA_RETURN_IF_ERROR(client->Initialize());
+          // The warm-up steps are inside Train: the pservers' sums are read after a short pass.
+          std::vector<std::string> warm(records.begin(),
+                                        records.begin() + static_cast<size_t>(warmup) * batch);
+          TESSERA_RETURN_IF_ERROR(Train(*model, *client, warm, batch, warmup, pieces).status());
+          TESSERA_ASSIGN_OR_RETURN(PserverTimes before, PserverSeconds(c, job, pservers));
+          TESSERA_ASSIGN_OR_RETURN(Timeline t, Train(*model, *client, records, batch, 0, pieces));
+          TESSERA_ASSIGN_OR_RETURN(PserverTimes after, PserverSeconds(c, job, pservers));
+          t.apply = after.apply - before.apply;
+          t.handle = after.handle - before.handle;
+          (void)client->Close();
+          return t;
+        }();
+        Row("Tessera, " + std::string(transport) + ", 1 trainer, " + std::to_string(pservers) + " pserver" +
+                (pservers > 1 ? "s" : "") + (pieces ? " (sync, pushed in pieces)" : " (sync, one push)"),
+            r, true);
+      }
     }
   }
   for (auto& p : c.pservers) p->Terminate(std::chrono::seconds(5));

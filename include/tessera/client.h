@@ -91,7 +91,8 @@ class Handle {
 struct Gradients {
   struct DenseGrad {
     std::string name;
-    std::span<const float> grad;  // same length as the parameter
+    std::span<const float> grad;  // same length as the parameter (or the range, see DenseRange)
+    int64_t offset = 0;           // a range: the parameter's elements [offset, offset + grad.size())
   };
   struct SparseGrad {
     std::string table;
@@ -103,6 +104,11 @@ struct Gradients {
   int64_t samples = 0;
 
   void Dense(std::string name, std::span<const float> g) { dense.push_back({std::move(name), g}); }
+  // Part of a parameter's gradient, for Client::PushPiece: elements [offset, offset + g.size()),
+  // which start at a multiple of Client::block_size() and end at one or at the parameter's end.
+  void DenseRange(std::string name, int64_t offset, std::span<const float> g) {
+    dense.push_back({std::move(name), g, offset});
+  }
   void Sparse(std::string table, std::span<const uint64_t> keys, std::span<const float> g) {
     sparse.push_back({std::move(table), keys, g});
   }
@@ -136,6 +142,23 @@ class Client {
   virtual Handle Push(const Gradients& grads) = 0;
   // Pushes this step's gradients and pulls the dense parameters of the next version.
   virtual Handle PushPull(const Gradients& grads) = 0;
+  // Pushes this step's gradients in pieces, as backward produces them, so they travel (and are
+  // applied) while the rest is computed: call it for each piece, `last` on the step's last one;
+  // every piece carries the step's sample count. The step advances after the last piece.
+  // With `pull`, the piece's dense blocks are pulled back at the next version, and its Handle
+  // completes once they are in the buffers: at once when every trainer's gradient for them is in
+  // (the pservers apply such blocks before the step's barrier), else with the last piece, whose
+  // Handle completes when every dense parameter holds the next version. So the next forward pass
+  // may wait for each piece's Handle just before it uses that piece's parameters.
+  // A piece's gradient buffers must stay untouched until its Handle completes. Sync jobs send the
+  // pieces as they come; async and ssp jobs, replicated or elastic shards and backup trainers
+  // take one push per step, so there the pieces are gathered (copied) and sent with the last.
+  // A piece holding NaN or infinity drops the rest of the step's push (the job's policy says
+  // what Wait() returns); blocks already applied keep this trainer's earlier pieces.
+  virtual Handle PushPiece(const Gradients& piece, bool last, bool pull) = 0;
+  // Elements per dense block: the unit of a range in a piece (Gradients::DenseRange).
+  virtual int64_t block_size() const = 0;
+
   // Pulls rows of a sparse table for `keys` into out[keys.size() * dim].
   virtual Handle SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) = 0;
 

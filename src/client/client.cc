@@ -179,7 +179,7 @@ Status ClientImpl::WaitForTrainers(int n, std::chrono::milliseconds timeout) {
                                   "] at revision " + std::to_string(seen.revision) + ")");
 }
 
-Handle ClientImpl::DoPush(const Gradients& grads, bool pull) {
+Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep) {
   if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
   if (lease_lost_) return Failed(LeaseLost());
   if (Status s = Realign(); !s.ok()) return Failed(s);
@@ -207,6 +207,7 @@ Handle ClientImpl::DoPush(const Gradients& grads, bool pull) {
   for (auto& c : calls) {
     c->req.set_step(step);
     if (pull) c->req.set_need(PullNeed(step + 1));
+    if (keep) c->before = [keep](LinkCall&) {};
   }
   Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome);
   RaiseStep(step + 1);

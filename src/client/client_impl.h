@@ -9,6 +9,7 @@
 
 #include <atomic>
 #include <functional>
+#include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -33,13 +34,15 @@ class ClientImpl : public Client, public PserverLink::Owner {
 
   // ---- Client (client.cc) ----
   Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig* opt) override;
-  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init, const OptimizerConfig* opt,
-                   const TableLimits* limits) override;
+  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
+                   const OptimizerConfig* opt, const TableLimits* limits) override;
   Status Initialize() override;  // client_join.cc
   Handle Pull() override;
   Handle Push(const Gradients& grads) override { return DoPush(grads, /*pull=*/false); }
   Handle PushPull(const Gradients& grads) override { return DoPush(grads, /*pull=*/true); }
   Handle SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) override;
+  Handle PushPiece(const Gradients& piece, bool last, bool pull) override;  // client_pieces.cc
+  int64_t block_size() const override { return job_.block_size; }
   StatusOr<int> SparseDim(const std::string& table) const override;
   int64_t step() const override { return step_.load(); }
   const std::string& trainer_id() const override { return id_; }
@@ -69,12 +72,35 @@ class ClientImpl : public Client, public PserverLink::Owner {
   Status JoinAll(const Deadline& d);
   Status Realign();
 
+  // ---- client_pieces.cc ----
+  // Whether pieces go to the pservers as they come (sync, no replicas, no elastic shards, no
+  // backup trainers); elsewhere they are gathered into one push.
+  bool PiecesOnWire() const;
+  Handle GatherPiece(const Gradients& piece, bool last, bool pull);
+  // The step pushed in pieces, from its first piece to its last.
+  struct PieceStep {
+    bool open = false;
+    int64_t step = 0;
+    std::vector<int> next;  // per pserver: the next piece's index there
+    // Per pserver: the dense blocks pulled back with values during the step (written by the
+    // link's thread, read by the last piece's `before`, on the same link after them).
+    std::vector<std::shared_ptr<std::vector<RequestBuilder::BlockRef>>> received;
+    bool dropped = false;  // a piece held NaN/Inf: the rest of the step's push is not sent
+    Handle dropped_handle;
+    // Gathered pieces (not on the wire): whole dense gradients and sparse rows.
+    std::map<std::string, std::vector<float>> dense;
+    std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> sparse;
+    int64_t samples = 0;
+  };
+  PieceStep piece_;
+
   // ---- client.cc ----
   Status OnEveryLink(const std::function<Status(PserverLink&)>& fn);
   int64_t PullNeed(int64_t step) const;
   std::vector<std::unique_ptr<LinkCall>> NewCalls() const;
   static Handle Failed(const Status& s);
-  Handle DoPush(const Gradients& grads, bool pull);
+  // `keep`: what the gradients' buffers belong to, kept until the requests are done.
+  Handle DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep = nullptr);
   // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
   Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true,
                   const Status* dropped = nullptr);

@@ -66,8 +66,10 @@ uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::millis
   auto fn = [this, call, timeout, recover, done = std::move(done)] {
     Deadline deadline(timeout);
     int64_t resume = -1;
+    if (call->before) call->before(*call);
     auto r = Run(*call, deadline, recover, &resume);
     if (r.ok() && call->after) call->after();
+    if (r.ok() && call->after_reply) call->after_reply(*r);
     done(r.status(), r.ok() ? *r : wire::DataReply(), resume);
   };
   uint64_t id;
@@ -207,7 +209,9 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     }
     Status s = ReplyStatus(reply);
     if (s.ok()) {
-      if (result->payload_bytes != TotalSize(call.reply)) {
+      // A piece's pull that the pserver left for the last piece (pull_deferred) has no values.
+      if (result->payload_bytes != TotalSize(call.reply) &&
+          !(reply.pull_deferred() && result->payload_bytes == 0)) {
         return Status::DataLoss("pserver " + std::to_string(index_) + " sent " +
                                 std::to_string(result->payload_bytes) + " payload bytes for a pull of " +
                                 std::to_string(TotalSize(call.reply)));
@@ -223,13 +227,30 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
         std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
         continue;
       case wire::DataReply::NOT_INITIALIZED:
+      case wire::DataReply::NOT_JOINED: {
         if (!recover) return s;
-        if (Status r = owner_->Reinitialize(*this, deadline, RequestStep(call.req)); !r.ok()) last = r;
+        const int64_t step = RequestStep(call.req);
+        Status r = reply.reason() == wire::DataReply::NOT_INITIALIZED
+                       ? owner_->Reinitialize(*this, deadline, step)
+                       : owner_->Rejoin(*this, deadline, step);
+        if (!r.ok()) {
+          last = r;
+          continue;
+        }
+        if (call.req.is_push() && call.req.piece() > 0) {
+          // The pserver lost this step's earlier pieces (it restarted): the trainer's push for the
+          // step cannot be completed there, so the trainer goes on from the next step.
+          if (Status j = owner_->Rejoin(*this, deadline, step + 1); !j.ok()) {
+            last = j;
+            continue;
+          }
+          if (resume_step) *resume_step = step + 1;
+          return Status::Aborted(
+              "pserver " + std::to_string(index_) + " restarted during step " + std::to_string(step) +
+              " and lost this trainer's earlier pieces; resume at step " + std::to_string(step + 1));
+        }
         continue;
-      case wire::DataReply::NOT_JOINED:
-        if (!recover) return s;
-        if (Status r = owner_->Rejoin(*this, deadline, RequestStep(call.req)); !r.ok()) last = r;
-        continue;
+      }
       case wire::DataReply::STEP_CLOSED:
         if (resume_step) *resume_step = reply.resume_step();
         return Status::Aborted("pserver " + std::to_string(index_) + ": " + s.message());

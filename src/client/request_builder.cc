@@ -66,7 +66,7 @@ Status RequestBuilder::AddSparse(const std::string& name, int dim, const Initial
 std::string RequestBuilder::FindNonFinite(const Gradients& grads) const {
   for (const auto& g : grads.dense) {
     int64_t at = FirstNonFinite(g.grad.data(), g.grad.size());
-    if (at >= 0) return "'" + g.name + "' element " + std::to_string(at);
+    if (at >= 0) return "'" + g.name + "' element " + std::to_string(at + g.offset);
   }
   for (const auto& s : grads.sparse) {
     int64_t at = FirstNonFinite(s.grads.data(), s.grads.size());
@@ -87,13 +87,30 @@ void RequestBuilder::AddSkippedPush(const std::string& why,
   }
 }
 
-Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls) const {
+Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls,
+                               bool ranges, std::vector<std::vector<BlockRef>>* pushed) const {
   // Check everything before building anything.
   for (const auto& g : grads.dense) {
     auto it = dense_index_.find(g.name);
     if (it == dense_index_.end())
       return Status::InvalidArgument("push: unknown dense parameter '" + g.name + "'");
-    if (g.grad.size() != dense_[it->second].size) {
+    const DenseParamInfo& d = dense_[it->second];
+    if (ranges && (g.offset != 0 || g.grad.size() != d.size)) {
+      const int64_t end = g.offset + static_cast<int64_t>(g.grad.size());
+      if (g.offset < 0 || end > static_cast<int64_t>(d.size) || g.grad.empty() ||
+          g.offset % job_.block_size != 0 ||
+          (end % job_.block_size != 0 && end != static_cast<int64_t>(d.size))) {
+        return Status::InvalidArgument(
+            "push: the range [" + std::to_string(g.offset) + ", " + std::to_string(end) + ") of '" + g.name +
+            "' (" + std::to_string(d.size) + " elements) does not start and end at blocks of " +
+            std::to_string(job_.block_size) + " elements");
+      }
+      continue;
+    }
+    if (g.offset != 0) {
+      return Status::InvalidArgument("push: a range of '" + g.name + "' needs a push in pieces (PushPiece)");
+    }
+    if (g.grad.size() != d.size) {
       return Status::InvalidArgument("push: gradient of '" + g.name + "' has " +
                                      std::to_string(g.grad.size()) + " elements, the parameter has " +
                                      std::to_string(dense_[it->second].size));
@@ -118,14 +135,19 @@ Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_p
     (*calls)[p]->req.set_is_push(true);
     (*calls)[p]->req.set_samples(grads.samples);
   }
+  if (pushed) pushed->assign(slots_.pservers(), {});
   for (const auto& g : grads.dense) {
-    const DenseParamInfo& d = dense_[dense_index_.at(g.name)];
+    const size_t index = dense_index_.at(g.name);
+    const DenseParamInfo& d = dense_[index];
+    const int64_t end = g.offset + static_cast<int64_t>(g.grad.size());
     for (int p = 0; p < slots_.pservers(); ++p) {
       LinkCall& c = *(*calls)[p];
       for (int64_t b : d.blocks_of[p]) {
+        if (d.layout.begin(b) < g.offset || d.layout.begin(b) >= end) continue;
         *c.req.add_push() = DenseSegment(d.name, b, d.layout.length(b));
-        c.payload.push_back(
-            {g.grad.data() + d.layout.begin(b), static_cast<size_t>(d.layout.length(b)) * sizeof(float)});
+        c.payload.push_back({g.grad.data() + (d.layout.begin(b) - g.offset),
+                             static_cast<size_t>(d.layout.length(b)) * sizeof(float)});
+        if (pushed) (*pushed)[p].push_back({index, b});
       }
     }
   }
@@ -190,6 +212,23 @@ void RequestBuilder::AddDensePull(std::vector<std::unique_ptr<LinkCall>>* calls)
       }
     }
   }
+}
+
+void RequestBuilder::AddDensePullBlocks(std::span<const BlockRef> blocks, LinkCall* call) const {
+  for (const auto& r : blocks) {
+    const DenseParamInfo& d = dense_[r.param];
+    *call->req.add_pull() = DenseSegment(d.name, r.block, d.layout.length(r.block));
+    call->reply.push_back(
+        {d.values + d.layout.begin(r.block), static_cast<size_t>(d.layout.length(r.block)) * sizeof(float)});
+  }
+}
+
+std::vector<RequestBuilder::BlockRef> RequestBuilder::DenseBlocksOf(int p) const {
+  std::vector<BlockRef> out;
+  for (size_t i = 0; i < dense_.size(); ++i) {
+    for (int64_t b : dense_[i].blocks_of[p]) out.push_back({i, b});
+  }
+  return out;
 }
 
 Status RequestBuilder::AddSparsePull(const std::string& table, std::span<const uint64_t> keys, float* out,

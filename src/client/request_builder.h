@@ -6,6 +6,7 @@
 #pragma once
 
 #include <atomic>
+#include <compare>
 #include <functional>
 #include <memory>
 #include <span>
@@ -47,6 +48,10 @@ struct LinkCall {
   std::vector<float> send_scratch;  // sparse gradient rows gathered for this pserver
   std::vector<float> recv_scratch;  // sparse rows pulled, before they are scattered
   std::function<void()> after;      // runs after a successful reply
+  // Run by the link: `before` just before the call is first sent (after every call queued before
+  // it on the link finished), `after_reply` with a successful reply.
+  std::function<void(LinkCall&)> before;
+  std::function<void(const wire::DataReply&)> after_reply;
 };
 
 class RequestBuilder {
@@ -54,14 +59,26 @@ class RequestBuilder {
   RequestBuilder(const JobConfig& job, const SlotMap& slots);
 
   Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig& opt);
-  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init, const OptimizerConfig& opt,
-                   const TableLimits& limits = {});
+  Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
+                   const OptimizerConfig& opt, const TableLimits& limits = {});
   const std::vector<DenseParamInfo>& dense() const { return dense_; }
   const std::vector<SparseTableInfo>& sparse() const { return sparse_; }
 
   // Adds this step's push (dense blocks and sparse rows for pserver p) to calls[p]. Checks names
-  // and sizes first: InvalidArgument names the parameter.
-  Status AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls) const;
+  // and sizes first: InvalidArgument names the parameter. With `ranges`, a dense gradient may
+  // cover whole blocks of its parameter (Gradients::DenseRange); `pushed` (if given) gets, per
+  // pserver, the dense blocks added.
+  struct BlockRef {
+    size_t param = 0;  // index in dense()
+    int64_t block = 0;
+    auto operator<=>(const BlockRef&) const = default;
+  };
+  Status AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls, bool ranges = false,
+                 std::vector<std::vector<BlockRef>>* pushed = nullptr) const;
+  // Adds a pull of `blocks` (dense blocks pserver `call` holds) into their value buffers.
+  void AddDensePullBlocks(std::span<const BlockRef> blocks, LinkCall* call) const;
+  // Every dense block pserver p holds.
+  std::vector<BlockRef> DenseBlocksOf(int p) const;
   // Where the first NaN or infinity among the gradients is ("'w' element 17", "'emb' row of key
   // 42"), or "" when every value is finite. A scan at about the speed of reading the memory.
   std::string FindNonFinite(const Gradients& grads) const;

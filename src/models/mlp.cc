@@ -3,6 +3,7 @@
 // (10). Cost: cross-entropy summed over the batch. Evaluation: accuracy and mean loss.
 #include <Eigen/Dense>
 #include <cmath>
+#include <functional>
 #include <random>
 
 #include "models/model.h"
@@ -51,32 +52,46 @@ class Mlp : public Model {
   }
 
   StatusOr<StepResult> Step(Client&, const std::vector<std::string>& records, Gradients* grads) override {
-    RowMat x;
-    std::vector<int> y;
-    TESSERA_RETURN_IF_ERROR(Decode(records, &x, &y));
-    const int64_t b = x.rows();
-    MatMap W1(w1_.data(), inputs_, hidden_), W2(w2_.data(), hidden_, classes_);
-    Eigen::Map<Vec> B1(b1_.data(), hidden_), B2(b2_.data(), classes_);
-    RowMat z1 = (x * W1).rowwise() + B1;
-    RowMat a1 = z1.cwiseMax(0.0f);
-    RowMat p = (a1 * W2).rowwise() + B2;
-    double cost = Softmax(&p, y);
-    for (int64_t i = 0; i < b; ++i) p(i, y[i]) -= 1.0f;  // dLoss/dLogits, summed over the batch
-    MatMap GW1(g_w1_.data(), inputs_, hidden_), GW2(g_w2_.data(), hidden_, classes_);
-    Eigen::Map<Vec> GB1(g_b1_.data(), hidden_), GB2(g_b2_.data(), classes_);
-    GW2.noalias() = a1.transpose() * p;
-    GB2 = p.colwise().sum();
-    RowMat da1 = p * W2.transpose();
-    da1 = da1.cwiseProduct((z1.array() > 0.0f).cast<float>().matrix());
-    GW1.noalias() = x.transpose() * da1;
-    GB1 = da1.colwise().sum();
+    TESSERA_ASSIGN_OR_RETURN(StepResult r, Compute(records, nullptr, 0));
     grads->Dense("w1", g_w1_);
     grads->Dense("b1", g_b1_);
     grads->Dense("w2", g_w2_);
     grads->Dense("b2", g_b2_);
-    return StepResult{cost, b};
+    return r;
   }
 
+  bool pushes_in_pieces() const override { return opts_.Int("pieces", 0) != 0; }
+  // Pieces: {w2, b2, b1} as soon as backward has them, then w1 in ranges of whole blocks, each
+  // pushed as soon as it is computed (the pserver applies one while the next is computed).
+  StatusOr<StepResult> StepInPieces(Client& client, const std::vector<std::string>& records) override {
+    TESSERA_RETURN_IF_ERROR(Settle());
+    int64_t samples = 0;
+    auto send = [&](int64_t row_begin, int64_t row_end, bool last) {
+      Gradients g;
+      g.samples = samples;
+      if (row_begin < 0) {
+        g.Dense("w2", g_w2_);
+        g.Dense("b2", g_b2_);
+        g.Dense("b1", g_b1_);
+      } else {
+        const int64_t at = row_begin * hidden_;
+        g.DenseRange("w1", at, std::span<const float>(g_w1_.data() + at, (row_end - row_begin) * hidden_));
+      }
+      in_flight_.push_back(client.PushPiece(g, last, /*pull=*/true));
+    };
+    samples = static_cast<int64_t>(records.size());
+    return Compute(records, send, client.block_size());
+  }
+
+  Status Settle() override {
+    Status first;
+    for (const Handle& h : in_flight_) {
+      Status s = h.Wait();
+      if (first.ok() && !s.ok()) first = s;
+    }
+    in_flight_.clear();
+    return first;
+  }
   StatusOr<std::vector<Metric>> Evaluate(Client&, dataset::DatasetReader& eval) override {
     int64_t correct = 0, total = 0;
     double loss = 0;
@@ -125,6 +140,52 @@ class Mlp : public Model {
     return Status::OK();
   }
 
+  // Forward and backward of one batch into the gradient buffers. The gradient of w1 is computed
+  // in ranges of rows that are whole blocks of `block_size` elements (one range when hidden does
+  // not divide it); with `send`, each part is handed over as soon as it is computed: send(-1, -1,
+  // false) for w2, b2 and b1, then send(first_row, end_row, last) for each range of w1. Without,
+  // the same arithmetic (the same bits).
+  using Send = std::function<void(int64_t, int64_t, bool)>;
+  StatusOr<StepResult> Compute(const std::vector<std::string>& records, const Send& send,
+                               int64_t block_size) {
+    RowMat x;
+    std::vector<int> y;
+    TESSERA_RETURN_IF_ERROR(Decode(records, &x, &y));
+    const int64_t b = x.rows();
+    MatMap W1(w1_.data(), inputs_, hidden_), W2(w2_.data(), hidden_, classes_);
+    Eigen::Map<Vec> B1(b1_.data(), hidden_), B2(b2_.data(), classes_);
+    RowMat z1 = (x * W1).rowwise() + B1;
+    RowMat a1 = z1.cwiseMax(0.0f);
+    RowMat p = (a1 * W2).rowwise() + B2;
+    double cost = Softmax(&p, y);
+    for (int64_t i = 0; i < b; ++i) p(i, y[i]) -= 1.0f;  // dLoss/dLogits, summed over the batch
+    MatMap GW1(g_w1_.data(), inputs_, hidden_), GW2(g_w2_.data(), hidden_, classes_);
+    Eigen::Map<Vec> GB1(g_b1_.data(), hidden_), GB2(g_b2_.data(), classes_);
+    GW2.noalias() = a1.transpose() * p;
+    GB2 = p.colwise().sum();
+    RowMat da1 = p * W2.transpose();
+    da1 = da1.cwiseProduct((z1.array() > 0.0f).cast<float>().matrix());
+    GB1 = da1.colwise().sum();
+    if (send) send(-1, -1, false);
+    const int64_t rows = RowsPerRange(block_size);
+    for (int64_t r0 = 0; r0 < inputs_; r0 += rows) {
+      const int64_t n = std::min(rows, inputs_ - r0);
+      GW1.middleRows(r0, n).noalias() = x.middleCols(r0, n).transpose() * da1;
+      if (send) send(r0, r0 + n, r0 + n >= inputs_);
+    }
+    return StepResult{cost, b};
+  }
+
+  // Rows of w1 in one range of the gradient: whole blocks of the job (64 Ki elements = 256 rows
+  // of 256 by default), at least 64 rows, or all of them.
+  int64_t RowsPerRange(int64_t block_size) const {
+    if (block_size <= 0) block_size = int64_t{1} << 16;
+    if (block_size % hidden_ != 0) return inputs_;
+    int64_t rows = block_size / hidden_;
+    while (rows < 64) rows *= 2;
+    return rows;
+  }
+
   // Turns logits into probabilities in place; returns the summed cross-entropy.
   static double Softmax(RowMat* p, const std::vector<int>& y) {
     double cost = 0;
@@ -145,6 +206,7 @@ class Mlp : public Model {
   using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
   AlignedFloats w1_, b1_, w2_, b2_;
   AlignedFloats g_w1_, g_b1_, g_w2_, g_b2_;
+  std::vector<Handle> in_flight_;  // the pieces of the last StepInPieces
 };
 
 }  // namespace

@@ -48,6 +48,18 @@ class Model {
   };
   virtual StatusOr<StepResult> Step(Client& client, const std::vector<std::string>& records,
                                     Gradients* grads) = 0;
+  // Models that push their gradients in pieces as backward produces them (Client::PushPiece), so
+  // the pservers apply one piece while the next is computed, say so; the trainer loop then calls
+  // StepInPieces, then Settle, instead of Step and PushPull.
+  virtual bool pushes_in_pieces() const { return false; }
+  // Computes the batch's gradients and pushes them in pieces, pulling each piece's parameters back.
+  virtual StatusOr<StepResult> StepInPieces(Client& client, const std::vector<std::string>& records) {
+    (void)client;
+    (void)records;
+    return Status::Unimplemented(name() + " does not push in pieces");
+  }
+  // Waits until every piece pushed is done (the parameters hold the next version); the first error.
+  virtual Status Settle() { return Status::OK(); }
   // Evaluates the current parameters on a data set (read directly, not through tasks).
   virtual StatusOr<std::vector<Metric>> Evaluate(Client& client, dataset::DatasetReader& eval) = 0;
 };

@@ -79,10 +79,22 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
       if (!done) TESSERA_RETURN_IF_ERROR(session->Idle());
       continue;
     }
-    Gradients grads;
-    TESSERA_ASSIGN_OR_RETURN(Model::StepResult r, model->Step(*client, batch, &grads));
-    grads.samples = r.samples;
-    Status s = client->PushPull(grads).Wait();
+    Model::StepResult r;
+    Status s;
+    if (model->pushes_in_pieces()) {
+      // The gradients go in pieces as backward computes them; the step is done once every
+      // piece is back (the batch's records are acknowledged only then).
+      auto stepped = model->StepInPieces(*client, batch);
+      if (!stepped.ok() && stepped.status().code() != StatusCode::kAborted) return stepped.status();
+      if (stepped.ok()) r = *stepped;
+      s = stepped.ok() ? model->Settle() : stepped.status();
+      if (!stepped.ok()) (void)model->Settle();
+    } else {
+      Gradients grads;
+      TESSERA_ASSIGN_OR_RETURN(r, model->Step(*client, batch, &grads));
+      grads.samples = r.samples;
+      s = client->PushPull(grads).Wait();
+    }
     if (s.code() == StatusCode::kAborted) {
       // The step closed without us (the group changed): this batch's gradient was dropped.
       spdlog::warn("step {} closed without trainer {}'s gradient: {}", client->step(), me, s.message());

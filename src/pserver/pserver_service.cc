@@ -205,7 +205,9 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
     // A piece: its numbering is checked here too (nothing is kept when it is refused).
     std::optional<StepPieces::Arrival> arrival;
     std::optional<StatusOr<Consistency::PushVerdict>> piece_verdict;
-    if (bad.ok() && req.is_push() && InPieces(req)) {
+    // A piece standing for a dropped gradient (skipped) ends the push without what it sent.
+    const bool drop_pieces = req.is_push() && InPieces(req) && !req.skipped().empty();
+    if (bad.ok() && req.is_push() && InPieces(req) && !drop_pieces) {
       piece_verdict = ArrivePiece(req, *push, &arrival);
       if (!piece_verdict->ok() && piece_verdict->status().code() == StatusCode::kInvalidArgument)
         bad = piece_verdict->status();
@@ -222,6 +224,10 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
     if (req.is_push()) {
       // A piece that is not the push's last missing one is kept, not counted (kStored).
       const bool stored = arrival == StepPieces::Arrival::kStored;
+      if (drop_pieces && consistency_->CheckPiece(req.trainer(), req.trainer_epoch(), req.step()).ok()) {
+        pieces_.Drop(req.trainer());
+        if (auto h = held_.find(req.trainer()); h != held_.end()) h->second.Reset();
+      }
       auto verdict = piece_verdict && (!arrival || stored)
                          ? *piece_verdict
                          : consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());

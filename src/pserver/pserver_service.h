@@ -259,8 +259,8 @@ class PserverService : public RequestHandler {
   // Applies the dense blocks every contributor of the open step has sent (StepPieces) and
   // answers the pieces' pulls that wait only for them. REQUIRES: mu_ held.
   void ApplyReadyBlocks(std::vector<Reply>* out) REQUIRES(mu_);
-  // A piece's pull may be answered before the barrier: it needs the next version and pulls only
-  // dense blocks applied early. REQUIRES: mu_ held.
+  // A piece's pull may be answered before the barrier: it is not the last piece, needs the next
+  // version and pulls only dense blocks applied early. REQUIRES: mu_ held.
   bool PieceAnswerable(const wire::DataRequest& req, const SegmentList& pull) const REQUIRES(mu_);
   // A pull of a block applied early for the open step must wait for the barrier (the version it
   // needs is older than the block's values). REQUIRES: mu_ held.

@@ -110,7 +110,10 @@ void PserverService::ApplyReadyBlocks(std::vector<Reply>* out) {
 }
 
 bool PserverService::PieceAnswerable(const wire::DataRequest& req, const SegmentList& pull) const {
-  if (!mixed() || pull.parts().empty() || req.need() != consistency_->version() + 1) return false;
+  // The last piece waits for the barrier: its answer tells the trainer the step is closed here,
+  // and only then may it send pieces of the next step.
+  if (!req.more_pieces() || !mixed() || pull.parts().empty() || req.need() != consistency_->version() + 1)
+    return false;
   for (const auto& part : pull.parts()) {
     if (!part.dense || !pieces_.applied({pull.segment(part).param(), pull.segment(part).block()}))
       return false;

@@ -222,6 +222,24 @@ TEST(PserverPiecesTest, ABlockEveryTrainerSentIsAppliedAndAnsweredBeforeTheBarri
   ASSERT_TRUE(snap);
   EXPECT_EQ(snap->version, 2);
   EXPECT_TRUE(s.service().SnapshotForCheckpoint("job").ok());
+
+  // The last piece waits for the barrier even when every block it pulls was applied early: its
+  // answer lets the trainer go on to the next step, which this pserver has not opened yet.
+  ASSERT_TRUE(s.Push("a", 2, {0, 1, 2}, g, 0, true)->sent);
+  ASSERT_TRUE(s.Push("b", 2, {0, 1, 2}, g, 0, true)->sent);  // every block applied
+  auto last = s.Request(wire::DataRequest::DATA, "a");
+  last.set_is_push(true);
+  last.set_step(2);
+  last.set_need(3);
+  last.set_samples(3);
+  last.set_piece(1);
+  *last.add_pull() = Shard::Block(0);
+  auto a_last = s.Call(last);
+  EXPECT_FALSE(a_last->sent);
+  ASSERT_TRUE(s.Push("b", 2, {}, g, 1, false)->sent);
+  ASSERT_TRUE(a_last->sent);
+  EXPECT_EQ(a_last->reply.version(), 3);
+  EXPECT_EQ(s.Version(), 3);
 }
 
 TEST(PserverPiecesTest, ABadPieceIsRefusedAndTheStepClosesWithoutTheRestOfItsPush) {
