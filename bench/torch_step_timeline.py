@@ -1,10 +1,14 @@
 #!/usr/bin/python3
-"""Where a PyTorch trainer's step goes (step_timeline, issue 23): the MLP 784-H-10 with batch 64,
-one torch thread. Run as every trainer of a `tessera local --trainer-cmd` job, it times each
+"""Where a PyTorch trainer's step goes (step_timeline, issue 23): the MLP 784-H-H-10 with batch
+64, one torch thread. Run as every trainer of a `tessera local --trainer-cmd` job, it times each
 step's phases (the batch read and decoded, forward with the loss, zero_grad and backward,
 tessera's step: the gradients scaled and pushed, the pservers' work, the parameters pulled back
-in place) and writes the means (ms) to $TESSERA_RUN_DIR/timeline-$TESSERA_TRAINER_ID.json. With
---alone --store S, the same steps in one process with torch.optim.Adam; prints the JSON."""
+in place) and writes the means (ms) to $TESSERA_RUN_DIR/timeline-$TESSERA_TRAINER_ID.json; with
+--overlap the gradients are pushed during backward (tessera.Optimizer(overlap=True)). With
+--alone --store S, the same steps in one process with torch.optim.Adam; prints the JSON. With
+--ddp --store S (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set), one rank of PyTorch
+DistributedDataParallel over gloo, each rank taking every WORLD_SIZE-th batch; rank 0 prints the
+JSON."""
 import argparse
 import json
 import os
@@ -20,7 +24,8 @@ WARMUP = 50  # steps not timed
 
 def model(hidden):
     torch.manual_seed(0)
-    return torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
+    return torch.nn.Sequential(torch.nn.Linear(784, hidden), torch.nn.ReLU(), torch.nn.Linear(hidden, hidden),
+                               torch.nn.ReLU(), torch.nn.Linear(hidden, 10))
 
 
 def to_tensors(batch):
@@ -28,7 +33,7 @@ def to_tensors(batch):
     return torch.from_numpy(pixels).float().div_(255.0), torch.from_numpy(labels)
 
 
-def timed_loop(batches, step_fn, net):
+def timed_loop(batches, step_fn, net, backward_fn=None):
     """Runs every batch; returns the mean ms of each phase over the timed steps."""
     sums = {"data": 0.0, "forward": 0.0, "backward": 0.0, "step": 0.0}
     steps = 0
@@ -45,7 +50,10 @@ def timed_loop(batches, step_fn, net):
         t2 = time.perf_counter()
         for p in net.parameters():
             p.grad = None
-        loss.backward()
+        if backward_fn:
+            backward_fn(len(y), loss)
+        else:
+            loss.backward()
         t3 = time.perf_counter()
         step_fn(len(y), loss)
         t4 = time.perf_counter()
@@ -66,6 +74,9 @@ def main():
     ap.add_argument("--batch", type=int, default=64)
     ap.add_argument("--alone", action="store_true", help="one process, no Tessera (needs --store)")
     ap.add_argument("--store", default=None)
+    ap.add_argument("--overlap", action="store_true", help="push the gradients during backward")
+    ap.add_argument("--bucket-bytes", type=int, default=1 << 20, help="with --overlap: the smallest piece")
+    ap.add_argument("--ddp", action="store_true", help="one rank of DistributedDataParallel (gloo; needs --store)")
     a = ap.parse_args()
     torch.set_num_threads(1)
     net = model(a.hidden)
@@ -74,9 +85,23 @@ def main():
         batches = list(tessera.reader("fm", store=a.store).batches(a.batch))
         print(json.dumps(timed_loop(batches, lambda n, loss: opt.step(), net)), flush=True)
         return 0
+    if a.ddp:
+        import torch.distributed as dist
+        dist.init_process_group("gloo")
+        rank, size = dist.get_rank(), dist.get_world_size()
+        ddp = torch.nn.parallel.DistributedDataParallel(net)
+        opt = torch.optim.Adam(ddp.parameters(), lr=0.001)
+        batches = list(tessera.reader("fm", store=a.store).batches(a.batch))
+        mine = batches[rank::size][:len(batches) // size]  # the same number of steps on every rank
+        out = timed_loop(mine, lambda n, loss: opt.step(), ddp)
+        if rank == 0:
+            print(json.dumps(out), flush=True)
+        dist.destroy_process_group()
+        return 0
     tessera.init()
-    opt = tessera.Optimizer(net)
-    out = timed_loop(tessera.reader().batches(a.batch), lambda n, loss: opt.step(samples=n), net)
+    opt = tessera.Optimizer(net, overlap=a.overlap, bucket_bytes=a.bucket_bytes)
+    backward = (lambda n, loss: opt.backward(loss, n)) if a.overlap else None
+    out = timed_loop(tessera.reader().batches(a.batch), lambda n, loss: opt.step(samples=n), net, backward)
     path = os.path.join(os.environ["TESSERA_RUN_DIR"], "timeline-%s.json" % os.environ["TESSERA_TRAINER_ID"])
     with open(path + ".tmp", "w") as f:
         json.dump(out, f)

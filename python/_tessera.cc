@@ -163,6 +163,56 @@ class PySession {
     return !h.skipped();  // a gradient with NaN or infinity was dropped
   }
 
+  // One piece of the step's push (Client::PushPiece, pulling its parameters back); the arrays
+  // stay referenced until Settle().
+  void PushPiece(const py::list& dense, const py::list& sparse, int64_t samples, bool last) {
+    if (samples < 0) throw py::value_error("samples is negative");
+    Gradients g;
+    for (const auto& item : dense) {
+      auto t = item.cast<py::tuple>();
+      std::string name = t[0].cast<std::string>();
+      FloatArray a = FloatView(t[1], "gradient of '" + name + "'", false);
+      g.Dense(name, std::span<const float>(a.data(), static_cast<size_t>(a.size())));
+      piece_keep_.push_back(a);
+    }
+    for (const auto& item : sparse) {
+      auto t = item.cast<py::tuple>();
+      std::string table = t[0].cast<std::string>();
+      KeyArray k = KeyView(t[1], "keys of '" + table + "'");
+      FloatArray a = FloatView(t[2], "gradient rows of '" + table + "'", false);
+      g.Sparse(table, std::span<const uint64_t>(k.data(), static_cast<size_t>(k.size())),
+               std::span<const float>(a.data(), static_cast<size_t>(a.size())));
+      piece_keep_.push_back(k);
+      piece_keep_.push_back(a);
+    }
+    g.samples = samples;
+    py::gil_scoped_release release;
+    pieces_.push_back(session_->client().PushPiece(g, last, /*pull=*/true));
+  }
+
+  // Waits for every piece pushed since the last Settle: as push_pull returns.
+  bool Settle() {
+    Status first;
+    bool skipped = false;
+    {
+      py::gil_scoped_release release;
+      for (const Handle& h : pieces_) {
+        Status s = h.Wait();
+        if (first.ok() && !s.ok()) first = s;
+        skipped = skipped || h.skipped();
+      }
+      pieces_.clear();
+    }
+    piece_keep_.clear();
+    if (first.code() == StatusCode::kAborted) {
+      py::gil_scoped_release release;
+      Check(session_->client().Pull().Wait());
+      return false;
+    }
+    Check(first);
+    return !skipped;
+  }
+
   void SparsePull(const std::string& table, py::object keys, py::object out) {
     KeyArray k = KeyView(keys, "keys of '" + table + "'");
     FloatArray o = FloatView(out, "rows of '" + table + "'", true);
@@ -230,6 +280,8 @@ class PySession {
 
  private:
   std::unique_ptr<api::Session> session_;
+  std::vector<Handle> pieces_;          // pushed since the last Settle()
+  std::vector<py::object> piece_keep_;  // their arrays
   std::vector<std::pair<std::string, FloatArray>> dense_;
   std::string record_;
 };
@@ -397,6 +449,9 @@ PYBIND11_MODULE(_tessera, m) {
       .def("initialize", &PySession::Initialize)
       .def("pull", &PySession::Pull)
       .def("push_pull", &PySession::PushPull, py::arg("dense"), py::arg("sparse"), py::arg("samples"))
+      .def("push_piece", &PySession::PushPiece, py::arg("dense"), py::arg("sparse"), py::arg("samples"),
+           py::arg("last"))
+      .def("settle", &PySession::Settle)
       .def("sparse_pull", &PySession::SparsePull, py::arg("table"), py::arg("keys"), py::arg("out"))
       .def("next_record", &PySession::NextRecord)
       .def("trained", &PySession::Trained)

@@ -287,22 +287,79 @@ class Optimizer:
 
     step(samples, cost) pushes this batch's gradients and pulls the next parameters in place.
     Gradients are taken as means over `samples` (the usual loss reduction); say loss="sum" if
-    yours are sums. step() scales the .grad tensors in place (to sums) before sending them. The model's tensors must stay where they are (no .to() or re-assignment)."""
+    yours are sums. step() scales the .grad tensors in place (to sums) before sending them. The model's tensors must stay where they are (no .to() or re-assignment).
 
-    def __init__(self, model, optimizer=None, embeddings=(), loss="mean"):
+    overlap=True pushes the gradients during backward instead: call opt.backward(loss, samples)
+    in place of loss.backward(), then step(samples, cost). Each parameter's gradient is sent (in
+    buckets of at least `bucket_bytes`) as soon as autograd has it, and the pservers apply a
+    parameter every trainer has sent before the step's barrier; step() then waits for the rest.
+    The .grad tensors are left as autograd made them."""
+
+    def __init__(self, model, optimizer=None, embeddings=(), loss="mean", overlap=False, bucket_bytes=1 << 20):
         if loss not in ("mean", "sum"):
             raise ValueError("loss must be 'mean' or 'sum', got %r" % loss)
+        if int(bucket_bytes) < 0:
+            raise ValueError("bucket_bytes must be >= 0, got %r" % bucket_bytes)
         s = session()
         self._loss = loss
         self._params = []
         for name, p in model.named_parameters():
             s.add_dense(name, _float_view(p.data, "parameter '%s'" % name), optimizer)
             self._params.append((name, p))
+        # overlap: gradients pushed in pieces during backward (see backward()); each parameter's
+        # is scaled into its own buffer, allocated once, and sent when a bucket of them fills.
+        self._overlap = bool(overlap)
+        self._bucket_floats = int(bucket_bytes) // 4
+        self._samples = None
+        self._bucket, self._bucket_size = [], 0
+        if self._overlap:
+            import torch
+            self._send = {name: torch.empty_like(p.data) for name, p in self._params}
+            for name, p in self._params:
+                p.register_hook(self._hook(name))
         found = [v for v in vars(model).values() if isinstance(v, Embedding)]
         self._embeddings = list(embeddings) + [e for e in found if e not in embeddings]
         if not self._params and not self._embeddings:
             raise ValueError("the model has no parameters to train")
         s.initialize()
+
+    def _hook(self, name):
+        def hook(grad):
+            if self._samples is None:
+                raise Error("this Optimizer pushes gradients during backward (overlap=True): call "
+                            "opt.backward(loss, samples) instead of loss.backward()")
+            import torch
+            buf = self._send[name]
+            scale = float(self._samples) if self._loss == "mean" else 1.0
+            torch.mul(grad.detach(), scale, out=buf)  # sums: the pservers divide by the total samples
+            self._bucket.append((name, _float_view(buf, "gradient of '%s'" % name)))
+            self._bucket_size += buf.numel()
+            if self._bucket_size >= self._bucket_floats:
+                session().push_piece(self._bucket, [], int(self._samples), False)
+                self._bucket, self._bucket_size = [], 0
+        return hook
+
+    def backward(self, loss, samples):
+        """With overlap=True, in place of loss.backward(): runs backward and pushes the
+        gradients in pieces as autograd produces them (the last layers' first), so they travel
+        and are applied while the earlier layers' are computed; buckets of at least
+        `bucket_bytes` go together. Then call step(samples, cost), which waits for them."""
+        if not self._overlap:
+            raise Error("backward() pushes during backward: construct the Optimizer with overlap=True")
+        if samples <= 0:
+            raise ValueError("samples must be positive, got %r" % samples)
+        self._samples = int(samples)
+        try:
+            loss.backward()
+            scale = float(samples) if self._loss == "mean" else 1.0
+            sparse = []
+            for e in self._embeddings:
+                sparse.extend(e._take_grads(scale))
+            session().push_piece(self._bucket, sparse, int(samples), True)
+        finally:
+            self._bucket, self._bucket_size = [], 0
+            self._samples = None
+        self._pushed = True
 
     def zero_grad(self):
         # Embedding rows looked up since the last step keep their (fresh) gradients: zero_grad
@@ -318,6 +375,11 @@ class Optimizer:
         if samples <= 0:
             raise ValueError("samples must be positive, got %r" % samples)
         s = session()
+        if self._overlap:
+            if not getattr(self, "_pushed", False):
+                raise Error("with overlap=True, call opt.backward(loss, samples) before step()")
+            self._pushed = False
+            return self._account(s, s.settle(), samples, cost)
         scale = float(samples) if self._loss == "mean" else 1.0
         dense = []
         for name, p in self._params:
@@ -330,7 +392,9 @@ class Optimizer:
         sparse = []
         for e in self._embeddings:
             sparse.extend(e._take_grads(scale))
-        took = s.push_pull(dense, sparse, int(samples))
+        return self._account(s, s.push_pull(dense, sparse, int(samples)), samples, cost)
+
+    def _account(self, s, took, samples, cost):
         _progress.step = s.step
         _progress.samples += int(samples)
         if cost is not None:

@@ -116,6 +116,34 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
   EXPECT_GE(Result()["metrics"]["accuracy"].get<double>(), 0.95);
 }
 
+// tessera.Optimizer(overlap=True) pushes each bucket of gradients during backward (the pservers
+// apply it before the barrier); one trainer, one pass: the parameters end with the bits of the
+// run that pushes once a step, with buckets of one parameter and of 1 MiB.
+TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
+  UploadFashionMnist(false);
+  auto train = [&](const std::string& name, const std::string& args) -> nlohmann::json {
+    run_name_ = name;
+    std::string cmd = std::string(kPython) + " " + SourcePath("tests/python/overlap_check.py") + " " + args;
+    Subprocess& p = StartLocal({"--dataset", "fm", "--trainer-cmd", cmd, "--pservers", "2", "--trainers", "1",
+                                "--mode", "sync", "--optimizer", "adam:lr=0.001"});
+    auto code = p.Wait(std::chrono::seconds(300));
+    EXPECT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail();
+    auto text = ReadFile(run() + "/params-0.json");
+    EXPECT_TRUE(text.ok()) << "the trainer wrote no parameters\n" << LogsTail();
+    return text.ok() ? nlohmann::json::parse(*text) : nlohmann::json::object();
+  };
+  const auto whole = train("whole", "whole");
+  ASSERT_EQ(whole.value("steps", 0), 938) << "one pass of 60000 records in batches of 64";
+  for (const auto& [name, args] : {std::pair<std::string, std::string>{"each", "overlap 0"},
+                                   std::pair<std::string, std::string>{"buckets", "overlap 1048576"}}) {
+    const auto overlap = train(name, args);
+    EXPECT_EQ(overlap.value("steps", 0), 938) << name;
+    for (const auto& [param, bytes] : whole.items()) {
+      EXPECT_EQ(overlap.value(param, nlohmann::json()), bytes) << param << " differs with " << args;
+    }
+  }
+}
+
 TEST_F(LocalTest, CExampleLearnsKnownWeights) {
   const std::vector<float> truth = kLinearTruth;
   WriteLinearData(dir_ + "/lin.csv");

@@ -97,6 +97,62 @@ TEST_P(SyncMatchesOneProcess, ThreeTrainersTwoPservers) {
   EXPECT_LT(EvalLoss(expect), EvalLoss(w0));
 }
 
+// The same job with every trainer pushing in pieces, one block each and in its own order (so
+// blocks are applied before their barriers, and pulls come back early or with the last piece):
+// each trainer ends with the bits of the whole-push run.
+TEST_F(PsTest, PushesInPiecesEndWithTheBitsOfWholePushes) {
+  auto run = [&](const std::string& job, bool pieces) -> std::vector<std::string> {
+    MakeJob(job, 2, "sync", "adam:lr=0.05", 64, kTrainers);
+    const size_t first = procs_.size();
+    StartPserver(job);
+    StartPserver(job);
+    EXPECT_TRUE(WaitForPservers(job, 2));
+    std::vector<std::unique_ptr<Subprocess>> trainers;
+    for (int t = 0; t < kTrainers; ++t) {
+      SpawnOptions o;
+      o.argv = {BuildPath("tests/linear_trainer"),
+                "--etcd",
+                server_->endpoint(),
+                "--job",
+                job,
+                "--id",
+                std::to_string(t),
+                "--dim",
+                std::to_string(kDim),
+                "--batch",
+                std::to_string(kBatch),
+                "--steps",
+                std::to_string(kSteps),
+                "--trainers",
+                std::to_string(kTrainers),
+                "--out",
+                dir_ + "/" + job + std::to_string(t)};
+      if (pieces) o.argv.push_back("--pieces");
+      o.log_path = dir_ + "/" + job + "-trainer" + std::to_string(t) + ".log";
+      auto p = Subprocess::Spawn(o);
+      EXPECT_TRUE(p.ok());
+      if (p.ok()) trainers.push_back(std::move(*p));
+    }
+    std::vector<std::string> out;
+    for (int t = 0; t < kTrainers && t < static_cast<int>(trainers.size()); ++t) {
+      auto code = trainers[t]->Wait(std::chrono::seconds(90));
+      EXPECT_TRUE(code.has_value() && *code == 0) << trainers[t]->Output();
+      std::ifstream f(dir_ + "/" + job + std::to_string(t));
+      out.emplace_back(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
+    }
+    for (size_t i = first; i < procs_.size(); ++i) procs_[i]->Terminate(std::chrono::seconds(5));
+    return out;
+  };
+  auto whole = run("whole", false);
+  auto pieces = run("pieces", true);
+  ASSERT_EQ(whole.size(), static_cast<size_t>(kTrainers));
+  ASSERT_EQ(pieces.size(), static_cast<size_t>(kTrainers));
+  for (int t = 0; t < kTrainers; ++t) {
+    EXPECT_FALSE(whole[t].empty());
+    EXPECT_EQ(pieces[t], whole[t]) << "trainer " << t;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Optimizers, SyncMatchesOneProcess,
                          ::testing::Values("sgd:lr=0.2", "sgd:lr=0.2,weight_decay=0.01",
                                            "momentum:lr=0.05,momentum=0.9,nesterov=1", "adagrad:lr=0.1",

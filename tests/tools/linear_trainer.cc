@@ -5,6 +5,7 @@
 //   FINAL_LOSS <mse>  /  MAX_LEAD <n>  /  DONE
 // and writes the final parameters to --out (one value per line). Test-only.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -33,6 +34,10 @@ int main(int argc, char** argv) {
   app.add_option("--sleep-ms", sleep_ms, "pause per step (a slow trainer)");
   app.add_option("--optimizer", optimizer, "parameter optimizer (default: the job's)");
   app.add_option("--out", out);
+  bool pieces = false;
+  app.add_flag("--pieces", pieces,
+               "push each step in pieces of one block (Client::PushPiece), in an order that depends on the "
+               "trainer id");
   app.add_flag("--report-leads", report_leads);
   CLI11_PARSE(app, argc, argv);
 
@@ -92,11 +97,35 @@ int main(int argc, char** argv) {
     std::fill(g.begin(), g.end(), 0.0f);
     int64_t step = c.step();
     testing::AddBatchGradient(step, me, batch, w, &g);
-    Gradients grads;
-    grads.Dense("w", g);
-    grads.samples = batch;
-    Handle h = c.PushPull(grads);
-    Status s = h.Wait();
+    Handle h;
+    Status s;
+    if (pieces) {
+      // Blocks in reverse (trainer 0, as backward would), in order (1), or odd then even (2).
+      const int64_t bs = c.block_size(), blocks = (dim + bs - 1) / bs;
+      std::vector<int64_t> order;
+      for (int64_t b = 0; b < blocks; ++b) order.push_back(me % 3 == 0 ? blocks - 1 - b : b);
+      if (me % 3 == 2)
+        std::stable_partition(order.begin(), order.end(), [](int64_t b) { return b % 2 == 1; });
+      std::vector<Handle> handles;
+      for (size_t k = 0; k < order.size(); ++k) {
+        const int64_t at = order[k] * bs, n = std::min<int64_t>(bs, dim - at);
+        Gradients piece;
+        piece.DenseRange("w", at, std::span<const float>(g.data() + at, static_cast<size_t>(n)));
+        piece.samples = batch;
+        handles.push_back(c.PushPiece(piece, k + 1 == order.size(), /*pull=*/true));
+      }
+      for (const Handle& x : handles) {
+        Status one = x.Wait();
+        if (s.ok() && !one.ok()) s = one;
+      }
+      h = handles.back();
+    } else {
+      Gradients grads;
+      grads.Dense("w", g);
+      grads.samples = batch;
+      h = c.PushPull(grads);
+      s = h.Wait();
+    }
     if (s.code() == StatusCode::kAborted) {
       std::printf("SKIPPED step %lld: %s\n", static_cast<long long>(step), s.message().c_str());
       if (Status p = c.Pull().Wait(); !p.ok()) return fail("pull", p);
