@@ -130,16 +130,18 @@ class PySession {
   // Returns False if the step went on without this trainer's gradient (the step closed without
   // it, or it held NaN or infinity and the job's policy is skip); the parameters then hold the
   // current version either way.
-  bool PushPull(const py::list& dense, const py::list& sparse, int64_t samples) {
+  // [(name, float32 array)] and [(table, uint64 keys, float32 rows)] as Gradients over the
+  // arrays' memory; the arrays are appended to `keep` (they must outlive the push).
+  static Gradients ToGradients(const py::list& dense, const py::list& sparse, int64_t samples,
+                               std::vector<py::object>* keep) {
     if (samples < 0) throw py::value_error("samples is negative");
     Gradients g;
-    std::vector<py::object> keep;  // the arrays stay referenced until the push is done
     for (const auto& item : dense) {
       auto t = item.cast<py::tuple>();
       std::string name = t[0].cast<std::string>();
       FloatArray a = FloatView(t[1], "gradient of '" + name + "'", false);
       g.Dense(name, std::span<const float>(a.data(), static_cast<size_t>(a.size())));
-      keep.push_back(a);
+      keep->push_back(a);
     }
     for (const auto& item : sparse) {
       auto t = item.cast<py::tuple>();
@@ -148,10 +150,16 @@ class PySession {
       FloatArray a = FloatView(t[2], "gradient rows of '" + table + "'", false);
       g.Sparse(table, std::span<const uint64_t>(k.data(), static_cast<size_t>(k.size())),
                std::span<const float>(a.data(), static_cast<size_t>(a.size())));
-      keep.push_back(k);
-      keep.push_back(a);
+      keep->push_back(k);
+      keep->push_back(a);
     }
     g.samples = samples;
+    return g;
+  }
+
+  bool PushPull(const py::list& dense, const py::list& sparse, int64_t samples) {
+    std::vector<py::object> keep;  // the arrays stay referenced until the push is done
+    Gradients g = ToGradients(dense, sparse, samples, &keep);
     py::gil_scoped_release release;
     Handle h = session_->client().PushPull(g);
     Status s = h.Wait();
@@ -166,26 +174,7 @@ class PySession {
   // One piece of the step's push (Client::PushPiece, pulling its parameters back); the arrays
   // stay referenced until Settle().
   void PushPiece(const py::list& dense, const py::list& sparse, int64_t samples, bool last) {
-    if (samples < 0) throw py::value_error("samples is negative");
-    Gradients g;
-    for (const auto& item : dense) {
-      auto t = item.cast<py::tuple>();
-      std::string name = t[0].cast<std::string>();
-      FloatArray a = FloatView(t[1], "gradient of '" + name + "'", false);
-      g.Dense(name, std::span<const float>(a.data(), static_cast<size_t>(a.size())));
-      piece_keep_.push_back(a);
-    }
-    for (const auto& item : sparse) {
-      auto t = item.cast<py::tuple>();
-      std::string table = t[0].cast<std::string>();
-      KeyArray k = KeyView(t[1], "keys of '" + table + "'");
-      FloatArray a = FloatView(t[2], "gradient rows of '" + table + "'", false);
-      g.Sparse(table, std::span<const uint64_t>(k.data(), static_cast<size_t>(k.size())),
-               std::span<const float>(a.data(), static_cast<size_t>(a.size())));
-      piece_keep_.push_back(k);
-      piece_keep_.push_back(a);
-    }
-    g.samples = samples;
+    Gradients g = ToGradients(dense, sparse, samples, &piece_keep_);
     py::gil_scoped_release release;
     pieces_.push_back(session_->client().PushPiece(g, last, /*pull=*/true));
   }

@@ -29,24 +29,10 @@ class ModesTest : public PsTest {
     std::vector<TrainerRun> runs;
     for (size_t t = 0; t < sleeps.size(); ++t) {
       SpawnOptions o;
-      o.argv = {BuildPath("tests/linear_trainer"),
-                "--etcd",
-                server_->endpoint(),
-                "--job",
-                job,
-                "--id",
-                std::to_string(t),
-                "--dim",
-                "50",
-                "--batch",
-                "4",
-                "--steps",
-                std::to_string(steps),
-                "--trainers",
-                std::to_string(sleeps.size()),
-                "--sleep-ms",
-                std::to_string(sleeps[t]),
-                "--report-leads"};
+      o.argv = LinearTrainer(job, static_cast<int>(t), 50, 4, steps, sleeps.size());
+      for (const std::string& a :
+           {std::string("--sleep-ms"), std::to_string(sleeps[t]), std::string("--report-leads")})
+        o.argv.push_back(a);
       o.argv.insert(o.argv.end(), extra.begin(), extra.end());
       o.log_path = dir_ + "/trainer" + std::to_string(t) + ".log";
       auto p = Subprocess::Spawn(o);

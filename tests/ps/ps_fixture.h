@@ -144,6 +144,26 @@ class PsTest : public EtcdTest {
     return reply;
   }
 
+  // The command of a tests/linear_trainer process (tests/tools/linear_trainer.cc) for `job`.
+  std::vector<std::string> LinearTrainer(const std::string& job, int id, int dim, int batch, int steps,
+                                         size_t trainers) {
+    return {BuildPath("tests/linear_trainer"),
+            "--etcd",
+            server_->endpoint(),
+            "--job",
+            job,
+            "--id",
+            std::to_string(id),
+            "--dim",
+            std::to_string(dim),
+            "--batch",
+            std::to_string(batch),
+            "--steps",
+            std::to_string(steps),
+            "--trainers",
+            std::to_string(trainers)};
+  }
+
   ClientOptions ClientFor(const std::string& job, const std::string& id = "") {
     ClientOptions o;
     o.connection.etcd_endpoints = {server_->endpoint()};
@@ -177,9 +197,9 @@ class PsTest : public EtcdTest {
   }
 
   std::string dir_;
-  bool tls_ = false;  // jobs made from here on use TLS
-  int replicas_ = 1;  // jobs made from here on keep this many copies of each shard
-  int backup_trainers_ = 0;  // and close a sync step without this many trainers' pushes
+  bool tls_ = false;          // jobs made from here on use TLS
+  int replicas_ = 1;          // jobs made from here on keep this many copies of each shard
+  int backup_trainers_ = 0;   // and close a sync step without this many trainers' pushes
   int initial_pservers_ = 0;  // and start elastic with this many pserver processes (0: not elastic)
   std::vector<std::unique_ptr<Subprocess>> procs_;
 };

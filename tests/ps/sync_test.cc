@@ -47,23 +47,9 @@ TEST_P(SyncMatchesOneProcess, ThreeTrainersTwoPservers) {
   std::vector<std::unique_ptr<Subprocess>> trainers;
   for (int t = 0; t < kTrainers; ++t) {
     SpawnOptions o;
-    o.argv = {BuildPath("tests/linear_trainer"),
-              "--etcd",
-              server_->endpoint(),
-              "--job",
-              job,
-              "--id",
-              std::to_string(t),
-              "--dim",
-              std::to_string(kDim),
-              "--batch",
-              std::to_string(kBatch),
-              "--steps",
-              std::to_string(kSteps),
-              "--trainers",
-              std::to_string(kTrainers),
-              "--out",
-              dir_ + "/w" + std::to_string(t)};
+    o.argv = LinearTrainer(job, t, kDim, kBatch, kSteps, kTrainers);
+    o.argv.push_back("--out");
+    o.argv.push_back(dir_ + "/w" + std::to_string(t));
     o.log_path = dir_ + "/trainer" + std::to_string(t) + ".log";
     auto p = Subprocess::Spawn(o);
     ASSERT_TRUE(p.ok());
@@ -110,23 +96,9 @@ TEST_F(PsTest, PushesInPiecesEndWithTheBitsOfWholePushes) {
     std::vector<std::unique_ptr<Subprocess>> trainers;
     for (int t = 0; t < kTrainers; ++t) {
       SpawnOptions o;
-      o.argv = {BuildPath("tests/linear_trainer"),
-                "--etcd",
-                server_->endpoint(),
-                "--job",
-                job,
-                "--id",
-                std::to_string(t),
-                "--dim",
-                std::to_string(kDim),
-                "--batch",
-                std::to_string(kBatch),
-                "--steps",
-                std::to_string(kSteps),
-                "--trainers",
-                std::to_string(kTrainers),
-                "--out",
-                dir_ + "/" + job + std::to_string(t)};
+      o.argv = LinearTrainer(job, t, kDim, kBatch, kSteps, kTrainers);
+      o.argv.push_back("--out");
+      o.argv.push_back(dir_ + "/" + job + std::to_string(t));
       if (pieces) o.argv.push_back("--pieces");
       o.log_path = dir_ + "/" + job + "-trainer" + std::to_string(t) + ".log";
       auto p = Subprocess::Spawn(o);
