@@ -10,9 +10,11 @@
 // and the copies); of the exchange, the pserver's time applying the step (its
 // tessera_pserver_apply_seconds) and handling the requests (tessera_pserver_request_seconds),
 // read from its /metrics. The records are in memory before timing. Then (unless --no-torch) the
-// PyTorch MLP's step (bench/torch_step_timeline.py) in one process and as 2 trainers of a
-// `tessera local` job with 1 and 2 pservers: data, forward, backward, tessera's step. Prints
-// Markdown tables; see bench/README.md.
+// PyTorch MLP's step (bench/torch_step_timeline.py, 784-256-256-10) in one process, as 2 ranks of
+// DistributedDataParallel over gloo, and as 2 trainers of a `tessera local` job with 1 and 2
+// pservers, pushing once a step and during backward (overlap=True): data, forward, backward,
+// step. The built-in mlp also pushes in pieces (Model::StepInPieces). Prints Markdown tables;
+// see bench/README.md.
 #include <httplib.h>
 
 #include <CLI/CLI.hpp>
@@ -26,6 +28,7 @@
 #include "common/logging.h"
 #include "dataset/dataset.h"
 #include "fashion_mnist.h"
+#include "harness/ports.h"
 #include "in_process_client.h"
 #include "models/model.h"
 
@@ -112,59 +115,76 @@ StatusOr<std::unique_ptr<models::Model>> Mlp(int hidden, int batch) {
   return models::MakeModel("mlp", mo);
 }
 
-// The PyTorch MLP's phases (bench/torch_step_timeline.py), ms per step: `alone` in one process,
-// else as each of 2 trainers of a `tessera local` job (sync, shm) with `pservers`.
+// The PyTorch MLP's phases (bench/torch_step_timeline.py), ms per step, per trainer.
+enum class TorchSetup { kAlone, kDdp, kTessera, kTesseraOverlap };
 StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, const std::string& store,
-                                                    int hidden, int batch, int pservers, bool alone) {
+                                                    int hidden, int batch, int pservers, TorchSetup setup) {
   const std::string script = std::string(TESSERA_SOURCE_DIR) + "/bench/torch_step_timeline.py";
-  const std::string args = " --hidden " + std::to_string(hidden) + " --batch " + std::to_string(batch);
-  testing::SpawnOptions o;
-  const std::string run = dir + "/torch-run-" + std::to_string(pservers);
-  o.log_path = dir + "/torch-" + (alone ? std::string("alone") : std::to_string(pservers)) + ".log";
-  if (alone) {
-    o.argv = {"/usr/bin/python3",
-              script,
-              "--alone",
-              "--store",
-              store,
-              "--hidden",
-              std::to_string(hidden),
-              "--batch",
-              std::to_string(batch)};
-    o.env = {{"PYTHONPATH", testing::BuildPath("python")}};
-  } else {
-    o.argv = {testing::BuildPath("src/tessera"),
-              "local",
-              "--run",
-              run,
-              "--store",
-              store,
-              "--dataset",
-              "fm",
-              "--pservers",
-              std::to_string(pservers),
-              "--trainers",
-              "2",
-              "--mode",
-              "sync",
-              "--optimizer",
-              "adam:lr=0.001",
-              "--transport",
-              "shm",
-              "--trainer-cmd",
-              "/usr/bin/python3 " + script + args};
+  const std::vector<std::string> model = {"--hidden", std::to_string(hidden), "--batch",
+                                          std::to_string(batch)};
+  const std::string python = "/usr/bin/python3";
+  const std::map<std::string, std::string> pythonpath = {{"PYTHONPATH", testing::BuildPath("python")}};
+  std::vector<std::unique_ptr<testing::Subprocess>> procs;
+  if (setup == TorchSetup::kAlone || setup == TorchSetup::kDdp) {
+    // One process, or two ranks of DistributedDataParallel over gloo on loopback.
+    const int ranks = setup == TorchSetup::kAlone ? 1 : 2;
+    const int port = testing::FreePort();
+    for (int rank = 0; rank < ranks; ++rank) {
+      testing::SpawnOptions o;
+      o.argv = {python, script, setup == TorchSetup::kAlone ? "--alone" : "--ddp", "--store", store};
+      o.argv.insert(o.argv.end(), model.begin(), model.end());
+      o.env = pythonpath;
+      if (ranks > 1) {
+        o.env["RANK"] = std::to_string(rank);
+        o.env["WORLD_SIZE"] = std::to_string(ranks);
+        o.env["MASTER_ADDR"] = "127.0.0.1";
+        o.env["MASTER_PORT"] = std::to_string(port);
+      }
+      o.log_path =
+          dir + "/torch-" + (ranks > 1 ? "ddp-" + std::to_string(rank) : std::string("alone")) + ".log";
+      TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(o));
+      procs.push_back(std::move(p));
+    }
+    for (auto& p : procs) {
+      auto code = p->Wait(std::chrono::minutes(10));
+      if (!code || *code != 0) return Status::Internal("the PyTorch run failed: " + p->Output());
+    }
+    std::string text = procs[0]->Output();
+    auto at = text.rfind("{\"data\"");
+    if (at == std::string::npos) return Status::Internal("no timeline in " + text);
+    return std::vector<nlohmann::json>{nlohmann::json::parse(text.substr(at), nullptr, false)};
   }
+  const std::string run = dir + "/torch-run-" + std::to_string(pservers) +
+                          (setup == TorchSetup::kTesseraOverlap ? "-overlap" : "");
+  std::string cmd =
+      python + " " + script + " --hidden " + std::to_string(hidden) + " --batch " + std::to_string(batch);
+  if (setup == TorchSetup::kTesseraOverlap) cmd += " --overlap";
+  testing::SpawnOptions o;
+  o.argv = {testing::BuildPath("src/tessera"),
+            "local",
+            "--run",
+            run,
+            "--store",
+            store,
+            "--dataset",
+            "fm",
+            "--pservers",
+            std::to_string(pservers),
+            "--trainers",
+            "2",
+            "--mode",
+            "sync",
+            "--optimizer",
+            "adam:lr=0.001",
+            "--transport",
+            "shm",
+            "--trainer-cmd",
+            cmd};
+  o.log_path = run + ".log";
   TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(o));
   auto code = p->Wait(std::chrono::minutes(10));
   if (!code || *code != 0) return Status::Internal("the PyTorch run failed; see " + o.log_path);
   std::vector<nlohmann::json> out;
-  if (alone) {
-    std::string text = p->Output();
-    auto at = text.rfind("{\"data\"");
-    if (at == std::string::npos) return Status::Internal("no timeline in " + o.log_path);
-    out.push_back(nlohmann::json::parse(text.substr(at), nullptr, false));
-    return out;
-  }
   for (const char* id : {"0", "1"}) {
     TESSERA_ASSIGN_OR_RETURN(std::string text, ReadFile(run + "/timeline-" + id + ".json"));
     out.push_back(nlohmann::json::parse(text, nullptr, false));
@@ -174,12 +194,15 @@ StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, cons
 
 void TorchRows(const std::string& dir, const std::string& store, int hidden, int batch) {
   std::printf(
-      "\nPyTorch MLP 784-%d-10, batch %d, 1 torch thread per process (bench/torch_step_timeline.py); through "
-      "Tessera: 2 trainers, sync, shm, Adam on the pservers, each trainer's means\n\n| setup | data ms | "
-      "forward ms | backward ms | step ms | total ms | samples/s (all trainers) "
-      "|\n|---|---|---|---|---|---|---|\n",
-      hidden, batch);
-  auto row = [&](const std::string& setup, const StatusOr<std::vector<nlohmann::json>>& r) {
+      "\nPyTorch MLP 784-%d-%d-10, batch %d per trainer, 1 torch thread per process, Adam "
+      "(bench/torch_step_timeline.py); DDP and Tessera: 2 trainers (Tessera: sync, shm, Adam on the "
+      "pservers); "
+      "each trainer's means\n\n| setup | data ms | forward ms | backward ms | step ms | total ms | samples/s "
+      "(all "
+      "trainers) |\n|---|---|---|---|---|---|---|\n",
+      hidden, hidden, batch);
+  // `ranks`: trainers behind each reported one (DDP reports rank 0; its ranks go in lock step).
+  auto row = [&](const std::string& setup, const StatusOr<std::vector<nlohmann::json>>& r, int ranks = 1) {
     if (!r.ok()) {
       std::printf("| %s | failed: %s ||||||\n", setup.c_str(), r.status().ToString().c_str());
       return;
@@ -190,7 +213,7 @@ void TorchRows(const std::string& dir, const std::string& store, int hidden, int
       if (!j.is_object()) continue;
       const double total =
           j.value("data", 0.0) + j.value("forward", 0.0) + j.value("backward", 0.0) + j.value("step", 0.0);
-      rate += batch / total * 1000.0;
+      rate += ranks * batch / total * 1000.0;
       std::printf("| %s%s | %.3f | %.3f | %.3f | %.3f | %.3f | %s |\n", setup.c_str(),
                   r->size() > 1 ? (", trainer " + std::to_string(i)).c_str() : "", j.value("data", 0.0),
                   j.value("forward", 0.0), j.value("backward", 0.0), j.value("step", 0.0), total,
@@ -198,10 +221,15 @@ void TorchRows(const std::string& dir, const std::string& store, int hidden, int
     }
     std::fflush(stdout);
   };
-  row("one process, torch.optim.Adam", TorchTimeline(dir, store, hidden, batch, 0, true));
-  for (int pservers : {1, 2})
-    row("Tessera, " + std::to_string(pservers) + " pserver" + (pservers > 1 ? "s" : ""),
-        TorchTimeline(dir, store, hidden, batch, pservers, false));
+  row("one process, torch.optim.Adam", TorchTimeline(dir, store, hidden, batch, 0, TorchSetup::kAlone));
+  row("DistributedDataParallel, gloo, 2 ranks (rank 0)",
+      TorchTimeline(dir, store, hidden, batch, 0, TorchSetup::kDdp), 2);
+  for (int pservers : {1, 2}) {
+    const std::string name = "Tessera, " + std::to_string(pservers) + " pserver" + (pservers > 1 ? "s" : "");
+    row(name, TorchTimeline(dir, store, hidden, batch, pservers, TorchSetup::kTessera));
+    row(name + ", overlap=True",
+        TorchTimeline(dir, store, hidden, batch, pservers, TorchSetup::kTesseraOverlap));
+  }
 }
 
 void Row(const std::string& setup, const StatusOr<Timeline>& r, bool pserver) {

@@ -235,6 +235,31 @@ class PySession {
     return py::make_tuple("done", py::none());
   }
 
+  // Up to n records in one call: (kind, [records]). Stops at a wait or the end (kind "wait" or
+  // "done", with the records before it), after n records, or right after the record with which
+  // the job's pass moved on (kind "record": the last record is the one that called for the
+  // caller's check, as after each next_record()).
+  py::tuple NextRecords(int n) {
+    std::vector<std::string> got;
+    api::Session::Next kind = api::Session::Next::kRecord;
+    {
+      py::gil_scoped_release release;
+      const int pass = session_->job_pass();
+      while (static_cast<int>(got.size()) < n) {
+        kind = Value(session_->NextRecord(&record_));
+        if (kind != api::Session::Next::kRecord) break;
+        got.push_back(std::move(record_));
+        if (session_->job_pass() != pass) break;
+      }
+    }
+    py::list out;
+    for (const auto& r : got) out.append(py::bytes(r));
+    const char* name = kind == api::Session::Next::kRecord ? "record"
+                       : kind == api::Session::Next::kWait ? "wait"
+                                                           : "done";
+    return py::make_tuple(name, out);
+  }
+
   void Trained() {
     py::gil_scoped_release release;
     Check(session_->Trained());
@@ -443,6 +468,7 @@ PYBIND11_MODULE(_tessera, m) {
       .def("settle", &PySession::Settle)
       .def("sparse_pull", &PySession::SparsePull, py::arg("table"), py::arg("keys"), py::arg("out"))
       .def("next_record", &PySession::NextRecord)
+      .def("next_records", &PySession::NextRecords, py::arg("n"))
       .def("trained", &PySession::Trained)
       .def("idle", &PySession::Idle)
       .def("job_dataset", &PySession::JobDataset)

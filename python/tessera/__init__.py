@@ -188,15 +188,23 @@ class Reader:
                                    "cost": _progress.cost})
 
         while True:
-            kind, rec = s.next_record()
+            # Records in one call (next_records stops where the per-record loop would have to
+            # look: at the record with which the job's pass moved on, a wait or the end).
+            kind, recs = s.next_records(size - len(batch))
+            last = None
+            if kind == "record":
+                batch.extend(recs[:-1])
+                last = recs[-1]
+            else:
+                batch.extend(recs)
             if s.job_pass - 1 > ended and batch:
                 # The records of the pass that ended are trained first.
                 yield batch
                 s.trained()
                 batch = []
             passes_over()
-            if kind == "record":
-                batch.append(rec)
+            if last is not None:
+                batch.append(last)
                 if len(batch) < size:
                     continue
             if batch:
