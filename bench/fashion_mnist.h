@@ -43,6 +43,12 @@ inline Status UploadFashionMnist(const std::string& store, const std::string& lo
 }
 
 // Every record of data set `name` in `store`, in order (read before timing).
+// The start of a `tessera local` command training on the uploaded "fm" in `store`, with its run
+// directory at `run`; the caller adds the rest.
+inline std::vector<std::string> LocalOnFashionMnist(const std::string& run, const std::string& store) {
+  return {testing::BuildPath("src/tessera"), "local", "--run", run, "--store", store, "--dataset", "fm"};
+}
+
 inline StatusOr<std::vector<std::string>> ReadAllRecords(const std::string& store, const std::string& name) {
   TESSERA_ASSIGN_OR_RETURN(auto ds, dataset::DatasetReader::Open(store, name));
   std::vector<std::string> records;

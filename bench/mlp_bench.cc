@@ -60,30 +60,11 @@ StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store
   std::string run =
       dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers) + "-" + transport;
   testing::SpawnOptions so;
-  so.argv = {BuildPath("src/tessera"),
-             "local",
-             "--run",
-             run,
-             "--store",
-             store,
-             "--dataset",
-             "fm",
-             "--model",
-             "mlp",
-             "--model-arg",
-             "hidden=" + std::to_string(hidden),
-             "--batch-size",
-             std::to_string(batch),
-             "--optimizer",
-             opt,
-             "--pservers",
-             std::to_string(pservers),
-             "--trainers",
-             std::to_string(trainers),
-             "--passes",
-             "1",
-             "--transport",
-             transport};
+  so.argv = LocalOnFashionMnist(run, store);
+  so.argv.insert(so.argv.end(),
+                 {"--model", "mlp", "--model-arg", "hidden=" + std::to_string(hidden), "--batch-size",
+                  std::to_string(batch), "--optimizer", opt, "--pservers", std::to_string(pservers),
+                  "--trainers", std::to_string(trainers), "--passes", "1", "--transport", transport});
   so.log_path = run + ".log";
   TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(so));
   auto code = p->Wait(std::chrono::minutes(10));

@@ -160,26 +160,9 @@ StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, cons
       python + " " + script + " --hidden " + std::to_string(hidden) + " --batch " + std::to_string(batch);
   if (setup == TorchSetup::kTesseraOverlap) cmd += " --overlap";
   testing::SpawnOptions o;
-  o.argv = {testing::BuildPath("src/tessera"),
-            "local",
-            "--run",
-            run,
-            "--store",
-            store,
-            "--dataset",
-            "fm",
-            "--pservers",
-            std::to_string(pservers),
-            "--trainers",
-            "2",
-            "--mode",
-            "sync",
-            "--optimizer",
-            "adam:lr=0.001",
-            "--transport",
-            "shm",
-            "--trainer-cmd",
-            cmd};
+  o.argv = LocalOnFashionMnist(run, store);
+  o.argv.insert(o.argv.end(), {"--pservers", std::to_string(pservers), "--trainers", "2", "--mode", "sync",
+                               "--optimizer", "adam:lr=0.001", "--transport", "shm", "--trainer-cmd", cmd});
   o.log_path = run + ".log";
   TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(o));
   auto code = p->Wait(std::chrono::minutes(10));

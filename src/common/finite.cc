@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
+
+#include "common/work_pool.h"
 
 namespace tessera {
 
@@ -23,6 +26,22 @@ int64_t FirstNonFinite(const float* x, size_t n) {
     for (size_t i = base; i < end; ++i) {
       if (!std::isfinite(x[i])) return static_cast<int64_t>(i);
     }
+  }
+  return -1;
+}
+
+int64_t FirstNonFinite(const float* x, size_t n, WorkPool* pool) {
+  constexpr size_t kShared = size_t{1} << 20;
+  if (!pool || pool->size() < 2 || n < kShared) return FirstNonFinite(x, n);
+  const int parts = pool->size() * 2;
+  std::vector<int64_t> first(parts, -1);
+  pool->Run(parts, [&](int p) {
+    const size_t from = n * static_cast<size_t>(p) / parts, to = n * static_cast<size_t>(p + 1) / parts;
+    const int64_t at = FirstNonFinite(x + from, to - from);
+    if (at >= 0) first[p] = static_cast<int64_t>(from) + at;
+  });
+  for (int64_t at : first) {
+    if (at >= 0) return at;  // the parts are in order: the first one found is the first
   }
   return -1;
 }

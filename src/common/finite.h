@@ -8,7 +8,12 @@
 
 namespace tessera {
 
+class WorkPool;
+
 // The index of the first NaN or infinity among x[0..n), or -1.
 int64_t FirstNonFinite(const float* x, size_t n);
+// The same, with the scan of a large buffer (a million floats and up) shared by `pool`'s threads
+// (null: this thread alone).
+int64_t FirstNonFinite(const float* x, size_t n, WorkPool* pool);
 
 }  // namespace tessera

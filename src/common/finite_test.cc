@@ -6,6 +6,8 @@
 #include <limits>
 #include <vector>
 
+#include "common/work_pool.h"
+
 namespace tessera {
 namespace {
 
@@ -29,6 +31,23 @@ TEST(FirstNonFiniteTest, FindsTheFirstNanOrInfinityAnywhereAndNothingElse) {
     }
   }
   EXPECT_EQ(FirstNonFinite(x.data(), 0), -1);
+}
+
+TEST(FirstNonFiniteTest, ASharedScanFindsTheSameFirstOne) {
+  const size_t n = (size_t{1} << 20) + 12345;
+  std::vector<float> x(n, 0.5f);
+  for (int threads : {1, 2, 3}) {
+    WorkPool pool(threads);
+    EXPECT_EQ(FirstNonFinite(x.data(), n, &pool), -1);
+    for (size_t at : {size_t{0}, n / 3, n / 3 + 1, n / 2, n - 1}) {
+      std::vector<float> y = x;
+      y[at] = std::numeric_limits<float>::quiet_NaN();
+      y[n - 1] = std::numeric_limits<float>::infinity();  // a later one does not hide the first
+      EXPECT_EQ(FirstNonFinite(y.data(), n, &pool), static_cast<int64_t>(at))
+          << threads << " threads, " << at;
+    }
+  }
+  EXPECT_EQ(FirstNonFinite(x.data(), 10, nullptr), -1);
 }
 
 }  // namespace

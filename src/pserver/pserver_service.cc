@@ -177,7 +177,8 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
   // non-finite value would poison the model whatever the trainer says.
   int64_t nonfinite = -1;
   if (payload.size % sizeof(float) == 0) {
-    nonfinite = FirstNonFinite(static_cast<const float*>(payload.data), payload.size / sizeof(float));
+    nonfinite =
+        FirstNonFinite(static_cast<const float*>(payload.data), payload.size / sizeof(float), pool_.get());
   }
   std::vector<Reply> replies;
   {
