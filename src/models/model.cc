@@ -49,10 +49,7 @@ const std::vector<ModelInfo>& BuiltinModels() {
        {{"hidden", 256, 1, "hidden units"},
         {"classes", 10, 2, "classes (labels 0..classes-1)"},
         {"inputs", 784, 1, "pixels per image"},
-        {"pieces", 0, 0,
-         "1: push the gradients in pieces as backward computes them (Client::PushPiece); 0: one push a step "
-         "(faster on a 2-core machine, bench/README.md)",
-         1}}},
+        {"pieces", 0, 0, "gradients pushed in pieces as backward computes them (1) or once a step (0)", 1}}},
       {"logreg",
        "sparse logistic regression over hashed features, for click logs",
        "libsvm",

@@ -162,7 +162,11 @@ TEST_F(SupervisionTest, EveryMistakeInTheRequestIsRefusedWithinSecondsNamingItsC
        "store '" + store() + "x' does not exist"},
       {{"--store", store(), "--dataset", "fm", "--model", "mpl"}, "unknown model 'mpl'"},
       {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--model-arg", "hiden=3"},
-       "model mlp has no setting 'hiden' (its settings: hidden, classes, inputs)"},
+       "model mlp has no setting 'hiden' (its settings: hidden, classes, inputs, pieces)"},
+      {{"--store", store(), "--dataset", "fm", "--model", "mlp", "--model-arg", "pieces=2"},
+       "model mlp setting pieces=2: gradients pushed in pieces as backward computes them (1) or once a step "
+       "(0) "
+       "must be a whole number >= 0 and <= 1"},
       {{"--store", store(), "--dataset", "fm", "--model", "logreg", "--model-arg", "admit=300"},
        "model logreg setting admit=300: pushes of a feature before it gets a weight (0: the first) must be a "
        "whole number >= 0 and <= 255"},
