@@ -52,7 +52,6 @@ Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
     outcome = nonfinite_.Dropped(why);
     calls = NewCalls();
     builder_->AddSkippedPush(why, &calls);
-    for (auto& c : calls) c->req.set_samples(grads.samples);
     blocks.assign(n, {});
     last = true;
     pull = true;

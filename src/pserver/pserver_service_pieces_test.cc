@@ -48,8 +48,9 @@ constexpr int kBlocks = 3, kBlock = 4;
 // One pserver holding "w" (12 floats in 3 blocks of 4, Adam), sync, trainers "a" and "b".
 class Shard {
  public:
-  Shard() {
+  explicit Shard(int backup_trainers = 0) {
     PserverServiceOptions o;
+    o.job.backup_trainers = backup_trainers;
     o.job.pservers = 1;
     o.job.token = "tok";
     o.job.min_trainers = 2;
@@ -242,6 +243,39 @@ TEST(PserverPiecesTest, ABlockEveryTrainerSentIsAppliedAndAnsweredBeforeTheBarri
   EXPECT_EQ(s.Version(), 3);
 }
 
+// A piece standing for a dropped gradient (a NaN the trainer found) ends its push without what
+// its earlier pieces held: the step applies as with an empty push in place of the whole.
+TEST(PserverPiecesTest, ASkippedPieceDropsTheTrainersEarlierPieces) {
+  Shard pieces, whole;
+  ASSERT_NO_FATAL_FAILURE(pieces.Start());
+  ASSERT_NO_FATAL_FAILURE(whole.Start());
+  auto g = [](int b) { return std::vector<float>(kBlock, 0.25f * static_cast<float>(b + 1)); };
+  for (Shard* s : {&pieces, &whole}) {
+    ASSERT_EQ(s->Push("a", 0, {0, 1, 2}, g)->reply.code(), 0);
+    ASSERT_EQ(s->Push("b", 0, {0, 1, 2}, g)->reply.code(), 0);
+  }
+  auto skipped = [](Shard& s, int piece) {
+    auto r = s.Request(wire::DataRequest::DATA, "b");
+    r.set_is_push(true);
+    r.set_step(1);
+    r.set_need(2);
+    r.set_piece(piece);
+    r.set_skipped("gradient for 'w' element 5 is not finite (NaN or infinity)");
+    return s.Call(r);
+  };
+  ASSERT_TRUE(pieces.Push("b", 1, {1}, g, 0, true)->reply.pull_deferred());
+  auto drop = skipped(pieces, 1);
+  auto drop_whole = skipped(whole, 0);
+  for (Shard* s : {&pieces, &whole}) ASSERT_EQ(s->Push("a", 1, {0, 1, 2}, g)->reply.code(), 0);
+  ASSERT_TRUE(drop->sent && drop_whole->sent);
+  EXPECT_EQ(drop->reply.code(), 0) << drop->reply.message();
+  EXPECT_EQ(pieces.Version(), 2);
+  const auto p = pieces.Values(), w = whole.Values();
+  ASSERT_EQ(p.size(), w.size());
+  EXPECT_EQ(std::memcmp(p.data(), w.data(), p.size() * sizeof(float)), 0);
+  EXPECT_EQ(pieces.Call(pieces.Request(wire::DataRequest::STATUS, "a"))->reply.skipped(), 1);
+}
+
 TEST(PserverPiecesTest, ABadPieceIsRefusedAndTheStepClosesWithoutTheRestOfItsPush) {
   Shard s;
   ASSERT_NO_FATAL_FAILURE(s.Start());
@@ -261,6 +295,23 @@ TEST(PserverPiecesTest, ABadPieceIsRefusedAndTheStepClosesWithoutTheRestOfItsPus
   EXPECT_EQ(s.Version(), 2);  // b's push counted as refused (empty)
   auto range = s.Push("a", 2, {0}, g, StepPieces::kMaxPieces, true);
   EXPECT_EQ(range->reply.reason(), wire::DataReply::BAD_REQUEST);
+}
+
+TEST(PserverPiecesTest, AJobWithBackupTrainersTakesPushesWhole) {
+  Shard s(/*backup_trainers=*/1);
+  ASSERT_NO_FATAL_FAILURE(s.Start());
+  auto g = [](int) { return std::vector<float>(kBlock, 1.0f); };
+  auto piece = s.Push("a", 0, {0}, g, 0, true);
+  ASSERT_TRUE(piece->sent);
+  EXPECT_EQ(piece->reply.reason(), wire::DataReply::BAD_REQUEST);
+  EXPECT_NE(
+      piece->reply.message().find("not taken by a job with backup trainers; send the step's push whole"),
+      std::string::npos)
+      << piece->reply.message();
+  auto whole = s.Push("b", 0, {0, 1, 2}, g);  // whole pushes go on
+  ASSERT_TRUE(whole->sent);
+  EXPECT_EQ(whole->reply.code(), 0) << whole->reply.message();
+  EXPECT_EQ(s.Version(), 1);
 }
 
 }  // namespace

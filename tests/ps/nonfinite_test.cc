@@ -6,7 +6,6 @@
 // reaches the model.
 // (ClientOptions::allow_nonfinite sends NaN on purpose and is not tested here.)
 #include <gtest/gtest.h>
-
 #include <httplib.h>
 
 #include <cmath>
@@ -30,11 +29,12 @@ class NonFiniteTest : public PsTest {
   struct Outcome {
     std::vector<Status> statuses;  // trainer 1's push results, by step
     std::vector<bool> skipped;
-    std::vector<float> w;          // trainer 0's copy of the model at the end
+    std::vector<float> w;  // trainer 0's copy of the model at the end
   };
 
   // Two trainers train for kSteps; trainer 1's gradient holds a NaN at `bad_step`, at `element`.
-  Outcome Train(const std::string& job, int bad_step, int element) {
+  // `pieces`: every push in pieces of one block each, the last block first (Client::PushPiece).
+  Outcome Train(const std::string& job, int bad_step, int element, bool pieces = false) {
     Outcome out;
     out.statuses.resize(kSteps);
     out.skipped.resize(kSteps);
@@ -48,14 +48,32 @@ class NonFiniteTest : public PsTest {
         std::vector<float> g(kDim);
         for (int j = 0; j < kDim; ++j) g[j] = 0.01f * static_cast<float>((j % 7) - 3) + 0.001f * id;
         if (id == 1 && s == bad_step) g[element] = std::nanf("");
-        Gradients grads;
-        grads.Dense("w", g);
-        grads.samples = 2;
-        Handle h = (*c)->PushPull(grads);
-        Status st = h.Wait();
+        Status st;
+        bool skipped = false;
+        if (pieces) {
+          std::vector<Handle> hs;
+          for (int b = kDim / 64 - 1; b >= 0; --b) {
+            Gradients piece;
+            piece.DenseRange("w", b * 64, std::span<const float>(g.data() + b * 64, 64));
+            piece.samples = 2;
+            hs.push_back((*c)->PushPiece(piece, b == 0, /*pull=*/true));
+          }
+          for (const Handle& h : hs) {
+            Status one = h.Wait();
+            if (st.ok() && !one.ok()) st = one;
+            skipped = skipped || h.skipped();
+          }
+        } else {
+          Gradients grads;
+          grads.Dense("w", g);
+          grads.samples = 2;
+          Handle h = (*c)->PushPull(grads);
+          st = h.Wait();
+          skipped = h.skipped();
+        }
         if (id == 1) {
           out.statuses[s] = st;
-          out.skipped[s] = h.skipped();
+          out.skipped[s] = skipped;
         } else {
           ASSERT_TRUE(st.ok()) << "trainer 0 step " << s << ": " << st;
         }
@@ -83,7 +101,8 @@ class NonFiniteTest : public PsTest {
   }
 
   // A sync job on two pservers, with them running.
-  JobConfig StartJob(const std::string& job, int min_trainers, NonFinitePolicy policy = NonFinitePolicy::kSkip) {
+  JobConfig StartJob(const std::string& job, int min_trainers,
+                     NonFinitePolicy policy = NonFinitePolicy::kSkip) {
     auto cfg = MakeJob(job, 2, "sync", "sgd:lr=0.1", 64, min_trainers, policy);
     StartPserver(job);
     StartPserver(job);
@@ -126,6 +145,21 @@ TEST_F(NonFiniteTest, ANanAtARandomStepIsDroppedOnEveryPserverAndTheJobGoesOn) {
   }
 }
 
+// The same with pushes in pieces: the piece holding the NaN (block 1, after blocks 3 and 2 went)
+// is sent as a skipped last piece to both pservers, the rest of the step's pieces are not sent,
+// and both close the step.
+TEST_F(NonFiniteTest, ANanInAPieceEndsThePushOnEveryPserverAndTheJobGoesOn) {
+  const std::string job = "nan-pieces";
+  auto cfg = StartJob(job, 2);
+  const int bad = RandomStep();
+  auto out = Train(job, bad, 100, /*pieces=*/true);
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_TRUE(out.statuses[s].ok()) << "step " << s << ": " << out.statuses[s];
+    EXPECT_EQ(out.skipped[s], s == bad) << "step " << s;
+  }
+  ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
+}
+
 TEST_F(NonFiniteTest, WithThePolicyErrorTheTrainerIsToldAndThePserversStayTogether) {
   const std::string job = "nan-error";
   auto cfg = StartJob(job, 2, NonFinitePolicy::kError);
@@ -139,7 +173,8 @@ TEST_F(NonFiniteTest, WithThePolicyErrorTheTrainerIsToldAndThePserversStayTogeth
     EXPECT_EQ(out.statuses[s].code(), StatusCode::kInvalidArgument);
     EXPECT_NE(out.statuses[s].message().find("gradient for 'w' element 200 is not finite"), std::string::npos)
         << out.statuses[s];
-    EXPECT_NE(out.statuses[s].message().find("the step went on without this trainer's gradient"), std::string::npos);
+    EXPECT_NE(out.statuses[s].message().find("the step went on without this trainer's gradient"),
+              std::string::npos);
   }
   ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
 }
