@@ -169,9 +169,11 @@ class Mlp : public Model {
     if (send) send(-1, -1, false);
     const int64_t rows = RowsPerRange(block_size);
     for (int64_t r0 = 0; r0 < inputs_; r0 += rows) {
-      const int64_t n = std::min(rows, inputs_ - r0);
+      // A short tail joins the range before it (one message less).
+      const int64_t n = inputs_ - r0 < 2 * rows ? inputs_ - r0 : rows;
       GW1.middleRows(r0, n).noalias() = x.middleCols(r0, n).transpose() * da1;
       if (send) send(r0, r0 + n, r0 + n >= inputs_);
+      r0 += n - rows;
     }
     return StepResult{cost, b};
   }
