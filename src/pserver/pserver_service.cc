@@ -351,7 +351,8 @@ void PserverService::HoldPiece(wire::DataRequest& req, SegmentList list, ConstBu
   PendingPush& p = held_[req.trainer()];
   if (!p.held && counted) ++held_count_;
   p.held = counted;
-  p.samples = req.samples();
+  // A push standing for a dropped gradient adds no samples to the step, whatever it says.
+  p.samples = req.skipped().empty() ? req.samples() : 0;
   const int index = req.piece();
   if (static_cast<int>(p.pieces.size()) <= index) {
     p.pieces.resize(index + 1);  // moves the pieces: their lists point to their own segments again

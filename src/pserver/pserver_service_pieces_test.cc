@@ -254,18 +254,20 @@ TEST(PserverPiecesTest, ASkippedPieceDropsTheTrainersEarlierPieces) {
     ASSERT_EQ(s->Push("a", 0, {0, 1, 2}, g)->reply.code(), 0);
     ASSERT_EQ(s->Push("b", 0, {0, 1, 2}, g)->reply.code(), 0);
   }
-  auto skipped = [](Shard& s, int piece) {
+  auto skipped = [](Shard& s, int piece, int64_t samples) {
     auto r = s.Request(wire::DataRequest::DATA, "b");
     r.set_is_push(true);
     r.set_step(1);
     r.set_need(2);
     r.set_piece(piece);
+    r.set_samples(samples);
     r.set_skipped("gradient for 'w' element 5 is not finite (NaN or infinity)");
     return s.Call(r);
   };
   ASSERT_TRUE(pieces.Push("b", 1, {1}, g, 0, true)->reply.pull_deferred());
-  auto drop = skipped(pieces, 1);
-  auto drop_whole = skipped(whole, 0);
+  // The piece says 3 samples; they are not counted (the push stands for a dropped gradient).
+  auto drop = skipped(pieces, 1, 3);
+  auto drop_whole = skipped(whole, 0, 0);
   for (Shard* s : {&pieces, &whole}) ASSERT_EQ(s->Push("a", 1, {0, 1, 2}, g)->reply.code(), 0);
   ASSERT_TRUE(drop->sent && drop_whole->sent);
   EXPECT_EQ(drop->reply.code(), 0) << drop->reply.message();
