@@ -319,6 +319,7 @@ class Optimizer:
         self._overlap = bool(overlap)
         self._bucket_floats = int(bucket_bytes) // 4
         self._samples = None
+        self._pushed = False  # backward() pushed a step that step() has not waited for yet
         self._bucket, self._bucket_size = [], 0
         if self._overlap:
             import torch
@@ -384,7 +385,7 @@ class Optimizer:
             raise ValueError("samples must be positive, got %r" % samples)
         s = session()
         if self._overlap:
-            if not getattr(self, "_pushed", False):
+            if not self._pushed:
                 raise Error("with overlap=True, call opt.backward(loss, samples) before step()")
             self._pushed = False
             return self._account(s, s.settle(), samples, cost)

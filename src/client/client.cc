@@ -207,7 +207,7 @@ Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<con
   for (auto& c : calls) {
     c->req.set_step(step);
     if (pull) c->req.set_need(PullNeed(step + 1));
-    if (keep) c->before = [keep](LinkCall&) {};
+    c->owner = keep;
   }
   Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome);
   RaiseStep(step + 1);

@@ -99,10 +99,7 @@ Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
 
 Handle ClientImpl::GatherPiece(const Gradients& grads, bool last, bool pull) {
   // Checked as a piece would be (names, ranges), then copied: the caller may reuse its buffers.
-  {
-    auto calls = NewCalls();
-    if (Status s = builder_->AddPush(grads, &calls, /*ranges=*/true); !s.ok()) return Failed(s);
-  }
+  if (Status s = builder_->CheckPush(grads, /*ranges=*/true); !s.ok()) return Failed(s);
   if (grads.samples > 0) piece_.samples = grads.samples;
   for (const auto& g : grads.dense) {
     auto& whole = piece_.dense[g.name];

@@ -87,9 +87,7 @@ void RequestBuilder::AddSkippedPush(const std::string& why,
   }
 }
 
-Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls,
-                               bool ranges, std::vector<std::vector<BlockRef>>* pushed) const {
-  // Check everything before building anything.
+Status RequestBuilder::CheckPush(const Gradients& grads, bool ranges) const {
   for (const auto& g : grads.dense) {
     auto it = dense_index_.find(g.name);
     if (it == dense_index_.end())
@@ -131,6 +129,12 @@ Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_p
   if ((!grads.dense.empty() || !grads.sparse.empty()) && grads.samples < 1) {
     return Status::InvalidArgument("push: gradients need a sample count >= 1");
   }
+  return Status::OK();
+}
+
+Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls,
+                               bool ranges, std::vector<std::vector<BlockRef>>* pushed) const {
+  TESSERA_RETURN_IF_ERROR(CheckPush(grads, ranges));  // everything before building anything
   for (int p = 0; p < slots_.pservers(); ++p) {
     (*calls)[p]->req.set_is_push(true);
     (*calls)[p]->req.set_samples(grads.samples);

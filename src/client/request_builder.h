@@ -52,6 +52,7 @@ struct LinkCall {
   // it on the link finished), `after_reply` with a successful reply.
   std::function<void(LinkCall&)> before;
   std::function<void(const wire::DataReply&)> after_reply;
+  std::shared_ptr<const void> owner;  // what `payload` points into, when the call must keep it
 };
 
 class RequestBuilder {
@@ -75,6 +76,8 @@ class RequestBuilder {
   };
   Status AddPush(const Gradients& grads, std::vector<std::unique_ptr<LinkCall>>* calls, bool ranges = false,
                  std::vector<std::vector<BlockRef>>* pushed = nullptr) const;
+  // AddPush's checks alone (names, sizes, ranges, the sample count).
+  Status CheckPush(const Gradients& grads, bool ranges) const;
   // Adds a pull of `blocks` (dense blocks pserver `call` holds) into their value buffers.
   void AddDensePullBlocks(std::span<const BlockRef> blocks, LinkCall* call) const;
   // Every dense block pserver p holds.

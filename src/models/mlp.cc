@@ -65,7 +65,7 @@ class Mlp : public Model {
   // pushed as soon as it is computed (the pserver applies one while the next is computed).
   StatusOr<StepResult> StepInPieces(Client& client, const std::vector<std::string>& records) override {
     TESSERA_RETURN_IF_ERROR(Settle());
-    int64_t samples = 0;
+    const int64_t samples = static_cast<int64_t>(records.size());
     auto send = [&](int64_t row_begin, int64_t row_end, bool last) {
       Gradients g;
       g.samples = samples;
@@ -79,7 +79,6 @@ class Mlp : public Model {
       }
       in_flight_.push_back(client.PushPiece(g, last, /*pull=*/true));
     };
-    samples = static_cast<int64_t>(records.size());
     return Compute(records, send, client.block_size());
   }
 

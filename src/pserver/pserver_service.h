@@ -12,10 +12,12 @@
 // wrong, and counted (Counters::refused); so are the empty pushes a trainer sends in place of a
 // gradient it dropped (Counters::skipped).
 //
-// Files: pserver_service.cc (requests, pushes, barriers, pulls), pserver_service_init.cc
-// (initialization, checkpoint restore and snapshot), pserver_service_queries.cc (status,
-// describe, sparse dumps), pserver_service_lifecycle.cc (trainers leaving, stop and resume, counters),
-// pserver_service_replicas.cc (replication records, backups, promotion).
+// Files: pserver_service.cc (requests and pushes), pserver_service_apply.cc (applying pushes
+// and barriers, draining events, building pull replies), pserver_service_pieces.cc (pushes in
+// pieces), pserver_service_init.cc (initialization, checkpoint restore and snapshot),
+// pserver_service_queries.cc (status, describe, export cuts), pserver_service_lifecycle.cc
+// (trainers leaving, stop and resume, counters), pserver_service_replicas.cc (replication
+// records, backups, promotion).
 // Owned by the pserver process (PserverNode), which feeds it membership changes from etcd and
 // stops it when the lease is lost. Thread-safe: Handle() is called from transport threads.
 #pragma once
@@ -313,6 +315,7 @@ class PserverService : public RequestHandler {
   std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_ GUARDED_BY(mu_);
   std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
   std::vector<ShardStore::DenseUpdate> dense_updates_ GUARDED_BY(mu_);  // a step's, applied together
+  std::vector<const float*> piece_grads_ GUARDED_BY(mu_);  // one early block's senders' gradients
   Counters counters_ GUARDED_BY(mu_);
   std::optional<Checkpoint> due_snapshot_ GUARDED_BY(mu_);
   ExportCuts<ShardValues> cuts_ GUARDED_BY(mu_);

@@ -51,7 +51,8 @@ void PserverService::ApplyReadyBlocks(std::vector<Reply>* out) {
   for (const auto& r : ready) {
     const std::string* param = nullptr;
     int64_t count = 0;
-    std::vector<const float*> grads;
+    std::vector<const float*>& grads = piece_grads_;
+    grads.clear();
     for (const auto& [trainer, piece] : r.senders) {
       const HeldPiece& h = held_[trainer].pieces[piece];
       for (const auto& part : h.list.parts()) {

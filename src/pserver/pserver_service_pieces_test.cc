@@ -99,6 +99,18 @@ class Shard {
       ASSERT_EQ(Call(Request(wire::DataRequest::JOIN, t))->reply.code(), 0) << t;
   }
   // A push (or piece) of `blocks` with gradients g(block) and a pull of the same blocks.
+  // Start(), then step 0 pushed whole by both trainers with `g` (the group forms: from step 1
+  // blocks may be applied before the barrier).
+  void Form(const std::function<std::vector<float>(int)>& g) {
+    ASSERT_NO_FATAL_FAILURE(Start());
+    auto a = Push("a", 0, {0, 1, 2}, g);  // answered at the barrier, when b has pushed too
+    auto b = Push("b", 0, {0, 1, 2}, g);
+    for (const auto& r : {a, b}) {
+      ASSERT_TRUE(r->sent);
+      ASSERT_EQ(r->reply.code(), 0) << r->reply.message();
+    }
+    ASSERT_EQ(Version(), 1);
+  }
   std::shared_ptr<Answer> Push(const std::string& trainer, int64_t step, std::vector<int> blocks,
                                const std::function<std::vector<float>(int)>& g, int piece = 0,
                                bool more = false, int64_t samples = 3) {
@@ -174,11 +186,8 @@ TEST(PserverPiecesTest, PiecesInAnyOrderGiveTheBitsOfWholePushes) {
 
 TEST(PserverPiecesTest, ABlockEveryTrainerSentIsAppliedAndAnsweredBeforeTheBarrier) {
   Shard s;
-  ASSERT_NO_FATAL_FAILURE(s.Start());
   auto g = [](int) { return std::vector<float>(kBlock, 1.0f); };
-  ASSERT_EQ(s.Push("a", 0, {0, 1, 2}, g)->reply.code(), 0);
-  ASSERT_EQ(s.Push("b", 0, {0, 1, 2}, g)->reply.code(), 0);
-  ASSERT_EQ(s.Version(), 1);
+  ASSERT_NO_FATAL_FAILURE(s.Form(g));
   const auto before = s.Values();
 
   // A piece never waits: b has not sent block 0, so a's pull of it is deferred to its last piece.
@@ -247,13 +256,9 @@ TEST(PserverPiecesTest, ABlockEveryTrainerSentIsAppliedAndAnsweredBeforeTheBarri
 // its earlier pieces held: the step applies as with an empty push in place of the whole.
 TEST(PserverPiecesTest, ASkippedPieceDropsTheTrainersEarlierPieces) {
   Shard pieces, whole;
-  ASSERT_NO_FATAL_FAILURE(pieces.Start());
-  ASSERT_NO_FATAL_FAILURE(whole.Start());
   auto g = [](int b) { return std::vector<float>(kBlock, 0.25f * static_cast<float>(b + 1)); };
-  for (Shard* s : {&pieces, &whole}) {
-    ASSERT_EQ(s->Push("a", 0, {0, 1, 2}, g)->reply.code(), 0);
-    ASSERT_EQ(s->Push("b", 0, {0, 1, 2}, g)->reply.code(), 0);
-  }
+  ASSERT_NO_FATAL_FAILURE(pieces.Form(g));
+  ASSERT_NO_FATAL_FAILURE(whole.Form(g));
   auto skipped = [](Shard& s, int piece, int64_t samples) {
     auto r = s.Request(wire::DataRequest::DATA, "b");
     r.set_is_push(true);
@@ -280,10 +285,8 @@ TEST(PserverPiecesTest, ASkippedPieceDropsTheTrainersEarlierPieces) {
 
 TEST(PserverPiecesTest, ABadPieceIsRefusedAndTheStepClosesWithoutTheRestOfItsPush) {
   Shard s;
-  ASSERT_NO_FATAL_FAILURE(s.Start());
   auto g = [](int) { return std::vector<float>(kBlock, 1.0f); };
-  ASSERT_EQ(s.Push("a", 0, {0, 1, 2}, g)->reply.code(), 0);
-  ASSERT_EQ(s.Push("b", 0, {0, 1, 2}, g)->reply.code(), 0);
+  ASSERT_NO_FATAL_FAILURE(s.Form(g));
   auto b0 = s.Push("b", 1, {0}, g, 0, true);
   EXPECT_TRUE(b0->reply.pull_deferred());  // a has not sent block 0
   auto bad = s.Push("b", 1, {1}, g, 1, true, /*samples=*/4);

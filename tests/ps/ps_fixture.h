@@ -164,6 +164,32 @@ class PsTest : public EtcdTest {
             std::to_string(trainers)};
   }
 
+  // Runs `n` linear trainers of `job` to their end (each writes its w to `out_prefix` + its id;
+  // `extra`: more arguments), expecting each to succeed.
+  void RunLinearTrainers(const std::string& job, int n, int dim, int batch, int steps,
+                         const std::string& out_prefix, const std::vector<std::string>& extra = {}) {
+    std::vector<std::unique_ptr<Subprocess>> trainers;
+    for (int t = 0; t < n; ++t) {
+      SpawnOptions o;
+      o.argv = LinearTrainer(job, t, dim, batch, steps, n);
+      o.argv.push_back("--out");
+      o.argv.push_back(out_prefix + std::to_string(t));
+      o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+      o.log_path = out_prefix + std::to_string(t) + ".log";
+      auto p = Subprocess::Spawn(o);
+      ASSERT_TRUE(p.ok()) << p.status();
+      trainers.push_back(std::move(*p));
+    }
+    for (auto& t : trainers) {
+      auto code = t->Wait(std::chrono::seconds(90));
+      ASSERT_TRUE(code.has_value()) << t->Output();
+      std::string pservers;  // the job's: the last ones started
+      for (size_t i = procs_.size() >= 2 ? procs_.size() - 2 : 0; i < procs_.size(); ++i)
+        pservers += "\npserver process " + std::to_string(i) + ":\n" + procs_[i]->Output();
+      ASSERT_EQ(*code, 0) << t->Output() << pservers;
+    }
+  }
+
   ClientOptions ClientFor(const std::string& job, const std::string& id = "") {
     ClientOptions o;
     o.connection.etcd_endpoints = {server_->endpoint()};

@@ -44,24 +44,7 @@ TEST_P(SyncMatchesOneProcess, ThreeTrainersTwoPservers) {
   StartPserver(job);
   StartPserver(job);
   ASSERT_TRUE(WaitForPservers(job, 2));
-  std::vector<std::unique_ptr<Subprocess>> trainers;
-  for (int t = 0; t < kTrainers; ++t) {
-    SpawnOptions o;
-    o.argv = LinearTrainer(job, t, kDim, kBatch, kSteps, kTrainers);
-    o.argv.push_back("--out");
-    o.argv.push_back(dir_ + "/w" + std::to_string(t));
-    o.log_path = dir_ + "/trainer" + std::to_string(t) + ".log";
-    auto p = Subprocess::Spawn(o);
-    ASSERT_TRUE(p.ok());
-    trainers.push_back(std::move(*p));
-  }
-  for (auto& t : trainers) {
-    auto code = t->Wait(std::chrono::seconds(90));
-    ASSERT_TRUE(code.has_value()) << t->Output();
-    ASSERT_EQ(*code, 0) << t->Output() << "\npserver 0:\n"
-                        << procs_[0]->Output() << "\npserver 1:\n"
-                        << procs_[1]->Output();
-  }
+  ASSERT_NO_FATAL_FAILURE(RunLinearTrainers(job, kTrainers, kDim, kBatch, kSteps, dir_ + "/w"));
   auto expect = Reference(*OptimizerConfig::Parse(optimizer), 64);
   for (int t = 0; t < kTrainers; ++t) {
     std::ifstream f(dir_ + "/w" + std::to_string(t));
@@ -93,22 +76,10 @@ TEST_F(PsTest, PushesInPiecesEndWithTheBitsOfWholePushes) {
     StartPserver(job);
     StartPserver(job);
     EXPECT_TRUE(WaitForPservers(job, 2));
-    std::vector<std::unique_ptr<Subprocess>> trainers;
-    for (int t = 0; t < kTrainers; ++t) {
-      SpawnOptions o;
-      o.argv = LinearTrainer(job, t, kDim, kBatch, kSteps, kTrainers);
-      o.argv.push_back("--out");
-      o.argv.push_back(dir_ + "/" + job + std::to_string(t));
-      if (pieces) o.argv.push_back("--pieces");
-      o.log_path = dir_ + "/" + job + "-trainer" + std::to_string(t) + ".log";
-      auto p = Subprocess::Spawn(o);
-      EXPECT_TRUE(p.ok());
-      if (p.ok()) trainers.push_back(std::move(*p));
-    }
+    RunLinearTrainers(job, kTrainers, kDim, kBatch, kSteps, dir_ + "/" + job,
+                      pieces ? std::vector<std::string>{"--pieces"} : std::vector<std::string>{});
     std::vector<std::string> out;
-    for (int t = 0; t < kTrainers && t < static_cast<int>(trainers.size()); ++t) {
-      auto code = trainers[t]->Wait(std::chrono::seconds(90));
-      EXPECT_TRUE(code.has_value() && *code == 0) << trainers[t]->Output();
+    for (int t = 0; t < kTrainers; ++t) {
       std::ifstream f(dir_ + "/" + job + std::to_string(t));
       out.emplace_back(std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>());
     }

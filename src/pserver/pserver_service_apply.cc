@@ -1,0 +1,192 @@
+// PserverService: applying what the consistency rule lets through, and answering pulls: an
+// async/ssp push applied at once, a sync barrier (the contributors' gradients summed in trainer-id
+// order, applied once with 1 / total samples), the events drained after each request (barriers,
+// due checkpoint copies and export cuts, released pulls), and a pull's reply built from the shard.
+// Part of pserver_service.h; REQUIRES mu_ held throughout.
+#include <absl/container/flat_hash_map.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "pserver/pserver_service.h"
+
+namespace tessera {
+
+void PserverService::ApplyPush(const SegmentList& list, const float* payload, float scale) {
+  dense_updates_.clear();
+  for (const auto& part : list.parts()) {
+    const wire::Segment& seg = list.segment(part);
+    if (part.dense) {
+      dense_updates_.push_back({&seg.param(), seg.block(), payload + part.offset});
+      RecordDense(seg.param(), seg.block(), payload + part.offset, part.floats);
+    } else {
+      store_.ApplySparse(seg.param(), list.keys(part), payload + part.offset, scale);
+      RecordSparse(seg.param(), list.keys(part), payload + part.offset, part.floats);
+    }
+  }
+  store_.ApplyDenseMany(dense_updates_, scale);
+  record_scale_ = scale;
+}
+
+void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
+  int64_t total = 0;
+  for (const auto& c : b.contributors) total += held_[c].samples;
+  if (total > 0) {
+    const float scale = 1.0f / static_cast<float>(total);
+    record_scale_ = scale;
+    // Every contributor's gradient is summed in trainer-id order, then applied once. A block
+    // only one trainer sent is applied straight from its held push.
+    dense_parts_.clear();
+    std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> sparse;
+    std::map<std::string, absl::flat_hash_map<uint64_t, size_t>> sparse_index;  // key -> its row in `sparse`
+    for (const auto& c : b.contributors) {
+      const PendingPush& p = held_[c];
+      for (int piece = 0; piece < p.used; ++piece) {
+        const HeldPiece& h = p.pieces[piece];
+        if (!h.present) continue;
+        const float* payload = h.data();
+        for (const auto& part : h.list.parts()) {
+          const wire::Segment& seg = h.list.segment(part);
+          const float* g = payload + part.offset;
+          if (part.dense) {
+            // A block applied before the barrier (every contributor had sent it) is done.
+            if (!mixed() || !pieces_.applied({seg.param(), seg.block()}))
+              dense_parts_.push_back({&seg.param(), seg.block(), seg.count(), g});
+            continue;
+          }
+          const int dim = part.dim;
+          auto& [keys, rows] = sparse[seg.param()];
+          auto& index = sparse_index[seg.param()];
+          for (int k = 0; k < seg.keys_size(); ++k) {
+            auto [it, inserted] = index.try_emplace(seg.keys(k), keys.size());
+            if (inserted) {
+              keys.push_back(seg.keys(k));
+              rows.insert(rows.end(), g + k * dim, g + (k + 1) * dim);
+            } else {
+              float* row = rows.data() + it->second * dim;
+              for (int i = 0; i < dim; ++i) row[i] += g[k * dim + i];
+            }
+          }
+        }
+      }
+    }
+    // Group the parts by block; a stable sort keeps trainer-id order within a block.
+    dense_updates_.clear();
+    std::stable_sort(dense_parts_.begin(), dense_parts_.end(), [](const DensePart& x, const DensePart& y) {
+      int c = x.param->compare(*y.param);
+      return c != 0 ? c < 0 : x.block < y.block;
+    });
+    for (size_t i = 0; i < dense_parts_.size();) {
+      size_t j = i + 1;
+      while (j < dense_parts_.size() && *dense_parts_[j].param == *dense_parts_[i].param &&
+             dense_parts_[j].block == dense_parts_[i].block) {
+        ++j;
+      }
+      const DensePart& first = dense_parts_[i];
+      if (j == i + 1) {
+        dense_updates_.push_back({first.param, first.block, first.grad});
+        RecordDense(*first.param, first.block, first.grad, first.count);
+      } else {
+        auto& acc = dense_acc_[{*first.param, first.block}];
+        acc.assign(first.grad, first.grad + first.count);
+        float* __restrict a = acc.data();
+        for (size_t k = i + 1; k < j; ++k) {
+          const float* __restrict g = dense_parts_[k].grad;
+          for (int64_t e = 0; e < first.count; ++e) a[e] += g[e];
+        }
+        dense_updates_.push_back({first.param, first.block, a});
+        RecordDense(*first.param, first.block, a, first.count);
+      }
+      i = j;
+    }
+    store_.ApplyDenseMany(dense_updates_, scale);
+    for (const auto& [table, kr] : sparse) {
+      store_.ApplySparse(table, kr.first, kr.second.data(), scale);
+      RecordSparse(table, kr.first, kr.second.data(), static_cast<int64_t>(kr.second.size()));
+    }
+  }
+  for (const auto& c : b.contributors) {
+    PendingPush& p = held_[c];
+    if (p.held) --held_count_;
+    p.held = false;
+  }
+  ClearPieces();
+}
+
+void PserverService::ObserveApply(std::chrono::steady_clock::time_point start) {
+  if (!options_.metrics) return;
+  options_.metrics
+      ->GetHistogram("tessera_pserver_apply_seconds",
+                     "applying gradients to the shard: a sync step's barrier (the trainers' sum and the "
+                     "update), or one async/ssp push",
+                     metrics::LatencyBuckets())
+      .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
+}
+
+void PserverService::Drain(std::vector<Reply>* out) {
+  while (true) {
+    auto ready = consistency_->TakeReady();
+    if (ready.empty()) return PublishChanges();
+    if (ready.barrier) {
+      if (options_.metrics && held_count_ > 0) {
+        options_.metrics
+            ->GetHistogram("tessera_pserver_barrier_seconds",
+                           "sync: from the first push of a step to its barrier (waiting for every trainer)",
+                           metrics::LatencyBuckets())
+            .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - step_opened_).count());
+      }
+      const auto start = std::chrono::steady_clock::now();
+      ApplyBarrier(*ready.barrier);
+      ObserveApply(start);
+      consistency_->BarrierApplied(ready.barrier->step);
+      const int64_t v = consistency_->version();
+      if ((options_.snapshot_every > 0 && v % options_.snapshot_every == 0) || snapshot_wanted_) {
+        snapshot_wanted_ = false;
+        if (due_snapshot_) {
+          spdlog::warn("pserver {}: the checkpoint of version {} was not written before version {} was due",
+                       options_.index, due_snapshot_->version, v);
+        }
+        due_snapshot_ = CheckpointLocked();
+      }
+      if (cuts_.any_pending()) TakeDueCuts();
+    }
+    for (uint64_t t : ready.pulls) {
+      auto it = waiting_.find(t);
+      if (it == waiting_.end()) continue;
+      if (options_.metrics) {
+        options_.metrics
+            ->GetHistogram("tessera_pserver_pull_wait_seconds", "time a pull waited for its version",
+                           metrics::LatencyBuckets())
+            .Observe(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.since).count());
+      }
+      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder)));
+      waiting_.erase(it);
+    }
+  }
+}
+
+PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& req, const SegmentList& pull,
+                                                     std::unique_ptr<Responder> r) {
+  Reply rep;
+  rep.header.set_version(consistency_->version());
+  rep.header.set_min_clock(consistency_->min_clock());
+  if (pull.floats() > 0) rep.payload = r->Allocate(pull.bytes());
+  float* out = static_cast<float*>(rep.payload.data);
+  *rep.header.mutable_pull() = req.pull();
+  for (const auto& part : pull.parts()) {
+    const wire::Segment& seg = pull.segment(part);
+    if (part.dense) {
+      const float* v = store_.DenseValues(seg.param(), seg.block());
+      std::copy(v, v + part.floats, out + part.offset);
+    } else {
+      store_.ReadSparse(seg.param(), pull.keys(part), out + part.offset);
+    }
+  }
+  ++counters_.pulls;
+  counters_.bytes_out += static_cast<int64_t>(pull.bytes());
+  rep.responder = std::move(r);
+  return rep;
+}
+
+}  // namespace tessera
