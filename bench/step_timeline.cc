@@ -10,7 +10,8 @@
 // and the copies); of the exchange, the pserver's time applying the step (its
 // tessera_pserver_apply_seconds) and handling the requests (tessera_pserver_request_seconds),
 // read from its /metrics. The records are in memory before timing. Then (unless --no-torch) the
-// PyTorch MLP's step (bench/torch_step_timeline.py, 784-256-256-10) in one process, as 2 ranks of
+// PyTorch MLP's step (bench/torch_step_timeline.py, 784-256-256-10) in one process, in two such
+// processes at once (no communication: what two trainers' compute costs on these cores), as 2 ranks of
 // DistributedDataParallel over gloo, and as 2 trainers of a `tessera local` job with 1 and 2
 // pservers, pushing once a step and during backward (overlap=True): data, forward, backward,
 // step. The built-in mlp also pushes in pieces (Model::StepInPieces). Prints Markdown tables;
@@ -116,7 +117,9 @@ StatusOr<std::unique_ptr<models::Model>> Mlp(int hidden, int batch) {
 }
 
 // The PyTorch MLP's phases (bench/torch_step_timeline.py), ms per step, per trainer.
-enum class TorchSetup { kAlone, kDdp, kTessera, kTesseraOverlap };
+// kAloneTwice: two one-process runs at once, sharing nothing but the machine (the floor for two
+// trainers on its cores).
+enum class TorchSetup { kAlone, kAloneTwice, kDdp, kTessera, kTesseraOverlap };
 StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, const std::string& store,
                                                     int hidden, int batch, int pservers, TorchSetup setup) {
   const std::string script = std::string(TESSERA_SOURCE_DIR) + "/bench/torch_step_timeline.py";
@@ -125,23 +128,23 @@ StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, cons
   const std::string python = "/usr/bin/python3";
   const std::map<std::string, std::string> pythonpath = {{"PYTHONPATH", testing::BuildPath("python")}};
   std::vector<std::unique_ptr<testing::Subprocess>> procs;
-  if (setup == TorchSetup::kAlone || setup == TorchSetup::kDdp) {
-    // One process, or two ranks of DistributedDataParallel over gloo on loopback.
+  if (setup == TorchSetup::kAlone || setup == TorchSetup::kAloneTwice || setup == TorchSetup::kDdp) {
+    // One process, two at once, or two ranks of DistributedDataParallel over gloo on loopback.
+    const bool ddp = setup == TorchSetup::kDdp;
     const int ranks = setup == TorchSetup::kAlone ? 1 : 2;
     const int port = testing::FreePort();
     for (int rank = 0; rank < ranks; ++rank) {
       testing::SpawnOptions o;
-      o.argv = {python, script, setup == TorchSetup::kAlone ? "--alone" : "--ddp", "--store", store};
+      o.argv = {python, script, ddp ? "--ddp" : "--alone", "--store", store};
       o.argv.insert(o.argv.end(), model.begin(), model.end());
       o.env = pythonpath;
-      if (ranks > 1) {
+      if (ddp) {
         o.env["RANK"] = std::to_string(rank);
         o.env["WORLD_SIZE"] = std::to_string(ranks);
         o.env["MASTER_ADDR"] = "127.0.0.1";
         o.env["MASTER_PORT"] = std::to_string(port);
       }
-      o.log_path =
-          dir + "/torch-" + (ranks > 1 ? "ddp-" + std::to_string(rank) : std::string("alone")) + ".log";
+      o.log_path = dir + "/torch-" + (ddp ? "ddp-" : "alone-") + std::to_string(rank) + ".log";
       TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(o));
       procs.push_back(std::move(p));
     }
@@ -149,10 +152,15 @@ StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, cons
       auto code = p->Wait(std::chrono::minutes(10));
       if (!code || *code != 0) return Status::Internal("the PyTorch run failed: " + p->Output());
     }
-    std::string text = procs[0]->Output();
-    auto at = text.rfind("{\"data\"");
-    if (at == std::string::npos) return Status::Internal("no timeline in " + text);
-    return std::vector<nlohmann::json>{nlohmann::json::parse(text.substr(at), nullptr, false)};
+    // DDP's rank 0 speaks for both (they go in lock step); two lone runs each for itself.
+    std::vector<nlohmann::json> out;
+    for (size_t i = 0; i < (ddp ? 1 : procs.size()); ++i) {
+      std::string text = procs[i]->Output();
+      auto at = text.rfind("{\"data\"");
+      if (at == std::string::npos) return Status::Internal("no timeline in " + text);
+      out.push_back(nlohmann::json::parse(text.substr(at), nullptr, false));
+    }
+    return out;
   }
   const std::string run = dir + "/torch-run-" + std::to_string(pservers) +
                           (setup == TorchSetup::kTesseraOverlap ? "-overlap" : "");
@@ -205,6 +213,8 @@ void TorchRows(const std::string& dir, const std::string& store, int hidden, int
     std::fflush(stdout);
   };
   row("one process, torch.optim.Adam", TorchTimeline(dir, store, hidden, batch, 0, TorchSetup::kAlone));
+  row("two one-process runs at once (no communication)",
+      TorchTimeline(dir, store, hidden, batch, 0, TorchSetup::kAloneTwice));
   row("DistributedDataParallel, gloo, 2 ranks (rank 0)",
       TorchTimeline(dir, store, hidden, batch, 0, TorchSetup::kDdp), 2);
   for (int pservers : {1, 2}) {

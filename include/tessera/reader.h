@@ -7,6 +7,12 @@
 // trainer that dies mid-task loses nothing: the task goes back to the queue. A corrupt chunk
 // fails its task (with the reason) and the reader moves on to the next task.
 //
+// Fetching ahead: once the records left in the current task are few (`fetch_ahead_records`), the
+// reader asks for the next task and reads its chunks on a thread of its own, so a trainer does
+// not wait for the master and the disk between two batches. The master then counts both tasks
+// as held by this trainer for that short while; the one fetched ahead is not in Held() until a
+// record of it is returned (nothing of it is in the model before).
+//
 // Thread-safety: one thread uses a Reader at a time.
 #pragma once
 
@@ -32,14 +38,18 @@ struct ReaderOptions {
   // Open() fails after this long if no etcd endpoint accepts connections, saying why.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
   int64_t lease_ttl_seconds = 10;
+  // Fetch the next task ahead once this many records or fewer are left in the current one
+  // (0: never; each task is then fetched when the last one runs out).
+  int64_t fetch_ahead_records = 256;
 };
 
 struct ReaderStats {
-  int64_t tasks_done = 0;    // acknowledged
-  int64_t tasks_failed = 0;  // failed by this reader (corrupt chunks)
-  int64_t stale = 0;         // acknowledgements the master refused (task re-dispatched meanwhile)
-  int64_t records = 0;       // records returned
-  int64_t splits = 0;        // tasks this reader was told to stop early (the rest went to an idle trainer)
+  int64_t tasks_done = 0;     // acknowledged
+  int64_t tasks_failed = 0;   // failed by this reader (corrupt chunks)
+  int64_t stale = 0;          // acknowledgements the master refused (task re-dispatched meanwhile)
+  int64_t records = 0;        // records returned
+  int64_t splits = 0;         // tasks this reader was told to stop early (the rest went to an idle trainer)
+  int64_t fetched_ahead = 0;  // tasks whose records were read before the ones before them ran out
 };
 
 // A task the reader holds: how many of its records were returned (`offset`) of `records`.

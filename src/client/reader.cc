@@ -4,7 +4,10 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <future>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 
 #include "client/job_connection.h"
@@ -56,6 +59,7 @@ class ReaderImpl : public Reader {
     }
     MaybeReportProgress();
     record->assign(records_[next_++]);
+    MaybeFetchAhead();
     ++stats_.records;
     return true;
   }
@@ -117,53 +121,110 @@ class ReaderImpl : public Reader {
     }
   }
 
-  // Gets the next task and loads its records. False when every pass is done (finished_) or the
-  // master has nothing to hand out right now.
-  StatusOr<bool> FetchTask() {
+  // What one round of asking the master brought: its last answer and, for a task, the task's
+  // records (views into `buffers`, per chunk: stored, decompressed).
+  struct Fetched {
+    master::GetTaskReply reply;
+    std::vector<std::pair<std::string, std::string>> buffers;
+    std::vector<std::string_view> records;
+    int64_t failed = 0;  // tasks failed on the way (chunks that could not be read)
+  };
+
+  // Asks for a task and reads its chunks; a task whose chunks cannot be read is failed, with the
+  // reason, and the next one asked for. Touches no member but the (thread-safe) master client,
+  // so it also runs on the fetch-ahead thread.
+  // `reuse`: buffers of an earlier task, to read into without allocating again.
+  StatusOr<Fetched> Ask(const Deadline& deadline,
+                        std::vector<std::pair<std::string, std::string>> reuse) const {
+    Fetched f;
+    f.buffers = std::move(reuse);
     while (true) {
-      TESSERA_ASSIGN_OR_RETURN(auto reply, master_->GetTask(trainer_, Deadline(options_.request_timeout)));
-      passes_ = reply.passes();
-      record_type_ = reply.record_type();
-      if (reply.kind() == master::GetTaskReply::FINISHED) {
-        finished_ = true;
-        job_pass_ = passes_;
-        return false;
-      }
-      job_pass_ = std::max(job_pass_,
-                           reply.kind() == master::GetTaskReply::TASK ? reply.task().pass() : reply.pass());
-      // Other trainers hold the rest of the pass: the caller keeps stepping and asks again.
-      if (reply.kind() == master::GetTaskReply::WAIT) return false;
-      Deadline deadline(options_.request_timeout);
-      std::string dir = options_.store.empty() ? reply.dataset_dir() : options_.store + "/" + reply.dataset();
-      Status loaded = Load(reply.task(), dir, reply.dataset());
-      if (loaded.ok()) {
-        task_ = reply.task();
-        // A piece of a split task ends where the next one starts.
-        if (task_.end_record() > 0 && task_.end_record() < static_cast<int64_t>(records_.size()))
-          records_.resize(static_cast<size_t>(task_.end_record()));
-        // After a rollback mid-task the first records are in the model already; a piece of a
-        // split task starts where the one before it ends.
-        if (task_.skip_records() > 0) {
-          next_ = std::min(records_.size(), static_cast<size_t>(task_.skip_records()));
-          spdlog::info("trainer {}: task {} starts at record {} and ends at {}", trainer_, task_.id(), next_,
-                       records_.size());
-        }
-        next_report_ = Now() + kProgressEvery;
-        pass_ = task_.pass();
-        have_task_ = true;
-        return true;
-      }
-      // A chunk we cannot read fails the task, with the reason, and we move on.
-      spdlog::warn("trainer {}: task {} failed: {}", trainer_, reply.task().id(), loaded.message());
-      ++stats_.tasks_failed;
-      (void)master_->Fail(trainer_, reply.task().id(), reply.task().epoch(), loaded.message(), deadline);
+      TESSERA_ASSIGN_OR_RETURN(f.reply, master_->GetTask(trainer_, deadline));
+      if (f.reply.kind() != master::GetTaskReply::TASK) return f;
+      const std::string dir =
+          options_.store.empty() ? f.reply.dataset_dir() : options_.store + "/" + f.reply.dataset();
+      Status loaded = Load(f.reply.task(), dir, f.reply.dataset(), &f);
+      if (loaded.ok()) return f;
+      spdlog::warn("trainer {}: task {} failed: {}", trainer_, f.reply.task().id(), loaded.message());
+      ++f.failed;
+      (void)master_->Fail(trainer_, f.reply.task().id(), f.reply.task().epoch(), loaded.message(), deadline);
     }
   }
 
-  Status Load(const master::Task& t, const std::string& dir, const std::string& dataset) {
-    buffers_.resize(t.chunks_size());
-    records_.clear();
+  // Starts fetching the next task once few records of this one are left.
+  void MaybeFetchAhead() {
+    if (ahead_.valid() || !have_task_ || options_.fetch_ahead_records <= 0 ||
+        records_.size() - next_ > static_cast<size_t>(options_.fetch_ahead_records))
+      return;
+    // A short deadline: a master that does not answer soon is asked again, with the full
+    // timeout, when the records run out (and a closing reader does not wait long for it).
+    const auto timeout =
+        std::min<std::chrono::milliseconds>(options_.request_timeout, std::chrono::seconds(10));
+    ahead_ = std::async(std::launch::async, [this, timeout, reuse = std::move(spare_)]() mutable {
+      return Ask(Deadline(timeout), std::move(reuse));
+    });
+  }
+
+  // Gets the next task and its records: the one fetched ahead if there is one, else asked for
+  // now. False when every pass is done (finished_) or the master has nothing to hand out now.
+  StatusOr<bool> FetchTask() {
+    std::optional<Fetched> got;
+    if (ahead_.valid()) {
+      StatusOr<Fetched> f = ahead_.get();
+      if (f.ok()) {
+        stats_.tasks_failed += f->failed;
+        // A wait or the end seen ahead may be out of date now that our task is done: ask again.
+        if (f->reply.kind() == master::GetTaskReply::TASK) {
+          got = std::move(*f);
+          ++stats_.fetched_ahead;
+        }
+      } else {
+        spdlog::debug("trainer {}: fetching the next task ahead failed: {}", trainer_, f.status().message());
+      }
+    }
+    if (!got) {
+      TESSERA_ASSIGN_OR_RETURN(Fetched f, Ask(Deadline(options_.request_timeout), std::move(spare_)));
+      stats_.tasks_failed += f.failed;
+      got = std::move(f);
+    }
+    const auto& reply = got->reply;
+    passes_ = reply.passes();
+    record_type_ = reply.record_type();
+    if (reply.kind() == master::GetTaskReply::FINISHED) {
+      finished_ = true;
+      job_pass_ = passes_;
+      return false;
+    }
+    job_pass_ =
+        std::max(job_pass_, reply.kind() == master::GetTaskReply::TASK ? reply.task().pass() : reply.pass());
+    // Other trainers hold the rest of the pass: the caller keeps stepping and asks again.
+    if (reply.kind() == master::GetTaskReply::WAIT) return false;
+    task_ = reply.task();
+    buffers_.swap(got->buffers);  // the views stay valid: the strings themselves do not move
+    records_.swap(got->records);
+    spare_ = std::move(got->buffers);
     next_ = 0;
+    // A piece of a split task ends where the next one starts.
+    if (task_.end_record() > 0 && task_.end_record() < static_cast<int64_t>(records_.size()))
+      records_.resize(static_cast<size_t>(task_.end_record()));
+    // After a rollback mid-task the first records are in the model already; a piece of a
+    // split task starts where the one before it ends.
+    if (task_.skip_records() > 0) {
+      next_ = std::min(records_.size(), static_cast<size_t>(task_.skip_records()));
+      spdlog::info("trainer {}: task {} starts at record {} and ends at {}", trainer_, task_.id(), next_,
+                   records_.size());
+    }
+    next_report_ = Now() + kProgressEvery;
+    pass_ = task_.pass();
+    have_task_ = true;
+    return true;
+  }
+
+  // Reads task `t`'s records into f->buffers and f->records.
+  static Status Load(const master::Task& t, const std::string& dir, const std::string& dataset, Fetched* f) {
+    f->buffers.resize(t.chunks_size());
+    f->records.clear();
+    auto& records = f->records;
     std::vector<std::string_view> recs;
     for (int i = 0; i < t.chunks_size(); ++i) {
       const auto& c = t.chunks(i);
@@ -174,21 +235,21 @@ class ReaderImpl : public Reader {
       std::string part = dataset::Manifest::PartName(c.part());
       std::string name = dataset + "/" + part + " chunk " + std::to_string(c.index()) + " at offset " +
                          std::to_string(c.offset());
-      auto& [stored, scratch] = buffers_[i];
+      auto& [stored, scratch] = f->buffers[i];
       TESSERA_RETURN_IF_ERROR(
           recordio::ReadChunkAt(dir + "/" + part, c.offset(), &expect, name, &stored, &scratch, &recs));
-      records_.insert(records_.end(), recs.begin(), recs.end());
+      records.insert(records.end(), recs.begin(), recs.end());
     }
     if (t.records() > 0) {  // a record range of its one chunk
       if (t.chunks_size() != 1 || t.first_record() < 0 ||
-          t.first_record() + t.records() > static_cast<int64_t>(records_.size())) {
+          t.first_record() + t.records() > static_cast<int64_t>(records.size())) {
         return Status::InvalidArgument("task " + std::to_string(t.id()) + " names records " +
                                        std::to_string(t.first_record()) + ".." +
                                        std::to_string(t.first_record() + t.records()) + " of a chunk of " +
-                                       std::to_string(records_.size()));
+                                       std::to_string(records.size()));
       }
-      records_.erase(records_.begin() + t.first_record() + t.records(), records_.end());
-      records_.erase(records_.begin(), records_.begin() + t.first_record());
+      records.erase(records.begin() + t.first_record() + t.records(), records.end());
+      records.erase(records.begin(), records.begin() + t.first_record());
     }
     return Status::OK();
   }
@@ -205,12 +266,15 @@ class ReaderImpl : public Reader {
   int job_pass_ = -1;  // -1 until the master first answered
   std::string record_type_;
   std::vector<std::pair<std::string, std::string>> buffers_;  // per chunk: stored, decompressed
+  std::vector<std::pair<std::string, std::string>> spare_;    // the task before's, for the next
   std::vector<std::string_view> records_;
   size_t next_ = 0;
   static constexpr std::chrono::milliseconds kProgressEvery{250};
   TimePoint next_report_{};
   std::vector<ReaderHeldTask> trained_wait_;
   ReaderStats stats_;
+  // The next task, being fetched ahead (declared last: it is waited for before the rest goes).
+  std::future<StatusOr<Fetched>> ahead_;
 };
 
 }  // namespace

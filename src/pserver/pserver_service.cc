@@ -54,6 +54,7 @@ void PserverService::SendError(Responder& r, const Status& s, Reason reason, int
 }
 
 void PserverService::Send(Reply& reply) {
+  reply.copy.Run();
   thread_local std::string h;  // reused: no allocation per reply once grown
   reply.header.SerializeToString(&h);
   ConstBuffer b{reply.payload.data, reply.payload.size};

@@ -215,6 +215,9 @@ class PserverService : public RequestHandler {
     MutableBuffer payload;     // lent by the responder (Allocate), or `owned`'s memory
     std::vector<float> owned;  // EXPORT_READ pages
     std::unique_ptr<Responder> responder;
+    // The pulled dense blocks, copied into `payload` by Send (after the lock) unless a change to
+    // the shard did it first. Declared after `responder`: dropped first, as it may write there.
+    DeferredCopies::Ticket copy;
   };
 
   void HandleData(wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);

@@ -174,15 +174,19 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
   if (pull.floats() > 0) rep.payload = r->Allocate(pull.bytes());
   float* out = static_cast<float*>(rep.payload.data);
   *rep.header.mutable_pull() = req.pull();
+  std::vector<DeferredCopies::Part> dense;
   for (const auto& part : pull.parts()) {
     const wire::Segment& seg = pull.segment(part);
     if (part.dense) {
-      const float* v = store_.DenseValues(seg.param(), seg.block());
-      std::copy(v, v + part.floats, out + part.offset);
+      dense.push_back({store_.DenseValues(seg.param(), seg.block()), out + part.offset,
+                       static_cast<size_t>(part.floats)});
     } else {
+      // Rows may be made on first touch: under the lock.
       store_.ReadSparse(seg.param(), pull.keys(part), out + part.offset);
     }
   }
+  // The dense blocks are copied after the lock (Send), by the thread that sends the reply.
+  if (!dense.empty()) rep.copy = store_.DeferDenseCopies(std::move(dense));
   ++counters_.pulls;
   counters_.bytes_out += static_cast<int64_t>(pull.bytes());
   rep.responder = std::move(r);

@@ -1,12 +1,14 @@
 // PserverService without a network: a request is refused NOT_SERVING whenever the lease is not
 // confirmed alive at that moment, and answered again once it is; a sync push refused for its
-// content (a NaN, an unknown name) still closes the step, as an empty push.
+// content (a NaN, an unknown name) still closes the step, as an empty push; pulls copied after
+// the lock never hold values of another version than they say.
 #include "pserver/pserver_service.h"
 
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <cmath>
+#include <thread>
 #include <vector>
 
 #include "job/wire_convert.h"
@@ -38,6 +40,18 @@ class Capture : public Responder {
   std::vector<float>* payload_;
   std::string buf_;
 };
+
+// A request of job "tok" to pserver 0 (epoch 5) from trainer "a" (epoch 11) or another (12).
+wire::DataRequest RequestOf(wire::DataRequest::Op op, const std::string& trainer) {
+  wire::DataRequest r;
+  r.set_op(op);
+  r.set_job_token("tok");
+  r.set_pserver_index(0);
+  r.set_pserver_epoch(5);
+  r.set_trainer(trainer);
+  r.set_trainer_epoch(trainer == "a" ? 11 : 12);
+  return r;
+}
 
 TEST(PserverServiceTest, RefusesEveryRequestWhileItsLeaseIsNotConfirmedAlive) {
   std::atomic<bool> alive{true};
@@ -85,14 +99,7 @@ class SyncServiceTest : public ::testing::Test {
   }
 
   wire::DataRequest Request(wire::DataRequest::Op op, const std::string& trainer) {
-    wire::DataRequest r;
-    r.set_op(op);
-    r.set_job_token("tok");
-    r.set_pserver_index(0);
-    r.set_pserver_epoch(5);
-    r.set_trainer(trainer);
-    r.set_trainer_epoch(trainer == "a" ? 11 : 12);
-    return r;
+    return RequestOf(op, trainer);
   }
   wire::DataReply Call(const wire::DataRequest& r, const std::vector<float>& payload = {},
                        std::vector<float>* out = nullptr) {
@@ -239,6 +246,83 @@ TEST_F(SyncServiceTest, AnExportCutAskedForALaterVersionIsTakenAtItsBarrierAndDo
   auto now = Call(cut(wire::DataRequest::EXPORT_CUT, 8, -1));
   EXPECT_TRUE(now.export_ready());
   EXPECT_EQ(now.version(), 2);
+}
+
+// Pulls copy the dense blocks after the service's lock (deferred_copies.h) while another thread's
+// async pushes change them: every pull must hold exactly the values of the version it names
+// (each push adds 1 to every element, from 0).
+TEST(AsyncServiceTest, PullsCopiedAfterTheLockHoldTheValuesOfTheVersionTheyName) {
+  constexpr int kBlocks = 4;
+  constexpr int64_t kBlock = 1 << 16;
+  PserverServiceOptions o;
+  o.index = 0;
+  o.epoch = 5;
+  o.job.pservers = 1;
+  o.job.token = "tok";
+  o.job.mode.kind = ConsistencyMode::Kind::kAsync;
+  o.job.optimizer = *OptimizerConfig::Parse("sgd:lr=1");
+  o.slots = SlotMap::RoundRobin(o.job.slots, 1);
+  PserverService service(o);
+  auto request = RequestOf;
+  auto blocks = [](google::protobuf::RepeatedPtrField<wire::Segment>* out) {
+    for (int b = 0; b < kBlocks; ++b) {
+      auto* s = out->Add();
+      s->set_param("w");
+      s->set_block(b);
+      s->set_count(kBlock);
+    }
+  };
+  auto call = [&](const wire::DataRequest& r, const std::vector<float>& payload, std::vector<float>* out) {
+    wire::DataReply reply;
+    std::string h = r.SerializeAsString();
+    service.Handle(h, ConstBuffer{payload.data(), payload.size() * sizeof(float)},
+                   std::make_unique<Capture>(&reply, out));
+    return reply;
+  };
+  auto init = request(wire::DataRequest::INIT, "a");
+  auto* spec = init.add_params();
+  spec->set_name("w");
+  spec->set_size(kBlocks * kBlock);
+  *spec->mutable_optimizer() = ToWire(*OptimizerConfig::Parse("sgd:lr=1"));
+  blocks(init.mutable_push());
+  ASSERT_EQ(call(init, std::vector<float>(kBlocks * kBlock, 0.0f), nullptr).code(), 0);
+  ASSERT_EQ(call(request(wire::DataRequest::INIT_DONE, "a"), {}, nullptr).code(), 0);
+  for (const char* t : {"a", "b"})
+    ASSERT_EQ(call(request(wire::DataRequest::JOIN, t), {}, nullptr).code(), 0);
+
+  constexpr int kPushes = 300;
+  std::thread pusher([&] {
+    const std::vector<float> minus_one(kBlocks * kBlock, -1.0f);
+    for (int i = 0; i < kPushes; ++i) {
+      auto r = request(wire::DataRequest::DATA, "a");
+      r.set_is_push(true);
+      r.set_step(i);
+      r.set_samples(1);
+      blocks(r.mutable_push());
+      EXPECT_EQ(call(r, minus_one, nullptr).code(), 0);
+    }
+  });
+  int pulls = 0, wrong = 0;
+  int64_t last = -1;
+  std::vector<float> got;
+  while (last < kPushes && pulls < 100000) {
+    auto r = request(wire::DataRequest::DATA, "b");
+    blocks(r.mutable_pull());
+    auto reply = call(r, {}, &got);
+    ASSERT_EQ(reply.code(), 0) << reply.message();
+    ASSERT_EQ(got.size(), static_cast<size_t>(kBlocks * kBlock));
+    ++pulls;
+    last = reply.version();
+    for (float v : got) {
+      if (v != static_cast<float>(reply.version())) {
+        ++wrong;
+        break;
+      }
+    }
+  }
+  pusher.join();
+  EXPECT_EQ(last, kPushes);
+  EXPECT_EQ(wrong, 0) << "of " << pulls << " pulls";
 }
 
 }  // namespace

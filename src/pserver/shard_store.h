@@ -4,7 +4,9 @@
 // Validation is separate from mutation: Check* methods never change anything, so a request is
 // checked whole before any part of it is applied ("bad input loses nothing").
 //
-// Not thread-safe: the PserverService serializes access under its lock.
+// Not thread-safe: the PserverService serializes access under its lock. Pull replies may copy
+// dense blocks after that lock is let go (DeferDenseCopies): every change to dense values first
+// finishes those copies.
 #pragma once
 
 #include <absl/container/flat_hash_map.h>
@@ -21,6 +23,7 @@
 #include "job/job_config.h"
 #include "job/placement.h"
 #include "job/slot_map.h"
+#include "pserver/deferred_copies.h"
 #include "pserver/row_limits.h"
 #include "tessera/params.h"
 #include "tessera/status.h"
@@ -130,6 +133,12 @@ class ShardStore {
   void ApplySparse(const std::string& table, std::span<const uint64_t> keys, const float* grads, float scale);
   // The current values of a dense block (stable until the next Set/Apply on it).
   const float* DenseValues(const std::string& name, int64_t block) const;
+  // Copies of dense values (DenseValues) into pull replies, to be done after the caller's lock
+  // is released (deferred_copies.h): Declare, SetDense, ApplyDense(Many) and Restore first
+  // finish every copy registered here, so a copy always gets the values it was registered with.
+  DeferredCopies::Ticket DeferDenseCopies(std::vector<DeferredCopies::Part> parts) {
+    return deferred_.Add(std::move(parts));
+  }
   // Copies rows for `keys` into out (keys.size() * dim floats), creating rows first touched
   // (with limits: an id without a row reads as its initial value and nothing is stored).
   void ReadSparse(const std::string& table, std::span<const uint64_t> keys, float* out);
@@ -242,6 +251,7 @@ class ShardStore {
   std::unordered_map<std::string, std::unique_ptr<Sparse>> sparse_;
   int64_t checkpoint_gen_ = 0;
   WorkPool* pool_ = nullptr;
+  DeferredCopies deferred_;  // pull replies' copies not done yet
   // Parallel requests' scratch, reused: per part, positions of keys without a row; a push's
   // part per position and positions grouped by part.
   std::vector<std::vector<size_t>> missing_;

@@ -31,6 +31,7 @@ int OwnerOf(uint64_t key, int n) {
 }  // namespace
 
 void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scale) {
+  deferred_.Flush();
   pieces_.clear();
   int64_t total = 0;
   for (const auto& u : updates) {

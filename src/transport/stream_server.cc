@@ -33,6 +33,8 @@ class StreamServer::Connection : public std::enable_shared_from_this<StreamServe
   bool finished() const { return finished_.load(); }
 
   // For responders.
+  void ResponderMade();
+  void ResponderGone();
   MutableBuffer Allocate(uint64_t id, size_t bytes);
   void Complete(uint64_t id, std::string_view header, std::span<const ConstBuffer> payload);
   void Abandon(uint64_t id);
@@ -62,6 +64,9 @@ class StreamServer::Connection : public std::enable_shared_from_this<StreamServe
   bool in_request_ = false;  // a request was handed to the handler and has no reply yet
   bool ready_ = false;
   bool abandoned_ = false;
+  // Responders alive: the memory they were lent (the channel's reply buffer, or scratch_) stays
+  // until they are gone, even if the connection closes first (the handler may still write there).
+  int responders_ = 0;
   std::string reply_header_;
   size_t reply_bytes_ = 0;
   MutableBuffer lent_{};
@@ -73,9 +78,12 @@ namespace {
 class StreamResponder : public Responder {
  public:
   StreamResponder(std::shared_ptr<StreamServer::Connection> conn, uint64_t id)
-      : conn_(std::move(conn)), id_(id) {}
+      : conn_(std::move(conn)), id_(id) {
+    conn_->ResponderMade();
+  }
   ~StreamResponder() override {
     if (!sent_) conn_->Abandon(id_);
+    conn_->ResponderGone();
   }
   MutableBuffer Allocate(size_t bytes) override { return conn_->Allocate(id_, bytes); }
   void Send(std::string_view header, std::span<const ConstBuffer> payload) override {
@@ -154,9 +162,12 @@ void StreamServer::Connection::Run() {
     in_request_ = false;
     ::shutdown(channel_->fd(), SHUT_RDWR);
     // Its buffers (up to the largest frame it received) go back to the system now, not when
-    // the server next reaps finished connections.
-    channel_.reset();
-    scratch_.Release();
+    // the server next reaps finished connections; unless a responder still holds memory it lent
+    // (then with the last responder, which owns this connection too).
+    if (responders_ == 0) {
+      channel_.reset();
+      scratch_.Release();
+    }
     finished_ = true;
   }
 }
@@ -183,6 +194,19 @@ bool StreamServer::Connection::WaitReply() {
   }
   in_request_ = false;
   return ready_ && !closed_ && !abandoned_;
+}
+
+void StreamServer::Connection::ResponderMade() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++responders_;
+}
+
+void StreamServer::Connection::ResponderGone() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--responders_ == 0 && finished_) {
+    channel_.reset();
+    scratch_.Release();
+  }
 }
 
 void StreamServer::Connection::Close() {

@@ -28,7 +28,9 @@ namespace {
 
 // Replies "re:" + header with the request's payload reversed in chunks, or as the header asks:
 //   "big": 16 bytes more payload than was sent;  "never": keeps the responder, never answers;
-//   "drop": drops the responder;  "later": answers from another thread after 20 ms.
+//   "drop": drops the responder;  "later": answers from another thread after 20 ms;
+//   "lent": writes all over 64 MiB of lent reply memory from another thread for half a second
+//   (the caller has gone by then), then answers.
 class TestHandler : public RequestHandler {
  public:
   ~TestHandler() override { Join(); }
@@ -44,6 +46,17 @@ class TestHandler : public RequestHandler {
       return;
     }
     if (h == "drop") return;
+    if (h == "lent") {
+      MutableBuffer out = r->Allocate(size_t{64} << 20);
+      std::lock_guard<std::mutex> lock(mu_);
+      threads_.emplace_back([r = std::move(r), out]() mutable {
+        const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(500);
+        for (int i = 0; i < 1000 && std::chrono::steady_clock::now() < end; ++i)
+          std::memset(out.data, i, out.size);
+        r->Send("re:lent", {});
+      });
+      return;
+    }
     size_t extra = h == "big" ? 16 : 0;
     MutableBuffer out = r->Allocate(payload.size + extra);
     {
@@ -226,6 +239,18 @@ TEST_P(TransportTest, ADroppedResponderFailsTheCallAsUnavailable) {
   auto r = conn_->Call("drop", {}, {}, std::chrono::seconds(10));
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.status().code(), StatusCode::kUnavailable) << r.status();
+  RoundTrip(1000);
+}
+
+// A handler may still be writing a reply into the memory it was lent when the client goes away
+// and the server closes the connection: that memory stays until the responder is gone.
+TEST_P(TransportTest, LentReplyMemoryOutlivesAConnectionClosedUnderIt) {
+  auto r = conn_->Call("lent", {}, {}, std::chrono::milliseconds(100));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kDeadlineExceeded) << r.status();
+  conn_.reset();    // the client goes: the server closes its end while the handler writes
+  handler_.Join();  // no crash: the writes landed in memory still owned
+  conn_ = NewClientConnection(kind(), server_->endpoint(), options_);
   RoundTrip(1000);
 }
 

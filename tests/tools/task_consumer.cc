@@ -1,7 +1,8 @@
 // task_consumer: a trainer-like process for the master tests. It reads records through a
 // tessera::Reader, says every --batch records that they were trained, and prints one line per
 // task it starts ("TASK <pass> <id> <epoch>") and a summary at the end ("RECORDS n",
-// "STATS done failed stale", "SPLITS n" (tasks it was told to stop early), "DONE"). With --hold-after N it
+// "STATS done failed stale", "SPLITS n" (tasks it was told to stop early), "AHEAD n" (tasks fetched
+// ahead), "DONE"). With --hold-after N it
 // stops after N records and holds its task until killed. Test-only.
 #include <CLI/CLI.hpp>
 #include <chrono>
@@ -72,8 +73,9 @@ int main(int argc, char** argv) {
     }
   }
   auto st = (*reader)->stats();
-  std::printf("RECORDS %lld\nSTATS %lld %lld %lld\nSPLITS %lld\nDONE\n", static_cast<long long>(n),
-              static_cast<long long>(st.tasks_done), static_cast<long long>(st.tasks_failed),
-              static_cast<long long>(st.stale), static_cast<long long>(st.splits));
+  std::printf("RECORDS %lld\nSTATS %lld %lld %lld\nSPLITS %lld\nAHEAD %lld\nDONE\n",
+              static_cast<long long>(n), static_cast<long long>(st.tasks_done),
+              static_cast<long long>(st.tasks_failed), static_cast<long long>(st.stale),
+              static_cast<long long>(st.splits), static_cast<long long>(st.fetched_ahead));
   return 0;
 }

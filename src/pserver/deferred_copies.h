@@ -1,0 +1,66 @@
+// DeferredCopies: copies of shard values into pull replies, done after the pserver lets go of its
+// lock. A reply's copy is registered under the lock (Add) with the values as they are then; it is
+// done by whichever comes first:
+//  - the thread that sends the reply, after unlocking (Ticket::Run): pulls copy in parallel with
+//    each other and with the handling of other requests;
+//  - a writer about to change or move values, still under the lock (Flush): it runs the copies
+//    nobody started and waits for those under way, so a reply never holds values of a version
+//    other than the one it names.
+// A ticket dropped without Run cancels its copy (its destination goes with the reply), or waits
+// for a writer copying into it.
+//
+// Thread-safety: Add and Flush under the owner's lock; a Ticket from the thread that holds it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <memory>
+#include <vector>
+
+namespace tessera {
+
+class DeferredCopies {
+ public:
+  struct Part {
+    const float* from = nullptr;
+    float* to = nullptr;
+    size_t floats = 0;
+  };
+
+  class Job;
+
+  // One reply's copy; empty (Run does nothing) when default-made or moved from.
+  class Ticket {
+   public:
+    Ticket() = default;
+    explicit Ticket(std::shared_ptr<Job> job) : job_(std::move(job)) {}
+    Ticket(Ticket&&) noexcept = default;
+    Ticket& operator=(Ticket&& o) noexcept {
+      if (this != &o) {
+        Cancel();
+        job_ = std::move(o.job_);
+      }
+      return *this;
+    }
+    ~Ticket() { Cancel(); }
+    // Does the copy, or waits for the writer doing it; after this the destination holds it.
+    void Run();
+    bool empty() const { return job_ == nullptr; }
+
+   private:
+    void Cancel();
+    std::shared_ptr<Job> job_;
+  };
+
+  // Registers a copy of `parts` (their sources stay valid and unchanged until Flush).
+  Ticket Add(std::vector<Part> parts);
+  // Before values change: every registered copy is done (here, or by the thread under way).
+  void Flush();
+  // Copies registered and not yet done or cancelled (for tests).
+  size_t pending() const;
+
+ private:
+  std::vector<std::shared_ptr<Job>> jobs_;
+};
+
+}  // namespace tessera
