@@ -159,7 +159,7 @@ class ReaderImpl : public Reader {
     // A short deadline: a master that does not answer soon is asked again, with the full
     // timeout, when the records run out (and a closing reader does not wait long for it).
     const auto timeout =
-        std::min<std::chrono::milliseconds>(options_.request_timeout, std::chrono::seconds(10));
+        std::min<std::chrono::milliseconds>(options_.request_timeout, std::chrono::seconds(5));
     ahead_ = std::async(std::launch::async, [this, timeout, reuse = std::move(spare_)]() mutable {
       return Ask(Deadline(timeout), std::move(reuse));
     });
