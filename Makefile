@@ -31,6 +31,7 @@ demo: build
 bench: build
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/ps_bench
 	$(BUILD_DIR)/bench/apply_bench
+	$(BUILD_DIR)/bench/pull_bench
 	$(BUILD_DIR)/bench/sparse_store_bench
 	$(BUILD_DIR)/bench/checkpoint_bench
 	bench/ctr_quality.sh $(BUILD_DIR)
