@@ -4,7 +4,8 @@
 // task's chunks from the data set store (checking each chunk's checksum and that it matches the
 // manifest), and yields its records in order. A task is acknowledged to the master only after
 // the caller says, with Trained(), that every record returned so far has been trained on, so a
-// trainer that dies mid-task loses nothing: the task goes back to the queue. A corrupt chunk
+// trainer that dies mid-task loses nothing: the task goes back to the queue. (The acknowledgement
+// itself is sent in the background: the trainer's next batch does not wait for the master.) A corrupt chunk
 // fails its task (with the reason) and the reader moves on to the next task.
 //
 // Fetching ahead: once the records left in the current task are few (`fetch_ahead_records`), the
@@ -79,10 +80,13 @@ class Reader {
   virtual StatusOr<bool> Next(std::string* record) = 0;
   // Every pass of the data is done.
   virtual bool finished() const = 0;
-  // Every record returned so far has been trained on: acknowledge the tasks they completed.
+  // Every record returned so far has been trained on: acknowledge the tasks they completed. The
+  // acknowledgement goes on a thread of its own (the trainer does not wait for the master); an
+  // error of it is returned by a later call, and its tasks are acknowledged again then.
   virtual Status Trained() = 0;
   // The same, telling the master the trainer's step now (the model at that version holds every
-  // record returned so far); used for consistent checkpoints.
+  // record returned so far); used for consistent checkpoints. Done before it returns: the
+  // trainer's position at that step is reported next.
   virtual Status TrainedAt(int64_t step) = 0;
   // The tasks held now (returned from, not yet acknowledged), oldest first.
   virtual std::vector<ReaderHeldTask> Held() const = 0;

@@ -67,22 +67,29 @@ class ReaderImpl : public Reader {
   Status Trained() override { return TrainedAt(-1); }
 
   Status TrainedAt(int64_t step) override {
-    // A task is acknowledged once all its records were handed out and trained.
-    for (const auto& t : trained_wait_) {
-      TESSERA_ASSIGN_OR_RETURN(bool accepted, master_->Finish(trainer_, t.task, t.epoch,
-                                                              Deadline(options_.request_timeout), step));
-      if (accepted) {
-        ++stats_.tasks_done;
-      } else {
-        ++stats_.stale;
-      }
+    // A task is acknowledged once all its records were handed out and trained. With a step
+    // (consistent checkpoints) the acknowledgement is done before the position at that step is
+    // reported, so here and now; without, on a thread of its own, one round at a time.
+    if (step >= 0) {
+      TESSERA_RETURN_IF_ERROR(CollectAcks(true));
+      TESSERA_ASSIGN_OR_RETURN(Acked a, Acknowledge(trained_wait_, Deadline(options_.request_timeout), step));
+      Count(a);
+      trained_wait_.clear();
+      return Status::OK();
     }
+    if (trained_wait_.empty()) return CollectAcks(false);  // an earlier round's error, if it is over
+    TESSERA_RETURN_IF_ERROR(CollectAcks(true));
+    acking_tasks_ = std::move(trained_wait_);
     trained_wait_.clear();
+    acking_ = std::async(std::launch::async, [this, tasks = acking_tasks_] {
+      return Acknowledge(tasks, Deadline(options_.request_timeout), -1);
+    });
     return Status::OK();
   }
 
   std::vector<ReaderHeldTask> Held() const override {
-    std::vector<ReaderHeldTask> out = trained_wait_;
+    std::vector<ReaderHeldTask> out = acking_tasks_;
+    out.insert(out.end(), trained_wait_.begin(), trained_wait_.end());
     if (have_task_) {
       out.push_back(ReaderHeldTask{task_.id(), task_.epoch(), task_.pass(), static_cast<int64_t>(next_),
                                    static_cast<int64_t>(records_.size())});
@@ -119,6 +126,40 @@ class ReaderImpl : public Reader {
       records_.resize(static_cast<size_t>(*end));
       ++stats_.splits;
     }
+  }
+
+  struct Acked {
+    int64_t done = 0, stale = 0;
+  };
+  // Tells the master `tasks` are trained (at `step`, or -1). Touches no member but the master
+  // client, so it also runs on the acknowledging thread.
+  StatusOr<Acked> Acknowledge(const std::vector<ReaderHeldTask>& tasks, const Deadline& deadline,
+                              int64_t step) const {
+    Acked a;
+    for (const auto& t : tasks) {
+      TESSERA_ASSIGN_OR_RETURN(bool accepted, master_->Finish(trainer_, t.task, t.epoch, deadline, step));
+      ++(accepted ? a.done : a.stale);
+    }
+    return a;
+  }
+  void Count(const Acked& a) {
+    stats_.tasks_done += a.done;
+    stats_.stale += a.stale;
+  }
+  // The acknowledgements on their own thread: waits for them (`wait`) or takes them if they are
+  // over. On an error their tasks go back to be acknowledged again with the next ones.
+  Status CollectAcks(bool wait) {
+    if (!acking_.valid()) return Status::OK();
+    if (!wait && acking_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return Status::OK();
+    StatusOr<Acked> a = acking_.get();
+    if (!a.ok()) {
+      trained_wait_.insert(trained_wait_.begin(), acking_tasks_.begin(), acking_tasks_.end());
+      acking_tasks_.clear();
+      return a.status();
+    }
+    Count(*a);
+    acking_tasks_.clear();
+    return Status::OK();
   }
 
   // What one round of asking the master brought: its last answer and, for a task, the task's
@@ -191,6 +232,8 @@ class ReaderImpl : public Reader {
     passes_ = reply.passes();
     record_type_ = reply.record_type();
     if (reply.kind() == master::GetTaskReply::FINISHED) {
+      // Every task is done, ours included: their acknowledgements are over, count them.
+      (void)CollectAcks(true);
       finished_ = true;
       job_pass_ = passes_;
       return false;
@@ -273,8 +316,12 @@ class ReaderImpl : public Reader {
   TimePoint next_report_{};
   std::vector<ReaderHeldTask> trained_wait_;
   ReaderStats stats_;
-  // The next task, being fetched ahead (declared last: it is waited for before the rest goes).
+  // Tasks being acknowledged on a thread of their own (TrainedAt without a step).
+  std::vector<ReaderHeldTask> acking_tasks_;
+  // The threads' results (declared last: they are waited for before the rest goes): the next
+  // task, being fetched ahead; the acknowledgement under way.
   std::future<StatusOr<Fetched>> ahead_;
+  std::future<StatusOr<Acked>> acking_;
 };
 
 }  // namespace

@@ -28,6 +28,7 @@
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "job/slot_map.h"
+#include "tessera/reader.h"
 
 namespace tessera::testing {
 namespace {
@@ -307,6 +308,50 @@ TEST_F(MasterTest, TheNextTaskIsFetchedAheadWhileATasksLastRecordsAreRead) {
               static_cast<long long>(st.tasks()));
   // All but the first and those asked for while the killed trainer's two were out of the queue.
   EXPECT_GE(ahead, st.tasks() / 2) << out;
+}
+
+// A trainer does not wait for the master to acknowledge a task: with the master stopped, Trained()
+// returns at once, and the acknowledgement lands when the master goes on.
+TEST_F(MasterTest, TrainedDoesNotWaitForTheMasterAndTheAcknowledgementLandsLater) {
+  MakeDataset("d", 2000, 4096);
+  Subprocess& master = StartMaster("d");
+  ReaderOptions o;
+  o.connection.etcd_endpoints = {server_->endpoint()};
+  o.connection.job = kJob;
+  o.lease_ttl_seconds = 5;
+  o.request_timeout = std::chrono::seconds(30);
+  auto reader = Reader::Open(o);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  // Every record of the first task, and the first of the next.
+  std::string rec;
+  auto next = [&] {
+    auto more = (*reader)->Next(&rec);
+    return more.ok() && *more;
+  };
+  ASSERT_TRUE(next());
+  const auto first = (*reader)->current_task();
+  for (int i = 0; i < 10000 && (*reader)->current_task() == first; ++i) ASSERT_TRUE(next());
+  ASSERT_NE((*reader)->current_task(), first);
+  // The master stops for less than its lease (2 s): it would answer after that.
+  ASSERT_TRUE(master.Signal(SIGSTOP).ok());
+  std::thread resume([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(800));  // the stop's length
+    (void)master.Signal(SIGCONT);
+  });
+  const auto start = std::chrono::steady_clock::now();
+  Status trained = (*reader)->Trained();
+  const double took = SecondsSince(start);
+  resume.join();
+  ASSERT_TRUE(trained.ok()) << trained;
+  EXPECT_LT(took, 0.5) << "Trained() waited for the stopped master";
+  // The first task is acknowledged once the master goes on; the reader counts it.
+  EXPECT_TRUE(WaitUntil([&] { return MasterStatus().done() >= 1; }, std::chrono::seconds(30)));
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        (void)(*reader)->Trained();
+        return (*reader)->stats().tasks_done == 1;
+      },
+      std::chrono::seconds(30)));
 }
 
 TEST_F(MasterTest, CorruptChunkFailsItsTaskWithTheReasonAndTheRestIsDone) {
