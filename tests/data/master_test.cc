@@ -310,28 +310,39 @@ TEST_F(MasterTest, TheNextTaskIsFetchedAheadWhileATasksLastRecordsAreRead) {
   EXPECT_GE(ahead, st.tasks() / 2) << out;
 }
 
-// A trainer does not wait for the master to acknowledge a task: with the master stopped, Trained()
-// returns at once, and the acknowledgement lands when the master goes on.
-TEST_F(MasterTest, TrainedDoesNotWaitForTheMasterAndTheAcknowledgementLandsLater) {
-  MakeDataset("d", 2000, 4096);
-  Subprocess& master = StartMaster("d");
+// A reader of the job (its own trainer id) that has read every record of its first task and the
+// first of the next: the first task waits to be acknowledged.
+std::unique_ptr<Reader> ReaderPastItsFirstTask(const std::string& etcd, const std::string& job,
+                                               std::chrono::milliseconds request_timeout) {
   ReaderOptions o;
-  o.connection.etcd_endpoints = {server_->endpoint()};
-  o.connection.job = kJob;
+  o.connection.etcd_endpoints = {etcd};
+  o.connection.job = job;
   o.lease_ttl_seconds = 5;
-  o.request_timeout = std::chrono::seconds(30);
+  o.request_timeout = request_timeout;
   auto reader = Reader::Open(o);
-  ASSERT_TRUE(reader.ok()) << reader.status();
-  // Every record of the first task, and the first of the next.
+  EXPECT_TRUE(reader.ok()) << reader.status();
+  if (!reader.ok()) return nullptr;
   std::string rec;
   auto next = [&] {
     auto more = (*reader)->Next(&rec);
     return more.ok() && *more;
   };
-  ASSERT_TRUE(next());
+  EXPECT_TRUE(next());
   const auto first = (*reader)->current_task();
-  for (int i = 0; i < 10000 && (*reader)->current_task() == first; ++i) ASSERT_TRUE(next());
-  ASSERT_NE((*reader)->current_task(), first);
+  for (int i = 0; i < 10000 && (*reader)->current_task() == first; ++i) {
+    if (!next()) break;
+  }
+  EXPECT_NE((*reader)->current_task(), first);
+  return std::move(*reader);
+}
+
+// A trainer does not wait for the master to acknowledge a task: with the master stopped, Trained()
+// returns at once, and the acknowledgement lands when the master goes on.
+TEST_F(MasterTest, TrainedDoesNotWaitForTheMasterAndTheAcknowledgementLandsLater) {
+  MakeDataset("d", 2000, 4096);
+  Subprocess& master = StartMaster("d");
+  auto reader = ReaderPastItsFirstTask(server_->endpoint(), kJob, std::chrono::seconds(30));
+  ASSERT_TRUE(reader);
   // The master stops for less than its lease (2 s): it would answer after that.
   ASSERT_TRUE(master.Signal(SIGSTOP).ok());
   std::thread resume([&] {
@@ -339,7 +350,7 @@ TEST_F(MasterTest, TrainedDoesNotWaitForTheMasterAndTheAcknowledgementLandsLater
     (void)master.Signal(SIGCONT);
   });
   const auto start = std::chrono::steady_clock::now();
-  Status trained = (*reader)->Trained();
+  Status trained = reader->Trained();
   const double took = SecondsSince(start);
   resume.join();
   ASSERT_TRUE(trained.ok()) << trained;
@@ -348,10 +359,40 @@ TEST_F(MasterTest, TrainedDoesNotWaitForTheMasterAndTheAcknowledgementLandsLater
   EXPECT_TRUE(WaitUntil([&] { return MasterStatus().done() >= 1; }, std::chrono::seconds(30)));
   EXPECT_TRUE(WaitUntil(
       [&] {
-        (void)(*reader)->Trained();
-        return (*reader)->stats().tasks_done == 1;
+        (void)reader->Trained();
+        return reader->stats().tasks_done == 1;
       },
       std::chrono::seconds(30)));
+}
+
+// An acknowledgement that fails in the background (the master did not answer within the request
+// timeout) is reported by a later Trained(), and its task is sent again with the next round.
+TEST_F(MasterTest, AFailedAcknowledgementIsReportedAndSentAgain) {
+  MakeDataset("d", 2000, 4096);
+  Subprocess& master = StartMaster("d");
+  auto reader = ReaderPastItsFirstTask(server_->endpoint(), kJob, std::chrono::milliseconds(300));
+  ASSERT_TRUE(reader);
+  ASSERT_TRUE(master.Signal(SIGSTOP).ok());  // less than its lease (2 s), longer than 300 ms
+  ASSERT_TRUE(reader->Trained().ok());
+  Status failed;
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        failed = reader->Trained();
+        return !failed.ok();
+      },
+      std::chrono::seconds(5)));
+  ASSERT_TRUE(master.Signal(SIGCONT).ok());
+  EXPECT_TRUE(failed.code() == StatusCode::kDeadlineExceeded || failed.code() == StatusCode::kUnavailable)
+      << failed;
+  // The next rounds send it again and the reader counts its answer once: done, or stale if the
+  // master, once resumed, had still taken the call that timed out.
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        (void)reader->Trained();
+        return reader->stats().tasks_done + reader->stats().stale == 1;
+      },
+      std::chrono::seconds(30)));
+  EXPECT_GE(MasterStatus().done(), 1);
 }
 
 TEST_F(MasterTest, CorruptChunkFailsItsTaskWithTheReasonAndTheRestIsDone) {
