@@ -224,6 +224,10 @@ class ReaderImpl : public Reader {
       }
     }
     if (!got) {
+      // The master's answer must not depend on when our acknowledgements land: asked before
+      // its last task's acknowledgement, a trainer alone would hear "wait" for its own task and
+      // take one more step (a run would no longer repeat itself step for step).
+      TESSERA_RETURN_IF_ERROR(CollectAcks(true));
       TESSERA_ASSIGN_OR_RETURN(Fetched f, Ask(Deadline(options_.request_timeout), std::move(spare_)));
       stats_.tasks_failed += f.failed;
       got = std::move(f);

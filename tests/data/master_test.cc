@@ -365,6 +365,34 @@ TEST_F(MasterTest, TrainedDoesNotWaitForTheMasterAndTheAcknowledgementLandsLater
       std::chrono::seconds(30)));
 }
 
+// A trainer alone hears "wait" once at each pass's end (its own last task is not acknowledged
+// before that batch is trained), however soon its acknowledgements land: the run repeats itself
+// step for step. Asked before the last acknowledgement landed, the master would say "wait" again.
+TEST_F(MasterTest, AReaderAloneWaitsOnceAtEachPassEnd) {
+  MakeDataset("d", 2000, 4096);
+  StartMaster("d", {"--passes", "3"});
+  ReaderOptions o;
+  o.connection.etcd_endpoints = {server_->endpoint()};
+  o.connection.job = kJob;
+  o.lease_ttl_seconds = 5;
+  auto reader = Reader::Open(o);
+  ASSERT_TRUE(reader.ok()) << reader.status();
+  std::string rec;
+  int64_t records = 0, waits = 0;
+  const Deadline deadline(std::chrono::seconds(60));
+  for (int i = 0; i < 100000 && !(*reader)->finished() && !deadline.expired(); ++i) {
+    auto more = (*reader)->Next(&rec);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (*more) ++records;
+    // A batch of 50 trained, or what is held when there is nothing more now.
+    if (!*more || records % 50 == 0) ASSERT_TRUE((*reader)->Trained().ok());
+    if (!*more && !(*reader)->finished()) ++waits;
+  }
+  EXPECT_TRUE((*reader)->finished());
+  EXPECT_EQ(records, 3 * 2000);
+  EXPECT_EQ(waits, 3) << "one at each pass's end";
+}
+
 // An acknowledgement that fails in the background (the master did not answer within the request
 // timeout) is reported by a later Trained(), and its task is sent again with the next round.
 TEST_F(MasterTest, AFailedAcknowledgementIsReportedAndSentAgain) {
