@@ -31,6 +31,7 @@ struct Cluster {
   int jobs = 0;
   std::string tls_dir;              // bench_tls.h's certificates
   std::string apply_threads = "0";  // the pservers' --apply-threads
+  bool pipeline = true;             // the clients' ClientOptions::pipeline
 };
 
 // A job (named like the certificates when `tls`: one TLS job at a time) and its pservers.
@@ -100,6 +101,7 @@ inline StatusOr<std::unique_ptr<Client>> Connect(Cluster& c, const std::string& 
     o.connection.tls_key_file = c.tls_dir + "/node.key";
   }
   o.transport = transport;
+  o.pipeline = c.pipeline;
   return Client::Connect(o);
 }
 

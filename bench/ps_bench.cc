@@ -234,12 +234,15 @@ Status RunSparse(Cluster& c, double seconds, bool quick) {
   return Status::OK();
 }
 
-int Run(double seconds, bool quick, bool transport_only, bool sparse_only, int apply_threads) {
+int Run(double seconds, bool quick, bool transport_only, bool sparse_only, bool through_only,
+        std::vector<int> mib_list, int apply_threads, bool pipeline,
+        std::vector<std::string> through_transports) {
   Cluster c;
   auto dir = MakeTempDir("ps-bench-");
   if (!dir.ok()) return 1;
   c.dir = *dir;
   c.apply_threads = std::to_string(apply_threads);
+  c.pipeline = pipeline;
   c.tls_dir = c.dir + "/tls";
   if (::mkdir(c.tls_dir.c_str(), 0700) != 0 || !testing::WriteJobCerts(c.tls_dir, kTlsJob).ok()) {
     std::fprintf(stderr, "cannot write the TLS certificates in %s\n", c.tls_dir.c_str());
@@ -307,6 +310,7 @@ int Run(double seconds, bool quick, bool transport_only, bool sparse_only, int a
   };
   std::vector<Row> alone, through;
   std::vector<int> sizes_mib = quick ? std::vector<int>{1, 4} : std::vector<int>{1, 4, 16, 64};
+  if (!mib_list.empty()) sizes_mib = mib_list;
   // 1. For each size and each of the raw socket (N bytes one way, one byte back) and the
   //    transports alone (a peer process whose handler does nothing): three rounds of iperf3, push,
   //    pull, back to back; each round's ratio is taken to its own iperf3, the median reported.
@@ -315,7 +319,7 @@ int Run(double seconds, bool quick, bool transport_only, bool sparse_only, int a
     std::sort(v.begin(), v.end());
     return v[v.size() / 2];
   };
-  for (int mib : sizes_mib) {
+  for (int mib : through_only ? std::vector<int>{} : sizes_mib) {
     const size_t n = static_cast<size_t>(mib) << 20;
     for (size_t k = 0; k <= peers.size(); ++k) {
       std::vector<double> push, pull, push_ratio, pull_ratio, limits;
@@ -422,8 +426,8 @@ int Run(double seconds, bool quick, bool transport_only, bool sparse_only, int a
       if (!limit.ok()) return fail(limit.status());
       auto job = StartJob(c, pservers, "async");
       if (!job.ok()) return fail(job.status());
-      if (Status s = through_job(*job, pservers, mib, *limit, kTransports); !s.ok()) return fail(s);
-      if (pservers == 1) {
+      if (Status s = through_job(*job, pservers, mib, *limit, through_transports); !s.ok()) return fail(s);
+      if (pservers == 1 && std::count(through_transports.begin(), through_transports.end(), "tcp")) {
         // TCP in a job created with --tls, right after the plaintext figures.
         auto tls_job = StartJob(c, 1, "async", true);
         if (!tls_job.ok()) return fail(tls_job.status());
@@ -478,7 +482,7 @@ int Run(double seconds, bool quick, bool transport_only, bool sparse_only, int a
     }
   }
   std::fflush(stdout);
-  std::fflush(stdout);
+  if (through_only) return 0;
   std::printf(
       "\nThe job's MAC on every frame (both ways), on a 4 KiB push-then-pull over the transport alone:\n\n");
   std::printf("| transport | plain (us) | authenticated (us) | cost (us) |\n|---|---|---|---|\n");
@@ -539,14 +543,26 @@ int main(int argc, char** argv) {
   app.add_flag("--quick", quick, "only the small models (a smoke run)");
   app.add_flag("--transport-only", transport_only, "only the transports alone and the raw baselines");
   app.add_flag("--sparse-only", sparse_only, "only the sparse rows (and their in-process baseline)");
+  bool through_only = false;
+  app.add_flag("--through-only", through_only,
+               "only the push and pull through a pserver (and the round trips)");
+  std::vector<int> mib_list;
+  app.add_option("--mib", mib_list, "the model sizes in MiB (default 1 4 16 64; --quick: 1 4)")
+      ->check(CLI::Range(1, 1024));
   int apply_threads = 0;
   app.add_option("--apply-threads", apply_threads,
                  "the pservers' --apply-threads (0: as shipped, the machine's)");
+  std::vector<std::string> through_transports = tessera::bench::kTransports;
+  app.add_option("--through-transport", through_transports, "the transports through a pserver (default: all)")
+      ->check(CLI::IsMember(tessera::bench::kTransports));
+  bool no_pipeline = false;
+  app.add_flag("--no-pipeline", no_pipeline, "clients send one request at a time per pserver, each whole");
   CLI11_PARSE(app, argc, argv);
   // A logger of our own (warnings only): the trainer client's info lines would drown the tables.
   tessera::LogOptions lo;
   lo.node = "ps_bench";
   lo.level = "warn";
   (void)tessera::InitLogging(lo);
-  return tessera::bench::Run(seconds, quick, transport_only, sparse_only, apply_threads);
+  return tessera::bench::Run(seconds, quick, transport_only, sparse_only, through_only, mib_list,
+                             apply_threads, !no_pipeline, through_transports);
 }

@@ -20,6 +20,7 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <regex>
 
@@ -274,6 +275,8 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
   Cluster c;
   c.dir = *dir;
   c.apply_threads = std::to_string(apply_threads);
+  c.pipeline =
+      std::getenv("TESSERA_PIPELINE") == nullptr || std::string(std::getenv("TESSERA_PIPELINE")) != "0";
   if (Status s = LaunchEtcd(c); !s.ok()) {
     std::fprintf(stderr, "etcd: %s\n", s.ToString().c_str());
     return 1;
@@ -325,7 +328,12 @@ int main(int argc, char** argv) {
   app.add_option("--apply-threads", apply_threads, "the pservers' --apply-threads (0: the machine's)")
       ->check(CLI::Range(0, 64));
   app.add_flag("--no-torch", no_torch, "skip the PyTorch trainer's timeline");
+  bool no_pipeline = false;
+  app.add_flag("--no-pipeline", no_pipeline,
+               "trainers send one request at a time per pserver (ClientOptions::pipeline off)");
   CLI11_PARSE(app, argc, argv);
+  // Read by this process's clients (bench_cluster.h) and inherited by every trainer it starts.
+  if (no_pipeline) ::setenv("TESSERA_PIPELINE", "0", 1);
   tessera::LogOptions lo;
   lo.node = "step_timeline";
   lo.level = "warn";

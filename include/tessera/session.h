@@ -37,6 +37,7 @@ struct SessionOptions {
   std::string store;              // empty: TESSERA_STORE, else the master's path
   int64_t lease_ttl_seconds = 0;  // 0: TESSERA_LEASE_TTL, else 10
   std::string transport;          // empty: TESSERA_TRANSPORT, else auto (see ClientOptions)
+  int pipeline = -1;              // ClientOptions::pipeline; -1: TESSERA_PIPELINE (0 or 1), else 1
   // /healthz and /readyz (ready once joined) on this port; -1: TESSERA_HTTP_PORT, else none; 0: any
   // free port. Bound on TESSERA_ADVERTISE or POD_IP when set, else 127.0.0.1.
   int http_port = -1;

@@ -37,6 +37,12 @@ Status SessionOptions::ResolveFromEnvironment() {
   if (store.empty()) store = Env(flags::kEnvStore);
   if (transport.empty()) transport = Env(flags::kEnvTransport);
   if (transport.empty()) transport = "auto";
+  if (pipeline < 0) {
+    const std::string p = Env(flags::kEnvPipeline);
+    if (!p.empty() && p != "0" && p != "1")
+      return Status::InvalidArgument("TESSERA_PIPELINE='" + p + "' is not 0 or 1");
+    pipeline = p == "0" ? 0 : 1;
+  }
   if (http_port < 0) {
     std::string port = Env(flags::kEnvHttpPort);
     http_port = port.empty() ? -1 : std::atoi(port.c_str());
@@ -93,6 +99,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   co.request_timeout = o.request_timeout;
   co.connect_timeout = o.connect_timeout;
   co.transport = o.transport;
+  co.pipeline = o.pipeline != 0;
   TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
   impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.connection.job, job.config.token,
                                                         job.secret, job.tls);

@@ -142,7 +142,10 @@ Handle ClientImpl::Pull() {
   auto calls = NewCalls();
   builder_->AddDensePull(&calls);
   for (auto& c : calls) c->req.set_need(PullNeed(step_));
-  return Dispatch(std::move(calls), /*all=*/false);
+  // A large pull travels in parts, two at a time per pserver: the pserver copies one out of its
+  // shard while this process copies the one before into the parameters.
+  return Dispatch(std::move(calls), /*all=*/false, /*recover=*/true, nullptr, /*group=*/0,
+                  options_.pipeline ? kPartBytes : 0);
 }
 
 Handle ClientImpl::SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) {
@@ -209,7 +212,12 @@ Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<con
     if (pull) c->req.set_need(PullNeed(step + 1));
     c->owner = keep;
   }
-  Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome);
+  // An async push of a large model travels in pieces, two at a time per pserver: the pserver
+  // applies one while the next arrives (not with a pull: its answer must follow the whole push).
+  const bool pieces = options_.pipeline && !pull && bad.empty() &&
+                      job_.mode.kind == ConsistencyMode::Kind::kAsync && !job_.hosted();
+  Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome, /*group=*/0,
+                      pieces ? kPartBytes : 0);
   RaiseStep(step + 1);
   return h;
 }
@@ -249,34 +257,59 @@ Handle ClientImpl::Failed(const Status& s) {
 }
 
 Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover,
-                            const Status* dropped) {
-  std::vector<int> targets;
+                            const Status* dropped, uint64_t group, size_t part_bytes) {
+  // (link, call, overlap group) for every call sent.
+  struct Target {
+    int link;
+    std::shared_ptr<LinkCall> call;
+    uint64_t group;
+  };
+  std::vector<Target> targets;
   for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
     const auto& r = calls[i]->req;
-    if (all || r.push_size() > 0 || r.pull_size() > 0) targets.push_back(i);
+    if (!all && r.push_size() == 0 && r.pull_size() == 0) continue;
+    auto parts = RequestBuilder::SplitPull(std::move(calls[i]), part_bytes);
+    if (parts.size() == 1) parts = RequestBuilder::SplitPush(std::move(parts[0]), part_bytes);
+    const uint64_t g = parts.size() > 1 && group == 0 ? NewGroup() : group;
+    for (auto& p : parts) {
+      // A push's first piece runs alone: a pserver found restarted at it has lost nothing of the
+      // push, and is recovered and sent the whole push; one found restarted at a later piece
+      // (which the earlier may have reached before the restart) takes the trainer from the next
+      // step (PserverLink::Run).
+      const bool first_piece = p->req.is_push() && p->req.piece() == 0;
+      targets.push_back({i, std::shared_ptr<LinkCall>(std::move(p)), first_piece ? 0 : g});
+    }
   }
   auto state = std::make_shared<Handle::State>(static_cast<int>(targets.size()));
   if (dropped) {
     state->skipped = true;
     state->outcome = *dropped;
   }
-  // A waiter runs the parts no link thread has picked up yet itself (the link's one request at
-  // a time still holds); the links are held weakly, a closed client's are gone.
+  // A waiter runs the parts no link thread has picked up yet itself (the link's rule of what may
+  // run together still holds); the links are held weakly, a closed client's are gone.
   std::vector<std::pair<std::weak_ptr<PserverLink>, uint64_t>> jobs;
-  for (int i : targets) {
-    std::shared_ptr<LinkCall> call(std::move(calls[i]));
-    uint64_t id = links_[i]->Submit(call, options_.request_timeout, recover,
-                                    [this, state](const Status& s, const wire::DataReply& r, int64_t resume) {
-                                      if (s.code() == StatusCode::kAborted && resume >= 0) {
-                                        RaiseStep(resume);
-                                        realign_ = true;
-                                      } else if (s.ok() && r.resume_step() > 0) {
-                                        // A late push (backup trainers): dropped, the trainer goes on
-                                        // from the pserver's open step.
-                                        RaiseStep(r.resume_step());
-                                      }
-                                      state->Complete(s, r.version(), r.min_clock());
-                                    });
+  for (auto& [i, call, g] : targets) {
+    uint64_t id = links_[i]->Submit(
+        call, options_.request_timeout, recover,
+        [this, state](const Status& s, const wire::DataReply& r, int64_t resume) {
+          if (s.code() == StatusCode::kAborted && resume >= 0) {
+            RaiseStep(resume);
+            realign_ = true;
+            if (job_.mode.kind == ConsistencyMode::Kind::kAsync) {
+              // An async push in pieces that met a restarted pserver
+              // is dropped there, whole; training goes on.
+              spdlog::warn("trainer {}: {}", id_, s.message());
+              state->Complete(Status::OK(), r.version(), r.min_clock());
+              return;
+            }
+          } else if (s.ok() && r.resume_step() > 0) {
+            // A late push (backup trainers): dropped, the trainer goes on
+            // from the pserver's open step.
+            RaiseStep(r.resume_step());
+          }
+          state->Complete(s, r.version(), r.min_clock());
+        },
+        g);
     jobs.emplace_back(links_[i], id);
   }
   state->help = [jobs = std::move(jobs)] {

@@ -11,6 +11,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -83,9 +84,14 @@ class ClientImpl : public Client, public PserverLink::Owner {
     int64_t step = 0;
     std::vector<int> next;  // per pserver: the next piece's index there
     // Per pserver: the dense blocks pulled back with values during the step (written by the
-    // link's thread, read by the last piece's `before`, on the same link after them).
-    std::vector<std::shared_ptr<std::vector<RequestBuilder::BlockRef>>> received;
+    // link's two lanes, read by the last piece's `before`, on the same link after them).
+    struct Received {
+      std::mutex mu;
+      std::vector<RequestBuilder::BlockRef> blocks;
+    };
+    std::vector<std::shared_ptr<Received>> received;
     bool dropped = false;  // a piece held NaN/Inf: the rest of the step's push is not sent
+    uint64_t group = 0;    // the overlap group of the pieces before the last
     Handle dropped_handle;
     // Gathered pieces (not on the wire): whole dense gradients and sparse rows.
     std::map<std::string, std::vector<float>> dense;
@@ -102,12 +108,21 @@ class ClientImpl : public Client, public PserverLink::Owner {
   // `keep`: what the gradients' buffers belong to, kept until the requests are done.
   Handle DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep = nullptr);
   // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
+  // `group`: the calls' overlap group on their links (PserverLink::Submit; 0: none).
+  // `part_bytes`: a plain pull or dense push larger than two parts of this many bytes is cut into
+  // such parts (RequestBuilder::SplitPull, SplitPush), which run two at a time on their link
+  // (0: never; a push only where the job takes async pieces).
   Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true,
-                  const Status* dropped = nullptr);
+                  const Status* dropped = nullptr, uint64_t group = 0, size_t part_bytes = 0);
+  // A new overlap group for Dispatch.
+  uint64_t NewGroup() { return next_group_.fetch_add(1) + 1; }
+  // Where the calls of a large pull or async push are cut (ClientOptions::pipeline).
+  static constexpr size_t kPartBytes = 4 << 20;
   Status LeaseLost() const;
   void RaiseStep(int64_t to);
 
   const ClientOptions options_;
+  std::atomic<uint64_t> next_group_{0};
   const ClientLimits limits_;
   PserverLink::Transport transport_;
   nlohmann::json info_;  // this trainer's registration value

@@ -21,18 +21,24 @@ int64_t RequestStep(const wire::DataRequest& req) {
 PserverLink::PserverLink(int index, PserverDirectory* directory, Owner* owner, const Transport* transport)
     : index_(index), directory_(directory), owner_(owner), transport_(transport) {
   subscription_ = directory_->Subscribe(index_, [this](int64_t epoch) { Supersede(epoch); });
-  thread_ = std::thread([this] { Loop(); });
+  thread_ = std::thread([this] { Loop(kMainLane); });
 }
 
 PserverLink::~PserverLink() { Close(); }
 
 void PserverLink::Supersede(int64_t epoch) {
-  MutexLock lock(&conn_mu_);
-  if (!conn_ || target_.epoch == 0 || target_.epoch == epoch || aborted_epoch_ == target_.epoch) return;
-  aborted_epoch_ = target_.epoch;
-  spdlog::warn("pserver {} at epoch {} {}: abandoning calls to it", index_, target_.epoch,
-               epoch == 0 ? "lost its registration" : "was replaced by epoch " + std::to_string(epoch));
-  conn_->Abort();
+  for (Lane& lane : lanes_) {
+    MutexLock lock(&lane.mu);
+    if (!lane.conn || lane.target.epoch == 0 || lane.target.epoch == epoch ||
+        lane.aborted_epoch == lane.target.epoch)
+      continue;
+    lane.aborted_epoch = lane.target.epoch;
+    if (&lane == &lanes_[kMainLane]) {
+      spdlog::warn("pserver {} at epoch {} {}: abandoning calls to it", index_, lane.target.epoch,
+                   epoch == 0 ? "lost its registration" : "was replaced by epoch " + std::to_string(epoch));
+    }
+    lane.conn->Abort();
+  }
 }
 
 void PserverLink::Close() {
@@ -40,12 +46,15 @@ void PserverLink::Close() {
     directory_->Unsubscribe(subscription_);
     subscription_ = 0;
   }
+  std::thread second;
   {
     MutexLock lock(&mu_);
     closing_ = true;
+    second = std::move(lane_thread_);
   }
   cv_.NotifyAll();
   if (thread_.joinable()) thread_.join();
+  if (second.joinable()) second.join();
 }
 
 std::string PserverLink::transport_name() const {
@@ -56,96 +65,135 @@ std::string PserverLink::transport_name() const {
 void PserverLink::Post(std::function<void()> fn) {
   {
     MutexLock lock(&mu_);
-    queue_.push_back(Job{0, std::move(fn)});
+    queue_.push_back(Job{0, 0, [fn = std::move(fn)](int) {
+                           fn();
+                           return true;
+                         }});
   }
   cv_.NotifyAll();
 }
 
 uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover,
-                             Done done) {
-  auto fn = [this, call, timeout, recover, done = std::move(done)] {
-    Deadline deadline(timeout);
+                             Done done, uint64_t group) {
+  // The deadline runs from the first start; a job put back to recover keeps it, and its `before`
+  // runs once.
+  auto deadline = std::make_shared<std::optional<Deadline>>();
+  auto fn = [this, call, timeout, recover, deadline, done = std::move(done)](int lane) {
+    if (!deadline->has_value()) {
+      deadline->emplace(timeout);
+      if (call->before) call->before(*call);
+    }
     int64_t resume = -1;
-    if (call->before) call->before(*call);
-    auto r = Run(*call, deadline, recover, &resume);
+    bool needs_recovery = false;
+    auto r = RunOn(lane, *call, **deadline, recover && lane == kMainLane, &resume, &needs_recovery);
+    if (needs_recovery && recover && lane != kMainLane) return false;
     if (r.ok() && call->after) call->after();
     if (r.ok() && call->after_reply) call->after_reply(*r);
     done(r.status(), r.ok() ? *r : wire::DataReply(), resume);
+    return true;
   };
   uint64_t id;
   {
     MutexLock lock(&mu_);
     id = next_job_++;
-    queue_.push_back(Job{id, std::move(fn)});
+    queue_.push_back(Job{id, group, std::move(fn)});
+    if (group != 0 && !lane_thread_.joinable() && !closing_)
+      lane_thread_ = std::thread([this] { Loop(kSecondLane); });
   }
   cv_.NotifyAll();
   return id;
+}
+
+bool PserverLink::CanStart(int lane) const {
+  if (queue_.empty() || running_[lane]) return false;
+  const Job& next = queue_.front();
+  const int other = 1 - lane;
+  const bool beside = next.group != 0 && running_group_[other] == next.group;
+  // The second lane only takes a job beside the main lane's (alone, the main lane takes it).
+  if (lane == kSecondLane) return running_[kMainLane] && beside;
+  return !running_[other] || beside;
+}
+
+void PserverLink::RunJob(int lane, Job job) {
+  const bool finished = job.fn(lane);
+  {
+    MutexLock lock(&mu_);
+    running_[lane] = false;
+    running_group_[lane] = 0;
+    if (!finished) {
+      job.group = 0;  // it runs alone, on the main lane, where it may recover the pserver
+      queue_.push_front(std::move(job));
+    }
+  }
+  cv_.NotifyAll();
 }
 
 bool PserverLink::RunInline(uint64_t id) {
   Job job;
   {
     MutexLock lock(&mu_);
-    if (running_ || closing_ || queue_.empty() || queue_.front().id != id) return false;
+    if (closing_ || !CanStart(kMainLane) || queue_.front().id != id) return false;
     job = std::move(queue_.front());
     queue_.pop_front();
-    running_ = true;
+    running_[kMainLane] = true;
+    running_group_[kMainLane] = job.group;
   }
-  job.fn();
-  bool wake;
-  {
-    MutexLock lock(&mu_);
-    running_ = false;
-    wake = !queue_.empty() || closing_;  // the link thread waits for exactly these
-  }
-  if (wake) cv_.NotifyAll();
+  RunJob(kMainLane, std::move(job));
   return true;
 }
 
-void PserverLink::Loop() {
+void PserverLink::Loop(int lane) {
   while (true) {
     Job job;
     {
       MutexLock lock(&mu_);
-      cv_.Wait(&mu_,
-               [&]() REQUIRES(mu_) { return (closing_ && !running_) || (!queue_.empty() && !running_); });
-      if (queue_.empty()) return;  // closing, nothing left
+      // The main lane runs what is left at closing (its calls see closing_ and end at once),
+      // including a job the second lane puts back, so it leaves only when both lanes are idle.
+      cv_.Wait(&mu_, [&]() REQUIRES(mu_) {
+        return CanStart(lane) ||
+               (closing_ && (lane == kSecondLane || (queue_.empty() && !running_[0] && !running_[1])));
+      });
+      if (!CanStart(lane)) return;  // closing
       job = std::move(queue_.front());
       queue_.pop_front();
-      running_ = true;
+      running_[lane] = true;
+      running_group_[lane] = job.group;
     }
-    job.fn();
-    {
-      MutexLock lock(&mu_);
-      running_ = false;
-    }
+    RunJob(lane, std::move(job));
   }
 }
 
-StatusOr<ClientConnection*> PserverLink::Connect(const Deadline& deadline, int64_t not_epoch) {
+StatusOr<ClientConnection*> PserverLink::Connect(Lane& lane, bool main, const Deadline& deadline,
+                                                 int64_t not_epoch) {
   TESSERA_ASSIGN_OR_RETURN(PserverAddress a, directory_->Resolve(index_, deadline, not_epoch));
-  if (!OwnConnection() || a.address != OwnTarget().address || a.epoch != OwnTarget().epoch) {
-    const TransportKind excluded = a.epoch == shm_failed_epoch_ ? TransportKind::kShm : TransportKind::kAuto;
+  if (!lane.own_conn() || a.address != lane.own_target().address || a.epoch != lane.own_target().epoch) {
+    const TransportKind excluded =
+        a.epoch == lane.shm_failed_epoch ? TransportKind::kShm : TransportKind::kAuto;
     auto choice = ChooseEndpoint(a.endpoints, transport_->wanted, transport_->host_id, excluded);
     if (!choice.ok()) return choice.status().WithContext("pserver " + std::to_string(index_));
-    if (!OwnConnection() || a.epoch != OwnTarget().epoch || choice->kind != chosen_.kind) {
+    if (main &&
+        (!lane.own_conn() || a.epoch != lane.own_target().epoch || choice->kind != lane.chosen.kind)) {
       spdlog::info("pserver {} at {} over {} (epoch {})", index_, choice->endpoint,
                    TransportKindName(choice->kind), a.epoch);
     }
     {
-      MutexLock lock(&conn_mu_);
-      conn_ = NewClientConnection(choice->kind, choice->endpoint, transport_->options);
-      target_ = a;
+      MutexLock lock(&lane.mu);
+      lane.conn = NewClientConnection(choice->kind, choice->endpoint, transport_->options);
+      lane.target = a;
     }
-    chosen_ = *choice;
-    MutexLock lock(&mu_);
-    chosen_name_ = TransportKindName(choice->kind);
+    lane.chosen = *choice;
+    if (main) {
+      MutexLock lock(&mu_);
+      chosen_name_ = TransportKindName(choice->kind);
+    }
   }
-  return OwnConnection();
+  return lane.own_conn();
 }
 
-StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadline, bool recover,
-                                           int64_t* resume_step) {
+StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, const Deadline& deadline,
+                                             bool recover, int64_t* resume_step, bool* needs_recovery) {
+  Lane& lane = lanes_[lane_index];
+  const bool main = lane_index == kMainLane;
   Backoff backoff({std::chrono::milliseconds(50), std::chrono::milliseconds(1000), 2.0, 0.2});
   int64_t avoid_epoch = -1;  // after a stale-epoch answer: wait for a newer registration
   Status last = Status::Unavailable("pserver " + std::to_string(index_) + " was not reached");
@@ -160,7 +208,8 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
       return Status(last.code() == StatusCode::kOk ? StatusCode::kDeadlineExceeded : last.code(),
                     "pserver " + std::to_string(index_) + ": gave up after retrying: " + last.message());
     }
-    auto conn = Connect(Deadline::At(std::min(deadline.at(), Now() + std::chrono::seconds(2))), avoid_epoch);
+    auto conn = Connect(lane, main, Deadline::At(std::min(deadline.at(), Now() + std::chrono::seconds(2))),
+                        avoid_epoch);
     if (!conn.ok()) {
       // Closing, or a transport this pserver does not serve: retrying will not help.
       if (conn.status().code() == StatusCode::kCancelled ||
@@ -179,7 +228,7 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     avoid_epoch = -1;
     owner_->Stamp(&call.req);
     call.req.set_pserver_index(index_);
-    call.req.set_pserver_epoch(OwnTarget().epoch);
+    call.req.set_pserver_epoch(lane.own_target().epoch);
     std::string header = call.req.SerializeAsString();
     auto result = (*conn)->Call(header, call.payload, call.reply, deadline.remaining());
     if (!result.ok()) {
@@ -190,14 +239,14 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
           last.code() == StatusCode::kUnauthenticated) {
         return last;
       }
-      if (chosen_.kind == TransportKind::kShm && transport_->wanted == TransportKind::kAuto &&
+      if (lane.chosen.kind == TransportKind::kShm && transport_->wanted == TransportKind::kAuto &&
           last.code() == StatusCode::kPermissionDenied) {
         // It listens but this process may not reach it (a sandbox?): the next transport for this
         // registration (a replacement registers anew and is tried over shared memory again).
-        spdlog::warn("pserver {}: {}; using the next transport", index_, last.message());
-        shm_failed_epoch_ = OwnTarget().epoch;
-        MutexLock lock(&conn_mu_);
-        conn_.reset();
+        if (main) spdlog::warn("pserver {}: {}; using the next transport", index_, last.message());
+        lane.shm_failed_epoch = lane.own_target().epoch;
+        MutexLock lock(&lane.mu);
+        lane.conn.reset();
         continue;
       }
       std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
@@ -221,14 +270,17 @@ StatusOr<wire::DataReply> PserverLink::Run(LinkCall& call, const Deadline& deadl
     last = s;
     switch (reply.reason()) {
       case wire::DataReply::STALE_EPOCH:
-        avoid_epoch = OwnTarget().epoch;
+        avoid_epoch = lane.own_target().epoch;
         continue;
       case wire::DataReply::NOT_SERVING:
         std::this_thread::sleep_for(std::min(backoff.Next(), deadline.remaining()));
         continue;
       case wire::DataReply::NOT_INITIALIZED:
       case wire::DataReply::NOT_JOINED: {
-        if (!recover) return s;
+        if (!recover) {
+          if (needs_recovery) *needs_recovery = true;
+          return s;
+        }
         const int64_t step = RequestStep(call.req);
         Status r = reply.reason() == wire::DataReply::NOT_INITIALIZED
                        ? owner_->Reinitialize(*this, deadline, step)

@@ -218,6 +218,65 @@ void RequestBuilder::AddDensePull(std::vector<std::unique_ptr<LinkCall>>* calls)
   }
 }
 
+std::vector<std::unique_ptr<LinkCall>> RequestBuilder::SplitPull(std::unique_ptr<LinkCall> call,
+                                                                 size_t part_bytes) {
+  std::vector<std::unique_ptr<LinkCall>> parts;
+  const size_t total = TotalSize(std::span<const MutableBuffer>(call->reply));
+  if (part_bytes == 0 || total < 2 * part_bytes || call->req.push_size() > 0 ||
+      call->reply.size() != static_cast<size_t>(call->req.pull_size()) || call->after || call->before ||
+      call->after_reply) {
+    parts.push_back(std::move(call));
+    return parts;
+  }
+  wire::DataRequest common = call->req;
+  common.clear_pull();
+  size_t in_part = part_bytes;  // a new part begins with the first segment
+  for (int i = 0; i < call->req.pull_size(); ++i) {
+    if (in_part >= part_bytes) {
+      parts.push_back(std::make_unique<LinkCall>());
+      parts.back()->req = common;
+      parts.back()->owner = call->owner;
+      in_part = 0;
+    }
+    LinkCall& part = *parts.back();
+    *part.req.add_pull() = call->req.pull(i);
+    part.reply.push_back(call->reply[i]);
+    in_part += call->reply[i].size;
+  }
+  return parts;
+}
+
+std::vector<std::unique_ptr<LinkCall>> RequestBuilder::SplitPush(std::unique_ptr<LinkCall> call,
+                                                                 size_t part_bytes) {
+  std::vector<std::unique_ptr<LinkCall>> parts;
+  const size_t total = TotalSize(std::span<const ConstBuffer>(call->payload));
+  bool dense = call->payload.size() == static_cast<size_t>(call->req.push_size());
+  for (const auto& seg : call->req.push()) dense = dense && seg.block() >= 0;
+  if (part_bytes == 0 || total < 2 * part_bytes || !dense || call->req.pull_size() > 0 || call->after ||
+      call->before || call->after_reply || call->req.piece() != 0 || call->req.more_pieces()) {
+    parts.push_back(std::move(call));
+    return parts;
+  }
+  wire::DataRequest common = call->req;
+  common.clear_push();
+  size_t in_part = part_bytes;
+  for (int i = 0; i < call->req.push_size(); ++i) {
+    if (in_part >= part_bytes) {
+      parts.push_back(std::make_unique<LinkCall>());
+      parts.back()->req = common;
+      parts.back()->req.set_piece(static_cast<int32_t>(parts.size() - 1));
+      parts.back()->owner = call->owner;
+      in_part = 0;
+    }
+    LinkCall& part = *parts.back();
+    *part.req.add_push() = call->req.push(i);
+    part.payload.push_back(call->payload[i]);
+    in_part += call->payload[i].size;
+  }
+  for (size_t k = 0; k + 1 < parts.size(); ++k) parts[k]->req.set_more_pieces(true);
+  return parts;
+}
+
 void RequestBuilder::AddDensePullBlocks(std::span<const BlockRef> blocks, LinkCall* call) const {
   for (const auto& r : blocks) {
     const DenseParamInfo& d = dense_[r.param];

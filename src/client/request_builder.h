@@ -90,6 +90,13 @@ class RequestBuilder {
   void AddSkippedPush(const std::string& why, std::vector<std::unique_ptr<LinkCall>>* calls) const;
   // Adds pulls of every dense parameter's blocks into their value buffers.
   void AddDensePull(std::vector<std::unique_ptr<LinkCall>>* calls) const;
+  // Cuts a pull of dense blocks (a call with pull segments only) into calls of about
+  // `part_bytes` of values each, whole segments, in order; one call (itself) when it is smaller
+  // than two parts. Each part pulls its segments into their own buffers.
+  static std::vector<std::unique_ptr<LinkCall>> SplitPull(std::unique_ptr<LinkCall> call, size_t part_bytes);
+  // The same for a push of dense blocks (push segments only, each from its own payload buffer,
+  // no pull): the parts are the push's pieces 0, 1, ... (piece, more_pieces), for an async job.
+  static std::vector<std::unique_ptr<LinkCall>> SplitPush(std::unique_ptr<LinkCall> call, size_t part_bytes);
   // Adds a pull of `keys` of `table` into out[keys.size() * dim]; the rows are scattered into
   // `out` by each call's `after`.
   Status AddSparsePull(const std::string& table, std::span<const uint64_t> keys, float* out,

@@ -1,6 +1,7 @@
 // RequestBuilder: a push in pieces names whole blocks of a parameter (Gradients::DenseRange):
 // only those blocks are sent, from the right place in the caller's range; a range that does not
-// start and end at blocks, or a range in a whole push, is refused naming the parameter.
+// start and end at blocks, or a range in a whole push, is refused naming the parameter. A large
+// pull is cut into parts of whole segments that together pull every block once, in order.
 #include "client/request_builder.h"
 
 #include <gtest/gtest.h>
@@ -79,6 +80,101 @@ TEST_F(RequestBuilderTest, RangesThatDoNotMatchBlocksAreRefusedNamingTheParamete
   Status s = builder_.AddPush(whole, &calls);
   EXPECT_NE(s.message().find("a range of 'w' needs a push in pieces"), std::string::npos) << s.message();
   EXPECT_TRUE(builder_.CheckPush(whole, /*ranges=*/true).ok());
+}
+
+// One pserver; 'w' of 42 elements in 11 blocks (ten of 4 elements, 16 bytes; one of 2); table 'e'.
+class SplitTest : public ::testing::Test {
+ protected:
+  SplitTest() : builder(Job(), SlotMap::RoundRobin(1, 1)) {
+    EXPECT_TRUE(builder.AddDense("w", w.data(), w.size(), OptimizerConfig{}).ok());
+    EXPECT_TRUE(builder.AddSparse("e", 2, InitializerConfig{}, OptimizerConfig{}).ok());
+  }
+  static JobConfig Job() {
+    JobConfig j;
+    j.pservers = 1;
+    j.slots = 1;
+    j.block_size = 4;
+    return j;
+  }
+  std::vector<float> w = std::vector<float>(42);
+  RequestBuilder builder;
+};
+
+TEST_F(SplitTest, APullIsCutIntoPartsOfWholeSegmentsThatTogetherPullEveryBlockOnce) {
+  auto pull = [&] {
+    std::vector<std::unique_ptr<LinkCall>> calls;
+    calls.push_back(std::make_unique<LinkCall>());
+    builder.AddDensePull(&calls);
+    calls[0]->req.set_need(7);
+    return std::move(calls[0]);
+  };
+  auto parts = RequestBuilder::SplitPull(pull(), 48);  // 168 bytes: parts of 3 blocks
+  ASSERT_EQ(parts.size(), 4u);
+  std::vector<int64_t> blocks;
+  std::vector<float*> into;
+  for (const auto& p : parts) {
+    EXPECT_EQ(p->req.need(), 7);
+    ASSERT_EQ(p->reply.size(), static_cast<size_t>(p->req.pull_size()));
+    for (int i = 0; i < p->req.pull_size(); ++i) {
+      blocks.push_back(p->req.pull(i).block());
+      into.push_back(static_cast<float*>(p->reply[i].data));
+      EXPECT_EQ(p->reply[i].size, static_cast<size_t>(p->req.pull(i).count()) * sizeof(float));
+    }
+  }
+  EXPECT_EQ(parts[0]->req.pull_size(), 3);
+  EXPECT_EQ(parts[3]->req.pull_size(), 2);
+  ASSERT_EQ(blocks.size(), 11u);
+  for (int64_t b = 0; b < 11; ++b) {
+    EXPECT_EQ(blocks[b], b);
+    EXPECT_EQ(into[b], w.data() + 4 * b);
+  }
+  // Smaller than two parts, or not a plain pull: left whole.
+  EXPECT_EQ(RequestBuilder::SplitPull(pull(), 100).size(), 1u);
+  auto with_push = pull();
+  with_push->req.add_push();
+  EXPECT_EQ(RequestBuilder::SplitPull(std::move(with_push), 16).size(), 1u);
+}
+
+// An async push is cut the same way, into pieces 0, 1, ... (more_pieces on all but the last),
+// each sending its blocks from the caller's gradient; one with sparse rows or a pull stays whole.
+TEST_F(SplitTest, APushIsCutIntoNumberedPiecesThatTogetherSendEveryBlockOnce) {
+  std::vector<float> g(42, 1.0f);
+  Gradients grads;
+  grads.Dense("w", g);
+  grads.samples = 3;
+  auto push = [&](const Gradients& gr) {
+    std::vector<std::unique_ptr<LinkCall>> calls;
+    calls.push_back(std::make_unique<LinkCall>());
+    EXPECT_TRUE(builder.AddPush(gr, &calls).ok());
+    calls[0]->req.set_step(5);
+    return std::move(calls[0]);
+  };
+  auto parts = RequestBuilder::SplitPush(push(grads), 48);
+  ASSERT_EQ(parts.size(), 4u);
+  int64_t next_block = 0;
+  for (size_t k = 0; k < parts.size(); ++k) {
+    const auto& p = *parts[k];
+    EXPECT_EQ(p.req.piece(), static_cast<int>(k));
+    EXPECT_EQ(p.req.more_pieces(), k + 1 < parts.size());
+    EXPECT_EQ(p.req.step(), 5);
+    EXPECT_EQ(p.req.samples(), 3);
+    EXPECT_TRUE(p.req.is_push());
+    ASSERT_EQ(p.payload.size(), static_cast<size_t>(p.req.push_size()));
+    for (int i = 0; i < p.req.push_size(); ++i, ++next_block) {
+      EXPECT_EQ(p.req.push(i).block(), next_block);
+      EXPECT_EQ(p.payload[i].data, g.data() + 4 * next_block);
+    }
+  }
+  EXPECT_EQ(next_block, 11);
+  // With sparse rows, or a pull: whole.
+  Gradients mixed = grads;
+  std::vector<uint64_t> keys = {1};
+  std::vector<float> rows = {1, 1};
+  mixed.Sparse("e", keys, rows);
+  EXPECT_EQ(RequestBuilder::SplitPush(push(mixed), 48).size(), 1u);
+  auto with_pull = push(grads);
+  with_pull->req.add_pull();
+  EXPECT_EQ(RequestBuilder::SplitPush(std::move(with_pull), 48).size(), 1u);
 }
 
 }  // namespace

@@ -53,6 +53,7 @@ inline constexpr char kEnvRunDir[] = "TESSERA_RUN_DIR";
 inline constexpr char kEnvBatchSize[] = "TESSERA_BATCH_SIZE";
 inline constexpr char kEnvLeaseTtl[] = "TESSERA_LEASE_TTL";
 inline constexpr char kEnvTransport[] = "TESSERA_TRANSPORT";
+inline constexpr char kEnvPipeline[] = "TESSERA_PIPELINE";  // 0: ClientOptions::pipeline off
 inline constexpr char kEnvHttpPort[] = "TESSERA_HTTP_PORT";
 // How to reach the job (include/tessera/connection.h).
 inline constexpr char kEnvEtcdUser[] = "TESSERA_ETCD_USER";

@@ -90,6 +90,7 @@ void Consistency::Leave(const std::string& trainer, int64_t epoch) {
   if (options_.mode.kind == ConsistencyMode::Kind::kSsp && members_.size() == 1)
     clock_floor_ = it->second.start;
   members_.erase(it);
+  async_pieces_.erase(trainer);
   if (options_.mode.kind == ConsistencyMode::Kind::kSync) MaybeCompleteBarrier();
   if (options_.mode.kind == ConsistencyMode::Kind::kSsp) ReleasePulls();
 }
@@ -139,6 +140,49 @@ StatusOr<Consistency::PushVerdict> Consistency::Push(const std::string& trainer,
     }
   }
   return Status::Internal("unknown consistency mode");
+}
+
+StatusOr<Consistency::PushVerdict> Consistency::AsyncPiece(const std::string& trainer, int64_t epoch,
+                                                           int64_t step, int piece, bool last,
+                                                           int max_pieces) {
+  if (options_.mode.kind != ConsistencyMode::Kind::kAsync) {
+    return Status::FailedPrecondition("a push in pieces outside sync mode is taken in async mode only");
+  }
+  const std::string who = "trainer " + trainer + "'s piece " + std::to_string(piece);
+  if (piece < 0 || piece >= max_pieces) {
+    return Status::InvalidArgument(who + ": a piece index must be in [0, " + std::to_string(max_pieces) +
+                                   ")");
+  }
+  auto done = last_push_.find(trainer);
+  if (done != last_push_.end() && done->second.epoch == epoch && step <= done->second.step) {
+    return PushVerdict::kDuplicate;
+  }
+  auto it = members_.find(trainer);
+  if (it == members_.end() || it->second.epoch != epoch) {
+    return Status::FailedPrecondition("trainer " + trainer + " (epoch " + std::to_string(epoch) +
+                                      ") has not joined this pserver");
+  }
+  // A push it began before it joined again (this pserver restarted mid-push), or gave up.
+  if (step < it->second.start) return PushVerdict::kDuplicate;
+  AsyncPieces& p = async_pieces_[trainer];
+  if (p.epoch == epoch && step < p.step) return PushVerdict::kDuplicate;
+  if (p.epoch != epoch || p.step != step) p = AsyncPieces{epoch, step, -1, {}};
+  if (p.seen.count(piece)) return PushVerdict::kDuplicate;
+  if (p.last >= 0 && (last || piece > p.last)) {
+    return Status::InvalidArgument(who + " comes after its last piece " + std::to_string(p.last));
+  }
+  if (last && !p.seen.empty() && *p.seen.rbegin() > piece) {
+    return Status::InvalidArgument(who + " is marked last but piece " + std::to_string(*p.seen.rbegin()) +
+                                   " came before it");
+  }
+  p.seen.insert(piece);
+  if (last) p.last = piece;
+  if (p.last >= 0 && static_cast<int>(p.seen.size()) == p.last + 1) {
+    async_pieces_.erase(trainer);
+    last_push_[trainer] = LastPush{epoch, step};
+    ++version_;
+  }
+  return PushVerdict::kApply;
 }
 
 StatusOr<Consistency::PushVerdict> Consistency::CheckSyncPush(const std::string& trainer, const Member& m,

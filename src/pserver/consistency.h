@@ -125,6 +125,18 @@ class Consistency {
   // the trainers whose push is counted, in trainer-id order.
   std::vector<std::string> StepContributors() const;
 
+  // ---- async pushes in pieces (a large push's parts, each applied as it arrives) ----
+  // Piece `piece` of `trainer`'s push for `step` (`last`: no pieces follow it). kApply, or
+  // kDuplicate for a piece that already arrived or a push already counted (a retry). The push
+  // counts (version, the last counted push) when its last missing piece arrives; a piece of a
+  // newer step forgets an unfinished older push (its trainer gave it up), whose later pieces are
+  // then dropped as duplicates, as are pieces of a step before the trainer's join step (it
+  // joined again after this pserver restarted in the middle of that push). Errors as Push();
+  // InvalidArgument for a piece index out of [0, max_pieces), a second last piece or one after
+  // the last; FailedPrecondition outside async mode.
+  StatusOr<PushVerdict> AsyncPiece(const std::string& trainer, int64_t epoch, int64_t step, int piece,
+                                   bool last, int max_pieces);
+
   // A pull needing version `need` (sync) or made at clock `need` (ssp). Returns true if it may be
   // answered now; false if it waits (a later Ready lists `ticket`). OutOfRange for a sync pull
   // more than one version ahead.
@@ -174,6 +186,12 @@ class Consistency {
   std::map<std::string, Member> members_;
   std::map<std::string, int64_t> pushed_;  // sync: trainer -> epoch, pushes held for the open step
   std::map<std::string, LastPush> last_push_;
+  struct AsyncPieces {
+    int64_t epoch = 0, step = 0;
+    int last = -1;  // the last piece's index, once it arrived
+    std::set<int> seen;
+  };
+  std::map<std::string, AsyncPieces> async_pieces_;  // async: pushes whose pieces are arriving
   // sync: for trainers whose push is held for the open step, their last counted push before it
   // (none: they had none), so Export() leaves uncounted pushes out.
   std::map<std::string, std::optional<LastPush>> held_prev_;

@@ -41,6 +41,10 @@ void RefreshMetrics(PserverService& s, metrics::Registry& r, PserverService::Cou
   r.GetCounter("tessera_pserver_late_pushes_total",
                "sync with backup trainers: pushes that came after their step closed (dropped)")
       .Add(static_cast<double>(c.late - last->late));
+  r.GetCounter("tessera_pserver_overlapped_requests_total",
+               "data requests that arrived while another was being handled (trainers pushing together, "
+               "or a trainer's pieces two at a time)")
+      .Add(static_cast<double>(c.overlapped - last->overlapped));
   r.GetGauge("tessera_pserver_initialized", "1 once the shard holds parameters").Set(c.initialized ? 1 : 0);
   metrics::SetMemoryGauges(r, "tessera_pserver");
   for (const auto& p : c.params) {

@@ -173,6 +173,13 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
 }
 
 void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r) {
+  // Counted for /metrics: a trainer's link runs two pieces at once, trainers push together.
+  if (data_in_progress_.fetch_add(1, std::memory_order_relaxed) > 0)
+    data_overlapped_.fetch_add(1, std::memory_order_relaxed);
+  struct Leave {
+    std::atomic<int>& n;
+    ~Leave() { n.fetch_sub(1, std::memory_order_relaxed); }
+  } leave{data_in_progress_};
   // Finiteness first, without the lock: a pass over the payload at memory speed. Always: a
   // non-finite value would poison the model whatever the trainer says.
   int64_t nonfinite = -1;
@@ -229,9 +236,12 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
         pieces_.Drop(req.trainer());
         if (auto h = held_.find(req.trainer()); h != held_.end()) h->second.Reset();
       }
+      const int64_t version_before = consistency_->version();
       auto verdict = piece_verdict && (!arrival || stored)
                          ? *piece_verdict
                          : consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
+      // An async piece counts as a push once its push is whole (the version moved).
+      const bool counts = piece_verdict && !arrival ? consistency_->version() > version_before : !stored;
       if (!verdict.ok()) {
         int64_t resume = consistency_->ResumeStep(req.trainer());
         HoldUntilCommitted(&replies);
@@ -246,7 +256,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
             "dropped, it goes on from step {}",
             options_.index, req.trainer(), req.step(), resume);
       } else if (*verdict != Consistency::PushVerdict::kDuplicate) {
-        counters_.pushes += stored ? 0 : 1;
+        counters_.pushes += counts ? 1 : 0;
         counters_.bytes_in += static_cast<int64_t>(payload.size);
         if (!req.skipped().empty()) {
           ++counters_.skipped;
@@ -280,8 +290,8 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
       replies.push_back(BuildPullReply(req, *pull, std::move(r)));
       replies.back().header.set_version(req.need());
     } else if (piece_pull && req.more_pieces()) {
-      // A piece that is not the last never waits: the trainer's next pieces come on the same
-      // connection, and the barrier may need them.
+      // A piece that is not the last never waits: the trainer's next pieces come after it on the
+      // same link, and the barrier may need them.
       Reply ack;
       ack.header.set_version(consistency_->version());
       ack.header.set_min_clock(consistency_->min_clock());

@@ -155,9 +155,10 @@ class PserverService : public RequestHandler {
     int64_t pulls = 0;
     int64_t bytes_in = 0;
     int64_t bytes_out = 0;
-    int64_t refused = 0;  // pushes refused for their content
-    int64_t skipped = 0;  // empty pushes standing for a gradient a trainer dropped
-    int64_t late = 0;     // sync with backup trainers: pushes that came after their step closed (dropped)
+    int64_t refused = 0;     // pushes refused for their content
+    int64_t skipped = 0;     // empty pushes standing for a gradient a trainer dropped
+    int64_t late = 0;        // sync with backup trainers: pushes that came after their step closed (dropped)
+    int64_t overlapped = 0;  // data requests that began while another one was being handled
     bool initialized = false;
     int64_t param_bytes = 0;                     // values and optimizer state held
     std::vector<ShardStore::ParamStats> params;  // per parameter: elements (rows) and bytes held
@@ -295,7 +296,9 @@ class PserverService : public RequestHandler {
 
   PserverServiceOptions options_;
   std::atomic<bool> serving_{true};
-  std::unique_ptr<WorkPool> pool_;  // null: one thread
+  std::atomic<int> data_in_progress_{0};     // HandleData calls under way
+  std::atomic<int64_t> data_overlapped_{0};  // ... begun while another was under way
+  std::unique_ptr<WorkPool> pool_;           // null: one thread
 
   mutable Mutex mu_;  // guards everything below
   Status stop_reason_ GUARDED_BY(mu_);

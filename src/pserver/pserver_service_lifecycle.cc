@@ -59,6 +59,7 @@ PserverService::Counters PserverService::counters() const {
   Counters c = counters_;
   c.version = consistency_->version();
   c.initialized = initialized_;
+  c.overlapped = data_overlapped_.load(std::memory_order_relaxed);
   c.param_bytes = store_.TotalBytes();
   c.params = store_.Stats();
   return c;

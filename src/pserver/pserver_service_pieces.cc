@@ -7,6 +7,8 @@
 // (another pull of those blocks, a checkpoint, an export cut) waits for the barrier.
 // Not with replicas or elastic shards (their records and handovers are per step): there the
 // pieces are held and applied at the barrier.
+// In an async job a push may come in pieces too (the parts of a large push, two at a time on a
+// trainer's link): each is applied as it arrives, and the push counts once all have.
 #include <spdlog/spdlog.h>
 
 #include "pserver/pserver_service.h"
@@ -16,6 +18,11 @@ namespace tessera {
 StatusOr<Consistency::PushVerdict> PserverService::ArrivePiece(const wire::DataRequest& req,
                                                                const SegmentList& list,
                                                                std::optional<StepPieces::Arrival>* arrival) {
+  if (options_.job.mode.kind == ConsistencyMode::Kind::kAsync && !replicated()) {
+    // Async: each piece is applied as it arrives (a large push's parts, two at a time).
+    return consistency_->AsyncPiece(req.trainer(), req.trainer_epoch(), req.step(), req.piece(),
+                                    !req.more_pieces(), StepPieces::kMaxPieces);
+  }
   if (replicated() || options_.job.backup_trainers > 0) {
     // Replicas and elastic shards count a push per step (its record, its handover), and backup
     // trainers decide who contributes when a step closes: whole pushes only.

@@ -4,12 +4,7 @@
 // in the pserver's /metrics. A trainer given another job's secret file is refused at connect,
 // and one given its own job's file trains.
 #include <gtest/gtest.h>
-#include <httplib.h>
 
-#include <nlohmann/json.hpp>
-#include <regex>
-
-#include "harness/prometheus_text.h"
 #include "job/wire_convert.h"
 #include "ps/ps_fixture.h"
 #include "security/job_secret.h"
@@ -54,16 +49,7 @@ class AuthTest : public PsTest, public ::testing::WithParamInterface<TransportKi
     return r;
   }
 
-  double RefusedCount() {
-    auto kv = client_->Get(keys::Pserver(kJob, 0));
-    std::string url = nlohmann::json::parse(kv->kvs[0].value).value("metrics", "");
-    std::smatch m;
-    if (!std::regex_match(url, m, std::regex("http://([0-9.]+):([0-9]+)/metrics"))) return -1;
-    httplib::Client http(m[1].str(), std::stoi(m[2].str()));
-    auto res = http.Get("/metrics");
-    if (!res) return -1;
-    return ParsePrometheus(res->body).Value("tessera_pserver_auth_refused_total");
-  }
+  double RefusedCount() { return PserverMetric(kJob, 0, "tessera_pserver_auth_refused_total"); }
 
   const std::string kJob = "auth-a", kOther = "auth-b";
   JobConfig cfg_;

@@ -273,7 +273,8 @@ TEST_F(PsTest, AnInitWithASparseSegmentFirstIsRefusedAndNothingIsLoaded) {
     r.set_trainer("0");
     return r;
   };
-  auto call = [&](const wire::DataRequest& r, const std::vector<float>& payload, std::vector<float>* out = nullptr) {
+  auto call = [&](const wire::DataRequest& r, const std::vector<float>& payload,
+                  std::vector<float>* out = nullptr) {
     ConstBuffer b{payload.data(), payload.size() * sizeof(float)};
     std::vector<float> got(out ? 64 : 0);
     MutableBuffer mb{got.data(), got.size() * sizeof(float)};

@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstring>
@@ -255,8 +256,54 @@ TEST_P(ConformanceTest, PserverKilledMidTransferIsReplacedAndNoPushIsAppliedInPa
   EXPECT_LT(w[0], 1.0f);
 }
 
+// A 24 MiB model on one pserver, in an async job: with ClientOptions::pipeline (the default) its
+// pushes and pulls travel in parts of 4 MiB, two at a time, and the pserver sees the trainer's
+// requests overlap; the values are the bits the same job gets with pipeline off (whole pushes
+// and pulls, one at a time, no overlap).
+TEST_P(ConformanceTest, LargePushesAndPullsGoInPartsTwoAtATimeWithTheBitsOfWholeOnes) {
+  const size_t n = size_t{6} << 20;
+  auto run = [&](const std::string& job, bool pipeline, double* seen) -> std::vector<float> {
+    MakeJob(job, 1, "async", "adam:lr=0.01", 1 << 18);  // blocks of 1 MiB
+    const size_t p = StartPserver(job);
+    EXPECT_TRUE(WaitForPservers(job, 1));
+    auto o = Options(job, "0");
+    o.pipeline = pipeline;
+    auto c = Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return {};
+    std::vector<float> w(n), g(n);
+    for (size_t i = 0; i < n; ++i) w[i] = std::sin(0.001f * static_cast<float>(i));
+    EXPECT_TRUE((*c)->AddDense("w", w.data(), n).ok());
+    EXPECT_TRUE((*c)->Initialize().ok());
+    for (int step = 0; step < 6; ++step) {
+      for (size_t i = 0; i < n; ++i) g[i] = std::cos(0.37f * static_cast<float>(i % 1000) + step);
+      Gradients grads;
+      grads.Dense("w", g);
+      grads.samples = 3;
+      EXPECT_TRUE((*c)->Push(grads).Wait().ok()) << "step " << step;
+    }
+    std::fill(w.begin(), w.end(), 0.0f);
+    EXPECT_TRUE((*c)->Pull().Wait().ok());
+    *seen = PserverMetric(job, 0, "tessera_pserver_overlapped_requests_total");
+    c->reset();
+    procs_[p]->Terminate(std::chrono::seconds(5));
+    return w;
+  };
+  double whole_overlapped = -1, parts_overlapped = -1;
+  const auto whole = run("whole", false, &whole_overlapped);
+  const auto parts = run("parts", true, &parts_overlapped);
+  ASSERT_EQ(whole.size(), n);
+  EXPECT_NE(whole[12345], std::sin(0.001f * 12345)) << "the pushes changed nothing";
+  EXPECT_TRUE(BitEqual(whole, parts)) << "pushes and pulls in parts changed the values";
+  EXPECT_EQ(whole_overlapped, 0) << "one trainer, one request at a time";
+  EXPECT_GT(parts_overlapped, 0) << "the parts never overlapped on the pserver";
+}
+
 // A trainer pushing 32 MiB at a time is killed with SIGKILL mid-transfer: the pserver drops the
-// cut-short message, keeps serving the other trainer, and holds only whole pushes.
+// cut-short message, keeps serving the other trainer, and holds only whole messages. An async
+// push that large travels in pieces of one 4 MiB block each (ClientOptions::pipeline), each
+// applied as it arrives: every block holds a whole number of pushes, and blocks differ by at most
+// the push the kill cut short.
 TEST_P(ConformanceTest, TrainerKilledMidTransferLeavesOnlyWholePushes) {
   const std::string job = "killtr";
   auto cfg = MakeJob(job, 1, "async", "sgd:lr=0.5", 1 << 20);
@@ -287,11 +334,20 @@ TEST_P(ConformanceTest, TrainerKilledMidTransferLeavesOnlyWholePushes) {
   ASSERT_TRUE(client->AddDense("w", w.data(), n).ok());
   ASSERT_TRUE(client->Initialize().ok());
   ASSERT_TRUE(client->Pull().Wait().ok());
-  // Every push subtracts 0.5 from every element: a whole number of them, the same everywhere.
-  const float pushes = (1.0f - w[0]) / 0.5f;
-  EXPECT_GE(pushes, 2.0f);
-  EXPECT_EQ(pushes, std::floor(pushes)) << "w[0] = " << w[0];
-  for (size_t i = 0; i < n; ++i) ASSERT_EQ(w[i], w[0]) << "element " << i << ": a push applied in part";
+  // Every push subtracts 0.5 from every element: a whole number of them in each block (1M
+  // elements), the same in all its elements.
+  constexpr size_t kBlock = size_t{1} << 20;
+  float fewest = 1e9f, most = -1e9f;
+  for (size_t b = 0; b < n / kBlock; ++b) {
+    const float pushes = (1.0f - w[b * kBlock]) / 0.5f;
+    EXPECT_EQ(pushes, std::floor(pushes)) << "block " << b << ": w = " << w[b * kBlock];
+    fewest = std::min(fewest, pushes);
+    most = std::max(most, pushes);
+    for (size_t i = b * kBlock; i < (b + 1) * kBlock; ++i)
+      ASSERT_EQ(w[i], w[b * kBlock]) << "element " << i << ": a message applied in part";
+  }
+  EXPECT_GE(fewest, 2.0f);
+  EXPECT_LE(most - fewest, 1.0f) << "blocks more than one push apart";
   std::vector<float> g(n, 0.0f);
   Gradients grads;
   grads.Dense("w", g);

@@ -4,11 +4,11 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
-#include <cmath>
 #include <atomic>
+#include <cmath>
 #include <cstdio>
-#include <thread>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "harness/ports.h"
 #include "linear_data.h"
@@ -121,17 +121,18 @@ TEST_F(FailoverTest, FrozenPserverIsReplacedByAStandbyAndTheTrainerMovesToIt) {
   // When the standby's registration appears (watched from here, beside the trainer).
   std::atomic<double> replaced_at{-1};
   std::thread watch([&] {
-    WaitUntil([&] { return PserverPidEpoch(client_.get(), job, 1).second > old_epoch; }, std::chrono::seconds(60),
-              std::chrono::milliseconds(5));
+    WaitUntil([&] { return PserverPidEpoch(client_.get(), job, 1).second > old_epoch; },
+              std::chrono::seconds(60), std::chrono::milliseconds(5));
     replaced_at = SecondsSince(stopped);
   });
   Status st = Step(5);  // sent to the frozen pserver: it must move to the standby
   const double moved = SecondsSince(stopped);
   watch.join();
   ASSERT_TRUE(st.ok()) << st;
-  std::printf("pserver 1 frozen (TTL 2 s): standby registered after %.2f s, the step went through after %.2f s "
-              "(%.2f s after the standby)\n",
-              replaced_at.load(), moved, moved - replaced_at.load());
+  std::printf(
+      "pserver 1 frozen (TTL 2 s): standby registered after %.2f s, the step went through after %.2f s "
+      "(%.2f s after the standby)\n",
+      replaced_at.load(), moved, moved - replaced_at.load());
   EXPECT_GT(replaced_at.load(), 0);
   EXPECT_LT(moved, 30.0) << "the call waited for the frozen pserver instead of moving";
   for (int s = 6; s < 10; ++s) ASSERT_TRUE(Step(s).ok()) << "step " << s;
@@ -287,7 +288,8 @@ TEST_F(PsTest, PserverStalledPastItsLeaseAnswersNothingAfterItResumes) {
     ++asked;
     auto r = conn->Call(req.SerializeAsString(), {}, {}, std::chrono::seconds(2));
     wire::DataReply reply;
-    bool ok = r.ok() && reply.ParseFromArray(r->header.data(), static_cast<int>(r->header.size())) && reply.code() == 0;
+    bool ok = r.ok() && reply.ParseFromArray(r->header.data(), static_cast<int>(r->header.size())) &&
+              reply.code() == 0;
     answered += ok;
     return ok;
   };

@@ -6,15 +6,11 @@
 // reaches the model.
 // (ClientOptions::allow_nonfinite sends NaN on purpose and is not tested here.)
 #include <gtest/gtest.h>
-#include <httplib.h>
 
 #include <cmath>
-#include <nlohmann/json.hpp>
 #include <random>
-#include <regex>
 #include <thread>
 
-#include "harness/prometheus_text.h"
 #include "job/placement.h"
 #include "ps/ps_fixture.h"
 
@@ -130,18 +126,8 @@ TEST_F(NonFiniteTest, ANanAtARandomStepIsDroppedOnEveryPserverAndTheJobGoesOn) {
   ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
   // Counted where an operator looks: each pserver's /metrics.
   for (int p = 0; p < 2; ++p) {
-    auto kv = client_->Get(keys::Pserver(job, p));
-    ASSERT_TRUE(kv.ok() && !kv->kvs.empty());
-    std::string url = nlohmann::json::parse(kv->kvs[0].value).value("metrics", "");
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(url, m, std::regex("http://([0-9.]+):([0-9]+)/metrics"))) << url;
-    httplib::Client http(m[1].str(), std::stoi(m[2].str()));
-    auto res = http.Get("/metrics");
-    ASSERT_TRUE(res) << url;
-    auto prom = ParsePrometheus(res->body);
-    ASSERT_EQ(prom.error, "");
-    EXPECT_EQ(prom.Value("tessera_pserver_skipped_pushes_total"), 1) << "pserver " << p;
-    EXPECT_EQ(prom.Value("tessera_pserver_refused_pushes_total"), 0) << "pserver " << p;
+    EXPECT_EQ(PserverMetric(job, p, "tessera_pserver_skipped_pushes_total"), 1) << "pserver " << p;
+    EXPECT_EQ(PserverMetric(job, p, "tessera_pserver_refused_pushes_total"), 0) << "pserver " << p;
   }
 }
 

@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -19,6 +20,7 @@
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "harness/job_certs.h"
+#include "harness/metrics_scrape.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
@@ -92,6 +94,14 @@ class PsTest : public EtcdTest {
           return l.ok() && l->members.size() == n;
         },
         timeout);
+  }
+
+  // The value of `metric` on pserver `index` of `job`'s /metrics (the address it registered);
+  // -1 if it cannot be read.
+  double PserverMetric(const std::string& job, int index, const std::string& metric) {
+    auto kv = client_->Get(keys::Pserver(job, index));
+    if (!kv.ok() || kv->kvs.empty()) return -1;
+    return ScrapeMetric(nlohmann::json::parse(kv->kvs[0].value).value("metrics", ""), metric);
   }
 
   // A raw data-plane connection to pserver `index` of `job` over `kind`, as a trainer would
