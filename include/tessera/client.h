@@ -64,10 +64,10 @@ struct ClientOptions {
   // host, TCP otherwise), "shm", "tcp" or "grpc". A transport a pserver does not serve fails the
   // operation with FailedPrecondition saying what it serves.
   std::string transport = "auto";
-  // Up to two requests in flight per pserver, each on a connection of its own: a pull of more
-  // than 8 MiB from one pserver goes as parts of about 4 MiB, and a push in pieces sends its
-  // pieces before the last two at a time, so one travels while the pserver works on the other.
-  // false: one request at a time per pserver, each whole (for comparison).
+  // Up to two requests in flight per pserver, each on a connection of its own: a pull, or an
+  // async push, of more than 8 MiB to one pserver goes as parts of about 4 MiB, two at a time, so
+  // one travels while the pserver works on the other (docs/protocol.md). false: one request at a
+  // time per pserver, each whole (an async push then applies whole on each pserver).
   bool pipeline = true;
 };
 

@@ -11,7 +11,6 @@
 #include <functional>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -84,14 +83,11 @@ class ClientImpl : public Client, public PserverLink::Owner {
     int64_t step = 0;
     std::vector<int> next;  // per pserver: the next piece's index there
     // Per pserver: the dense blocks pulled back with values during the step (written by the
-    // link's two lanes, read by the last piece's `before`, on the same link after them).
-    struct Received {
-      std::mutex mu;
-      std::vector<RequestBuilder::BlockRef> blocks;
-    };
-    std::vector<std::shared_ptr<Received>> received;
+    // link's thread, read by the last piece's `before`, on the same link after them). The pieces
+    // run one at a time: overlapping them measured slower on the mlp and the PyTorch MLP, whose
+    // pieces are small (bench/README.md).
+    std::vector<std::shared_ptr<std::vector<RequestBuilder::BlockRef>>> received;
     bool dropped = false;  // a piece held NaN/Inf: the rest of the step's push is not sent
-    uint64_t group = 0;    // the overlap group of the pieces before the last
     Handle dropped_handle;
     // Gathered pieces (not on the wire): whole dense gradients and sparse rows.
     std::map<std::string, std::vector<float>> dense;

@@ -26,9 +26,9 @@ Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
     piece_.step = step_.load();
     piece_.next.assign(n, 0);
     piece_.received.clear();
-    for (int p = 0; p < n; ++p) piece_.received.push_back(std::make_shared<PieceStep::Received>());
+    for (int p = 0; p < n; ++p)
+      piece_.received.push_back(std::make_shared<std::vector<RequestBuilder::BlockRef>>());
     piece_.dropped = false;
-    piece_.group = NewGroup();
   }
   if (!PiecesOnWire()) return GatherPiece(grads, last, pull);
   if (piece_.dropped) {
@@ -70,29 +70,22 @@ Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
     if (!last) {
       builder_->AddDensePullBlocks(blocks[p], &c);
       c.after_reply = [received, mine = blocks[p]](const wire::DataReply& r) {
-        if (r.pull_deferred()) return;
-        std::lock_guard<std::mutex> lock(received->mu);
-        received->blocks.insert(received->blocks.end(), mine.begin(), mine.end());
+        if (!r.pull_deferred()) received->insert(received->end(), mine.begin(), mine.end());
       };
     } else {
       // Every block not back yet, decided when the link sends it (its earlier pieces are done).
       c.before = [this, received, p](LinkCall& call) {
         std::vector<RequestBuilder::BlockRef> want = builder_->DenseBlocksOf(p);
-        std::lock_guard<std::mutex> lock(received->mu);
-        std::vector<RequestBuilder::BlockRef>& got = received->blocks;
-        std::sort(got.begin(), got.end());
+        std::sort(received->begin(), received->end());
         std::erase_if(want, [&](const RequestBuilder::BlockRef& b) {
-          return std::binary_search(got.begin(), got.end(), b);
+          return std::binary_search(received->begin(), received->end(), b);
         });
         builder_->AddDensePullBlocks(want, &call);
       };
     }
   }
-  // Pservers without a part in this piece are left out of it (all=false drops empty calls). The
-  // pieces before the last may travel two at a time per pserver (one is applied while the next
-  // arrives); the last one runs alone, after them (it pulls what their answers did not bring).
-  Handle h = Dispatch(std::move(calls), /*all=*/last, /*recover=*/true, bad.empty() ? nullptr : &outcome,
-                      /*group=*/!last && options_.pipeline ? piece_.group : 0);
+  // Pservers without a part in this piece are left out of it (all=false drops empty calls).
+  Handle h = Dispatch(std::move(calls), /*all=*/last, /*recover=*/true, bad.empty() ? nullptr : &outcome);
   if (!bad.empty()) {
     piece_.dropped = true;
     piece_.dropped_handle = h;

@@ -2,8 +2,8 @@
 // pserver's requests in order, one at a time (requests to different pservers run concurrently).
 // A thread waiting for a request may run it itself if the worker has not started it yet
 // (RunInline), which spares two thread hand-offs on the common submit-then-wait path.
-// Requests submitted in one overlap group (the parts of one large pull or push, a sync push's
-// pieces before the last) may run two at a time: the second on a lane of its own (a second
+// Requests submitted in one overlap group (the parts of one large pull or async push) may run
+// two at a time: the second on a lane of its own (a second
 // connection and thread), so one travels while the pserver works on the other. Any other request
 // starts only when nothing runs, and runs alone; the queue's order is kept for everything but
 // neighbours of one group.
