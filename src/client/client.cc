@@ -213,9 +213,9 @@ Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<con
     c->owner = keep;
   }
   // An async push of a large model travels in pieces, two at a time per pserver: the pserver
-  // applies one while the next arrives (not with a pull: its answer must follow the whole push).
-  const bool pieces = options_.pipeline && !pull && bad.empty() &&
-                      job_.mode.kind == ConsistencyMode::Kind::kAsync && !job_.hosted();
+  // applies one while the next arrives; a pull with it follows, in parts, once all are done.
+  const bool pieces =
+      options_.pipeline && bad.empty() && job_.mode.kind == ConsistencyMode::Kind::kAsync && !job_.hosted();
   Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome, /*group=*/0,
                       pieces ? kPartBytes : 0);
   RaiseStep(step + 1);
@@ -270,14 +270,18 @@ Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool a
     if (!all && r.push_size() == 0 && r.pull_size() == 0) continue;
     auto parts = RequestBuilder::SplitPull(std::move(calls[i]), part_bytes);
     if (parts.size() == 1) parts = RequestBuilder::SplitPush(std::move(parts[0]), part_bytes);
+    // Pieces of a push and the parts of the pull after them are separate groups: the pull starts
+    // when every piece is done.
     const uint64_t g = parts.size() > 1 && group == 0 ? NewGroup() : group;
+    const uint64_t pull_group = parts.size() > 1 && parts.front()->req.is_push() ? NewGroup() : g;
     for (auto& p : parts) {
       // A push's first piece runs alone: a pserver found restarted at it has lost nothing of the
       // push, and is recovered and sent the whole push; one found restarted at a later piece
       // (which the earlier may have reached before the restart) takes the trainer from the next
       // step (PserverLink::Run).
       const bool first_piece = p->req.is_push() && p->req.piece() == 0;
-      targets.push_back({i, std::shared_ptr<LinkCall>(std::move(p)), first_piece ? 0 : g});
+      const uint64_t own = p->req.is_push() ? g : pull_group;
+      targets.push_back({i, std::shared_ptr<LinkCall>(std::move(p)), first_piece ? 0 : own});
     }
   }
   auto state = std::make_shared<Handle::State>(static_cast<int>(targets.size()));

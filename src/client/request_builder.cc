@@ -250,15 +250,18 @@ std::vector<std::unique_ptr<LinkCall>> RequestBuilder::SplitPush(std::unique_ptr
                                                                  size_t part_bytes) {
   std::vector<std::unique_ptr<LinkCall>> parts;
   const size_t total = TotalSize(std::span<const ConstBuffer>(call->payload));
-  bool dense = call->payload.size() == static_cast<size_t>(call->req.push_size());
+  bool dense = call->payload.size() == static_cast<size_t>(call->req.push_size()) &&
+               call->reply.size() == static_cast<size_t>(call->req.pull_size());
   for (const auto& seg : call->req.push()) dense = dense && seg.block() >= 0;
-  if (part_bytes == 0 || total < 2 * part_bytes || !dense || call->req.pull_size() > 0 || call->after ||
-      call->before || call->after_reply || call->req.piece() != 0 || call->req.more_pieces()) {
+  for (const auto& seg : call->req.pull()) dense = dense && seg.block() >= 0;
+  if (part_bytes == 0 || total < 2 * part_bytes || !dense || call->after || call->before ||
+      call->after_reply || call->req.piece() != 0 || call->req.more_pieces()) {
     parts.push_back(std::move(call));
     return parts;
   }
   wire::DataRequest common = call->req;
   common.clear_push();
+  common.clear_pull();
   size_t in_part = part_bytes;
   for (int i = 0; i < call->req.push_size(); ++i) {
     if (in_part >= part_bytes) {
@@ -274,6 +277,17 @@ std::vector<std::unique_ptr<LinkCall>> RequestBuilder::SplitPush(std::unique_ptr
     in_part += call->payload[i].size;
   }
   for (size_t k = 0; k + 1 < parts.size(); ++k) parts[k]->req.set_more_pieces(true);
+  if (call->req.pull_size() > 0) {
+    // The pull, after the push: a plain pull of the same blocks, in parts too.
+    auto pull = std::make_unique<LinkCall>();
+    pull->req = call->req;
+    pull->req.clear_push();
+    pull->req.set_is_push(false);
+    pull->req.set_samples(0);
+    pull->reply = std::move(call->reply);
+    pull->owner = call->owner;
+    for (auto& p : SplitPull(std::move(pull), part_bytes)) parts.push_back(std::move(p));
+  }
   return parts;
 }
 

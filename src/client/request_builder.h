@@ -94,8 +94,9 @@ class RequestBuilder {
   // `part_bytes` of values each, whole segments, in order; one call (itself) when it is smaller
   // than two parts. Each part pulls its segments into their own buffers.
   static std::vector<std::unique_ptr<LinkCall>> SplitPull(std::unique_ptr<LinkCall> call, size_t part_bytes);
-  // The same for a push of dense blocks (push segments only, each from its own payload buffer,
-  // no pull): the parts are the push's pieces 0, 1, ... (piece, more_pieces), for an async job.
+  // The same for a push of dense blocks (each from its own payload buffer): the parts are the
+  // push's pieces 0, 1, ... (piece, more_pieces), for an async job. A pull of dense blocks in the
+  // same call follows them as plain pulls (SplitPull), to be sent once every piece is done.
   static std::vector<std::unique_ptr<LinkCall>> SplitPush(std::unique_ptr<LinkCall> call, size_t part_bytes);
   // Adds a pull of `keys` of `table` into out[keys.size() * dim]; the rows are scattered into
   // `out` by each call's `after`.

@@ -136,7 +136,8 @@ TEST_F(SplitTest, APullIsCutIntoPartsOfWholeSegmentsThatTogetherPullEveryBlockOn
 }
 
 // An async push is cut the same way, into pieces 0, 1, ... (more_pieces on all but the last),
-// each sending its blocks from the caller's gradient; one with sparse rows or a pull stays whole.
+// each sending its blocks from the caller's gradient, and a pull with it follows as plain pulls;
+// one with sparse rows stays whole.
 TEST_F(SplitTest, APushIsCutIntoNumberedPiecesThatTogetherSendEveryBlockOnce) {
   std::vector<float> g(42, 1.0f);
   Gradients grads;
@@ -172,9 +173,32 @@ TEST_F(SplitTest, APushIsCutIntoNumberedPiecesThatTogetherSendEveryBlockOnce) {
   std::vector<float> rows = {1, 1};
   mixed.Sparse("e", keys, rows);
   EXPECT_EQ(RequestBuilder::SplitPush(push(mixed), 48).size(), 1u);
+  // With a dense pull: the pieces, then the pull as plain pulls of the same blocks, in parts.
   auto with_pull = push(grads);
-  with_pull->req.add_pull();
-  EXPECT_EQ(RequestBuilder::SplitPush(std::move(with_pull), 48).size(), 1u);
+  std::vector<std::unique_ptr<LinkCall>> one;
+  one.push_back(std::move(with_pull));
+  builder.AddDensePull(&one);
+  one[0]->req.set_need(9);
+  auto all = RequestBuilder::SplitPush(std::move(one[0]), 48);
+  ASSERT_EQ(all.size(), 8u);
+  next_block = 0;
+  for (size_t k = 0; k < all.size(); ++k) {
+    const auto& p = *all[k];
+    const bool piece = k < 4;
+    EXPECT_EQ(p.req.is_push(), piece);
+    EXPECT_EQ(p.req.push_size() > 0, piece);
+    EXPECT_EQ(p.req.pull_size() > 0, !piece);
+    EXPECT_EQ(p.req.need(), 9);
+    if (piece) continue;
+    EXPECT_EQ(p.req.samples(), 0);
+    EXPECT_FALSE(p.req.more_pieces());
+    ASSERT_EQ(p.reply.size(), static_cast<size_t>(p.req.pull_size()));
+    for (int i = 0; i < p.req.pull_size(); ++i, ++next_block) {
+      EXPECT_EQ(p.req.pull(i).block(), next_block);
+      EXPECT_EQ(p.reply[i].data, w.data() + 4 * next_block);
+    }
+  }
+  EXPECT_EQ(next_block, 11);
 }
 
 }  // namespace

@@ -257,11 +257,12 @@ TEST_P(ConformanceTest, PserverKilledMidTransferIsReplacedAndNoPushIsAppliedInPa
 }
 
 // A 24 MiB model on one pserver, in an async job: with ClientOptions::pipeline (the default) its
-// pushes and pulls travel in parts of 4 MiB, two at a time, and the pserver sees the trainer's
-// requests overlap; the values are the bits the same job gets with pipeline off (whole pushes
-// and pulls, one at a time, no overlap).
+// pushes, pushes with a pull, and pulls travel in parts of 4 MiB, two at a time, and the pserver
+// sees the trainer's requests overlap; the values (after a push-and-pull, and at the end) are the
+// bits the same job gets with pipeline off (whole requests, one at a time, no overlap).
 TEST_P(ConformanceTest, LargePushesAndPullsGoInPartsTwoAtATimeWithTheBitsOfWholeOnes) {
   const size_t n = size_t{6} << 20;
+  std::vector<float> after_pushpull;  // the values the push-and-pull of step 3 brought back
   auto run = [&](const std::string& job, bool pipeline, double* seen) -> std::vector<float> {
     MakeJob(job, 1, "async", "adam:lr=0.01", 1 << 18);  // blocks of 1 MiB
     const size_t p = StartPserver(job);
@@ -280,7 +281,10 @@ TEST_P(ConformanceTest, LargePushesAndPullsGoInPartsTwoAtATimeWithTheBitsOfWhole
       Gradients grads;
       grads.Dense("w", g);
       grads.samples = 3;
-      EXPECT_TRUE((*c)->Push(grads).Wait().ok()) << "step " << step;
+      // Pushes alone and pushes with a pull (the pull after every piece of the push).
+      Handle h = step % 2 == 0 ? (*c)->Push(grads) : (*c)->PushPull(grads);
+      EXPECT_TRUE(h.Wait().ok()) << "step " << step;
+      if (step == 3) after_pushpull = w;
     }
     std::fill(w.begin(), w.end(), 0.0f);
     EXPECT_TRUE((*c)->Pull().Wait().ok());
@@ -291,8 +295,10 @@ TEST_P(ConformanceTest, LargePushesAndPullsGoInPartsTwoAtATimeWithTheBitsOfWhole
   };
   double whole_overlapped = -1, parts_overlapped = -1;
   const auto whole = run("whole", false, &whole_overlapped);
+  const auto whole_step3 = after_pushpull;
   const auto parts = run("parts", true, &parts_overlapped);
   ASSERT_EQ(whole.size(), n);
+  EXPECT_TRUE(BitEqual(whole_step3, after_pushpull)) << "a push-and-pull in parts brought back other values";
   EXPECT_NE(whole[12345], std::sin(0.001f * 12345)) << "the pushes changed nothing";
   EXPECT_TRUE(BitEqual(whole, parts)) << "pushes and pulls in parts changed the values";
   EXPECT_EQ(whole_overlapped, 0) << "one trainer, one request at a time";
