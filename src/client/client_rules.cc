@@ -33,7 +33,8 @@ StartStepAgreement::Outcome StartStepAgreement::Answer(const std::vector<int64_t
 }
 
 Status StartStepAgreement::GiveUpStatus() const {
-  return Status::Aborted("pservers did not agree on a start step in " + std::to_string(max_rounds_) + " rounds");
+  return Status::Aborted("pservers did not agree on a start step in " + std::to_string(max_rounds_) +
+                         " rounds");
 }
 
 bool MayBeAPredecessor(StatusCode refusal) {
@@ -58,11 +59,20 @@ Status NonFiniteStreak::Dropped(const std::string& why) {
                                    "policy is error)");
   }
   if (in_a_row_ >= max_in_a_row_) {
-    return Status::InvalidArgument(std::to_string(in_a_row_) +
-                                   " steps in a row had gradients with NaN or infinity (the last: " + why +
-                                   "): the model has probably diverged; lower the learning rate or check the data");
+    return Status::InvalidArgument(
+        std::to_string(in_a_row_) + " steps in a row had gradients with NaN or infinity (the last: " + why +
+        "): the model has probably diverged; lower the learning rate or check the data");
   }
   return Status::OK();
+}
+
+bool MayStartOnLane(int lane, uint64_t next_group, const LaneState& s) {
+  if (lane < 0 || lane > 1 || s.running[lane]) return false;
+  const int other = 1 - lane;
+  const bool beside = next_group != 0 && s.running[other] && s.group[other] == next_group;
+  // The second lane only takes a call beside the main lane's (alone, the main lane takes it).
+  if (lane == 1) return beside;
+  return !s.running[other] || beside;
 }
 
 }  // namespace tessera

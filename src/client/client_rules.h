@@ -1,8 +1,8 @@
 // The trainer client's decisions, as pure classes: who initializes the pservers, which step a
-// trainer joins at, whether to wait for a predecessor's registration, and when dropped gradients
-// mean the model has diverged. No sockets, threads, clocks or etcd inside: the client (client.cc)
-// feeds them what it saw and does what they say. The limits they use are named in ClientLimits.
-// Not thread-safe (each lives on one client thread).
+// trainer joins at, whether to wait for a predecessor's registration, when dropped gradients
+// mean the model has diverged, and which of a pserver link's lanes may start a call. No sockets, threads,
+// clocks or etcd inside: the client (client.cc) feeds them what it saw and does what they say. The limits
+// they use are named in ClientLimits. Not thread-safe (each lives on one client thread).
 #pragma once
 
 #include <chrono>
@@ -106,5 +106,16 @@ class NonFiniteStreak {
   int max_in_a_row_;
   int in_a_row_ = 0;
 };
+
+// A pserver link's two lanes (PserverLink): what each runs now. Lane 0 is the main lane, lane 1
+// the second, which only runs a call beside a main-lane call of the same overlap group.
+struct LaneState {
+  bool running[2] = {false, false};
+  uint64_t group[2] = {0, 0};  // the running call's overlap group (0: none)
+};
+// Whether the next queued call, of overlap group `next_group` (0: none), may start on `lane`:
+// the lane is idle, and the other is idle (main lane only) or runs a call of the same non-zero
+// group. So two calls run together only when they share a group, and nothing else ever does.
+bool MayStartOnLane(int lane, uint64_t next_group, const LaneState& s);
 
 }  // namespace tessera

@@ -41,7 +41,9 @@ TEST(ClientRulesTest, StartStepAgreementAsksForTheLatestStepUntilAllAgree) {
       {"one pserver", 0, 10, {{{7}, O::kAgreed, 7}}},
       {"agree at once", 3, 10, {{{3, 3, 3}, O::kAgreed, 3}}},
       {"one is ahead", 0, 10, {{{4, 5, 4}, O::kAskAgain, 5}, {{5, 5, 5}, O::kAgreed, 5}}},
-      {"they keep moving", 0, 10,
+      {"they keep moving",
+       0,
+       10,
        {{{1, 2}, O::kAskAgain, 2}, {{3, 2}, O::kAskAgain, 3}, {{3, 3}, O::kAgreed, 3}}},
       {"gives up after its rounds", 0, 2, {{{1, 2}, O::kAskAgain, 2}, {{3, 2}, O::kGiveUp, 3}}},
   };
@@ -74,13 +76,13 @@ TEST(ClientRulesTest, OnlyADyingPredecessorIsWaitedFor) {
     bool expired;
     PredecessorVerdict verdict;
   } cases[] = {
-      {true, 3, false, PredecessorVerdict::kWait},       // a dead predecessor's lease runs out
-      {true, 25, false, PredecessorVerdict::kWait},      // exactly the limit
-      {true, 26, false, PredecessorVerdict::kRefuse},    // renewed: a live trainer has the id
-      {true, 3, true, PredecessorVerdict::kRefuse},      // out of time
+      {true, 3, false, PredecessorVerdict::kWait},        // a dead predecessor's lease runs out
+      {true, 25, false, PredecessorVerdict::kWait},       // exactly the limit
+      {true, 26, false, PredecessorVerdict::kRefuse},     // renewed: a live trainer has the id
+      {true, 3, true, PredecessorVerdict::kRefuse},       // out of time
       {false, -1, false, PredecessorVerdict::kRetryNow},  // gone meanwhile
-      {false, -1, true, PredecessorVerdict::kRefuse},    // gone, but out of time
-      {true, 0, false, PredecessorVerdict::kWait},       // expiring now
+      {false, -1, true, PredecessorVerdict::kRefuse},     // gone, but out of time
+      {true, 0, false, PredecessorVerdict::kWait},        // expiring now
   };
   for (const auto& c : cases) {
     EXPECT_EQ(JudgePredecessor(c.present, c.remaining, c.expired, 10, limits), c.verdict)
@@ -108,6 +110,44 @@ TEST(ClientRulesTest, NonFiniteStreakSaysWhatThePolicyWants) {
   Status s = error.Dropped("w is NaN");
   EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(s.message().find("policy is error"), std::string::npos) << s;
+}
+
+// Every state of a link's two lanes (each idle or running a call of group 0, 1 or 2) and every
+// next call (group 0, 1 or 2): two calls run together only when they share a non-zero group, the
+// second lane never runs alone, and an idle link always starts the next call on its main lane.
+TEST(LaneRuleTest, TwoCallsRunTogetherOnlyInOneGroupAndTheSecondLaneNeverAlone) {
+  int checked = 0;
+  for (int r0 = 0; r0 < 2; ++r0) {
+    for (int r1 = 0; r1 < 2; ++r1) {
+      for (uint64_t g0 = 0; g0 < 3; ++g0) {
+        for (uint64_t g1 = 0; g1 < 3; ++g1) {
+          LaneState s;
+          s.running[0] = r0;
+          s.running[1] = r1;
+          s.group[0] = r0 ? g0 : 0;
+          s.group[1] = r1 ? g1 : 0;
+          for (uint64_t next = 0; next < 3; ++next) {
+            for (int lane = 0; lane < 2; ++lane) {
+              const int other = 1 - lane;
+              const bool may = MayStartOnLane(lane, next, s);
+              SCOPED_TRACE(::testing::Message() << "running " << r0 << r1 << " groups " << s.group[0]
+                                                << s.group[1] << " next " << next << " lane " << lane);
+              ++checked;
+              if (s.running[lane]) EXPECT_FALSE(may);
+              if (may && s.running[other]) EXPECT_TRUE(next != 0 && s.group[other] == next);
+              if (lane == 1 && may) EXPECT_TRUE(s.running[0]);
+              if (!s.running[0] && !s.running[1]) EXPECT_EQ(may, lane == 0);
+              // The other lane runs a call of the same group: this lane may join it.
+              if (!s.running[lane] && s.running[other] && next != 0 && s.group[other] == next)
+                EXPECT_TRUE(may);
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 2 * 2 * 3 * 3 * 3 * 2);
+  EXPECT_FALSE(MayStartOnLane(2, 1, LaneState{}));
 }
 
 }  // namespace

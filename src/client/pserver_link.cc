@@ -105,21 +105,15 @@ uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::millis
 }
 
 bool PserverLink::CanStart(int lane) const {
-  if (queue_.empty() || running_[lane]) return false;
-  const Job& next = queue_.front();
-  const int other = 1 - lane;
-  const bool beside = next.group != 0 && running_group_[other] == next.group;
-  // The second lane only takes a job beside the main lane's (alone, the main lane takes it).
-  if (lane == kSecondLane) return running_[kMainLane] && beside;
-  return !running_[other] || beside;
+  return !queue_.empty() && MayStartOnLane(lane, queue_.front().group, lanes_state_);
 }
 
 void PserverLink::RunJob(int lane, Job job) {
   const bool finished = job.fn(lane);
   {
     MutexLock lock(&mu_);
-    running_[lane] = false;
-    running_group_[lane] = 0;
+    lanes_state_.running[lane] = false;
+    lanes_state_.group[lane] = 0;
     if (!finished) {
       job.group = 0;  // it runs alone, on the main lane, where it may recover the pserver
       queue_.push_front(std::move(job));
@@ -135,8 +129,8 @@ bool PserverLink::RunInline(uint64_t id) {
     if (closing_ || !CanStart(kMainLane) || queue_.front().id != id) return false;
     job = std::move(queue_.front());
     queue_.pop_front();
-    running_[kMainLane] = true;
-    running_group_[kMainLane] = job.group;
+    lanes_state_.running[kMainLane] = true;
+    lanes_state_.group[kMainLane] = job.group;
   }
   RunJob(kMainLane, std::move(job));
   return true;
@@ -151,13 +145,14 @@ void PserverLink::Loop(int lane) {
       // including a job the second lane puts back, so it leaves only when both lanes are idle.
       cv_.Wait(&mu_, [&]() REQUIRES(mu_) {
         return CanStart(lane) ||
-               (closing_ && (lane == kSecondLane || (queue_.empty() && !running_[0] && !running_[1])));
+               (closing_ && (lane == kSecondLane ||
+                             (queue_.empty() && !lanes_state_.running[0] && !lanes_state_.running[1])));
       });
       if (!CanStart(lane)) return;  // closing
       job = std::move(queue_.front());
       queue_.pop_front();
-      running_[lane] = true;
-      running_group_[lane] = job.group;
+      lanes_state_.running[lane] = true;
+      lanes_state_.group[lane] = job.group;
     }
     RunJob(lane, std::move(job));
   }

@@ -22,6 +22,7 @@
 #include <mutex>
 #include <thread>
 
+#include "client/client_rules.h"
 #include "client/pserver_directory.h"
 #include "client/request_builder.h"
 #include "common/mutex.h"
@@ -129,8 +130,7 @@ class PserverLink {
   CondVar cv_;
   std::deque<Job> queue_ GUARDED_BY(mu_);
   uint64_t next_job_ GUARDED_BY(mu_) = 1;
-  bool running_[2] GUARDED_BY(mu_) = {false, false};    // a job runs on the lane
-  uint64_t running_group_[2] GUARDED_BY(mu_) = {0, 0};  // ... and its group
+  LaneState lanes_state_ GUARDED_BY(mu_);  // what each lane runs (client_rules.h)
   bool closing_ GUARDED_BY(mu_) = false;
   std::string chosen_name_ GUARDED_BY(mu_);
   std::thread thread_;       // the main lane
