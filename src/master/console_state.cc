@@ -18,7 +18,8 @@ void Enter(NodeView& n, const std::string& state, int64_t now_ms) {
 
 }  // namespace
 
-std::vector<std::string> NodeTracker::Departing(const std::string& kind, const std::vector<Live>& live) const {
+std::vector<std::string> NodeTracker::Departing(const std::string& kind,
+                                                const std::vector<Live>& live) const {
   std::set<std::string> present;
   for (const auto& l : live) present.insert(l.name);
   std::vector<std::string> out;
@@ -29,8 +30,13 @@ std::vector<std::string> NodeTracker::Departing(const std::string& kind, const s
   return out;
 }
 
-void NodeTracker::Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms,
-                         const std::map<std::string, int64_t>& left) {
+bool NodeTracker::Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms,
+                         const std::map<std::string, int64_t>& left, int64_t revision) {
+  if (revision > 0) {
+    int64_t& newest = revision_[kind];
+    if (revision < newest) return false;
+    newest = revision;
+  }
   std::set<std::string> present;
   for (const auto& l : live) {
     present.insert(l.name);
@@ -51,10 +57,12 @@ void NodeTracker::Update(const std::string& kind, const std::vector<Live>& live,
     n.last_seen_ms = now_ms;
   }
   for (auto& [key, n] : nodes_) {
-    if (key.first != kind || present.count(key.second) || n.state == "lost" || n.state == "finished") continue;
+    if (key.first != kind || present.count(key.second) || n.state == "lost" || n.state == "finished")
+      continue;
     auto l = left.find(key.second);
     Enter(n, l != left.end() && l->second == n.epoch ? "finished" : "lost", now_ms);
   }
+  return true;
 }
 
 std::vector<NodeView> NodeTracker::Nodes() const {

@@ -41,8 +41,11 @@ class NodeTracker {
   };
   // The registrations of `kind` now. Nodes gone since the last update are "lost", except those in
   // `left` (name -> epoch of the registration that deregistered on purpose), which are "finished".
-  void Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms,
-              const std::map<std::string, int64_t>& left = {});
+  // `revision`: the store revision `live` reflects (0: unknown). A list older than one already
+  // taken for `kind` is ignored: the watch and the periodic listing both feed updates, and a late
+  // watch event must not make a node that is there "lost". Returns whether it was taken.
+  bool Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms,
+              const std::map<std::string, int64_t>& left = {}, int64_t revision = 0);
   // The nodes of `kind` that `live` no longer lists (and are not marked gone yet).
   std::vector<std::string> Departing(const std::string& kind, const std::vector<Live>& live) const;
   std::vector<NodeView> Nodes() const;
@@ -50,6 +53,7 @@ class NodeTracker {
 
  private:
   std::map<std::pair<std::string, std::string>, NodeView> nodes_;
+  std::map<std::string, int64_t> revision_;  // kind -> the newest revision taken
 };
 
 // One point of a cost curve (a trainer's mean cost over the samples of one report), or an

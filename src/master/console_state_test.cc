@@ -94,4 +94,22 @@ TEST(CostHistoryTest, BoundedSinceAndJsonRoundTrip) {
 }
 
 }  // namespace
+// The watch and the periodic listing both feed the tracker; a list older than one already taken
+// (a watch event delivered after a newer listing) is ignored, so a trainer that is there does not
+// turn "lost" (it stayed "lost" for the rest of the run, its epoch unchanged).
+TEST(NodeTrackerTest, AnOlderListAfterANewerOneChangesNothing) {
+  NodeTracker t;
+  EXPECT_TRUE(t.Update("trainer", {{"0", 7, "", "{}"}, {"1", 8, "", "{}"}}, 1000, {}, 20));
+  EXPECT_FALSE(t.Update("trainer", {{"0", 7, "", "{}"}}, 1001, {}, 19));
+  EXPECT_TRUE(t.Update("trainer", {{"0", 7, "", "{}"}, {"1", 8, "", "{}"}}, 1002, {}, 20));
+  auto n = t.Nodes();
+  EXPECT_EQ(Find(n, "trainer", "1")->state, "alive");
+  EXPECT_EQ(Find(n, "trainer", "1")->history.size(), 1u);
+  // A newer list without it: lost. Another kind has revisions of its own.
+  EXPECT_TRUE(t.Update("trainer", {{"0", 7, "", "{}"}}, 2000, {}, 21));
+  n = t.Nodes();
+  EXPECT_EQ(Find(n, "trainer", "1")->state, "lost");
+  EXPECT_TRUE(t.Update("pserver", {{"0", 3, "a:1", "{}"}}, 2000, {}, 5));
+}
+
 }  // namespace tessera::master

@@ -163,7 +163,7 @@ void UpdateTrainers(etcd::EtcdClient* etcd, const std::string& job, const Member
     auto j = nlohmann::json::parse(kv->kvs[0].value, nullptr, false);
     if (j.is_object()) left[name] = j.value("epoch", int64_t{0});
   }
-  nodes->Update("trainer", live, WallMillis(), left);
+  nodes->Update("trainer", live, WallMillis(), left, l.revision);
 }
 
 }  // namespace
@@ -368,7 +368,7 @@ Status MasterNode::Run() {
   service.TrainersChanged(trainers->Snapshot());
   auto pservers = Registry(etcd.get(), keys::PserverPrefix(job)).Watch([&](const MemberList& l) {
     std::lock_guard<std::mutex> lock(nodes_mu);
-    nodes.Update("pserver", LiveNodes(l), WallMillis());
+    nodes.Update("pserver", LiveNodes(l), WallMillis(), {}, l.revision);
   });
   std::unique_ptr<RunHistoryWriter> history;
   if (!options_.history_file.empty()) {
@@ -410,7 +410,7 @@ Status MasterNode::Run() {
         // Registrations still in etcd have live leases: that is the nodes' heartbeat.
         if (auto l = Registry(etcd.get(), keys::PserverPrefix(job)).List(); l.ok()) {
           std::lock_guard<std::mutex> nl(nodes_mu);
-          nodes.Update("pserver", LiveNodes(*l), WallMillis());
+          nodes.Update("pserver", LiveNodes(*l), WallMillis(), {}, l->revision);
         }
         if (auto l = Registry(etcd.get(), keys::TrainerPrefix(job)).List(); l.ok()) {
           std::lock_guard<std::mutex> nl(nodes_mu);
