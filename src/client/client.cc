@@ -144,7 +144,7 @@ Handle ClientImpl::Pull() {
   for (auto& c : calls) c->req.set_need(PullNeed(step_));
   // A large pull travels in parts, two at a time per pserver: the pserver copies one out of its
   // shard while this process copies the one before into the parameters.
-  return Dispatch(std::move(calls), /*all=*/false, /*recover=*/true, nullptr, /*group=*/0,
+  return Dispatch(std::move(calls), /*all=*/false, /*recover=*/true, nullptr,
                   options_.pipeline ? kPartBytes : 0);
 }
 
@@ -216,7 +216,7 @@ Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<con
   // applies one while the next arrives; a pull with it follows, in parts, once all are done.
   const bool pieces =
       options_.pipeline && bad.empty() && job_.mode.kind == ConsistencyMode::Kind::kAsync && !job_.hosted();
-  Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome, /*group=*/0,
+  Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome,
                       pieces ? kPartBytes : 0);
   RaiseStep(step + 1);
   return h;
@@ -257,7 +257,7 @@ Handle ClientImpl::Failed(const Status& s) {
 }
 
 Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover,
-                            const Status* dropped, uint64_t group, size_t part_bytes) {
+                            const Status* dropped, size_t part_bytes) {
   // (link, call, overlap group) for every call sent.
   struct Target {
     int link;
@@ -268,11 +268,15 @@ Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool a
   for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
     const auto& r = calls[i]->req;
     if (!all && r.push_size() == 0 && r.pull_size() == 0) continue;
-    auto parts = RequestBuilder::SplitPull(std::move(calls[i]), part_bytes);
-    if (parts.size() == 1) parts = RequestBuilder::SplitPush(std::move(parts[0]), part_bytes);
+    if (part_bytes == 0) {  // the common path: one call per pserver, nothing to cut
+      targets.push_back({i, std::shared_ptr<LinkCall>(std::move(calls[i])), 0});
+      continue;
+    }
+    auto parts = r.push_size() > 0 ? RequestBuilder::SplitPush(std::move(calls[i]), part_bytes)
+                                   : RequestBuilder::SplitPull(std::move(calls[i]), part_bytes);
     // Pieces of a push and the parts of the pull after them are separate groups: the pull starts
     // when every piece is done.
-    const uint64_t g = parts.size() > 1 && group == 0 ? NewGroup() : group;
+    const uint64_t g = parts.size() > 1 ? NewGroup() : 0;
     const uint64_t pull_group = parts.size() > 1 && parts.front()->req.is_push() ? NewGroup() : g;
     for (auto& p : parts) {
       // A push's first piece runs alone: a pserver found restarted at it has lost nothing of the

@@ -104,12 +104,12 @@ class ClientImpl : public Client, public PserverLink::Owner {
   // `keep`: what the gradients' buffers belong to, kept until the requests are done.
   Handle DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep = nullptr);
   // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
-  // `group`: the calls' overlap group on their links (PserverLink::Submit; 0: none).
   // `part_bytes`: a plain pull or dense push larger than two parts of this many bytes is cut into
-  // such parts (RequestBuilder::SplitPull, SplitPush), which run two at a time on their link
-  // (0: never; a push only where the job takes async pieces).
+  // such parts (RequestBuilder::SplitPull, SplitPush), which run two at a time on their link as
+  // one overlap group (PserverLink::Submit) (0: never; a push only where the job takes async
+  // pieces).
   Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true,
-                  const Status* dropped = nullptr, uint64_t group = 0, size_t part_bytes = 0);
+                  const Status* dropped = nullptr, size_t part_bytes = 0);
   // A new overlap group for Dispatch.
   uint64_t NewGroup() { return next_group_.fetch_add(1) + 1; }
   // Where the calls of a large pull or async push are cut (ClientOptions::pipeline).

@@ -75,17 +75,17 @@ void PserverLink::Post(std::function<void()> fn) {
 
 uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover,
                              Done done, uint64_t group) {
-  // The deadline runs from the first start; a job put back to recover keeps it, and its `before`
-  // runs once.
-  auto deadline = std::make_shared<std::optional<Deadline>>();
-  auto fn = [this, call, timeout, recover, deadline, done = std::move(done)](int lane) {
-    if (!deadline->has_value()) {
-      deadline->emplace(timeout);
+  // The deadline runs from the first start; a job put back to recover (the same closure, moved)
+  // keeps it, and its `before` runs once.
+  auto fn = [this, call, timeout, recover, deadline = std::optional<Deadline>(),
+             done = std::move(done)](int lane) mutable {
+    if (!deadline) {
+      deadline.emplace(timeout);
       if (call->before) call->before(*call);
     }
     int64_t resume = -1;
     bool needs_recovery = false;
-    auto r = RunOn(lane, *call, **deadline, recover && lane == kMainLane, &resume, &needs_recovery);
+    auto r = RunOn(lane, *call, *deadline, recover && lane == kMainLane, &resume, &needs_recovery);
     if (needs_recovery && recover && lane != kMainLane) return false;
     if (r.ok() && call->after) call->after();
     if (r.ok() && call->after_reply) call->after_reply(*r);
@@ -110,6 +110,7 @@ bool PserverLink::CanStart(int lane) const {
 
 void PserverLink::RunJob(int lane, Job job) {
   const bool finished = job.fn(lane);
+  bool wake;
   {
     MutexLock lock(&mu_);
     lanes_state_.running[lane] = false;
@@ -118,8 +119,11 @@ void PserverLink::RunJob(int lane, Job job) {
       job.group = 0;  // it runs alone, on the main lane, where it may recover the pserver
       queue_.push_front(std::move(job));
     }
+    // The lanes wait for a job to start or for closing, nothing else: on the common path (one
+    // call a step, run inline) no link thread is woken for nothing.
+    wake = !queue_.empty() || closing_;
   }
-  cv_.NotifyAll();
+  if (wake) cv_.NotifyAll();
 }
 
 bool PserverLink::RunInline(uint64_t id) {

@@ -3,10 +3,9 @@
 // A thread waiting for a request may run it itself if the worker has not started it yet
 // (RunInline), which spares two thread hand-offs on the common submit-then-wait path.
 // Requests submitted in one overlap group (the parts of one large pull or async push) may run
-// two at a time: the second on a lane of its own (a second
-// connection and thread), so one travels while the pserver works on the other. Any other request
-// starts only when nothing runs, and runs alone; the queue's order is kept for everything but
-// neighbours of one group.
+// two at a time: the second on a lane of its own (a second connection and thread), so one
+// travels while the pserver works on the other. Any other request starts only when nothing runs,
+// and runs alone; the queue's order is kept for everything but neighbours of one group.
 // A request is retried with backoff until its deadline when the transport fails or the pserver
 // moved (stale epoch, lease lost, restarted at the same or another address); a pserver that came
 // back without state is re-initialized and re-joined through the Owner before the retry. A call

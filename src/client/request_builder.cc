@@ -218,65 +218,94 @@ void RequestBuilder::AddDensePull(std::vector<std::unique_ptr<LinkCall>>* calls)
   }
 }
 
-std::vector<std::unique_ptr<LinkCall>> RequestBuilder::SplitPull(std::unique_ptr<LinkCall> call,
-                                                                 size_t part_bytes) {
-  std::vector<std::unique_ptr<LinkCall>> parts;
-  const size_t total = TotalSize(std::span<const MutableBuffer>(call->reply));
-  if (part_bytes == 0 || total < 2 * part_bytes || call->req.push_size() > 0 ||
-      call->reply.size() != static_cast<size_t>(call->req.pull_size()) || call->after || call->before ||
-      call->after_reply) {
-    parts.push_back(std::move(call));
-    return parts;
-  }
-  wire::DataRequest common = call->req;
-  common.clear_pull();
-  size_t in_part = part_bytes;  // a new part begins with the first segment
-  for (int i = 0; i < call->req.pull_size(); ++i) {
+namespace {
+
+// For buffers in order, the part each goes to: parts of whole buffers, each closed once it
+// holds `part_bytes` or more.
+template <class Buffers>
+std::vector<size_t> PartOf(const Buffers& bufs, size_t part_bytes) {
+  std::vector<size_t> part_of;
+  part_of.reserve(bufs.size());
+  size_t part = 0, in_part = 0;
+  for (const auto& b : bufs) {
     if (in_part >= part_bytes) {
-      parts.push_back(std::make_unique<LinkCall>());
-      parts.back()->req = common;
-      parts.back()->owner = call->owner;
+      ++part;
       in_part = 0;
     }
-    LinkCall& part = *parts.back();
+    part_of.push_back(part);
+    in_part += b.size;
+  }
+  return part_of;
+}
+
+// `n` calls of `req` (its segments of the kind being cut removed), owning what `from` owns.
+std::vector<std::unique_ptr<LinkCall>> NewParts(size_t n, const wire::DataRequest& req,
+                                                const LinkCall& from) {
+  std::vector<std::unique_ptr<LinkCall>> parts;
+  for (size_t k = 0; k < n; ++k) {
+    parts.push_back(std::make_unique<LinkCall>());
+    parts.back()->req = req;
+    parts.back()->owner = from.owner;
+  }
+  return parts;
+}
+
+}  // namespace
+
+std::vector<std::unique_ptr<LinkCall>> RequestBuilder::SplitPull(std::unique_ptr<LinkCall> call,
+                                                                 size_t part_bytes) {
+  std::vector<std::unique_ptr<LinkCall>> whole;
+  if (part_bytes == 0 || call->req.push_size() > 0 ||
+      call->reply.size() != static_cast<size_t>(call->req.pull_size()) || call->after || call->before ||
+      call->after_reply || TotalSize(std::span<const MutableBuffer>(call->reply)) < 2 * part_bytes) {
+    whole.push_back(std::move(call));
+    return whole;
+  }
+  const std::vector<size_t> part_of = PartOf(call->reply, part_bytes);
+  wire::DataRequest common = call->req;
+  common.clear_pull();
+  auto parts = NewParts(part_of.back() + 1, common, *call);
+  for (int i = 0; i < call->req.pull_size(); ++i) {
+    LinkCall& part = *parts[part_of[i]];
     *part.req.add_pull() = call->req.pull(i);
     part.reply.push_back(call->reply[i]);
-    in_part += call->reply[i].size;
   }
   return parts;
 }
 
 std::vector<std::unique_ptr<LinkCall>> RequestBuilder::SplitPush(std::unique_ptr<LinkCall> call,
                                                                  size_t part_bytes) {
-  std::vector<std::unique_ptr<LinkCall>> parts;
-  const size_t total = TotalSize(std::span<const ConstBuffer>(call->payload));
-  bool dense = call->payload.size() == static_cast<size_t>(call->req.push_size()) &&
-               call->reply.size() == static_cast<size_t>(call->req.pull_size());
-  for (const auto& seg : call->req.push()) dense = dense && seg.block() >= 0;
-  for (const auto& seg : call->req.pull()) dense = dense && seg.block() >= 0;
-  if (part_bytes == 0 || total < 2 * part_bytes || !dense || call->after || call->before ||
-      call->after_reply || call->req.piece() != 0 || call->req.more_pieces()) {
-    parts.push_back(std::move(call));
-    return parts;
+  std::vector<std::unique_ptr<LinkCall>> whole;
+  auto dense = [&] {
+    if (call->payload.size() != static_cast<size_t>(call->req.push_size()) ||
+        call->reply.size() != static_cast<size_t>(call->req.pull_size()))
+      return false;
+    for (const auto& seg : call->req.push())
+      if (seg.block() < 0) return false;
+    for (const auto& seg : call->req.pull())
+      if (seg.block() < 0) return false;
+    return true;
+  };
+  if (part_bytes == 0 || call->after || call->before || call->after_reply || call->req.piece() != 0 ||
+      call->req.more_pieces() || TotalSize(std::span<const ConstBuffer>(call->payload)) < 2 * part_bytes ||
+      !dense()) {
+    whole.push_back(std::move(call));
+    return whole;
   }
+  const std::vector<size_t> part_of = PartOf(call->payload, part_bytes);
   wire::DataRequest common = call->req;
   common.clear_push();
   common.clear_pull();
-  size_t in_part = part_bytes;
+  auto parts = NewParts(part_of.back() + 1, common, *call);
+  for (size_t k = 0; k < parts.size(); ++k) {
+    parts[k]->req.set_piece(static_cast<int32_t>(k));
+    parts[k]->req.set_more_pieces(k + 1 < parts.size());
+  }
   for (int i = 0; i < call->req.push_size(); ++i) {
-    if (in_part >= part_bytes) {
-      parts.push_back(std::make_unique<LinkCall>());
-      parts.back()->req = common;
-      parts.back()->req.set_piece(static_cast<int32_t>(parts.size() - 1));
-      parts.back()->owner = call->owner;
-      in_part = 0;
-    }
-    LinkCall& part = *parts.back();
+    LinkCall& part = *parts[part_of[i]];
     *part.req.add_push() = call->req.push(i);
     part.payload.push_back(call->payload[i]);
-    in_part += call->payload[i].size;
   }
-  for (size_t k = 0; k + 1 < parts.size(); ++k) parts[k]->req.set_more_pieces(true);
   if (call->req.pull_size() > 0) {
     // The pull, after the push: a plain pull of the same blocks, in parts too.
     auto pull = std::make_unique<LinkCall>();

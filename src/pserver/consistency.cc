@@ -5,6 +5,7 @@
 
 #include "common/logging.h"
 #include "common/strings.h"
+#include "pserver/step_pieces.h"
 
 namespace tessera {
 
@@ -143,15 +144,9 @@ StatusOr<Consistency::PushVerdict> Consistency::Push(const std::string& trainer,
 }
 
 StatusOr<Consistency::PushVerdict> Consistency::AsyncPiece(const std::string& trainer, int64_t epoch,
-                                                           int64_t step, int piece, bool last,
-                                                           int max_pieces) {
+                                                           int64_t step, int piece, bool last) {
   if (options_.mode.kind != ConsistencyMode::Kind::kAsync) {
     return Status::FailedPrecondition("a push in pieces outside sync mode is taken in async mode only");
-  }
-  const std::string who = "trainer " + trainer + "'s piece " + std::to_string(piece);
-  if (piece < 0 || piece >= max_pieces) {
-    return Status::InvalidArgument(who + ": a piece index must be in [0, " + std::to_string(max_pieces) +
-                                   ")");
   }
   auto done = last_push_.find(trainer);
   if (done != last_push_.end() && done->second.epoch == epoch && step <= done->second.step) {
@@ -164,17 +159,17 @@ StatusOr<Consistency::PushVerdict> Consistency::AsyncPiece(const std::string& tr
   }
   // A push it began before it joined again (this pserver restarted mid-push), or gave up.
   if (step < it->second.start) return PushVerdict::kDuplicate;
+  auto found = async_pieces_.find(trainer);
+  const AsyncPieces* open =
+      found != async_pieces_.end() && found->second.epoch == epoch ? &found->second : nullptr;
+  if (open && step < open->step) return PushVerdict::kDuplicate;
+  if (open && step != open->step) open = nullptr;  // a newer push: the older one is given up
+  if (open && open->seen.count(piece)) return PushVerdict::kDuplicate;
+  static const std::set<int> kNone;
+  TESSERA_RETURN_IF_ERROR(
+      StepPieces::CheckNumbering(trainer, piece, last, open ? open->seen : kNone, open ? open->last : -1));
   AsyncPieces& p = async_pieces_[trainer];
-  if (p.epoch == epoch && step < p.step) return PushVerdict::kDuplicate;
-  if (p.epoch != epoch || p.step != step) p = AsyncPieces{epoch, step, -1, {}};
-  if (p.seen.count(piece)) return PushVerdict::kDuplicate;
-  if (p.last >= 0 && (last || piece > p.last)) {
-    return Status::InvalidArgument(who + " comes after its last piece " + std::to_string(p.last));
-  }
-  if (last && !p.seen.empty() && *p.seen.rbegin() > piece) {
-    return Status::InvalidArgument(who + " is marked last but piece " + std::to_string(*p.seen.rbegin()) +
-                                   " came before it");
-  }
+  if (!open) p = AsyncPieces{epoch, step, -1, {}};
   p.seen.insert(piece);
   if (last) p.last = piece;
   if (p.last >= 0 && static_cast<int>(p.seen.size()) == p.last + 1) {

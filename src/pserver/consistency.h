@@ -132,10 +132,10 @@ class Consistency {
   // newer step forgets an unfinished older push (its trainer gave it up), whose later pieces are
   // then dropped as duplicates, as are pieces of a step before the trainer's join step (it
   // joined again after this pserver restarted in the middle of that push). Errors as Push();
-  // InvalidArgument for a piece index out of [0, max_pieces), a second last piece or one after
-  // the last; FailedPrecondition outside async mode.
+  // InvalidArgument for a numbering error (StepPieces::CheckNumbering); FailedPrecondition
+  // outside async mode.
   StatusOr<PushVerdict> AsyncPiece(const std::string& trainer, int64_t epoch, int64_t step, int piece,
-                                   bool last, int max_pieces);
+                                   bool last);
 
   // A pull needing version `need` (sync) or made at clock `need` (ssp). Returns true if it may be
   // answered now; false if it waits (a later Ready lists `ticket`). OutOfRange for a sync pull

@@ -5,6 +5,8 @@
 #include <random>
 #include <set>
 
+#include "pserver/step_pieces.h"
+
 namespace tessera {
 namespace {
 
@@ -371,38 +373,38 @@ TEST(ConsistencyAsyncTest, AppliesOnArrivalAndDeduplicatesRetries) {
 // missing piece came; retries of a piece or of a counted push are duplicates; a newer push's
 // pieces forget an older unfinished one.
 TEST(ConsistencyAsyncTest, PiecesApplyInAnyOrderAndThePushCountsOnceWhenAllArrived) {
-  constexpr int kMax = 4096;
+  constexpr int kMax = StepPieces::kMaxPieces;
   auto c = Async();
   ASSERT_TRUE(c.Join("0", 1, 0).ok());
   using V = Consistency::PushVerdict;
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 2, true, kMax), V::kApply);  // the last piece first
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 0, false, kMax), V::kApply);
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 0, false, kMax), V::kDuplicate);
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 2, true), V::kApply);  // the last piece first
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 0, false), V::kApply);
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 0, false), V::kDuplicate);
   EXPECT_EQ(c.version(), 0);  // piece 1 is still missing
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 1, false, kMax), V::kApply);
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 1, false), V::kApply);
   EXPECT_EQ(c.version(), 1);
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 1, false, kMax), V::kDuplicate);  // the push counted
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 0, 1, false), V::kDuplicate);  // the push counted
   EXPECT_EQ(*c.Push("0", 1, 0), V::kDuplicate);
   // Numbering errors change nothing.
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 1, 1, true, kMax), V::kApply);
-  EXPECT_EQ(c.AsyncPiece("0", 1, 1, 2, false, kMax).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.AsyncPiece("0", 1, 1, 0, true, kMax).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.AsyncPiece("0", 1, 1, kMax, false, kMax).status().code(), StatusCode::kInvalidArgument);
-  EXPECT_EQ(c.AsyncPiece("0", 1, 1, -1, false, kMax).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 1, 1, true), V::kApply);
+  EXPECT_EQ(c.AsyncPiece("0", 1, 1, 2, false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.AsyncPiece("0", 1, 1, 0, true).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.AsyncPiece("0", 1, 1, kMax, false).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(c.AsyncPiece("0", 1, 1, -1, false).status().code(), StatusCode::kInvalidArgument);
   EXPECT_EQ(c.version(), 1);
   // Step 1 is given up (piece 0 never came): step 2's pieces start afresh, step 1's are dropped.
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 2, 0, true, kMax), V::kApply);
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 2, 0, true), V::kApply);
   EXPECT_EQ(c.version(), 2);
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 1, 0, false, kMax), V::kDuplicate);
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 1, 0, false), V::kDuplicate);
   // A trainer that joined again from step 4 (this pserver restarted in its push for step 3).
   ASSERT_TRUE(c.Join("0", 1, 4).ok());
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 3, 1, false, kMax), V::kDuplicate);
-  EXPECT_EQ(*c.AsyncPiece("0", 1, 4, 1, true, kMax), V::kApply);
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 3, 1, false), V::kDuplicate);
+  EXPECT_EQ(*c.AsyncPiece("0", 1, 4, 1, true), V::kApply);
   // Not joined, or outside async.
-  EXPECT_EQ(c.AsyncPiece("x", 1, 0, 0, true, kMax).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c.AsyncPiece("x", 1, 0, 0, true).status().code(), StatusCode::kFailedPrecondition);
   auto s = Ssp(1);
   ASSERT_TRUE(s.Join("0", 1, 0).ok());
-  EXPECT_EQ(s.AsyncPiece("0", 1, 0, 0, true, kMax).status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_EQ(s.AsyncPiece("0", 1, 0, 0, true).status().code(), StatusCode::kFailedPrecondition);
 }
 
 TEST(ConsistencySspTest, PullWaitsForTheSlowestWithinStaleness) {

@@ -241,7 +241,8 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
                          ? *piece_verdict
                          : consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
       // An async piece counts as a push once its push is whole (the version moved).
-      const bool counts = piece_verdict && !arrival ? consistency_->version() > version_before : !stored;
+      const bool async_piece = piece_verdict && options_.job.mode.kind == ConsistencyMode::Kind::kAsync;
+      const bool counts = async_piece ? consistency_->version() > version_before : !stored;
       if (!verdict.ok()) {
         int64_t resume = consistency_->ResumeStep(req.trainer());
         HoldUntilCommitted(&replies);

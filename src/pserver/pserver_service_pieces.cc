@@ -21,7 +21,7 @@ StatusOr<Consistency::PushVerdict> PserverService::ArrivePiece(const wire::DataR
   if (options_.job.mode.kind == ConsistencyMode::Kind::kAsync && !replicated()) {
     // Async: each piece is applied as it arrives (a large push's parts, two at a time).
     return consistency_->AsyncPiece(req.trainer(), req.trainer_epoch(), req.step(), req.piece(),
-                                    !req.more_pieces(), StepPieces::kMaxPieces);
+                                    !req.more_pieces());
   }
   if (replicated() || options_.job.backup_trainers > 0) {
     // Replicas and elastic shards count a push per step (its record, its handover), and backup

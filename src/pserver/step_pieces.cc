@@ -3,39 +3,49 @@
 
 namespace tessera {
 
-StatusOr<StepPieces::Arrival> StepPieces::Arrive(const std::string& trainer, int piece, bool last,
-                                                 int64_t samples, const std::vector<Block>& blocks) {
-  const std::string who = "trainer " + trainer + "'s piece " + std::to_string(piece);
+Status StepPieces::CheckNumbering(const std::string& trainer, int piece, bool last, const std::set<int>& seen,
+                                  int last_index) {
+  auto who = [&] { return "trainer " + trainer + "'s piece " + std::to_string(piece); };
   if (piece < 0 || piece >= kMaxPieces) {
-    return Status::InvalidArgument(who + ": a piece index must be in [0, " + std::to_string(kMaxPieces) +
+    return Status::InvalidArgument(who() + ": a piece index must be in [0, " + std::to_string(kMaxPieces) +
                                    ")");
   }
+  if (last_index >= 0 && (last || piece > last_index)) {
+    return Status::InvalidArgument(who() + " comes after its last piece " + std::to_string(last_index));
+  }
+  if (last && !seen.empty() && *seen.rbegin() > piece) {
+    return Status::InvalidArgument(who() + " is marked last but piece " + std::to_string(*seen.rbegin()) +
+                                   " came before it");
+  }
+  return Status::OK();
+}
+
+StatusOr<StepPieces::Arrival> StepPieces::Arrive(const std::string& trainer, int piece, bool last,
+                                                 int64_t samples, const std::vector<Block>& blocks) {
+  auto who = [&] { return "trainer " + trainer + "'s piece " + std::to_string(piece); };
   auto found = trainers_.find(trainer);
-  if (found != trainers_.end()) {
-    const Trainer& t = found->second;
-    if (t.pieces.count(piece)) return Arrival::kDuplicate;
-    if (t.samples != samples) {
-      return Status::InvalidArgument(who + " sums " + std::to_string(samples) +
-                                     " samples, its earlier pieces " + std::to_string(t.samples));
-    }
-    if (t.last >= 0 && (last || piece > t.last)) {
-      return Status::InvalidArgument(who + " comes after its last piece " + std::to_string(t.last));
-    }
-    if (last && !t.pieces.empty() && *t.pieces.rbegin() > piece) {
-      return Status::InvalidArgument(who + " is marked last but piece " + std::to_string(*t.pieces.rbegin()) +
-                                     " came before it");
+  const Trainer* known = found != trainers_.end() ? &found->second : nullptr;
+  if (known && known->pieces.count(piece)) return Arrival::kDuplicate;
+  static const std::set<int> kNone;
+  TESSERA_RETURN_IF_ERROR(
+      CheckNumbering(trainer, piece, last, known ? known->pieces : kNone, known ? known->last : -1));
+  if (known) {
+    if (known->samples != samples) {
+      return Status::InvalidArgument(who() + " sums " + std::to_string(samples) +
+                                     " samples, its earlier pieces " + std::to_string(known->samples));
     }
     for (const Block& b : blocks) {
-      if (t.blocks.count(b)) {
-        return Status::InvalidArgument(who + " holds block " + std::to_string(b.block) + " of '" + b.param +
-                                       "', sent in piece " + std::to_string(t.blocks.at(b)) + " already");
+      if (known->blocks.count(b)) {
+        return Status::InvalidArgument(who() + " holds block " + std::to_string(b.block) + " of '" + b.param +
+                                       "', sent in piece " + std::to_string(known->blocks.at(b)) +
+                                       " already");
       }
     }
   }
   std::set<Block> seen;
   for (const Block& b : blocks) {
     if (!seen.insert(b).second) {
-      return Status::InvalidArgument(who + " holds block " + std::to_string(b.block) + " of '" + b.param +
+      return Status::InvalidArgument(who() + " holds block " + std::to_string(b.block) + " of '" + b.param +
                                      "' twice");
     }
   }

@@ -42,6 +42,14 @@ class StepPieces {
   StatusOr<Arrival> Arrive(const std::string& trainer, int piece, bool last, int64_t samples,
                            const std::vector<Block>& blocks);
 
+  // The numbering rules of a push in pieces (sync here, async in Consistency::AsyncPiece):
+  // InvalidArgument, naming `trainer`'s piece, for an index outside [0, kMaxPieces), a piece
+  // after the push's last (`last_index`; -1 while it has not arrived), a second last piece, or a
+  // last piece below one already `seen`. A piece already seen (a duplicate) is the caller's to
+  // answer first.
+  static Status CheckNumbering(const std::string& trainer, int piece, bool last, const std::set<int>& seen,
+                               int last_index);
+
   // A block ready to apply, and who sent it: (trainer, piece) in the contributors' order.
   struct Ready {
     Block block;
