@@ -28,6 +28,7 @@
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
+#include "common/math_threads.h"
 #include "dataset/dataset.h"
 #include "fashion_mnist.h"
 #include "harness/ports.h"
@@ -119,8 +120,19 @@ StatusOr<std::unique_ptr<models::Model>> Mlp(int hidden, int batch) {
 
 // The PyTorch MLP's phases (bench/torch_step_timeline.py), ms per step, per trainer.
 // kAloneTwice: two one-process runs at once, sharing nothing but the machine (the floor for two
-// trainers on its cores).
-enum class TorchSetup { kAlone, kAloneTwice, kDdp, kTessera, kTesseraOverlap };
+// trainers on its cores). Every process's math libraries run one thread (as `tessera local`
+// gives its trainers here: common/math_threads.h), except kAloneAllCores: one process with
+// OpenBLAS's default of a thread per core.
+// kTesseraNoWait: step(wait=False), the next batch read while the pulls travel.
+enum class TorchSetup {
+  kAlone,
+  kAloneAllCores,
+  kAloneTwice,
+  kDdp,
+  kTessera,
+  kTesseraOverlap,
+  kTesseraNoWait
+};
 StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, const std::string& store,
                                                     int hidden, int batch, int pservers, TorchSetup setup) {
   const std::string script = std::string(TESSERA_SOURCE_DIR) + "/bench/torch_step_timeline.py";
@@ -129,16 +141,25 @@ StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, cons
   const std::string python = "/usr/bin/python3";
   const std::map<std::string, std::string> pythonpath = {{"PYTHONPATH", testing::BuildPath("python")}};
   std::vector<std::unique_ptr<testing::Subprocess>> procs;
-  if (setup == TorchSetup::kAlone || setup == TorchSetup::kAloneTwice || setup == TorchSetup::kDdp) {
+  if (setup == TorchSetup::kAlone || setup == TorchSetup::kAloneAllCores ||
+      setup == TorchSetup::kAloneTwice || setup == TorchSetup::kDdp) {
     // One process, two at once, or two ranks of DistributedDataParallel over gloo on loopback.
     const bool ddp = setup == TorchSetup::kDdp;
-    const int ranks = setup == TorchSetup::kAlone ? 1 : 2;
+    const int ranks = setup == TorchSetup::kAlone || setup == TorchSetup::kAloneAllCores ? 1 : 2;
     const int port = testing::FreePort();
     for (int rank = 0; rank < ranks; ++rank) {
       testing::SpawnOptions o;
       o.argv = {python, script, ddp ? "--ddp" : "--alone", "--store", store};
       o.argv.insert(o.argv.end(), model.begin(), model.end());
       o.env = pythonpath;
+      for (const char* var : kMathThreadVars) {
+        if (setup == TorchSetup::kAloneAllCores) {
+          o.argv.insert(o.argv.begin(), {"-u", var});  // not even one this bench inherited
+        } else {
+          o.env[var] = "1";
+        }
+      }
+      if (setup == TorchSetup::kAloneAllCores) o.argv.insert(o.argv.begin(), "/usr/bin/env");
       if (ddp) {
         o.env["RANK"] = std::to_string(rank);
         o.env["WORLD_SIZE"] = std::to_string(ranks);
@@ -163,11 +184,13 @@ StatusOr<std::vector<nlohmann::json>> TorchTimeline(const std::string& dir, cons
     }
     return out;
   }
-  const std::string run = dir + "/torch-run-" + std::to_string(pservers) +
-                          (setup == TorchSetup::kTesseraOverlap ? "-overlap" : "");
-  std::string cmd =
-      python + " " + script + " --hidden " + std::to_string(hidden) + " --batch " + std::to_string(batch);
-  if (setup == TorchSetup::kTesseraOverlap) cmd += " --overlap";
+  const std::string flag = setup == TorchSetup::kTesseraOverlap  ? " --overlap"
+                           : setup == TorchSetup::kTesseraNoWait ? " --no-wait"
+                                                                 : "";
+  const std::string run =
+      dir + "/torch-run-" + std::to_string(pservers) + (flag.empty() ? "" : flag.substr(3));
+  std::string cmd = python + " " + script + " --hidden " + std::to_string(hidden) + " --batch " +
+                    std::to_string(batch) + flag;
   testing::SpawnOptions o;
   o.argv = LocalOnFashionMnist(run, store);
   o.argv.insert(o.argv.end(), {"--pservers", std::to_string(pservers), "--trainers", "2", "--mode", "sync",
@@ -214,6 +237,8 @@ void TorchRows(const std::string& dir, const std::string& store, int hidden, int
     std::fflush(stdout);
   };
   row("one process, torch.optim.Adam", TorchTimeline(dir, store, hidden, batch, 0, TorchSetup::kAlone));
+  row("one process, OpenBLAS's default threads (one per core)",
+      TorchTimeline(dir, store, hidden, batch, 0, TorchSetup::kAloneAllCores));
   row("two one-process runs at once (no communication)",
       TorchTimeline(dir, store, hidden, batch, 0, TorchSetup::kAloneTwice));
   row("DistributedDataParallel, gloo, 2 ranks (rank 0)",
@@ -223,6 +248,8 @@ void TorchRows(const std::string& dir, const std::string& store, int hidden, int
     row(name, TorchTimeline(dir, store, hidden, batch, pservers, TorchSetup::kTessera));
     row(name + ", overlap=True",
         TorchTimeline(dir, store, hidden, batch, pservers, TorchSetup::kTesseraOverlap));
+    row(name + ", step(wait=False)",
+        TorchTimeline(dir, store, hidden, batch, pservers, TorchSetup::kTesseraNoWait));
   }
 }
 
@@ -240,7 +267,7 @@ void Row(const std::string& setup, const StatusOr<Timeline>& r, bool pserver) {
   std::fflush(stdout);
 }
 
-int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
+int Run(int hidden, int batch, int warmup, int apply_threads, bool mlp, bool torch) {
   auto dir = MakeTempDir("step-timeline-");
   if (!dir.ok()) return 1;
   const std::string store = *dir + "/store";
@@ -254,6 +281,11 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
     return 1;
   }
   const std::vector<std::string> records = std::move(*read);
+  if (!mlp) {
+    if (torch) TorchRows(*dir, store, hidden, batch);
+    (void)RemoveAll(*dir);
+    return 0;
+  }
   const std::string opt = "adam:lr=0.001";
   std::printf(
       "mlp 784-%d-10, batch %d, %s, one pass of %zu records (the first %d steps not timed); pservers "
@@ -321,13 +353,14 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool torch) {
 int main(int argc, char** argv) {
   CLI::App app{"where the time of one training step goes (built-in mlp, Fashion-MNIST)"};
   int hidden = 256, batch = 64, warmup = 50, apply_threads = 0;
-  bool no_torch = false;
+  bool no_torch = false, torch_only = false;
   app.add_option("--hidden", hidden, "hidden units")->check(CLI::Range(1, 65536));
   app.add_option("--batch", batch, "batch size")->check(CLI::Range(1, 60000));
   app.add_option("--warmup", warmup, "steps run before timing")->check(CLI::Range(0, 900));
   app.add_option("--apply-threads", apply_threads, "the pservers' --apply-threads (0: the machine's)")
       ->check(CLI::Range(0, 64));
   app.add_flag("--no-torch", no_torch, "skip the PyTorch trainer's timeline");
+  app.add_flag("--torch-only", torch_only, "only the PyTorch trainer's timeline")->excludes("--no-torch");
   bool no_pipeline = false;
   app.add_flag("--no-pipeline", no_pipeline,
                "trainers send one request at a time per pserver (ClientOptions::pipeline off)");
@@ -338,5 +371,5 @@ int main(int argc, char** argv) {
   lo.node = "step_timeline";
   lo.level = "warn";
   (void)tessera::InitLogging(lo);
-  return tessera::bench::Run(hidden, batch, warmup, apply_threads, !no_torch);
+  return tessera::bench::Run(hidden, batch, warmup, apply_threads, !torch_only, !no_torch);
 }

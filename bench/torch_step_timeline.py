@@ -4,7 +4,9 @@
 step's phases (the batch read and decoded, forward with the loss, zero_grad and backward,
 tessera's step: the gradients scaled and pushed, the pservers' work, the parameters pulled back
 in place) and writes the means (ms) to $TESSERA_RUN_DIR/timeline-$TESSERA_TRAINER_ID.json; with
---overlap the gradients are pushed during backward (tessera.Optimizer(overlap=True)). With
+--overlap the gradients are pushed during backward (tessera.Optimizer(overlap=True)); with
+--no-wait step(wait=False) returns with the pulls on their way (the next batch is read meanwhile;
+the forward waits for each layer's parameters, so that wait counts as forward). With
 --alone --store S, the same steps in one process with torch.optim.Adam; prints the JSON. With
 --ddp --store S (RANK, WORLD_SIZE, MASTER_ADDR, MASTER_PORT set), one rank of PyTorch
 DistributedDataParallel over gloo, each rank taking every WORLD_SIZE-th batch; rank 0 prints the
@@ -76,6 +78,7 @@ def main():
     ap.add_argument("--store", default=None)
     ap.add_argument("--overlap", action="store_true", help="push the gradients during backward")
     ap.add_argument("--bucket-bytes", type=int, default=1 << 20, help="with --overlap: the smallest piece")
+    ap.add_argument("--no-wait", action="store_true", help="step(wait=False): the forward waits for the pulls")
     ap.add_argument("--ddp", action="store_true", help="one rank of DistributedDataParallel (gloo; needs --store)")
     a = ap.parse_args()
     torch.set_num_threads(1)
@@ -101,7 +104,9 @@ def main():
     tessera.init()
     opt = tessera.Optimizer(net, overlap=a.overlap, bucket_bytes=a.bucket_bytes)
     backward = (lambda n, loss: opt.backward(loss, n)) if a.overlap else None
-    out = timed_loop(tessera.reader().batches(a.batch), lambda n, loss: opt.step(samples=n), net, backward)
+    out = timed_loop(tessera.reader().batches(a.batch), lambda n, loss: opt.step(samples=n, wait=not a.no_wait),
+                     net, backward)
+    opt.wait()
     path = os.path.join(os.environ["TESSERA_RUN_DIR"], "timeline-%s.json" % os.environ["TESSERA_TRAINER_ID"])
     with open(path + ".tmp", "w") as f:
         json.dump(out, f)

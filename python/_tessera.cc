@@ -157,7 +157,15 @@ class PySession {
     return g;
   }
 
-  bool PushPull(const py::list& dense, const py::list& sparse, int64_t samples) {
+  // wait=false: returns true at once, the push and pull on their way as the step's one piece
+  // (wait_piece(0) / settle() wait for it); the arrays stay referenced until then.
+  bool PushPull(const py::list& dense, const py::list& sparse, int64_t samples, bool wait) {
+    if (!wait) {
+      Gradients g = ToGradients(dense, sparse, samples, &piece_keep_);
+      py::gil_scoped_release release;
+      pieces_.push_back(session_->client().PushPull(g));
+      return true;
+    }
     std::vector<py::object> keep;  // the arrays stay referenced until the push is done
     Gradients g = ToGradients(dense, sparse, samples, &keep);
     py::gil_scoped_release release;
@@ -177,6 +185,18 @@ class PySession {
     Gradients g = ToGradients(dense, sparse, samples, &piece_keep_);
     py::gil_scoped_release release;
     pieces_.push_back(session_->client().PushPiece(g, last, /*pull=*/true));
+  }
+
+  // Waits for piece i (in push order) pushed since the last Settle: true if its parameters
+  // now hold the next version; false on an error or a dropped gradient (settle() says which).
+  bool WaitPiece(size_t i) {
+    if (i >= pieces_.size()) {
+      throw py::index_error("piece " + std::to_string(i) + " of " + std::to_string(pieces_.size()) +
+                            " pushed this step");
+    }
+    py::gil_scoped_release release;
+    const Handle& h = pieces_[i];
+    return h.Wait().ok() && !h.skipped();
   }
 
   // Waits for every piece pushed since the last Settle: as push_pull returns.
@@ -291,6 +311,14 @@ class PySession {
   }
 
   api::Session& session() { return *session_; }
+
+  // A step still on its way reads the arrays in piece_keep_ and writes the parameters: it ends
+  // (or fails at the client's deadline) before they go.
+  ~PySession() {
+    if (pieces_.empty()) return;
+    py::gil_scoped_release release;
+    for (const Handle& h : pieces_) (void)h.Wait();
+  }
 
  private:
   std::unique_ptr<api::Session> session_;
@@ -462,9 +490,11 @@ PYBIND11_MODULE(_tessera, m) {
            py::arg("optimizer") = py::none(), py::arg("limits") = "")
       .def("initialize", &PySession::Initialize)
       .def("pull", &PySession::Pull)
-      .def("push_pull", &PySession::PushPull, py::arg("dense"), py::arg("sparse"), py::arg("samples"))
+      .def("push_pull", &PySession::PushPull, py::arg("dense"), py::arg("sparse"), py::arg("samples"),
+           py::arg("wait") = true)
       .def("push_piece", &PySession::PushPiece, py::arg("dense"), py::arg("sparse"), py::arg("samples"),
            py::arg("last"))
+      .def("wait_piece", &PySession::WaitPiece, py::arg("i"))
       .def("settle", &PySession::Settle)
       .def("sparse_pull", &PySession::SparsePull, py::arg("table"), py::arg("keys"), py::arg("out"))
       .def("next_record", &PySession::NextRecord)

@@ -266,6 +266,7 @@ class Embedding:
 
     def __call__(self, ids):
         import torch
+        _wait_for_step()  # the rows must be the version the last step pulled
         flat = ids.reshape(-1)
         if flat.numel() and int(flat.min()) < 0:
             raise ValueError("embedding '%s': ids must be non-negative" % self.name)
@@ -295,13 +296,22 @@ class Optimizer:
 
     step(samples, cost) pushes this batch's gradients and pulls the next parameters in place.
     Gradients are taken as means over `samples` (the usual loss reduction); say loss="sum" if
-    yours are sums. step() scales the .grad tensors in place (to sums) before sending them. The model's tensors must stay where they are (no .to() or re-assignment).
+    yours are sums. step() scales them (to sums) into buffers of its own, made once, and sends
+    those: the .grad tensors are left as autograd made them. The model's tensors must stay where
+    they are (no .to() or re-assignment).
+
+    step(samples, cost, wait=False) returns at once, with the pulls still on their way: read
+    and decode the next batch meanwhile. The model's forward then waits, module by module, only
+    for the parameters that module uses (forward pre-hooks, set on the first such step).
+    opt.wait() waits for all of them and returns what step() would have returned. Call it before
+    reading the parameters any other way (state_dict, torch.save, your own code); tessera's own
+    calls (backward, step, save_model, load_into, an Embedding lookup, finish) wait by themselves.
 
     overlap=True pushes the gradients during backward instead: call opt.backward(loss, samples)
     in place of loss.backward(), then step(samples, cost). Each parameter's gradient is sent (in
     buckets of at least `bucket_bytes`) as soon as autograd has it, and the pservers apply a
-    parameter every trainer has sent before the step's barrier; step() then waits for the rest.
-    The .grad tensors are left as autograd made them."""
+    parameter every trainer has sent before the step's barrier; step() then waits for the rest
+    (or, with wait=False, leaves each module's forward to wait for its own)."""
 
     def __init__(self, model, optimizer=None, embeddings=(), loss="mean", overlap=False, bucket_bytes=1 << 20):
         if loss not in ("mean", "sum"):
@@ -309,21 +319,31 @@ class Optimizer:
         if int(bucket_bytes) < 0:
             raise ValueError("bucket_bytes must be >= 0, got %r" % bucket_bytes)
         s = session()
+        self._model = model
         self._loss = loss
         self._params = []
         for name, p in model.named_parameters():
             s.add_dense(name, _float_view(p.data, "parameter '%s'" % name), optimizer)
             self._params.append((name, p))
-        # overlap: gradients pushed in pieces during backward (see backward()); each parameter's
-        # is scaled into its own buffer, allocated once, and sent when a bucket of them fills.
+        self._by_name = dict(self._params)
+        # The scaled gradients sent, one buffer per parameter, made on first use:
+        # name -> (tensor, numpy view); and the request's list when every parameter has one.
+        self._bufs = {}
+        self._all_bufs = None
+        # overlap: gradients pushed in pieces during backward (see backward()), each bucket of
+        # them sent when it fills.
         self._overlap = bool(overlap)
         self._bucket_floats = int(bucket_bytes) // 4
         self._samples = None
         self._pushed = False  # backward() pushed a step that step() has not waited for yet
         self._bucket, self._bucket_size = [], 0
+        # A step sent with wait=False: the pieces pushed this step (name -> piece), how many,
+        # those waited for, and the result of the last step waited for.
+        self._piece_of, self._pieces, self._waited = {}, 0, set()
+        self._in_flight = False
+        self._took = True
+        self._hooked = False
         if self._overlap:
-            import torch
-            self._send = {name: torch.empty_like(p.data) for name, p in self._params}
             for name, p in self._params:
                 p.register_hook(self._hook(name))
         found = [v for v in vars(model).values() if isinstance(v, Embedding)]
@@ -332,19 +352,30 @@ class Optimizer:
             raise ValueError("the model has no parameters to train")
         s.initialize()
 
+    def _buffer(self, name):
+        b = self._bufs.get(name)
+        if b is None:
+            import torch
+            t = torch.empty_like(self._by_name[name].data)
+            b = self._bufs[name] = (t, _float_view(t, "gradient of '%s'" % name))
+        return b
+
     def _hook(self, name):
         def hook(grad):
             if self._samples is None:
                 raise Error("this Optimizer pushes gradients during backward (overlap=True): call "
                             "opt.backward(loss, samples) instead of loss.backward()")
             import torch
-            buf = self._send[name]
+            buf, view = self._buffer(name)
             scale = float(self._samples) if self._loss == "mean" else 1.0
             torch.mul(grad.detach(), scale, out=buf)  # sums: the pservers divide by the total samples
-            self._bucket.append((name, _float_view(buf, "gradient of '%s'" % name)))
+            self._bucket.append((name, view))
             self._bucket_size += buf.numel()
             if self._bucket_size >= self._bucket_floats:
+                for n, _ in self._bucket:
+                    self._piece_of[n] = self._pieces
                 session().push_piece(self._bucket, [], int(self._samples), False)
+                self._pieces += 1
                 self._bucket, self._bucket_size = [], 0
         return hook
 
@@ -357,7 +388,9 @@ class Optimizer:
             raise Error("backward() pushes during backward: construct the Optimizer with overlap=True")
         if samples <= 0:
             raise ValueError("samples must be positive, got %r" % samples)
+        self.wait()
         self._samples = int(samples)
+        self._piece_of, self._pieces, self._waited = {}, 0, set()
         try:
             loss.backward()
             scale = float(samples) if self._loss == "mean" else 1.0
@@ -376,11 +409,13 @@ class Optimizer:
         for _, p in self._params:
             p.grad = None
 
-    def step(self, samples, cost=None):
+    def step(self, samples, cost=None, wait=True):
         """Pushes the gradients of a batch of `samples` samples (cost: its mean loss, for
         progress) and pulls the next version. Returns False if the step went on without this
         trainer's gradient: the group changed, or the gradient held NaN or infinity and the job's
-        non-finite policy is "skip" (with "error", tessera.Error is raised instead)."""
+        non-finite policy is "skip" (with "error", tessera.Error is raised instead).
+        wait=False returns None at once, the pulls still on their way; the model's forward waits
+        for the parameters each module uses, and opt.wait() returns what step() would have."""
         if samples <= 0:
             raise ValueError("samples must be positive, got %r" % samples)
         s = session()
@@ -388,22 +423,92 @@ class Optimizer:
             if not self._pushed:
                 raise Error("with overlap=True, call opt.backward(loss, samples) before step()")
             self._pushed = False
-            return self._account(s, s.settle(), samples, cost)
+            return self._sent(s, samples, cost, wait)
+        self.wait()
         scale = float(samples) if self._loss == "mean" else 1.0
-        dense = []
-        for name, p in self._params:
-            if p.grad is None:
-                continue
-            g = p.grad.detach()
-            if scale != 1.0:
-                g.mul_(scale)  # the pservers take gradient sums and divide by the total samples
-            dense.append((name, _float_view(g, "gradient of '%s'" % name)))
+        dense = self._scaled(scale, copy=scale != 1.0 or not wait)
         sparse = []
         for e in self._embeddings:
             sparse.extend(e._take_grads(scale))
-        return self._account(s, s.push_pull(dense, sparse, int(samples)), samples, cost)
+        self._piece_of, self._pieces, self._waited = {}, 0, set()
+        s.push_pull(dense, sparse, int(samples), wait)
+        return self._sent(s, samples, cost, wait)
 
-    def _account(self, s, took, samples, cost):
+    def _scaled(self, scale, copy):
+        # [(name, gradient sums)]: each .grad times `scale` in this Optimizer's buffer (copy), or
+        # the .grad itself. The pservers take sums and divide by the step's total samples.
+        import torch
+        if copy:
+            complete = True
+            for name, p in self._params:
+                if p.grad is None:
+                    complete = False
+                    continue
+                torch.mul(p.grad.detach(), scale, out=self._buffer(name)[0])
+            if complete:
+                if self._all_bufs is None:
+                    self._all_bufs = [(name, self._bufs[name][1]) for name, _ in self._params]
+                return self._all_bufs
+            return [(name, self._bufs[name][1]) for name, p in self._params if p.grad is not None]
+        return [(name, _float_view(p.grad.detach(), "gradient of '%s'" % name)) for name, p in self._params
+                if p.grad is not None]
+
+    def _sent(self, s, samples, cost, wait):
+        # The step's push is on its way (every piece sent): wait for it, or leave it to the
+        # model's forward (wait=False).
+        global _in_flight
+        self._in_flight = True
+        _in_flight = self
+        took = self.wait() if wait else None
+        if not wait:
+            self._hook_forward()
+        self._account(s, samples, cost)
+        return took
+
+    def wait(self):
+        """Waits until the parameters hold the version the last step pulled (after
+        step(wait=False)); returns what that step() would have returned. Nothing to wait for: the
+        last step's result."""
+        global _in_flight
+        if self._in_flight:
+            self._in_flight = False
+            if _in_flight is self:
+                _in_flight = None
+            self._took = session().settle()
+        return self._took
+
+    def _hook_forward(self):
+        # Forward pre-hooks on every module that holds parameters directly: each waits for the
+        # pieces carrying that module's parameters (a parameter not in any piece comes with the
+        # step's last one, which brings every parameter back).
+        if self._hooked:
+            return
+        self._hooked = True
+        names = {id(p): name for name, p in self._params}
+        for module in self._model.modules():
+            mine = [names[id(p)] for p in module.parameters(recurse=False) if id(p) in names]
+            if mine:
+                module.register_forward_pre_hook(self._waiter(mine))
+
+    def _waiter(self, names):
+        def pre_hook(_module, _inputs):
+            if not self._in_flight:
+                return None
+            s = session()
+            last = self._pieces
+            for name in names:
+                i = self._piece_of.get(name, last)
+                if i not in self._waited:
+                    self._waited.add(i)
+                    if not s.wait_piece(i):
+                        self.wait()  # an error, a dropped gradient or a changed group: settle it all
+                        return None
+            if len(self._waited) > last:
+                self.wait()
+            return None
+        return pre_hook
+
+    def _account(self, s, samples, cost):
         _progress.step = s.step
         _progress.samples += int(samples)
         if cost is not None:
@@ -412,7 +517,15 @@ class Optimizer:
         else:
             s.report(int(samples), 0.0)
         _fire("batch_end", {"step": s.step, "pass": s.pass_ + 1, "samples": _progress.samples, "cost": _progress.cost})
-        return took
+
+
+_in_flight = None  # the Optimizer whose step(wait=False) has pulls on their way
+
+
+def _wait_for_step():
+    # Before anything that reads or writes the parameters, or the pservers' version of them.
+    if _in_flight is not None:
+        _in_flight.wait()
 
 
 def report(cost=None, samples=0, metrics=None, pass_=None):
@@ -436,6 +549,7 @@ def is_evaluator():
 def save_model(path, timeout=300.0):
     """Writes every parameter of the job, read from the pservers with all shards merged, to a
     Tessera model file (.tsm) that `tessera` tools and load_model() read."""
+    _wait_for_step()  # the last step's push is part of the model
     _tessera.export_model(session(), path, timeout)
 
 
@@ -449,6 +563,7 @@ def load_into(model, path):
     """Copies the dense tensors of a .tsm file into `model`'s parameters of the same names.
     Raises Error naming any parameter that is missing or has another size."""
     import torch
+    _wait_for_step()  # a pull still on its way would overwrite what is copied in
     tensors = load_model(path)
     with torch.no_grad():
         for name, p in model.named_parameters():
@@ -465,5 +580,8 @@ def finish():
     """Acknowledges what was trained, flushes progress and deregisters this trainer."""
     global _session
     if _session is not None:
-        _session.close()
-        _session = None
+        try:
+            _wait_for_step()
+        finally:
+            _session.close()
+            _session = None

@@ -52,6 +52,7 @@ struct NodeFlags {
   std::string advertise;
   std::string data_dir;
   bool stop_on_eof = false;
+  int host_processes = 0;
 };
 
 int RunNodeCmd(const NodeFlags& f) {
@@ -74,6 +75,7 @@ int RunNodeCmd(const NodeFlags& f) {
   o.advertise = f.advertise;
   o.data_dir = f.data_dir;
   o.stop_on_eof = f.stop_on_eof;
+  o.host_processes = f.host_processes;
   o.tessera_bin = SelfPath();
   if (f.first_rank >= 0 && f.index >= 0) {
     return Fail("node", Status::InvalidArgument("give --index or --first-rank, not both"));
@@ -166,6 +168,11 @@ void RegisterNode(CLI::App& app, int* exit_code) {
   cmd->add_option("--advertise", f->advertise, "the address this host is reached at (TESSERA_ADVERTISE)");
   cmd->add_option(flags::kDataDir, f->data_dir, "an etcd node: its data directory");
   cmd->add_flag(flags::kStopOnEof, f->stop_on_eof, "stop when stdin closes (the launcher's ssh connection)");
+  cmd->add_option(flags::kHostProcesses, f->host_processes,
+                  "the job's processes on this host: a trainer's math libraries get cores / N threads "
+                  "(OMP_NUM_THREADS, OPENBLAS_NUM_THREADS, MKL_NUM_THREADS) unless any is set (default: "
+                  "mpirun's local size)")
+      ->check(CLI::Range(1, 100000));
   cmd->callback([f, exit_code] { *exit_code = RunNodeCmd(*f); });
 }
 

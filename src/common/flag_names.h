@@ -40,6 +40,7 @@ inline constexpr char kRole[] = "--role";
 inline constexpr char kFirstRank[] = "--first-rank";
 inline constexpr char kDataDir[] = "--data-dir";
 inline constexpr char kStopOnEof[] = "--stop-on-eof";
+inline constexpr char kHostProcesses[] = "--host-processes";
 inline constexpr char kSecretFile[] = "--secret-file";
 
 // Environment variables (each stands for the flag of the same name where both exist).

@@ -41,6 +41,7 @@ NodeArgsOptions Launcher::SshNode(const NodePlan& p) const {
   n.index = p.index;
   n.advertise = hosts_[p.host].address;
   n.stop_on_eof = true;
+  n.host_processes = ProcessesOnHost(plan_, p.host);
   return n;
 }
 

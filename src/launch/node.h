@@ -31,6 +31,7 @@ struct NodeOptions {
   std::string advertise;   // TESSERA_ADVERTISE for the program ("": the addressing decides)
   std::string data_dir;    // etcd: its data directory
   bool stop_on_eof = false;
+  int host_processes = 0;   // the job's processes on this host (0: mpirun's local size, if any)
   std::string tessera_bin;  // this program
 };
 

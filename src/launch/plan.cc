@@ -1,6 +1,7 @@
 // Placement and command lines of a launched job (see plan.h).
 #include "launch/plan.h"
 
+#include <algorithm>
 #include <climits>
 
 #include "common/flag_names.h"
@@ -56,6 +57,7 @@ std::vector<std::string> NodeArgs(const NodeArgsOptions& o) {
   if (!o.advertise.empty()) a.insert(a.end(), {"--advertise", o.advertise});
   if (!o.data_dir.empty()) a.insert(a.end(), {flags::kDataDir, o.data_dir});
   if (o.stop_on_eof) a.push_back(flags::kStopOnEof);
+  if (o.host_processes > 0) a.insert(a.end(), {flags::kHostProcesses, std::to_string(o.host_processes)});
   return a;
 }
 
@@ -98,6 +100,22 @@ StatusOr<int> RankFromEnvironment(const std::function<const char*(const char*)>&
   return Status::NotFound(
       "no MPI rank in the environment (OMPI_COMM_WORLD_RANK, PMIX_RANK or PMI_RANK): --first-rank is for "
       "processes started by mpirun; give --index otherwise");
+}
+
+int LocalSizeFromEnvironment(const std::function<const char*(const char*)>& getenv) {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"}) {
+    const char* v = getenv(name);
+    if (!v) continue;
+    auto n = ParseInt64(v, name);
+    return n.ok() && *n > 0 && *n <= INT_MAX ? static_cast<int>(*n) : 0;
+  }
+  return 0;
+}
+
+int ProcessesOnHost(const std::vector<NodePlan>& plan, size_t host) {
+  return static_cast<int>(std::count_if(plan.begin(), plan.end(), [&](const NodePlan& p) {
+    return p.host == host && p.role != local::Role::kEtcd;
+  }));
 }
 
 std::string FailedRankLines(const std::string& out) {

@@ -42,6 +42,7 @@ struct NodeArgsOptions {
   std::string advertise;   // the address the host is reached at ("": the node decides)
   std::string data_dir;    // etcd: its data directory
   bool stop_on_eof = false;  // ssh: stdin closing (the launcher or its connection gone) stops the node
+  int host_processes = 0;    // ssh: the job's processes placed on this host (0: not said)
 };
 std::vector<std::string> NodeArgs(const NodeArgsOptions& o);
 
@@ -61,6 +62,14 @@ std::vector<std::string> MpirunArgv(const deploy::JobSpec& s, const MpiOptions& 
 // This process's rank in MPI_COMM_WORLD from what the launcher exported: OMPI_COMM_WORLD_RANK
 // (Open MPI), PMIX_RANK (PMIx), PMI_RANK (MPICH/Hydra). NotFound when none is set.
 StatusOr<int> RankFromEnvironment(const std::function<const char*(const char*)>& getenv);
+
+// How many ranks of the job run on this host, from what the launcher exported:
+// OMPI_COMM_WORLD_LOCAL_SIZE (Open MPI), MPI_LOCALNRANKS (MPICH/Hydra); 0 when neither is set
+// or it is not a positive number.
+int LocalSizeFromEnvironment(const std::function<const char*(const char*)>& getenv);
+
+// The job's processes `plan` places on host `host` (etcd, mostly idle, not counted).
+int ProcessesOnHost(const std::vector<NodePlan>& plan, size_t host);
 
 // From mpirun's output: the first rank it names as failed ("Process name: [[J,1],R]") and the
 // last 12 lines that rank wrote ("[1,R]<stderr>:..."), for the error the launcher shows; "" when

@@ -151,6 +151,37 @@ TEST(NodeArgsTest, SshNodesCarryIndexAddressAndEof) {
                                                     "--index", "1", "--advertise", "10.0.0.2", "--stop-on-eof"}));
 }
 
+TEST(MpirunTest, LocalSizeFromOpenMpiOrMpich) {
+  auto env = [](std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  };
+  EXPECT_EQ(LocalSizeFromEnvironment(env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "5"}, {"MPI_LOCALNRANKS", "9"}})),
+            5);
+  EXPECT_EQ(LocalSizeFromEnvironment(env({{"MPI_LOCALNRANKS", "3"}})), 3);
+  EXPECT_EQ(LocalSizeFromEnvironment(env({})), 0) << "not under mpirun: not said";
+  EXPECT_EQ(LocalSizeFromEnvironment(env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "0"}})), 0);
+  EXPECT_EQ(LocalSizeFromEnvironment(env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "x"}})), 0);
+}
+
+TEST(NodeArgsTest, SshNodesSayHowManyProcessesShareTheirHost) {
+  std::vector<NodePlan> plan = {{Role::kEtcd, 0, 0},    {Role::kMaster, 0, 0},  {Role::kPserver, 0, 1},
+                                {Role::kPserver, 1, 0}, {Role::kTrainer, 0, 1}, {Role::kTrainer, 1, 0}};
+  EXPECT_EQ(ProcessesOnHost(plan, 0), 3) << "master, pserver 1 and trainer 1; etcd not counted";
+  EXPECT_EQ(ProcessesOnHost(plan, 1), 2);
+  EXPECT_EQ(ProcessesOnHost(plan, 2), 0);
+  NodeArgsOptions n;
+  n.role = Role::kTrainer;
+  n.etcd = "e:1";
+  n.job = "j";
+  n.index = 0;
+  n.host_processes = 2;
+  EXPECT_EQ(NodeArgs(n), (std::vector<std::string>{"node", "--role", "trainer", "--etcd", "e:1", "--job", "j",
+                                                   "--index", "0", "--host-processes", "2"}));
+}
+
 TEST(MpirunTest, TheFirstFailedRanksOwnLines) {
   std::string out = "[1,0]<stderr>:tessera node: master-0 starting\n"
                     "[1,2]<stderr>:tessera node: pserver-0: stopping, as asked by a signal\n"

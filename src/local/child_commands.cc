@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <thread>
 
 #include "common/flag_names.h"
+#include "common/math_threads.h"
 #include "common/net.h"
 
 namespace tessera::local {
@@ -76,6 +78,9 @@ std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::
                                             {flags::kEnvLeaseTtl, std::to_string(o.lease_ttl_seconds)},
                                             {flags::kEnvTransport, o.transport}};
   for (const auto& [k, v] : PythonPathBeside(o.tessera_bin)) env[k] = v;
+  // Every trainer and pserver runs here: each trainer's math libraries get its share of the cores.
+  const int cores = static_cast<int>(std::thread::hardware_concurrency());
+  for (const auto& [k, v] : MathThreadEnv(cores, o.trainers + o.pservers, ::getenv)) env[k] = v;
   return env;
 }
 

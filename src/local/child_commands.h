@@ -24,7 +24,8 @@ std::vector<std::string> PserverArgv(const LocalOptions& o, const std::string& e
 std::vector<std::string> MasterArgv(const LocalOptions& o, const std::string& etcd);
 // A built-in model's `tessera train`, or the user's command through /bin/sh.
 std::vector<std::string> TrainerArgv(const LocalOptions& o);
-// What a trainer learns from its environment (TESSERA_*, and PYTHONPATH to find the module).
+// What a trainer learns from its environment (TESSERA_*, PYTHONPATH to find the module), and
+// its share of the cores for its math libraries (common/math_threads.h) unless the user chose.
 std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::string& etcd, int slot);
 
 // PYTHONPATH such that `import tessera` in a trainer's command finds the module built (or

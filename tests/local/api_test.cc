@@ -4,9 +4,12 @@
 // weights; the C API refuses bad calls with codes and messages.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <random>
+#include <thread>
 
+#include "common/math_threads.h"
 #include "common/net.h"
 #include "harness/etcd_server.h"
 #include "local/local_fixture.h"
@@ -94,6 +97,10 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
   auto code = p.Wait(std::chrono::seconds(300));
   ASSERT_TRUE(code.has_value()) << p.Output() << LogsTail();
   ASSERT_EQ(*code, 0) << p.Output() << LogsTail();
+  // Two trainers and two pservers share this machine: each trainer's math libraries get their
+  // share of its cores (OpenBLAS would otherwise start one spinning thread per core), unless
+  // the environment already chose.
+  const auto threads = MathThreadEnv(static_cast<int>(std::thread::hardware_concurrency()), 4, ::getenv);
   int64_t records = 0;
   for (const char* id : {"0", "1"}) {
     auto text = ReadFile(run() + "/api-checks-" + id + ".json");
@@ -106,6 +113,8 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
     EXPECT_EQ(j["whole_reads"], nlohmann::json::array({6000, 6000}))
         << *text << " (reader('ids') in a callback reads the job's own data set in full)";
     EXPECT_EQ(j["errors"].size(), 12u) << *text;
+    for (const auto& [var, value] : threads) EXPECT_EQ(j["threads"][var], value) << *text;
+    if (!threads.empty()) EXPECT_EQ(j["torch_threads"].dump(), threads[0].second) << *text;
     if (j.contains("saved_rows")) {
       EXPECT_EQ(j["saved_rows"], 300) << "every id's row is in the saved model";
       EXPECT_TRUE(j["saved_bias_matches"].get<bool>());
@@ -118,7 +127,9 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
 
 // tessera.Optimizer(overlap=True) pushes each bucket of gradients during backward (the pservers
 // apply it before the barrier); one trainer, one pass: the parameters end with the bits of the
-// run that pushes once a step, with buckets of one parameter and of 1 MiB.
+// run that pushes once a step, with buckets of one parameter and of 1 MiB. step(wait=False)
+// returns with the pulls on their way and each module's forward waits for its parameters: the
+// same bits again, once a step and with buckets, and the pulls were on their way at forwards.
 TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
   UploadFashionMnist(false);
   auto train = [&](const std::string& name, const std::string& args) -> nlohmann::json {
@@ -134,12 +145,20 @@ TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
   };
   const auto whole = train("whole", "whole");
   ASSERT_EQ(whole.value("steps", 0), 938) << "one pass of 60000 records in batches of 64";
-  for (const auto& [name, args] : {std::pair<std::string, std::string>{"each", "overlap 0"},
-                                   std::pair<std::string, std::string>{"buckets", "overlap 1048576"}}) {
-    const auto overlap = train(name, args);
-    EXPECT_EQ(overlap.value("steps", 0), 938) << name;
+  EXPECT_EQ(whole.value("in_flight", -1), 0);
+  for (const auto& [name, args] :
+       {std::pair<std::string, std::string>{"each", "overlap 0"},
+        std::pair<std::string, std::string>{"buckets", "overlap 1048576"},
+        std::pair<std::string, std::string>{"nowait", "whole 0 nowait"},
+        std::pair<std::string, std::string>{"buckets-nowait", "overlap 1048576 nowait"}}) {
+    const auto other = train(name, args);
+    EXPECT_EQ(other.value("steps", 0), 938) << name;
     for (const auto& [param, bytes] : whole.items()) {
-      EXPECT_EQ(overlap.value(param, nlohmann::json()), bytes) << param << " differs with " << args;
+      if (param == "steps" || param == "in_flight") continue;
+      EXPECT_EQ(other.value(param, nlohmann::json()), bytes) << param << " differs with " << args;
+    }
+    if (args.ends_with("nowait")) {
+      EXPECT_GT(other.value("in_flight", 0), 0) << "no forward started with the pulls on their way: " << args;
     }
   }
 }

@@ -5,8 +5,10 @@ The data set holds lines "ID LABEL": 300 ids, each 20 times, each id with one of
 tessera.Embedding (one row of 5 logits per id) plus a dense bias, trained with cross-entropy:
 it can reach 100% only if sparse lookups, sparse gradient pushes and dense pushes all work.
 Along the way it checks bad input is refused with clear errors, counts events, and writes what
-it saw to $TESSERA_RUN_DIR/api-checks-<trainer>.json (the C++ test asserts on it). Any failed
-check exits non-zero.
+it saw to $TESSERA_RUN_DIR/api-checks-<trainer>.json (the C++ test asserts on it), with the
+math libraries' thread settings `tessera local` gave it. Every other step is step(wait=False):
+the next forward (an Embedding lookup and the bias) waits for the pulls. Any failed check exits
+non-zero.
 """
 import json
 import os
@@ -49,6 +51,7 @@ def decode(batch):
 
 
 def main():
+    torch_threads = torch.get_num_threads()  # from OMP_NUM_THREADS, before this script sets its own
     torch.set_num_threads(1)
     errors = {}
     errors["no_init"] = expect_error(lambda: tessera.session(), tessera.Error, ["tessera.init()"])
@@ -91,7 +94,9 @@ def main():
         loss = F.cross_entropy(model(ids), labels)
         opt.zero_grad()
         loss.backward()
-        opt.step(samples=len(batch), cost=loss.item())
+        steps = records // 32
+        took = opt.step(samples=len(batch), cost=loss.item(), wait=steps % 2 == 0)
+        assert took in (True, False) if steps % 2 == 0 else took is None, took
         records += len(batch)
 
     # Every id's learned row, read back from the pservers.
@@ -100,7 +105,9 @@ def main():
         logits = model(torch.arange(IDS))
     accuracy = float((logits.argmax(1) == torch.tensor(truth)).float().mean())
     out = {"trainer": s.trainer_id, "records": records, "batch_end": events["batch_end"],
-           "pass_end": events["pass_end"], "whole_reads": events["whole_reads"], "accuracy": accuracy, "errors": errors, "step": s.step}
+           "pass_end": events["pass_end"], "whole_reads": events["whole_reads"], "accuracy": accuracy, "errors": errors, "step": s.step,
+           "threads": {v: os.environ.get(v) for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")},
+           "torch_threads": torch_threads}
     if tessera.is_evaluator():
         tessera.report(metrics={"accuracy": accuracy})
         path = os.path.join(os.environ["TESSERA_RUN_DIR"], "saved.tsm")
