@@ -113,6 +113,9 @@ _firing = []  # the events whose callbacks are running
 
 
 def _fire(event, info):
+    if not _callbacks[event]:
+        return
+    _wait_for_step()  # a callback may read the parameters: they hold the last step's pull
     _firing.append(event)
     try:
         for fn in list(_callbacks[event]):
@@ -305,7 +308,8 @@ class Optimizer:
     for the parameters that module uses (forward pre-hooks, set on the first such step).
     opt.wait() waits for all of them and returns what step() would have returned. Call it before
     reading the parameters any other way (state_dict, torch.save, your own code); tessera's own
-    calls (backward, step, save_model, load_into, an Embedding lookup, finish) wait by themselves.
+    calls (backward, step, save_model, load_into, an Embedding lookup, finish) wait by themselves,
+    and so does an event with callbacks (batch_end, pass_end) before it calls them.
 
     overlap=True pushes the gradients during backward instead: call opt.backward(loss, samples)
     in place of loss.backward(), then step(samples, cost). Each parameter's gradient is sent (in

@@ -7,8 +7,7 @@ it can reach 100% only if sparse lookups, sparse gradient pushes and dense pushe
 Along the way it checks bad input is refused with clear errors, counts events, and writes what
 it saw to $TESSERA_RUN_DIR/api-checks-<trainer>.json (the C++ test asserts on it), with the
 math libraries' thread settings `tessera local` gave it. Every other step is step(wait=False):
-the next forward (an Embedding lookup and the bias) waits for the pulls. Any failed check exits
-non-zero.
+its batch_end callbacks must still see the step settled. Any failed check exits non-zero.
 """
 import json
 import os
@@ -78,6 +77,8 @@ def main():
 
     events = {"batch_end": 0, "pass_end": [], "whole_reads": []}
     tessera.on("batch_end", lambda info: events.__setitem__("batch_end", events["batch_end"] + 1))
+    unsettled = []  # steps whose callbacks ran with the pulls still on their way
+    tessera.on("batch_end", lambda info: opt._in_flight and unsettled.append(info["step"]))
     tessera.on("pass_end", lambda info: events["pass_end"].append(info["pass"]))
 
     def evaluate_on_training_data(info):
@@ -98,6 +99,8 @@ def main():
         took = opt.step(samples=len(batch), cost=loss.item(), wait=steps % 2 == 0)
         assert took in (True, False) if steps % 2 == 0 else took is None, took
         records += len(batch)
+
+    assert not unsettled, "batch_end ran before these steps' pulls landed: %s" % unsettled[:10]
 
     # Every id's learned row, read back from the pservers.
     truth = [(i * 7 + 3) % CLASSES for i in range(IDS)]
