@@ -3,7 +3,10 @@
 
 #include <fmt/format.h>
 
+#include <cstdlib>
+
 #include "common/flag_names.h"
+#include "common/math_threads.h"
 #include "common/strings.h"
 #include "deploy/role_argv.h"
 
@@ -274,9 +277,27 @@ Manifest PserverStatefulSet(const JobSpec& s) {
                        true)}}}}};
 }
 
+// Whole cores in a Kubernetes CPU quantity ("2", "1.5", "500m"): 0 when it is less than one or
+// not a plain number.
+int WholeCores(const std::string& cpu) {
+  if (cpu.empty()) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(cpu.c_str(), &end);
+  if (end == cpu.c_str() || !(v > 0) || v > 1e6) return 0;
+  const std::string unit(end);
+  if (unit == "m") return static_cast<int>(v / 1000);
+  return unit.empty() ? static_cast<int>(v) : 0;
+}
+
 Manifest TrainerJob(const JobSpec& s) {
   Json env = BaseEnv(s);
   for (const auto& [k, v] : TrainerEnv(s, PortChoice::kSpec)) env.push_back(Env(k, v));
+  // A trainer with a CPU request sizes its math libraries to it (they would otherwise start a
+  // thread per core of the node: common/math_threads.h).
+  if (auto r = s.resources.find("trainer"); r != s.resources.end() && !r->second.cpu.empty()) {
+    const auto none = [](const char*) -> const char* { return nullptr; };
+    for (const auto& [k, v] : MathThreadEnv(WholeCores(r->second.cpu), 1, none)) env.push_back(Env(k, v));
+  }
   Json c;
   if (TrainerCommand cmd = TrainerArgs(s); cmd.builtin) {
     c = Container(s, "trainer", cmd.argv, env);

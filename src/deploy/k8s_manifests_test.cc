@@ -132,6 +132,35 @@ TEST(K8sManifestsTest, EveryObjectOfAJobWithItsOwnEtcd) {
       "true");
 }
 
+// A trainer's math libraries get the whole cores of its CPU request (at least one); without a
+// request, nothing is set.
+TEST(K8sManifestsTest, ATrainersMathThreadsFollowItsCpuRequest) {
+  auto threads = [](const std::string& cpu) {
+    JobSpec s = Spec();
+    if (cpu.empty()) {
+      s.resources.erase("trainer");
+    } else {
+      s.resources["trainer"].cpu = cpu;
+    }
+    auto m = RenderJob(s, "spec");
+    EXPECT_TRUE(m.ok()) << m.status();
+    std::map<std::string, std::string> env;
+    auto objects = ByKindName(*m);
+    for (const auto& e : objects["Job/fm-trainer"]["spec"]["template"]["spec"]["containers"][0]["env"]) {
+      if (e.contains("value")) env[e["name"].get<std::string>()] = e["value"].get<std::string>();
+    }
+    const std::string omp = env.count("OMP_NUM_THREADS") ? env["OMP_NUM_THREADS"] : "unset";
+    EXPECT_EQ(omp, env.count("OPENBLAS_NUM_THREADS") ? env["OPENBLAS_NUM_THREADS"] : "unset") << cpu;
+    EXPECT_EQ(omp, env.count("MKL_NUM_THREADS") ? env["MKL_NUM_THREADS"] : "unset") << cpu;
+    return omp;
+  };
+  EXPECT_EQ(threads("2"), "2");
+  EXPECT_EQ(threads("3.5"), "3");
+  EXPECT_EQ(threads("4000m"), "4");
+  EXPECT_EQ(threads("500m"), "1");
+  EXPECT_EQ(threads(""), "unset");
+}
+
 TEST(K8sManifestsTest, ExternalEtcdRendersNoEtcdAndPointsEveryProcessThere) {
   JobSpec s = Spec();
   s.etcd_endpoints = {"etcd.infra:2379"};
