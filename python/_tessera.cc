@@ -157,17 +157,80 @@ class PySession {
     return g;
   }
 
+  // The step's gradients, converted once: while the caller passes the same list of the same
+  // (name, array) objects and no sparse rows (the Optimizer's buffers, made once), the request
+  // of the step before is used again, with this step's sample count. The cache holds the
+  // arrays, so their memory stays where the request points.
+  struct StepRequest {
+    py::list dense;
+    std::vector<PyObject*> members;  // each tuple's name and array, in order
+    Gradients grads;
+    std::vector<py::object> keep;
+  };
+
+  static std::vector<PyObject*> Members(const py::list& dense) {
+    std::vector<PyObject*> m;
+    for (const auto& item : dense) {
+      PyObject* t = item.ptr();
+      if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) return {};
+      m.push_back(PyTuple_GET_ITEM(t, 0));
+      m.push_back(PyTuple_GET_ITEM(t, 1));
+    }
+    return m;
+  }
+
+  bool SameRequest(const py::list& dense) const {
+    if (!step_request_ || !step_request_->dense.is(dense)) return false;
+    const auto& m = step_request_->members;
+    if (m.size() != 2 * dense.size()) return false;
+    size_t i = 0;
+    for (const auto& item : dense) {
+      PyObject* t = item.ptr();
+      if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 || PyTuple_GET_ITEM(t, 0) != m[i] ||
+          PyTuple_GET_ITEM(t, 1) != m[i + 1]) {
+        return false;
+      }
+      i += 2;
+    }
+    return true;
+  }
+
+  const Gradients& StepGradients(const py::list& dense, const py::list& sparse, int64_t samples,
+                                 std::vector<py::object>* keep) {
+    if (!sparse.empty() || !SameRequest(dense)) {
+      // A step still on its way may read the arrays of the request replaced.
+      if (step_request_ && !pieces_.empty()) {
+        for (auto& o : step_request_->keep) piece_keep_.push_back(std::move(o));
+      }
+      step_request_.reset();
+    }
+    if (!sparse.empty()) {
+      scratch_ = ToGradients(dense, sparse, samples, keep);
+      return scratch_;
+    }
+    if (!step_request_) {
+      auto r = std::make_unique<StepRequest>();
+      r->grads = ToGradients(dense, sparse, samples, &r->keep);
+      r->dense = dense;
+      r->members = Members(dense);
+      step_request_ = std::move(r);
+    }
+    step_request_->grads.samples = samples;
+    return step_request_->grads;
+  }
+
   // wait=false: returns true at once, the push and pull on their way as the step's one piece
   // (wait_piece(0) / settle() wait for it); the arrays stay referenced until then.
   bool PushPull(const py::list& dense, const py::list& sparse, int64_t samples, bool wait) {
+    if (samples < 0) throw py::value_error("samples is negative");
     if (!wait) {
-      Gradients g = ToGradients(dense, sparse, samples, &piece_keep_);
+      const Gradients& g = StepGradients(dense, sparse, samples, &piece_keep_);
       py::gil_scoped_release release;
       pieces_.push_back(session_->client().PushPull(g));
       return true;
     }
     std::vector<py::object> keep;  // the arrays stay referenced until the push is done
-    Gradients g = ToGradients(dense, sparse, samples, &keep);
+    const Gradients& g = StepGradients(dense, sparse, samples, &keep);
     py::gil_scoped_release release;
     Handle h = session_->client().PushPull(g);
     Status s = h.Wait();
@@ -324,6 +387,8 @@ class PySession {
   std::unique_ptr<api::Session> session_;
   std::vector<Handle> pieces_;          // pushed since the last Settle()
   std::vector<py::object> piece_keep_;  // their arrays
+  std::unique_ptr<StepRequest> step_request_;  // the last push_pull's, for the next
+  Gradients scratch_;                          // a push_pull's with sparse rows
   std::vector<std::pair<std::string, FloatArray>> dense_;
   std::string record_;
 };
