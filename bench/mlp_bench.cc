@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/math_threads.h"
 #include "dataset/dataset.h"
 #include "fashion_mnist.h"
 #include "harness/subprocess.h"
@@ -121,6 +122,8 @@ int Run(int hidden, int batch, const std::string& opt) {
              "--hidden",         std::to_string(hidden),
              "--batch",          std::to_string(batch)};
   py.env["PYTHONPATH"] = BuildPath("python");
+  // One thread per process for its math libraries too: OpenBLAS ignores torch.set_num_threads.
+  for (const char* var : kMathThreadVars) py.env[var] = "1";
   py.log_path = *dir + "/torch.log";
   auto t = testing::Subprocess::Spawn(py);
   if (t.ok() && (*t)->Wait(std::chrono::minutes(15)).value_or(1) == 0) {
