@@ -96,7 +96,8 @@ def main():
     args = ap.parse_args()
 
     torch.manual_seed(0)
-    torch.set_num_threads(1)  # trainers share the machine with each other and the pservers
+    # Threads: `tessera local` and `tessera launch` give this trainer its share of the cores in
+    # OMP_NUM_THREADS and OPENBLAS_NUM_THREADS, which torch and OpenBLAS read as they load.
     tessera.init()
     model = WideDeep(args.dim, args.hidden, args.wide_optimizer, args.deep_optimizer, args.limits)
     opt = tessera.Optimizer(model)  # the MLP takes the job's optimizer
