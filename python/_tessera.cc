@@ -168,31 +168,22 @@ class PySession {
     std::vector<py::object> keep;
   };
 
-  static std::vector<PyObject*> Members(const py::list& dense) {
-    std::vector<PyObject*> m;
+  // Each (name, array) tuple's two members, in order, into *out; false if an item is not such
+  // a tuple.
+  static bool Members(const py::list& dense, std::vector<PyObject*>* out) {
+    out->clear();
     for (const auto& item : dense) {
       PyObject* t = item.ptr();
-      if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) return {};
-      m.push_back(PyTuple_GET_ITEM(t, 0));
-      m.push_back(PyTuple_GET_ITEM(t, 1));
-    }
-    return m;
-  }
-
-  bool SameRequest(const py::list& dense) const {
-    if (!step_request_ || !step_request_->dense.is(dense)) return false;
-    const auto& m = step_request_->members;
-    if (m.size() != 2 * dense.size()) return false;
-    size_t i = 0;
-    for (const auto& item : dense) {
-      PyObject* t = item.ptr();
-      if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2 || PyTuple_GET_ITEM(t, 0) != m[i] ||
-          PyTuple_GET_ITEM(t, 1) != m[i + 1]) {
-        return false;
-      }
-      i += 2;
+      if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 2) return false;
+      out->push_back(PyTuple_GET_ITEM(t, 0));
+      out->push_back(PyTuple_GET_ITEM(t, 1));
     }
     return true;
+  }
+
+  bool SameRequest(const py::list& dense) {
+    return step_request_ && step_request_->dense.is(dense) && Members(dense, &members_) &&
+           members_ == step_request_->members;
   }
 
   const Gradients& StepGradients(const py::list& dense, const py::list& sparse, int64_t samples,
@@ -212,7 +203,7 @@ class PySession {
       auto r = std::make_unique<StepRequest>();
       r->grads = ToGradients(dense, sparse, samples, &r->keep);
       r->dense = dense;
-      r->members = Members(dense);
+      (void)Members(dense, &r->members);  // items not tuples: SameRequest is false, converted each time
       step_request_ = std::move(r);
     }
     step_request_->grads.samples = samples;
@@ -389,6 +380,7 @@ class PySession {
   std::vector<py::object> piece_keep_;  // their arrays
   std::unique_ptr<StepRequest> step_request_;  // the last push_pull's, for the next
   Gradients scratch_;                          // a push_pull's with sparse rows
+  std::vector<PyObject*> members_;             // SameRequest's, kept to spare an allocation
   std::vector<std::pair<std::string, FloatArray>> dense_;
   std::string record_;
 };

@@ -16,7 +16,6 @@
 #include "common/addressing.h"
 #include "common/clock.h"
 #include "common/flag_names.h"
-#include "common/math_threads.h"
 #include "common/process.h"
 #include "common/strings.h"
 #include "coord/etcd_client.h"
@@ -113,11 +112,8 @@ StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const deploy::JobSpec
       po.env[flags::kEnvTrainerId] = std::to_string(o.index);
       for (const auto& [k, v] : local::PythonPathBeside(o.tessera_bin)) po.env[k] = v;
       // Its share of the host's cores for its math libraries, unless the user chose.
-      const int here = o.host_processes > 0 ? o.host_processes : LocalSizeFromEnvironment(::getenv);
-      for (const auto& [k, v] :
-           MathThreadEnv(static_cast<int>(std::thread::hardware_concurrency()), here, ::getenv)) {
-        po.env[k] = v;
-      }
+      const int cores = static_cast<int>(std::thread::hardware_concurrency());
+      for (const auto& [k, v] : NodeMathThreadEnv(o.host_processes, cores, ::getenv)) po.env[k] = v;
       deploy::TrainerCommand cmd = deploy::TrainerArgs(s);
       if (!cmd.builtin) {
         po.argv = cmd.argv;

@@ -5,6 +5,7 @@
 #include <climits>
 
 #include "common/flag_names.h"
+#include "common/math_threads.h"
 #include "common/strings.h"
 
 namespace tessera::launch {
@@ -116,6 +117,12 @@ int ProcessesOnHost(const std::vector<NodePlan>& plan, size_t host) {
   return static_cast<int>(std::count_if(plan.begin(), plan.end(), [&](const NodePlan& p) {
     return p.host == host && p.role != local::Role::kEtcd;
   }));
+}
+
+std::vector<std::pair<std::string, std::string>> NodeMathThreadEnv(
+    int host_processes, int cores, const std::function<const char*(const char*)>& getenv) {
+  const int here = host_processes > 0 ? host_processes : LocalSizeFromEnvironment(getenv);
+  return MathThreadEnv(cores, here, getenv);
 }
 
 std::string FailedRankLines(const std::string& out) {

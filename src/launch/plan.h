@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "deploy/job_spec.h"
@@ -70,6 +71,12 @@ int LocalSizeFromEnvironment(const std::function<const char*(const char*)>& gete
 
 // The job's processes `plan` places on host `host` (etcd, mostly idle, not counted).
 int ProcessesOnHost(const std::vector<NodePlan>& plan, size_t host);
+
+// A trainer node's math library threads (common/math_threads.h): its share of `cores` among
+// `host_processes` (what the ssh launcher said), else among mpirun's local size; nothing when
+// neither is known or the environment already chose.
+std::vector<std::pair<std::string, std::string>> NodeMathThreadEnv(
+    int host_processes, int cores, const std::function<const char*(const char*)>& getenv);
 
 // From mpirun's output: the first rank it names as failed ("Process name: [[J,1],R]") and the
 // last 12 lines that rank wrote ("[1,R]<stderr>:..."), for the error the launcher shows; "" when

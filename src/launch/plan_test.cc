@@ -166,6 +166,24 @@ TEST(MpirunTest, LocalSizeFromOpenMpiOrMpich) {
   EXPECT_EQ(LocalSizeFromEnvironment(env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "x"}})), 0);
 }
 
+TEST(NodeArgsTest, ATrainerNodesThreadsComeFromTheLauncherThenMpirunThenNothing) {
+  auto env = [](std::map<std::string, std::string> vars) {
+    return [vars = std::move(vars)](const char* name) -> const char* {
+      auto it = vars.find(name);
+      return it == vars.end() ? nullptr : it->second.c_str();
+    };
+  };
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  const Env four = {{"OMP_NUM_THREADS", "4"}, {"OPENBLAS_NUM_THREADS", "4"}, {"MKL_NUM_THREADS", "4"}};
+  const Env two = {{"OMP_NUM_THREADS", "2"}, {"OPENBLAS_NUM_THREADS", "2"}, {"MKL_NUM_THREADS", "2"}};
+  EXPECT_EQ(NodeMathThreadEnv(2, 8, env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}})), four)
+      << "the ssh launcher's count wins";
+  EXPECT_EQ(NodeMathThreadEnv(0, 8, env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}})), two)
+      << "mpirun's local size";
+  EXPECT_TRUE(NodeMathThreadEnv(0, 8, env({})).empty()) << "nobody said how many share the host";
+  EXPECT_TRUE(NodeMathThreadEnv(2, 8, env({{"OPENBLAS_NUM_THREADS", "8"}})).empty()) << "the user chose";
+}
+
 TEST(NodeArgsTest, SshNodesSayHowManyProcessesShareTheirHost) {
   std::vector<NodePlan> plan = {{Role::kEtcd, 0, 0},    {Role::kMaster, 0, 0},  {Role::kPserver, 0, 1},
                                 {Role::kPserver, 1, 0}, {Role::kTrainer, 0, 1}, {Role::kTrainer, 1, 0}};
