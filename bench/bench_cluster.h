@@ -32,6 +32,7 @@ struct Cluster {
   std::string tls_dir;              // bench_tls.h's certificates
   std::string apply_threads = "0";  // the pservers' --apply-threads
   bool pipeline = true;             // the clients' ClientOptions::pipeline
+  int busy_poll_us = 0;             // the pservers' --busy-poll-us and the clients' busy_poll
 };
 
 // A job (named like the certificates when `tls`: one TLS job at a time) and its pservers.
@@ -69,7 +70,9 @@ inline StatusOr<std::string> StartJob(Cluster& c, int pservers, const std::strin
               "--log-level",
               "warn",
               "--apply-threads",
-              c.apply_threads};
+              c.apply_threads,
+              "--busy-poll-us",
+              std::to_string(c.busy_poll_us)};
     if (tls) {
       o.argv.insert(o.argv.end(), {"--tls-ca", c.tls_dir + "/ca.pem", "--tls-cert", c.tls_dir + "/node.pem",
                                    "--tls-key", c.tls_dir + "/node.key"});
@@ -102,6 +105,7 @@ inline StatusOr<std::unique_ptr<Client>> Connect(Cluster& c, const std::string& 
   }
   o.transport = transport;
   o.pipeline = c.pipeline;
+  o.busy_poll = std::chrono::microseconds(c.busy_poll_us);
   return Client::Connect(o);
 }
 

@@ -25,6 +25,7 @@
 #include <regex>
 
 #include "bench_cluster.h"
+#include "common/busy_poll.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/logging.h"
@@ -315,7 +316,11 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool mlp, bool tor
   }
   for (int pservers : {1, 2}) {
     for (const char* transport : {"shm", "tcp"}) {
-      for (bool pieces : {false, true}) {
+      // One push, pushed in pieces, and with one pserver (the trainer and the pserver have a core
+      // each, where launchers turn it on) one push with busy polling.
+      for (int variant = 0; variant < (pservers == 1 ? 3 : 2); ++variant) {
+        const bool pieces = variant == 1;
+        c.busy_poll_us = variant == 2 ? kBusyPollMicros : 0;
         StatusOr<Timeline> r = [&]() -> StatusOr<Timeline> {
           TESSERA_ASSIGN_OR_RETURN(auto job, StartJob(c, pservers, "sync", false, opt));
           TESSERA_ASSIGN_OR_RETURN(auto client, Connect(c, job, transport));
@@ -335,7 +340,10 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool mlp, bool tor
           return t;
         }();
         Row("Tessera, " + std::string(transport) + ", 1 trainer, " + std::to_string(pservers) + " pserver" +
-                (pservers > 1 ? "s" : "") + (pieces ? " (sync, pushed in pieces)" : " (sync, one push)"),
+                (pservers > 1 ? "s" : "") +
+                (pieces         ? " (sync, pushed in pieces)"
+                 : variant == 2 ? " (sync, one push, busy polling)"
+                                : " (sync, one push)"),
             r, true);
       }
     }

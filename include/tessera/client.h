@@ -69,6 +69,11 @@ struct ClientOptions {
   // one travels while the pserver works on the other (docs/protocol.md). false: one request at a
   // time per pserver, each whole (an async push then applies whole on each pserver).
   bool pipeline = true;
+  // tcp, shm: how long a call waiting for its reply checks for it without sleeping before it
+  // sleeps (busy polling). It saves a wake-up per reply (50 us and more where idle cores halt, as
+  // a VM's do) and keeps a core busy meanwhile: for a trainer with a core of its own. Launchers
+  // set it through TESSERA_BUSY_POLL_US (the Session reads it). Zero: sleep at once.
+  std::chrono::microseconds busy_poll{0};
 };
 
 // Completion of an asynchronous operation.

@@ -38,6 +38,8 @@ struct SessionOptions {
   int64_t lease_ttl_seconds = 0;  // 0: TESSERA_LEASE_TTL, else 10
   std::string transport;          // empty: TESSERA_TRANSPORT, else auto (see ClientOptions)
   int pipeline = -1;              // ClientOptions::pipeline; -1: TESSERA_PIPELINE (0 or 1), else 1
+  // ClientOptions::busy_poll in microseconds; -1: TESSERA_BUSY_POLL_US, else 0.
+  int busy_poll_us = -1;
   // /healthz and /readyz (ready once joined) on this port; -1: TESSERA_HTTP_PORT, else none; 0: any
   // free port. Bound on TESSERA_ADVERTISE or POD_IP when set, else 127.0.0.1.
   int http_port = -1;

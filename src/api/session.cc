@@ -13,6 +13,7 @@
 #include "client/job_connection.h"
 #include "client/master_client.h"
 #include "client/progress_reporter.h"
+#include "common/busy_poll.h"
 #include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/strings.h"
@@ -42,6 +43,10 @@ Status SessionOptions::ResolveFromEnvironment() {
     if (!p.empty() && p != "0" && p != "1")
       return Status::InvalidArgument("TESSERA_PIPELINE='" + p + "' is not 0 or 1");
     pipeline = p == "0" ? 0 : 1;
+  }
+  if (busy_poll_us < 0) {
+    TESSERA_ASSIGN_OR_RETURN(auto spin, ParseBusyPoll(Env(flags::kEnvBusyPoll)));
+    busy_poll_us = static_cast<int>(spin.count());
   }
   if (http_port < 0) {
     std::string port = Env(flags::kEnvHttpPort);
@@ -100,6 +105,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   co.connect_timeout = o.connect_timeout;
   co.transport = o.transport;
   co.pipeline = o.pipeline != 0;
+  co.busy_poll = std::chrono::microseconds(o.busy_poll_us);
   TESSERA_ASSIGN_OR_RETURN(impl->client, Client::Connect(co));
   impl->master = std::make_unique<master::MasterClient>(impl->etcd.get(), o.connection.job, job.config.token,
                                                         job.secret, job.tls);

@@ -1,8 +1,11 @@
 // `tessera pserver`: run one parameter server of a job.
+#include <cstdlib>
+
 #include "cli/address_flags.h"
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
+#include "common/busy_poll.h"
 #include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/strings.h"
@@ -26,6 +29,7 @@ struct PserverFlags {
   int64_t checkpoint_steps = 0;
   double checkpoint_delta_fraction = 0.5;
   int apply_threads = 0;
+  int busy_poll_us = -1;  // -1: TESSERA_BUSY_POLL_US, else 0
   std::string log_level = "info";
   std::string log_file;
 };
@@ -74,6 +78,14 @@ int RunPserver(const PserverFlags& f) {
   o.checkpoint_steps = f.checkpoint_steps;
   o.checkpoint_delta_fraction = f.checkpoint_delta_fraction;
   o.apply_threads = f.apply_threads;
+  if (f.busy_poll_us >= 0) {
+    o.busy_poll = std::chrono::microseconds(f.busy_poll_us);
+  } else {
+    const char* env = std::getenv(flags::kEnvBusyPoll);
+    auto spin = ParseBusyPoll(env ? env : "");
+    if (!spin.ok()) return Fail("pserver", spin.status());
+    o.busy_poll = *spin;
+  }
   if (o.checkpoint_dir.empty() && (f.checkpoint_every > 0 || f.checkpoint_steps > 0)) {
     return Fail("pserver",
                 Status::InvalidArgument("--checkpoint-every/--checkpoint-steps need --checkpoint-dir"));
@@ -146,6 +158,13 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
                   "most 8; 1: one thread")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
+  cmd->add_option(
+         flags::kBusyPoll, f->busy_poll_us,
+         "microseconds a connection waiting for a trainer's next request checks for it without "
+         "sleeping first (saves a wake-up per request; keeps a core busy meanwhile, so only for a "
+         "pserver with a core of its own). Default: $TESSERA_BUSY_POLL_US (which tessera local and "
+         "tessera launch set when the host's trainers and pservers are fewer than its cores), else 0")
+      ->check(CLI::Range(0, kMaxBusyPollMicros));
   cmd->add_option("--checkpoint-delta-fraction", f->checkpoint_delta_fraction,
                   "incremental checkpoints: write only the sparse rows changed since the last checkpoint, "
                   "until those deltas pass this fraction of the last whole one (then a whole one again; "

@@ -72,6 +72,7 @@ StatusOr<std::unique_ptr<Client>> ClientImpl::Create(const ClientOptions& o, con
   c->job_ = job.config;
   c->transport_.options.secret = job.secret;
   c->transport_.options.tls = job.tls;
+  c->transport_.options.busy_poll = o.busy_poll;
   TESSERA_ASSIGN_OR_RETURN(c->slots_, LoadSlotMap(c->etcd_.get(), o.connection.job));
   c->nonfinite_ = NonFiniteStreak(c->job_.nonfinite, limits.max_nonfinite_in_a_row);
   ClientImpl* self = c.get();

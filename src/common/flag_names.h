@@ -18,6 +18,7 @@ inline constexpr char kJob[] = "--job";
 inline constexpr char kIndex[] = "--index";
 inline constexpr char kLeaseTtl[] = "--lease-ttl";
 inline constexpr char kTransport[] = "--transport";
+inline constexpr char kBusyPoll[] = "--busy-poll-us";
 inline constexpr char kCheckpointDir[] = "--checkpoint-dir";
 inline constexpr char kCheckpointEvery[] = "--checkpoint-every";
 inline constexpr char kStore[] = "--store";
@@ -55,6 +56,7 @@ inline constexpr char kEnvBatchSize[] = "TESSERA_BATCH_SIZE";
 inline constexpr char kEnvLeaseTtl[] = "TESSERA_LEASE_TTL";
 inline constexpr char kEnvTransport[] = "TESSERA_TRANSPORT";
 inline constexpr char kEnvPipeline[] = "TESSERA_PIPELINE";  // 0: ClientOptions::pipeline off
+inline constexpr char kEnvBusyPoll[] = "TESSERA_BUSY_POLL_US";  // common/busy_poll.h
 inline constexpr char kEnvHttpPort[] = "TESSERA_HTTP_PORT";
 // How to reach the job (include/tessera/connection.h).
 inline constexpr char kEnvEtcdUser[] = "TESSERA_ETCD_USER";

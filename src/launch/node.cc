@@ -93,6 +93,8 @@ StatusOr<deploy::JobSpec> ReadSpec(etcd::EtcdClient* etcd, const NodeOptions& o,
   return last;
 }
 
+int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
+
 StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const deploy::JobSpec& s) {
   ProcessOptions po;
   po.env = {{flags::kEnvEtcd, o.etcd}, {flags::kEnvJob, o.job}};
@@ -106,14 +108,16 @@ StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const deploy::JobSpec
     case Role::kPserver:
       args = deploy::PserverArgs(s, deploy::PortChoice::kAny);
       args.insert(args.end(), {flags::kIndex, std::to_string(o.index)});
+      for (const auto& [k, v] : NodeBusyPollEnv(o.host_processes, HostCores(), ::getenv)) po.env[k] = v;
       break;
     case Role::kTrainer: {
       for (const auto& [k, v] : deploy::TrainerEnv(s, deploy::PortChoice::kAny)) po.env[k] = v;
       po.env[flags::kEnvTrainerId] = std::to_string(o.index);
       for (const auto& [k, v] : local::PythonPathBeside(o.tessera_bin)) po.env[k] = v;
-      // Its share of the host's cores for its math libraries, unless the user chose.
-      const int cores = static_cast<int>(std::thread::hardware_concurrency());
-      for (const auto& [k, v] : NodeMathThreadEnv(o.host_processes, cores, ::getenv)) po.env[k] = v;
+      // Its share of the host's cores for its math libraries, and busy polling if it has a core of
+      // its own, unless the user chose.
+      for (const auto& [k, v] : NodeMathThreadEnv(o.host_processes, HostCores(), ::getenv)) po.env[k] = v;
+      for (const auto& [k, v] : NodeBusyPollEnv(o.host_processes, HostCores(), ::getenv)) po.env[k] = v;
       deploy::TrainerCommand cmd = deploy::TrainerArgs(s);
       if (!cmd.builtin) {
         po.argv = cmd.argv;

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 
+#include "common/busy_poll.h"
 #include "common/flag_names.h"
 #include "common/math_threads.h"
 #include "common/strings.h"
@@ -119,10 +120,25 @@ int ProcessesOnHost(const std::vector<NodePlan>& plan, size_t host) {
   }));
 }
 
+namespace {
+
+// The busy processes on this node's host: the launcher's count, else mpirun's, else 0 (unknown).
+int ProcessesHere(int host_processes, const std::function<const char*(const char*)>& getenv) {
+  return host_processes > 0 ? host_processes : LocalSizeFromEnvironment(getenv);
+}
+
+}  // namespace
+
 std::vector<std::pair<std::string, std::string>> NodeMathThreadEnv(
     int host_processes, int cores, const std::function<const char*(const char*)>& getenv) {
-  const int here = host_processes > 0 ? host_processes : LocalSizeFromEnvironment(getenv);
-  return MathThreadEnv(cores, here, getenv);
+  return MathThreadEnv(cores, ProcessesHere(host_processes, getenv), getenv);
+}
+
+std::vector<std::pair<std::string, std::string>> NodeBusyPollEnv(
+    int host_processes, int cores, const std::function<const char*(const char*)>& getenv) {
+  auto spin = HostBusyPoll(-1, cores, ProcessesHere(host_processes, getenv), getenv);
+  if (!spin) return {};
+  return {{flags::kEnvBusyPoll, std::to_string(*spin)}};
 }
 
 std::string FailedRankLines(const std::string& out) {

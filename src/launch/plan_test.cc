@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "common/fake_getenv.h"
 #include "launch/hosts_file.h"
 
 namespace tessera::launch {
@@ -125,18 +126,12 @@ TEST(MpirunTest, OneBlockPerRoleWithItsFirstRank) {
 }
 
 TEST(MpirunTest, RankFromOpenMpiPmixOrMpich) {
-  auto env = [](std::map<std::string, std::string> vars) {
-    return [vars = std::move(vars)](const char* name) -> const char* {
-      auto it = vars.find(name);
-      return it == vars.end() ? nullptr : it->second.c_str();
-    };
-  };
-  EXPECT_EQ(*RankFromEnvironment(env({{"OMPI_COMM_WORLD_RANK", "4"}, {"PMI_RANK", "9"}})), 4);
-  EXPECT_EQ(*RankFromEnvironment(env({{"PMIX_RANK", "2"}})), 2);
-  EXPECT_EQ(*RankFromEnvironment(env({{"PMI_RANK", "7"}})), 7);
-  EXPECT_EQ(RankFromEnvironment(env({})).status().code(), StatusCode::kNotFound);
-  EXPECT_FALSE(RankFromEnvironment(env({{"PMI_RANK", "-1"}})).ok());
-  EXPECT_FALSE(RankFromEnvironment(env({{"PMI_RANK", "x"}})).ok());
+  EXPECT_EQ(*RankFromEnvironment(FakeGetenv({{"OMPI_COMM_WORLD_RANK", "4"}, {"PMI_RANK", "9"}})), 4);
+  EXPECT_EQ(*RankFromEnvironment(FakeGetenv({{"PMIX_RANK", "2"}})), 2);
+  EXPECT_EQ(*RankFromEnvironment(FakeGetenv({{"PMI_RANK", "7"}})), 7);
+  EXPECT_EQ(RankFromEnvironment(FakeGetenv({})).status().code(), StatusCode::kNotFound);
+  EXPECT_FALSE(RankFromEnvironment(FakeGetenv({{"PMI_RANK", "-1"}})).ok());
+  EXPECT_FALSE(RankFromEnvironment(FakeGetenv({{"PMI_RANK", "x"}})).ok());
 }
 
 TEST(NodeArgsTest, SshNodesCarryIndexAddressAndEof) {
@@ -152,36 +147,39 @@ TEST(NodeArgsTest, SshNodesCarryIndexAddressAndEof) {
 }
 
 TEST(MpirunTest, LocalSizeFromOpenMpiOrMpich) {
-  auto env = [](std::map<std::string, std::string> vars) {
-    return [vars = std::move(vars)](const char* name) -> const char* {
-      auto it = vars.find(name);
-      return it == vars.end() ? nullptr : it->second.c_str();
-    };
-  };
-  EXPECT_EQ(LocalSizeFromEnvironment(env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "5"}, {"MPI_LOCALNRANKS", "9"}})),
-            5);
-  EXPECT_EQ(LocalSizeFromEnvironment(env({{"MPI_LOCALNRANKS", "3"}})), 3);
-  EXPECT_EQ(LocalSizeFromEnvironment(env({})), 0) << "not under mpirun: not said";
-  EXPECT_EQ(LocalSizeFromEnvironment(env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "0"}})), 0);
-  EXPECT_EQ(LocalSizeFromEnvironment(env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "x"}})), 0);
+  EXPECT_EQ(
+      LocalSizeFromEnvironment(FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "5"}, {"MPI_LOCALNRANKS", "9"}})),
+      5);
+  EXPECT_EQ(LocalSizeFromEnvironment(FakeGetenv({{"MPI_LOCALNRANKS", "3"}})), 3);
+  EXPECT_EQ(LocalSizeFromEnvironment(FakeGetenv({})), 0) << "not under mpirun: not said";
+  EXPECT_EQ(LocalSizeFromEnvironment(FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "0"}})), 0);
+  EXPECT_EQ(LocalSizeFromEnvironment(FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "x"}})), 0);
 }
 
 TEST(NodeArgsTest, ATrainerNodesThreadsComeFromTheLauncherThenMpirunThenNothing) {
-  auto env = [](std::map<std::string, std::string> vars) {
-    return [vars = std::move(vars)](const char* name) -> const char* {
-      auto it = vars.find(name);
-      return it == vars.end() ? nullptr : it->second.c_str();
-    };
-  };
   using Env = std::vector<std::pair<std::string, std::string>>;
   const Env four = {{"OMP_NUM_THREADS", "4"}, {"OPENBLAS_NUM_THREADS", "4"}, {"MKL_NUM_THREADS", "4"}};
   const Env two = {{"OMP_NUM_THREADS", "2"}, {"OPENBLAS_NUM_THREADS", "2"}, {"MKL_NUM_THREADS", "2"}};
-  EXPECT_EQ(NodeMathThreadEnv(2, 8, env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}})), four)
+  EXPECT_EQ(NodeMathThreadEnv(2, 8, FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}})), four)
       << "the ssh launcher's count wins";
-  EXPECT_EQ(NodeMathThreadEnv(0, 8, env({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}})), two)
+  EXPECT_EQ(NodeMathThreadEnv(0, 8, FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "4"}})), two)
       << "mpirun's local size";
-  EXPECT_TRUE(NodeMathThreadEnv(0, 8, env({})).empty()) << "nobody said how many share the host";
-  EXPECT_TRUE(NodeMathThreadEnv(2, 8, env({{"OPENBLAS_NUM_THREADS", "8"}})).empty()) << "the user chose";
+  EXPECT_TRUE(NodeMathThreadEnv(0, 8, FakeGetenv({})).empty()) << "nobody said how many share the host";
+  EXPECT_TRUE(NodeMathThreadEnv(2, 8, FakeGetenv({{"OPENBLAS_NUM_THREADS", "8"}})).empty())
+      << "the user chose";
+}
+
+TEST(NodeArgsTest, ANodesBusyPollingComesFromTheLauncherThenMpirunThenNothing) {
+  using Env = std::vector<std::pair<std::string, std::string>>;
+  const Env on = {{"TESSERA_BUSY_POLL_US", "1000"}}, off = {{"TESSERA_BUSY_POLL_US", "0"}};
+  EXPECT_EQ(NodeBusyPollEnv(2, 8, FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), on)
+      << "the ssh launcher's count wins";
+  EXPECT_EQ(NodeBusyPollEnv(0, 8, FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), off)
+      << "mpirun's: 8 ranks on 8 cores leave none to spare";
+  EXPECT_EQ(NodeBusyPollEnv(0, 8, FakeGetenv({{"MPI_LOCALNRANKS", "3"}})), on);
+  EXPECT_TRUE(NodeBusyPollEnv(0, 8, FakeGetenv({})).empty()) << "nobody said how many share the host";
+  EXPECT_TRUE(NodeBusyPollEnv(2, 8, FakeGetenv({{"TESSERA_BUSY_POLL_US", "50"}})).empty())
+      << "the user chose";
 }
 
 TEST(NodeArgsTest, SshNodesSayHowManyProcessesShareTheirHost) {

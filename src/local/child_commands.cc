@@ -6,8 +6,10 @@
 #include <algorithm>
 #include <cstdlib>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
+#include "common/busy_poll.h"
 #include "common/flag_names.h"
 #include "common/math_threads.h"
 #include "common/net.h"
@@ -15,6 +17,17 @@
 namespace tessera::local {
 
 namespace fs = std::filesystem;
+
+namespace {
+
+// Every trainer and pserver runs here.
+int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
+
+std::optional<int> BusyPoll(const LocalOptions& o) {
+  return HostBusyPoll(o.busy_poll_us, HostCores(), o.trainers + o.pservers, ::getenv);
+}
+
+}  // namespace
 
 EtcdCommand EtcdArgv(const LocalOptions& o) {
   int client = FreeLoopbackPort(), peer = FreeLoopbackPort();
@@ -38,6 +51,7 @@ std::vector<std::string> PserverArgv(const LocalOptions& o, const std::string& e
   if (with_checkpoints) argv.insert(argv.end(), {flags::kCheckpointDir, o.run_dir + "/checkpoints"});
   if (o.checkpoint_every > 0)
     argv.insert(argv.end(), {flags::kCheckpointEvery, fmt::format("{}", o.checkpoint_every)});
+  if (auto spin = BusyPoll(o)) argv.insert(argv.end(), {flags::kBusyPoll, std::to_string(*spin)});
   return argv;
 }
 
@@ -78,9 +92,9 @@ std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::
                                             {flags::kEnvLeaseTtl, std::to_string(o.lease_ttl_seconds)},
                                             {flags::kEnvTransport, o.transport}};
   for (const auto& [k, v] : PythonPathBeside(o.tessera_bin)) env[k] = v;
-  // Every trainer and pserver runs here: each trainer's math libraries get its share of the cores.
-  const int cores = static_cast<int>(std::thread::hardware_concurrency());
-  for (const auto& [k, v] : MathThreadEnv(cores, o.trainers + o.pservers, ::getenv)) env[k] = v;
+  // Each trainer's math libraries get its share of the cores.
+  for (const auto& [k, v] : MathThreadEnv(HostCores(), o.trainers + o.pservers, ::getenv)) env[k] = v;
+  if (auto spin = BusyPoll(o)) env[flags::kEnvBusyPoll] = std::to_string(*spin);
   return env;
 }
 

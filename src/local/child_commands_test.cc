@@ -5,7 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
+#include <thread>
 
 #include "common/files.h"
 #include "common/process.h"
@@ -54,9 +56,40 @@ TEST(ChildCommandsTest, EveryFlagTesseraLocalWritesIsOneTheCommandReads) {
   o.model = "mlp";
   o.model_args = {"hidden=8"};
   o.checkpoint_every = 2.5;
+  o.busy_poll_us = 250;
   ExpectAccepted(PserverArgv(o, "127.0.0.1:2379", /*with_checkpoints=*/true, 1));
   ExpectAccepted(MasterArgv(o, "127.0.0.1:2379"));
   ExpectAccepted(TrainerArgv(o));
+}
+
+// --busy-poll-us reaches both ends: the pservers' flag and the trainers' TESSERA_BUSY_POLL_US;
+// without it the choice is the machine's (or the environment's, left to be inherited).
+TEST(ChildCommandsTest, BusyPollingReachesThePserversAndTheTrainers) {
+  LocalOptions o;
+  o.tessera_bin = "/bin/tessera";
+  o.trainers = 1;
+  o.pservers = 1;
+  o.busy_poll_us = 250;
+  auto argv = PserverArgv(o, "e:1", false, 0);
+  auto at = std::find(argv.begin(), argv.end(), "--busy-poll-us");
+  ASSERT_NE(at, argv.end());
+  ASSERT_NE(at + 1, argv.end());
+  EXPECT_EQ(*(at + 1), "250");
+  EXPECT_EQ(TrainerEnv(o, "e:1", 0).at("TESSERA_BUSY_POLL_US"), "250");
+  o.busy_poll_us = 0;
+  EXPECT_EQ(TrainerEnv(o, "e:1", 0).at("TESSERA_BUSY_POLL_US"), "0");
+
+  o.busy_poll_us = -1;  // the machine's choice, unless the environment made it
+  if (std::getenv("TESSERA_BUSY_POLL_US") == nullptr) {
+    const int cores = static_cast<int>(std::thread::hardware_concurrency());
+    EXPECT_EQ(TrainerEnv(o, "e:1", 0).at("TESSERA_BUSY_POLL_US"), 2 < cores ? "1000" : "0");
+    o.trainers = 100000;
+    EXPECT_EQ(TrainerEnv(o, "e:1", 0).at("TESSERA_BUSY_POLL_US"), "0") << "more processes than cores";
+    argv = PserverArgv(o, "e:1", false, 0);
+    at = std::find(argv.begin(), argv.end(), "--busy-poll-us");
+    ASSERT_NE(at, argv.end());
+    EXPECT_EQ(*(at + 1), "0");
+  }
 }
 
 }  // namespace

@@ -64,6 +64,9 @@ struct LocalOptions {
   // Data plane: what the pservers serve and the trainers use (TESSERA_TRANSPORT): auto, tcp,
   // shm or grpc.
   std::string transport = "auto";
+  // Busy polling of the trainers and pservers (common/busy_poll.h), in microseconds; -1: the
+  // environment's TESSERA_BUSY_POLL_US if set, else on when they fit the cores.
+  int busy_poll_us = -1;
   std::string model_out;    // default: <run>/model.tsm
   std::string tessera_bin;  // this program
   bool progress_tty = false;

@@ -91,6 +91,7 @@ Status PserverNode::Run() {
   to.limits.max_payload = options_.max_message_bytes;
   to.secret = secret;
   to.tls = tls;
+  to.busy_poll = options_.busy_poll;
   to.auth_refused =
       &prom.GetCounter("tessera_pserver_auth_refused_total",
                        "Data-plane requests and connections refused for lacking the job's secret");

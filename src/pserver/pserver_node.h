@@ -10,6 +10,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -52,6 +53,8 @@ struct PserverOptions {
   // Threads that share a step's dense updates and one large sparse request's rows (0: the
   // machine's, at most 8).
   int apply_threads = 0;
+  // TransportOptions::busy_poll of the tcp and shm servers (common/busy_poll.h).
+  std::chrono::microseconds busy_poll{0};
   // Prometheus metrics at http://<http_host>:<http_port>/metrics (0: any free port, recorded in
   // the registration as "metrics"; -1: off). `http_host` empty: 127.0.0.1; off loopback every
   // request but /healthz and /readyz needs the job's console token.

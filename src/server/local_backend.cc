@@ -60,6 +60,9 @@ std::vector<std::string> LocalBackend::Argv(const std::string& bin, const JobLau
                                 "--batch-size",
                                 std::to_string(j.batch_size)};
   if (!j.eval_dataset.empty()) a.insert(a.end(), {"--eval-dataset", j.eval_dataset});
+  // The server runs several jobs at once here, each of which would take the cores for its own
+  // when deciding on busy polling: so none polls.
+  a.insert(a.end(), {"--busy-poll-us", "0"});
   if (!j.model.empty()) {
     a.insert(a.end(), {"--model", j.model});
   } else {

@@ -35,7 +35,10 @@ StatusOr<sockaddr_un> AbstractAddress(const std::string& endpoint, socklen_t* le
 class ShmChannel : public MessageChannel {
  public:
   ShmChannel(UniqueFd fd, const TransportOptions& options)
-      : fd_(std::move(fd)), limits_(options.limits), auth_(FrameAuth::ForServer(options.secret)) {}
+      : fd_(std::move(fd)),
+        limits_(options.limits),
+        busy_poll_(options.busy_poll),
+        auth_(FrameAuth::ForServer(options.secret)) {}
   int fd() const override { return fd_.get(); }
 
   Status Open(const Deadline& deadline) override {
@@ -49,6 +52,7 @@ class ShmChannel : public MessageChannel {
   Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
     uint8_t pre[kFramePreambleBytes];
     UniqueFd region;
+    SpinUntilReadable(fd_.get(), busy_poll_);
     TESSERA_RETURN_IF_ERROR(RecvFrame(fd_.get(), pre, &region, nullptr));
     TESSERA_ASSIGN_OR_RETURN(FramePreamble p, DecodePreamble(pre, limits_));
     if (p.kind != FrameKind::kRequest) return Status::InvalidArgument("a reply frame was sent to the server");
@@ -111,6 +115,7 @@ class ShmChannel : public MessageChannel {
  private:
   UniqueFd fd_;
   FrameLimits limits_;
+  std::chrono::microseconds busy_poll_;
   FrameAuth auth_;
   PeerRegion peer_;
   OwnRegion own_;
@@ -148,7 +153,10 @@ class ShmServerTransport : public StreamServer {
 class ShmConnection : public ClientConnection {
  public:
   ShmConnection(std::string endpoint, const TransportOptions& options)
-      : endpoint_(std::move(endpoint)), limits_(options.limits), secret_(options.secret) {}
+      : endpoint_(std::move(endpoint)),
+        limits_(options.limits),
+        secret_(options.secret),
+        busy_poll_(options.busy_poll) {}
 
   StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
                             std::span<const MutableBuffer> reply_buffers,
@@ -177,6 +185,7 @@ class ShmConnection : public ClientConnection {
     if (Status s = SendFrame(sock_.get(), pre, pass, &d); !s.ok()) return Fail(s, "send");
     own_.FdSent();
     UniqueFd region;
+    SpinUntilReadable(sock_.get(), busy_poll_);
     if (Status s = RecvFrame(sock_.get(), pre, &region, &d); !s.ok()) {
       return Fail(
           s.code() == StatusCode::kCancelled ? Status::Unavailable("connection closed by the pserver") : s,
@@ -261,6 +270,7 @@ class ShmConnection : public ClientConnection {
   std::string endpoint_;
   FrameLimits limits_;
   security::JobSecret secret_;
+  std::chrono::microseconds busy_poll_;
   std::optional<FrameAuth> auth_;  // set while connected
   AbortableSocket sock_;
   OwnRegion own_;

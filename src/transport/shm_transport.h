@@ -3,10 +3,10 @@
 // Each side owns one region of shared memory (a sealed memfd that it maps read-write and the
 // peer maps read-only) and writes its messages there: payload at offset 0, header after it.
 // The frames themselves (frame.h preambles, 48 bytes) travel over a Unix seqpacket socket in
-// the abstract namespace, which is also the signal: the receiver sleeps in recvmsg/poll, it
-// never spins. A region that is too small is replaced by a larger one, whose descriptor rides
-// along with the frame that first needs it (SCM_RIGHTS); the receiver checks its seals (it
-// cannot shrink under a reader) and its size before mapping it.
+// the abstract namespace, which is also the signal: the receiver sleeps in recvmsg/poll, after
+// polling the socket for TransportOptions::busy_poll (zero by default: at once). A region that is too small
+// is replaced by a larger one, whose descriptor rides along with the frame that first needs it (SCM_RIGHTS);
+// the receiver checks its seals (it cannot shrink under a reader) and its size before mapping it.
 //
 // Copies: a push is copied once, from the caller's buffers into the client's region, and the
 // pserver reads it there; a pull is copied from the shard into the pserver's region (under the

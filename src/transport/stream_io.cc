@@ -82,6 +82,15 @@ Status WaitFd(int fd, short events, const Deadline* deadline) {
   }
 }
 
+void SpinUntilReadable(int fd, std::chrono::microseconds spin) {
+  if (spin.count() <= 0) return;
+  const auto until = std::chrono::steady_clock::now() + spin;
+  do {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) != 0) return;  // readable, closed, or an error the read reports
+  } while (std::chrono::steady_clock::now() < until);
+}
+
 Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline) {
   while (n > 0 && iov->iov_len == 0) {
     ++iov;
@@ -106,6 +115,11 @@ void StreamReader::Reset(int fd, TlsStream* tls) {
   tls_ = tls;
   begin_ = end_ = 0;
   total_ = 0;
+}
+
+void StreamReader::AwaitMessage(std::chrono::microseconds spin) {
+  if (spin.count() <= 0 || staged() || (tls_ && tls_->buffered())) return;
+  SpinUntilReadable(fd_, spin);
 }
 
 Status StreamReader::Fill(const Deadline* deadline) {

@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <cerrno>
+#include <chrono>
 #include <cstddef>
 #include <cstring>
 #include <memory>
@@ -82,6 +83,10 @@ Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline);
 // Waits in poll() until `fd` has one of `events` (or an error the next call reports) or the
 // deadline passes (null: forever). DeadlineExceeded, or Unavailable if poll fails.
 Status WaitFd(int fd, short events, const Deadline* deadline);
+// Busy polling (TransportOptions::busy_poll): checks, without sleeping, whether `fd` has
+// something to read, until it has (or is closed) or `spin` has passed; the caller's read then
+// takes it, or sleeps as before. Nothing when `spin` is zero.
+void SpinUntilReadable(int fd, std::chrono::microseconds spin);
 
 // Runs one socket call `io` (a send or recv: returns what they return, sets errno) until it
 // does not fail with EINTR, or with EAGAIN before the deadline (it then waits for `events`).
@@ -118,6 +123,8 @@ class StreamReader {
   bool staged() const { return begin_ < end_; }
   // Bytes that arrived before the stream ended, for telling a clean close from a cut frame.
   uint64_t total_read() const { return total_; }
+  // Before reading a message: SpinUntilReadable, unless bytes of it are staged here or in TLS.
+  void AwaitMessage(std::chrono::microseconds spin);
 
  private:
   // Receives at least one byte into the stage. Unavailable at end of stream.

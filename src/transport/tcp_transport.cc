@@ -60,6 +60,7 @@ class TcpChannel : public MessageChannel {
   TcpChannel(UniqueFd fd, const TransportOptions& options, std::shared_ptr<SSL_CTX> tls_ctx)
       : fd_(std::move(fd)),
         limits_(options.limits),
+        busy_poll_(options.busy_poll),
         auth_(FrameAuth::ForServer(options.secret)),
         tls_ctx_(std::move(tls_ctx)) {
     reader_.Reset(fd_.get());
@@ -85,6 +86,7 @@ class TcpChannel : public MessageChannel {
   Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
     uint8_t pre[kFramePreambleBytes];
     const uint64_t before = reader_.total_read();
+    reader_.AwaitMessage(busy_poll_);
     Status s = reader_.Read(pre, sizeof pre, nullptr);
     if (!s.ok()) {
       if (reader_.total_read() == before) return Status::Cancelled("closed");  // between messages
@@ -140,6 +142,7 @@ class TcpChannel : public MessageChannel {
  private:
   UniqueFd fd_;
   FrameLimits limits_;
+  std::chrono::microseconds busy_poll_;
   FrameAuth auth_;
   std::shared_ptr<SSL_CTX> tls_ctx_;
   std::unique_ptr<TlsStream> tls_;  // after the handshake, with TLS
@@ -203,7 +206,8 @@ class TcpConnection : public ClientConnection {
       : address_(std::move(address)),
         limits_(options.limits),
         secret_(options.secret),
-        tls_config_(options.tls) {}
+        tls_config_(options.tls),
+        busy_poll_(options.busy_poll) {}
 
   StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
                             std::span<const MutableBuffer> reply_buffers,
@@ -246,6 +250,7 @@ class TcpConnection : public ClientConnection {
       if (b.size) iov_.push_back({const_cast<void*>(b.data), b.size});
     }
     if (Status s = Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d); !s.ok()) return Fail(s, "send");
+    reader_.AwaitMessage(busy_poll_);
     if (Status s = reader_.Read(pre, sizeof pre, &d); !s.ok()) return Fail(s, "waiting for the reply");
     auto p = DecodeReply(pre, limits_, id);
     if (!p.ok()) return Fail(p.status(), "reading the reply");
@@ -300,6 +305,7 @@ class TcpConnection : public ClientConnection {
   security::JobSecret secret_;
   std::optional<FrameAuth> auth_;                          // set while connected
   std::shared_ptr<const security::TlsConfig> tls_config_;  // a TLS job's
+  std::chrono::microseconds busy_poll_;
   std::shared_ptr<SSL_CTX> tls_ctx_;                       // made on the first connect
   std::unique_ptr<TlsStream> tls_;                         // while connected, with TLS
   AbortableSocket fd_;

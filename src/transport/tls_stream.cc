@@ -196,6 +196,8 @@ Status TlsStream::WaitOrFail(int ret, const char* what, const Deadline* deadline
   return Status::Unavailable(std::string(what) + " with " + peer_ + " failed: " + detail);
 }
 
+bool TlsStream::buffered() const { return SSL_has_pending(ssl_) == 1; }
+
 StatusOr<size_t> TlsStream::ReadSome(void* dst, size_t n, const Deadline* deadline) {
   ERR_clear_error();
   while (true) {

@@ -42,6 +42,9 @@ class TlsStream {
   Status WriteFully(iovec* iov, size_t n, const Deadline* deadline);
   // The negotiated protocol and cipher ("TLSv1.3 TLS_AES_128_GCM_SHA256"), for logs and tests.
   std::string Description() const;
+  // Whether bytes already read from the socket wait in OpenSSL's buffers (a read may not need
+  // the socket).
+  bool buffered() const;
 
  private:
   TlsStream(SSL* ssl, int fd, std::string peer);

@@ -8,6 +8,9 @@
 // secret too) the same suite passes, and a peer whose certificate is not the job's is refused
 // both ways.
 #include <gtest/gtest.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <condition_variable>
@@ -117,6 +120,7 @@ struct Param {
   TransportKind kind;
   bool secured;
   bool tls = false;
+  bool busy_poll = false;  // both ends poll before they sleep (TransportOptions::busy_poll)
 };
 
 // A node's TLS material as `tessera certs` makes it, in memory: a certificate signed by `ca`
@@ -148,6 +152,7 @@ class TransportTest : public ::testing::TestWithParam<Param> {
       options_.auth_refused = &refused_;
     }
     if (GetParam().tls) options_.tls = NodeTls(JobCa(), "tj");
+    if (GetParam().busy_poll) options_.busy_poll = std::chrono::milliseconds(2);
     server_ = NewServerTransport(kind(), options_);
     ASSERT_TRUE(server_->Start("127.0.0.1", 0, &handler_).ok());
     conn_ = NewClientConnection(kind(), server_->endpoint(), options_);
@@ -514,9 +519,41 @@ TEST(TransportReplayTest, ASignedFrameReplayedOnItsConnectionOrAnotherIsRefused)
   handler.Join();
 }
 
+// Busy polling's wait: over at once when something is there to read (or the peer closed), and
+// only after its time when nothing comes.
+TEST(SpinUntilReadableTest, ReturnsWhenReadableOrClosedElseAfterItsTime) {
+  int sv[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv), 0);
+  UniqueFd a(sv[0]), b(sv[1]);
+  auto readable = [&] {
+    pollfd p{a.get(), POLLIN, 0};
+    return ::poll(&p, 1, 0) > 0;
+  };
+  const auto spin = std::chrono::milliseconds(20);
+  auto t0 = std::chrono::steady_clock::now();
+  SpinUntilReadable(a.get(), spin);
+  EXPECT_GE(std::chrono::steady_clock::now() - t0, spin) << "returned before its time with nothing to read";
+  EXPECT_FALSE(readable());
+
+  std::thread writer([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    ASSERT_EQ(::write(b.get(), "x", 1), 1);
+  });
+  SpinUntilReadable(a.get(), std::chrono::seconds(60));  // returns with the byte, long before 60 s
+  writer.join();
+  EXPECT_TRUE(readable());
+  char c;
+  ASSERT_EQ(::read(a.get(), &c, 1), 1);
+
+  SpinUntilReadable(a.get(), std::chrono::microseconds(0));  // off: returns at once
+  b.Reset();
+  SpinUntilReadable(a.get(), std::chrono::seconds(60));  // the peer closed: returns
+  EXPECT_TRUE(readable());
+}
+
 std::string ParamName(const ::testing::TestParamInfo<Param>& info) {
   return TransportKindName(info.param.kind) + (info.param.secured ? "_secured" : "") +
-         (info.param.tls ? "_tls" : "");
+         (info.param.tls ? "_tls" : "") + (info.param.busy_poll ? "_busy_poll" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(
@@ -525,7 +562,9 @@ INSTANTIATE_TEST_SUITE_P(
                       Param{TransportKind::kShm, false}, Param{TransportKind::kGrpc, true},
                       Param{TransportKind::kTcp, true}, Param{TransportKind::kShm, true},
                       Param{TransportKind::kTcp, false, true}, Param{TransportKind::kTcp, true, true},
-                      Param{TransportKind::kGrpc, true, true}),
+                      Param{TransportKind::kGrpc, true, true}, Param{TransportKind::kTcp, true, false, true},
+                      Param{TransportKind::kShm, true, false, true},
+                      Param{TransportKind::kTcp, true, true, true}),
     ParamName);
 INSTANTIATE_TEST_SUITE_P(SecuredTransports, TransportAuthTest,
                          ::testing::Values(Param{TransportKind::kGrpc, true},

@@ -1,0 +1,42 @@
+// Busy polling on the data plane (TransportOptions::busy_poll): a trainer waiting for its reply,
+// and a pserver connection waiting for the next request, check for it without sleeping for a
+// while first. Where idle cores halt (a VM's vCPUs), waking a sleeping thread costs about 50 us,
+// twice a step (bench/README.md); polling keeps the core awake. It pays only where each busy
+// process has a core of its own and a core is left for the rest (the master, etcd, the readers'
+// threads, the system): a poller on a shared core takes it from what it waits for, and on a
+// 2-core machine with one trainer and one pserver the rest's bursts (a task handed out, its
+// state written to etcd) then wait for a poller, which made a job 10-20% slower. So launchers
+// turn it on for a host's trainers and pservers only when they are fewer than its cores,
+// through the environment (TESSERA_BUSY_POLL_US, which trainers and `tessera pserver` read),
+// unless the user chose. Pure.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "tessera/status.h"
+
+namespace tessera {
+
+// How long a wait polls when a launcher turns polling on: about a small model's step (the mlp's
+// compute is 0.5 ms); a longer wait sleeps after it, where its wake-up matters less.
+inline constexpr int kBusyPollMicros = 1000;
+inline constexpr int kMaxBusyPollMicros = 100000;
+
+// TESSERA_BUSY_POLL_US's value for the trainers and pservers of one host, or nothing (leave the
+// environment as it is):
+//  - `chosen` >= 0 (the user's --busy-poll-us): that;
+//  - else nothing when the environment (`getenv`) sets the variable: the user chose;
+//  - else kBusyPollMicros when `processes` (the host's trainers and pservers, > 0) have a core
+//    each with one to spare (`processes` < `cores`), 0 when not, nothing when `processes` is
+//    unknown.
+std::optional<int> HostBusyPoll(int chosen, int cores, int processes,
+                                const std::function<const char*(const char*)>& getenv);
+
+// TESSERA_BUSY_POLL_US's value: "" (unset) is 0; else a whole number of microseconds up to
+// kMaxBusyPollMicros, or InvalidArgument naming the variable.
+StatusOr<std::chrono::microseconds> ParseBusyPoll(const std::string& text);
+
+}  // namespace tessera
