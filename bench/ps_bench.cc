@@ -235,7 +235,7 @@ Status RunSparse(Cluster& c, double seconds, bool quick) {
 }
 
 int Run(double seconds, bool quick, bool transport_only, bool sparse_only, bool through_only,
-        std::vector<int> mib_list, int apply_threads, bool pipeline,
+        std::vector<int> mib_list, int apply_threads, bool pipeline, int busy_poll_us,
         std::vector<std::string> through_transports) {
   Cluster c;
   auto dir = MakeTempDir("ps-bench-");
@@ -243,6 +243,7 @@ int Run(double seconds, bool quick, bool transport_only, bool sparse_only, bool 
   c.dir = *dir;
   c.apply_threads = std::to_string(apply_threads);
   c.pipeline = pipeline;
+  c.busy_poll_us = busy_poll_us;
   c.tls_dir = c.dir + "/tls";
   if (::mkdir(c.tls_dir.c_str(), 0700) != 0 || !testing::WriteJobCerts(c.tls_dir, kTlsJob).ok()) {
     std::fprintf(stderr, "cannot write the TLS certificates in %s\n", c.tls_dir.c_str());
@@ -568,6 +569,10 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember(tessera::bench::kTransports));
   bool no_pipeline = false;
   app.add_flag("--no-pipeline", no_pipeline, "clients send one request at a time per pserver, each whole");
+  int busy_poll_us = 0;
+  app.add_option("--busy-poll-us", busy_poll_us,
+                 "through a pserver: the pservers' and the clients' busy polling (microseconds; 0: off)")
+      ->check(CLI::Range(0, 100000));
   CLI11_PARSE(app, argc, argv);
   // A logger of our own (warnings only): the trainer client's info lines would drown the tables.
   tessera::LogOptions lo;
@@ -575,5 +580,5 @@ int main(int argc, char** argv) {
   lo.level = "warn";
   (void)tessera::InitLogging(lo);
   return tessera::bench::Run(seconds, quick, transport_only, sparse_only, through_only, mib_list,
-                             apply_threads, !no_pipeline, through_transports);
+                             apply_threads, !no_pipeline, busy_poll_us, through_transports);
 }

@@ -141,7 +141,7 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
                   "microseconds a trainer waiting for its reply, and a pserver for the next request, check "
                   "for it without sleeping first: saves two wake-ups a step, and keeps a core busy "
                   "meanwhile. Default: $TESSERA_BUSY_POLL_US if set, else 1000 when the trainers and "
-                  "pservers are fewer than this machine's cores (a core each and one to spare), else 0")
+                  "pservers have a core each (no more than this machine's cores), else 0")
       ->check(CLI::Range(0, kMaxBusyPollMicros));
   cmd->add_option("--model-out", o->model_out, "where to save the trained model (default RUN/model.tsm)");
   auto* scale = cmd->add_subcommand(

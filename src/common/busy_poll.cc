@@ -9,7 +9,7 @@ std::optional<int> HostBusyPoll(int chosen, int cores, int processes,
                                 const std::function<const char*(const char*)>& getenv) {
   if (chosen >= 0) return chosen;
   if (getenv(flags::kEnvBusyPoll) != nullptr || processes <= 0) return std::nullopt;
-  return processes < cores ? kBusyPollMicros : 0;
+  return processes <= cores ? kBusyPollMicros : 0;
 }
 
 StatusOr<std::chrono::microseconds> ParseBusyPoll(const std::string& text) {

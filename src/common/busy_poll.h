@@ -1,12 +1,10 @@
 // Busy polling on the data plane (TransportOptions::busy_poll): a trainer waiting for its reply,
 // and a pserver connection waiting for the next request, check for it without sleeping for a
 // while first. Where idle cores halt (a VM's vCPUs), waking a sleeping thread costs about 50 us,
-// twice a step (bench/README.md); polling keeps the core awake. It pays only where each busy
-// process has a core of its own and a core is left for the rest (the master, etcd, the readers'
-// threads, the system): a poller on a shared core takes it from what it waits for, and on a
-// 2-core machine with one trainer and one pserver the rest's bursts (a task handed out, its
-// state written to etcd) then wait for a poller, which made a job 10-20% slower. So launchers
-// turn it on for a host's trainers and pservers only when they are fewer than its cores,
+// twice a step (bench/README.md); polling keeps the core awake. A poller yields its core to
+// any thread ready to run there, and polls only while nothing else of the data plane is under
+// way in its process (transport/stream_io.h), but it still holds a core the system cannot idle:
+// launchers turn it on for a host's trainers and pservers only when each has a core of its own,
 // through the environment (TESSERA_BUSY_POLL_US, which trainers and `tessera pserver` read),
 // unless the user chose. Pure.
 #pragma once
@@ -30,8 +28,7 @@ inline constexpr int kMaxBusyPollMicros = 100000;
 //  - `chosen` >= 0 (the user's --busy-poll-us): that;
 //  - else nothing when the environment (`getenv`) sets the variable: the user chose;
 //  - else kBusyPollMicros when `processes` (the host's trainers and pservers, > 0) have a core
-//    each with one to spare (`processes` < `cores`), 0 when not, nothing when `processes` is
-//    unknown.
+//    each (`processes` <= `cores`), 0 when not, nothing when `processes` is unknown.
 std::optional<int> HostBusyPoll(int chosen, int cores, int processes,
                                 const std::function<const char*(const char*)>& getenv);
 

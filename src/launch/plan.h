@@ -78,8 +78,8 @@ int ProcessesOnHost(const std::vector<NodePlan>& plan, size_t host);
 std::vector<std::pair<std::string, std::string>> NodeMathThreadEnv(
     int host_processes, int cores, const std::function<const char*(const char*)>& getenv);
 // A trainer or pserver node's busy polling (common/busy_poll.h): TESSERA_BUSY_POLL_US on when
-// the host's processes (counted as above) are fewer than its cores, off when not; nothing when
-// unknown or the environment already chose.
+// the host's processes (counted as above) have a core each, off when not; nothing when unknown
+// or the environment already chose.
 std::vector<std::pair<std::string, std::string>> NodeBusyPollEnv(
     int host_processes, int cores, const std::function<const char*(const char*)>& getenv);
 

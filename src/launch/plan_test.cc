@@ -174,8 +174,8 @@ TEST(NodeArgsTest, ANodesBusyPollingComesFromTheLauncherThenMpirunThenNothing) {
   const Env on = {{"TESSERA_BUSY_POLL_US", "1000"}}, off = {{"TESSERA_BUSY_POLL_US", "0"}};
   EXPECT_EQ(NodeBusyPollEnv(2, 8, FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), on)
       << "the ssh launcher's count wins";
-  EXPECT_EQ(NodeBusyPollEnv(0, 8, FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), off)
-      << "mpirun's: 8 ranks on 8 cores leave none to spare";
+  EXPECT_EQ(NodeBusyPollEnv(0, 8, FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "8"}})), on) << "mpirun's";
+  EXPECT_EQ(NodeBusyPollEnv(0, 8, FakeGetenv({{"OMPI_COMM_WORLD_LOCAL_SIZE", "9"}})), off);
   EXPECT_EQ(NodeBusyPollEnv(0, 8, FakeGetenv({{"MPI_LOCALNRANKS", "3"}})), on);
   EXPECT_TRUE(NodeBusyPollEnv(0, 8, FakeGetenv({})).empty()) << "nobody said how many share the host";
   EXPECT_TRUE(NodeBusyPollEnv(2, 8, FakeGetenv({{"TESSERA_BUSY_POLL_US", "50"}})).empty())

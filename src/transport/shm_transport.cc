@@ -162,6 +162,7 @@ class ShmConnection : public ClientConnection {
                             std::span<const MutableBuffer> reply_buffers,
                             std::chrono::milliseconds timeout) override {
     Deadline d(timeout);
+    DataPlaneWork work;
     const size_t n = TotalSize(payload);
     TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), n, limits_));
     if (sock_.aborted()) return AbandonedCall(endpoint_, "shm");
@@ -185,7 +186,7 @@ class ShmConnection : public ClientConnection {
     if (Status s = SendFrame(sock_.get(), pre, pass, &d); !s.ok()) return Fail(s, "send");
     own_.FdSent();
     UniqueFd region;
-    SpinUntilReadable(sock_.get(), busy_poll_);
+    SpinUntilReadable(sock_.get(), busy_poll_, /*own_work=*/1);
     if (Status s = RecvFrame(sock_.get(), pre, &region, &d); !s.ok()) {
       return Fail(
           s.code() == StatusCode::kCancelled ? Status::Unavailable("connection closed by the pserver") : s,

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -82,13 +83,21 @@ Status WaitFd(int fd, short events, const Deadline* deadline) {
   }
 }
 
-void SpinUntilReadable(int fd, std::chrono::microseconds spin) {
-  if (spin.count() <= 0) return;
+std::atomic<int> DataPlaneWork::count_{0};
+
+void SpinUntilReadable(int fd, std::chrono::microseconds spin, int own_work) {
+  // One poller per process at a time, and only while no other work of the data plane is under
+  // way here (a second lane's call, another connection's request): that work needs the cores.
+  static std::atomic<bool> polling{false};
+  auto alone = [&] { return DataPlaneWork::count() <= own_work; };
+  if (spin.count() <= 0 || !alone() || polling.exchange(true, std::memory_order_acquire)) return;
   const auto until = std::chrono::steady_clock::now() + spin;
   do {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 0) != 0) return;  // readable, closed, or an error the read reports
-  } while (std::chrono::steady_clock::now() < until);
+    if (::poll(&p, 1, 0) != 0) break;  // readable, closed, or an error the read reports
+    sched_yield();                     // a thread woken on this core runs now
+  } while (alone() && std::chrono::steady_clock::now() < until);
+  polling.store(false, std::memory_order_release);
 }
 
 Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline) {
@@ -117,9 +126,9 @@ void StreamReader::Reset(int fd, TlsStream* tls) {
   total_ = 0;
 }
 
-void StreamReader::AwaitMessage(std::chrono::microseconds spin) {
+void StreamReader::AwaitMessage(std::chrono::microseconds spin, int own_work) {
   if (spin.count() <= 0 || staged() || (tls_ && tls_->buffered())) return;
-  SpinUntilReadable(fd_, spin);
+  SpinUntilReadable(fd_, spin, own_work);
 }
 
 Status StreamReader::Fill(const Deadline* deadline) {

@@ -83,10 +83,27 @@ Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline);
 // Waits in poll() until `fd` has one of `events` (or an error the next call reports) or the
 // deadline passes (null: forever). DeadlineExceeded, or Unavailable if poll fails.
 Status WaitFd(int fd, short events, const Deadline* deadline);
+// Data-plane work under way in this process: a client's call from its start to its reply, a
+// server connection's request from its arrival to its reply sent. Busy polling is for a side that
+// waits alone: other work needs the cores.
+class DataPlaneWork {
+ public:
+  DataPlaneWork() { count_.fetch_add(1, std::memory_order_relaxed); }
+  ~DataPlaneWork() { count_.fetch_sub(1, std::memory_order_relaxed); }
+  DataPlaneWork(const DataPlaneWork&) = delete;
+  DataPlaneWork& operator=(const DataPlaneWork&) = delete;
+  static int count() { return count_.load(std::memory_order_relaxed); }
+
+ private:
+  static std::atomic<int> count_;
+};
+
 // Busy polling (TransportOptions::busy_poll): checks, without sleeping, whether `fd` has
-// something to read, until it has (or is closed) or `spin` has passed; the caller's read then
-// takes it, or sleeps as before. Nothing when `spin` is zero.
-void SpinUntilReadable(int fd, std::chrono::microseconds spin);
+// something to read, until it has (or is closed) or `spin` has passed, yielding the core between
+// checks to any thread ready to run on it; the caller's read then takes it, or sleeps as before. Nothing (or
+// no longer) when `spin` is zero, while another thread of the process polls, or while the process has more
+// DataPlaneWork under way than the caller's own `own_work` (1 for a call waiting for its reply).
+void SpinUntilReadable(int fd, std::chrono::microseconds spin, int own_work = 0);
 
 // Runs one socket call `io` (a send or recv: returns what they return, sets errno) until it
 // does not fail with EINTR, or with EAGAIN before the deadline (it then waits for `events`).
@@ -124,7 +141,7 @@ class StreamReader {
   // Bytes that arrived before the stream ended, for telling a clean close from a cut frame.
   uint64_t total_read() const { return total_; }
   // Before reading a message: SpinUntilReadable, unless bytes of it are staged here or in TLS.
-  void AwaitMessage(std::chrono::microseconds spin);
+  void AwaitMessage(std::chrono::microseconds spin, int own_work = 0);
 
  private:
   // Receives at least one byte into the stage. Unavailable at end of stream.

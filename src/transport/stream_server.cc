@@ -138,6 +138,7 @@ void StreamServer::Connection::Run() {
       }
       break;
     }
+    DataPlaneWork work;  // until the reply is sent
     {
       std::lock_guard<std::mutex> lock(mu_);
       if (closed_) break;

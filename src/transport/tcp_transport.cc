@@ -213,6 +213,7 @@ class TcpConnection : public ClientConnection {
                             std::span<const MutableBuffer> reply_buffers,
                             std::chrono::milliseconds timeout) override {
     Deadline d(timeout);
+    DataPlaneWork work;
     TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), TotalSize(payload), limits_));
     if (fd_.aborted()) return AbandonedCall(address_, "tcp");
     if (!fd_.valid()) {
@@ -250,7 +251,7 @@ class TcpConnection : public ClientConnection {
       if (b.size) iov_.push_back({const_cast<void*>(b.data), b.size});
     }
     if (Status s = Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d); !s.ok()) return Fail(s, "send");
-    reader_.AwaitMessage(busy_poll_);
+    reader_.AwaitMessage(busy_poll_, /*own_work=*/1);
     if (Status s = reader_.Read(pre, sizeof pre, &d); !s.ok()) return Fail(s, "waiting for the reply");
     auto p = DecodeReply(pre, limits_, id);
     if (!p.ok()) return Fail(p.status(), "reading the reply");

@@ -56,8 +56,8 @@ struct TransportOptions {
   // tcp, shm: how long a side that waits for the peer's next message (a client for its reply, a
   // server connection for the next request) checks for it without sleeping before it sleeps. A
   // sleeping thread's wake-up can cost 50 us and more where idle cores halt (a VM's vCPUs), twice
-  // per request; polling keeps the core awake but busy, so it pays only where each process has a
-  // core of its own and one is left (common/busy_poll.h). Zero (the default): sleep at once.
+  // per request; polling keeps the core awake but busy, so it is for a process with a core of
+  // its own (common/busy_poll.h). Zero (the default): sleep at once.
   std::chrono::microseconds busy_poll{0};
 };
 
