@@ -6,6 +6,8 @@
 #include <cmath>
 #include <cstring>
 
+#include "common/denormals.h"
+
 namespace tessera {
 namespace {
 
@@ -81,6 +83,7 @@ void Ftrl(float* __restrict w, const float* __restrict g, float scale, size_t n,
 
 void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale, size_t n, float* s1,
                  float* s2, int64_t t) {
+  const ScopedFlushDenormals flush;  // decaying state must not crawl through denormals
   switch (c.type) {
     case OptimizerConfig::Type::kSgd:
       Sgd(w, g, scale, n, c.lr, c.weight_decay);

@@ -14,7 +14,8 @@ namespace tessera {
 // Updates w[0..n) from the gradient sum g[0..n) scaled by `scale` (1 / sample count).
 // s1, s2: the optimizer's state arrays (momentum/adagrad: s1; adam: s1 = m, s2 = v; ftrl: s1 = z,
 // s2 = n); unused ones
-// may be null. `t`: adam's step number for this update, starting at 1.
+// may be null. `t`: adam's step number for this update, starting at 1. Denormal inputs and
+// results are taken as zero (common/denormals.h), the same on every thread and machine.
 void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale, size_t n, float* s1,
                  float* s2, int64_t t);
 

@@ -7,6 +7,8 @@
 #include <random>
 #include <vector>
 
+#include "common/denormals.h"
+
 namespace tessera {
 namespace {
 
@@ -107,6 +109,37 @@ TEST(OptimizerTest, FtrlL1GivesExactZerosForWeakFeatures) {
   }
   EXPECT_EQ(w[0], 0.0f) << "|z| stays under l1";
   EXPECT_LT(w[1], 0.0f) << "a steady positive gradient drives the weight down";
+}
+
+// A parameter whose gradient stays zero has its Adam moments decay by beta each step, into the
+// denormal range, where arithmetic takes a slow path: the kernel takes them as zero instead, and
+// leaves the calling thread's floating-point mode as it found it.
+TEST(OptimizerTest, DecayingStateIsFlushedToZeroInsteadOfGoingDenormal) {
+  auto c = OptimizerConfig::Parse("adam:lr=0.01,beta1=0.9,beta2=0.99");
+  ASSERT_TRUE(c.ok());
+  const float denormal = std::numeric_limits<float>::min() / 4;  // below the smallest normal
+  ASSERT_GT(denormal, 0.0f);
+  ASSERT_EQ(std::fpclassify(denormal), FP_SUBNORMAL);
+  const float smallest = std::numeric_limits<float>::min();
+  std::vector<float> w = {0.5f, 0.5f}, g = {0.0f, 0.0f}, m = {denormal, smallest * 1.05f},
+                     v = {denormal, 1.0f};
+  EXPECT_FALSE(ScopedFlushDenormals::active());
+  ApplyUpdate(*c, w.data(), g.data(), 1.0f, 2, m.data(), v.data(), 7);
+  EXPECT_FALSE(ScopedFlushDenormals::active()) << "the caller's mode was not restored";
+  EXPECT_EQ(m[0], 0.0f) << "a denormal moment was kept (and decayed): " << m[0];
+  EXPECT_EQ(v[0], 0.0f);
+  EXPECT_EQ(m[1], 0.0f) << "0.9 x 1.05 x the smallest normal is denormal: flushed";
+  EXPECT_GT(v[1], 0.9f);
+  for (float x : m) EXPECT_NE(std::fpclassify(x), FP_SUBNORMAL);
+  EXPECT_EQ(w[0], 0.5f);
+
+  {  // nested scopes: the inner one leaves the outer's mode on
+    const ScopedFlushDenormals outer;
+    EXPECT_TRUE(ScopedFlushDenormals::active());
+    ApplyUpdate(*c, w.data(), g.data(), 1.0f, 2, m.data(), v.data(), 8);
+    EXPECT_TRUE(ScopedFlushDenormals::active());
+  }
+  EXPECT_FALSE(ScopedFlushDenormals::active());
 }
 
 TEST(OptimizerTest, SpecsParseValidateAndRoundTrip) {

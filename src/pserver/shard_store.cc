@@ -3,6 +3,7 @@
 
 #include <algorithm>
 
+#include "common/denormals.h"
 #include "common/hash.h"
 #include "common/logging.h"
 #include "pserver/initializer.h"
@@ -154,6 +155,7 @@ void ShardStore::ApplySparse(const std::string& table, std::span<const uint64_t>
   const int dim = s.decl.dim;
   const int k = s.decl.optimizer.StateArrays();
   if (s.limited) ++s.updates;
+  const ScopedFlushDenormals flush;  // once for the rows (ApplyUpdate's own then costs a read)
   for (size_t i = 0; i < keys.size(); ++i) {
     size_t r;
     if (s.limited) {

@@ -11,6 +11,7 @@
 // updates them. The result is the same bits as one thread's.
 #include <algorithm>
 
+#include "common/denormals.h"
 #include "job/placement.h"
 #include "pserver/optimizer.h"
 #include "pserver/shard_store.h"
@@ -138,6 +139,7 @@ void ShardStore::ApplySparseParallel(Sparse& s, std::span<const uint64_t> keys, 
                 k >= 2 ? row + 2 * dim : nullptr, t);
   };
   pool_->Run(n, [&](int p) {
+    const ScopedFlushDenormals flush;  // once for the part's rows
     int64_t m = 0;
     for (size_t j = start[p]; j < start[p + 1]; ++j) {
       const size_t i = order_[j];
