@@ -12,7 +12,8 @@
 // reader asks for the next task and reads its chunks on a thread of its own, so a trainer does
 // not wait for the master and the disk between two batches. The master then counts both tasks
 // as held by this trainer for that short while; the one fetched ahead is not in Held() until a
-// record of it is returned (nothing of it is in the model before).
+// record of it is returned (nothing of it is in the model before). The master makes a reader
+// that asks ahead wait while the tasks left are needed by trainers that hold none.
 //
 // Thread-safety: one thread uses a Reader at a time.
 #pragma once

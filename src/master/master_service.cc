@@ -111,7 +111,9 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
   {
     MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
-    next = queue_->Dispatch(req->trainer(), SteadyMillis());
+    // A trainer fetching ahead waits while the tasks left are needed by trainers without one.
+    if (!queue_->HoldBackAhead(req->trainer(), live_trainers_))
+      next = queue_->Dispatch(req->trainer(), SteadyMillis());
     if (next.kind == TaskQueue::NextKind::kTask &&
         next.task.first_chunk + next.task.chunks > static_cast<int64_t>(chunks_.size())) {
       // Cannot happen (chunks are known before their tasks exist); hand it back, logged like any
@@ -434,6 +436,7 @@ void MasterService::TrainersChanged(const MemberList& trainers) {
   {
     MutexLock lock(&mu_);
     positions_.SetLive(live);
+    live_trainers_ = live;
   }
   MaybeSavePosition();  // a trainer that left is not waited for any more
   MutexLock lock(&mu_);

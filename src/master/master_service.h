@@ -130,6 +130,7 @@ class MasterService final : public tessera::master::Master::Service {
   metrics::Registry registry_;  // thread-safe itself
   // Consistent checkpoints: trainers' position reports (guarded by mu_), the saver.
   PositionBook positions_ GUARDED_BY(mu_);
+  std::set<std::string> live_trainers_ GUARDED_BY(mu_);  // registered now (TrainersChanged)
   int64_t saved_position_ GUARDED_BY(mu_) = -1;
   // Set once before the service serves (SetPositionSaver, SetEvaluationSaver), read-only after.
   std::function<Status(const DataPosition&)> save_position_;

@@ -135,6 +135,18 @@ TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) 
   return n;
 }
 
+bool TaskQueue::HoldBackAhead(const std::string& trainer, const std::set<std::string>& live) const {
+  std::set<std::string> holders;
+  for (const auto& [item, p] : pending_) holders.insert(p.trainer);
+  if (!holders.count(trainer)) return false;
+  int64_t without = 0;
+  for (const auto& t : live) without += t != trainer && !holders.count(t);
+  // What Dispatch could hand out now (counting a task dispatched ahead of its turn too: at
+  // worst we hold back less).
+  const int64_t left = static_cast<int64_t>(requeued_.size()) + (tasks_ - cursor_);
+  return without > 0 && left <= without;
+}
+
 bool TaskQueue::Finish(int64_t task, int64_t epoch, int64_t step) {
   auto it = pending_.find(task);
   if (it == pending_.end() || it->second.epoch != epoch) return false;

@@ -95,6 +95,11 @@ class TaskQueue {
   };
 
   Next Dispatch(const std::string& trainer, int64_t now_ms);
+  // Whether `trainer`, asking while it already holds a task (a reader fetching ahead), should
+  // wait instead: the tasks left to hand out are no more than the `live` trainers holding none,
+  // who need them first (else two readers fetching ahead can hold a small pass's every task).
+  // Changes nothing: a wait is not an event, so replaying the log is unaffected.
+  bool HoldBackAhead(const std::string& trainer, const std::set<std::string>& live) const;
   // True if (task, epoch) was pending and is now done; false if stale (ignored). `step`: the
   // trainer's step at the acknowledgement (>= 0 is remembered for PositionAt), or -1.
   bool Finish(int64_t task, int64_t epoch, int64_t step = -1);

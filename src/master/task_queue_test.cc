@@ -37,6 +37,25 @@ TEST(TaskQueueTest, EveryTaskOncePerPassInAShuffledOrderAndChunksGroupedByTask) 
   EXPECT_EQ(q.Dispatch("t0", 0).kind, TaskQueue::NextKind::kWait);  // all pending
 }
 
+// Readers fetch their next task ahead. With four tasks and three trainers, two readers fetching
+// ahead could hold every task while the third trains nothing: a trainer that already holds a task
+// waits while the tasks left are no more than the live trainers holding none.
+TEST(TaskQueueTest, ATrainerFetchingAheadWaitsWhileOthersHaveNoTask) {
+  TaskQueue q(Opts(4));
+  const std::set<std::string> live = {"t0", "t1", "t2"};
+  EXPECT_FALSE(q.HoldBackAhead("t1", live)) << "holds nothing: never held back";
+  ASSERT_EQ(q.Dispatch("t1", 0).kind, TaskQueue::NextKind::kTask);
+  EXPECT_FALSE(q.HoldBackAhead("t1", live)) << "3 left for 2 trainers without a task: one to spare";
+  ASSERT_EQ(q.Dispatch("t1", 0).kind, TaskQueue::NextKind::kTask);
+  ASSERT_EQ(q.Dispatch("t2", 0).kind, TaskQueue::NextKind::kTask);
+  EXPECT_TRUE(q.HoldBackAhead("t2", live)) << "the last task is t0's";
+  EXPECT_TRUE(q.HoldBackAhead("t1", live));
+  EXPECT_FALSE(q.HoldBackAhead("t1", {"t1", "t2"})) << "t0 is gone: nobody is waiting for it";
+  EXPECT_FALSE(q.HoldBackAhead("t1", {})) << "live trainers unknown: as before";
+  ASSERT_EQ(q.Dispatch("t0", 0).kind, TaskQueue::NextKind::kTask);
+  EXPECT_FALSE(q.HoldBackAhead("t2", live)) << "every trainer has one";
+}
+
 TEST(TaskQueueTest, ASmallDataSetIsCutIntoRecordRangesThatSurviveASnapshot) {
   TaskQueueOptions o = Opts(1);
   o.chunk_records = {300};
