@@ -45,7 +45,7 @@ Status SessionOptions::ResolveFromEnvironment() {
     pipeline = p == "0" ? 0 : 1;
   }
   if (busy_poll_us < 0) {
-    TESSERA_ASSIGN_OR_RETURN(auto spin, ParseBusyPoll(Env(flags::kEnvBusyPoll)));
+    TESSERA_ASSIGN_OR_RETURN(auto spin, BusyPollFromEnvironment(::getenv));
     busy_poll_us = static_cast<int>(spin.count());
   }
   if (http_port < 0) {

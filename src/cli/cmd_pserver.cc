@@ -81,8 +81,7 @@ int RunPserver(const PserverFlags& f) {
   if (f.busy_poll_us >= 0) {
     o.busy_poll = std::chrono::microseconds(f.busy_poll_us);
   } else {
-    const char* env = std::getenv(flags::kEnvBusyPoll);
-    auto spin = ParseBusyPoll(env ? env : "");
+    auto spin = BusyPollFromEnvironment(::getenv);
     if (!spin.ok()) return Fail("pserver", spin.status());
     o.busy_poll = *spin;
   }

@@ -12,7 +12,10 @@ std::optional<int> HostBusyPoll(int chosen, int cores, int processes,
   return processes <= cores ? kBusyPollMicros : 0;
 }
 
-StatusOr<std::chrono::microseconds> ParseBusyPoll(const std::string& text) {
+StatusOr<std::chrono::microseconds> BusyPollFromEnvironment(
+    const std::function<const char*(const char*)>& getenv) {
+  const char* value = getenv(flags::kEnvBusyPoll);
+  const std::string text = value ? value : "";
   if (text.empty()) return std::chrono::microseconds(0);
   const bool digits = text.size() <= 7 && text.find_first_not_of("0123456789") == std::string::npos;
   if (!digits || std::stoi(text) > kMaxBusyPollMicros) {

@@ -32,8 +32,9 @@ inline constexpr int kMaxBusyPollMicros = 100000;
 std::optional<int> HostBusyPoll(int chosen, int cores, int processes,
                                 const std::function<const char*(const char*)>& getenv);
 
-// TESSERA_BUSY_POLL_US's value: "" (unset) is 0; else a whole number of microseconds up to
-// kMaxBusyPollMicros, or InvalidArgument naming the variable.
-StatusOr<std::chrono::microseconds> ParseBusyPoll(const std::string& text);
+// TESSERA_BUSY_POLL_US as the environment (`getenv`) sets it: unset or "" is 0; else a whole
+// number of microseconds up to kMaxBusyPollMicros, or InvalidArgument naming the variable.
+StatusOr<std::chrono::microseconds> BusyPollFromEnvironment(
+    const std::function<const char*(const char*)>& getenv);
 
 }  // namespace tessera

@@ -1,4 +1,4 @@
-// HostBusyPoll and ParseBusyPoll: polling only where every busy process has a core, unless the
+// HostBusyPoll and BusyPollFromEnvironment: polling only where every busy process has a core, unless the
 // user chose; the variable's value checked.
 #include "common/busy_poll.h"
 
@@ -29,12 +29,15 @@ TEST(BusyPollTest, OnOnlyWhereEveryProcessHasACoreUnlessTheUserChose) {
 }
 
 TEST(BusyPollTest, TheVariableIsAWholeNumberOfMicrosecondsInRange) {
-  EXPECT_EQ(*ParseBusyPoll(""), std::chrono::microseconds(0));
-  EXPECT_EQ(*ParseBusyPoll("0"), std::chrono::microseconds(0));
-  EXPECT_EQ(*ParseBusyPoll("1000"), std::chrono::microseconds(1000));
-  EXPECT_EQ(*ParseBusyPoll("100000"), std::chrono::microseconds(100000));
+  EXPECT_EQ(*BusyPollFromEnvironment(FakeGetenv({})), std::chrono::microseconds(0));
+  EXPECT_EQ(*BusyPollFromEnvironment(FakeGetenv({{"TESSERA_BUSY_POLL_US", "0"}})),
+            std::chrono::microseconds(0));
+  EXPECT_EQ(*BusyPollFromEnvironment(FakeGetenv({{"TESSERA_BUSY_POLL_US", "1000"}})),
+            std::chrono::microseconds(1000));
+  EXPECT_EQ(*BusyPollFromEnvironment(FakeGetenv({{"TESSERA_BUSY_POLL_US", "100000"}})),
+            std::chrono::microseconds(100000));
   for (const char* bad : {"-1", "1e3", "100001", "12345678901234", " 5", "5us", "abc"}) {
-    auto p = ParseBusyPoll(bad);
+    auto p = BusyPollFromEnvironment(FakeGetenv({{"TESSERA_BUSY_POLL_US", bad}}));
     ASSERT_FALSE(p.ok()) << bad;
     EXPECT_EQ(p.status().code(), StatusCode::kInvalidArgument);
     EXPECT_NE(p.status().message().find("TESSERA_BUSY_POLL_US='" + std::string(bad) + "'"), std::string::npos)

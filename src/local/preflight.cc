@@ -4,7 +4,6 @@
 #include <cstdlib>
 
 #include "common/busy_poll.h"
-#include "common/flag_names.h"
 #include "common/strings.h"
 #include "dataset/dataset.h"
 #include "models/model.h"
@@ -53,8 +52,7 @@ Status CheckLocalOptions(const LocalOptions& o) {
   TESSERA_RETURN_IF_ERROR(InRange("--lease-ttl", o.lease_ttl_seconds, 1, 3600));
   TESSERA_RETURN_IF_ERROR(InRange("--checkpoint-steps", o.checkpoint_steps, 0, INT64_MAX));
   // The children would each refuse a bad one, over and over as they are restarted.
-  if (const char* spin = std::getenv(flags::kEnvBusyPoll); spin && o.busy_poll_us < 0)
-    TESSERA_RETURN_IF_ERROR(ParseBusyPoll(spin).status());
+  if (o.busy_poll_us < 0) TESSERA_RETURN_IF_ERROR(BusyPollFromEnvironment(::getenv).status());
   if (o.follow && o.passes != 1) {
     return Status::InvalidArgument(
         "--follow trains once on each record as it lands: --passes must be 1, not " +
