@@ -8,7 +8,8 @@
 // itself is sent in the background: the trainer's next batch does not wait for the master.) A corrupt chunk
 // fails its task (with the reason) and the reader moves on to the next task.
 //
-// Fetching ahead: once the records left in the current task are few (`fetch_ahead_records`), the
+// Fetching ahead: once the records left in the current task would not outlast the time the last
+// fetch took by much (at the rate they are being read), or are few (`fetch_ahead_records`), the
 // reader asks for the next task and reads its chunks on a thread of its own, so a trainer does
 // not wait for the master and the disk between two batches. The master then counts both tasks
 // as held by this trainer for that short while; the one fetched ahead is not in Held() until a
@@ -40,8 +41,9 @@ struct ReaderOptions {
   // Open() fails after this long if no etcd endpoint accepts connections, saying why.
   std::chrono::milliseconds connect_timeout{std::chrono::seconds(2)};
   int64_t lease_ttl_seconds = 10;
-  // Fetch the next task ahead once this many records or fewer are left in the current one
-  // (0: never; each task is then fetched when the last one runs out).
+  // Fetch the next task ahead once this many records or fewer are left in the current one, if
+  // the timing did not say so earlier (0: never; each task is then fetched when the last one
+  // runs out).
   int64_t fetch_ahead_records = 256;
 };
 

@@ -128,7 +128,10 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
          "error (the trainer's push fails)")
       ->check(CLI::IsMember({"skip", "error"}))
       ->capture_default_str();
-  cmd->add_option(flags::kChunksPerTask, o->chunks_per_task, "chunks per task")->capture_default_str();
+  cmd->add_option(flags::kChunksPerTask, o->chunks_per_task,
+                  "chunks in one task; 0: as many as hold about 4 MiB of records, while a pass keeps at "
+                  "least 8 tasks (4 a trainer)")
+      ->capture_default_str();
   cmd->add_option(flags::kTaskTimeout, o->task_timeout_s, "seconds before a pending task is handed out again")
       ->capture_default_str();
   cmd->add_option(flags::kLeaseTtl, o->lease_ttl_seconds, "lease TTL of every process, in seconds")

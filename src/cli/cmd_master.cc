@@ -21,7 +21,7 @@ struct MasterFlags {
   std::string log_dir;
   std::string web_dir;
   std::string history_file;
-  int chunks_per_task = 1;
+  int chunks_per_task = 0;
   int64_t min_tasks = -1;
   int64_t min_task_records = 64;
   double task_timeout_s = 60;
@@ -112,7 +112,12 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
       ->envname(flags::kEnvStore)
       ->required();
   cmd->add_option(flags::kDataset, f->dataset, "data set to train on")->required();
-  cmd->add_option(flags::kChunksPerTask, f->chunks_per_task, "chunks in one task")->capture_default_str();
+  cmd->add_option(
+         flags::kChunksPerTask, f->chunks_per_task,
+         "chunks in one task; 0: as many as hold about 4 MiB of records, while a pass keeps at least "
+         "--min-tasks tasks")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   cmd->add_option(
          flags::kMinTasks, f->min_tasks,
          "when whole-chunk tasks would be fewer than this, cut chunks into record ranges so there are "

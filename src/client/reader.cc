@@ -10,6 +10,7 @@
 #include <optional>
 #include <thread>
 
+#include "client/fetch_ahead.h"
 #include "client/job_connection.h"
 #include "client/master_client.h"
 #include "common/clock.h"
@@ -29,6 +30,7 @@ class ReaderImpl : public Reader {
   static StatusOr<std::unique_ptr<Reader>> Create(const ReaderOptions& o) {
     std::unique_ptr<ReaderImpl> r(new ReaderImpl());
     r->options_ = o;
+    r->ahead_rule_ = FetchAheadRule(o.fetch_ahead_records);
     TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
     r->etcd_ = std::move(job.etcd);
     r->trainer_ = o.trainer_id;
@@ -169,6 +171,7 @@ class ReaderImpl : public Reader {
     std::vector<std::pair<std::string, std::string>> buffers;
     std::vector<std::string_view> records;
     int64_t failed = 0;  // tasks failed on the way (chunks that could not be read)
+    double seconds = 0;  // how long asking and reading took
   };
 
   // Asks for a task and reads its chunks; a task whose chunks cannot be read is failed, with the
@@ -179,12 +182,15 @@ class ReaderImpl : public Reader {
                         std::vector<std::pair<std::string, std::string>> reuse) const {
     Fetched f;
     f.buffers = std::move(reuse);
+    const TimePoint start = Now();
     while (true) {
       TESSERA_ASSIGN_OR_RETURN(f.reply, master_->GetTask(trainer_, deadline));
+      f.seconds = std::chrono::duration<double>(Now() - start).count();
       if (f.reply.kind() != master::GetTaskReply::TASK) return f;
       const std::string dir =
           options_.store.empty() ? f.reply.dataset_dir() : options_.store + "/" + f.reply.dataset();
       Status loaded = Load(f.reply.task(), dir, f.reply.dataset(), &f);
+      f.seconds = std::chrono::duration<double>(Now() - start).count();
       if (loaded.ok()) return f;
       spdlog::warn("trainer {}: task {} failed: {}", trainer_, f.reply.task().id(), loaded.message());
       ++f.failed;
@@ -192,11 +198,14 @@ class ReaderImpl : public Reader {
     }
   }
 
-  // Starts fetching the next task once few records of this one are left.
+  // Starts fetching the next task once the records left in this one would not outlast a fetch by
+  // much (FetchAheadRule). The clock is read every 16 records.
   void MaybeFetchAhead() {
-    if (ahead_.valid() || !have_task_ || options_.fetch_ahead_records <= 0 ||
-        records_.size() - next_ > static_cast<size_t>(options_.fetch_ahead_records))
-      return;
+    if (ahead_.valid() || !have_task_) return;
+    const auto left = static_cast<int64_t>(records_.size() - next_);
+    const auto read = static_cast<int64_t>(next_ - task_first_);
+    const double seconds = read % 16 == 0 ? std::chrono::duration<double>(Now() - task_start_).count() : 0;
+    if (!ahead_rule_.Now(left, read, seconds)) return;
     // A short deadline: a master that does not answer soon is asked again, with the full
     // timeout, when the records run out (and a closing reader does not wait long for it).
     const auto timeout =
@@ -246,6 +255,7 @@ class ReaderImpl : public Reader {
         std::max(job_pass_, reply.kind() == master::GetTaskReply::TASK ? reply.task().pass() : reply.pass());
     // Other trainers hold the rest of the pass: the caller keeps stepping and asks again.
     if (reply.kind() == master::GetTaskReply::WAIT) return false;
+    ahead_rule_.Fetched(got->seconds);
     task_ = reply.task();
     buffers_.swap(got->buffers);  // the views stay valid: the strings themselves do not move
     records_.swap(got->records);
@@ -261,7 +271,9 @@ class ReaderImpl : public Reader {
       spdlog::info("trainer {}: task {} starts at record {} and ends at {}", trainer_, task_.id(), next_,
                    records_.size());
     }
-    next_report_ = Now() + kProgressEvery;
+    task_first_ = next_;
+    task_start_ = Now();
+    next_report_ = task_start_ + kProgressEvery;
     pass_ = task_.pass();
     have_task_ = true;
     return true;
@@ -316,6 +328,10 @@ class ReaderImpl : public Reader {
   std::vector<std::pair<std::string, std::string>> spare_;    // the task before's, for the next
   std::vector<std::string_view> records_;
   size_t next_ = 0;
+  // The current task's first record to read and when it began; when to fetch the next ahead.
+  size_t task_first_ = 0;
+  TimePoint task_start_{};
+  FetchAheadRule ahead_rule_{0};
   static constexpr std::chrono::milliseconds kProgressEvery{250};
   TimePoint next_report_{};
   std::vector<ReaderHeldTask> trained_wait_;

@@ -47,7 +47,7 @@ Status CheckLocalOptions(const LocalOptions& o) {
   TESSERA_RETURN_IF_ERROR(InRange("--standby-masters", o.standby_masters, 0, 10));
   TESSERA_RETURN_IF_ERROR(InRange("--passes", o.passes, 1, INT32_MAX));
   TESSERA_RETURN_IF_ERROR(InRange("--batch-size", o.batch_size, 1, INT32_MAX));
-  TESSERA_RETURN_IF_ERROR(InRange("--chunks-per-task", o.chunks_per_task, 1, INT32_MAX));
+  TESSERA_RETURN_IF_ERROR(InRange("--chunks-per-task", o.chunks_per_task, 0, INT32_MAX));
   TESSERA_RETURN_IF_ERROR(InRange("--max-failures", o.max_failures, 0, INT32_MAX));
   TESSERA_RETURN_IF_ERROR(InRange("--lease-ttl", o.lease_ttl_seconds, 1, 3600));
   TESSERA_RETURN_IF_ERROR(InRange("--checkpoint-steps", o.checkpoint_steps, 0, INT64_MAX));

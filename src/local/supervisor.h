@@ -57,7 +57,7 @@ struct LocalOptions {
   // are trained on too, once each, in order, until `stop_following` is set; then the job ends
   // when the data it has is trained on. One pass.
   bool follow = false;
-  int chunks_per_task = 1;
+  int chunks_per_task = 0;  // 0: the master's choice (about 4 MiB of records a task)
   double task_timeout_s = 60;
   int max_failures = 3;
   int64_t lease_ttl_seconds = 10;

@@ -32,6 +32,7 @@
 #include "master/replica_tracker.h"
 #include "master/run_history.h"
 #include "master/state_log.h"
+#include "master/task_layout.h"
 #include "security/grpc_tls.h"
 #include "security/http_token.h"
 
@@ -188,6 +189,12 @@ Status MasterNode::Run() {
   qo.chunks = static_cast<int64_t>(manifest.chunks.size());
   for (const auto& c : manifest.chunks) qo.chunk_records.push_back(c.records);
   if (qo.min_tasks < 0) qo.min_tasks = std::max(8, 4 * config.min_trainers);
+  // 0: about 4 MiB of records a task (a growing data set's appended chunks are a task each).
+  if (qo.chunks_per_task == 0) {
+    std::vector<uint64_t> raw;
+    for (const auto& c : manifest.chunks) raw.push_back(c.raw_bytes > 0 ? c.raw_bytes : c.bytes);
+    qo.chunks_per_task = qo.follow ? 1 : AutoChunksPerTask(raw, qo.min_tasks);
+  }
   // Idle trainers take the rest of a slow one's task, in parts of a batch or more. Not with
   // consistent checkpoints: their data positions name whole tasks.
   qo.split_min_records = config.checkpoint_steps > 0 || !options_.split_tasks || qo.follow

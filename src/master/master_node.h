@@ -28,7 +28,7 @@ struct MasterOptions {
   int port = 0;
   int64_t lease_ttl_seconds = 10;
   // chunks and chunk_records are taken from the data set; min_tasks -1: 4 x the job's min
-  // trainers, at least 8.
+  // trainers, at least 8; chunks_per_task 0: the master's choice (AutoChunksPerTask).
   TaskQueueOptions queue;
   // Idle trainers take the rest of a slow trainer's task (TaskQueue splits; never in jobs with
   // consistent checkpoints).

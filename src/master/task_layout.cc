@@ -2,6 +2,7 @@
 #include "master/task_layout.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <numeric>
 
 namespace tessera::master {
@@ -69,6 +70,18 @@ std::vector<TaskSpan> LayoutTasks(const TaskLayoutOptions& o) {
     }
   }
   return out;
+}
+
+int AutoChunksPerTask(const std::vector<uint64_t>& chunk_raw_bytes, int64_t min_tasks,
+                      uint64_t target_raw_bytes) {
+  const auto chunks = static_cast<int64_t>(chunk_raw_bytes.size());
+  if (chunks == 0) return 1;
+  const uint64_t total = std::accumulate(chunk_raw_bytes.begin(), chunk_raw_bytes.end(), uint64_t{0});
+  const uint64_t mean = std::max<uint64_t>(total / static_cast<uint64_t>(chunks), 1);
+  const int64_t by_size = static_cast<int64_t>(std::max<uint64_t>(target_raw_bytes / mean, 1));
+  // ceil(chunks / per) >= min_tasks whenever per <= chunks / min_tasks.
+  const int64_t by_count = std::max<int64_t>(chunks / std::max<int64_t>(min_tasks, 1), 1);
+  return static_cast<int>(std::clamp<int64_t>(std::min(by_size, by_count), 1, INT32_MAX));
 }
 
 }  // namespace tessera::master

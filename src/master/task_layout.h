@@ -34,4 +34,16 @@ struct TaskLayoutOptions {
 
 std::vector<TaskSpan> LayoutTasks(const TaskLayoutOptions& o);
 
+// The records a task holds when the master chooses its size: about this much before compression.
+inline constexpr uint64_t kAutoTaskRawBytes = uint64_t{4} << 20;
+
+// Chunks per task when the job leaves the choice to the master (--chunks-per-task 0): as many
+// consecutive chunks as hold about `target_raw_bytes` of records, yet never so many that a pass
+// has fewer than `min_tasks` tasks; at least 1. Handing out a task costs the same whatever its
+// size (a dispatch and a finish written to etcd, two calls, a read ahead on the trainer), so on
+// 1 MiB chunks a fast model paid it every ~25 ms. A chunk without its raw size counts its
+// stored bytes.
+int AutoChunksPerTask(const std::vector<uint64_t>& chunk_raw_bytes, int64_t min_tasks,
+                      uint64_t target_raw_bytes = kAutoTaskRawBytes);
+
 }  // namespace tessera::master

@@ -85,5 +85,31 @@ TEST(TaskLayoutTest, TheSameSettingsGiveTheSameLayout) {
   EXPECT_TRUE(LayoutTasks({{}, 1, 10, 1}).empty());
 }
 
+TEST(TaskLayoutTest, TheMastersChoiceOfChunksPerTaskHoldsAboutFourMiBYetKeepsMinTasks) {
+  constexpr uint64_t kMiB = uint64_t{1} << 20;
+  // Fashion-MNIST's 47 chunks of 1 MiB: 4 a task (12 tasks), with 8 or 16 tasks wanted...
+  const std::vector<uint64_t> fm(47, kMiB);
+  EXPECT_EQ(AutoChunksPerTask(fm, 8), 4);
+  EXPECT_EQ(LayoutTasks({std::vector<int64_t>(47, 1250), AutoChunksPerTask(fm, 8), 8, 64}).size(), 12u);
+  // ...but 2 when 16 trainers x 4 tasks would go short of tasks, and 1 for 40 trainers.
+  EXPECT_EQ(AutoChunksPerTask(fm, 16), 2);
+  EXPECT_EQ(AutoChunksPerTask(fm, 160), 1);
+  // Chunks of 64 KiB: 64 a task when there are chunks enough, fewer when not.
+  EXPECT_EQ(AutoChunksPerTask(std::vector<uint64_t>(10000, 64 << 10), 8), 64);
+  EXPECT_EQ(AutoChunksPerTask(std::vector<uint64_t>(100, 64 << 10), 8), 12);
+  // Chunks bigger than the target, few chunks, no chunks, no sizes: one a task.
+  EXPECT_EQ(AutoChunksPerTask(std::vector<uint64_t>(100, 16 * kMiB), 8), 1);
+  EXPECT_EQ(AutoChunksPerTask(std::vector<uint64_t>(3, 1000), 8), 1);
+  EXPECT_EQ(AutoChunksPerTask({}, 8), 1);
+  // min_tasks 0 (never cut chunks) still leaves at least one task: the size alone decides.
+  EXPECT_EQ(AutoChunksPerTask(fm, 0), 4);
+  // Uneven chunks go by their mean; every pass still has min_tasks tasks.
+  std::vector<uint64_t> uneven;
+  for (int i = 0; i < 40; ++i) uneven.push_back(i % 2 ? 2 * kMiB : kMiB / 2);
+  const int per = AutoChunksPerTask(uneven, 8);
+  EXPECT_EQ(per, 3);
+  EXPECT_GE((40 + per - 1) / per, 8);
+}
+
 }  // namespace
 }  // namespace tessera::master

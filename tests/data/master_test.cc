@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -67,6 +68,9 @@ class MasterTest : public EtcdTest {
     SpawnOptions o;
     o.argv = {BuildPath("src/tessera"), "master",    "--etcd", server_->endpoint(), "--job", kJob, "--store",
               dir_ + "/store",          "--dataset", dataset,  "--lease-ttl",       "2"};
+    // These tests count tasks as chunks: one chunk a task unless a test says otherwise.
+    if (std::find(extra.begin(), extra.end(), "--chunks-per-task") == extra.end())
+      o.argv.insert(o.argv.end(), {"--chunks-per-task", "1"});
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());
     o.log_path = dir_ + "/master" + std::to_string(procs_.size()) + ".log";
     auto p = Subprocess::Spawn(o);
@@ -476,6 +480,30 @@ TEST_F(MasterTest, RestartedMasterContinuesFromItsStateInEtcd) {
   auto code = rest.Wait(std::chrono::seconds(60));
   ASSERT_TRUE(code.has_value() && *code == 0) << rest.Output();
   EXPECT_TRUE(MasterStatus().finished());
+}
+
+// --chunks-per-task 0 (tessera local's and tessera master's default): the master groups
+// consecutive chunks into tasks of about 4 MiB, keeping at least --min-tasks (8 here) a pass.
+TEST_F(MasterTest, TheMasterChoosesTasksOfSeveralChunksYetKeepsEnoughTasks) {
+  MakeDataset("d", 2000, 4096);
+  auto m = dataset::LoadManifest(dir_ + "/store/d");
+  ASSERT_TRUE(m.ok()) << m.status();
+  const auto chunks = static_cast<int64_t>(m->chunks.size());
+  ASSERT_GE(chunks, 16);  // so tasks of several chunks are possible
+  const int64_t per = chunks / 8;
+  Subprocess& master = StartMaster("d", {"--chunks-per-task", "0"});
+  const auto status = MasterStatus();
+  EXPECT_EQ(status.tasks(), (chunks + per - 1) / per);
+  EXPECT_GE(status.tasks(), 8);
+  ASSERT_TRUE(master.WaitForOutput("tasks of " + std::to_string(per) + " chunks", std::chrono::seconds(10)))
+      << master.Output();
+  // Every record is handed out once.
+  Subprocess& consumer = StartConsumer();
+  auto code = consumer.Wait(std::chrono::seconds(60));
+  ASSERT_TRUE(code.has_value() && *code == 0) << consumer.Output();
+  EXPECT_NE(consumer.Output().find("RECORDS 2000\n"), std::string::npos) << consumer.Output();
+  EXPECT_TRUE(MasterStatus().finished());
+  EXPECT_EQ(MasterStatus().done(), status.tasks());
 }
 
 TEST_F(MasterTest, StateOfAHundredThousandChunksFitsInEtcdAndSurvivesARestart) {
