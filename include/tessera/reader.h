@@ -83,6 +83,11 @@ class Reader {
   virtual StatusOr<bool> Next(std::string* record) = 0;
   // Every pass of the data is done.
   virtual bool finished() const = 0;
+  // After Next() returned false with the job not finished: whether other trainers held tasks of
+  // the pass at the master's last answer. In sync mode their steps then pace this trainer's
+  // empty ones; when nobody trains (a followed data set waiting for chunks), a caller pauses.
+  // A reader told "wait" while others train asks the master again no sooner than 10 ms later.
+  virtual bool others_training() const = 0;
   // Every record returned so far has been trained on: acknowledge the tasks they completed. The
   // acknowledgement goes on a thread of its own (the trainer does not wait for the master); an
   // error of it is returned by a later call, and its tasks are acknowledged again then.

@@ -87,8 +87,9 @@ class Session {
   enum class Next { kRecord, kWait, kDone };
   StatusOr<Next> NextRecord(std::string* record);
   Status Trained();
-  // Nothing held and nothing to read: acknowledges, pauses briefly, and takes part in the step
-  // with an empty push (sync/ssp).
+  // Nothing held and nothing to read: acknowledges, and takes part in the step with an empty
+  // push (sync/ssp). It pauses 10 ms first unless other trainers are training in a sync job
+  // (their steps pace the empty ones, and a pause would hold each of their steps).
   Status Idle();
   int pass() const;  // 0-based pass of the last record
   // 0-based pass the job is in as the master last said (passes() when done; -1 before any

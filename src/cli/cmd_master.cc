@@ -116,7 +116,7 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
          flags::kChunksPerTask, f->chunks_per_task,
          "chunks in one task; 0: as many as hold about 4 MiB of records, while a pass keeps at least "
          "--min-tasks tasks")
-      ->check(CLI::NonNegativeNumber)
+      ->check(CLI::Range(0, 1000000))
       ->capture_default_str();
   cmd->add_option(
          flags::kMinTasks, f->min_tasks,

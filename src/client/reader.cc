@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <future>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -100,6 +101,7 @@ class ReaderImpl : public Reader {
   }
 
   bool finished() const override { return finished_; }
+  bool others_training() const override { return others_training_; }
   int pass() const override { return pass_; }
   int passes() const override { return passes_; }
   int job_pass() const override { return job_pass_; }
@@ -111,10 +113,15 @@ class ReaderImpl : public Reader {
   ReaderImpl() = default;
 
   // Every so often, tells the master how far we are in the task; if it split the rest off for
-  // an idle trainer, we stop where it says. (A lost answer at worst trains the rest twice.)
+  // an idle trainer, we stop where it says. (A lost answer at worst trains the rest twice.) In a
+  // pass's tail (the master had no task for us ahead), ten times as often: another trainer may be
+  // idle, and in sync mode every step waits for its empty one.
   void MaybeReportProgress() {
-    if (!have_task_ || Now() < next_report_) return;
-    next_report_ = Now() + kProgressEvery;
+    if (!have_task_) return;
+    const TimePoint now = Now();
+    if (now - last_report_ < (tail_.load(std::memory_order_relaxed) ? kProgressEveryInTail : kProgressEvery))
+      return;
+    last_report_ = now;
     auto end =
         master_->ReportTaskProgress(trainer_, task_.id(), task_.epoch(), static_cast<int64_t>(next_),
                                     static_cast<int64_t>(records_.size()), Deadline(std::chrono::seconds(2)));
@@ -211,7 +218,10 @@ class ReaderImpl : public Reader {
     const auto timeout =
         std::min<std::chrono::milliseconds>(options_.request_timeout, std::chrono::seconds(5));
     ahead_ = std::async(std::launch::async, [this, timeout, reuse = std::move(spare_)]() mutable {
-      return Ask(Deadline(timeout), std::move(reuse));
+      StatusOr<Fetched> f = Ask(Deadline(timeout), std::move(reuse));
+      if (f.ok() && f->reply.kind() == master::GetTaskReply::WAIT)
+        tail_.store(true, std::memory_order_relaxed);
+      return f;
     });
   }
 
@@ -232,6 +242,8 @@ class ReaderImpl : public Reader {
         spdlog::debug("trainer {}: fetching the next task ahead failed: {}", trainer_, f.status().message());
       }
     }
+    // Told "wait" a moment ago: not yet again (an idle sync trainer steps about every ms).
+    if (!got && Now() < ask_after_) return false;
     if (!got) {
       // The master's answer must not depend on when our acknowledgements land: asked before
       // its last task's acknowledgement, a trainer alone would hear "wait" for its own task and
@@ -254,8 +266,15 @@ class ReaderImpl : public Reader {
     job_pass_ =
         std::max(job_pass_, reply.kind() == master::GetTaskReply::TASK ? reply.task().pass() : reply.pass());
     // Other trainers hold the rest of the pass: the caller keeps stepping and asks again.
-    if (reply.kind() == master::GetTaskReply::WAIT) return false;
+    if (reply.kind() == master::GetTaskReply::WAIT) {
+      others_training_ = reply.others_training();
+      // Waiting for others: not again at once. Waiting for our own task's acknowledgement (a
+      // trainer alone at a pass's end): at once, so the run repeats itself step for step.
+      ask_after_ = others_training_ ? Now() + kAskAgainAfterWait : TimePoint{};
+      return false;
+    }
     ahead_rule_.Fetched(got->seconds);
+    tail_.store(false, std::memory_order_relaxed);
     task_ = reply.task();
     buffers_.swap(got->buffers);  // the views stay valid: the strings themselves do not move
     records_.swap(got->records);
@@ -273,7 +292,7 @@ class ReaderImpl : public Reader {
     }
     task_first_ = next_;
     task_start_ = Now();
-    next_report_ = task_start_ + kProgressEvery;
+    last_report_ = task_start_;
     pass_ = task_.pass();
     have_task_ = true;
     return true;
@@ -332,8 +351,14 @@ class ReaderImpl : public Reader {
   size_t task_first_ = 0;
   TimePoint task_start_{};
   FetchAheadRule ahead_rule_{0};
-  static constexpr std::chrono::milliseconds kProgressEvery{250};
-  TimePoint next_report_{};
+  static constexpr std::chrono::milliseconds kProgressEvery{250}, kProgressEveryInTail{25};
+  TimePoint last_report_{};
+  // The fetch ahead heard "wait": every task of the pass is out, or left for trainers with none.
+  std::atomic<bool> tail_{false};
+  // The master's last "wait": whether others held tasks; when to ask again.
+  bool others_training_ = false;
+  static constexpr std::chrono::milliseconds kAskAgainAfterWait{10};
+  TimePoint ask_after_{};
   std::vector<ReaderHeldTask> trained_wait_;
   ReaderStats stats_;
   // Tasks being acknowledged on a thread of their own (TrainedAt without a step).

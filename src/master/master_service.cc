@@ -131,6 +131,8 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
     }
     reply->set_pass(queue_->pass());
     reply->set_passes(queue_->passes());
+    if (next.kind == TaskQueue::NextKind::kWait)
+      reply->set_others_training(queue_->OthersHold(req->trainer()));
   }
   reply->set_dataset_dir(dataset_dir_);
   reply->set_dataset(manifest_.name);

@@ -147,6 +147,11 @@ bool TaskQueue::HoldBackAhead(const std::string& trainer, const std::set<std::st
   return without > 0 && left <= without;
 }
 
+bool TaskQueue::OthersHold(const std::string& trainer) const {
+  return std::any_of(pending_.begin(), pending_.end(),
+                     [&](const auto& p) { return p.second.trainer != trainer; });
+}
+
 bool TaskQueue::Finish(int64_t task, int64_t epoch, int64_t step) {
   auto it = pending_.find(task);
   if (it == pending_.end() || it->second.epoch != epoch) return false;

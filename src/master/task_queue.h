@@ -100,6 +100,8 @@ class TaskQueue {
   // who need them first (else two readers fetching ahead can hold a small pass's every task).
   // Changes nothing: a wait is not an event, so replaying the log is unaffected.
   bool HoldBackAhead(const std::string& trainer, const std::set<std::string>& live) const;
+  // Whether a trainer other than `trainer` holds a task.
+  bool OthersHold(const std::string& trainer) const;
   // True if (task, epoch) was pending and is now done; false if stale (ignored). `step`: the
   // trainer's step at the acknowledgement (>= 0 is remembered for PositionAt), or -1.
   bool Finish(int64_t task, int64_t epoch, int64_t step = -1);

@@ -56,6 +56,17 @@ TEST(TaskQueueTest, ATrainerFetchingAheadWaitsWhileOthersHaveNoTask) {
   EXPECT_FALSE(q.HoldBackAhead("t2", live)) << "every trainer has one";
 }
 
+TEST(TaskQueueTest, OthersHoldSaysWhetherAnotherTrainerHasATask) {
+  TaskQueue q(Opts(2));
+  EXPECT_FALSE(q.OthersHold("t0"));
+  auto n = q.Dispatch("t1", 0);
+  ASSERT_EQ(n.kind, TaskQueue::NextKind::kTask);
+  EXPECT_TRUE(q.OthersHold("t0"));
+  EXPECT_FALSE(q.OthersHold("t1")) << "its own task is not another's";
+  ASSERT_TRUE(q.Finish(n.task.task, n.task.epoch));
+  EXPECT_FALSE(q.OthersHold("t0"));
+}
+
 TEST(TaskQueueTest, ASmallDataSetIsCutIntoRecordRangesThatSurviveASnapshot) {
   TaskQueueOptions o = Opts(1);
   o.chunk_records = {300};

@@ -90,6 +90,17 @@ class MasterTest : public EtcdTest {
     return *procs_.back();
   }
 
+  // A reader of the job registering its own trainer id, or null (the test fails).
+  std::unique_ptr<Reader> OpenReader() {
+    ReaderOptions o;
+    o.connection.etcd_endpoints = {server_->endpoint()};
+    o.connection.job = kJob;
+    o.lease_ttl_seconds = 5;
+    auto r = Reader::Open(o);
+    EXPECT_TRUE(r.ok()) << r.status();
+    return r.ok() ? std::move(*r) : nullptr;
+  }
+
   // The pid of the leading master, or 0.
   int64_t LeaderPid() {
     auto l = Election::Leader(client_.get(), keys::MasterElectionPrefix(kJob));
@@ -375,26 +386,50 @@ TEST_F(MasterTest, TrainedDoesNotWaitForTheMasterAndTheAcknowledgementLandsLater
 TEST_F(MasterTest, AReaderAloneWaitsOnceAtEachPassEnd) {
   MakeDataset("d", 2000, 4096);
   StartMaster("d", {"--passes", "3"});
-  ReaderOptions o;
-  o.connection.etcd_endpoints = {server_->endpoint()};
-  o.connection.job = kJob;
-  o.lease_ttl_seconds = 5;
-  auto reader = Reader::Open(o);
-  ASSERT_TRUE(reader.ok()) << reader.status();
+  auto reader = OpenReader();
+  ASSERT_TRUE(reader);
   std::string rec;
   int64_t records = 0, waits = 0;
   const Deadline deadline(std::chrono::seconds(60));
-  for (int i = 0; i < 100000 && !(*reader)->finished() && !deadline.expired(); ++i) {
-    auto more = (*reader)->Next(&rec);
+  for (int i = 0; i < 100000 && !reader->finished() && !deadline.expired(); ++i) {
+    auto more = reader->Next(&rec);
     ASSERT_TRUE(more.ok()) << more.status();
     if (*more) ++records;
     // A batch of 50 trained, or what is held when there is nothing more now.
-    if (!*more || records % 50 == 0) ASSERT_TRUE((*reader)->Trained().ok());
-    if (!*more && !(*reader)->finished()) ++waits;
+    if (!*more || records % 50 == 0) ASSERT_TRUE(reader->Trained().ok());
+    if (!*more && !reader->finished()) ++waits;
   }
-  EXPECT_TRUE((*reader)->finished());
+  EXPECT_TRUE(reader->finished());
   EXPECT_EQ(records, 3 * 2000);
   EXPECT_EQ(waits, 3) << "one at each pass's end";
+}
+
+// A reader told "wait" hears whether other trainers still hold tasks: in sync mode their steps
+// then pace its empty ones (Session::Idle pauses only when nobody trains).
+TEST_F(MasterTest, AWaitingReaderHearsWhetherOthersStillHoldTasks) {
+  MakeDataset("d", 100, 1 << 20);  // one chunk, one task
+  StartMaster("d");
+  auto a = OpenReader(), b = OpenReader();
+  ASSERT_TRUE(a && b);
+  std::string rec;
+  auto next = [&](Reader& r) {
+    auto more = r.Next(&rec);
+    EXPECT_TRUE(more.ok()) << more.status();
+    return more.ok() && *more;
+  };
+  ASSERT_TRUE(next(*a));  // a holds the one task
+  EXPECT_FALSE(next(*b));
+  EXPECT_FALSE(b->finished());
+  EXPECT_TRUE(b->others_training()) << "a holds the task";
+  int64_t records = 1;
+  while (records < 1000 && next(*a)) ++records;
+  EXPECT_EQ(records, 100);
+  // a waits for its own task's acknowledgement: nobody else trains.
+  EXPECT_FALSE(a->finished());
+  EXPECT_FALSE(a->others_training());
+  ASSERT_TRUE(a->Trained().ok());
+  EXPECT_TRUE(WaitUntil([&] { return !next(*a) && a->finished(); }, std::chrono::seconds(30)));
+  EXPECT_TRUE(WaitUntil([&] { return !next(*b) && b->finished(); }, std::chrono::seconds(30)));
 }
 
 // An acknowledgement that fails in the background (the master did not answer within the request

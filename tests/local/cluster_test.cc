@@ -124,15 +124,18 @@ namespace {
 TEST_F(LocalTest, KilledPserverComesBackFromItsCheckpoint) {
   UploadFashionMnist();
   Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--pservers",
-                              "2", "--trainers", "2", "--passes", "4", "--model-arg", "hidden=64", "--job",
+                              "2", "--trainers", "2", "--passes", "6", "--model-arg", "hidden=64", "--job",
                               "ckpt", "--checkpoint-every", "0.5"});
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
   ASSERT_TRUE(WaitUntil(
       [&] {
+        // Pass 1 reached and two checkpoints kept (the newest is damaged below).
         auto s = MasterStatus(etcd.get(), "ckpt");
         auto rec = etcd->Get(keys::Checkpoint("ckpt", 1));
-        return s.pass() >= 1 && rec.ok() && !rec->kvs.empty();
+        if (s.pass() < 1 || !rec.ok() || rec->kvs.empty()) return false;
+        auto kept = DecodeCheckpointRecords(rec->kvs[0].value);
+        return kept.ok() && kept->size() == 2;
       },
       std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << p.Output();
