@@ -115,8 +115,9 @@ int tessera_sparse_push(tessera_client* c, const char* table, const uint64_t* ke
  * tessera_idle(), then ask again; TESSERA_DONE (0) when every pass is done; or an error. */
 enum { TESSERA_DONE = 0, TESSERA_RECORD = 1, TESSERA_WAIT = 2 };
 int tessera_next_record(tessera_client* c, const char** data, size_t* size);
-/* Holding no records and given none: acknowledges what was trained, pauses briefly, and takes
- * part in the current step with an empty gradient (sync and ssp jobs), so others are not held up. */
+/* Holding no records and given none: acknowledges what was trained and takes part in the
+ * current step with an empty gradient (sync and ssp jobs), so others are not held up. It pauses
+ * 10 ms first unless other trainers train in a sync job (their steps then pace it). */
 int tessera_idle(tessera_client* c);
 /* Every record returned so far has been trained on (acknowledges finished tasks). */
 int tessera_records_trained(tessera_client* c);
