@@ -1,4 +1,6 @@
 // `tessera master`: run a master (the leader, or a standby waiting in the election).
+#include <limits>
+
 #include "cli/address_flags.h"
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
@@ -116,7 +118,7 @@ void RegisterMaster(CLI::App& app, int* exit_code) {
          flags::kChunksPerTask, f->chunks_per_task,
          "chunks in one task; 0: as many as hold about 4 MiB of records, while a pass keeps at least "
          "--min-tasks tasks")
-      ->check(CLI::Range(0, 1000000))
+      ->check(CLI::Range(0, std::numeric_limits<int>::max()))
       ->capture_default_str();
   cmd->add_option(
          flags::kMinTasks, f->min_tasks,

@@ -242,9 +242,9 @@ class ReaderImpl : public Reader {
         spdlog::debug("trainer {}: fetching the next task ahead failed: {}", trainer_, f.status().message());
       }
     }
-    // Told "wait" a moment ago: not yet again (an idle sync trainer steps about every ms).
-    if (!got && Now() < ask_after_) return false;
     if (!got) {
+      // Told "wait" a moment ago: not yet again (an idle sync trainer steps about every ms).
+      if (Now() < ask_after_) return false;
       // The master's answer must not depend on when our acknowledgements land: asked before
       // its last task's acknowledgement, a trainer alone would hear "wait" for its own task and
       // take one more step (a run would no longer repeat itself step for step).

@@ -2,6 +2,7 @@
 #include "common/math_threads.h"
 
 #include <algorithm>
+#include <thread>
 
 namespace tessera {
 
@@ -16,5 +17,7 @@ std::vector<std::pair<std::string, std::string>> MathThreadEnv(
   for (const char* var : kMathThreadVars) env.emplace_back(var, threads);
   return env;
 }
+
+int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
 
 }  // namespace tessera

@@ -16,6 +16,7 @@
 #include "common/addressing.h"
 #include "common/clock.h"
 #include "common/flag_names.h"
+#include "common/math_threads.h"
 #include "common/process.h"
 #include "common/strings.h"
 #include "coord/etcd_client.h"
@@ -92,8 +93,6 @@ StatusOr<deploy::JobSpec> ReadSpec(etcd::EtcdClient* etcd, const NodeOptions& o,
   }
   return last;
 }
-
-int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
 
 StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const deploy::JobSpec& s) {
   ProcessOptions po;

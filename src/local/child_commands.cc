@@ -7,7 +7,6 @@
 #include <cstdlib>
 #include <filesystem>
 #include <optional>
-#include <thread>
 
 #include "common/busy_poll.h"
 #include "common/flag_names.h"
@@ -21,8 +20,6 @@ namespace fs = std::filesystem;
 namespace {
 
 // Every trainer and pserver runs here.
-int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
-
 std::optional<int> BusyPoll(const LocalOptions& o) {
   return HostBusyPoll(o.busy_poll_us, HostCores(), o.trainers + o.pservers, ::getenv);
 }
