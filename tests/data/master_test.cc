@@ -115,6 +115,19 @@ class MasterTest : public EtcdTest {
     return s.value_or(master::StatusReply());
   }
 
+  // Whether the master's pending tasks become `want` within 20 s (else how many there were).
+  ::testing::AssertionResult PendingBecomes(int64_t want) {
+    int64_t pending = 0;
+    if (WaitUntil(
+            [&] {
+              pending = MasterStatus().pending();
+              return pending == want;
+            },
+            std::chrono::seconds(20)))
+      return ::testing::AssertionSuccess();
+    return ::testing::AssertionFailure() << "tasks held: " << pending;
+  }
+
   // (pass, task) pairs a consumer started, from its "TASK pass id epoch" lines.
   static std::vector<std::pair<int, int64_t>> TasksOf(Subprocess& p) {
     std::vector<std::pair<int, int64_t>> out;
@@ -300,14 +313,7 @@ TEST_F(MasterTest, TheNextTaskIsFetchedAheadWhileATasksLastRecordsAreRead) {
   StartMaster("d");
   Subprocess& holder = StartConsumer({"--hold-after", "5"});
   ASSERT_TRUE(holder.WaitForOutput("HOLDING", std::chrono::seconds(30))) << holder.Output();
-  int64_t pending = 0;
-  EXPECT_TRUE(WaitUntil(
-      [&] {
-        pending = MasterStatus().pending();
-        return pending == 2;
-      },
-      std::chrono::seconds(20)))
-      << "tasks held: " << pending;
+  EXPECT_TRUE(PendingBecomes(2));
   holder.Kill();
   Subprocess& reader = StartConsumer();
   auto code = reader.Wait(std::chrono::seconds(60));
@@ -323,6 +329,31 @@ TEST_F(MasterTest, TheNextTaskIsFetchedAheadWhileATasksLastRecordsAreRead) {
               static_cast<long long>(st.tasks()));
   // All but the first and those asked for while the killed trainer's two were out of the queue.
   EXPECT_GE(ahead, st.tasks() / 2) << out;
+}
+
+// A reader whose records go fast next to the time a fetch takes starts the next fetch long before
+// the 256 records left of fetch_ahead_records: here within 240 records of a task of 500.
+TEST_F(MasterTest, AFastReaderFetchesAheadBeforeItsLastRecordsByTheTimeAFetchTakes) {
+  dataset::WriterOptions o;
+  o.chunk_bytes = 25000;  // 500 records of 48 bytes (+2 each) fill a chunk: 3 chunks of 500
+  auto w = dataset::DatasetWriter::Create(dir_ + "/store", "d", "text", "line", o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  for (int i = 0; i < 1500; ++i) ASSERT_TRUE((*w)->Add(std::string(48, 'r')).ok());
+  ASSERT_TRUE((*w)->Commit(nlohmann::json::object()).ok());
+  auto m = dataset::LoadManifest(dir_ + "/store/d");
+  ASSERT_TRUE(m.ok()) << m.status();
+  ASSERT_EQ(m->chunks.size(), 3u);
+  for (const auto& c : m->chunks) ASSERT_EQ(c.records, 500u);
+  StartMaster("d", {"--min-tasks", "0"});  // one chunk a task, never cut
+  auto reader = OpenReader();
+  ASSERT_TRUE(reader);
+  std::string rec;
+  for (int i = 0; i < 240; ++i) {
+    auto more = reader->Next(&rec);
+    ASSERT_TRUE(more.ok() && *more) << (more.ok() ? "no record" : more.status().ToString());
+  }
+  // 260 records are left, more than 256: only the timing can have started the fetch.
+  EXPECT_TRUE(PendingBecomes(2));
 }
 
 // A reader of the job (its own trainer id) that has read every record of its first task and the
