@@ -17,7 +17,8 @@
 namespace tessera::local {
 
 StatusOr<std::optional<Rollback>> PrepareRollback(etcd::EtcdClient* etcd, const std::string& job,
-                                                  const std::string& checkpoint_dir) {
+                                                  const std::string& checkpoint_dir,
+                                                  std::string* passed_over) {
   TESSERA_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(etcd, job));
   if (config.checkpoint_steps <= 0) return std::optional<Rollback>();
   Rollback out;
@@ -61,7 +62,13 @@ StatusOr<std::optional<Rollback>> PrepareRollback(etcd::EtcdClient* etcd, const 
     position_keys[*v] = kv.key;
   }
   auto version = master::ChooseRollbackVersion(config.pservers, good, positions);
-  if (!version) return std::optional<Rollback>();
+  if (!version) {
+    // What there was, for the log: what was passed over, each pserver's good versions, the
+    // saved positions.
+    if (passed_over)
+      *passed_over = out.note + master::DescribeRollbackCandidates(config.pservers, good, positions);
+    return std::optional<Rollback>();
+  }
   out.version = *version;
 
   TESSERA_ASSIGN_OR_RETURN(auto order, etcd->Get(keys::Rollback(job)));

@@ -24,9 +24,11 @@ struct Rollback {
 };
 
 // `checkpoint_dir`: where the checkpoint files are, to check them (empty: trust the records).
-// None if the job has no checkpoint steps, or nothing consistent to roll back to.
+// None if the job has no checkpoint steps, or nothing consistent to roll back to; then
+// `passed_over` (if not null) says which checkpoints were passed over and why (Rollback::note).
 StatusOr<std::optional<Rollback>> PrepareRollback(etcd::EtcdClient* etcd, const std::string& job,
-                                                  const std::string& checkpoint_dir);
+                                                  const std::string& checkpoint_dir,
+                                                  std::string* passed_over = nullptr);
 
 // Revokes every lease attached to a key of `job` (registrations, readiness, election), so a
 // replacement claims the same index at once. Only when none of the job's processes runs.

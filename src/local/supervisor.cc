@@ -129,10 +129,12 @@ void Supervisor::ShowConsole() {
 }
 
 Status Supervisor::OrderRollback() {
-  TESSERA_ASSIGN_OR_RETURN(auto rb, PrepareRollback(etcd_.get(), o_.job, CheckpointDir()));
+  std::string passed_over;
+  TESSERA_ASSIGN_OR_RETURN(auto rb, PrepareRollback(etcd_.get(), o_.job, CheckpointDir(), &passed_over));
   if (!rb) {
     console_.Event(
-        "no consistent checkpoint to roll back to yet: the job starts over from its initial state");
+        "no consistent checkpoint to roll back to yet: the job starts over from its initial state" +
+        (passed_over.empty() ? std::string() : " (" + passed_over + ")"));
     return Status::OK();
   }
   console_.Event(fmt::format("rolling back to the consistent checkpoint of version {} (rollback {}){}{}",

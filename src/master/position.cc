@@ -137,4 +137,20 @@ std::optional<int64_t> ChooseRollbackVersion(int pservers, const std::map<int, s
   return std::nullopt;
 }
 
+std::string DescribeRollbackCandidates(int pservers, const std::map<int, std::set<int64_t>>& good,
+                                       const std::set<int64_t>& positions) {
+  auto list = [](const std::set<int64_t>& v) {
+    std::string out = "[";
+    for (int64_t x : v) out += (out.size() > 1 ? "," : "") + std::to_string(x);
+    return out + "]";
+  };
+  std::string out;
+  for (int i = 0; i < pservers; ++i) {
+    auto g = good.find(i);
+    out += "pserver " + std::to_string(i) + " holds " +
+           list(g == good.end() ? std::set<int64_t>() : g->second) + "; ";
+  }
+  return out + "data positions saved for " + list(positions);
+}
+
 }  // namespace tessera::master

@@ -74,5 +74,9 @@ class PositionBook {
 // `good` maps each pserver index to the versions of its good checkpoints. None if there is none.
 std::optional<int64_t> ChooseRollbackVersion(int pservers, const std::map<int, std::set<int64_t>>& good,
                                              const std::set<int64_t>& positions);
+// What ChooseRollbackVersion chose from, for a log line when it found nothing: "pserver 0 holds
+// [40,80]; pserver 1 holds [40]; data positions saved for [80]".
+std::string DescribeRollbackCandidates(int pservers, const std::map<int, std::set<int64_t>>& good,
+                                       const std::set<int64_t>& positions);
 
 }  // namespace tessera::master

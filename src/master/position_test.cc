@@ -76,6 +76,13 @@ TEST(PositionBookTest, CompleteWhenEveryLiveTrainerReportedOrBeganLater) {
   EXPECT_EQ(gap.Complete(), std::vector<int64_t>{40});
 }
 
+TEST(ChooseRollbackVersionTest, WhatItChoseFromIsDescribedForTheLog) {
+  EXPECT_EQ(
+      DescribeRollbackCandidates(3, {{0, {40, 80}}, {2, {40}}}, {80}),
+      "pserver 0 holds [40,80]; pserver 1 holds []; pserver 2 holds [40]; data positions saved for [80]");
+  EXPECT_EQ(DescribeRollbackCandidates(1, {}, {}), "pserver 0 holds []; data positions saved for []");
+}
+
 TEST(ChooseRollbackVersionTest, HighestVersionEveryPserverHoldsWithAPosition) {
   // Both hold 20 and 30; the position of 30 is saved.
   EXPECT_EQ(ChooseRollbackVersion(2, {{0, {20, 30}}, {1, {20, 30}}}, {20, 30}), 30);
