@@ -223,7 +223,7 @@ class PySession {
     std::vector<py::object> keep;  // the arrays stay referenced until the push is done
     const Gradients& g = StepGradients(dense, sparse, samples, &keep);
     py::gil_scoped_release release;
-    Handle h = session_->client().PushPull(g);
+    Handle h = session_->client().PushPullAndWait(g);
     Status s = h.Wait();
     if (s.code() == StatusCode::kAborted) {
       Check(session_->client().Pull().Wait());

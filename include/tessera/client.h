@@ -152,6 +152,14 @@ class Client {
   virtual Handle Push(const Gradients& grads) = 0;
   // Pushes this step's gradients and pulls the dense parameters of the next version.
   virtual Handle PushPull(const Gradients& grads) = 0;
+  // As PushPull, for a caller that waits for it at once: returns when it is done (the Handle's
+  // Wait() then says how it went, at once). The request to the first pserver goes out from the
+  // calling thread, with no link thread woken for it: a step saves a hand-over between threads.
+  virtual Handle PushPullAndWait(const Gradients& grads) {
+    Handle h = PushPull(grads);
+    (void)h.Wait();
+    return h;
+  }
   // Pushes this step's gradients in pieces, as backward produces them, so they travel (and are
   // applied) while the rest is computed: call it for each piece, `last` on the step's last one;
   // every piece carries the step's sample count. The step advances after the last piece.

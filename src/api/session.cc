@@ -205,7 +205,7 @@ std::string Session::record_type() const { return impl_->reader ? impl_->reader-
 Status Session::EmptyStep() {
   if (client_->mode().kind == ConsistencyMode::Kind::kAsync) return Status::OK();
   Gradients none;
-  Status s = client_->PushPull(none).Wait();
+  Status s = client_->PushPullAndWait(none).Wait();
   // Aborted: the step closed without us (the group changed); catch up with a pull.
   if (s.code() == StatusCode::kAborted) return client_->Pull().Wait();
   TESSERA_RETURN_IF_ERROR(s);

@@ -171,7 +171,7 @@ int tessera_send_grads(tessera_client* c, const char* const* names, const float*
     }
     for (const auto& s : c->sparse) g.Sparse(s.table, s.keys, s.grads);
     g.samples = samples;
-    Status s = c->session->client().PushPull(g).Wait();
+    Status s = c->session->client().PushPullAndWait(g).Wait();
     c->sparse.clear();
     if (s.code() == StatusCode::kAborted) {
       // The step closed without this trainer (the group changed): the gradient was dropped.

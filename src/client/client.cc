@@ -183,7 +183,14 @@ Status ClientImpl::WaitForTrainers(int n, std::chrono::milliseconds timeout) {
                                   "] at revision " + std::to_string(seen.revision) + ")");
 }
 
-Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep) {
+Handle ClientImpl::PushPullAndWait(const Gradients& grads) {
+  Handle h = DoPush(grads, /*pull=*/true, nullptr, /*caller_waits=*/true);
+  (void)h.Wait();
+  return h;
+}
+
+Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep,
+                          bool caller_waits) {
   if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
   if (lease_lost_) return Failed(LeaseLost());
   if (Status s = Realign(); !s.ok()) return Failed(s);
@@ -218,7 +225,7 @@ Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<con
   const bool pieces =
       options_.pipeline && bad.empty() && job_.mode.kind == ConsistencyMode::Kind::kAsync && !job_.hosted();
   Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome,
-                      pieces ? kPartBytes : 0);
+                      pieces ? kPartBytes : 0, caller_waits);
   RaiseStep(step + 1);
   return h;
 }
@@ -258,7 +265,7 @@ Handle ClientImpl::Failed(const Status& s) {
 }
 
 Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover,
-                            const Status* dropped, size_t part_bytes) {
+                            const Status* dropped, size_t part_bytes, bool caller_waits) {
   // (link, call, overlap group) for every call sent.
   struct Target {
     int link;
@@ -318,7 +325,7 @@ Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool a
           }
           state->Complete(s, r.version(), r.min_clock());
         },
-        g);
+        g, /*wake=*/!(caller_waits && jobs.empty()));
     jobs.emplace_back(links_[i], id);
   }
   state->help = [jobs = std::move(jobs)] {

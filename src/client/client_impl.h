@@ -40,6 +40,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
   Handle Pull() override;
   Handle Push(const Gradients& grads) override { return DoPush(grads, /*pull=*/false); }
   Handle PushPull(const Gradients& grads) override { return DoPush(grads, /*pull=*/true); }
+  Handle PushPullAndWait(const Gradients& grads) override;
   Handle SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) override;
   Handle PushPiece(const Gradients& piece, bool last, bool pull) override;  // client_pieces.cc
   int64_t block_size() const override { return job_.block_size; }
@@ -101,15 +102,18 @@ class ClientImpl : public Client, public PserverLink::Owner {
   int64_t PullNeed(int64_t step) const;
   std::vector<std::unique_ptr<LinkCall>> NewCalls() const;
   static Handle Failed(const Status& s);
-  // `keep`: what the gradients' buffers belong to, kept until the requests are done.
-  Handle DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep = nullptr);
+  // `keep`: what the gradients' buffers belong to, kept until the requests are done. With
+  // `caller_waits`, see Dispatch.
+  Handle DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep = nullptr,
+                bool caller_waits = false);
   // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
   // `part_bytes`: a plain pull or dense push larger than two parts of this many bytes is cut into
   // such parts (RequestBuilder::SplitPull, SplitPush), which run two at a time on their link as
   // one overlap group (PserverLink::Submit) (0: never; a push only where the job takes async
-  // pieces).
+  // pieces). `caller_waits`: the caller waits on the Handle at once, so the first call is left for
+  // it to run (no link thread is woken for it); the others' link threads start theirs meanwhile.
   Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true,
-                  const Status* dropped = nullptr, size_t part_bytes = 0);
+                  const Status* dropped = nullptr, size_t part_bytes = 0, bool caller_waits = false);
   // A new overlap group for Dispatch.
   uint64_t NewGroup() { return next_group_.fetch_add(1) + 1; }
   // Where the calls of a large pull or async push are cut (ClientOptions::pipeline).

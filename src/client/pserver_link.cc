@@ -74,7 +74,7 @@ void PserverLink::Post(std::function<void()> fn) {
 }
 
 uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover,
-                             Done done, uint64_t group) {
+                             Done done, uint64_t group, bool wake) {
   // The deadline runs from the first start; a job put back to recover (the same closure, moved)
   // keeps it, and its `before` runs once.
   auto fn = [this, call, timeout, recover, deadline = std::optional<Deadline>(),
@@ -100,7 +100,7 @@ uint64_t PserverLink::Submit(std::shared_ptr<LinkCall> call, std::chrono::millis
     if (group != 0 && !lane_thread_.joinable() && !closing_)
       lane_thread_ = std::thread([this] { Loop(kSecondLane); });
   }
-  cv_.NotifyAll();
+  if (wake) cv_.NotifyAll();
   return id;
 }
 

@@ -63,9 +63,11 @@ class PserverLink {
   // lane's, or the thread that ran it through RunInline. With `recover`, see Run(). With a
   // `group` (not 0), the call may run beside a neighbouring call of the same group (above); on
   // the second lane it does not recover a pserver itself: a call that needs it is put back to run
-  // first, alone, on the link's own lane. Returns the job's id (for RunInline).
+  // first, alone, on the link's own lane. Returns the job's id (for RunInline). Without `wake`,
+  // no link thread is woken for it: the caller runs it (RunInline) at once; if it cannot (the
+  // link is busy), the link's thread takes it after the job ahead of it.
   uint64_t Submit(std::shared_ptr<LinkCall> call, std::chrono::milliseconds timeout, bool recover, Done done,
-                  uint64_t group = 0);
+                  uint64_t group = 0, bool wake = true);
   // Runs job `id` on the calling thread if it is next in line and may start on the link's own
   // lane now; false if a link thread has it or it is not next.
   bool RunInline(uint64_t id);

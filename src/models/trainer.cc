@@ -60,20 +60,23 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
     evaluated = job_pass - 1;
     return evaluate(evaluated, &result);
   };
+  // The records are read straight into the batch's strings, which keep their memory from step to
+  // step (one copy of each record, none allocated once the strings have grown).
   std::vector<std::string> batch;
-  std::string rec;
   bool done = false;
   while (!stopping() && !done) {
-    batch.clear();
-    while (static_cast<int>(batch.size()) < o.model_options.batch_size) {
-      TESSERA_ASSIGN_OR_RETURN(api::Session::Next next, session->NextRecord(&rec));
+    size_t n = 0;
+    batch.resize(static_cast<size_t>(o.model_options.batch_size));
+    while (n < batch.size()) {
+      TESSERA_ASSIGN_OR_RETURN(api::Session::Next next, session->NextRecord(&batch[n]));
       TESSERA_RETURN_IF_ERROR(evaluate_through(session->job_pass()));
       if (next != api::Session::Next::kRecord) {
         done = next == api::Session::Next::kDone;
         break;
       }
-      batch.push_back(rec);
+      ++n;
     }
+    batch.resize(n);
     if (batch.empty()) {
       // Nothing to read right now (the rest of the pass is elsewhere): keep the steps moving.
       if (!done) TESSERA_RETURN_IF_ERROR(session->Idle());
@@ -93,7 +96,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
       Gradients grads;
       TESSERA_ASSIGN_OR_RETURN(r, model->Step(*client, batch, &grads));
       grads.samples = r.samples;
-      s = client->PushPull(grads).Wait();
+      s = client->PushPullAndWait(grads).Wait();
     }
     if (s.code() == StatusCode::kAborted) {
       // The step closed without us (the group changed): this batch's gradient was dropped.

@@ -66,18 +66,17 @@ TEST_P(SyncMatchesOneProcess, ThreeTrainersTwoPservers) {
   EXPECT_LT(EvalLoss(expect), EvalLoss(w0));
 }
 
-// The same job with every trainer pushing in pieces, one block each and in its own order (so
-// blocks are applied before their barriers, and pulls come back early or with the last piece):
-// each trainer ends with the bits of the whole-push run.
-TEST_F(PsTest, PushesInPiecesEndWithTheBitsOfWholePushes) {
-  auto run = [&](const std::string& job, bool pieces) -> std::vector<std::string> {
+// Runs the linear job (adam) with kTrainers trainers started with `flags` and 2 pservers, and
+// returns each trainer's final parameters as it wrote them; the job's processes end with it.
+class SyncBitsTest : public PsTest {
+ protected:
+  std::vector<std::string> RunJob(const std::string& job, const std::vector<std::string>& flags) {
     MakeJob(job, 2, "sync", "adam:lr=0.05", 64, kTrainers);
     const size_t first = procs_.size();
     StartPserver(job);
     StartPserver(job);
     EXPECT_TRUE(WaitForPservers(job, 2));
-    RunLinearTrainers(job, kTrainers, kDim, kBatch, kSteps, dir_ + "/" + job,
-                      pieces ? std::vector<std::string>{"--pieces"} : std::vector<std::string>{});
+    RunLinearTrainers(job, kTrainers, kDim, kBatch, kSteps, dir_ + "/" + job, flags);
     std::vector<std::string> out;
     for (int t = 0; t < kTrainers; ++t) {
       std::ifstream f(dir_ + "/" + job + std::to_string(t));
@@ -85,15 +84,33 @@ TEST_F(PsTest, PushesInPiecesEndWithTheBitsOfWholePushes) {
     }
     for (size_t i = first; i < procs_.size(); ++i) procs_[i]->Terminate(std::chrono::seconds(5));
     return out;
-  };
-  auto whole = run("whole", false);
-  auto pieces = run("pieces", true);
-  ASSERT_EQ(whole.size(), static_cast<size_t>(kTrainers));
-  ASSERT_EQ(pieces.size(), static_cast<size_t>(kTrainers));
-  for (int t = 0; t < kTrainers; ++t) {
-    EXPECT_FALSE(whole[t].empty());
-    EXPECT_EQ(pieces[t], whole[t]) << "trainer " << t;
   }
+
+  // Every trainer wrote parameters, and the same as in `want`.
+  static void ExpectSameBits(const std::vector<std::string>& want, const std::vector<std::string>& got) {
+    ASSERT_EQ(want.size(), static_cast<size_t>(kTrainers));
+    ASSERT_EQ(got.size(), static_cast<size_t>(kTrainers));
+    for (int t = 0; t < kTrainers; ++t) {
+      EXPECT_FALSE(want[t].empty());
+      EXPECT_EQ(got[t], want[t]) << "trainer " << t;
+    }
+  }
+};
+
+// The same job with every trainer pushing in pieces, one block each and in its own order (so
+// blocks are applied before their barriers, and pulls come back early or with the last piece):
+// each trainer ends with the bits of the whole-push run.
+TEST_F(SyncBitsTest, PushesInPiecesEndWithTheBitsOfWholePushes) {
+  auto whole = RunJob("whole", {});
+  ExpectSameBits(whole, RunJob("pieces", {"--pieces"}));
+}
+
+// Client::PushPullAndWait (what the built-in trainer, the C API and the Python module's waiting
+// step use): the first pserver's request runs on the calling thread, the second pserver's on its
+// link's thread, and each returns done; the trainers end with the bits of PushPull and Wait.
+TEST_F(SyncBitsTest, PushPullAndWaitEndsWithTheBitsOfPushPull) {
+  auto whole = RunJob("whole", {});
+  ExpectSameBits(whole, RunJob("here", {"--wait-here"}));
 }
 
 INSTANTIATE_TEST_SUITE_P(Optimizers, SyncMatchesOneProcess,

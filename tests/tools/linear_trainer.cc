@@ -38,6 +38,10 @@ int main(int argc, char** argv) {
   app.add_flag("--pieces", pieces,
                "push each step in pieces of one block (Client::PushPiece), in an order that depends on the "
                "trainer id");
+  bool wait_here = false;
+  app.add_flag("--wait-here", wait_here,
+               "push and pull with Client::PushPullAndWait (the first pserver's request sent from this "
+               "thread) instead of PushPull and Wait");
   app.add_flag("--report-leads", report_leads);
   CLI11_PARSE(app, argc, argv);
 
@@ -123,7 +127,13 @@ int main(int argc, char** argv) {
       Gradients grads;
       grads.Dense("w", g);
       grads.samples = batch;
-      h = c.PushPull(grads);
+      if (wait_here) {
+        h = c.PushPullAndWait(grads);
+        if (!h.done())
+          return fail("push-pull", Status::Internal("PushPullAndWait returned before it was done"));
+      } else {
+        h = c.PushPull(grads);
+      }
       s = h.Wait();
     }
     if (s.code() == StatusCode::kAborted) {
