@@ -260,6 +260,7 @@ Status PserverNode::Run() {
   const bool consistent = !options_.checkpoint_dir.empty() && config.checkpoint_steps > 0;
   if (consistent) {
     so.snapshot_every = config.checkpoint_steps;
+    so.snapshot_due = [this] { WakeCheckpointThreads(); };
     spdlog::info(
         "pserver {}: consistent checkpoints at every version that is a multiple of {} (the job's checkpoint "
         "steps){}",
@@ -373,35 +374,47 @@ void PserverNode::ObserveCheckpoint(double seconds, int64_t version) {
       .Set(static_cast<double>(version));
 }
 
+void PserverNode::WakeCheckpointThreads() {
+  // Without the lock (the service calls this under its own): a wake between a thread's check of
+  // the count and its wait is seen at its next timeout (20 ms).
+  snapshot_wakes_.fetch_add(1);
+  cv_.notify_all();
+}
+
 void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent) {
   int64_t last_version = -1;
   TimePoint last_time = Now();
   service->SetCheckpointChain(checkpointer->chain());
   std::unique_lock<std::mutex> lock(mu_);
+  uint64_t woken = snapshot_wakes_.load();
   while (!stop_ && !lost_) {
-    cv_.wait_for(lock, std::chrono::milliseconds(consistent ? 20 : 100), [&] { return stop_ || lost_; });
+    cv_.wait_for(lock, std::chrono::milliseconds(consistent ? 20 : 100),
+                 [&] { return stop_ || lost_ || snapshot_wakes_.load() != woken; });
+    woken = snapshot_wakes_.load();
     if (stop_ || lost_) break;
     lock.unlock();
     // The service took the copies at the due versions (or, for a checkpoint asked for while a
-    // step's blocks were partly applied, at the barrier after it); write them.
-    auto taken = service->TakeDueSnapshot();
-    if (consistent || taken) {
-      if (taken) {
-        auto written = Now();
-        const int64_t version = taken->version;
-        auto rec = checkpointer->Save(std::move(*taken));
-        service->SetCheckpointChain(checkpointer->chain());
-        if (rec.ok()) {
-          spdlog::info("pserver {}: consistent checkpoint of version {} recorded ({}; {} ms writing)",
-                       index_.load(), version, rec->Describe(),
-                       std::chrono::duration_cast<std::chrono::milliseconds>(Now() - written).count());
-          last_version = version;
-          last_time = Now();
-        } else {
-          spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), version,
-                        rec.status().ToString());
-        }
+    // step's blocks were partly applied, at the barrier after it); write them all, oldest first:
+    // every pserver of the job must hold the same versions.
+    bool wrote = false;
+    while (auto taken = service->TakeDueSnapshot()) {
+      wrote = true;
+      auto written = Now();
+      const int64_t version = taken->version;
+      auto rec = checkpointer->Save(std::move(*taken));
+      service->SetCheckpointChain(checkpointer->chain());
+      if (rec.ok()) {
+        spdlog::info("pserver {}: consistent checkpoint of version {} recorded ({}; {} ms writing)",
+                     index_.load(), version, rec->Describe(),
+                     std::chrono::duration_cast<std::chrono::milliseconds>(Now() - written).count());
+        last_version = version;
+        last_time = Now();
+      } else {
+        spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), version,
+                      rec.status().ToString());
       }
+    }
+    if (consistent || wrote) {
       lock.lock();
       continue;
     }

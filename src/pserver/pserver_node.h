@@ -82,6 +82,8 @@ class PserverNode {
 
  private:
   void CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent);
+  // Wakes every CheckpointLoop (a service has a due snapshot).
+  void WakeCheckpointThreads();
   // --replicas > 1 (pserver_node_replicas.cc): claims a host index, then serves the shards the
   // replica map gives this host, as primary or backup, until Stop() or the lease is lost.
   struct Serving;
@@ -98,6 +100,8 @@ class PserverNode {
   std::condition_variable cv_;
   bool stop_ = false;
   bool lost_ = false;
+  // Counts the services' calls of snapshot_due: a checkpoint thread wakes when it moves.
+  std::atomic<uint64_t> snapshot_wakes_{0};
   Status lost_reason_;
 };
 

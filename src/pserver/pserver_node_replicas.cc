@@ -133,8 +133,10 @@ Status PserverNode::RunReplicated(const Serving& sv) {
     so.metrics = sv.prom;
     so.delta_policy.max_fraction = options_.checkpoint_delta_fraction;
     so.apply_threads = options_.apply_threads;
-    if (!options_.checkpoint_dir.empty() && config.checkpoint_steps > 0)
+    if (!options_.checkpoint_dir.empty() && config.checkpoint_steps > 0) {
       so.snapshot_every = config.checkpoint_steps;
+      so.snapshot_due = [this] { WakeCheckpointThreads(); };
+    }
     so.on_initialized = [etcd, job, shard, epoch, lease](int64_t version) -> Status {
       nlohmann::json v = {{"epoch", epoch}, {"version", version}};
       return etcd->Put(keys::PserverReady(job, shard), v.dump(), lease).status();

@@ -329,6 +329,9 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
     }
     HoldUntilCommitted(&replies);
   }
+  // A barrier that made a checkpoint due while the last ones are still being written: the step's
+  // replies wait for the checkpoint thread.
+  WaitForSnapshotRoom();
   for (auto& x : replies) Send(x);
 }
 

@@ -24,6 +24,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -80,8 +81,13 @@ struct PserverServiceOptions {
   std::function<bool()> lease_alive;
   // Consistent checkpoints (sync, job checkpoint steps N > 0 and a checkpoint directory): a copy
   // of the shard is taken under the lock when a barrier makes the version a multiple of N, and
-  // at the first initialization, for the checkpoint thread to write (TakeDueSnapshot).
+  // at the first initialization, for the checkpoint thread to write (TakeDueSnapshot). Every one
+  // is written, in order: the pservers of a job must hold the same versions for a rollback to
+  // find one they all hold. A reply sent while more than kMaxDueSnapshots wait to be written
+  // waits for the checkpoint thread (up to kSnapshotWait), so training goes no faster than its
+  // checkpoints are written; `snapshot_due` (if set) wakes that thread.
   int64_t snapshot_every = 0;
+  std::function<void()> snapshot_due;
   std::string job_name;  // recorded in checkpoints
   // When a checkpoint copy may be a delta of the sparse rows changed since the last one.
   DeltaPolicy delta_policy;
@@ -121,9 +127,17 @@ class PserverService : public RequestHandler {
   Status RestoreCheckpoint(const Checkpoint& c);
   // The version a checkpoint would have now, or -1 before initialization.
   int64_t CheckpointableVersion();
-  // The snapshot taken at the last due version (see snapshot_every), once; none if no new one.
-  // A due snapshot not taken before the next one is replaced by it (and logged).
+  // The oldest snapshot taken at a due version (see snapshot_every) and not taken yet; none if
+  // there is none.
   std::optional<Checkpoint> TakeDueSnapshot();
+  // Due snapshots not taken yet.
+  size_t due_snapshots() const { return due_count_.load(); }
+  // Due snapshots waiting to be written before a reply waits for the checkpoint thread, how long
+  // it waits at most, and how many may wait before the oldest is dropped (a checkpoint thread
+  // that has stopped, or a disk that hangs: memory stays bounded).
+  static constexpr size_t kMaxDueSnapshots = 1;
+  static constexpr std::chrono::seconds kSnapshotWait{60};
+  static constexpr size_t kDroppedDueSnapshots = 4;
 
   // A trainer's registration disappeared from etcd (epoch 0: any).
   void TrainerLeft(const std::string& trainer, int64_t epoch);
@@ -292,6 +306,11 @@ class PserverService : public RequestHandler {
   // A copy for a checkpoint, whole or a delta (see SnapshotForCheckpoint).
   Checkpoint CheckpointLocked() REQUIRES(mu_);
   static void Send(Reply& reply);
+  // Before a step's replies go out: while more than kMaxDueSnapshots due snapshots wait to be
+  // written, waits for the checkpoint thread (see snapshot_every). REQUIRES mu_ not held.
+  void WaitForSnapshotRoom();
+  // Queues a due snapshot for the checkpoint thread (at most kDroppedDueSnapshots wait).
+  void AddDueSnapshot(Checkpoint c) REQUIRES(mu_);
   static void SendError(Responder& r, const Status& s, wire::DataReply::Reason reason, int64_t resume = 0);
 
   PserverServiceOptions options_;
@@ -323,7 +342,9 @@ class PserverService : public RequestHandler {
   std::vector<ShardStore::DenseUpdate> dense_updates_ GUARDED_BY(mu_);  // a step's, applied together
   std::vector<const float*> piece_grads_ GUARDED_BY(mu_);  // one early block's senders' gradients
   Counters counters_ GUARDED_BY(mu_);
-  std::optional<Checkpoint> due_snapshot_ GUARDED_BY(mu_);
+  std::deque<Checkpoint> due_snapshots_ GUARDED_BY(mu_);
+  std::atomic<size_t> due_count_{0};  // due_snapshots_.size(), read without the lock
+  CondVar snapshot_taken_;            // a due snapshot was taken, or serving stopped
   ExportCuts<ShardValues> cuts_ GUARDED_BY(mu_);
   CheckpointChainState chain_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point step_opened_

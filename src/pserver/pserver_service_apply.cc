@@ -113,6 +113,35 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
   ClearPieces();
 }
 
+void PserverService::AddDueSnapshot(Checkpoint c) {
+  due_snapshots_.push_back(std::move(c));
+  if (due_snapshots_.size() > kDroppedDueSnapshots) {
+    // The checkpoint thread is not writing (the replies' wait for it timed out): the oldest goes.
+    spdlog::warn("pserver {}: the checkpoint of version {} was not written before version {} was due",
+                 options_.index, due_snapshots_.front().version, due_snapshots_.back().version);
+    due_snapshots_.pop_front();
+  }
+  due_count_.store(due_snapshots_.size());
+  if (options_.snapshot_due) options_.snapshot_due();
+}
+
+void PserverService::WaitForSnapshotRoom() {
+  if (due_count_.load() <= kMaxDueSnapshots) return;
+  const auto until = std::chrono::steady_clock::now() + kSnapshotWait;
+  MutexLock lock(&mu_);
+  while (due_snapshots_.size() > kMaxDueSnapshots && serving_.load()) {
+    const auto left = until - std::chrono::steady_clock::now();
+    if (left <= std::chrono::steady_clock::duration::zero()) {
+      spdlog::warn("pserver {}: {} checkpoints are still to be written after {} s; training goes on",
+                   options_.index, due_snapshots_.size(), kSnapshotWait.count());
+      return;
+    }
+    snapshot_taken_.WaitFor(&mu_, left, [&]() REQUIRES(mu_) {
+      return due_snapshots_.size() <= kMaxDueSnapshots || !serving_.load();
+    });
+  }
+}
+
 void PserverService::ObserveApply(std::chrono::steady_clock::time_point start) {
   if (!options_.metrics) return;
   options_.metrics
@@ -142,11 +171,7 @@ void PserverService::Drain(std::vector<Reply>* out) {
       const int64_t v = consistency_->version();
       if ((options_.snapshot_every > 0 && v % options_.snapshot_every == 0) || snapshot_wanted_) {
         snapshot_wanted_ = false;
-        if (due_snapshot_) {
-          spdlog::warn("pserver {}: the checkpoint of version {} was not written before version {} was due",
-                       options_.index, due_snapshot_->version, v);
-        }
-        due_snapshot_ = CheckpointLocked();
+        AddDueSnapshot(CheckpointLocked());
       }
       if (cuts_.any_pending()) TakeDueCuts();
     }

@@ -100,7 +100,7 @@ void PserverService::HandleInitDone(const wire::DataRequest& req, std::unique_pt
     // The first consistent checkpoint: the initial values (a shard restored from a checkpoint
     // of this version has one already).
     if (first && options_.snapshot_every > 0 && restored_version_ != consistency_->version()) {
-      due_snapshot_ = CheckpointLocked();
+      AddDueSnapshot(CheckpointLocked());
     }
     restored_version_ = -1;
     version = consistency_->version();
@@ -168,8 +168,11 @@ int64_t PserverService::CheckpointGen() {
 
 std::optional<Checkpoint> PserverService::TakeDueSnapshot() {
   MutexLock lock(&mu_);
-  std::optional<Checkpoint> out = std::move(due_snapshot_);
-  due_snapshot_.reset();
+  if (due_snapshots_.empty()) return std::nullopt;
+  std::optional<Checkpoint> out = std::move(due_snapshots_.front());
+  due_snapshots_.pop_front();
+  due_count_.store(due_snapshots_.size());
+  snapshot_taken_.NotifyAll();
   return out;
 }
 

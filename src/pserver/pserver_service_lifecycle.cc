@@ -30,6 +30,7 @@ void PserverService::StopServing(const Status& why) {
     MutexLock lock(&mu_);
     serving_ = false;
     stop_reason_ = why;
+    snapshot_taken_.NotifyAll();  // replies waiting for the checkpoint thread go out (and fail)
     waiting.swap(waiting_);
     held.swap(held_replies_);  // not committed: the trainers send them again to whoever serves next
     for (auto& [t, p] : waiting) consistency_->CancelPull(t);

@@ -1,11 +1,14 @@
 // PserverService with sync pushes in pieces, without a network: the bits equal whole pushes'
 // (Adam, two trainers, pieces in any order), a block every trainer has sent is applied and its
 // pieces' pulls answered before the barrier, while other pulls of it, checkpoints and export cuts
-// wait for the barrier; bad pieces are refused and the step still closes.
+// wait for the barrier; bad pieces are refused and the step still closes. Also consistent
+// checkpoints' due snapshots: every one kept in order, and a step that outruns them waits.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <cstring>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "job/wire_convert.h"
@@ -17,7 +20,7 @@ namespace {
 
 // A reply that may come after the call returned (a pull waiting for its version).
 struct Answer {
-  bool sent = false;
+  std::atomic<bool> sent{false};  // set by the thread that sends it
   wire::DataReply reply;
   std::vector<float> values;
 };
@@ -48,8 +51,9 @@ constexpr int kBlocks = 3, kBlock = 4;
 // One pserver holding "w" (12 floats in 3 blocks of 4, Adam), sync, trainers "a" and "b".
 class Shard {
  public:
-  explicit Shard(int backup_trainers = 0) {
+  explicit Shard(int backup_trainers = 0, int64_t snapshot_every = 0) {
     PserverServiceOptions o;
+    o.snapshot_every = snapshot_every;
     o.job.backup_trainers = backup_trainers;
     o.job.pservers = 1;
     o.job.token = "tok";
@@ -154,6 +158,61 @@ std::vector<float> Grad(const std::string& trainer, int64_t step, int block) {
     g.push_back(std::sin(static_cast<float>(step * 31 + block * 7 + i) + (trainer == "a" ? 0.3f : 1.7f)));
   }
   return g;
+}
+
+// Consistent checkpoints (a snapshot due at every version here): every due snapshot is kept and
+// taken in order, none replaced by a later one (the pservers of a job must hold the same
+// versions), and a barrier that makes one due while another still waits holds the step's
+// replies until the checkpoint thread takes the older one.
+TEST(PserverSnapshotsTest, EveryDueSnapshotIsKeptInOrderAndAStepWaitsForTheCheckpointThread) {
+  Shard s(0, /*snapshot_every=*/1);
+  ASSERT_NO_FATAL_FAILURE(s.Start());
+  EXPECT_EQ(s.service().due_snapshots(), 1u);  // the initial values (version 0)
+  auto g = [](int b) { return Grad("a", 0, b); };
+  auto a = s.Push("a", 0, {0, 1, 2}, g);
+  EXPECT_FALSE(a->sent);  // held for b
+  std::shared_ptr<Answer> b;
+  std::thread closing([&] { b = s.Push("b", 0, {0, 1, 2}, g); });
+  struct Joined {
+    std::thread& t;
+    ~Joined() {
+      if (t.joinable()) t.join();
+    }
+  } joined{closing};
+  // b's push closes the step: version 1 is due while version 0 is unwritten, so the step's
+  // replies wait.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (s.service().due_snapshots() < 2 && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  ASSERT_EQ(s.service().due_snapshots(), 2u);
+  EXPECT_FALSE(a->sent);
+  auto first = s.service().TakeDueSnapshot();
+  closing.join();
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->version, 0);
+  ASSERT_TRUE(a->sent && b->sent);
+  EXPECT_EQ(b->reply.version(), 1);
+  // Three more steps while a checkpoint thread takes what is due: every version, in order.
+  std::vector<int64_t> taken = {first->version};
+  std::atomic<bool> done{false};
+  std::thread writer([&] {
+    while (!done || s.service().due_snapshots() > 0) {
+      if (auto c = s.service().TakeDueSnapshot()) {
+        taken.push_back(c->version);
+      } else {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      }
+    }
+  });
+  for (int64_t step = 1; step <= 3; ++step) {
+    auto x = s.Push("a", step, {0, 1, 2}, g);
+    ASSERT_EQ(s.Push("b", step, {0, 1, 2}, g)->reply.code(), 0);
+    ASSERT_TRUE(x->sent);
+  }
+  done = true;
+  writer.join();
+  EXPECT_EQ(taken, (std::vector<int64_t>{0, 1, 2, 3, 4}));
+  EXPECT_FALSE(s.service().TakeDueSnapshot());
 }
 
 TEST(PserverPiecesTest, PiecesInAnyOrderGiveTheBitsOfWholePushes) {
