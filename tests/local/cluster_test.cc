@@ -59,10 +59,12 @@ TEST_F(LocalTest, KilledPserverAndTrainerAreRestartedAndTheJobFinishes) {
   UploadFashionMnist();
   Subprocess& p =
       StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--pservers", "2",
-                  "--trainers", "2", "--passes", "4", "--model-arg", "hidden=64", "--job", "chaos"});
+                  "--trainers", "2", "--passes", "12", "--model-arg", "hidden=64", "--job", "chaos"});
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
-  // Kill in the middle of the second pass.
+  // Kill once the second pass is well under way. A pass takes well under a second here, so the
+  // job has passes to spare: a loaded machine that sees this late still kills mid-job (with 4
+  // passes the trainers had sometimes finished and left before the kill).
   ASSERT_TRUE(WaitUntil(
       [&] {
         auto s = MasterStatus(etcd.get(), "chaos");
