@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "common/strings.h"
+
 namespace tessera::master {
 namespace {
 
@@ -140,9 +142,9 @@ std::optional<int64_t> ChooseRollbackVersion(int pservers, const std::map<int, s
 std::string DescribeRollbackCandidates(int pservers, const std::map<int, std::set<int64_t>>& good,
                                        const std::set<int64_t>& positions) {
   auto list = [](const std::set<int64_t>& v) {
-    std::string out = "[";
-    for (int64_t x : v) out += (out.size() > 1 ? "," : "") + std::to_string(x);
-    return out + "]";
+    std::vector<std::string> parts;
+    for (int64_t x : v) parts.push_back(std::to_string(x));
+    return "[" + Join(parts, ",") + "]";
   };
   std::string out;
   for (int i = 0; i < pservers; ++i) {

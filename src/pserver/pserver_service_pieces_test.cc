@@ -172,13 +172,20 @@ TEST(PserverSnapshotsTest, EveryDueSnapshotIsKeptInOrderAndAStepWaitsForTheCheck
   auto a = s.Push("a", 0, {0, 1, 2}, g);
   EXPECT_FALSE(a->sent);  // held for b
   std::shared_ptr<Answer> b;
-  std::thread closing([&] { b = s.Push("b", 0, {0, 1, 2}, g); });
+  std::thread closing, writer;
+  std::atomic<bool> done{false};
+  // Whatever fails below, both threads end before the shard goes.
   struct Joined {
-    std::thread& t;
+    std::thread& closing;
+    std::thread& writer;
+    std::atomic<bool>& done;
     ~Joined() {
-      if (t.joinable()) t.join();
+      done = true;
+      for (std::thread* t : {&closing, &writer})
+        if (t->joinable()) t->join();
     }
-  } joined{closing};
+  } joined{closing, writer, done};
+  closing = std::thread([&] { b = s.Push("b", 0, {0, 1, 2}, g); });
   // b's push closes the step: version 1 is due while version 0 is unwritten, so the step's
   // replies wait.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
@@ -194,8 +201,7 @@ TEST(PserverSnapshotsTest, EveryDueSnapshotIsKeptInOrderAndAStepWaitsForTheCheck
   EXPECT_EQ(b->reply.version(), 1);
   // Three more steps while a checkpoint thread takes what is due: every version, in order.
   std::vector<int64_t> taken = {first->version};
-  std::atomic<bool> done{false};
-  std::thread writer([&] {
+  writer = std::thread([&] {
     while (!done || s.service().due_snapshots() > 0) {
       if (auto c = s.service().TakeDueSnapshot()) {
         taken.push_back(c->version);

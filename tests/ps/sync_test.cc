@@ -106,8 +106,8 @@ TEST_F(SyncBitsTest, PushesInPiecesEndWithTheBitsOfWholePushes) {
 }
 
 // Client::PushPullAndWait (what the built-in trainer, the C API and the Python module's waiting
-// step use): the first pserver's request runs on the calling thread, the second pserver's on its
-// link's thread, and each returns done; the trainers end with the bits of PushPull and Wait.
+// step use; the first pserver's request is left to the calling thread, the second's to its link's
+// thread): each call returns done, and the trainers end with the bits of PushPull and Wait.
 TEST_F(SyncBitsTest, PushPullAndWaitEndsWithTheBitsOfPushPull) {
   auto whole = RunJob("whole", {});
   ExpectSameBits(whole, RunJob("here", {"--wait-here"}));
