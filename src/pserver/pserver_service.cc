@@ -229,6 +229,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
     }
     int64_t need = req.need();
     int64_t resume = 0;  // a late push: where its trainer goes on
+    std::unique_ptr<PreparedPull> prepared;
     if (req.is_push()) {
       // A piece that is not the push's last missing one is kept, not counted (kStored).
       const bool stored = arrival == StepPieces::Arrival::kStored;
@@ -265,6 +266,13 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
                        req.trainer(), req.step(), req.skipped());
         }
       }
+      // A whole push with a pull: the apply it may bring about writes the reply's dense blocks.
+      const bool applies = *verdict == Consistency::PushVerdict::kHold ||
+                           (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0);
+      if (applies && !InPieces(req) && pull->floats() > 0) {
+        prepared = PreparePull(*pull, *r);
+        if (prepared) prepared_.push_back({prepared.get(), &*pull});
+      }
       if (*verdict == Consistency::PushVerdict::kHold) {
         HoldPiece(req, std::move(*push), payload, !stored);
       } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
@@ -274,6 +282,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
       }
       if (stored) ApplyReadyBlocks(&replies);
       Drain(&replies);
+      prepared_.clear();
       // Still waiting for the other trainers (or pieces): the push keeps a copy of what it needs.
       if (*verdict == Consistency::PushVerdict::kHold) KeepBorrowed(req.trainer());
       // With replicas a sync push is answered once it counts (its step applied on every copy):
@@ -310,12 +319,12 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
         return SendError(*r, now.status(), wire::DataReply::BAD_REQUEST);
       }
       if (*now) {
-        replies.push_back(BuildPullReply(req, *pull, std::move(r)));
+        replies.push_back(BuildPullReply(req, *pull, std::move(r), prepared.get()));
         replies.back().header.set_resume_step(resume);
       } else {
         auto it = waiting_
                       .emplace(ticket, PendingPull{piece_pull, req, std::move(*pull), std::move(r),
-                                                   std::chrono::steady_clock::now()})
+                                                   std::chrono::steady_clock::now(), std::move(prepared)})
                       .first;
         it->second.pull.Rebind(&it->second.request.pull());
       }

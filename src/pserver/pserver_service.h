@@ -22,6 +22,8 @@
 // stops it when the lease is lost. Thread-safe: Handle() is called from transport threads.
 #pragma once
 
+#include <absl/container/flat_hash_map.h>
+
 #include <atomic>
 #include <chrono>
 #include <deque>
@@ -218,12 +220,22 @@ class PserverService : public RequestHandler {
     int64_t count;
     const float* grad;
   };
+  // A pull's reply made before the step it waits for is applied (PreparePull): the apply writes
+  // the new values of the blocks it updates straight into it (ShardStore::DenseUpdate::copy_to),
+  // on the apply's threads, and the reply then copies only what that apply did not write.
+  struct PreparedPull {
+    MutableBuffer payload;                                              // the responder's (Allocate)
+    absl::flat_hash_map<std::pair<std::string, int64_t>, int> part_of;  // dense block -> its part
+    // Per part: the store's dense generation whose values the apply wrote there (0: none).
+    std::vector<uint64_t> written;
+  };
   struct PendingPull {
     bool piece = false;  // a piece's pull: may be answered once its blocks are applied
     wire::DataRequest request;
     SegmentList pull;  // over request.pull()
     std::unique_ptr<Responder> responder;
     std::chrono::steady_clock::time_point since;
+    std::unique_ptr<PreparedPull> prepared;  // its payload, when made before an apply
   };
   struct Reply {
     wire::DataReply header;
@@ -295,9 +307,16 @@ class PserverService : public RequestHandler {
   void ApplyBarrier(const Consistency::Barrier& b) REQUIRES(mu_);
   // Records how long an apply that began at `start` took (tessera_pserver_apply_seconds).
   void ObserveApply(std::chrono::steady_clock::time_point start);
-  // Builds a pull reply from the store. REQUIRES: mu_ held.
-  Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r)
-      REQUIRES(mu_);
+  // Builds a pull reply from the store, in `prepared`'s payload when given. REQUIRES: mu_ held.
+  Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r,
+                       PreparedPull* prepared = nullptr) REQUIRES(mu_);
+  // The reply's payload for `pull`, allocated now so the next apply can write into it (null: the
+  // pull has no dense block). REQUIRES: mu_ held.
+  std::unique_ptr<PreparedPull> PreparePull(const SegmentList& pull, Responder& r) const REQUIRES(mu_);
+  // Points dense_updates_ at the prepared replies (prepared_) that pull their blocks; after the
+  // store applied them, MarkPreparedWritten records what was written and forgets prepared_.
+  void AttachPrepared() REQUIRES(mu_);
+  void MarkPreparedWritten() REQUIRES(mu_);
   void FillStatus(wire::DataReply* reply, Status s, wire::DataReply::Reason reason) const;
   // A checkpoint's job, index, time and version, without the shard.
   Checkpoint HeaderLocked() const REQUIRES(mu_);
@@ -340,6 +359,11 @@ class PserverService : public RequestHandler {
   std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_ GUARDED_BY(mu_);
   std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
   std::vector<ShardStore::DenseUpdate> dense_updates_ GUARDED_BY(mu_);  // a step's, applied together
+  // The pulls' replies the next apply writes into (with their lists), and AttachPrepared's
+  // destinations and what they were.
+  std::vector<std::pair<PreparedPull*, const SegmentList*>> prepared_ GUARDED_BY(mu_);
+  std::vector<float*> copy_to_ GUARDED_BY(mu_);
+  std::vector<std::pair<PreparedPull*, int>> copied_parts_ GUARDED_BY(mu_);
   std::vector<const float*> piece_grads_ GUARDED_BY(mu_);  // one early block's senders' gradients
   Counters counters_ GUARDED_BY(mu_);
   std::deque<Checkpoint> due_snapshots_ GUARDED_BY(mu_);

@@ -1,7 +1,8 @@
 // PserverService: applying what the consistency rule lets through, and answering pulls: an
 // async/ssp push applied at once, a sync barrier (the contributors' gradients summed in trainer-id
 // order, applied once with 1 / total samples), the events drained after each request (barriers,
-// due checkpoint copies and export cuts, released pulls), and a pull's reply built from the shard.
+// due checkpoint copies and export cuts, released pulls), and a pull's reply built from the shard
+// (its dense blocks written by the apply itself when the reply was prepared before it).
 // Part of pserver_service.h; REQUIRES mu_ held throughout.
 #include <absl/container/flat_hash_map.h>
 #include <spdlog/spdlog.h>
@@ -24,7 +25,9 @@ void PserverService::ApplyPush(const SegmentList& list, const float* payload, fl
       RecordSparse(seg.param(), list.keys(part), payload + part.offset, part.floats);
     }
   }
+  AttachPrepared();
   store_.ApplyDenseMany(dense_updates_, scale);
+  MarkPreparedWritten();
   record_scale_ = scale;
 }
 
@@ -99,7 +102,9 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
       }
       i = j;
     }
+    AttachPrepared();
     store_.ApplyDenseMany(dense_updates_, scale);
+    MarkPreparedWritten();
     for (const auto& [table, kr] : sparse) {
       store_.ApplySparse(table, kr.first, kr.second.data(), scale);
       RecordSparse(table, kr.first, kr.second.data(), static_cast<int64_t>(kr.second.size()));
@@ -164,8 +169,18 @@ void PserverService::Drain(std::vector<Reply>* out) {
                            metrics::LatencyBuckets())
             .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - step_opened_).count());
       }
+      // The pulls this barrier releases get their replies' memory first: the apply writes the
+      // new values there as it makes them.
+      for (uint64_t t : ready.pulls) {
+        auto it = waiting_.find(t);
+        if (it == waiting_.end()) continue;
+        PendingPull& w = it->second;
+        if (!w.prepared) w.prepared = PreparePull(w.pull, *w.responder);
+        if (w.prepared) prepared_.push_back({w.prepared.get(), &w.pull});
+      }
       const auto start = std::chrono::steady_clock::now();
       ApplyBarrier(*ready.barrier);
+      prepared_.clear();
       ObserveApply(start);
       consistency_->BarrierApplied(ready.barrier->step);
       const int64_t v = consistency_->version();
@@ -185,23 +200,80 @@ void PserverService::Drain(std::vector<Reply>* out) {
             .Observe(
                 std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.since).count());
       }
-      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder)));
+      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder),
+                                    it->second.prepared.get()));
       waiting_.erase(it);
     }
   }
 }
 
+std::unique_ptr<PserverService::PreparedPull> PserverService::PreparePull(const SegmentList& pull,
+                                                                          Responder& r) const {
+  auto p = std::make_unique<PreparedPull>();
+  const auto& parts = pull.parts();
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const wire::Segment& seg = pull.segment(parts[i]);
+    if (parts[i].dense) p->part_of.try_emplace({seg.param(), seg.block()}, static_cast<int>(i));
+  }
+  if (p->part_of.empty()) return nullptr;
+  p->payload = r.Allocate(pull.bytes());
+  p->written.assign(parts.size(), 0);
+  return p;
+}
+
+void PserverService::AttachPrepared() {
+  copy_to_.clear();
+  copied_parts_.clear();
+  if (prepared_.empty()) return;
+  // Every destination first (copy_to_ must not move once the updates point into it).
+  std::vector<size_t> first(dense_updates_.size() + 1);
+  std::pair<std::string, int64_t> key;
+  for (size_t u = 0; u < dense_updates_.size(); ++u) {
+    first[u] = copy_to_.size();
+    key.first = *dense_updates_[u].param;
+    key.second = dense_updates_[u].block;
+    for (const auto& [prepared, list] : prepared_) {
+      auto it = prepared->part_of.find(key);
+      if (it == prepared->part_of.end()) continue;
+      const SegmentList::Part& part = list->parts()[it->second];
+      copy_to_.push_back(static_cast<float*>(prepared->payload.data) + part.offset);
+      copied_parts_.push_back({prepared, it->second});
+    }
+  }
+  first.back() = copy_to_.size();
+  for (size_t u = 0; u < dense_updates_.size(); ++u) {
+    dense_updates_[u].copy_to = copy_to_.data() + first[u];
+    dense_updates_[u].copies = static_cast<int>(first[u + 1] - first[u]);
+  }
+}
+
+void PserverService::MarkPreparedWritten() {
+  const uint64_t generation = store_.dense_generation();
+  for (const auto& [prepared, part] : copied_parts_) prepared->written[part] = generation;
+  copied_parts_.clear();
+  copy_to_.clear();
+  prepared_.clear();
+}
+
 PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& req, const SegmentList& pull,
-                                                     std::unique_ptr<Responder> r) {
+                                                     std::unique_ptr<Responder> r, PreparedPull* prepared) {
   Reply rep;
   rep.header.set_version(consistency_->version());
   rep.header.set_min_clock(consistency_->min_clock());
-  if (pull.floats() > 0) rep.payload = r->Allocate(pull.bytes());
+  if (prepared) {
+    rep.payload = prepared->payload;
+  } else if (pull.floats() > 0) {
+    rep.payload = r->Allocate(pull.bytes());
+  }
   float* out = static_cast<float*>(rep.payload.data);
   *rep.header.mutable_pull() = req.pull();
   std::vector<DeferredCopies::Part> dense;
-  for (const auto& part : pull.parts()) {
+  const uint64_t generation = store_.dense_generation();
+  for (size_t i = 0; i < pull.parts().size(); ++i) {
+    const SegmentList::Part& part = pull.parts()[i];
     const wire::Segment& seg = pull.segment(part);
+    // Written by the apply that made the values the shard still holds: nothing to copy.
+    if (prepared && prepared->written[i] == generation) continue;
     if (part.dense) {
       dense.push_back({store_.DenseValues(seg.param(), seg.block()), out + part.offset,
                        static_cast<size_t>(part.floats)});

@@ -108,7 +108,8 @@ void PserverService::ApplyReadyBlocks(std::vector<Reply>* out) {
   for (auto it = waiting_.begin(); it != waiting_.end();) {
     if (it->second.piece && PieceAnswerable(it->second.request, it->second.pull)) {
       consistency_->CancelPull(it->first);
-      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder)));
+      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder),
+                                    it->second.prepared.get()));
       out->back().header.set_version(it->second.request.need());
       it = waiting_.erase(it);
     } else {

@@ -1,11 +1,13 @@
 // PserverService without a network: a request is refused NOT_SERVING whenever the lease is not
 // confirmed alive at that moment, and answered again once it is; a sync push refused for its
 // content (a NaN, an unknown name) still closes the step, as an empty push; pulls copied after
-// the lock never hold values of another version than they say.
+// the lock, or written by the apply they waited for, never hold values of another version than
+// they say.
 #include "pserver/pserver_service.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <thread>
@@ -179,6 +181,45 @@ TEST_F(SyncServiceTest, APushRefusedForItsContentStillClosesTheStepAsAnEmptyPush
   EXPECT_EQ(Status().refused(), 2);
 }
 
+// Pushes that pull with them: trainer a's pull waits for the step (its reply made at its push),
+// b's push closes the step and its pull is answered at once. Both replies are written by the
+// step's apply and must hold its values, as a pull after it does; twice, so the second step's
+// replies cannot be the first's values.
+TEST_F(SyncServiceTest, PullsSentWithTheStepsPushesGetTheValuesTheStepMade) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  for (int64_t step = 0; step < 2; ++step) {
+    SCOPED_TRACE("step " + std::to_string(step));
+    wire::DataReply ra, rb;
+    std::vector<float> va, vb;
+    auto push_pull = [&](const std::string& trainer, const std::vector<float>& g, wire::DataReply* reply,
+                         std::vector<float>* out) {
+      auto r = Request(wire::DataRequest::DATA, trainer);
+      r.set_is_push(true);
+      r.set_step(step);
+      r.set_samples(1);
+      r.set_need(step + 1);
+      *r.add_push() = W();
+      *r.add_pull() = W();
+      std::string h = r.SerializeAsString();
+      service_->Handle(h, ConstBuffer{g.data(), g.size() * sizeof(float)},
+                       std::make_unique<Capture>(reply, out));
+    };
+    push_pull("a", {1, 2, 3, 4}, &ra, &va);
+    EXPECT_TRUE(va.empty()) << "a's pull must wait for b's push";
+    push_pull("b", {3, 2, 1, 0}, &rb, &vb);
+    // SGD, lr 1, 2 samples: w -= (g_a + g_b) / 2 = 2 a step, from 1.
+    const float w = 1.0f - 2.0f * static_cast<float>(step + 1);
+    const std::vector<float> expected(4, w);
+    ASSERT_EQ(Values(), expected);
+    EXPECT_EQ(ra.code(), 0) << ra.message();
+    EXPECT_EQ(rb.code(), 0) << rb.message();
+    EXPECT_EQ(ra.version(), step + 1);
+    EXPECT_EQ(rb.version(), step + 1);
+    EXPECT_EQ(va, expected);
+    EXPECT_EQ(vb, expected);
+  }
+}
+
 TEST_F(SyncServiceTest, AnEmptyPushStandingForADroppedGradientIsCountedAndClosesTheStep) {
   ASSERT_NO_FATAL_FAILURE(Start());
   ASSERT_EQ(Push("a", 0, {1, 1, 1, 1}).code(), 0);
@@ -291,15 +332,24 @@ TEST(AsyncServiceTest, PullsCopiedAfterTheLockHoldTheValuesOfTheVersionTheyName)
     ASSERT_EQ(call(request(wire::DataRequest::JOIN, t), {}, nullptr).code(), 0);
 
   constexpr int kPushes = 300;
+  // The pusher pulls with every push: its replies are written by the apply itself.
+  std::atomic<int> pusher_wrong{0};
   std::thread pusher([&] {
     const std::vector<float> minus_one(kBlocks * kBlock, -1.0f);
+    std::vector<float> mine;
     for (int i = 0; i < kPushes; ++i) {
       auto r = request(wire::DataRequest::DATA, "a");
       r.set_is_push(true);
       r.set_step(i);
       r.set_samples(1);
       blocks(r.mutable_push());
-      EXPECT_EQ(call(r, minus_one, nullptr).code(), 0);
+      blocks(r.mutable_pull());
+      auto reply = call(r, minus_one, &mine);
+      EXPECT_EQ(reply.code(), 0) << reply.message();
+      if (mine.size() != minus_one.size() || std::any_of(mine.begin(), mine.end(), [&](float v) {
+            return v != static_cast<float>(reply.version());
+          }))
+        ++pusher_wrong;
     }
   });
   int pulls = 0, wrong = 0;
@@ -323,6 +373,7 @@ TEST(AsyncServiceTest, PullsCopiedAfterTheLockHoldTheValuesOfTheVersionTheyName)
   pusher.join();
   EXPECT_EQ(last, kPushes);
   EXPECT_EQ(wrong, 0) << "of " << pulls << " pulls";
+  EXPECT_EQ(pusher_wrong.load(), 0) << "of " << kPushes << " pushes with pulls";
 }
 
 }  // namespace

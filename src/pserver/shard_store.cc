@@ -17,7 +17,7 @@ ShardStore::ShardStore(int pserver_index, const JobConfig& job, const SlotMap& s
 bool ShardStore::Declared(const std::string& name) const { return dense_.count(name) || sparse_.count(name); }
 
 Status ShardStore::Declare(const ParamDecl& decl) {
-  deferred_.Flush();
+  BeforeDenseChange();
   if (decl.name.empty()) return Status::InvalidArgument("parameter with an empty name");
   TESSERA_RETURN_IF_ERROR(decl.optimizer.Validate().WithContext("parameter '" + decl.name + "'"));
   if (auto it = dense_.find(decl.name); it != dense_.end()) {
@@ -115,13 +115,13 @@ Status ShardStore::CheckSparse(const std::string& table, std::span<const uint64_
 int ShardStore::Dim(const std::string& table) const { return sparse_.at(table)->decl.dim; }
 
 void ShardStore::SetDense(const std::string& name, int64_t block, const float* values) {
-  deferred_.Flush();
+  BeforeDenseChange();
   DenseBlock& b = dense_.at(name)->blocks.at(block);
   std::copy(values, values + b.length, b.data.data());
 }
 
 void ShardStore::ApplyDense(const std::string& name, int64_t block, const float* grad, float scale) {
-  deferred_.Flush();
+  BeforeDenseChange();
   Dense& d = *dense_.at(name);
   DenseBlock& b = d.blocks.at(block);
   const int k = d.decl.optimizer.StateArrays();

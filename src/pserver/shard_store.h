@@ -121,10 +121,15 @@ class ShardStore {
   void ApplyDense(const std::string& name, int64_t block, const float* grad, float scale);
   // ApplyDense of each (at most one per block), the elements shared by the pool's threads when
   // they are many (kParallelFloats): the same bits as one by one.
+  // With `copy_to`, the block's new values are also written to each of those `copies` places
+  // (a pull's reply waiting for this step), a few thousand elements at a time as they are
+  // computed: no second pass over the block after.
   struct DenseUpdate {
     const std::string* param;
     int64_t block;
     const float* grad;
+    float* const* copy_to = nullptr;
+    int copies = 0;
   };
   void ApplyDenseMany(std::span<const DenseUpdate> updates, float scale);
   static constexpr int64_t kParallelFloats = int64_t{1} << 16;
@@ -158,6 +163,9 @@ class ShardStore {
   // Counts one per CheckpointSnapshot and Restore: a delta taken at generation g+1 holds the
   // changes since the state of generation g.
   int64_t checkpoint_gen() const { return checkpoint_gen_; }
+  // Moves on with every change to dense values (Declare, SetDense, ApplyDense(Many), Restore):
+  // values copied out at one generation are still the shard's while it has not moved.
+  uint64_t dense_generation() const { return dense_generation_; }
   // What a delta would take now (bytes, roughly as written).
   int64_t DeltaBytes() const;
   // Replaces everything held with `snap` (whole, not a delta). InvalidArgument (nothing changed)
@@ -250,6 +258,12 @@ class ShardStore {
   std::unordered_map<std::string, std::unique_ptr<Dense>> dense_;
   std::unordered_map<std::string, std::unique_ptr<Sparse>> sparse_;
   int64_t checkpoint_gen_ = 0;
+  uint64_t dense_generation_ = 1;
+  // Before dense values change: the registered copies are done, and the generation moves on.
+  void BeforeDenseChange() {
+    deferred_.Flush();
+    ++dense_generation_;
+  }
   WorkPool* pool_ = nullptr;
   DeferredCopies deferred_;  // pull replies' copies not done yet
   // Parallel requests' scratch, reused: per part, positions of keys without a row; a push's
@@ -262,6 +276,8 @@ class ShardStore {
     DenseBlock* block;
     const float* grad;
     int64_t begin;  // the block's first element in the update's element space
+    float* const* copy_to;
+    int copies;
   };
   std::vector<DensePiece> pieces_;
   std::vector<const DenseBlock*> blocks_;  // ApplyDenseMany's check for a block named twice

@@ -104,7 +104,7 @@ int64_t ShardStore::DeltaBytes() const {
 }
 
 Status ShardStore::Restore(const ShardSnapshot& snap) {
-  deferred_.Flush();
+  BeforeDenseChange();
   // Build the new state aside and swap it in only when all of it fits.
   ShardStore fresh(index_, job_, slots_);
   for (const auto& d : snap.decls) TESSERA_RETURN_IF_ERROR(fresh.Declare(d));

@@ -5,7 +5,8 @@
 //  - a push: part p updates the rows of the keys that fall to it (a multiply of the key picks
 //    the part), in request order, so a key that appears twice is updated twice in order.
 //  - dense updates (ApplyDenseMany): parts of the elements of every block updated, each part's
-//    elements updated as one thread would (the optimizers work element by element).
+//    elements updated as one thread would (the optimizers work element by element), and copied
+//    into the pull replies waiting for them as they are done.
 // The index is only read during a run; keys without a row yet are left to one thread after it,
 // which makes their rows in request order (the row numbers one thread would give) and copies or
 // updates them. The result is the same bits as one thread's.
@@ -23,6 +24,8 @@ namespace {
 std::pair<size_t, size_t> PartOf(size_t size, int n, int p) { return {size * p / n, size * (p + 1) / n}; }
 
 constexpr int kPartsPerThread = 4;
+// Elements updated before their copy into pull replies (DenseUpdate::copy_to): 16 KiB of values.
+constexpr int64_t kCopyRun = 4096;
 
 // The part (of n) that updates `key`'s row.
 int OwnerOf(uint64_t key, int n) {
@@ -32,13 +35,13 @@ int OwnerOf(uint64_t key, int n) {
 }  // namespace
 
 void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scale) {
-  deferred_.Flush();
+  BeforeDenseChange();
   pieces_.clear();
   int64_t total = 0;
   for (const auto& u : updates) {
     Dense& d = *dense_.at(*u.param);
     DenseBlock& b = d.blocks.at(u.block);
-    pieces_.push_back({&d.decl.optimizer, &b, u.grad, total});
+    pieces_.push_back({&d.decl.optimizer, &b, u.grad, total, u.copy_to, u.copies});
     total += b.length;
   }
   // A block named twice (a push may) is updated twice, in order: one by one.
@@ -47,6 +50,10 @@ void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scal
   std::sort(blocks_.begin(), blocks_.end());
   if (std::adjacent_find(blocks_.begin(), blocks_.end()) != blocks_.end()) {
     for (const auto& u : updates) ApplyDense(*u.param, u.block, u.grad, scale);
+    for (const auto& p : pieces_) {  // the values after every update
+      for (int c = 0; c < p.copies; ++c)
+        std::copy(p.block->data.data(), p.block->data.data() + p.block->length, p.copy_to[c]);
+    }
     return;
   }
   for (auto& p : pieces_) ++p.block->t;
@@ -61,8 +68,21 @@ void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scal
       if (hi <= lo) continue;
       const int k = it->optimizer->StateArrays();
       float* w = b.data.data();
-      ApplyUpdate(*it->optimizer, w + lo, it->grad + lo, scale, static_cast<size_t>(hi - lo),
-                  k >= 1 ? w + b.length + lo : nullptr, k >= 2 ? w + 2 * b.length + lo : nullptr, b.t);
+      auto update = [&](int64_t x, int64_t y) {
+        ApplyUpdate(*it->optimizer, w + x, it->grad + x, scale, static_cast<size_t>(y - x),
+                    k >= 1 ? w + b.length + x : nullptr, k >= 2 ? w + 2 * b.length + x : nullptr, b.t);
+      };
+      if (it->copies == 0) {
+        update(lo, hi);
+        continue;
+      }
+      // Element by element, so cutting the range changes no bit; each run is copied while it
+      // is still in the core's cache.
+      for (int64_t x = lo; x < hi; x += kCopyRun) {
+        const int64_t y = std::min(hi, x + kCopyRun);
+        update(x, y);
+        for (int c = 0; c < it->copies; ++c) std::copy(w + x, w + y, it->copy_to[c] + x);
+      }
     }
   };
   if (total == 0) return;

@@ -1,7 +1,7 @@
 // ShardStore with a pool: a large request's rows shared by several threads give exactly the
 // bits one thread gives (values, optimizer state, row numbers, the record of changed rows),
 // with repeated keys, new rows and every optimizer; small requests and tables with limits stay
-// on one thread.
+// on one thread; dense updates write their new values into the pull replies that ask for them.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -118,6 +118,19 @@ TEST(ShardStoreParallelTest, TheFirstKeyServedElsewhereIsNamedAsOnOneThread) {
       << shared;
 }
 
+// An update of every block of `params` (name, size), each with its own gradient in `grads`.
+std::vector<ShardStore::DenseUpdate> EveryBlock(const std::vector<std::pair<std::string, int64_t>>& params,
+                                                int64_t block_size, std::vector<std::vector<float>>* grads) {
+  std::vector<ShardStore::DenseUpdate> updates;
+  for (const auto& [name, size] : params) {
+    for (int64_t b = 0; b * block_size < size; ++b) {
+      grads->emplace_back(std::min<int64_t>(block_size, size - b * block_size));
+      updates.push_back({&name, b, nullptr});
+    }
+  }
+  return updates;
+}
+
 // Dense updates shared by threads: the same bits as one by one, for every optimizer, blocks of
 // several parameters (a short last block too), many steps; a block named twice goes in order.
 TEST(ShardStoreParallelTest, DenseUpdatesSharedByThreadsGiveTheBitsOfOneByOne) {
@@ -138,13 +151,7 @@ TEST(ShardStoreParallelTest, DenseUpdatesSharedByThreadsGiveTheBitsOfOneByOne) {
     }
     std::mt19937 rng(5);
     std::vector<std::vector<float>> grads;
-    std::vector<ShardStore::DenseUpdate> updates;
-    for (const auto& [name, size] : params) {
-      for (int64_t b = 0; b * job.block_size < size; ++b) {
-        grads.emplace_back(std::min<int64_t>(job.block_size, size - b * job.block_size));
-        updates.push_back({&name, b, nullptr});
-      }
-    }
+    std::vector<ShardStore::DenseUpdate> updates = EveryBlock(params, job.block_size, &grads);
     const int64_t runs_before = pool.runs();
     for (int step = 0; step < 6; ++step) {
       for (size_t u = 0; u < updates.size(); ++u) {
@@ -162,6 +169,78 @@ TEST(ShardStoreParallelTest, DenseUpdatesSharedByThreadsGiveTheBitsOfOneByOne) {
     one.ApplyDense(*twice[1].param, 0, twice[1].grad, 1.0f);
     many.ApplyDenseMany(twice, 1.0f);
     ASSERT_EQ(one.Snapshot(), many.Snapshot());
+  }
+}
+
+// A dense update may also write its block's new values into pull replies waiting for them
+// (DenseUpdate::copy_to): each place then holds exactly the values the store holds, on one
+// thread and on several, a block named twice too, and the store's bits are those of updates
+// without copies. Every change to dense values moves the store's dense generation on.
+TEST(ShardStoreParallelTest, DenseUpdatesWriteTheirNewValuesWhereAsked) {
+  JobConfig job = Job();
+  job.block_size = 40000;
+  for (int threads : {1, 3}) {
+    SCOPED_TRACE("threads " + std::to_string(threads));
+    WorkPool pool(threads);
+    ShardStore plain(0, job, SlotMap::RoundRobin(64, 1));
+    ShardStore copying(0, job, SlotMap::RoundRobin(64, 1));
+    copying.SetPool(&pool);
+    const std::vector<std::pair<std::string, int64_t>> params{{"a", 100000}, {"b", 5}};
+    uint64_t generation = copying.dense_generation();
+    for (const auto& [name, size] : params) {
+      ParamDecl d{name, false, size, 0, *OptimizerConfig::Parse("adam:lr=0.01")};
+      ASSERT_TRUE(plain.Declare(d).ok());
+      ASSERT_TRUE(copying.Declare(d).ok());
+      EXPECT_GT(copying.dense_generation(), generation);
+      generation = copying.dense_generation();
+    }
+    std::mt19937 rng(9);
+    std::vector<std::vector<float>> grads;
+    std::vector<ShardStore::DenseUpdate> updates = EveryBlock(params, job.block_size, &grads);
+    // Two replies per block, filled with a marker the copy must overwrite.
+    std::vector<std::vector<float>> first(updates.size()), second(updates.size());
+    std::vector<std::vector<float*>> to(updates.size());
+    for (int step = 0; step < 4; ++step) {
+      for (size_t u = 0; u < updates.size(); ++u) {
+        for (auto& g : grads[u]) g = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 500.0f;
+        updates[u].grad = grads[u].data();
+        first[u].assign(grads[u].size(), -7.0f);
+        second[u].assign(grads[u].size(), -7.0f);
+        // Every block to one reply; on odd steps the first block to two.
+        to[u] = {first[u].data()};
+        if (step % 2 == 1 && u == 0) to[u].push_back(second[u].data());
+        updates[u].copy_to = to[u].data();
+        updates[u].copies = static_cast<int>(to[u].size());
+      }
+      for (const auto& u : updates) plain.ApplyDense(*u.param, u.block, u.grad, 0.25f);
+      copying.ApplyDenseMany(updates, 0.25f);
+      ASSERT_EQ(plain.Snapshot(), copying.Snapshot()) << "step " << step;
+      EXPECT_GT(copying.dense_generation(), generation);
+      generation = copying.dense_generation();
+      for (size_t u = 0; u < updates.size(); ++u) {
+        const float* values = copying.DenseValues(*updates[u].param, updates[u].block);
+        ASSERT_EQ(first[u], std::vector<float>(values, values + first[u].size()))
+            << "step " << step << " update " << u;
+        if (to[u].size() == 2)
+          ASSERT_EQ(second[u], std::vector<float>(values, values + second[u].size())) << "step " << step;
+      }
+    }
+    // The same block twice: the reply gets the values after both.
+    std::vector<float> reply(grads[0].size(), -7.0f);
+    float* reply_to[] = {reply.data()};
+    std::vector<ShardStore::DenseUpdate> twice{updates[0], updates[0]};
+    twice[0].copy_to = twice[1].copy_to = reply_to;
+    twice[0].copies = twice[1].copies = 1;
+    plain.ApplyDense(*twice[0].param, 0, twice[0].grad, 1.0f);
+    plain.ApplyDense(*twice[1].param, 0, twice[1].grad, 1.0f);
+    copying.ApplyDenseMany(twice, 1.0f);
+    ASSERT_EQ(plain.Snapshot(), copying.Snapshot());
+    const float* values = copying.DenseValues("a", 0);
+    EXPECT_EQ(reply, std::vector<float>(values, values + reply.size()));
+    // Setting values moves the generation on too.
+    generation = copying.dense_generation();
+    copying.SetDense("b", 0, grads.back().data());
+    EXPECT_GT(copying.dense_generation(), generation);
   }
 }
 
