@@ -2,7 +2,9 @@
 // answering while its process lives (SIGSTOP, never resumed: a hung disk, a paused VM). Its lease
 // expires, the supervisor treats it as dead (kills it, starts a replacement), the others move to
 // the replacement, and the job finishes. Each test prints the time from the stop to training
-// moving again (the goal is within the lease TTL + 2 s; measured, not asserted).
+// moving again (the goal is within the lease TTL + 2 s; measured, not asserted). The jobs run 10
+// passes, several seconds, so that the freeze lands well before the end on a loaded machine (a
+// pass of this model takes well under a second).
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -61,7 +63,7 @@ class FrozenTest : public LocalTest {
 
 TEST_F(FrozenTest, AFrozenPserverIsReplacedAndTheJobFinishes) {
   Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
-                              "hidden=64", "--pservers", "2", "--trainers", "2", "--passes", "3",
+                              "hidden=64", "--pservers", "2", "--trainers", "2", "--passes", "10",
                               "--checkpoint-every", "1", "--job", "fps"});
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
@@ -76,7 +78,7 @@ TEST_F(FrozenTest, AFrozenPserverIsReplacedAndTheJobFinishes) {
 
 TEST_F(FrozenTest, AFrozenLeadingMasterIsReplacedByTheStandbyAndTheJobFinishes) {
   Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
-                              "hidden=64", "--trainers", "2", "--passes", "3", "--standby-masters", "1",
+                              "hidden=64", "--trainers", "2", "--passes", "10", "--standby-masters", "1",
                               "--job", "fms"});
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
@@ -100,7 +102,7 @@ TEST_F(FrozenTest, AFrozenLeadingMasterIsReplacedByTheStandbyAndTheJobFinishes) 
 
 TEST_F(FrozenTest, AFrozenTrainerLeavesTheBarrierItsTasksReturnAndTheJobFinishes) {
   Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
-                              "hidden=64", "--trainers", "2", "--passes", "3", "--job", "ftr"});
+                              "hidden=64", "--trainers", "2", "--passes", "10", "--job", "ftr"});
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
   ASSERT_TRUE(UnderWay(etcd.get(), "ftr", p));
