@@ -34,6 +34,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "checkpoint/delta_policy.h"
@@ -224,9 +225,9 @@ class PserverService : public RequestHandler {
   // the new values of the blocks it updates straight into it (ShardStore::DenseUpdate::copy_to),
   // on the apply's threads, and the reply then copies only what that apply did not write.
   struct PreparedPull {
-    MutableBuffer payload;                                              // the responder's (Allocate)
-    absl::flat_hash_map<std::pair<std::string, int64_t>, int> part_of;  // dense block -> its part
-    // Per part: the store's dense generation whose values the apply wrote there (0: none).
+    MutableBuffer payload;  // the responder's (Allocate)
+    // Per part of the pull: the store's dense generation whose values the apply wrote there (0:
+    // none).
     std::vector<uint64_t> written;
   };
   struct PendingPull {
@@ -360,8 +361,10 @@ class PserverService : public RequestHandler {
   std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
   std::vector<ShardStore::DenseUpdate> dense_updates_ GUARDED_BY(mu_);  // a step's, applied together
   // The pulls' replies the next apply writes into (with their lists), and AttachPrepared's
-  // destinations and what they were.
+  // scratch, reused: each list's dense blocks by (parameter, block), the destinations and which
+  // part each one is.
   std::vector<std::pair<PreparedPull*, const SegmentList*>> prepared_ GUARDED_BY(mu_);
+  std::vector<absl::flat_hash_map<std::pair<std::string_view, int64_t>, int>> part_of_ GUARDED_BY(mu_);
   std::vector<float*> copy_to_ GUARDED_BY(mu_);
   std::vector<std::pair<PreparedPull*, int>> copied_parts_ GUARDED_BY(mu_);
   std::vector<const float*> piece_grads_ GUARDED_BY(mu_);  // one early block's senders' gradients

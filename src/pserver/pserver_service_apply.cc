@@ -209,13 +209,10 @@ void PserverService::Drain(std::vector<Reply>* out) {
 
 std::unique_ptr<PserverService::PreparedPull> PserverService::PreparePull(const SegmentList& pull,
                                                                           Responder& r) const {
-  auto p = std::make_unique<PreparedPull>();
   const auto& parts = pull.parts();
-  for (size_t i = 0; i < parts.size(); ++i) {
-    const wire::Segment& seg = pull.segment(parts[i]);
-    if (parts[i].dense) p->part_of.try_emplace({seg.param(), seg.block()}, static_cast<int>(i));
-  }
-  if (p->part_of.empty()) return nullptr;
+  if (std::none_of(parts.begin(), parts.end(), [](const SegmentList::Part& p) { return p.dense; }))
+    return nullptr;
+  auto p = std::make_unique<PreparedPull>();
   p->payload = r.Allocate(pull.bytes());
   p->written.assign(parts.size(), 0);
   return p;
@@ -225,25 +222,30 @@ void PserverService::AttachPrepared() {
   copy_to_.clear();
   copied_parts_.clear();
   if (prepared_.empty()) return;
-  // Every destination first (copy_to_ must not move once the updates point into it).
-  std::vector<size_t> first(dense_updates_.size() + 1);
-  std::pair<std::string, int64_t> key;
-  for (size_t u = 0; u < dense_updates_.size(); ++u) {
-    first[u] = copy_to_.size();
-    key.first = *dense_updates_[u].param;
-    key.second = dense_updates_[u].block;
-    for (const auto& [prepared, list] : prepared_) {
-      auto it = prepared->part_of.find(key);
-      if (it == prepared->part_of.end()) continue;
-      const SegmentList::Part& part = list->parts()[it->second];
-      copy_to_.push_back(static_cast<float*>(prepared->payload.data) + part.offset);
-      copied_parts_.push_back({prepared, it->second});
+  // Each list's dense blocks (its segments stay put while the apply runs).
+  part_of_.resize(prepared_.size());
+  for (size_t k = 0; k < prepared_.size(); ++k) {
+    const SegmentList& list = *prepared_[k].second;
+    part_of_[k].clear();
+    for (size_t i = 0; i < list.parts().size(); ++i) {
+      const SegmentList::Part& part = list.parts()[i];
+      const wire::Segment& seg = list.segment(part);
+      if (part.dense) part_of_[k].try_emplace({seg.param(), seg.block()}, static_cast<int>(i));
     }
   }
-  first.back() = copy_to_.size();
-  for (size_t u = 0; u < dense_updates_.size(); ++u) {
-    dense_updates_[u].copy_to = copy_to_.data() + first[u];
-    dense_updates_[u].copies = static_cast<int>(first[u + 1] - first[u]);
+  // Room for every destination first: the updates point into copy_to_, which must not move.
+  copy_to_.reserve(dense_updates_.size() * prepared_.size());
+  for (auto& u : dense_updates_) {
+    u.copy_to = copy_to_.data() + copy_to_.size();
+    for (size_t k = 0; k < prepared_.size(); ++k) {
+      auto it = part_of_[k].find(std::pair<std::string_view, int64_t>(*u.param, u.block));
+      if (it == part_of_[k].end()) continue;
+      PreparedPull* prepared = prepared_[k].first;
+      copy_to_.push_back(static_cast<float*>(prepared->payload.data) +
+                         prepared_[k].second->parts()[it->second].offset);
+      copied_parts_.push_back({prepared, it->second});
+    }
+    u.copies = static_cast<int>(copy_to_.data() + copy_to_.size() - u.copy_to);
   }
 }
 
