@@ -140,11 +140,14 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
                   "data plane between trainers and pservers: auto (shared memory here), shm, tcp or grpc")
       ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
       ->capture_default_str();
-  cmd->add_option(flags::kBusyPoll, o->busy_poll_us,
-                  "microseconds a trainer waiting for its reply, and a pserver for the next request, check "
-                  "for it without sleeping first: saves two wake-ups a step, and keeps a core busy "
-                  "meanwhile. Default: $TESSERA_BUSY_POLL_US if set, else 1000 when the trainers and "
-                  "pservers have a core each (no more than this machine's cores), else 0")
+  cmd->add_option(
+         flags::kBusyPoll, o->busy_poll_us,
+         "microseconds a trainer waiting for its reply, and a pserver for the next request, check "
+         "for it without sleeping first: saves two wake-ups a step, and keeps a core busy "
+         "meanwhile; a poller that loses its core or keeps waiting longer backs off by itself. Default: "
+         "$TESSERA_BUSY_POLL_US if set, else 1000 when the trainers and "
+         "pservers have a core each (no more than the cores this process may use: its CPUs, cut to "
+         "its container's CPU quota), else 0")
       ->check(CLI::Range(0, kMaxBusyPollMicros));
   cmd->add_option("--model-out", o->model_out, "where to save the trained model (default RUN/model.tsm)");
   auto* scale = cmd->add_subcommand(

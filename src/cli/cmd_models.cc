@@ -16,6 +16,7 @@
 #include "common/strings.h"
 #include "models/ctr_gen.h"
 #include "models/trainer.h"
+#include "transport/stream_io.h"
 
 namespace tessera::cli {
 namespace {
@@ -59,8 +60,9 @@ int RunTrain(const TrainFlags& f) {
   if (!r.ok()) return Fail("train", r.status());
   std::string metrics;
   for (const auto& m : r->final_metrics) metrics += fmt::format(" {}={:.4f}", m.name, m.value);
-  spdlog::info("trainer done: {} steps, {} samples{}{}", r->steps, r->samples, metrics.empty() ? "" : ";",
-               metrics);
+  const std::string polling = SpinSummary(SpinCountersNow());
+  spdlog::info("trainer done: {} steps, {} samples{}{}{}{}", r->steps, r->samples, metrics.empty() ? "" : ";",
+               metrics, polling.empty() ? "" : "; ", polling);
   return 0;
 }
 

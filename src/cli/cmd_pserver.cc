@@ -157,11 +157,13 @@ void RegisterPserver(CLI::App& app, int* exit_code) {
                   "most 8; 1: one thread")
       ->check(CLI::Range(0, 64))
       ->capture_default_str();
-  cmd->add_option(flags::kBusyPoll, f->busy_poll_us,
-                  "microseconds a connection waiting for a trainer's next request checks for it without "
-                  "sleeping first (saves a wake-up per request; keeps a core busy meanwhile, so only for a "
-                  "pserver with a core of its own). Default: $TESSERA_BUSY_POLL_US (which tessera local and "
-                  "tessera launch set when the host's trainers and pservers have a core each), else 0")
+  cmd->add_option(
+         flags::kBusyPoll, f->busy_poll_us,
+         "microseconds a connection waiting for a trainer's next request checks for it without "
+         "sleeping first (saves a wake-up per request; keeps a core busy meanwhile, so only for a "
+         "pserver with a core of its own; it backs off by itself when it loses its core or the requests "
+         "keep coming later). Default: $TESSERA_BUSY_POLL_US (which tessera local and "
+         "tessera launch set when the host's trainers and pservers have a core each), else 0")
       ->check(CLI::Range(0, kMaxBusyPollMicros));
   cmd->add_option("--checkpoint-delta-fraction", f->checkpoint_delta_fraction,
                   "incremental checkpoints: write only the sparse rows changed since the last checkpoint, "

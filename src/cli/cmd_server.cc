@@ -8,6 +8,7 @@
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
+#include "common/math_threads.h"
 #include "server/api_server.h"
 #include "server/database.h"
 #include "server/schema.h"
@@ -31,10 +32,11 @@ struct ServerFlags {
   server::K8sOptions k8s;
 };
 
-// This machine's CPUs and memory (MB), the default capacity of the local backend.
+// This machine's CPUs (those this process may use, within its CPU quota) and memory (MB), the
+// default capacity of the local backend.
 server::Resources MachineResources() {
   server::Resources r;
-  r.cpu = std::max(1u, std::thread::hardware_concurrency());
+  r.cpu = std::max(1, HostCores());
   const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
   r.memory_mb = pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page / (1 << 20) : 1024;
   return r;

@@ -1,8 +1,14 @@
 // Threads for a trainer's math libraries: see math_threads.h.
 #include "common/math_threads.h"
 
+#include <sched.h>
+
 #include <algorithm>
+#include <fstream>
+#include <sstream>
 #include <thread>
+
+#include "common/cpu_quota.h"
 
 namespace tessera {
 
@@ -18,6 +24,20 @@ std::vector<std::pair<std::string, std::string>> MathThreadEnv(
   return env;
 }
 
-int HostCores() { return static_cast<int>(std::thread::hardware_concurrency()); }
+int HostCores() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  const int cpus = sched_getaffinity(0, sizeof set, &set) == 0
+                       ? CPU_COUNT(&set)
+                       : static_cast<int>(std::thread::hardware_concurrency());
+  auto read = [](const std::string& path) -> std::optional<std::string> {
+    std::ifstream in(path);
+    if (!in) return std::nullopt;
+    std::ostringstream text;
+    text << in.rdbuf();
+    return text.str();
+  };
+  return UsableCores(cpus, CgroupCpuQuota(read("/proc/self/cgroup").value_or(""), read));
+}
 
 }  // namespace tessera

@@ -23,8 +23,9 @@ inline constexpr const char* kMathThreadVars[] = {"OMP_NUM_THREADS", "OPENBLAS_N
 std::vector<std::pair<std::string, std::string>> MathThreadEnv(
     int cores, int processes, const std::function<const char*(const char*)>& getenv);
 
-// This machine's cores (hardware threads; 0 if unknown): what launchers divide among a host's
-// trainers and pservers, here and for busy polling (busy_poll.h). Not pure: it asks the system.
+// The cores this process may use (hardware threads it may run on, cut to its control group's CPU
+// quota: cpu_quota.h; 0 if unknown): what launchers divide among a host's trainers and pservers,
+// here and for busy polling (busy_poll.h). Not pure: it asks the system.
 int HostCores();
 
 }  // namespace tessera

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 
+#include "common/math_threads.h"
+
 namespace tessera {
 
 WorkPool::WorkPool(int threads, int cap) {
-  if (threads <= 0) threads = std::clamp(static_cast<int>(std::thread::hardware_concurrency()), 1, cap);
+  if (threads <= 0) threads = std::clamp(HostCores(), 1, cap);
   for (int i = 1; i < threads; ++i) threads_.emplace_back([this] { Loop(); });
 }
 

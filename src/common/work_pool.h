@@ -17,7 +17,8 @@ namespace tessera {
 class WorkPool {
  public:
   // `threads`: how many run a piece of work, the caller included (1: the caller alone, no thread
-  // started). 0: the machine's hardware threads, at most `cap`.
+  // started). 0: the cores this process may use (HostCores: its CPUs within its CPU quota), at
+  // most `cap`.
   explicit WorkPool(int threads, int cap = 8);
   ~WorkPool();
   WorkPool(const WorkPool&) = delete;

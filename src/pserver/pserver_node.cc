@@ -28,6 +28,7 @@
 #include "pserver/pserver_service.h"
 #include "security/http_token.h"
 #include "transport/endpoint_choice.h"
+#include "transport/stream_io.h"
 #include "transport/transport_factory.h"
 
 namespace tessera {
@@ -351,7 +352,9 @@ Status PserverNode::Run() {
     // A clean exit frees the index at once for a successor.
     Status s = keeper->Revoke();
     if (!s.ok()) spdlog::warn("could not revoke the lease: {}", s.ToString());
-    spdlog::info("pserver {} stopped; {}", claim.index, MemorySummary(service->counters()));
+    const std::string polling = SpinSummary(SpinCountersNow());
+    spdlog::info("pserver {} stopped; {}{}{}", claim.index, MemorySummary(service->counters()),
+                 polling.empty() ? "" : "; ", polling);
   } else {
     keeper->Stop();
   }

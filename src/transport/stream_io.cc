@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/net.h"
+#include "transport/spin_governor.h"
 #include "transport/tls_stream.h"
 
 namespace tessera {
@@ -85,19 +86,59 @@ Status WaitFd(int fd, short events, const Deadline* deadline) {
 
 std::atomic<int> DataPlaneWork::count_{0};
 
+namespace {
+// Guarded by SpinUntilReadable's `polling` (one poller at a time).
+SpinGovernor governor;
+std::atomic<int64_t> spins{0}, skipped{0}, back_offs{0};
+}  // namespace
+
 void SpinUntilReadable(int fd, std::chrono::microseconds spin, int own_work) {
   // One poller per process at a time, and only while no other work of the data plane is under
   // way here (a second lane's call, another connection's request): that work needs the cores.
   static std::atomic<bool> polling{false};
   auto alone = [&] { return DataPlaneWork::count() <= own_work; };
   if (spin.count() <= 0 || !alone() || polling.exchange(true, std::memory_order_acquire)) return;
-  const auto until = std::chrono::steady_clock::now() + spin;
-  do {
+  if (!governor.MaySpin()) {
+    skipped.fetch_add(1, std::memory_order_relaxed);
+    polling.store(false, std::memory_order_release);
+    return;
+  }
+  spins.fetch_add(1, std::memory_order_relaxed);
+  auto last = std::chrono::steady_clock::now();
+  const auto until = last + spin;
+  SpinOutcome outcome;
+  while (true) {
     pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 0) != 0) break;  // readable, closed, or an error the read reports
-    sched_yield();                     // a thread woken on this core runs now
-  } while (alone() && std::chrono::steady_clock::now() < until);
+    if (::poll(&p, 1, 0) != 0) {  // readable, closed, or an error the read reports
+      outcome.arrived = true;
+      break;
+    }
+    sched_yield();  // a thread woken on this core runs now
+    const auto now = std::chrono::steady_clock::now();
+    outcome.longest_gap =
+        std::max(outcome.longest_gap, std::chrono::duration_cast<std::chrono::microseconds>(now - last));
+    last = now;
+    if (outcome.longest_gap >= SpinGovernor::kLostCore) break;  // its core is wanted elsewhere
+    if (now >= until) {
+      outcome.ran_out = true;
+      break;
+    }
+    if (!alone()) break;
+  }
+  governor.Record(outcome);
+  back_offs.store(governor.back_offs(), std::memory_order_relaxed);
   polling.store(false, std::memory_order_release);
+}
+
+std::string SpinSummary(const SpinCounters& c) {
+  if (c.spins == 0 && c.skipped == 0) return "";
+  return "busy polling: " + std::to_string(c.spins) + " waits spun, " + std::to_string(c.skipped) +
+         " slept at once (" + std::to_string(c.back_offs) + " back-offs)";
+}
+
+SpinCounters SpinCountersNow() {
+  return {spins.load(std::memory_order_relaxed), skipped.load(std::memory_order_relaxed),
+          back_offs.load(std::memory_order_relaxed)};
 }
 
 Status WriteFully(int fd, iovec* iov, size_t n, const Deadline* deadline) {

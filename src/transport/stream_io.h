@@ -103,7 +103,20 @@ class DataPlaneWork {
 // checks to any thread ready to run on it; the caller's read then takes it, or sleeps as before. Nothing (or
 // no longer) when `spin` is zero, while another thread of the process polls, or while the process has more
 // DataPlaneWork under way than the caller's own `own_work` (1 for a call waiting for its reply).
+// Nor while the process's SpinGovernor says spinning does not pay here (it lost its core, or its
+// spins keep running out): the wait then sleeps at once.
 void SpinUntilReadable(int fd, std::chrono::microseconds spin, int own_work = 0);
+
+// This process's busy polling so far: waits that spun, waits that slept at once because the
+// governor backed off, and its back-offs.
+struct SpinCounters {
+  int64_t spins = 0;
+  int64_t skipped = 0;
+  int64_t back_offs = 0;
+};
+SpinCounters SpinCountersNow();
+// "busy polling: 9000 waits spun, 128 slept at once (2 back-offs)", or "" if it never polled.
+std::string SpinSummary(const SpinCounters& c);
 
 // Runs one socket call `io` (a send or recv: returns what they return, sets errno) until it
 // does not fail with EINTR, or with EAGAIN before the deadline (it then waits for `events`).
