@@ -68,11 +68,12 @@ void Supervisor::Scale(Role role, int desired) {
   }
   std::sort(active.begin(), active.end(), [](Managed* a, Managed* b) { return a->slot > b->slot; });
   for (int i = 0; i < running - desired; ++i) {
+    // Said before it is done: the process may be gone before a line written after it.
+    console_.Event(fmt::format("scaled down: stopping {}{} ({} {})", active[i]->name(),
+                               trainers ? "" : " once it has handed its shards over", desired, what));
     if (active[i]->state.Stop().kind == ChildAction::Kind::kTerminate)
       active[i]->proc->Stop(trainers ? std::chrono::milliseconds(kTrainerStopGrace)
                                      : std::chrono::milliseconds(kPserverDrainGrace));
-    console_.Event(fmt::format("scaled down: stopping {}{} ({} {})", active[i]->name(),
-                               trainers ? "" : " once it has handed its shards over", desired, what));
   }
 }
 

@@ -59,7 +59,10 @@ TEST_F(SupervisionTest, ScaleDownStopsTheTrainerAndWhatItStarted) {
   EXPECT_TRUE(AllGone(TrainerPids(1), seconds(30), &alive))
       << "trainer-1 still runs: " << alive << p.Output();
   for (pid_t x : TrainerPids(0)) EXPECT_TRUE(ProcessAlive(x)) << "trainer 0 was not asked to stop";
-  EXPECT_NE(p.Output().find("scaled down: stopping trainer-1"), std::string::npos) << p.Output();
+  // The output is read on a thread of its own: the line may arrive after the processes are gone.
+  EXPECT_TRUE(WaitUntil(
+      [&] { return p.Output().find("scaled down: stopping trainer-1") != std::string::npos; }, seconds(30)))
+      << p.Output();
   ASSERT_TRUE(p.Signal(SIGTERM).ok());
   ASSERT_TRUE(p.Wait(seconds(60)).has_value());
   EXPECT_TRUE(AllGone(TrainerPids(0), seconds(10), &alive)) << alive;
