@@ -89,6 +89,13 @@ TEST(SpinGovernorTest, LongRunsOfGoodSpinsForgiveSlowly) {
   EXPECT_TRUE(g.MaySpin());
 }
 
+TEST(SpinSummaryTest, SaysNothingWithoutPollingAndCountsWhatItDid) {
+  EXPECT_EQ(SpinSummary({}), "");
+  EXPECT_EQ(SpinSummary({1880, 0, 0}), "busy polling: 1880 waits spun, 0 slept at once (0 back-offs)");
+  EXPECT_EQ(SpinSummary({878, 64, 1}), "busy polling: 878 waits spun, 64 slept at once (1 back-off)");
+  EXPECT_EQ(SpinSummary({0, 5, 2}), "busy polling: 0 waits spun, 5 slept at once (2 back-offs)");
+}
+
 // The process's governor, for real: spins on a socket nobody writes to until one backs off (at
 // most kRunOutsInARow spins of 1 ms, or sooner if the machine took the core), then the next wait
 // sleeps at once. Bounded: waits that sleep at once return at once.

@@ -133,7 +133,7 @@ void SpinUntilReadable(int fd, std::chrono::microseconds spin, int own_work) {
 std::string SpinSummary(const SpinCounters& c) {
   if (c.spins == 0 && c.skipped == 0) return "";
   return "busy polling: " + std::to_string(c.spins) + " waits spun, " + std::to_string(c.skipped) +
-         " slept at once (" + std::to_string(c.back_offs) + " back-offs)";
+         " slept at once (" + std::to_string(c.back_offs) + (c.back_offs == 1 ? " back-off)" : " back-offs)");
 }
 
 SpinCounters SpinCountersNow() {
