@@ -35,6 +35,7 @@
 #include "harness/ports.h"
 #include "in_process_client.h"
 #include "models/model.h"
+#include "transport/stream_io.h"
 
 namespace tessera::bench {
 namespace {
@@ -321,6 +322,7 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool mlp, bool tor
       for (int variant = 0; variant < 3; ++variant) {
         const bool pieces = variant == 1;
         c.busy_poll_us = variant == 2 ? kBusyPollMicros : 0;
+        SpinCounters spun_before, spun_after;  // this process's (the trainer's) polling
         StatusOr<Timeline> r = [&]() -> StatusOr<Timeline> {
           TESSERA_ASSIGN_OR_RETURN(auto job, StartJob(c, pservers, "sync", false, opt));
           TESSERA_ASSIGN_OR_RETURN(auto client, Connect(c, job, transport));
@@ -332,7 +334,9 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool mlp, bool tor
                                         records.begin() + static_cast<size_t>(warmup) * batch);
           TESSERA_RETURN_IF_ERROR(Train(*model, *client, warm, batch, warmup, pieces).status());
           TESSERA_ASSIGN_OR_RETURN(PserverTimes before, PserverSeconds(c, job, pservers));
+          spun_before = SpinCountersNow();
           TESSERA_ASSIGN_OR_RETURN(Timeline t, Train(*model, *client, records, batch, 0, pieces));
+          spun_after = SpinCountersNow();
           TESSERA_ASSIGN_OR_RETURN(PserverTimes after, PserverSeconds(c, job, pservers));
           t.apply = after.apply - before.apply;
           t.handle = after.handle - before.handle;
@@ -341,9 +345,12 @@ int Run(int hidden, int batch, int warmup, int apply_threads, bool mlp, bool tor
         }();
         Row("Tessera, " + std::string(transport) + ", 1 trainer, " + std::to_string(pservers) + " pserver" +
                 (pservers > 1 ? "s" : "") +
-                (pieces         ? " (sync, pushed in pieces)"
-                 : variant == 2 ? " (sync, one push, busy polling)"
-                                : " (sync, one push)"),
+                (pieces ? " (sync, pushed in pieces)"
+                 : variant == 2
+                     ? " (sync, one push, busy polling: the trainer spun " +
+                           std::to_string(spun_after.spins - spun_before.spins) + " waits, slept " +
+                           std::to_string(spun_after.skipped - spun_before.skipped) + ")"
+                     : " (sync, one push)"),
             r, true);
       }
     }
