@@ -2,25 +2,17 @@
 #include "common/cpu_quota.h"
 
 #include <algorithm>
-#include <charconv>
 #include <cmath>
 #include <vector>
+
+#include "common/strings.h"
 
 namespace tessera {
 namespace {
 
-std::string_view Trim(std::string_view s) {
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ' || s.back() == '\r')) s.remove_suffix(1);
-  while (!s.empty() && s.front() == ' ') s.remove_prefix(1);
-  return s;
-}
-
 std::optional<int64_t> Integer(std::string_view s) {
-  s = Trim(s);
-  int64_t v = 0;
-  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
-  return v;
+  auto v = ParseInt64(Trim(s), "");
+  return v.ok() ? std::optional<int64_t>(*v) : std::nullopt;
 }
 
 std::optional<double> Cores(int64_t quota, int64_t period) {
@@ -36,7 +28,8 @@ std::vector<std::string> SelfAndParents(std::string path) {
   for (int i = 0; i < 64; ++i) {
     out.push_back(path);
     if (path.empty()) break;
-    path.resize(path.rfind('/') == std::string::npos ? 0 : path.rfind('/'));
+    const size_t slash = path.rfind('/');
+    path.resize(slash == std::string::npos ? 0 : slash);
   }
   return out;
 }
@@ -45,23 +38,19 @@ std::vector<std::string> SelfAndParents(std::string path) {
 
 CgroupPaths ParseProcCgroup(std::string_view text) {
   CgroupPaths out;
-  while (!text.empty()) {
-    const size_t nl = text.find('\n');
-    std::string_view line = text.substr(0, nl);
-    text.remove_prefix(nl == std::string_view::npos ? text.size() : nl + 1);
+  for (const std::string& line : Split(text, '\n')) {
     const size_t a = line.find(':');
-    const size_t b = a == std::string_view::npos ? a : line.find(':', a + 1);
-    if (b == std::string_view::npos) continue;
-    const std::string_view id = line.substr(0, a), controllers = line.substr(a + 1, b - a - 1);
-    const std::string path(Trim(line.substr(b + 1)));
+    const size_t b = a == std::string::npos ? a : line.find(':', a + 1);
+    if (b == std::string::npos) continue;
+    const std::string_view id = std::string_view(line).substr(0, a);
+    const std::string controllers = line.substr(a + 1, b - a - 1);
+    const std::string path(Trim(std::string_view(line).substr(b + 1)));
     if (id == "0" && controllers.empty()) {
       out.unified = path;
       continue;
     }
-    for (std::string_view rest = controllers; !rest.empty();) {
-      const size_t comma = rest.find(',');
-      if (rest.substr(0, comma) == "cpu") out.cpu_v1 = path;
-      rest.remove_prefix(comma == std::string_view::npos ? rest.size() : comma + 1);
+    for (const std::string& c : Split(controllers, ',')) {
+      if (c == "cpu") out.cpu_v1 = path;
     }
   }
   return out;

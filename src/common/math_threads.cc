@@ -4,11 +4,10 @@
 #include <sched.h>
 
 #include <algorithm>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "common/cpu_quota.h"
+#include "common/files.h"
 
 namespace tessera {
 
@@ -31,11 +30,8 @@ int HostCores() {
                        ? CPU_COUNT(&set)
                        : static_cast<int>(std::thread::hardware_concurrency());
   auto read = [](const std::string& path) -> std::optional<std::string> {
-    std::ifstream in(path);
-    if (!in) return std::nullopt;
-    std::ostringstream text;
-    text << in.rdbuf();
-    return text.str();
+    auto text = ReadFile(path);
+    return text.ok() ? std::optional<std::string>(std::move(*text)) : std::nullopt;
   };
   return UsableCores(cpus, CgroupCpuQuota(read("/proc/self/cgroup").value_or(""), read));
 }

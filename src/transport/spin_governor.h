@@ -38,7 +38,6 @@ class SpinGovernor {
   bool MaySpin();
   void Record(const SpinOutcome& outcome);
 
-  int waits_left() const { return left_; }  // of the back-off under way, 0 if none
   int next_back_off() const { return next_; }
   int64_t back_offs() const { return back_offs_; }
 
