@@ -3,6 +3,8 @@
 // Dense parameters only. Bench-only.
 #pragma once
 
+#include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -21,6 +23,13 @@ class InProcessClient : public Client {
     InitState(opt_, p.s1.data(), p.s2.data(), size);
     params_.push_back(std::move(p));
     return Status::OK();
+  }
+  // Page-aligned as the real client's, so the model's arithmetic runs on the same alignment.
+  StatusOr<std::span<float>> DenseMemory(size_t floats) override {
+    const size_t bytes = (floats * sizeof(float) + 4095) / 4096 * 4096;
+    memory_.reset(static_cast<float*>(std::aligned_alloc(4096, bytes)));
+    std::memset(memory_.get(), 0, bytes);
+    return std::span<float>(memory_.get(), floats);
   }
   Status AddSparse(const std::string&, int, const InitializerConfig&, const OptimizerConfig*,
                    const TableLimits*) override {
@@ -56,6 +65,10 @@ class InProcessClient : public Client {
   Status Close() override { return Status::OK(); }
 
  private:
+  struct Free {
+    void operator()(float* p) const { std::free(p); }
+  };
+  std::unique_ptr<float, Free> memory_;
   struct Param {
     std::string name;
     float* values;

@@ -135,6 +135,12 @@ class Client {
   // from there by the initializing trainer; pulls write there). `optimizer` null: the job's.
   virtual Status AddDense(const std::string& name, float* values, size_t size,
                           const OptimizerConfig* optimizer = nullptr) = 0;
+  // Memory for a model's dense values and gradients: `floats` zeroed floats, page-aligned, valid
+  // until the client is destroyed. Once per client, before Initialize(). With a pserver on this
+  // host over shared memory, a PushPullAndWait whose gradients lie back to back in it, and whose
+  // parameters do too (in the order they were declared), is read and answered there by the
+  // pserver in place: a copy each way saved. Anywhere else it is ordinary memory.
+  virtual StatusOr<std::span<float>> DenseMemory(size_t floats) = 0;
   // Declares a sparse table of rows of `dim` floats created on first touch by `init`.
   // `limits` null: none (every id pushed or pulled gets a row, kept for good).
   virtual Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,

@@ -16,6 +16,7 @@
 #include "common/strings.h"
 #include "models/ctr_gen.h"
 #include "models/trainer.h"
+#include "transport/shm_window.h"
 #include "transport/stream_io.h"
 
 namespace tessera::cli {
@@ -61,8 +62,10 @@ int RunTrain(const TrainFlags& f) {
   std::string metrics;
   for (const auto& m : r->final_metrics) metrics += fmt::format(" {}={:.4f}", m.name, m.value);
   const std::string polling = SpinSummary(SpinCountersNow());
-  spdlog::info("trainer done: {} steps, {} samples{}{}{}{}", r->steps, r->samples, metrics.empty() ? "" : ";",
-               metrics, polling.empty() ? "" : "; ", polling);
+  const std::string in_place = WindowSummary(WindowCountersNow());
+  spdlog::info("trainer done: {} steps, {} samples{}{}{}{}{}{}", r->steps, r->samples,
+               metrics.empty() ? "" : ";", metrics, polling.empty() ? "" : "; ", polling,
+               in_place.empty() ? "" : "; ", in_place);
   return 0;
 }
 

@@ -73,6 +73,7 @@ StatusOr<std::unique_ptr<Client>> ClientImpl::Create(const ClientOptions& o, con
   c->transport_.options.secret = job.secret;
   c->transport_.options.tls = job.tls;
   c->transport_.options.busy_poll = o.busy_poll;
+  c->transport_.options.window = c->window_;
   TESSERA_ASSIGN_OR_RETURN(c->slots_, LoadSlotMap(c->etcd_.get(), o.connection.job));
   c->nonfinite_ = NonFiniteStreak(c->job_.nonfinite, limits.max_nonfinite_in_a_row);
   ClientImpl* self = c.get();
@@ -131,6 +132,17 @@ Status ClientImpl::AddDense(const std::string& name, float* values, size_t size,
   return builder_->AddDense(name, values, size, opt ? *opt : job_.optimizer);
 }
 
+StatusOr<std::span<float>> ClientImpl::DenseMemory(size_t floats) {
+  if (initialized_) return Status::FailedPrecondition("take dense memory before Initialize()");
+  if (floats == 0) return Status::InvalidArgument("dense memory of 0 floats");
+  if (floats > (size_t{1} << 40) / sizeof(float)) {
+    return Status::InvalidArgument("dense memory of " + std::to_string(floats) +
+                                   " floats is more than 1 TiB");
+  }
+  TESSERA_ASSIGN_OR_RETURN(char* m, window_->Allocate(floats * sizeof(float)));
+  return std::span<float>(reinterpret_cast<float*>(m), floats);
+}
+
 Status ClientImpl::AddSparse(const std::string& name, int dim, const InitializerConfig& init,
                              const OptimizerConfig* opt, const TableLimits* limits) {
   if (initialized_) return Status::FailedPrecondition("declare parameters before Initialize()");
@@ -184,6 +196,8 @@ Status ClientImpl::WaitForTrainers(int n, std::chrono::milliseconds timeout) {
 }
 
 Handle ClientImpl::PushPullAndWait(const Gradients& grads) {
+  // The caller waits: nothing touches the dense memory until the calls end, so they may go in it.
+  ShmWindow::Hold hold(window_.get());
   Handle h = DoPush(grads, /*pull=*/true, nullptr, /*caller_waits=*/true);
   (void)h.Wait();
   return h;

@@ -24,6 +24,7 @@
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "tessera/client.h"
+#include "transport/shm_window.h"
 
 namespace tessera {
 
@@ -33,6 +34,7 @@ class ClientImpl : public Client, public PserverLink::Owner {
   static StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& o, const ClientLimits& limits = {});
 
   // ---- Client (client.cc) ----
+  StatusOr<std::span<float>> DenseMemory(size_t floats) override;
   Status AddDense(const std::string& name, float* values, size_t size, const OptimizerConfig* opt) override;
   Status AddSparse(const std::string& name, int dim, const InitializerConfig& init,
                    const OptimizerConfig* opt, const TableLimits* limits) override;
@@ -125,6 +127,8 @@ class ClientImpl : public Client, public PserverLink::Owner {
   std::atomic<uint64_t> next_group_{0};
   const ClientLimits limits_;
   PserverLink::Transport transport_;
+  // DenseMemory's, shared with the shm connections (transport_.options.window).
+  std::shared_ptr<ShmWindow> window_ = std::make_shared<ShmWindow>();
   nlohmann::json info_;  // this trainer's registration value
   std::unique_ptr<etcd::EtcdClient> etcd_;
   // Set (once) from the lease keeper's thread when the lease is gone: the registration went

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <functional>
 #include <random>
+#include <span>
 
 #include "models/model.h"
 #include "tessera/example.pb.h"
@@ -30,10 +31,20 @@ class Mlp : public Model {
   Status Declare(Client& client) override {
     if (hidden_ < 1 || classes_ < 2 || inputs_ < 1)
       return Status::InvalidArgument("mlp: bad hidden/classes/inputs");
-    w1_.resize(inputs_ * hidden_);
-    b1_.assign(hidden_, 0.0f);
-    w2_.resize(hidden_ * classes_);
-    b2_.assign(classes_, 0.0f);
+    // Values and gradients in the client's dense memory, each set back to back in declaration
+    // order: over shared memory the pserver reads the gradients and writes the values there.
+    const size_t sizes[] = {static_cast<size_t>(inputs_ * hidden_), static_cast<size_t>(hidden_),
+                            static_cast<size_t>(hidden_ * classes_), static_cast<size_t>(classes_)};
+    const size_t total = sizes[0] + sizes[1] + sizes[2] + sizes[3];
+    const size_t grads_at = (total + 15) / 16 * 16;  // the gradients start on 64 bytes too
+    TESSERA_ASSIGN_OR_RETURN(std::span<float> memory, client.DenseMemory(grads_at + total));
+    std::span<float>* parts[] = {&w1_, &b1_, &w2_, &b2_, &g_w1_, &g_b1_, &g_w2_, &g_b2_};
+    size_t at = 0;
+    for (int i = 0; i < 8; ++i) {
+      if (i == 4) at = grads_at;
+      *parts[i] = memory.subspan(at, sizes[i % 4]);
+      at += sizes[i % 4];
+    }
     // He-uniform initialization, seeded: every trainer computes the same values.
     std::mt19937_64 rng(opts_.seed);
     float l1 = std::sqrt(6.0f / static_cast<float>(inputs_)),
@@ -41,10 +52,6 @@ class Mlp : public Model {
     std::uniform_real_distribution<float> d1(-l1, l1), d2(-l2, l2);
     for (auto& v : w1_) v = d1(rng);
     for (auto& v : w2_) v = d2(rng);
-    g_w1_.resize(w1_.size());
-    g_b1_.resize(b1_.size());
-    g_w2_.resize(w2_.size());
-    g_b2_.resize(b2_.size());
     TESSERA_RETURN_IF_ERROR(client.AddDense("w1", w1_.data(), w1_.size()));
     TESSERA_RETURN_IF_ERROR(client.AddDense("b1", b1_.data(), b1_.size()));
     TESSERA_RETURN_IF_ERROR(client.AddDense("w2", w2_.data(), w2_.size()));
@@ -202,11 +209,11 @@ class Mlp : public Model {
 
   ModelOptions opts_;
   int64_t hidden_, classes_, inputs_;
-  // 64-byte aligned: Eigen's vectorized loops over these start at the same lane in every run, so
-  // the same batch gives the same bits (a rollback to a checkpoint replays the run exactly).
-  using AlignedFloats = std::vector<float, Eigen::aligned_allocator<float>>;
-  AlignedFloats w1_, b1_, w2_, b2_;
-  AlignedFloats g_w1_, g_b1_, g_w2_, g_b2_;
+  // In the client's dense memory (page-aligned, the same offsets in every run): Eigen's
+  // vectorized loops over these start at the same lane in every run, so the same batch gives the
+  // same bits (a rollback to a checkpoint replays the run exactly).
+  std::span<float> w1_, b1_, w2_, b2_;
+  std::span<float> g_w1_, g_b1_, g_w2_, g_b2_;
   std::vector<Handle> in_flight_;  // the pieces of the last StepInPieces
 };
 

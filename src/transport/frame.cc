@@ -49,7 +49,7 @@ StatusOr<FramePreamble> DecodePreamble(const uint8_t in[kFramePreambleBytes], co
   }
   p.kind = static_cast<FrameKind>(kind);
   p.flags = in[5];
-  if (p.flags & ~(kFrameFlagNewRegion | kFrameFlagRefused)) {
+  if (p.flags & ~(kFrameFlagNewRegion | kFrameFlagRefused | kFrameFlagNewWindow | kFrameFlagInWindow)) {
     return Status::InvalidArgument("unknown frame flags " + std::to_string(p.flags));
   }
   if (Get<uint16_t>(in + 6) != 0 || Get<uint32_t>(in + 20) != 0) {
@@ -68,6 +68,29 @@ StatusOr<FramePreamble> DecodePreamble(const uint8_t in[kFramePreambleBytes], co
                                    " (--max-message-mb)");
   }
   return p;
+}
+
+void EncodeWindowDescriptor(const WindowDescriptor& w, uint8_t out[kWindowDescriptorBytes]) {
+  std::memset(out, 0, kWindowDescriptorBytes);
+  Put<uint64_t>(out, w.payload_offset);
+  Put<uint64_t>(out + 8, w.reply_offset);
+  Put<uint64_t>(out + 16, w.reply_room);
+}
+
+StatusOr<WindowDescriptor> DecodeWindowDescriptor(const uint8_t in[kWindowDescriptorBytes],
+                                                  uint64_t payload_len, uint64_t window_bytes) {
+  WindowDescriptor w{Get<uint64_t>(in), Get<uint64_t>(in + 8), Get<uint64_t>(in + 16)};
+  if (Get<uint64_t>(in + 24) != 0)
+    return Status::InvalidArgument("the window descriptor's reserved field is not zero");
+  auto outside = [&](uint64_t off, uint64_t len) { return off > window_bytes || len > window_bytes - off; };
+  auto say = [&](const char* what, uint64_t off, uint64_t len) {
+    return Status::InvalidArgument("the request's " + std::string(what) + " (" + std::to_string(len) +
+                                   " bytes at offset " + std::to_string(off) + ") lies outside the " +
+                                   std::to_string(window_bytes) + "-byte window");
+  };
+  if (outside(w.payload_offset, payload_len)) return say("payload", w.payload_offset, payload_len);
+  if (outside(w.reply_offset, w.reply_room)) return say("reply room", w.reply_offset, w.reply_room);
+  return w;
 }
 
 Status CheckRequestSize(size_t header_len, size_t payload_len, const FrameLimits& limits) {

@@ -13,6 +13,13 @@
 //   4  u8  kind         1 = request, 2 = reply
 //   5  u8  flags        bit 0: a new shared-memory region comes with this frame (shm only)
 //                       bit 1: refused: the server did not accept the request's job MAC and closes
+//                       bit 2: the descriptor that comes with this request is the client's
+//                              window (shm only, once per connection, with bit 3)
+//                       bit 3: in the window (shm only). A request: its payload lies in the
+//                              client's window, and its header starts with a window descriptor
+//                              (32 bytes: u64 payload offset, u64 reply offset, u64 reply room,
+//                              u64 0) that the MAC covers with the rest. A reply: its payload
+//                              was written into the window at the request's reply offset.
 //   6  u16 reserved     0
 //   8  u64 request_id   chosen by the client, rising on a connection; a reply carries its request's
 //   16 u32 header_len   bytes of the message header
@@ -42,6 +49,9 @@ constexpr uint32_t kGreetingFlagAuth = 1;
 enum class FrameKind : uint8_t { kRequest = 1, kReply = 2 };
 constexpr uint8_t kFrameFlagNewRegion = 1;
 constexpr uint8_t kFrameFlagRefused = 2;
+constexpr uint8_t kFrameFlagNewWindow = 4;
+constexpr uint8_t kFrameFlagInWindow = 8;
+constexpr size_t kWindowDescriptorBytes = 32;
 
 struct FramePreamble {
   FrameKind kind = FrameKind::kRequest;
@@ -77,6 +87,19 @@ Status ReplyTooLarge(const std::string& peer, uint64_t payload_len, size_t room)
 // everything else becomes Unavailable (retry on a new connection). Names the pserver and the
 // transport.
 Status CallFailed(const std::string& peer, const char* transport, const std::string& what, const Status& s);
+
+// A request in a trainer's window (kFrameFlagInWindow): where its payload lies and where the
+// reply may be written (reply_room 0: not there).
+struct WindowDescriptor {
+  uint64_t payload_offset = 0;
+  uint64_t reply_offset = 0;
+  uint64_t reply_room = 0;
+};
+void EncodeWindowDescriptor(const WindowDescriptor& w, uint8_t out[kWindowDescriptorBytes]);
+// InvalidArgument saying which range lies outside a window of `window_bytes` (the payload's is
+// `payload_len` bytes), or that the reserved field is not zero.
+StatusOr<WindowDescriptor> DecodeWindowDescriptor(const uint8_t in[kWindowDescriptorBytes],
+                                                  uint64_t payload_len, uint64_t window_bytes);
 
 // Where the header starts in a shared-memory region after a payload of `payload_len` bytes.
 constexpr uint64_t PayloadAlign(uint64_t payload_len) { return (payload_len + 63) & ~uint64_t{63}; }

@@ -47,7 +47,7 @@ TEST(FrameTest, EveryMalformedPreambleIsRefusedSayingWhy) {
       {"magic last byte", 3, '1', "bad frame magic"},
       {"kind 0", 4, 0, "unknown frame kind 0"},
       {"kind 3", 4, 3, "unknown frame kind 3"},
-      {"flags", 5, 4, "unknown frame flags"},
+      {"flags", 5, 16, "unknown frame flags"},
       {"reserved 6", 6, 1, "reserved"},
       {"reserved 7", 7, 1, "reserved"},
       {"reserved 20", 20, 1, "reserved"},

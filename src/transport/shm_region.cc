@@ -56,7 +56,7 @@ void PeerRegion::Unmap() {
   size_ = 0;
 }
 
-Status PeerRegion::Map(UniqueFd fd, size_t max_bytes) {
+Status PeerRegion::Map(UniqueFd fd, size_t max_bytes, bool writable) {
   int seals = ::fcntl(fd.get(), F_GET_SEALS);
   if (seals < 0 || !(seals & F_SEAL_SHRINK)) {
     return Status::InvalidArgument("the shared region is not a memfd sealed against shrinking");
@@ -67,7 +67,8 @@ Status PeerRegion::Map(UniqueFd fd, size_t max_bytes) {
     return Status::InvalidArgument("the shared region has " + std::to_string(st.st_size) +
                                    " bytes (at most " + std::to_string(max_bytes) + " allowed)");
   }
-  void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ, MAP_SHARED, fd.get(), 0);
+  void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | (writable ? PROT_WRITE : 0),
+                   MAP_SHARED, fd.get(), 0);
   if (m == MAP_FAILED) return Errno("mmap of the peer's shared region");
   Unmap();
   map_ = static_cast<const char*>(m);

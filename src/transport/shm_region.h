@@ -50,10 +50,13 @@ class PeerRegion {
   PeerRegion(const PeerRegion&) = delete;
   PeerRegion& operator=(const PeerRegion&) = delete;
 
-  // Maps `fd` read-only in place of the current region. InvalidArgument if it is not a sealed
-  // memfd (F_SEAL_SHRINK) or its size is zero or past `max_bytes`.
-  Status Map(UniqueFd fd, size_t max_bytes);
+  // Maps `fd` in place of the current region: read-only, or read-write for a trainer's window
+  // (shm_window.h). InvalidArgument if it is not a sealed memfd (F_SEAL_SHRINK) or its size is
+  // zero or past `max_bytes`.
+  Status Map(UniqueFd fd, size_t max_bytes, bool writable = false);
   const char* data() const { return map_; }
+  // Only for a region mapped writable.
+  char* writable_data() const { return const_cast<char*>(map_); }
   size_t size() const { return size_; }
   bool mapped() const { return map_ != nullptr; }
   void Reset() { Unmap(); }

@@ -2,6 +2,7 @@
 #include "transport/shm_transport.h"
 
 #include <errno.h>
+#include <spdlog/spdlog.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "security/peer_cred.h"
 #include "transport/frame_auth.h"
 #include "transport/shm_region.h"
+#include "transport/shm_window.h"
 #include "transport/stream_server.h"
 
 namespace tessera {
@@ -29,6 +31,10 @@ StatusOr<sockaddr_un> AbstractAddress(const std::string& endpoint, socklen_t* le
   *len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + endpoint.size());
   return a;
 }
+
+// The largest window a server maps (address space only: what a request reads or a reply writes
+// there is bounded by the frame limits).
+constexpr size_t kMaxWindowBytes = size_t{1} << 40;
 
 // The server's side of one connection: requests are read in the client's region, replies are
 // written into this side's region.
@@ -51,29 +57,54 @@ class ShmChannel : public MessageChannel {
 
   Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
     uint8_t pre[kFramePreambleBytes];
-    UniqueFd region;
+    UniqueFd fd;
     SpinUntilReadable(fd_.get(), busy_poll_);
-    TESSERA_RETURN_IF_ERROR(RecvFrame(fd_.get(), pre, &region, nullptr));
+    TESSERA_RETURN_IF_ERROR(RecvFrame(fd_.get(), pre, &fd, nullptr));
     TESSERA_ASSIGN_OR_RETURN(FramePreamble p, DecodePreamble(pre, limits_));
     if (p.kind != FrameKind::kRequest) return Status::InvalidArgument("a reply frame was sent to the server");
-    if (p.flags & kFrameFlagNewRegion) {
-      if (!region.valid()) return Status::InvalidArgument("a frame announced a new region but carried none");
-      TESSERA_RETURN_IF_ERROR(peer_.Map(std::move(region), MaxRegionBytes(limits_)));
-    } else if (region.valid()) {
+    reply_room_ = {};
+    reply_in_window_ = false;
+    const bool new_region = p.flags & kFrameFlagNewRegion;
+    const bool new_window = p.flags & kFrameFlagNewWindow;
+    const bool in_window = p.flags & kFrameFlagInWindow;
+    if (new_region && new_window)
+      return Status::InvalidArgument("a frame announced both a region and a window");
+    if (new_window && !in_window) return Status::InvalidArgument("a frame brought a window it does not use");
+    if ((new_region || new_window) && !fd.valid())
+      return Status::InvalidArgument("a frame announced a descriptor but carried none");
+    if (!new_region && !new_window && fd.valid())
       return Status::InvalidArgument("a frame carried a descriptor it did not announce");
+    if (new_region) TESSERA_RETURN_IF_ERROR(peer_.Map(std::move(fd), MaxRegionBytes(limits_)));
+    if (new_window) {
+      // One window per connection: a renewed one comes with a new connection, so memory lent to a
+      // handler (ReplyBuffer) is never unmapped under it.
+      if (window_.mapped()) return Status::InvalidArgument("a second window came on one connection");
+      TESSERA_RETURN_IF_ERROR(window_.Map(std::move(fd), kMaxWindowBytes, /*writable=*/true));
     }
     if (!peer_.mapped()) return Status::InvalidArgument("a request came before any shared region");
-    const uint64_t hoff = PayloadAlign(p.payload_len);
+    const uint64_t hoff = in_window ? 0 : PayloadAlign(p.payload_len);
     if (hoff + p.header_len > peer_.size()) {
       return Status::InvalidArgument("the frame (payload " + std::to_string(p.payload_len) +
                                      " bytes, header " + std::to_string(p.header_len) +
                                      " bytes) does not fit the " + std::to_string(peer_.size()) +
                                      "-byte shared region");
     }
+    const std::string_view signed_part(peer_.data() + hoff, p.header_len);
     *id = p.request_id;
-    *header = std::string_view(peer_.data() + hoff, p.header_len);
+    *header = signed_part;
     *payload = ConstBuffer{peer_.data(), p.payload_len};
-    return auth_.CheckRequest(pre, p.request_id, *header);
+    if (in_window) {
+      if (!window_.mapped()) return Status::InvalidArgument("a request in a window came before any window");
+      if (p.header_len < kWindowDescriptorBytes)
+        return Status::InvalidArgument("a request in a window has no window descriptor");
+      TESSERA_ASSIGN_OR_RETURN(WindowDescriptor w,
+                               DecodeWindowDescriptor(reinterpret_cast<const uint8_t*>(signed_part.data()),
+                                                      p.payload_len, window_.size()));
+      *header = signed_part.substr(kWindowDescriptorBytes);
+      *payload = ConstBuffer{window_.data() + w.payload_offset, p.payload_len};
+      reply_room_ = w;
+    }
+    return auth_.CheckRequest(pre, p.request_id, signed_part);
   }
 
   void WriteRefusal(uint64_t id) override {
@@ -84,6 +115,9 @@ class ShmChannel : public MessageChannel {
   }
 
   MutableBuffer ReplyBuffer(size_t bytes) override {
+    // A request in the trainer's window is answered there when its room holds the reply.
+    reply_in_window_ = reply_room_.reply_room > 0 && bytes <= reply_room_.reply_room;
+    if (reply_in_window_) return {window_.writable_data() + reply_room_.reply_offset, bytes};
     // Room for the header too (most fit in 64 KiB; a larger one grows the region in WriteReply).
     Status s = own_.Ensure(PayloadAlign(bytes) + 65536, 0, MaxRegionBytes(limits_));
     if (!s.ok()) {
@@ -97,15 +131,16 @@ class ShmChannel : public MessageChannel {
   Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
                     const Deadline& deadline) override {
     if (!broken_.ok()) return broken_;
-    const size_t hoff = PayloadAlign(payload_bytes);
-    if (payload_bytes > 0 && !own_.data()) return Status::Internal("reply payload without a reply buffer");
-    TESSERA_RETURN_IF_ERROR(own_.Ensure(hoff + header.size(), payload_bytes, MaxRegionBytes(limits_)));
+    const bool in_window = reply_in_window_ && payload_bytes > 0;
+    const size_t region_payload = in_window ? 0 : payload_bytes;
+    const size_t hoff = PayloadAlign(region_payload);
+    if (region_payload > 0 && !own_.data()) return Status::Internal("reply payload without a reply buffer");
+    TESSERA_RETURN_IF_ERROR(own_.Ensure(hoff + header.size(), region_payload, MaxRegionBytes(limits_)));
     std::memcpy(own_.data() + hoff, header.data(), header.size());
     uint8_t pre[kFramePreambleBytes];
     const int pass = own_.pending_fd();
-    EncodePreamble({FrameKind::kReply, static_cast<uint8_t>(pass >= 0 ? kFrameFlagNewRegion : 0), id,
-                    static_cast<uint32_t>(header.size()), payload_bytes},
-                   pre);
+    const uint8_t flags = (pass >= 0 ? kFrameFlagNewRegion : 0) | (in_window ? kFrameFlagInWindow : 0);
+    EncodePreamble({FrameKind::kReply, flags, id, static_cast<uint32_t>(header.size()), payload_bytes}, pre);
     auth_.Sign(pre, header);
     TESSERA_RETURN_IF_ERROR(SendFrame(fd_.get(), pre, pass, &deadline));
     own_.FdSent();
@@ -119,6 +154,9 @@ class ShmChannel : public MessageChannel {
   FrameAuth auth_;
   PeerRegion peer_;
   OwnRegion own_;
+  PeerRegion window_;             // the trainer's window, mapped read-write (shm_window.h)
+  WindowDescriptor reply_room_;   // the current request's, when it came in the window
+  bool reply_in_window_ = false;  // the reply payload is being built in the window
   Status broken_;
   std::string fallback_;
 };
@@ -156,7 +194,8 @@ class ShmConnection : public ClientConnection {
       : endpoint_(std::move(endpoint)),
         limits_(options.limits),
         secret_(options.secret),
-        busy_poll_(options.busy_poll) {}
+        busy_poll_(options.busy_poll),
+        window_(options.window) {}
 
   StatusOr<CallResult> Call(std::string_view header, std::span<const ConstBuffer> payload,
                             std::span<const MutableBuffer> reply_buffers,
@@ -166,25 +205,44 @@ class ShmConnection : public ClientConnection {
     const size_t n = TotalSize(payload);
     TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), n, limits_));
     if (sock_.aborted()) return AbandonedCall(endpoint_, "shm");
+    call_generation_ = 0;
+    // The pserver maps the window as this connection sent it: after a renewal, a new connection.
+    if (sock_.valid() && window_sent_ != 0 && !window_->Still(window_sent_)) Drop();
     if (!sock_.valid()) TESSERA_RETURN_IF_ERROR(Connect(d));
-    const size_t hoff = PayloadAlign(n);
-    if (Status s = own_.Ensure(hoff + header.size(), 0, MaxRegionBytes(limits_)); !s.ok())
+    UniqueFd window_fd;
+    uint64_t generation = 0;
+    std::optional<WindowDescriptor> place =
+        PlaceInWindow(header.size(), payload, reply_buffers, &window_fd, &generation);
+    const size_t descriptor = place ? kWindowDescriptorBytes : 0;
+    const size_t hoff = place ? 0 : PayloadAlign(n);
+    if (Status s = own_.Ensure(hoff + descriptor + header.size(), 0, MaxRegionBytes(limits_)); !s.ok())
       return Fail(s, "region");
-    size_t off = 0;
-    for (const auto& b : payload) {
-      if (b.size) std::memcpy(own_.data() + off, b.data, b.size);
-      off += b.size;
+    if (place) {
+      EncodeWindowDescriptor(*place, reinterpret_cast<uint8_t*>(own_.data()));
+    } else {
+      size_t off = 0;
+      for (const auto& b : payload) {
+        if (b.size) std::memcpy(own_.data() + off, b.data, b.size);
+        off += b.size;
+      }
     }
-    std::memcpy(own_.data() + hoff, header.data(), header.size());
+    std::memcpy(own_.data() + hoff + descriptor, header.data(), header.size());
+    const std::string_view signed_part(own_.data() + hoff, descriptor + header.size());
     const uint64_t id = ++next_id_;
     uint8_t pre[kFramePreambleBytes];
-    const int pass = own_.pending_fd();
-    EncodePreamble({FrameKind::kRequest, static_cast<uint8_t>(pass >= 0 ? kFrameFlagNewRegion : 0), id,
-                    static_cast<uint32_t>(header.size()), n},
-                   pre);
-    auth_->Sign(pre, header);
+    const int pass = window_fd.valid() ? window_fd.get() : own_.pending_fd();
+    uint8_t flags = own_.pending_fd() >= 0 ? kFrameFlagNewRegion : 0;
+    if (window_fd.valid()) flags |= kFrameFlagNewWindow;
+    if (place) flags |= kFrameFlagInWindow;
+    EncodePreamble({FrameKind::kRequest, flags, id, static_cast<uint32_t>(signed_part.size()), n}, pre);
+    auth_->Sign(pre, signed_part);
     if (Status s = SendFrame(sock_.get(), pre, pass, &d); !s.ok()) return Fail(s, "send");
     own_.FdSent();
+    if (window_fd.valid()) window_sent_ = generation;
+    if (place) {
+      call_generation_ = generation;  // from here a failure renews the window
+      CountWindowRequest();
+    }
     UniqueFd region;
     SpinUntilReadable(sock_.get(), busy_poll_, /*own_work=*/1);
     if (Status s = RecvFrame(sock_.get(), pre, &region, &d); !s.ok()) {
@@ -199,7 +257,12 @@ class ShmConnection : public ClientConnection {
       if (Status s = peer_.Map(std::move(region), MaxRegionBytes(limits_)); !s.ok())
         return Fail(s, "reply region");
     }
-    const uint64_t rhoff = PayloadAlign(p->payload_len);
+    const bool reply_in_window = p->flags & kFrameFlagInWindow;
+    if (reply_in_window && (!place || p->payload_len > place->reply_room)) {
+      return Fail(Status::Unavailable("the pserver answered in the window beyond the room the request gave"),
+                  "bad reply frame");
+    }
+    const uint64_t rhoff = reply_in_window ? 0 : PayloadAlign(p->payload_len);
     if (!peer_.mapped() || rhoff + p->header_len > peer_.size()) {
       return Fail(Status::Unavailable("the reply does not fit the pserver's shared region"),
                   "bad reply frame");
@@ -210,13 +273,24 @@ class ShmConnection : public ClientConnection {
       Drop();
       return ReplyTooLarge(endpoint_, p->payload_len, TotalSize(reply_buffers));
     }
-    size_t at = 0;
-    for (const auto& b : reply_buffers) {
-      if (at >= p->payload_len) break;
-      size_t k = std::min(b.size, p->payload_len - at);
-      std::memcpy(b.data, peer_.data() + at, k);
-      at += k;
+    if (reply_in_window) {
+      // Written into memory that another call's failure may have replaced since: then it is lost,
+      // and this call fails too (it is retried like any other).
+      if (!window_->Still(call_generation_)) {
+        return Fail(Status::Unavailable("the window was renewed during the call (another call failed)"),
+                    "reply in the window");
+      }
+      CountWindowReply();
+    } else {
+      size_t at = 0;
+      for (const auto& b : reply_buffers) {
+        if (at >= p->payload_len) break;
+        size_t k = std::min(b.size, p->payload_len - at);
+        std::memcpy(b.data, peer_.data() + at, k);
+        at += k;
+      }
     }
+    call_generation_ = 0;
     return CallResult{reply_header, p->payload_len};
   }
 
@@ -249,9 +323,53 @@ class ShmConnection : public ClientConnection {
     auth_.emplace(std::move(*auth));
     return Status::OK();
   }
+  // Where this call's payload and reply go in the trainer's window, if they can: the window is
+  // shared and held, the payload and the reply buffers each fill one run of it, and the window
+  // is on the pserver's side or can go with this frame (not with the frame that brings a new
+  // region: one descriptor per frame). *window_fd: the window to send with it.
+  std::optional<WindowDescriptor> PlaceInWindow(size_t header_bytes, std::span<const ConstBuffer> payload,
+                                                std::span<const MutableBuffer> reply, UniqueFd* window_fd,
+                                                uint64_t* generation) {
+    if (!window_ || !window_->shared() || !window_->held()) return std::nullopt;
+    if (header_bytes + kWindowDescriptorBytes > limits_.max_header) return std::nullopt;
+    WindowDescriptor w;
+    if (TotalSize(payload) > 0) {
+      const int64_t at = WindowRunOf(*window_, payload);
+      if (at < 0) return std::nullopt;
+      w.payload_offset = static_cast<uint64_t>(at);
+    }
+    if (TotalSize(reply) > 0) {
+      const int64_t at = WindowRunOf(*window_, reply);
+      if (at < 0) return std::nullopt;
+      w.reply_offset = static_cast<uint64_t>(at);
+      w.reply_room = TotalSize(reply);
+    }
+    if (w.reply_room == 0 && TotalSize(payload) == 0) return std::nullopt;
+    if (window_sent_ != 0) {
+      *generation = window_sent_;
+      return w;
+    }
+    if (!own_.data() || own_.pending_fd() >= 0 || own_.size() < kWindowDescriptorBytes + header_bytes)
+      return std::nullopt;
+    *window_fd = window_->DuplicateFd(generation);
+    if (!window_fd->valid()) return std::nullopt;
+    return w;
+  }
+
   // A failed call leaves the exchange in an unknown state: a new connection gets new regions (the
-  // pserver may still be reading the old request).
+  // pserver may still be reading the old request), and a call in the window renews it (the
+  // pserver may still write there later).
   void Drop() {
+    if (call_generation_ != 0) {
+      if (Status s = window_->Renew(call_generation_); !s.ok()) {
+        spdlog::warn(
+            "shm: the trainer's window could not be renewed after a failed call ({}); "
+            "calls are copied from now on",
+            s.message());
+      }
+      call_generation_ = 0;
+    }
+    window_sent_ = 0;
     sock_.Reset();
     own_.Reset();
     peer_.Reset();
@@ -277,6 +395,9 @@ class ShmConnection : public ClientConnection {
   OwnRegion own_;
   PeerRegion peer_;
   uint64_t next_id_ = 0;
+  std::shared_ptr<ShmWindow> window_;  // the trainer's, or null
+  uint64_t window_sent_ = 0;           // the window generation this connection's pserver maps (0: none)
+  uint64_t call_generation_ = 0;       // the call in progress went in the window of this generation
 };
 
 }  // namespace

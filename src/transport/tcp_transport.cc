@@ -94,6 +94,8 @@ class TcpChannel : public MessageChannel {
     }
     TESSERA_ASSIGN_OR_RETURN(FramePreamble p, DecodePreamble(pre, limits_));
     if (p.kind != FrameKind::kRequest) return Status::InvalidArgument("a reply frame was sent to the server");
+    if (p.flags & (kFrameFlagNewWindow | kFrameFlagInWindow))
+      return Status::InvalidArgument("a frame over TCP names a shared-memory window");
     const size_t poff = PayloadAlign(p.header_len);
     s = ReadGrowing(reader_, in_, 0, p.header_len, nullptr);
     if (s.ok()) {

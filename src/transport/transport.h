@@ -59,6 +59,9 @@ struct TransportOptions {
   // per request; polling keeps the core awake but busy, so it is for a process with a core of
   // its own (common/busy_poll.h). Zero (the default): sleep at once.
   std::chrono::microseconds busy_poll{0};
+  // shm clients: the trainer's window (shm_window.h). A call whose payload and reply buffers
+  // each lie in one run of it, made while it is held, is read and answered there in place.
+  std::shared_ptr<class ShmWindow> window;
 };
 
 struct ConstBuffer {
