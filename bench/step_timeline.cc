@@ -5,14 +5,15 @@
 //   2. through Tessera: this process as the trainer client, `tessera pserver` processes (sync,
 //      1 or 2 pservers), over shm and tcp.
 // Per step, averaged over a pass: the model's forward and backward (compute), handing the push
-// and pull to the client (submit: the requests built, the gradient scanned for NaN, queued on
-// the links), and waiting for the answer (exchange: the transfer both ways, the pserver's work
-// and the copies); of the exchange, the pserver's time applying the step (its
-// tessera_pserver_apply_seconds) and handling the requests (tessera_pserver_request_seconds),
-// read from its /metrics. The records are in memory before timing. Then (unless --no-torch) the
-// PyTorch MLP's step (bench/torch_step_timeline.py, 784-256-256-10) in one process, in two such
-// processes at once (no communication: what two trainers' compute costs on these cores), as 2 ranks of
-// DistributedDataParallel over gloo, and as 2 trainers of a `tessera local` job with 1 and 2
+// and pull to the client (submit: the in-process baseline's apply; through Tessera the push goes
+// with PushPullAndWait, as the trainer loop's, so building the requests and scanning for NaN is
+// in the exchange), and waiting for the answer (exchange: the transfer both ways, the pserver's
+// work and the copies, none on the trainer's side in its window over shm); of the exchange, the pserver's
+// time applying the step (its tessera_pserver_apply_seconds) and handling the requests
+// (tessera_pserver_request_seconds), read from its /metrics. The records are in memory before timing. Then
+// (unless --no-torch) the PyTorch MLP's step (bench/torch_step_timeline.py, 784-256-256-10) in one process,
+// in two such processes at once (no communication: what two trainers' compute costs on these cores), as 2
+// ranks of DistributedDataParallel over gloo, and as 2 trainers of a `tessera local` job with 1 and 2
 // pservers, pushing once a step and during backward (overlap=True): data, forward, backward,
 // step. The built-in mlp also pushes in pieces (Model::StepInPieces). Prints Markdown tables;
 // see bench/README.md.
@@ -98,9 +99,15 @@ StatusOr<Timeline> Train(models::Model& model, Client& client, const std::vector
       TESSERA_ASSIGN_OR_RETURN(auto r, model.Step(client, b, &g));
       g.samples = r.samples;
       t1 = Now();
-      Handle h = client.PushPull(g);
-      t2 = Now();
-      TESSERA_RETURN_IF_ERROR(h.Wait());
+      if (client.num_pservers() > 0) {
+        // As the trainer loop does: the caller waits, so the push and pull may go in the window.
+        t2 = t1;
+        TESSERA_RETURN_IF_ERROR(client.PushPullAndWait(g).Wait());
+      } else {
+        Handle h = client.PushPull(g);  // the in-process baseline applies the step here
+        t2 = Now();
+        TESSERA_RETURN_IF_ERROR(h.Wait());
+      }
     }
     const auto t3 = Now();
     if (static_cast<int>(step) < warmup_steps) continue;

@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <cstdio>
+#include <regex>
 
 #include "coord/election.h"
 #include "harness/pids.h"
@@ -74,6 +75,35 @@ TEST_F(FrozenTest, AFrozenPserverIsReplacedAndTheJobFinishes) {
   std::printf("pserver 0 frozen for good: training moved again %.2f s after the stop (lease TTL %d s)\n", took,
               kTtl);
   ExpectFinished(p, pid, "pserver-0");
+}
+
+// One trainer and one pserver over shared memory: the trainer's step goes in its window, which
+// the frozen pserver maps. The call it was waiting on fails, the window is renewed (a pserver
+// that thawed could write only into memory the trainer no longer reads), and the trainer goes on
+// in the window with the replacement.
+TEST_F(FrozenTest, AFrozenPserverOfATrainerWorkingInItsWindowIsReplacedAndTheWindowRenewed) {
+  Subprocess& p = StartLocal(
+      {"--dataset",          "fm", "--eval-dataset", "fm-test", "--model",  "mlp", "--model-arg", "hidden=64",
+       "--pservers",         "1",  "--trainers",     "1",       "--passes", "10",  "--transport", "shm",
+       "--checkpoint-every", "1",  "--job",          "fwin"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(UnderWay(etcd.get(), "fwin", p));
+  auto pid = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::PserverPrefix("fwin"), "0"));
+  ASSERT_GT(pid, 0);
+  double took = FreezeAndTimeRecovery(etcd.get(), "fwin", pid);
+  std::printf("pserver 0 of a 1x1 shm job frozen for good: training moved again %.2f s after the stop\n",
+              took);
+  ExpectFinished(p, pid, "pserver-0");
+  auto log = ReadFile(run() + "/logs/trainer-0.log");
+  ASSERT_TRUE(log.ok());
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(*log, m,
+                                std::regex(R"(in place: (\d+) requests, (\d+) replies \((\d+) renewals?\))")))
+      << *log;
+  std::printf("trainer: %s\n", m[0].str().c_str());
+  EXPECT_GE(std::stoi(m[3]), 1) << m[0];
+  EXPECT_GE(std::stoi(m[2]), 5000) << m[0];  // 10 passes of 938 steps, most in the window
 }
 
 TEST_F(FrozenTest, AFrozenLeadingMasterIsReplacedByTheStandbyAndTheJobFinishes) {

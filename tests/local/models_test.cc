@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
+#include <optional>
 #include <regex>
 #include <sstream>
 
@@ -54,6 +55,42 @@ TEST_F(LocalTest, MlpLearnsFashionMnistAndTheExportedModelHoldsIt) {
     }
   }
   EXPECT_NEAR(static_cast<double>(correct) / total, accuracy, 0.002);
+}
+
+// One trainer and one pserver over shared memory: the mlp's pushes and pulls go in the trainer's
+// window (no copy on the trainer's side), and the model ends bit for bit as the same job over TCP,
+// where every byte is copied through sockets.
+TEST_F(LocalTest, MlpOverSharedMemoryTrainsInItsWindowWithTheBitsOfTcp) {
+  UploadFashionMnist();
+  auto train = [&](const std::string& transport) -> std::optional<models::ModelFile> {
+    run_name_ = "run-" + transport;
+    Subprocess& p =
+        StartLocal({"--dataset", "fm", "--model", "mlp", "--model-arg", "hidden=32", "--pservers", "1",
+                    "--trainers", "1", "--passes", "1", "--transport", transport, "--job", "w"});
+    auto code = p.Wait(std::chrono::seconds(240));
+    EXPECT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail(30);
+    auto m = models::ReadModelFile(run() + "/model.tsm");
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return std::nullopt;
+    return *m;
+  };
+  auto shm = train("shm");
+  auto log = ReadFile(run() + "/logs/trainer-0.log");
+  ASSERT_TRUE(log.ok());
+  std::smatch m;
+  ASSERT_TRUE(
+      std::regex_search(*log, m, std::regex(R"(in place: (\d+) requests, (\d+) replies \((\d+) renewals\))")))
+      << *log;
+  // 938 steps; a connection's first call (the initialization's) brings its region and is copied.
+  EXPECT_GE(std::stoi(m[1]), 930);
+  EXPECT_GE(std::stoi(m[2]), 930);
+  EXPECT_EQ(m[3], "0");
+  auto tcp = train("tcp");
+  auto tcp_log = ReadFile(run() + "/logs/trainer-0.log");
+  ASSERT_TRUE(tcp_log.ok());
+  EXPECT_EQ(tcp_log->find("in place:"), std::string::npos);
+  ASSERT_TRUE(shm && tcp);
+  ExpectSameParameters(*shm, *tcp);
 }
 
 TEST_F(LocalTest, LogregApproachesTheBestAchievableAuc) {
