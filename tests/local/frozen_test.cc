@@ -54,6 +54,25 @@ class FrozenTest : public LocalTest {
     EXPECT_GE(r["metrics"]["accuracy"].get<double>(), 0.75);
   }
 
+  // Runs `job` (the mlp, 10 passes, a checkpoint every pass, plus `args`), freezes pserver 0 for
+  // good once training is under way, prints how long until it moved again, and checks the end.
+  void FreezePserverZeroAndFinish(const std::string& job, std::vector<std::string> args, const char* what) {
+    std::vector<std::string> all = {
+        "--dataset", "fm", "--eval-dataset",     "fm-test", "--model", "mlp", "--model-arg", "hidden=64",
+        "--passes",  "10", "--checkpoint-every", "1",       "--job",   job};
+    all.insert(all.end(), args.begin(), args.end());
+    Subprocess& p = StartLocal(all);
+    auto etcd = JobEtcd();
+    ASSERT_NE(etcd, nullptr);
+    ASSERT_TRUE(UnderWay(etcd.get(), job, p));
+    auto pid = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::PserverPrefix(job), "0"));
+    ASSERT_GT(pid, 0);
+    double took = FreezeAndTimeRecovery(etcd.get(), job, pid);
+    std::printf("%s frozen for good: training moved again %.2f s after the stop (lease TTL %d s)\n", what,
+                took, kTtl);
+    ExpectFinished(p, pid, "pserver-0");
+  }
+
   bool UnderWay(etcd::EtcdClient* etcd, const std::string& job, Subprocess& p) {
     bool ok = WaitUntil([&] { return MasterStatus(etcd, job).samples() > 5000; }, seconds(120),
                         std::chrono::milliseconds(100));
@@ -63,18 +82,7 @@ class FrozenTest : public LocalTest {
 };
 
 TEST_F(FrozenTest, AFrozenPserverIsReplacedAndTheJobFinishes) {
-  Subprocess& p = StartLocal({"--dataset", "fm", "--eval-dataset", "fm-test", "--model", "mlp", "--model-arg",
-                              "hidden=64", "--pservers", "2", "--trainers", "2", "--passes", "10",
-                              "--checkpoint-every", "1", "--job", "fps"});
-  auto etcd = JobEtcd();
-  ASSERT_NE(etcd, nullptr);
-  ASSERT_TRUE(UnderWay(etcd.get(), "fps", p));
-  auto pid = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::PserverPrefix("fps"), "0"));
-  ASSERT_GT(pid, 0);
-  double took = FreezeAndTimeRecovery(etcd.get(), "fps", pid);
-  std::printf("pserver 0 frozen for good: training moved again %.2f s after the stop (lease TTL %d s)\n", took,
-              kTtl);
-  ExpectFinished(p, pid, "pserver-0");
+  FreezePserverZeroAndFinish("fps", {"--pservers", "2", "--trainers", "2"}, "pserver 0");
 }
 
 // One trainer and one pserver over shared memory: the trainer's step goes in its window, which
@@ -82,19 +90,9 @@ TEST_F(FrozenTest, AFrozenPserverIsReplacedAndTheJobFinishes) {
 // that thawed could write only into memory the trainer no longer reads), and the trainer goes on
 // in the window with the replacement.
 TEST_F(FrozenTest, AFrozenPserverOfATrainerWorkingInItsWindowIsReplacedAndTheWindowRenewed) {
-  Subprocess& p = StartLocal(
-      {"--dataset",          "fm", "--eval-dataset", "fm-test", "--model",  "mlp", "--model-arg", "hidden=64",
-       "--pservers",         "1",  "--trainers",     "1",       "--passes", "10",  "--transport", "shm",
-       "--checkpoint-every", "1",  "--job",          "fwin"});
-  auto etcd = JobEtcd();
-  ASSERT_NE(etcd, nullptr);
-  ASSERT_TRUE(UnderWay(etcd.get(), "fwin", p));
-  auto pid = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::PserverPrefix("fwin"), "0"));
-  ASSERT_GT(pid, 0);
-  double took = FreezeAndTimeRecovery(etcd.get(), "fwin", pid);
-  std::printf("pserver 0 of a 1x1 shm job frozen for good: training moved again %.2f s after the stop\n",
-              took);
-  ExpectFinished(p, pid, "pserver-0");
+  FreezePserverZeroAndFinish("fwin", {"--pservers", "1", "--trainers", "1", "--transport", "shm"},
+                             "pserver 0 of a 1x1 shm job");
+  if (HasFatalFailure()) return;
   auto log = ReadFile(run() + "/logs/trainer-0.log");
   ASSERT_TRUE(log.ok());
   std::smatch m;
