@@ -62,9 +62,12 @@ int main(void) {
   }
   float* xs = malloc(sizeof(float) * (size_t)batch_size * kMaxDim);
   float* ys = malloc(sizeof(float) * (size_t)batch_size);
-  float w[kMaxDim + 1] = {0};
-  float g[kMaxDim + 1];
   if (!xs || !ys) return 1;
+  /* The weights and their gradient in the client's dense memory: over shared memory the pserver
+   * reads the gradient and writes the next weights there, with no copy in this process. */
+  float* w = tessera_dense_memory(c, 2 * ((size_t)dim + 1));
+  if (!w) return fail("taking dense memory");
+  float* g = w + dim + 1;
   if (tessera_begin_init(c) != TESSERA_OK || tessera_init_param(c, "w", w, (size_t)dim + 1, NULL) != TESSERA_OK ||
       tessera_finish_init(c) != TESSERA_OK) {
     return fail("initializing parameters");
@@ -92,7 +95,7 @@ int main(void) {
       continue;
     }
     /* Gradient sums of 0.5 * (w.x + b - y)^2 over the batch. */
-    memset(g, 0, sizeof g);
+    memset(g, 0, sizeof(float) * ((size_t)dim + 1));
     double batch_sse = 0;
     for (int i = 0; i < n; ++i) {
       const float* x = xs + (size_t)i * kMaxDim;

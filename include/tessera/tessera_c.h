@@ -82,6 +82,12 @@ int64_t tessera_step(tessera_client* c);
  * to finish initializes the pservers from its buffers; every trainer's buffers then hold the
  * current values. `optimizer` NULL: the job's (else e.g. "adam:lr=0.001"). */
 int tessera_begin_init(tessera_client* c);
+/* Memory for the dense parameters' values and gradients: `floats` zeroed floats owned by the
+ * client (gone with tessera_client_free); once, before tessera_finish_init. With a pserver on this
+ * host over shared memory, a tessera_send_grads whose gradients lie back to back in it, and whose
+ * parameters do too (in the order they were declared), is read and answered there in place.
+ * Anywhere else it is ordinary memory. NULL on error. */
+float* tessera_dense_memory(tessera_client* c, size_t floats);
 int tessera_init_param(tessera_client* c, const char* name, float* values, size_t size,
                        const char* optimizer);
 /* A sparse table of rows of `dim` floats, created on first touch by `initializer` ("zeros",

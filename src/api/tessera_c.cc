@@ -183,6 +183,20 @@ int tessera_send_grads(tessera_client* c, const char* const* names, const float*
   });
 }
 
+float* tessera_dense_memory(tessera_client* c, size_t floats) {
+  if (!c) {
+    Fail(Status::InvalidArgument("tessera_dense_memory: the client is NULL"));
+    return nullptr;
+  }
+  float* out = nullptr;
+  const int r = Guard([&]() -> Status {
+    TESSERA_ASSIGN_OR_RETURN(std::span<float> m, c->session->client().DenseMemory(floats));
+    out = m.data();
+    return Status::OK();
+  });
+  return r == TESSERA_OK ? out : nullptr;
+}
+
 int tessera_get_params(tessera_client* c) {
   TESSERA_CHECK_CLIENT(c);
   return Guard([&] { return c->session->client().Pull().Wait(); });

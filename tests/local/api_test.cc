@@ -217,6 +217,17 @@ TEST_F(LocalTest, CApiRefusesBadCallsWithCodesAndMessages) {
   EXPECT_EQ(tessera_init_sparse_limits(c, "emb", 4, "zeros", "adagrad:lr=0.1", "admit=2,budget=1MiB"),
             TESSERA_OK)
       << tessera_last_error();
+  // Dense memory: zeroed, once per client; NULL and a message otherwise.
+  EXPECT_EQ(tessera_dense_memory(nullptr, 4), nullptr);
+  EXPECT_NE(std::string(tessera_last_error()).find("NULL"), std::string::npos) << tessera_last_error();
+  EXPECT_EQ(tessera_dense_memory(c, 0), nullptr);
+  EXPECT_NE(std::string(tessera_last_error()).find("0 floats"), std::string::npos) << tessera_last_error();
+  float* m = tessera_dense_memory(c, 1000);
+  ASSERT_NE(m, nullptr) << tessera_last_error();
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(m[i], 0.0f);
+  m[999] = 1.0f;
+  EXPECT_EQ(tessera_dense_memory(c, 10), nullptr);
+  EXPECT_NE(std::string(tessera_last_error()).find("already"), std::string::npos) << tessera_last_error();
   tessera_client_free(c);
 }
 
