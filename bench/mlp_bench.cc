@@ -6,8 +6,10 @@
 //      lines (start-up excluded);
 //   3. PyTorch on the same model and batch size, one process and DDP (gloo, 2 processes), when
 //      /usr/bin/python3 has torch (bench/torch_mlp.py).
-// Uploads Fashion-MNIST from the Debian package into a temp store. Prints a Markdown table.
+// Uploads Fashion-MNIST from the Debian package into a temp store. Prints a Markdown table; with
+// --pairs N, only rows 1 and the shm 1x1 job, alternated N times, with each pair's ratio.
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <regex>
@@ -89,7 +91,36 @@ StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store
   return samples / (last - first);
 }
 
-int Run(int hidden, int batch, const std::string& opt) {
+// The ratio on a noisy machine: one process and the shm 1x1 job alternated `pairs`
+// times, each pair's ratio, then their mean and median (a VM's neighbours move both rows by a
+// fifth within minutes; a pair's two runs share most of it).
+void Pairs(const std::string& dir, const std::string& store, int hidden, int batch, const std::string& opt,
+           int pairs) {
+  std::printf("| pair | one process | shm, 1 pserver, 1 trainer | ratio |\n|---|---|---|---|\n");
+  std::vector<double> ratios;
+  for (int i = 1; i <= pairs; ++i) {
+    auto alone = InProcess(store, hidden, batch, opt);
+    auto shm = ThroughTessera(dir, store, hidden, batch, opt, 1, 1, "shm");
+    if (!alone.ok() || !shm.ok()) {
+      std::printf("| %d | failed: %s |\n", i,
+                  (!alone.ok() ? alone.status() : shm.status()).ToString().c_str());
+      continue;
+    }
+    ratios.push_back(*shm / *alone);
+    std::printf("| %d | %.0f | %.0f | %.0f%% |\n", i, *alone, *shm, 100 * ratios.back());
+    std::fflush(stdout);
+  }
+  if (ratios.empty()) return;
+  double sum = 0;
+  for (double r : ratios) sum += r;
+  std::sort(ratios.begin(), ratios.end());
+  const size_t n = ratios.size();
+  const double median = n % 2 ? ratios[n / 2] : (ratios[n / 2 - 1] + ratios[n / 2]) / 2;
+  std::printf("\nshm 1x1 against one process: mean %.0f%%, median %.0f%%, %zu pairs\n", 100 * sum / n,
+              100 * median, n);
+}
+
+int Run(int hidden, int batch, const std::string& opt, int pairs) {
   auto dir = MakeTempDir("mlp-bench-");
   if (!dir.ok()) return 1;
   const std::string store = *dir + "/store";
@@ -99,6 +130,11 @@ int Run(int hidden, int batch, const std::string& opt) {
   }
   std::printf("mlp (784-%d-10), batch %d, %s, 1 pass of Fashion-MNIST (60000 samples)\n\n", hidden, batch,
               opt.c_str());
+  if (pairs > 0) {
+    Pairs(*dir, store, hidden, batch, opt, pairs);
+    (void)RemoveAll(*dir);
+    return 0;
+  }
   std::printf("| setup | samples/s |\n|---|---|\n");
   auto row = [](const std::string& name, const StatusOr<double>& v) {
     if (v.ok()) {
@@ -146,6 +182,11 @@ int main(int argc, char** argv) {
   app.add_option("--hidden", hidden, "hidden units");
   app.add_option("--batch", batch, "samples per step");
   app.add_option("--optimizer", opt, "optimizer");
+  int pairs = 0;
+  app.add_option("--pairs", pairs,
+                 "instead of the table: one process and the shm 1x1 job alternated this many times, "
+                 "with each pair's ratio")
+      ->check(CLI::Range(1, 100));
   CLI11_PARSE(app, argc, argv);
-  return tessera::bench::Run(hidden, batch, opt);
+  return tessera::bench::Run(hidden, batch, opt, pairs);
 }

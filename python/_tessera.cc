@@ -19,6 +19,7 @@
 #include "tessera/example.pb.h"
 #include "tessera/model_file.h"
 #include "tessera/session.h"
+#include "transport/shm_window.h"
 
 namespace py = pybind11;
 
@@ -95,6 +96,14 @@ class PySession {
     o.transport = transport.value_or("");
     py::gil_scoped_release release;
     session_ = Value(api::Session::Open(std::move(o)));
+  }
+
+  // The client's dense memory (Client::DenseMemory) as a float32 array; it keeps the session
+  // alive, whose client owns the memory.
+  FloatArray DenseMemory(size_t floats, py::object self) {
+    std::span<float> m = Value(session_->client().DenseMemory(floats));
+    return FloatArray({static_cast<py::ssize_t>(m.size())}, {static_cast<py::ssize_t>(sizeof(float))},
+                      m.data(), self);
   }
 
   void AddDense(const std::string& name, py::object values, std::optional<std::string> optimizer) {
@@ -541,6 +550,10 @@ PYBIND11_MODULE(_tessera, m) {
            py::arg("etcd_cert") = py::none(), py::arg("etcd_key") = py::none(),
            py::arg("secret_file") = py::none(), py::arg("etcd_credentials") = py::none(),
            py::arg("tls_ca") = py::none(), py::arg("tls_cert") = py::none(), py::arg("tls_key") = py::none())
+      .def(
+          "dense_memory",
+          [](py::object self, size_t floats) { return self.cast<PySession&>().DenseMemory(floats, self); },
+          py::arg("floats"))
       .def("add_dense", &PySession::AddDense, py::arg("name"), py::arg("values"),
            py::arg("optimizer") = py::none())
       .def("add_sparse", &PySession::AddSparse, py::arg("name"), py::arg("dim"), py::arg("init") = "zeros",
@@ -580,6 +593,11 @@ PYBIND11_MODULE(_tessera, m) {
       .def("rewind", &PyLocalDataset::Rewind)
       .def_property_readonly("records", &PyLocalDataset::records);
 
+  // What went in the trainer's dense memory in place in this process: (requests, replies, renewals).
+  m.def("in_place", [] {
+    const tessera::WindowCounters c = tessera::WindowCountersNow();
+    return py::make_tuple(c.requests_in_place, c.replies_in_place, c.renewals);
+  });
   m.def("decode_images", &DecodeImages, py::arg("records"));
   m.def("decode_examples", &DecodeExamples, py::arg("records"));
   m.def("read_model", &ReadModel, py::arg("path"));

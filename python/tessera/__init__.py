@@ -301,7 +301,9 @@ class Optimizer:
     Gradients are taken as means over `samples` (the usual loss reduction); say loss="sum" if
     yours are sums. step() scales them (to sums) into buffers of its own, made once, and sends
     those: the .grad tensors are left as autograd made them. The model's tensors must stay where
-    they are (no .to() or re-assignment).
+    they are (no .to() or re-assignment). The Optimizer itself moves float32 parameters into the
+    client's dense memory (same values, same Parameter objects), where a pserver on this host
+    reads the step's gradients and writes the next values in place, with no copy here.
 
     step(samples, cost, wait=False) returns at once, with the pulls still on their way: read
     and decode the next batch meanwhile. The model's forward then waits, module by module, only
@@ -325,15 +327,15 @@ class Optimizer:
         s = session()
         self._model = model
         self._loss = loss
-        self._params = []
-        for name, p in model.named_parameters():
-            s.add_dense(name, _float_view(p.data, "parameter '%s'" % name), optimizer)
-            self._params.append((name, p))
-        self._by_name = dict(self._params)
+        self._params = list(model.named_parameters())
         # The scaled gradients sent, one buffer per parameter, made on first use:
         # name -> (tensor, numpy view); and the request's list when every parameter has one.
         self._bufs = {}
         self._all_bufs = None
+        self._in_window = self._move_to_dense_memory(s)
+        for name, p in self._params:
+            s.add_dense(name, _float_view(p.data, "parameter '%s'" % name), optimizer)
+        self._by_name = dict(self._params)
         # overlap: gradients pushed in pieces during backward (see backward()), each bucket of
         # them sent when it fills.
         self._overlap = bool(overlap)
@@ -355,6 +357,31 @@ class Optimizer:
         if not self._params and not self._embeddings:
             raise ValueError("the model has no parameters to train")
         s.initialize()
+
+    def _move_to_dense_memory(self, s):
+        # Over shared memory a pserver reads a step's gradients and writes its values in place
+        # when each lie back to back in the client's dense memory: the parameters move there (the
+        # same values; the Parameter objects stay), and the scaled gradients are made there. For
+        # float32 CPU parameters, once a session; elsewhere nothing changes.
+        import torch
+        if not self._params or any(p.device.type != "cpu" or p.dtype != torch.float32 for _, p in self._params):
+            return False
+        sizes = [p.numel() for _, p in self._params]
+        total = sum(sizes)
+        grads_at = (total + 15) // 16 * 16  # the gradients start on 64 bytes too
+        try:
+            memory = torch.from_numpy(s.dense_memory(grads_at + total))
+        except Error:  # another Optimizer of this session took it
+            return False
+        at = 0
+        for (name, p), n in zip(self._params, sizes):
+            values = memory[at:at + n].view(p.shape)
+            values.copy_(p.data)
+            p.data = values
+            g = memory[grads_at + at:grads_at + at + n].view(p.shape)
+            self._bufs[name] = (g, _float_view(g, "gradient of '%s'" % name))
+            at += n
+        return True
 
     def _buffer(self, name):
         b = self._bufs.get(name)
@@ -430,7 +457,9 @@ class Optimizer:
             return self._sent(s, samples, cost, wait)
         self.wait()
         scale = float(samples) if self._loss == "mean" else 1.0
-        dense = self._scaled(scale, copy=scale != 1.0 or not wait)
+        # In dense memory the gradients go through their buffers there even unscaled: the copy
+        # into them stands for the transport's, and the reply then lands in place.
+        dense = self._scaled(scale, copy=scale != 1.0 or not wait or self._in_window)
         sparse = []
         for e in self._embeddings:
             sparse.extend(e._take_grads(scale))

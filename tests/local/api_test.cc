@@ -130,13 +130,15 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
 // run that pushes once a step, with buckets of one parameter and of 1 MiB. step(wait=False)
 // returns with the pulls on their way and each module's forward waits for its parameters: the
 // same bits again, once a step and with buckets, and the pulls were on their way at forwards.
+// With one pserver the steps waited for go in place in the trainer's dense memory: same bits.
 TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
   UploadFashionMnist(false);
-  auto train = [&](const std::string& name, const std::string& args) -> nlohmann::json {
+  auto train = [&](const std::string& name, const std::string& args,
+                   const char* pservers = "2") -> nlohmann::json {
     run_name_ = name;
     std::string cmd = std::string(kPython) + " " + SourcePath("tests/python/overlap_check.py") + " " + args;
-    Subprocess& p = StartLocal({"--dataset", "fm", "--trainer-cmd", cmd, "--pservers", "2", "--trainers", "1",
-                                "--mode", "sync", "--optimizer", "adam:lr=0.001"});
+    Subprocess& p = StartLocal({"--dataset", "fm", "--trainer-cmd", cmd, "--pservers", pservers, "--trainers",
+                                "1", "--mode", "sync", "--optimizer", "adam:lr=0.001"});
     auto code = p.Wait(std::chrono::seconds(300));
     EXPECT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail();
     auto text = ReadFile(run() + "/params-0.json");
@@ -146,6 +148,14 @@ TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
   const auto whole = train("whole", "whole");
   ASSERT_EQ(whole.value("steps", 0), 938) << "one pass of 60000 records in batches of 64";
   EXPECT_EQ(whole.value("in_flight", -1), 0);
+  // With one pserver every parameter and gradient lies back to back in the trainer's dense
+  // memory: the steps it waits for go in place there, with the same bits.
+  const auto one = train("one-pserver", "whole", "1");
+  EXPECT_GE(one.value("in_place", 0), 930) << "938 steps; the first call of a connection is copied";
+  for (const auto& [param, bytes] : whole.items()) {
+    if (param == "steps" || param == "in_flight" || param == "in_place") continue;
+    EXPECT_EQ(one.value(param, nlohmann::json()), bytes) << param << " differs with one pserver";
+  }
   for (const auto& [name, args] :
        {std::pair<std::string, std::string>{"each", "overlap 0"},
         std::pair<std::string, std::string>{"buckets", "overlap 1048576"},
@@ -154,9 +164,11 @@ TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
     const auto other = train(name, args);
     EXPECT_EQ(other.value("steps", 0), 938) << name;
     for (const auto& [param, bytes] : whole.items()) {
-      if (param == "steps" || param == "in_flight") continue;
+      if (param == "steps" || param == "in_flight" || param == "in_place") continue;
       EXPECT_EQ(other.value(param, nlohmann::json()), bytes) << param << " differs with " << args;
     }
+    // Pieces and steps not waited for leave the dense memory to the trainer: copied.
+    EXPECT_EQ(other.value("in_place", -1), 0) << name;
     if (args.ends_with("nowait")) {
       EXPECT_GT(other.value("in_flight", 0), 0) << "no forward started with the pulls on their way: " << args;
     }

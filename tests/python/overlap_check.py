@@ -5,7 +5,8 @@ its gradients during backward (argv[1] == "overlap", in buckets of argv[2] bytes
 ("whole"); with argv[3] == "nowait", step(wait=False) returns with the pulls on their way and the
 next forward waits for them. Writes every parameter's bytes (hex) to
 $TESSERA_RUN_DIR/params-<trainer>.json, with the steps and how many forwards started with the
-pulls still on their way; the test compares the runs bit for bit. Also checks that the overlap
+pulls still on their way, and how many requests the pservers read in place in the trainer's dense
+memory; the test compares the runs bit for bit. Also checks that the overlap
 API refuses misuse."""
 import json
 import os
@@ -67,6 +68,7 @@ def main():
     out = {name: p.detach().numpy().tobytes().hex() for name, p in net.named_parameters()}
     out["steps"] = steps
     out["in_flight"] = in_flight
+    out["in_place"] = tessera._tessera.in_place()[0]  # requests read in the trainer's dense memory
     path = os.path.join(os.environ["TESSERA_RUN_DIR"], "params-%s.json" % os.environ["TESSERA_TRAINER_ID"])
     with open(path, "w") as f:
         json.dump(out, f)
