@@ -59,9 +59,9 @@ double Stamp(const std::string& line) {
 // samples/s of every trainer together, from the trainers' logs of a `tessera local` run.
 StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store, int hidden, int batch,
                                 const std::string& opt, int pservers, int trainers,
-                                const std::string& transport) {
+                                const std::string& transport, const std::string& suffix = "") {
   std::string run =
-      dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers) + "-" + transport;
+      dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers) + "-" + transport + suffix;
   testing::SpawnOptions so;
   so.argv = LocalOnFashionMnist(run, store);
   so.argv.insert(so.argv.end(),
@@ -100,7 +100,7 @@ void Pairs(const std::string& dir, const std::string& store, int hidden, int bat
   std::vector<double> ratios;
   for (int i = 1; i <= pairs; ++i) {
     auto alone = InProcess(store, hidden, batch, opt);
-    auto shm = ThroughTessera(dir, store, hidden, batch, opt, 1, 1, "shm");
+    auto shm = ThroughTessera(dir, store, hidden, batch, opt, 1, 1, "shm", "-" + std::to_string(i));
     if (!alone.ok() || !shm.ok()) {
       std::printf("| %d | failed: %s |\n", i,
                   (!alone.ok() ? alone.status() : shm.status()).ToString().c_str());
