@@ -1,7 +1,8 @@
 // Robust framing: for 30 s, threads throw random, truncated and lying frames at a live pserver's
 // TCP and shared-memory endpoints (random bytes, valid preambles with impossible or huge lengths
 // and then nothing, bodies cut short, garbage headers, requests without a shared region,
-// unsealed regions, stray descriptors) and random bytes at its gRPC port, while a well-behaved
+// unsealed regions, stray descriptors, trainer windows that come wrongly or that a request's
+// payload lies outside of) and random bytes at its gRPC port, while a well-behaved
 // trainer trains against it and checks every result bit for bit. The pserver must keep
 // answering that trainer correctly, stay alive, keep its memory bounded, and log the connections
 // it closed with the peer named. Half the abusers hold the job's secret and sign their frames (a
@@ -122,6 +123,14 @@ int SendWithFd(int sock, const void* data, size_t n, int fd) {
   return static_cast<int>(SendWithDescriptor(sock, data, n, fd, MSG_DONTWAIT));
 }
 
+// A memfd of `bytes` sealed against shrinking, as the transport's regions and windows are.
+int SealedMemfd(size_t bytes) {
+  int m = ::memfd_create("fuzz", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+  (void)!::ftruncate(m, static_cast<off_t>(bytes));
+  ::fcntl(m, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+  return m;
+}
+
 // One abusive shared-memory connection.
 void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind,
               const security::JobSecret& secret) {
@@ -181,6 +190,40 @@ void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind,
       char c[64];
       pollfd pf{sock.get(), POLLIN, 0};
       if (::poll(&pf, 1, 200) > 0) (void)!::recv(sock.get(), c, sizeof c, MSG_DONTWAIT);
+      break;
+    }
+    case 5: {  // a trainer's window sent with a frame that also brings a region
+      UniqueFd m(SealedMemfd(4096));
+      pre[5] = kFrameFlagNewRegion | kFrameFlagNewWindow | kFrameFlagInWindow;
+      SendWithFd(sock.get(), pre.data(), pre.size(), m.get());
+      break;
+    }
+    case 6:    // a request in a window whose payload lies outside it
+    case 7: {  // a request in a window before any window
+      // The region holds a window descriptor and a header after it; the first request (a
+      // garbage header: the descriptor's bytes) brings the region and is answered.
+      UniqueFd region(SealedMemfd(1 << 16));
+      char* r =
+          static_cast<char*>(::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, region.get(), 0));
+      EncodeWindowDescriptor({uint64_t{1} << 20, 0, 0}, reinterpret_cast<uint8_t*>(r));
+      auto junk = RandomBytes(rng, 16);
+      std::memcpy(r + kWindowDescriptorBytes, junk.data(), junk.size());
+      const std::string_view signed_part(r, kWindowDescriptorBytes + 16);
+      uint8_t first[kFramePreambleBytes], second[kFramePreambleBytes];
+      EncodePreamble({FrameKind::kRequest, kFrameFlagNewRegion, 1, 16, 0}, first);
+      if (auth) auth->Sign(first, signed_part.substr(0, 16));
+      SendWithFd(sock.get(), first, sizeof first, region.get());
+      UniqueFd window(SealedMemfd(4096));
+      const uint8_t flags = kFrameFlagInWindow | (kind == 6 ? kFrameFlagNewWindow : 0);
+      EncodePreamble({FrameKind::kRequest, flags, 2, static_cast<uint32_t>(signed_part.size()), 64}, second);
+      if (auth) auth->Sign(second, signed_part);
+      SendWithFd(sock.get(), second, sizeof second, kind == 6 ? window.get() : -1);
+      ::munmap(r, 1 << 16);
+      char c[64];
+      pollfd pf{sock.get(), POLLIN, 0};
+      for (int i = 0; i < 2 && ::poll(&pf, 1, 200) > 0; ++i) {
+        if (::recv(sock.get(), c, sizeof c, MSG_DONTWAIT) <= 0) break;
+      }
       break;
     }
     default: {  // a descriptor nobody announced
@@ -261,7 +304,7 @@ TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerU
         if (target <= 1) {
           AbuseTcp(tcp, rng, static_cast<int>(rng() % 6), as);
         } else if (target <= 3) {
-          AbuseShm(shm, rng, static_cast<int>(rng() % 6), as);
+          AbuseShm(shm, rng, static_cast<int>(rng() % 9), as);
         } else {
           auto fd = ConnectTcp(grpc, Deadline(std::chrono::seconds(2)));
           if (fd.ok()) {
@@ -311,6 +354,9 @@ TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerU
   EXPECT_NE(log.find("bad frame magic"), std::string::npos);
   EXPECT_NE(log.find("closing the connection from local pid"), std::string::npos);
   EXPECT_NE(log.find("not a memfd sealed"), std::string::npos);
+  EXPECT_NE(log.find("a frame announced both a region and a window"), std::string::npos);
+  EXPECT_NE(log.find("(64 bytes at offset 1048576) lies outside the 4096-byte window"), std::string::npos);
+  EXPECT_NE(log.find("a request in a window came before any window"), std::string::npos);
 }
 
 }  // namespace
