@@ -19,7 +19,6 @@
 #include "tessera/example.pb.h"
 #include "tessera/model_file.h"
 #include "tessera/session.h"
-#include "transport/shm_window.h"
 
 namespace py = pybind11;
 
@@ -595,8 +594,8 @@ PYBIND11_MODULE(_tessera, m) {
 
   // What went in the trainer's dense memory in place in this process: (requests, replies, renewals).
   m.def("in_place", [] {
-    const tessera::WindowCounters c = tessera::WindowCountersNow();
-    return py::make_tuple(c.requests_in_place, c.replies_in_place, c.renewals);
+    const tessera::InPlaceCounts c = tessera::InPlaceCountsNow();
+    return py::make_tuple(c.requests, c.replies, c.renewals);
   });
   m.def("decode_images", &DecodeImages, py::arg("records"));
   m.def("decode_examples", &DecodeExamples, py::arg("records"));

@@ -124,6 +124,15 @@ struct Gradients {
   }
 };
 
+// What went in place in this process's dense memory (Client::DenseMemory) over shared memory:
+// requests the pservers read there, replies they wrote there, renewals after failed calls.
+struct InPlaceCounts {
+  uint64_t requests = 0;
+  uint64_t replies = 0;
+  uint64_t renewals = 0;
+};
+InPlaceCounts InPlaceCountsNow();
+
 class Client {
  public:
   // Connects to etcd, reads the job and registers this trainer. Fails with NotFound if the job

@@ -132,6 +132,11 @@ Status ClientImpl::AddDense(const std::string& name, float* values, size_t size,
   return builder_->AddDense(name, values, size, opt ? *opt : job_.optimizer);
 }
 
+InPlaceCounts InPlaceCountsNow() {
+  const WindowCounters c = WindowCountersNow();
+  return {c.requests_in_place, c.replies_in_place, c.renewals};
+}
+
 StatusOr<std::span<float>> ClientImpl::DenseMemory(size_t floats) {
   if (initialized_) return Status::FailedPrecondition("take dense memory before Initialize()");
   if (floats == 0) return Status::InvalidArgument("dense memory of 0 floats");
