@@ -140,9 +140,9 @@ InPlaceCounts InPlaceCountsNow() {
 StatusOr<std::span<float>> ClientImpl::DenseMemory(size_t floats) {
   if (initialized_) return Status::FailedPrecondition("take dense memory before Initialize()");
   if (floats == 0) return Status::InvalidArgument("dense memory of 0 floats");
-  if (floats > (size_t{1} << 40) / sizeof(float)) {
-    return Status::InvalidArgument("dense memory of " + std::to_string(floats) +
-                                   " floats is more than 1 TiB");
+  if (floats > kMaxWindowBytes / sizeof(float)) {
+    return Status::InvalidArgument("dense memory of " + std::to_string(floats) + " floats is more than " +
+                                   std::to_string(kMaxWindowBytes) + " bytes");
   }
   TESSERA_ASSIGN_OR_RETURN(char* m, window_->Allocate(floats * sizeof(float)));
   return std::span<float>(reinterpret_cast<float*>(m), floats);

@@ -18,6 +18,16 @@ Status Errno(const std::string& what) { return Status::Unavailable(what + ": " +
 
 }  // namespace
 
+StatusOr<UniqueFd> NewSealedMemfd(size_t size, const char* what) {
+  UniqueFd fd(::memfd_create("tessera-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
+  if (!fd.valid()) return Errno(std::string("memfd_create for ") + what);
+  if (::fchmod(fd.get(), 0600) != 0) return Errno(std::string("fchmod of ") + what);
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return Errno(std::string("ftruncate of ") + what);
+  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
+    return Errno(std::string("sealing ") + what);
+  return fd;
+}
+
 void OwnRegion::Unmap() {
   if (map_) ::munmap(map_, size_);
   map_ = nullptr;
@@ -33,13 +43,7 @@ Status OwnRegion::Ensure(size_t bytes, size_t keep, size_t max_bytes) {
   size_t size = size_t{1} << 20;
   while (size < bytes) size *= 2;
   if (size > max_bytes) size = (bytes + 4095) & ~size_t{4095};
-  UniqueFd fd(::memfd_create("tessera-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd.valid()) return Errno("memfd_create");
-  // Through /proc/PID/fd a memfd opens by its mode: the owner's alone.
-  if (::fchmod(fd.get(), 0600) != 0) return Errno("fchmod of the shared region");
-  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
-    return Errno("ftruncate of a shared-memory region");
-  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) return Errno("sealing");
+  TESSERA_ASSIGN_OR_RETURN(UniqueFd fd, NewSealedMemfd(size, "the shared region"));
   void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
   if (m == MAP_FAILED) return Errno("mmap of a shared-memory region");
   if (keep) std::memcpy(m, map_, std::min(keep, size_));

@@ -15,6 +15,11 @@
 
 namespace tessera {
 
+// A memfd of `size` bytes that this user alone may open (mode 0600: through /proc/PID/fd a
+// memfd opens by its mode), sealed so it can neither shrink nor grow under a peer that maps it.
+// `what` names it in errors ("the shared region", "the window").
+StatusOr<UniqueFd> NewSealedMemfd(size_t size, const char* what);
+
 class OwnRegion {
  public:
   OwnRegion() = default;

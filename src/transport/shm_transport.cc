@@ -32,10 +32,6 @@ StatusOr<sockaddr_un> AbstractAddress(const std::string& endpoint, socklen_t* le
   return a;
 }
 
-// The largest window a server maps (address space only: what a request reads or a reply writes
-// there is bounded by the frame limits).
-constexpr size_t kMaxWindowBytes = size_t{1} << 40;
-
 // The server's side of one connection: requests are read in the client's region, replies are
 // written into this side's region.
 class ShmChannel : public MessageChannel {
@@ -207,12 +203,12 @@ class ShmConnection : public ClientConnection {
     if (sock_.aborted()) return AbandonedCall(endpoint_, "shm");
     call_generation_ = 0;
     // The pserver maps the window as this connection sent it: after a renewal, a new connection.
-    if (sock_.valid() && window_sent_ != 0 && !window_->Still(window_sent_)) Drop();
+    if (sock_.valid() && window_sent_ != 0 && window_->generation() != window_sent_) Drop();
     if (!sock_.valid()) TESSERA_RETURN_IF_ERROR(Connect(d));
     UniqueFd window_fd;
     uint64_t generation = 0;
     std::optional<WindowDescriptor> place =
-        PlaceInWindow(header.size(), payload, reply_buffers, &window_fd, &generation);
+        PlaceInWindow(header.size(), payload, n, reply_buffers, &window_fd, &generation);
     const size_t descriptor = place ? kWindowDescriptorBytes : 0;
     const size_t hoff = place ? 0 : PayloadAlign(n);
     if (Status s = own_.Ensure(hoff + descriptor + header.size(), 0, MaxRegionBytes(limits_)); !s.ok())
@@ -328,23 +324,23 @@ class ShmConnection : public ClientConnection {
   // is on the pserver's side or can go with this frame (not with the frame that brings a new
   // region: one descriptor per frame). *window_fd: the window to send with it.
   std::optional<WindowDescriptor> PlaceInWindow(size_t header_bytes, std::span<const ConstBuffer> payload,
-                                                std::span<const MutableBuffer> reply, UniqueFd* window_fd,
-                                                uint64_t* generation) {
+                                                size_t payload_bytes, std::span<const MutableBuffer> reply,
+                                                UniqueFd* window_fd, uint64_t* generation) {
     if (!window_ || !window_->shared() || !window_->held()) return std::nullopt;
     if (header_bytes + kWindowDescriptorBytes > limits_.max_header) return std::nullopt;
     WindowDescriptor w;
-    if (TotalSize(payload) > 0) {
+    if (payload_bytes > 0) {
       const int64_t at = WindowRunOf(*window_, payload);
       if (at < 0) return std::nullopt;
       w.payload_offset = static_cast<uint64_t>(at);
     }
-    if (TotalSize(reply) > 0) {
+    w.reply_room = TotalSize(reply);
+    if (w.reply_room > 0) {
       const int64_t at = WindowRunOf(*window_, reply);
       if (at < 0) return std::nullopt;
       w.reply_offset = static_cast<uint64_t>(at);
-      w.reply_room = TotalSize(reply);
     }
-    if (w.reply_room == 0 && TotalSize(payload) == 0) return std::nullopt;
+    if (w.reply_room == 0 && payload_bytes == 0) return std::nullopt;
     if (window_sent_ != 0) {
       *generation = window_sent_;
       return w;

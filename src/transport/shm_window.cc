@@ -3,11 +3,12 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+
+#include "transport/shm_region.h"
 
 namespace tessera {
 namespace {
@@ -21,16 +22,18 @@ size_t RoundToPages(size_t bytes) {
   return (bytes + page - 1) / page * page;
 }
 
-// A sealed memfd of `size` bytes (it can neither shrink nor grow under a peer that maps it),
-// readable and writable by this user alone, as the transport's regions are.
-StatusOr<UniqueFd> NewMemfd(size_t size) {
-  UniqueFd fd(::memfd_create("tessera-window", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd.valid()) return Errno("memfd_create");
-  if (::fchmod(fd.get(), 0600) != 0) return Errno("fchmod of the window");
-  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return Errno("ftruncate of the window");
-  if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-    return Errno("sealing the window");
-  return fd;
+// Fresh zeroed memory of `size` bytes: a sealed memfd mapped shared (*fd set), or private memory
+// when that fails (*fd left invalid). MAP_FAILED when neither can be had.
+void* MapNew(size_t size, UniqueFd* fd) {
+  auto memfd = NewSealedMemfd(size, "the window");
+  if (memfd.ok()) {
+    void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, memfd->get(), 0);
+    if (m != MAP_FAILED) {
+      *fd = std::move(*memfd);
+      return m;
+    }
+  }
+  return ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
 
 }  // namespace
@@ -43,17 +46,18 @@ StatusOr<char*> ShmWindow::Allocate(size_t bytes) {
   MutexLock lock(&mu_);
   if (base_.load()) return Status::FailedPrecondition("the window was already allocated");
   if (bytes == 0) return Status::InvalidArgument("a window of 0 bytes");
+  if (bytes > kMaxWindowBytes) {
+    return Status::InvalidArgument("a window of " + std::to_string(bytes) + " bytes is more than the " +
+                                   std::to_string(kMaxWindowBytes) + " a pserver maps");
+  }
   const size_t size = RoundToPages(bytes);
-  void* m = MAP_FAILED;
-  auto fd = NewMemfd(size);
-  if (fd.ok()) m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
-  const bool shared = m != MAP_FAILED;
-  if (!shared) m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  UniqueFd fd;
+  void* m = MapNew(size, &fd);
   if (m == MAP_FAILED) return Errno("mmap of a " + std::to_string(size) + "-byte window");
-  if (shared) fd_ = std::move(*fd);
-  generation_ = 1;
+  shared_.store(fd.valid(), std::memory_order_release);
+  fd_ = std::move(fd);
+  generation_.store(1, std::memory_order_release);
   size_.store(size, std::memory_order_release);
-  shared_.store(shared, std::memory_order_release);
   base_.store(static_cast<char*>(m), std::memory_order_release);
   return static_cast<char*>(m);
 }
@@ -67,58 +71,48 @@ int64_t ShmWindow::OffsetOf(const void* p, size_t n) const {
   return static_cast<int64_t>(off);
 }
 
-uint64_t ShmWindow::generation() const {
-  MutexLock lock(&mu_);
-  return generation_;
-}
+uint64_t ShmWindow::generation() const { return generation_.load(std::memory_order_acquire); }
 
 UniqueFd ShmWindow::DuplicateFd(uint64_t* generation) const {
   MutexLock lock(&mu_);
-  *generation = generation_;
+  *generation = generation_.load(std::memory_order_relaxed);
   if (!fd_.valid()) return UniqueFd();
   return UniqueFd(::fcntl(fd_.get(), F_DUPFD_CLOEXEC, 0));
 }
 
 bool ShmWindow::Still(uint64_t generation) const {
   MutexLock lock(&mu_);
-  return generation_ == generation;
+  return generation_.load(std::memory_order_relaxed) == generation;
 }
 
 Status ShmWindow::Renew(uint64_t generation) {
   MutexLock lock(&mu_);
   char* base = base_.load();
-  if (!base || generation != generation_) return Status::OK();  // renewed already
-  ++generation_;
+  if (!base || generation != generation_.load(std::memory_order_relaxed))
+    return Status::OK();  // renewed already
+  generation_.fetch_add(1, std::memory_order_acq_rel);
   g_renewals.fetch_add(1, std::memory_order_relaxed);
   const size_t size = size_.load();
   // The copy is made at a free address and then moved over the window's in one step, so the
   // window never shows anything but its contents.
-  auto fd = NewMemfd(size);
-  void* m = MAP_FAILED;
-  if (fd.ok()) m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd->get(), 0);
-  const bool shared = m != MAP_FAILED;
-  if (!shared) m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  if (m == MAP_FAILED) {
-    // No memory for a copy: the window stays, and nothing goes in place any more (a late
-    // pserver thread could still write into it, as it could before this was tried).
+  // Without a copy in place the window stays, and nothing goes in place any more (a late
+  // pserver thread could still write into it, as it could before this was tried).
+  auto give_up = [&](const Status& s) REQUIRES(mu_) {
     shared_.store(false, std::memory_order_release);
     fd_.Reset();
-    return Errno("mmap of a renewed window");
-  }
+    return s;
+  };
+  UniqueFd fd;
+  void* m = MapNew(size, &fd);
+  if (m == MAP_FAILED) return give_up(Errno("mmap of a renewed window"));
   std::memcpy(m, base, size);
   if (::mremap(m, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED) {
     const Status s = Errno("mremap of the renewed window");
     ::munmap(m, size);
-    shared_.store(false, std::memory_order_release);
-    fd_.Reset();
-    return s;
+    return give_up(s);
   }
-  if (shared) {
-    fd_ = std::move(*fd);
-  } else {
-    fd_.Reset();
-    shared_.store(false, std::memory_order_release);
-  }
+  if (!fd.valid()) shared_.store(false, std::memory_order_release);
+  fd_ = std::move(fd);
   return Status::OK();
 }
 

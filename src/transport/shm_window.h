@@ -26,6 +26,10 @@
 
 namespace tessera {
 
+// The largest window: a client refuses to allocate more, a pserver to map more (address space
+// only: what a request reads or a reply writes there is bounded by the frame limits).
+constexpr size_t kMaxWindowBytes = size_t{1} << 40;
+
 class ShmWindow {
  public:
   ShmWindow() = default;
@@ -62,7 +66,8 @@ class ShmWindow {
   bool held() const { return holds_.load(std::memory_order_acquire) > 0; }
 
   // The generation of the memory now under the window (1 after Allocate, +1 per renewal; 0
-  // before) and a duplicate of its descriptor for a peer (invalid when not shared).
+  // before; read without the lock) and a duplicate of its descriptor for a peer (invalid when
+  // not shared).
   uint64_t generation() const;
   UniqueFd DuplicateFd(uint64_t* generation) const;
 
@@ -82,7 +87,9 @@ class ShmWindow {
   std::atomic<bool> shared_{false};
   std::atomic<int> holds_{0};
   UniqueFd fd_ GUARDED_BY(mu_);
-  uint64_t generation_ GUARDED_BY(mu_) = 0;
+  // Changed under mu_ (with the memory it names); read without it where an answer a moment old
+  // does no harm (a connection's check that its pserver maps the current window).
+  std::atomic<uint64_t> generation_{0};
 };
 
 // The offset in `w` of the run that `bufs` fill one after another (empty ones skipped), or -1
