@@ -8,11 +8,13 @@
 #include <gtest/gtest.h>
 #include <sys/mman.h>
 
+#include <atomic>
 #include <cstring>
 #include <mutex>
 #include <thread>
 #include <vector>
 
+#include "transport/stream_io.h"
 #include "transport/transport_factory.h"
 
 namespace tessera {
@@ -28,6 +30,11 @@ TEST(ShmWindowTest, AllocatesOnceZeroedAndFindsRunsInside) {
   EXPECT_EQ(reinterpret_cast<uintptr_t>(*m) % 4096, 0u);
   for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ((*m)[i], 0) << i;
   EXPECT_EQ(w.Allocate(10).status().code(), StatusCode::kFailedPrecondition);
+  ShmWindow huge;
+  auto refused = huge.Allocate(kMaxWindowBytes + 1);
+  EXPECT_EQ(refused.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(refused.status().message().find("a pserver maps"), std::string::npos) << refused.status();
+  EXPECT_EQ(huge.size(), 0u);
   EXPECT_EQ(w.generation(), 1u);
 
   char* b = *m;
@@ -122,6 +129,41 @@ TEST(WindowDescriptorTest, RoundTripsAndRefusesRangesOutsideTheWindow) {
   EncodeWindowDescriptor({0, 0, 0}, buf);
   buf[30] = 1;
   EXPECT_FALSE(DecodeWindowDescriptor(buf, 0, 8192).ok());
+}
+
+// Windows are shared memory's alone: a TCP server closes a connection whose frame names one,
+// without handling the request.
+TEST(WindowDescriptorTest, ATcpFrameNamingAWindowClosesItsConnection) {
+  class Counting : public RequestHandler {
+   public:
+    void Handle(std::string_view, ConstBuffer, std::unique_ptr<Responder> r) override {
+      ++handled;
+      r->Send("re", {});
+    }
+    std::atomic<int> handled{0};
+  } handler;
+  auto server = NewServerTransport(TransportKind::kTcp, {});
+  ASSERT_TRUE(server->Start("127.0.0.1", 0, &handler).ok());
+  for (uint8_t flag : {kFrameFlagInWindow, static_cast<uint8_t>(kFrameFlagNewWindow | kFrameFlagInWindow)}) {
+    auto c = ConnectTcp(server->endpoint(), Deadline(std::chrono::seconds(5)));
+    ASSERT_TRUE(c.ok()) << c.status();
+    StreamReader reader;
+    reader.Reset(c->get());
+    uint8_t greeting[kGreetingBytes];
+    Deadline d(std::chrono::seconds(5));
+    ASSERT_TRUE(reader.Read(greeting, sizeof greeting, &d).ok());
+    uint8_t pre[kFramePreambleBytes];
+    EncodePreamble({FrameKind::kRequest, flag, 1, 1, 0}, pre);
+    std::string bytes(reinterpret_cast<const char*>(pre), sizeof pre);
+    bytes += "x";
+    iovec iov{bytes.data(), bytes.size()};
+    ASSERT_TRUE(WriteFully(c->get(), &iov, 1, &d).ok());
+    uint8_t reply[kFramePreambleBytes];
+    Deadline r(std::chrono::seconds(10));
+    EXPECT_FALSE(reader.Read(reply, sizeof reply, &r).ok()) << "flags " << int(flag) << " were answered";
+  }
+  EXPECT_EQ(handler.handled.load(), 0);
+  server->Shutdown();
 }
 
 // A pserver stand-in. "echo": the payload xor 0x5a, into memory the responder lends. "pull N":
