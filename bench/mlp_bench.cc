@@ -7,7 +7,8 @@
 //   3. PyTorch on the same model and batch size, one process and DDP (gloo, 2 processes), when
 //      /usr/bin/python3 has torch (bench/torch_mlp.py).
 // Uploads Fashion-MNIST from the Debian package into a temp store. Prints a Markdown table; with
-// --pairs N, only rows 1 and the shm 1x1 job, alternated N times, with each pair's ratio.
+// --pairs N, only rows 1 and the shm 1x1 job, alternated N times, with each pair's ratio and where
+// a step went in each (one process: compute and update; the trainer: its "time:" phases).
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -28,7 +29,14 @@ namespace {
 
 using testing::BuildPath;
 
-StatusOr<double> InProcess(const std::string& store, int hidden, int batch, const std::string& opt) {
+// A run's throughput, and where its steps went (ms per step; read and acknowledge are 0 in one
+// process, whose records are in memory and whose "exchange" is the optimizer's update in place).
+struct Measured {
+  double samples_per_s = 0;
+  double read_ms = 0, compute_ms = 0, exchange_ms = 0, acknowledge_ms = 0;
+};
+
+StatusOr<Measured> InProcess(const std::string& store, int hidden, int batch, const std::string& opt) {
   models::ModelOptions mo;
   mo.batch_size = batch;
   mo.args["hidden"] = std::to_string(hidden);
@@ -37,16 +45,26 @@ StatusOr<double> InProcess(const std::string& store, int hidden, int batch, cons
   InProcessClient client(oc);
   TESSERA_RETURN_IF_ERROR(model->Declare(client));
   TESSERA_ASSIGN_OR_RETURN(auto records, ReadAllRecords(store, "fm"));
-  auto start = Now();
+  const auto start = Now();
   std::vector<std::string> b;
-  for (size_t i = 0; i < records.size(); i += batch) {
+  double compute = 0, update = 0;
+  int64_t steps = 0;
+  for (size_t i = 0; i < records.size(); i += batch, ++steps) {
     b.assign(records.begin() + i, records.begin() + std::min(records.size(), i + batch));
     Gradients g;
+    const auto t0 = Now();
     TESSERA_ASSIGN_OR_RETURN(auto r, model->Step(client, b, &g));
     g.samples = r.samples;
+    const auto t1 = Now();
     TESSERA_RETURN_IF_ERROR(client.PushPull(g).Wait());
+    compute += std::chrono::duration<double>(t1 - t0).count();
+    update += std::chrono::duration<double>(Now() - t1).count();
   }
-  return records.size() / std::chrono::duration<double>(Now() - start).count();
+  Measured m;
+  m.samples_per_s = records.size() / std::chrono::duration<double>(Now() - start).count();
+  m.compute_ms = 1e3 * compute / steps;
+  m.exchange_ms = 1e3 * update / steps;
+  return m;
 }
 
 // Seconds since midnight of a log line's "YYYY-MM-DD HH:MM:SS.mmm" stamp.
@@ -56,10 +74,11 @@ double Stamp(const std::string& line) {
   return h * 3600 + m * 60 + s + ms / 1000.0;
 }
 
-// samples/s of every trainer together, from the trainers' logs of a `tessera local` run.
-StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store, int hidden, int batch,
-                                const std::string& opt, int pservers, int trainers,
-                                const std::string& transport, const std::string& suffix = "") {
+// samples/s of every trainer together, from the trainers' logs of a `tessera local` run, and
+// trainer 0's phases per step (its "trainer done" line's times).
+StatusOr<Measured> ThroughTessera(const std::string& dir, const std::string& store, int hidden, int batch,
+                                  const std::string& opt, int pservers, int trainers,
+                                  const std::string& transport, const std::string& suffix = "") {
   std::string run =
       dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers) + "-" + transport + suffix;
   testing::SpawnOptions so;
@@ -74,7 +93,10 @@ StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store
   if (!code || *code != 0) return Status::Internal("tessera local failed: " + p->Output());
   double first = 1e18, last = 0;
   int64_t samples = 0;
-  std::regex done_re("trainer done: \\d+ steps, (\\d+) samples");
+  Measured out;
+  std::regex done_re("trainer done: (\\d+) steps, (\\d+) samples");
+  std::regex time_re(
+      "time: read ([0-9.]+) s, compute ([0-9.]+) s, exchange ([0-9.]+) s, acknowledge ([0-9.]+) s");
   for (int t = 0; t < trainers; ++t) {
     std::ifstream log(run + "/logs/trainer-" + std::to_string(t) + ".log");
     std::string line;
@@ -83,12 +105,20 @@ StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store
       if (line.find(" joined ") != std::string::npos) first = std::min(first, Stamp(line));
       if (std::regex_search(line, m, done_re)) {
         last = std::max(last, Stamp(line));
-        samples += std::stoll(m[1]);
+        samples += std::stoll(m[2]);
+        const double steps = std::max(1.0, std::stod(m[1]));
+        if (t == 0 && std::regex_search(line, m, time_re)) {
+          out.read_ms = 1e3 * std::stod(m[1]) / steps;
+          out.compute_ms = 1e3 * std::stod(m[2]) / steps;
+          out.exchange_ms = 1e3 * std::stod(m[3]) / steps;
+          out.acknowledge_ms = 1e3 * std::stod(m[4]) / steps;
+        }
       }
     }
   }
   if (samples == 0 || last <= first) return Status::Internal("could not read the trainers' logs in " + run);
-  return samples / (last - first);
+  out.samples_per_s = samples / (last - first);
+  return out;
 }
 
 // The ratio on a noisy machine: one process and the shm 1x1 job alternated `pairs`
@@ -96,7 +126,9 @@ StatusOr<double> ThroughTessera(const std::string& dir, const std::string& store
 // fifth within minutes; a pair's two runs share most of it).
 void Pairs(const std::string& dir, const std::string& store, int hidden, int batch, const std::string& opt,
            int pairs) {
-  std::printf("| pair | one process | shm, 1 pserver, 1 trainer | ratio |\n|---|---|---|---|\n");
+  std::printf(
+      "| pair | one process | shm, 1 pserver, 1 trainer | ratio | one process: compute + update ms | "
+      "1x1 trainer: read + compute + exchange + acknowledge ms |\n|---|---|---|---|---|---|\n");
   std::vector<double> ratios;
   for (int i = 1; i <= pairs; ++i) {
     auto alone = InProcess(store, hidden, batch, opt);
@@ -106,8 +138,10 @@ void Pairs(const std::string& dir, const std::string& store, int hidden, int bat
                   (!alone.ok() ? alone.status() : shm.status()).ToString().c_str());
       continue;
     }
-    ratios.push_back(*shm / *alone);
-    std::printf("| %d | %.0f | %.0f | %.0f%% |\n", i, *alone, *shm, 100 * ratios.back());
+    ratios.push_back(shm->samples_per_s / alone->samples_per_s);
+    std::printf("| %d | %.0f | %.0f | %.0f%% | %.3f + %.3f | %.3f + %.3f + %.3f + %.3f |\n", i,
+                alone->samples_per_s, shm->samples_per_s, 100 * ratios.back(), alone->compute_ms,
+                alone->exchange_ms, shm->read_ms, shm->compute_ms, shm->exchange_ms, shm->acknowledge_ms);
     std::fflush(stdout);
   }
   if (ratios.empty()) return;
@@ -136,9 +170,9 @@ int Run(int hidden, int batch, const std::string& opt, int pairs) {
     return 0;
   }
   std::printf("| setup | samples/s |\n|---|---|\n");
-  auto row = [](const std::string& name, const StatusOr<double>& v) {
+  auto row = [](const std::string& name, const StatusOr<Measured>& v) {
     if (v.ok()) {
-      std::printf("| %s | %.0f |\n", name.c_str(), *v);
+      std::printf("| %s | %.0f |\n", name.c_str(), v->samples_per_s);
     } else {
       std::printf("| %s | failed: %s |\n", name.c_str(), v.status().ToString().c_str());
     }

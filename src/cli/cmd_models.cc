@@ -63,9 +63,9 @@ int RunTrain(const TrainFlags& f) {
   for (const auto& m : r->final_metrics) metrics += fmt::format(" {}={:.4f}", m.name, m.value);
   const std::string polling = SpinSummary(SpinCountersNow());
   const std::string in_place = WindowSummary(WindowCountersNow());
-  spdlog::info("trainer done: {} steps, {} samples{}{}{}{}{}{}", r->steps, r->samples,
+  spdlog::info("trainer done: {} steps, {} samples{}{}{}{}{}{}; time: {}", r->steps, r->samples,
                metrics.empty() ? "" : ";", metrics, polling.empty() ? "" : "; ", polling,
-               in_place.empty() ? "" : "; ", in_place);
+               in_place.empty() ? "" : "; ", in_place, models::PhasesSummary(r->seconds));
   return 0;
 }
 

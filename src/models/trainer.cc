@@ -3,9 +3,24 @@
 
 #include <spdlog/spdlog.h>
 
+#include "common/clock.h"
 #include "tessera/session.h"
 
 namespace tessera::models {
+namespace {
+double SecondsSince(TimePoint* mark) {
+  const TimePoint now = Now();
+  const double s = std::chrono::duration<double>(now - *mark).count();
+  *mark = now;
+  return s;
+}
+}  // namespace
+
+std::string PhasesSummary(const TrainerResult::Phases& p) {
+  return fmt::format("read {:.3f} s, compute {:.3f} s, exchange {:.3f} s, acknowledge {:.3f} s", p.read,
+                     p.compute, p.exchange, p.acknowledge);
+}
+
 StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   auto stopping = [&] { return o.stop && o.stop->load(); };
   TESSERA_ASSIGN_OR_RETURN(auto model, MakeModel(o.model, o.model_options));
@@ -64,6 +79,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   // step (one copy of each record, none allocated once the strings have grown).
   std::vector<std::string> batch;
   bool done = false;
+  TimePoint mark = Now();
   while (!stopping() && !done) {
     size_t n = 0;
     batch.resize(static_cast<size_t>(o.model_options.batch_size));
@@ -77,6 +93,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
       ++n;
     }
     batch.resize(n);
+    result.seconds.read += SecondsSince(&mark);
     if (batch.empty()) {
       // Nothing to read right now (the rest of the pass is elsewhere): keep the steps moving.
       if (!done) TESSERA_RETURN_IF_ERROR(session->Idle());
@@ -96,8 +113,11 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
       Gradients grads;
       TESSERA_ASSIGN_OR_RETURN(r, model->Step(*client, batch, &grads));
       grads.samples = r.samples;
+      result.seconds.compute += SecondsSince(&mark);
       s = client->PushPullAndWait(grads).Wait();
     }
+    // (In pieces, backward and the exchange overlap: their time is counted as the exchange.)
+    result.seconds.exchange += SecondsSince(&mark);
     if (s.code() == StatusCode::kAborted) {
       // The step closed without us (the group changed): this batch's gradient was dropped.
       spdlog::warn("step {} closed without trainer {}'s gradient: {}", client->step(), me, s.message());
@@ -109,6 +129,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
     ++result.steps;
     result.samples += r.samples;
     session->Report(r.samples, r.cost_sum);
+    result.seconds.acknowledge += SecondsSince(&mark);
   }
   TESSERA_RETURN_IF_ERROR(session->Close());
   return result;

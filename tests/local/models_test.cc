@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <Eigen/Dense>
+#include <cstdio>
 #include <optional>
 #include <regex>
 #include <sstream>
@@ -60,6 +61,39 @@ TEST_F(LocalTest, MlpLearnsFashionMnistAndTheExportedModelHoldsIt) {
 // One trainer and one pserver over shared memory: the mlp's pushes and pulls go in the trainer's
 // window (no copy on the trainer's side), and the model ends bit for bit as the same job over TCP,
 // where every byte is copied through sockets.
+// Seconds since midnight of a log line's "YYYY-MM-DD HH:MM:SS.mmm" stamp.
+double LineSeconds(const std::string& line) {
+  int h = 0, m = 0, s = 0, ms = 0;
+  if (line.size() < 23 || std::sscanf(line.c_str() + 11, "%d:%d:%d.%d", &h, &m, &s, &ms) != 4) return -1;
+  return h * 3600 + m * 60 + s + ms / 1000.0;
+}
+
+// The trainer's last line says where its loop's time went: reading, computing and exchanging
+// each took some, and together no more than the time from joining to the end.
+void ExpectLoopTimesWithinTheRun(const std::string& log) {
+  std::smatch t;
+  ASSERT_TRUE(std::regex_search(
+      log, t,
+      std::regex(
+          R"(time: read ([0-9.]+) s, compute ([0-9.]+) s, exchange ([0-9.]+) s, acknowledge ([0-9.]+) s)")))
+      << log;
+  const double read = std::stod(t[1]), compute = std::stod(t[2]), exchange = std::stod(t[3]),
+               ack = std::stod(t[4]);
+  EXPECT_GT(read, 0);
+  EXPECT_GT(compute, 0);
+  EXPECT_GT(exchange, 0);
+  double joined = -1, done = -1;
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.find("] trainer ") != std::string::npos && line.find(" joined ") != std::string::npos)
+      joined = LineSeconds(line);
+    if (line.find("trainer done:") != std::string::npos) done = LineSeconds(line);
+  }
+  ASSERT_GT(joined, 0) << log;
+  ASSERT_GT(done, joined) << log;
+  EXPECT_LE(read + compute + exchange + ack, done - joined + 0.01) << log;
+}
+
 TEST_F(LocalTest, MlpOverSharedMemoryTrainsInItsWindowWithTheBitsOfTcp) {
   UploadFashionMnist();
   auto train = [&](const std::string& transport) -> std::optional<models::ModelFile> {
@@ -85,6 +119,7 @@ TEST_F(LocalTest, MlpOverSharedMemoryTrainsInItsWindowWithTheBitsOfTcp) {
   EXPECT_GE(std::stoi(m[1]), 930);
   EXPECT_GE(std::stoi(m[2]), 930);
   EXPECT_EQ(m[3], "0");
+  ExpectLoopTimesWithinTheRun(*log);
   auto tcp = train("tcp");
   auto tcp_log = ReadFile(run() + "/logs/trainer-0.log");
   ASSERT_TRUE(tcp_log.ok());
