@@ -11,45 +11,61 @@
 namespace tessera {
 namespace {
 
-void Sgd(float* __restrict w, const float* __restrict g, float scale, size_t n, float lr, float wd) {
+// Each kernel also writes the new values to `out` when kOut (in the same pass, while they are in
+// registers: a pull reply waiting for them costs no second pass over the block).
+template <bool kOut>
+void Sgd(float* __restrict w, const float* __restrict g, float scale, size_t n, float lr, float wd,
+         float* __restrict out) {
   if (wd == 0) {
     const float k = lr * scale;
-    for (size_t i = 0; i < n; ++i) w[i] -= k * g[i];
+    for (size_t i = 0; i < n; ++i) {
+      w[i] -= k * g[i];
+      if constexpr (kOut) out[i] = w[i];
+    }
     return;
   }
-  for (size_t i = 0; i < n; ++i) w[i] -= lr * (g[i] * scale + wd * w[i]);
+  for (size_t i = 0; i < n; ++i) {
+    w[i] -= lr * (g[i] * scale + wd * w[i]);
+    if constexpr (kOut) out[i] = w[i];
+  }
 }
 
+template <bool kOut>
 void Momentum(float* __restrict w, const float* __restrict g, float scale, size_t n, const OptimizerConfig& c,
-              float* __restrict v) {
+              float* __restrict v, float* __restrict out) {
   const float lr = c.lr, mu = c.momentum, wd = c.weight_decay;
   if (c.nesterov) {
     for (size_t i = 0; i < n; ++i) {
       float gi = g[i] * scale + wd * w[i];
       v[i] = mu * v[i] + gi;
       w[i] -= lr * (gi + mu * v[i]);
+      if constexpr (kOut) out[i] = w[i];
     }
   } else {
     for (size_t i = 0; i < n; ++i) {
       float gi = g[i] * scale + wd * w[i];
       v[i] = mu * v[i] + gi;
       w[i] -= lr * v[i];
+      if constexpr (kOut) out[i] = w[i];
     }
   }
 }
 
+template <bool kOut>
 void Adagrad(float* __restrict w, const float* __restrict g, float scale, size_t n, const OptimizerConfig& c,
-             float* __restrict a) {
+             float* __restrict a, float* __restrict out) {
   const float lr = c.lr, wd = c.weight_decay, eps = c.eps;
   for (size_t i = 0; i < n; ++i) {
     float gi = g[i] * scale + wd * w[i];
     a[i] += gi * gi;
     w[i] -= lr * gi / (std::sqrt(a[i]) + eps);
+    if constexpr (kOut) out[i] = w[i];
   }
 }
 
+template <bool kOut>
 void Adam(float* __restrict w, const float* __restrict g, float scale, size_t n, const OptimizerConfig& c,
-          float* __restrict m, float* __restrict v, int64_t t) {
+          float* __restrict m, float* __restrict v, int64_t t, float* __restrict out) {
   const float b1 = c.beta1, b2 = c.beta2, wd = c.weight_decay, eps = c.eps;
   const double td = static_cast<double>(t);
   const float bc1 = static_cast<float>(1.0 - std::pow(static_cast<double>(b1), td));
@@ -61,12 +77,14 @@ void Adam(float* __restrict w, const float* __restrict g, float scale, size_t n,
     m[i] = b1 * m[i] + (1 - b1) * gi;
     v[i] = b2 * v[i] + (1 - b2) * gi * gi;
     w[i] -= step * m[i] / (std::sqrt(v[i]) * inv_sqrt_bc2 + eps);
+    if constexpr (kOut) out[i] = w[i];
   }
 }
 
 // FTRL-Proximal: z and n per coordinate; the weight follows from them (0 where |z| <= l1).
+template <bool kOut>
 void Ftrl(float* __restrict w, const float* __restrict g, float scale, size_t n, const OptimizerConfig& c,
-          float* __restrict z, float* __restrict acc) {
+          float* __restrict z, float* __restrict acc, float* __restrict out) {
   const float inv_alpha = 1.0f / c.lr, beta = c.ftrl_beta, l1 = c.l1, l2 = c.l2, wd = c.weight_decay;
   for (size_t i = 0; i < n; ++i) {
     const float gi = g[i] * scale + wd * w[i];
@@ -76,31 +94,34 @@ void Ftrl(float* __restrict w, const float* __restrict g, float scale, size_t n,
     acc[i] = grown;
     const float over = std::fabs(z[i]) - l1;
     w[i] = over > 0 ? -std::copysign(over, z[i]) / ((beta + root) * inv_alpha + l2) : 0.0f;
+    if constexpr (kOut) out[i] = w[i];
+  }
+}
+
+template <bool kOut>
+void Update(const OptimizerConfig& c, float* w, const float* g, float scale, size_t n, float* s1, float* s2,
+            int64_t t, float* out) {
+  switch (c.type) {
+    case OptimizerConfig::Type::kSgd:
+      return Sgd<kOut>(w, g, scale, n, c.lr, c.weight_decay, out);
+    case OptimizerConfig::Type::kMomentum:
+      return Momentum<kOut>(w, g, scale, n, c, s1, out);
+    case OptimizerConfig::Type::kAdagrad:
+      return Adagrad<kOut>(w, g, scale, n, c, s1, out);
+    case OptimizerConfig::Type::kAdam:
+      return Adam<kOut>(w, g, scale, n, c, s1, s2, t, out);
+    case OptimizerConfig::Type::kFtrl:
+      return Ftrl<kOut>(w, g, scale, n, c, s1, s2, out);
   }
 }
 
 }  // namespace
 
 void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale, size_t n, float* s1,
-                 float* s2, int64_t t) {
+                 float* s2, int64_t t, float* out) {
   const ScopedFlushDenormals flush;  // decaying state must not crawl through denormals
-  switch (c.type) {
-    case OptimizerConfig::Type::kSgd:
-      Sgd(w, g, scale, n, c.lr, c.weight_decay);
-      break;
-    case OptimizerConfig::Type::kMomentum:
-      Momentum(w, g, scale, n, c, s1);
-      break;
-    case OptimizerConfig::Type::kAdagrad:
-      Adagrad(w, g, scale, n, c, s1);
-      break;
-    case OptimizerConfig::Type::kAdam:
-      Adam(w, g, scale, n, c, s1, s2, t);
-      break;
-    case OptimizerConfig::Type::kFtrl:
-      Ftrl(w, g, scale, n, c, s1, s2);
-      break;
-  }
+  if (out) return Update<true>(c, w, g, scale, n, s1, s2, t, out);
+  Update<false>(c, w, g, scale, n, s1, s2, t, nullptr);
 }
 
 void InitState(const OptimizerConfig& c, float* s1, float* s2, size_t n) {

@@ -16,8 +16,10 @@ namespace tessera {
 // s2 = n); unused ones
 // may be null. `t`: adam's step number for this update, starting at 1. Denormal inputs and
 // results are taken as zero (common/denormals.h), the same on every thread and machine.
+// `out`: where the new values also go (a pull reply waiting for them), written in the same pass;
+// null: nowhere else.
 void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale, size_t n, float* s1,
-                 float* s2, int64_t t);
+                 float* s2, int64_t t, float* out = nullptr);
 
 // Sets a fresh state array's initial values (adagrad's accumulator starts at initial_accumulator).
 void InitState(const OptimizerConfig& c, float* s1, float* s2, size_t n);

@@ -2,7 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
@@ -67,11 +69,18 @@ void CheckAgainstReference(const std::string& spec) {
   }
   InitState(*c, s1.data(), s2.data(), n);
   for (size_t i = 0; i < n; ++i) ref[i].s1 = s1[i];
+  // A second copy updated with its new values also written to `out` (a pull reply waiting).
+  std::vector<float> w2 = w, s1b = s1, s2b = s2, out(n);
   for (int64_t t = 1; t <= 20; ++t) {
     for (auto& x : g) x = dist(rng) * 4;
     const float scale = 0.25f;  // four samples
     ApplyUpdate(*c, w.data(), g.data(), scale, n, s1.data(), s2.data(), t);
+    std::fill(out.begin(), out.end(), -1.0f);
+    ApplyUpdate(*c, w2.data(), g.data(), scale, n, s1b.data(), s2b.data(), t, out.data());
     for (size_t i = 0; i < n; ++i) ref[i].Step(g[i], scale);
+    // The same bits either way, and `out` holds the new values.
+    ASSERT_EQ(0, std::memcmp(w.data(), w2.data(), n * sizeof(float))) << spec << " step " << t;
+    ASSERT_EQ(0, std::memcmp(out.data(), w.data(), n * sizeof(float))) << spec << " step " << t;
   }
   for (size_t i = 0; i < n; ++i) {
     EXPECT_NEAR(w[i], ref[i].w, 1e-5 * std::max(1.0, std::abs(ref[i].w))) << spec << " element " << i;

@@ -68,20 +68,22 @@ void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scal
       if (hi <= lo) continue;
       const int k = it->optimizer->StateArrays();
       float* w = b.data.data();
-      auto update = [&](int64_t x, int64_t y) {
+      auto update = [&](int64_t x, int64_t y, float* out) {
         ApplyUpdate(*it->optimizer, w + x, it->grad + x, scale, static_cast<size_t>(y - x),
-                    k >= 1 ? w + b.length + x : nullptr, k >= 2 ? w + 2 * b.length + x : nullptr, b.t);
+                    k >= 1 ? w + b.length + x : nullptr, k >= 2 ? w + 2 * b.length + x : nullptr, b.t,
+                    out ? out + x : nullptr);
       };
-      if (it->copies == 0) {
-        update(lo, hi);
+      // The first reply waiting gets the values from the update itself.
+      if (it->copies <= 1) {
+        update(lo, hi, it->copies == 1 ? it->copy_to[0] : nullptr);
         continue;
       }
-      // Element by element, so cutting the range changes no bit; each run is copied while it
-      // is still in the core's cache.
+      // Element by element, so cutting the range changes no bit; each run is copied into the
+      // other replies while it is still in the core's cache.
       for (int64_t x = lo; x < hi; x += kCopyRun) {
         const int64_t y = std::min(hi, x + kCopyRun);
-        update(x, y);
-        for (int c = 0; c < it->copies; ++c) std::copy(w + x, w + y, it->copy_to[c] + x);
+        update(x, y, it->copy_to[0]);
+        for (int c = 1; c < it->copies; ++c) std::copy(w + x, w + y, it->copy_to[c] + x);
       }
     }
   };
