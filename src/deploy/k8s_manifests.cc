@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 
+#include "common/busy_poll.h"
 #include "common/flag_names.h"
 #include "common/math_threads.h"
 #include "common/strings.h"
@@ -245,6 +246,27 @@ Manifest PserverService(const JobSpec& s) {
              {"ports", Json::array({ServicePort("data", s.port), ServicePort("http", s.http_port)})}}}}};
 }
 
+// Whole cores in a Kubernetes CPU quantity ("2", "1.5", "500m"): 0 when it is less than one or
+// not a plain number.
+int WholeCores(const std::string& cpu) {
+  if (cpu.empty()) return 0;
+  char* end = nullptr;
+  const double v = std::strtod(cpu.c_str(), &end);
+  if (end == cpu.c_str() || !(v > 0) || v > 1e6) return 0;
+  const std::string unit(end);
+  if (unit == "m") return static_cast<int>(v / 1000);
+  return unit.empty() ? static_cast<int>(v) : 0;
+}
+
+// Busy polling for a role whose pods request at least a whole core: a poller then spins within
+// the share the scheduler set aside for it. (A CPU limit that some policy adds is no harm
+// either: the poller backs off when a quota stops it, common/busy_poll.h.)
+void AddBusyPoll(const JobSpec& s, const std::string& role, Json* env) {
+  auto r = s.resources.find(role);
+  if (r == s.resources.end() || WholeCores(r->second.cpu) < 1) return;
+  env->push_back(Env(flags::kEnvBusyPoll, std::to_string(kBusyPollMicros)));
+}
+
 Manifest PserverStatefulSet(const JobSpec& s) {
   std::vector<std::string> args = PserverArgs(s, PortChoice::kSpec);
   Json mounts = Json::array(), volumes = Json::array();
@@ -252,7 +274,9 @@ Manifest PserverStatefulSet(const JobSpec& s) {
     mounts.push_back(Mount("checkpoints", s.checkpoints));
     volumes.push_back(Volume("checkpoints", s.checkpoints));
   }
-  Json c = Container(s, "pserver", args, BaseEnv(s));
+  Json env = BaseEnv(s);
+  AddBusyPoll(s, "pserver", &env);
+  Json c = Container(s, "pserver", args, env);
   c["ports"] = Json::array({Port("data", s.port), Port("http", s.http_port)});
   c["livenessProbe"] = HttpProbe("/healthz", s.http_port, 10, 6);
   c["readinessProbe"] = HttpProbe("/readyz", s.http_port, 5, 3);
@@ -277,20 +301,9 @@ Manifest PserverStatefulSet(const JobSpec& s) {
                        true)}}}}};
 }
 
-// Whole cores in a Kubernetes CPU quantity ("2", "1.5", "500m"): 0 when it is less than one or
-// not a plain number.
-int WholeCores(const std::string& cpu) {
-  if (cpu.empty()) return 0;
-  char* end = nullptr;
-  const double v = std::strtod(cpu.c_str(), &end);
-  if (end == cpu.c_str() || !(v > 0) || v > 1e6) return 0;
-  const std::string unit(end);
-  if (unit == "m") return static_cast<int>(v / 1000);
-  return unit.empty() ? static_cast<int>(v) : 0;
-}
-
 Manifest TrainerJob(const JobSpec& s) {
   Json env = BaseEnv(s);
+  AddBusyPoll(s, "trainer", &env);
   for (const auto& [k, v] : TrainerEnv(s, PortChoice::kSpec)) env.push_back(Env(k, v));
   // A trainer with a CPU request sizes its math libraries to it (they would otherwise start a
   // thread per core of the node: common/math_threads.h).

@@ -161,6 +161,41 @@ TEST(K8sManifestsTest, ATrainersMathThreadsFollowItsCpuRequest) {
   EXPECT_EQ(threads(""), "unset");
 }
 
+// Busy polling is on in the pods of a role that requests a whole core or more, off elsewhere
+// (the variable absent: trainers and pservers then sleep at once).
+TEST(K8sManifestsTest, PodsWithAWholeCorePollForTheirMessages) {
+  auto polling = [](const std::string& role, const std::string& cpu) {
+    JobSpec s = Spec();
+    s.resources.erase("trainer");
+    if (!cpu.empty()) s.resources[role].cpu = cpu;
+    auto m = RenderJob(s, "spec");
+    EXPECT_TRUE(m.ok()) << m.status();
+    auto objects = ByKindName(*m);
+    std::map<std::string, std::string> out;
+    for (const char* name : {"Job/fm-trainer", "StatefulSet/fm-pserver", "Deployment/fm-master"}) {
+      std::string value = "unset";
+      for (const auto& e : objects[name]["spec"]["template"]["spec"]["containers"][0]["env"]) {
+        if (e["name"] == "TESSERA_BUSY_POLL_US") value = e["value"].get<std::string>();
+      }
+      out[name] = value;
+    }
+    return out;
+  };
+  auto t = polling("trainer", "2");
+  EXPECT_EQ(t["Job/fm-trainer"], "1000");
+  EXPECT_EQ(t["StatefulSet/fm-pserver"], "unset");
+  EXPECT_EQ(t["Deployment/fm-master"], "unset");
+  auto p = polling("pserver", "1");
+  EXPECT_EQ(p["StatefulSet/fm-pserver"], "1000");
+  EXPECT_EQ(p["Job/fm-trainer"], "unset");
+  EXPECT_EQ(polling("pserver", "1000m")["StatefulSet/fm-pserver"], "1000");
+  EXPECT_EQ(polling("pserver", "999m")["StatefulSet/fm-pserver"], "unset");
+  EXPECT_EQ(polling("trainer", "500m")["Job/fm-trainer"], "unset");
+  auto none = polling("trainer", "");
+  EXPECT_EQ(none["Job/fm-trainer"], "unset");
+  EXPECT_EQ(none["StatefulSet/fm-pserver"], "unset");
+}
+
 TEST(K8sManifestsTest, ExternalEtcdRendersNoEtcdAndPointsEveryProcessThere) {
   JobSpec s = Spec();
   s.etcd_endpoints = {"etcd.infra:2379"};
