@@ -77,6 +77,12 @@ void EncodeWindowDescriptor(const WindowDescriptor& w, uint8_t out[kWindowDescri
   Put<uint64_t>(out + 16, w.reply_room);
 }
 
+bool ReplyOverlapsPayload(const WindowDescriptor& w, uint64_t payload_len) {
+  if (payload_len == 0 || w.reply_room == 0) return false;
+  // Both ranges lie in the window (no overflow): they overlap unless one ends before the other.
+  return w.reply_offset < w.payload_offset + payload_len && w.payload_offset < w.reply_offset + w.reply_room;
+}
+
 StatusOr<WindowDescriptor> DecodeWindowDescriptor(const uint8_t in[kWindowDescriptorBytes],
                                                   uint64_t payload_len, uint64_t window_bytes) {
   WindowDescriptor w{Get<uint64_t>(in), Get<uint64_t>(in + 8), Get<uint64_t>(in + 16)};
@@ -90,6 +96,12 @@ StatusOr<WindowDescriptor> DecodeWindowDescriptor(const uint8_t in[kWindowDescri
   };
   if (outside(w.payload_offset, payload_len)) return say("payload", w.payload_offset, payload_len);
   if (outside(w.reply_offset, w.reply_room)) return say("reply room", w.reply_offset, w.reply_room);
+  if (ReplyOverlapsPayload(w, payload_len)) {
+    return Status::InvalidArgument("the request's reply room (" + std::to_string(w.reply_room) +
+                                   " bytes at offset " + std::to_string(w.reply_offset) +
+                                   ") overlaps its payload (" + std::to_string(payload_len) +
+                                   " bytes at offset " + std::to_string(w.payload_offset) + ")");
+  }
   return w;
 }
 

@@ -96,8 +96,12 @@ struct WindowDescriptor {
   uint64_t reply_room = 0;
 };
 void EncodeWindowDescriptor(const WindowDescriptor& w, uint8_t out[kWindowDescriptorBytes]);
+// Whether the reply room shares a byte with the payload of `payload_len` bytes (the apply would
+// write the reply while it reads the gradient: a client sends such a call copied).
+bool ReplyOverlapsPayload(const WindowDescriptor& w, uint64_t payload_len);
 // InvalidArgument saying which range lies outside a window of `window_bytes` (the payload's is
-// `payload_len` bytes), or that the reserved field is not zero.
+// `payload_len` bytes), that the reply room overlaps the payload, or that the reserved field is
+// not zero.
 StatusOr<WindowDescriptor> DecodeWindowDescriptor(const uint8_t in[kWindowDescriptorBytes],
                                                   uint64_t payload_len, uint64_t window_bytes);
 

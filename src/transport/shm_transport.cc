@@ -341,6 +341,7 @@ class ShmConnection : public ClientConnection {
       w.reply_offset = static_cast<uint64_t>(at);
     }
     if (w.reply_room == 0 && payload_bytes == 0) return std::nullopt;
+    if (ReplyOverlapsPayload(w, payload_bytes)) return std::nullopt;  // a pserver would refuse it
     if (window_sent_ != 0) {
       *generation = window_sent_;
       return w;

@@ -126,6 +126,19 @@ TEST(WindowDescriptorTest, RoundTripsAndRefusesRangesOutsideTheWindow) {
   refused({UINT64_MAX, 0, 0}, 2, 8192, "payload");
   refused({0, 8000, 193}, 0, 8192, "reply room (193 bytes at offset 8000)");
   refused({0, 1, UINT64_MAX}, 0, 8192, "reply room");
+  // A reply room sharing a byte with the payload, either way round (the apply would write the
+  // reply while it reads the gradient).
+  refused({4096, 4096 + 99, 1}, 100, 8192,
+          "reply room (1 bytes at offset 4195) overlaps its payload (100 bytes at offset 4096)");
+  refused({4096, 4000, 97}, 100, 8192, "overlaps its payload");
+  refused({4096, 0, 8192}, 100, 8192, "overlaps its payload");
+  for (WindowDescriptor w : {WindowDescriptor{4096, 4196, 100}, WindowDescriptor{4096, 3996, 100},
+                             WindowDescriptor{4096, 4096, 0}}) {
+    EncodeWindowDescriptor(w, buf);
+    EXPECT_TRUE(DecodeWindowDescriptor(buf, 100, 8192).ok()) << w.reply_offset << " " << w.reply_room;
+  }
+  EncodeWindowDescriptor({4096, 4096, 100}, buf);
+  EXPECT_TRUE(DecodeWindowDescriptor(buf, 0, 8192).ok()) << "no payload: nothing to overlap";
   EncodeWindowDescriptor({0, 0, 0}, buf);
   buf[30] = 1;
   EXPECT_FALSE(DecodeWindowDescriptor(buf, 0, 8192).ok());
@@ -279,6 +292,15 @@ TEST_F(ShmWindowCallTest, CallsAreCopiedWhenTheWindowIsNotHeldOrTheBuffersAreNot
     ConstBuffer one[] = {{base_, 100}};
     r = conn_->Call("echo", one, in, std::chrono::seconds(20));
     ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_EQ(WindowCountersNow().requests_in_place, mid.requests_in_place);
+    // A reply buffer over the payload's second half, both in the window: copied (a pserver would
+    // refuse the descriptor), and the reply is the payload as it was sent.
+    for (int i = 0; i < 200; ++i) base_[i] = static_cast<char>(i);
+    ConstBuffer payload[] = {{base_, 200}};
+    MutableBuffer over[] = {{base_ + 100, 200}};
+    r = conn_->Call("echo", payload, over, std::chrono::seconds(20));
+    ASSERT_TRUE(r.ok()) << r.status();
+    for (int i = 0; i < 200; ++i) ASSERT_EQ(base_[100 + i], static_cast<char>(i ^ 0x5a)) << i;
     EXPECT_EQ(WindowCountersNow().requests_in_place, mid.requests_in_place);
   }
 }

@@ -2,7 +2,8 @@
 // TCP and shared-memory endpoints (random bytes, valid preambles with impossible or huge lengths
 // and then nothing, bodies cut short, garbage headers, requests without a shared region,
 // unsealed regions, stray descriptors, trainer windows that come wrongly or that a request's
-// payload lies outside of) and random bytes at its gRPC port, while a well-behaved
+// payload lies outside of, reply rooms over the payload) and random bytes at its gRPC port,
+// while a well-behaved
 // trainer trains against it and checks every result bit for bit. The pserver must keep
 // answering that trainer correctly, stay alive, keep its memory bounded, and log the connections
 // it closed with the peer named. Half the abusers hold the job's secret and sign their frames (a
@@ -199,13 +200,16 @@ void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind,
       break;
     }
     case 6:    // a request in a window whose payload lies outside it
-    case 7: {  // a request in a window before any window
+    case 7:    // a request in a window before any window
+    case 8: {  // a request in a window whose reply room overlaps its payload
       // The region holds a window descriptor and a header after it; the first request (a
       // garbage header: the descriptor's bytes) brings the region and is answered.
       UniqueFd region(SealedMemfd(1 << 16));
       char* r =
           static_cast<char*>(::mmap(nullptr, 1 << 16, PROT_READ | PROT_WRITE, MAP_SHARED, region.get(), 0));
-      EncodeWindowDescriptor({uint64_t{1} << 20, 0, 0}, reinterpret_cast<uint8_t*>(r));
+      EncodeWindowDescriptor(
+          kind == 8 ? WindowDescriptor{0, 32, 64} : WindowDescriptor{uint64_t{1} << 20, 0, 0},
+          reinterpret_cast<uint8_t*>(r));
       auto junk = RandomBytes(rng, 16);
       std::memcpy(r + kWindowDescriptorBytes, junk.data(), junk.size());
       const std::string_view signed_part(r, kWindowDescriptorBytes + 16);
@@ -214,10 +218,11 @@ void AbuseShm(const std::string& endpoint, std::mt19937_64& rng, int kind,
       if (auth) auth->Sign(first, signed_part.substr(0, 16));
       SendWithFd(sock.get(), first, sizeof first, region.get());
       UniqueFd window(SealedMemfd(4096));
-      const uint8_t flags = kFrameFlagInWindow | (kind == 6 ? kFrameFlagNewWindow : 0);
+      const bool brings_window = kind != 7;
+      const uint8_t flags = kFrameFlagInWindow | (brings_window ? kFrameFlagNewWindow : 0);
       EncodePreamble({FrameKind::kRequest, flags, 2, static_cast<uint32_t>(signed_part.size()), 64}, second);
       if (auth) auth->Sign(second, signed_part);
-      SendWithFd(sock.get(), second, sizeof second, kind == 6 ? window.get() : -1);
+      SendWithFd(sock.get(), second, sizeof second, brings_window ? window.get() : -1);
       ::munmap(r, 1 << 16);
       char c[64];
       pollfd pf{sock.get(), POLLIN, 0};
@@ -304,7 +309,7 @@ TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerU
         if (target <= 1) {
           AbuseTcp(tcp, rng, static_cast<int>(rng() % 6), as);
         } else if (target <= 3) {
-          AbuseShm(shm, rng, static_cast<int>(rng() % 9), as);
+          AbuseShm(shm, rng, static_cast<int>(rng() % 10), as);
         } else {
           auto fd = ConnectTcp(grpc, Deadline(std::chrono::seconds(2)));
           if (fd.ok()) {
@@ -357,6 +362,8 @@ TEST_F(PsTest, RandomAndTruncatedFramesForThirtySecondsLeaveAWellBehavedTrainerU
   EXPECT_NE(log.find("a frame announced both a region and a window"), std::string::npos);
   EXPECT_NE(log.find("(64 bytes at offset 1048576) lies outside the 4096-byte window"), std::string::npos);
   EXPECT_NE(log.find("a request in a window came before any window"), std::string::npos);
+  EXPECT_NE(log.find("reply room (64 bytes at offset 32) overlaps its payload (64 bytes at offset 0)"),
+            std::string::npos);
 }
 
 }  // namespace
