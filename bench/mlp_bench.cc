@@ -6,9 +6,9 @@
 //      lines (start-up excluded);
 //   3. PyTorch on the same model and batch size, one process and DDP (gloo, 2 processes), when
 //      /usr/bin/python3 has torch (bench/torch_mlp.py).
-// Uploads Fashion-MNIST from the Debian package into a temp store. Prints a Markdown table; with
-// --pairs N, only rows 1 and the shm 1x1 job, alternated N times, with each pair's ratio and where
-// a step went in each (one process: compute and update; the trainer: its "time:" phases).
+// Uploads Fashion-MNIST from the Debian package into a temp store. Prints a Markdown table with
+// where a step went (trainer 0's "time:" phases; one process: its compute and update); with
+// --pairs N, only rows 1 and the shm 1x1 job, alternated N times, with each pair's ratio.
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
@@ -169,10 +169,14 @@ int Run(int hidden, int batch, const std::string& opt, int pairs) {
     (void)RemoveAll(*dir);
     return 0;
   }
-  std::printf("| setup | samples/s |\n|---|---|\n");
+  // Where trainer 0's steps went (one process: its compute and its update in place).
+  std::printf(
+      "| setup | samples/s | read ms | compute ms | exchange ms (one process: update) | acknowledge ms |\n"
+      "|---|---|---|---|---|---|\n");
   auto row = [](const std::string& name, const StatusOr<Measured>& v) {
     if (v.ok()) {
-      std::printf("| %s | %.0f |\n", name.c_str(), v->samples_per_s);
+      std::printf("| %s | %.0f | %.3f | %.3f | %.3f | %.3f |\n", name.c_str(), v->samples_per_s, v->read_ms,
+                  v->compute_ms, v->exchange_ms, v->acknowledge_ms);
     } else {
       std::printf("| %s | failed: %s |\n", name.c_str(), v.status().ToString().c_str());
     }

@@ -59,13 +59,13 @@ def main():
     x, y = load(a.store)
     torch.set_num_threads(1)
     secs = train(model(a.hidden), x, y, a.batch)
-    print("| PyTorch %s, one process, 1 thread | %.0f |" % (torch.__version__, len(y) / secs), flush=True)
+    print("| PyTorch %s, one process, 1 thread | %.0f | | | | |" % (torch.__version__, len(y) / secs), flush=True)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     out = mp.Manager().dict()
     mp.spawn(ddp_worker, args=(2, port, x, y, a.hidden, a.batch, out), nprocs=2, join=True)
-    print("| PyTorch DDP (gloo), 2 processes, batch %d each | %.0f |" % (a.batch, len(y) / max(out.values())),
+    print("| PyTorch DDP (gloo), 2 processes, batch %d each | %.0f | | | | |" % (a.batch, len(y) / max(out.values())),
           flush=True)
 
 
