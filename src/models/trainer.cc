@@ -17,8 +17,10 @@ double SecondsSince(TimePoint* mark) {
 }  // namespace
 
 std::string PhasesSummary(const TrainerResult::Phases& p) {
-  return fmt::format("read {:.3f} s, compute {:.3f} s, exchange {:.3f} s, acknowledge {:.3f} s", p.read,
-                     p.compute, p.exchange, p.acknowledge);
+  std::string s = fmt::format("read {:.3f} s, compute {:.3f} s, exchange {:.3f} s, acknowledge {:.3f} s",
+                              p.read, p.compute, p.exchange, p.acknowledge);
+  if (p.evaluate > 0) s += fmt::format(", evaluate {:.3f} s", p.evaluate);
+  return s;
 }
 
 StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
@@ -52,6 +54,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   }
   auto evaluate = [&](int pass, TrainerResult* result) -> Status {
     if (!eval || !session->IsEvaluator()) return Status::OK();
+    const TimePoint start = Now();
     TESSERA_ASSIGN_OR_RETURN(auto metrics, model->Evaluate(*client, *eval));
     std::string line;
     std::vector<std::pair<std::string, double>> reported;
@@ -62,6 +65,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
     spdlog::info("pass {} evaluated on {}:{}", pass + 1, o.eval_dataset, line);
     session->ReportMetrics(reported, pass);
     result->final_metrics = metrics;
+    result->seconds.evaluate += std::chrono::duration<double>(Now() - start).count();
     return Status::OK();
   };
 
@@ -81,6 +85,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   bool done = false;
   TimePoint mark = Now();
   while (!stopping() && !done) {
+    const double evaluated_before = result.seconds.evaluate;  // an evaluation is not reading
     size_t n = 0;
     batch.resize(static_cast<size_t>(o.model_options.batch_size));
     while (n < batch.size()) {
@@ -93,7 +98,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
       ++n;
     }
     batch.resize(n);
-    result.seconds.read += SecondsSince(&mark);
+    result.seconds.read += SecondsSince(&mark) - (result.seconds.evaluate - evaluated_before);
     if (batch.empty()) {
       // Nothing to read right now (the rest of the pass is elsewhere): keep the steps moving.
       if (!done) TESSERA_RETURN_IF_ERROR(session->Idle());

@@ -37,15 +37,16 @@ struct TrainerResult {
   int64_t steps = 0;
   int64_t samples = 0;
   std::vector<Metric> final_metrics;  // the last evaluation, if this trainer evaluated
-  // Where the loop's time went, in seconds: reading records (including waits for tasks and the
-  // evaluations between passes), the model's forward and backward, the push and pull (with the
-  // wait at the barrier), acknowledging the records and reporting progress.
+  // Where the loop's time went, in seconds: reading records (including waits for tasks), the
+  // model's forward and backward, the push and pull (with the wait at the barrier), acknowledging
+  // the records and reporting progress, and evaluating on the held-out data between passes.
   struct Phases {
-    double read = 0, compute = 0, exchange = 0, acknowledge = 0;
+    double read = 0, compute = 0, exchange = 0, acknowledge = 0, evaluate = 0;
   } seconds;
 };
 
-// "read 0.210 s, compute 2.403 s, exchange 0.931 s, acknowledge 0.020 s" for the trainer's last line.
+// "read 0.210 s, compute 2.403 s, exchange 0.931 s, acknowledge 0.020 s" for the trainer's last
+// line, and ", evaluate 0.310 s" when it evaluated.
 std::string PhasesSummary(const TrainerResult::Phases& p);
 
 StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options);
