@@ -20,9 +20,11 @@
 #include "common/math_threads.h"
 #include "dataset/dataset.h"
 #include "fashion_mnist.h"
+#include "harness/log_lines.h"
 #include "harness/subprocess.h"
 #include "in_process_client.h"
 #include "models/model.h"
+#include "models/trainer.h"
 
 namespace tessera::bench {
 namespace {
@@ -67,13 +69,6 @@ StatusOr<Measured> InProcess(const std::string& store, int hidden, int batch, co
   return m;
 }
 
-// Seconds since midnight of a log line's "YYYY-MM-DD HH:MM:SS.mmm" stamp.
-double Stamp(const std::string& line) {
-  int h, m, s, ms;
-  if (std::sscanf(line.c_str() + 11, "%d:%d:%d.%d", &h, &m, &s, &ms) != 4) return -1;
-  return h * 3600 + m * 60 + s + ms / 1000.0;
-}
-
 // samples/s of every trainer together, from the trainers' logs of a `tessera local` run, and
 // trainer 0's phases per step (its "trainer done" line's times).
 StatusOr<Measured> ThroughTessera(const std::string& dir, const std::string& store, int hidden, int batch,
@@ -95,23 +90,21 @@ StatusOr<Measured> ThroughTessera(const std::string& dir, const std::string& sto
   int64_t samples = 0;
   Measured out;
   std::regex done_re("trainer done: (\\d+) steps, (\\d+) samples");
-  std::regex time_re(
-      "time: read ([0-9.]+) s, compute ([0-9.]+) s, exchange ([0-9.]+) s, acknowledge ([0-9.]+) s");
   for (int t = 0; t < trainers; ++t) {
     std::ifstream log(run + "/logs/trainer-" + std::to_string(t) + ".log");
     std::string line;
     std::smatch m;
     while (std::getline(log, line)) {
-      if (line.find(" joined ") != std::string::npos) first = std::min(first, Stamp(line));
+      if (line.find(" joined ") != std::string::npos) first = std::min(first, testing::LogLineSeconds(line));
       if (std::regex_search(line, m, done_re)) {
-        last = std::max(last, Stamp(line));
+        last = std::max(last, testing::LogLineSeconds(line));
         samples += std::stoll(m[2]);
         const double steps = std::max(1.0, std::stod(m[1]));
-        if (t == 0 && std::regex_search(line, m, time_re)) {
-          out.read_ms = 1e3 * std::stod(m[1]) / steps;
-          out.compute_ms = 1e3 * std::stod(m[2]) / steps;
-          out.exchange_ms = 1e3 * std::stod(m[3]) / steps;
-          out.acknowledge_ms = 1e3 * std::stod(m[4]) / steps;
+        if (auto phases = models::PhasesFromLine(line); t == 0 && phases) {
+          out.read_ms = 1e3 * phases->read / steps;
+          out.compute_ms = 1e3 * phases->compute / steps;
+          out.exchange_ms = 1e3 * phases->exchange / steps;
+          out.acknowledge_ms = 1e3 * phases->acknowledge / steps;
         }
       }
     }

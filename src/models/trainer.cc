@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <cstdio>
+
 #include "common/clock.h"
 #include "tessera/session.h"
 
@@ -21,6 +23,18 @@ std::string PhasesSummary(const TrainerResult::Phases& p) {
                               p.read, p.compute, p.exchange, p.acknowledge);
   if (p.evaluate > 0) s += fmt::format(", evaluate {:.3f} s", p.evaluate);
   return s;
+}
+
+std::optional<TrainerResult::Phases> PhasesFromLine(const std::string& line) {
+  const size_t at = line.find("time: read ");
+  if (at == std::string::npos) return std::nullopt;
+  TrainerResult::Phases p;
+  int used = 0;
+  if (std::sscanf(line.c_str() + at, "time: read %lf s, compute %lf s, exchange %lf s, acknowledge %lf s%n",
+                  &p.read, &p.compute, &p.exchange, &p.acknowledge, &used) != 4)
+    return std::nullopt;
+  (void)std::sscanf(line.c_str() + at + used, ", evaluate %lf s", &p.evaluate);
+  return p;
 }
 
 StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
@@ -52,6 +66,8 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
     TESSERA_ASSIGN_OR_RETURN(eval, dataset::DatasetReader::Open(o.store, o.eval_dataset));
     TESSERA_RETURN_IF_ERROR(CheckModelData(*info, o.model_options, eval->manifest(), "evaluation data set"));
   }
+  // When the loop's current phase began (TrainerResult::seconds).
+  TimePoint mark = Now();
   auto evaluate = [&](int pass, TrainerResult* result) -> Status {
     if (!eval || !session->IsEvaluator()) return Status::OK();
     const TimePoint start = Now();
@@ -65,7 +81,9 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
     spdlog::info("pass {} evaluated on {}:{}", pass + 1, o.eval_dataset, line);
     session->ReportMetrics(reported, pass);
     result->final_metrics = metrics;
-    result->seconds.evaluate += std::chrono::duration<double>(Now() - start).count();
+    const auto took = Now() - start;
+    result->seconds.evaluate += std::chrono::duration<double>(took).count();
+    mark += took;  // an evaluation is not reading
     return Status::OK();
   };
 
@@ -83,9 +101,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   // step (one copy of each record, none allocated once the strings have grown).
   std::vector<std::string> batch;
   bool done = false;
-  TimePoint mark = Now();
   while (!stopping() && !done) {
-    const double evaluated_before = result.seconds.evaluate;  // an evaluation is not reading
     size_t n = 0;
     batch.resize(static_cast<size_t>(o.model_options.batch_size));
     while (n < batch.size()) {
@@ -98,7 +114,7 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
       ++n;
     }
     batch.resize(n);
-    result.seconds.read += SecondsSince(&mark) - (result.seconds.evaluate - evaluated_before);
+    result.seconds.read += SecondsSince(&mark);
     if (batch.empty()) {
       // Nothing to read right now (the rest of the pass is elsewhere): keep the steps moving.
       if (!done) TESSERA_RETURN_IF_ERROR(session->Idle());

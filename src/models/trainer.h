@@ -11,6 +11,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -48,6 +49,9 @@ struct TrainerResult {
 // "read 0.210 s, compute 2.403 s, exchange 0.931 s, acknowledge 0.020 s" for the trainer's last
 // line, and ", evaluate 0.310 s" when it evaluated.
 std::string PhasesSummary(const TrainerResult::Phases& p);
+// The phases a trainer's last line gives after "time: " (PhasesSummary's text), for benches and
+// tests; nothing when the line has none.
+std::optional<TrainerResult::Phases> PhasesFromLine(const std::string& line);
 
 StatusOr<TrainerResult> RunTrainer(const TrainerOptions& options);
 

@@ -9,7 +9,9 @@
 #include <sstream>
 
 #include "dataset/dataset.h"
+#include "harness/log_lines.h"
 #include "local/local_fixture.h"
+#include "models/trainer.h"
 #include "tessera/example.pb.h"
 #include "tessera/model_file.h"
 
@@ -58,48 +60,34 @@ TEST_F(LocalTest, MlpLearnsFashionMnistAndTheExportedModelHoldsIt) {
   EXPECT_NEAR(static_cast<double>(correct) / total, accuracy, 0.002);
 }
 
-// One trainer and one pserver over shared memory: the mlp's pushes and pulls go in the trainer's
-// window (no copy on the trainer's side), and the model ends bit for bit as the same job over TCP,
-// where every byte is copied through sockets.
-// Seconds since midnight of a log line's "YYYY-MM-DD HH:MM:SS.mmm" stamp.
-double LineSeconds(const std::string& line) {
-  int h = 0, m = 0, s = 0, ms = 0;
-  if (line.size() < 23 || std::sscanf(line.c_str() + 11, "%d:%d:%d.%d", &h, &m, &s, &ms) != 4) return -1;
-  return h * 3600 + m * 60 + s + ms / 1000.0;
-}
-
 // The trainer's last line says where its loop's time went: reading, computing and exchanging
 // each took some, and together no more than the time from joining to the end.
 void ExpectLoopTimesWithinTheRun(const std::string& log) {
-  std::smatch t;
-  ASSERT_TRUE(std::regex_search(
-      log, t,
-      std::regex(
-          R"(time: read ([0-9.]+) s, compute ([0-9.]+) s, exchange ([0-9.]+) s, acknowledge ([0-9.]+) s)")))
-      << log;
-  const double read = std::stod(t[1]), compute = std::stod(t[2]), exchange = std::stod(t[3]),
-               ack = std::stod(t[4]);
-  EXPECT_GT(read, 0);
-  EXPECT_GT(compute, 0);
-  EXPECT_GT(exchange, 0);
+  std::optional<models::TrainerResult::Phases> t;
   double joined = -1, done = -1;
   std::istringstream lines(log);
   for (std::string line; std::getline(lines, line);) {
     if (line.find("] trainer ") != std::string::npos && line.find(" joined ") != std::string::npos)
-      joined = LineSeconds(line);
-    if (line.find("trainer done:") != std::string::npos) done = LineSeconds(line);
+      joined = LogLineSeconds(line);
+    if (line.find("trainer done:") != std::string::npos) {
+      done = LogLineSeconds(line);
+      t = models::PhasesFromLine(line);
+    }
   }
+  ASSERT_TRUE(t.has_value()) << log;
+  EXPECT_GT(t->read, 0);
+  EXPECT_GT(t->compute, 0);
+  EXPECT_GT(t->exchange, 0);
   ASSERT_GT(joined, 0) << log;
   ASSERT_GT(done, joined) << log;
   // The evaluator's evaluations between passes are a phase of their own, not reading.
-  double evaluate = 0;
-  std::smatch e;
-  if (std::regex_search(log, e, std::regex(R"(acknowledge [0-9.]+ s, evaluate ([0-9.]+) s)")))
-    evaluate = std::stod(e[1]);
-  EXPECT_EQ(evaluate > 0, log.find(" evaluated on ") != std::string::npos) << log;
-  EXPECT_LE(read + compute + exchange + ack + evaluate, done - joined + 0.01) << log;
+  EXPECT_EQ(t->evaluate > 0, log.find(" evaluated on ") != std::string::npos) << log;
+  EXPECT_LE(t->read + t->compute + t->exchange + t->acknowledge + t->evaluate, done - joined + 0.01) << log;
 }
 
+// One trainer and one pserver over shared memory: the mlp's pushes and pulls go in the trainer's
+// window (no copy on the trainer's side), and the model ends bit for bit as the same job over TCP,
+// where every byte is copied through sockets.
 TEST_F(LocalTest, MlpOverSharedMemoryTrainsInItsWindowWithTheBitsOfTcp) {
   UploadFashionMnist();
   auto train = [&](const std::string& transport) -> std::optional<models::ModelFile> {
