@@ -25,7 +25,10 @@
 //
 // Non-finite gradients: before sending, a push is scanned for NaN and infinity. One that holds any
 // is not sent; the step goes on without this trainer's gradient on every pserver (an empty push),
-// so all pservers stay at the same version. What Wait() then says follows the job's policy
+// so all pservers stay at the same version. (PushPullAndWait in a sync or ssp job with one
+// pserver leaves the scan to that pserver, which drops such a push whole as the trainer would
+// have: the same outcome, one scan of the gradient fewer a step.) What Wait() then says follows the job's
+// policy
 // (`tessera job create --nonfinite`): "skip" (the default) returns OK with Handle::skipped() set
 // (and an error after 10 such steps in a row: the model has diverged), "error" returns
 // InvalidArgument naming the parameter and element. ClientOptions::allow_nonfinite skips this
@@ -170,6 +173,8 @@ class Client {
   // As PushPull, for a caller that waits for it at once: returns when it is done (the Handle's
   // Wait() then says how it went, at once). The request to the first pserver goes out from the
   // calling thread, with no link thread woken for it: a step saves a hand-over between threads.
+  // With one pserver (sync or ssp), that pserver scans the gradient for NaN and infinity instead
+  // of this trainer (see "Non-finite gradients" above).
   virtual Handle PushPullAndWait(const Gradients& grads) {
     Handle h = PushPull(grads);
     (void)h.Wait();

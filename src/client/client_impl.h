@@ -105,17 +105,28 @@ class ClientImpl : public Client, public PserverLink::Owner {
   std::vector<std::unique_ptr<LinkCall>> NewCalls() const;
   static Handle Failed(const Status& s);
   // `keep`: what the gradients' buffers belong to, kept until the requests are done. With
-  // `caller_waits`, see Dispatch.
+  // `caller_waits`, see Dispatch. `made` (PushPullAndWait, sync, one pserver): the pserver scans
+  // the gradient for NaN and infinity instead of this trainer (nonfinite_skips), and *made gets
+  // the operation's state, whose `dropped` says what it found.
   Handle DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep = nullptr,
-                bool caller_waits = false);
+                bool caller_waits = false, std::shared_ptr<Handle::State>* made = nullptr);
+  // Whether the job's only pserver may scan a waited push for non-finite values instead of the
+  // trainer (PushPullAndWait): one pserver refuses or takes a push whole, so nothing of a
+  // non-finite gradient can be applied anywhere.
+  bool PserverScans() const;
+  // A gradient found non-finite at `bad` ("'w' element 7") at `step`: logged; what the push says
+  // under the job's policy (and `why`, for the skipped push).
+  Status DropNonFinite(const std::string& bad, int64_t step, std::string* why);
   // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
   // `part_bytes`: a plain pull or dense push larger than two parts of this many bytes is cut into
   // such parts (RequestBuilder::SplitPull, SplitPush), which run two at a time on their link as
   // one overlap group (PserverLink::Submit) (0: never; a push only where the job takes async
   // pieces). `caller_waits`: the caller waits on the Handle at once, so the first call is left for
   // it to run (no link thread is woken for it); the others' link threads start theirs meanwhile.
+  // `made`: set to the operation's state.
   Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true,
-                  const Status* dropped = nullptr, size_t part_bytes = 0, bool caller_waits = false);
+                  const Status* dropped = nullptr, size_t part_bytes = 0, bool caller_waits = false,
+                  std::shared_ptr<Handle::State>* made = nullptr);
   // A new overlap group for Dispatch.
   uint64_t NewGroup() { return next_group_.fetch_add(1) + 1; }
   // Where the calls of a large pull or async push are cut (ClientOptions::pipeline).

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <functional>
 #include <mutex>
+#include <string>
 
 #include "tessera/client.h"
 
@@ -32,9 +33,17 @@ struct Handle::State {
   std::condition_variable cv;
   int remaining;
   Status status;
+  // A part's pserver took a gradient it found non-finite as this trainer's dropped one
+  // (nonfinite_skips): why. Set by that part before it completes.
+  void SetDropped(const std::string& why) {
+    std::lock_guard<std::mutex> lock(mu);
+    dropped = why;
+  }
+
   // What Wait() says when every part succeeded (set before the Handle is returned).
   Status outcome;
   bool skipped = false;
+  std::string dropped;
   int64_t version = INT64_MAX;
   int64_t min_clock = INT64_MAX;
 };

@@ -205,8 +205,18 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
                                     std::to_string(req.samples()));
     }
     if (bad.ok() && nonfinite >= 0) {
-      bad = Status::InvalidArgument("gradient for " + push->Describe(static_cast<size_t>(nonfinite)) +
-                                    " is not finite (NaN or infinity); nothing was applied");
+      const std::string where = "gradient for " + push->Describe(static_cast<size_t>(nonfinite));
+      if (TakesNonFiniteAsSkipped(req)) {
+        // The trainer left the scan to us: its dropped gradient, the empty push it would have
+        // sent itself (the reply says why: `dropped`).
+        req.clear_push();
+        req.set_samples(0);
+        req.set_skipped(where + " is not finite (NaN or infinity)");
+        push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
+        payload = ConstBuffer{};
+      } else {
+        bad = Status::InvalidArgument(where + " is not finite (NaN or infinity); nothing was applied");
+      }
     }
     auto pull = SegmentList::Read(store_, req.pull(), SegmentList::Use::kPull);
     if (bad.ok() && !pull.ok()) bad = pull.status();
@@ -333,6 +343,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
       ack.header.set_version(consistency_->version());
       ack.header.set_min_clock(consistency_->min_clock());
       ack.header.set_resume_step(resume);
+      SayDropped(req, &ack.header);
       ack.responder = std::move(r);
       replies.push_back(std::move(ack));
     }

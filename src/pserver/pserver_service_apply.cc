@@ -262,6 +262,7 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
   Reply rep;
   rep.header.set_version(consistency_->version());
   rep.header.set_min_clock(consistency_->min_clock());
+  SayDropped(req, &rep.header);
   if (prepared) {
     rep.payload = prepared->payload;
   } else if (pull.floats() > 0) {

@@ -235,6 +235,54 @@ TEST_F(SyncServiceTest, AnEmptyPushStandingForADroppedGradientIsCountedAndCloses
   EXPECT_EQ(Values(), (std::vector<float>{0, 0, 0, 0}));
 }
 
+// A trainer that left the scan to its only pserver (nonfinite_skips): a NaN in its push is its
+// dropped gradient, not a refusal. The step closes without it (counted as skipped), the pull that
+// came with it is answered with the step's values, and the reply says where the NaN was. The
+// same push without the flag is refused, as before.
+TEST_F(SyncServiceTest, ANanInAPushThatLeftTheScanHereIsTheTrainersDroppedGradient) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  ASSERT_EQ(Push("a", 0, {1, 1, 1, 1}).code(), 0);
+  auto r = Request(wire::DataRequest::DATA, "b");
+  r.set_is_push(true);
+  r.set_step(0);
+  r.set_samples(1);
+  r.set_need(1);
+  r.set_nonfinite_skips(true);
+  *r.add_push() = W();
+  *r.add_pull() = W();
+  std::vector<float> pulled;
+  auto reply = Call(r, {0, 0, std::nanf(""), 0}, &pulled);
+  EXPECT_EQ(reply.code(), 0) << reply.message();
+  EXPECT_EQ(reply.dropped(), "gradient for 'w' block 0 element 2 is not finite (NaN or infinity)");
+  EXPECT_EQ(reply.version(), 1);
+  // a's gradient alone, over a's 1 sample: w = 1 - 1.
+  EXPECT_EQ(pulled, (std::vector<float>{0, 0, 0, 0}));
+  auto st = Status();
+  EXPECT_EQ(st.version(), 1);
+  EXPECT_EQ(st.skipped(), 1);
+  EXPECT_EQ(st.refused(), 0);
+  // A finite push with the flag is an ordinary one, and its reply says nothing dropped.
+  ASSERT_EQ(Push("a", 1, {1, 1, 1, 1}).code(), 0);
+  r.set_step(1);
+  r.set_need(2);
+  reply = Call(r, {3, 3, 3, 3}, &pulled);
+  EXPECT_EQ(reply.code(), 0) << reply.message();
+  EXPECT_EQ(reply.dropped(), "");
+  EXPECT_EQ(pulled, (std::vector<float>{-2, -2, -2, -2}));
+  // Without the flag, the pserver refuses it (the trainer said it scanned).
+  ASSERT_EQ(Push("a", 2, {1, 1, 1, 1}).code(), 0);
+  r.set_step(2);
+  r.set_need(0);
+  r.set_nonfinite_skips(false);
+  reply = Call(r, {0, std::nanf(""), 0, 0});
+  EXPECT_EQ(reply.reason(), wire::DataReply::BAD_REQUEST);
+  EXPECT_EQ(reply.dropped(), "");
+  st = Status();
+  EXPECT_EQ(st.version(), 3);
+  EXPECT_EQ(st.skipped(), 1);
+  EXPECT_EQ(st.refused(), 1);
+}
+
 TEST_F(SyncServiceTest, AnExportCutAskedForALaterVersionIsTakenAtItsBarrierAndDoesNotMoveAfter) {
   ASSERT_NO_FATAL_FAILURE(Start());
   auto cut = [&](wire::DataRequest::Op op, uint64_t id, int64_t step = 0) {

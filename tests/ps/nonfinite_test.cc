@@ -11,6 +11,7 @@
 #include <random>
 #include <thread>
 
+#include "common/files.h"
 #include "job/placement.h"
 #include "ps/ps_fixture.h"
 
@@ -28,9 +29,12 @@ class NonFiniteTest : public PsTest {
     std::vector<float> w;  // trainer 0's copy of the model at the end
   };
 
-  // Two trainers train for kSteps; trainer 1's gradient holds a NaN at `bad_step`, at `element`.
-  // `pieces`: every push in pieces of one block each, the last block first (Client::PushPiece).
-  Outcome Train(const std::string& job, int bad_step, int element, bool pieces = false) {
+  // Two trainers train for kSteps; trainer 1's gradient holds a NaN at `bad_step`, at `element`
+  // (and at every step from it on with `from_then_on`). `pieces`: every push in pieces of one
+  // block each, the last block first (Client::PushPiece). `waiting`: every push through
+  // PushPullAndWait (with one pserver, it leaves the scan to the pserver).
+  Outcome Train(const std::string& job, int bad_step, int element, bool pieces = false, bool waiting = false,
+                bool from_then_on = false) {
     Outcome out;
     out.statuses.resize(kSteps);
     out.skipped.resize(kSteps);
@@ -43,7 +47,7 @@ class NonFiniteTest : public PsTest {
       for (int s = 0; s < kSteps; ++s) {
         std::vector<float> g(kDim);
         for (int j = 0; j < kDim; ++j) g[j] = 0.01f * static_cast<float>((j % 7) - 3) + 0.001f * id;
-        if (id == 1 && s == bad_step) g[element] = std::nanf("");
+        if (id == 1 && (s == bad_step || (from_then_on && s > bad_step))) g[element] = std::nanf("");
         Status st;
         bool skipped = false;
         if (pieces) {
@@ -63,7 +67,7 @@ class NonFiniteTest : public PsTest {
           Gradients grads;
           grads.Dense("w", g);
           grads.samples = 2;
-          Handle h = (*c)->PushPull(grads);
+          Handle h = waiting ? (*c)->PushPullAndWait(grads) : (*c)->PushPull(grads);
           st = h.Wait();
           skipped = h.skipped();
         }
@@ -83,8 +87,39 @@ class NonFiniteTest : public PsTest {
     return out;
   }
 
+  // Trainer 1's pushes all went through, the one at `bad` dropped.
+  static void ExpectSkippedAt(const Outcome& out, int bad) {
+    for (int s = 0; s < kSteps; ++s) {
+      EXPECT_TRUE(out.statuses[s].ok()) << "step " << s << ": " << out.statuses[s];
+      EXPECT_EQ(out.skipped[s], s == bad) << "step " << s;
+    }
+  }
+
+  // Policy error: trainer 1's push at `bad` failed, saying `where` and that the step went on.
+  static void ExpectErrorAt(const Outcome& out, int bad, const std::string& where) {
+    for (int s = 0; s < kSteps; ++s) {
+      if (s != bad) {
+        EXPECT_TRUE(out.statuses[s].ok()) << "step " << s << ": " << out.statuses[s];
+        continue;
+      }
+      EXPECT_EQ(out.statuses[s].code(), StatusCode::kInvalidArgument);
+      EXPECT_NE(out.statuses[s].message().find(where), std::string::npos) << out.statuses[s];
+      EXPECT_NE(out.statuses[s].message().find("the step went on without this trainer's gradient"),
+                std::string::npos);
+    }
+  }
+
   void ExpectTogether(const std::string& job, const JobConfig& cfg, const Outcome& out, int64_t skipped,
                       int64_t refused_on_0) {
+    if (cfg.pservers == 1) {
+      auto a = PserverStatus(job, cfg.token, 0);
+      EXPECT_EQ(a.version(), kSteps);
+      EXPECT_EQ(a.skipped(), skipped);
+      EXPECT_EQ(a.refused(), refused_on_0);
+      ASSERT_EQ(out.w.size(), static_cast<size_t>(kDim));
+      for (int j = 0; j < kDim; ++j) ASSERT_TRUE(std::isfinite(out.w[j])) << "w[" << j << "] = " << out.w[j];
+      return;
+    }
     auto a = PserverStatus(job, cfg.token, 0), b = PserverStatus(job, cfg.token, 1);
     EXPECT_EQ(a.version(), kSteps) << "pserver 0";
     EXPECT_EQ(b.version(), kSteps) << "pserver 1";
@@ -96,14 +131,20 @@ class NonFiniteTest : public PsTest {
     for (int j = 0; j < kDim; ++j) ASSERT_TRUE(std::isfinite(out.w[j])) << "w[" << j << "] = " << out.w[j];
   }
 
-  // A sync job on two pservers, with them running.
+  // A sync job on two pservers (or `pservers`), with them running.
   JobConfig StartJob(const std::string& job, int min_trainers,
-                     NonFinitePolicy policy = NonFinitePolicy::kSkip) {
-    auto cfg = MakeJob(job, 2, "sync", "sgd:lr=0.1", 64, min_trainers, policy);
-    StartPserver(job);
-    StartPserver(job);
-    EXPECT_TRUE(WaitForPservers(job, 2));
+                     NonFinitePolicy policy = NonFinitePolicy::kSkip, int pservers = 2) {
+    auto cfg = MakeJob(job, pservers, "sync", "sgd:lr=0.1", 64, min_trainers, policy);
+    for (int p = 0; p < pservers; ++p) StartPserver(job);
+    EXPECT_TRUE(WaitForPservers(job, pservers));
     return cfg;
+  }
+
+  // Whether pserver 0's log says it found the NaN itself: it names the element within its block
+  // (block 1 element 36 is element 100), where a trainer's own scan names it within the parameter.
+  bool PserverFoundIt(const std::string& where) {
+    auto log = ReadFile(dir_ + "/pserver0.log");
+    return log.ok() && log->find(where) != std::string::npos;
   }
 
   int RandomStep() {
@@ -119,10 +160,7 @@ TEST_F(NonFiniteTest, ANanAtARandomStepIsDroppedOnEveryPserverAndTheJobGoesOn) {
   auto cfg = StartJob(job, 2);
   const int bad = RandomStep();
   auto out = Train(job, bad, 100);
-  for (int s = 0; s < kSteps; ++s) {
-    EXPECT_TRUE(out.statuses[s].ok()) << "step " << s << ": " << out.statuses[s];
-    EXPECT_EQ(out.skipped[s], s == bad) << "step " << s;
-  }
+  ExpectSkippedAt(out, bad);
   ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
   // Counted where an operator looks: each pserver's /metrics.
   for (int p = 0; p < 2; ++p) {
@@ -139,10 +177,7 @@ TEST_F(NonFiniteTest, ANanInAPieceEndsThePushOnEveryPserverAndTheJobGoesOn) {
   auto cfg = StartJob(job, 2);
   const int bad = RandomStep();
   auto out = Train(job, bad, 100, /*pieces=*/true);
-  for (int s = 0; s < kSteps; ++s) {
-    EXPECT_TRUE(out.statuses[s].ok()) << "step " << s << ": " << out.statuses[s];
-    EXPECT_EQ(out.skipped[s], s == bad) << "step " << s;
-  }
+  ExpectSkippedAt(out, bad);
   ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
 }
 
@@ -151,18 +186,52 @@ TEST_F(NonFiniteTest, WithThePolicyErrorTheTrainerIsToldAndThePserversStayTogeth
   auto cfg = StartJob(job, 2, NonFinitePolicy::kError);
   const int bad = RandomStep();
   auto out = Train(job, bad, 200);
-  for (int s = 0; s < kSteps; ++s) {
-    if (s != bad) {
-      EXPECT_TRUE(out.statuses[s].ok()) << "step " << s << ": " << out.statuses[s];
-      continue;
-    }
-    EXPECT_EQ(out.statuses[s].code(), StatusCode::kInvalidArgument);
-    EXPECT_NE(out.statuses[s].message().find("gradient for 'w' element 200 is not finite"), std::string::npos)
-        << out.statuses[s];
-    EXPECT_NE(out.statuses[s].message().find("the step went on without this trainer's gradient"),
-              std::string::npos);
-  }
+  ExpectErrorAt(out, bad, "gradient for 'w' element 200 is not finite");
   ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
+}
+
+// With one pserver, a waiting push leaves the scan to it: the NaN is found there, taken as the
+// trainer's dropped gradient (not refused), and the trainer hears the same as if it had found it.
+TEST_F(NonFiniteTest, WithOnePserverItFindsTheNanAndTheStepGoesOnWithoutIt) {
+  const std::string job = "nan-one";
+  auto cfg = StartJob(job, 2, NonFinitePolicy::kSkip, /*pservers=*/1);
+  const int bad = RandomStep();
+  auto out = Train(job, bad, 100, /*pieces=*/false, /*waiting=*/true);
+  ExpectSkippedAt(out, bad);
+  ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
+  EXPECT_TRUE(PserverFoundIt("gradient for 'w' block 1 element 36 is not finite"));
+  EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_skipped_pushes_total"), 1);
+  EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_refused_pushes_total"), 0);
+}
+
+TEST_F(NonFiniteTest, WithOnePserverAndThePolicyErrorTheTrainerIsToldWhereInTheParameter) {
+  const std::string job = "nan-one-error";
+  auto cfg = StartJob(job, 2, NonFinitePolicy::kError, /*pservers=*/1);
+  const int bad = RandomStep();
+  auto out = Train(job, bad, 200, /*pieces=*/false, /*waiting=*/true);
+  ExpectErrorAt(out, bad, "gradient for 'w' element 200 is not finite");
+  ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
+  EXPECT_TRUE(PserverFoundIt("gradient for 'w' block 3 element 8 is not finite"));
+}
+
+// Steps the pserver takes as dropped count toward the trainer's "too many in a row" as its own
+// finds do: the tenth in a row is an error (the policy skip's limit, ClientLimits).
+TEST_F(NonFiniteTest, WithOnePserverDroppedStepsInARowStillEndInAnError) {
+  const std::string job = "nan-one-streak";
+  auto cfg = StartJob(job, 2, NonFinitePolicy::kSkip, /*pservers=*/1);
+  const int first = 5;
+  auto out = Train(job, first, 100, /*pieces=*/false, /*waiting=*/true, /*from_then_on=*/true);
+  for (int s = 0; s < kSteps; ++s) {
+    EXPECT_EQ(out.skipped[s], s >= first) << "step " << s;
+    if (s < first + 9) {
+      EXPECT_TRUE(out.statuses[s].ok()) << "step " << s << ": " << out.statuses[s];
+    } else {
+      EXPECT_NE(out.statuses[s].message().find("steps in a row had gradients with NaN or infinity"),
+                std::string::npos)
+          << "step " << s << ": " << out.statuses[s];
+    }
+  }
+  ExpectTogether(job, cfg, out, /*skipped=*/kSteps - first, /*refused_on_0=*/0);
 }
 
 TEST_F(NonFiniteTest, APushRefusedByOnePserverOnlyStillClosesTheStepOnBoth) {
