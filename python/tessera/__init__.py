@@ -464,7 +464,12 @@ class Optimizer:
         for e in self._embeddings:
             sparse.extend(e._take_grads(scale))
         self._piece_of, self._pieces, self._waited = {}, 0, set()
-        s.push_pull(dense, sparse, int(samples), wait)
+        took = s.push_pull(dense, sparse, int(samples), wait)
+        if wait:
+            # Done already: what push_pull says is the step's answer (there is nothing to settle).
+            self._took = took
+            self._account(s, samples, cost)
+            return took
         return self._sent(s, samples, cost, wait)
 
     def _scaled(self, scale, copy):
