@@ -285,12 +285,14 @@ class PserverService : public RequestHandler {
   void HoldPiece(wire::DataRequest& req, SegmentList list, ConstBuffer payload, bool counted) REQUIRES(mu_);
   // ---- Pushes in pieces (pserver_service_pieces.cc) ----
   static bool InPieces(const wire::DataRequest& req) { return req.piece() != 0 || req.more_pieces(); }
-  // A whole push whose trainer left the non-finite scan to this pserver (nonfinite_skips): a
-  // non-finite gradient is its dropped one, not a refusal; `dropped` on the reply says so.
-  static bool TakesNonFiniteAsSkipped(const wire::DataRequest& req) {
-    return req.nonfinite_skips() && req.is_push() && !InPieces(req);
+  // A whole push whose trainer left the non-finite scan to this pserver, its job's only one
+  // (nonfinite_skips): a non-finite gradient is its dropped one, not a refusal; `dropped` on the
+  // reply says so. With several pservers the flag is ignored: a push refused here while another
+  // pserver took its part is a client that skipped its own scan, and counts as refused.
+  bool TakesNonFiniteAsSkipped(const wire::DataRequest& req) const {
+    return req.nonfinite_skips() && req.is_push() && !InPieces(req) && options_.job.pservers == 1;
   }
-  static void SayDropped(const wire::DataRequest& req, wire::DataReply* reply) {
+  void SayDropped(const wire::DataRequest& req, wire::DataReply* reply) const {
     if (TakesNonFiniteAsSkipped(req) && !req.skipped().empty()) reply->set_dropped(req.skipped());
   }
   // The first check of a piece (before anything changes): CheckPiece, then StepPieces::Arrive.
