@@ -27,13 +27,12 @@
 // is not sent; the step goes on without this trainer's gradient on every pserver (an empty push),
 // so all pservers stay at the same version. (PushPullAndWait in a sync or ssp job with one
 // pserver leaves the scan to that pserver, which drops such a push whole as the trainer would
-// have: the same outcome, one scan of the gradient fewer a step.) What Wait() then says follows the job's
-// policy
-// (`tessera job create --nonfinite`): "skip" (the default) returns OK with Handle::skipped() set
-// (and an error after 10 such steps in a row: the model has diverged), "error" returns
-// InvalidArgument naming the parameter and element. ClientOptions::allow_nonfinite skips this
-// trainer's scan; the pservers still refuse a non-finite gradient (each refusal counts as an empty
-// push there, so the step still closes everywhere).
+// have: the same outcome, one scan of the gradient fewer a step.) What Wait() then says follows
+// the job's policy (`tessera job create --nonfinite`): "skip" (the default) returns OK with Handle::skipped()
+// set (and an error after 10 such steps in a row: the model has diverged), "error" returns InvalidArgument
+// naming the parameter and element. ClientOptions::allow_nonfinite skips this trainer's scan; the pservers
+// still refuse a non-finite gradient (each refusal counts as an empty push there, so the step still closes
+// everywhere).
 //
 // Thread-safety: Client methods may be called from one thread at a time (a trainer's loop);
 // Handles may be waited on from any thread. Buffers passed to an operation must stay valid and

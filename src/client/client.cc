@@ -213,8 +213,8 @@ Handle ClientImpl::PushPullAndWait(const Gradients& grads) {
   }
   // The pserver took the gradient as dropped: the same message and policy as if this trainer had
   // found it (its own scan names the element within the parameter, not within a block).
-  std::string bad = builder_->FindNonFinite(grads), why;
-  Status outcome = DropNonFinite(bad.empty() ? state->dropped : bad, step, &why);
+  const std::string bad = builder_->FindNonFinite(grads);
+  Status outcome = DropNonFinite(bad.empty() ? state->dropped : NonFiniteWhy(bad), step);
   std::lock_guard<std::mutex> lock(state->mu);
   state->skipped = true;
   state->outcome = outcome;
@@ -225,11 +225,14 @@ bool ClientImpl::PserverScans() const {
   return job_.pservers == 1 && job_.mode.kind != ConsistencyMode::Kind::kAsync && !options_.allow_nonfinite;
 }
 
-Status ClientImpl::DropNonFinite(const std::string& bad, int64_t step, std::string* why) {
-  *why = "gradient for " + bad + " is not finite (NaN or infinity)";
+std::string ClientImpl::NonFiniteWhy(const std::string& where) {
+  return "gradient for " + where + " is not finite (NaN or infinity)";
+}
+
+Status ClientImpl::DropNonFinite(const std::string& why, int64_t step) {
   spdlog::warn("trainer {} step {}: {}; the step goes on without this trainer's gradient (policy {})", id_,
-               step, *why, NonFinitePolicyName(job_.nonfinite));
-  return nonfinite_.Dropped(*why);
+               step, why, NonFinitePolicyName(job_.nonfinite));
+  return nonfinite_.Dropped(why);
 }
 
 Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep,
@@ -249,8 +252,8 @@ Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<con
   std::string bad = options_.allow_nonfinite || made ? "" : builder_->FindNonFinite(grads);
   if (!bad.empty()) {
     // Nothing of this gradient is sent anywhere; the step goes on without it everywhere.
-    std::string why;
-    outcome = DropNonFinite(bad, step, &why);
+    const std::string why = NonFiniteWhy(bad);
+    outcome = DropNonFinite(why, step);
     calls = NewCalls();
     builder_->AddSkippedPush(why, &calls);
     all = true;

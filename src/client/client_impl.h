@@ -114,9 +114,11 @@ class ClientImpl : public Client, public PserverLink::Owner {
   // trainer (PushPullAndWait): one pserver refuses or takes a push whole, so nothing of a
   // non-finite gradient can be applied anywhere.
   bool PserverScans() const;
-  // A gradient found non-finite at `bad` ("'w' element 7") at `step`: logged; what the push says
-  // under the job's policy (and `why`, for the skipped push).
-  Status DropNonFinite(const std::string& bad, int64_t step, std::string* why);
+  // Why a gradient is dropped that holds a non-finite value at `where` ("'w' element 7").
+  static std::string NonFiniteWhy(const std::string& where);
+  // A gradient dropped at `step` for `why` (NonFiniteWhy): logged; what the push says under the
+  // job's policy.
+  Status DropNonFinite(const std::string& why, int64_t step);
   // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
   // `part_bytes`: a plain pull or dense push larger than two parts of this many bytes is cut into
   // such parts (RequestBuilder::SplitPull, SplitPush), which run two at a time on their link as

@@ -45,7 +45,7 @@ Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
   const std::string bad = options_.allow_nonfinite ? "" : builder_->FindNonFinite(grads);
   if (!bad.empty()) {
     // Nothing more of this step's gradient is sent; its pservers drop what came before.
-    const std::string why = "gradient for " + bad + " is not finite (NaN or infinity)";
+    const std::string why = NonFiniteWhy(bad);
     spdlog::warn(
         "trainer {} step {}: {}; the step goes on without the rest of this trainer's gradient (policy {})",
         id_, step, why, NonFinitePolicyName(job_.nonfinite));

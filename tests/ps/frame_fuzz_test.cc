@@ -3,11 +3,10 @@
 // and then nothing, bodies cut short, garbage headers, requests without a shared region,
 // unsealed regions, stray descriptors, trainer windows that come wrongly or that a request's
 // payload lies outside of, reply rooms over the payload) and random bytes at its gRPC port,
-// while a well-behaved
-// trainer trains against it and checks every result bit for bit. The pserver must keep
-// answering that trainer correctly, stay alive, keep its memory bounded, and log the connections
-// it closed with the peer named. Half the abusers hold the job's secret and sign their frames (a
-// buggy trainer of the job, whose garbage reaches the parser); the others are refused at the MAC.
+// while a well-behaved trainer trains against it and checks every result bit for bit. The
+// pserver must keep answering that trainer correctly, stay alive, keep its memory bounded, and
+// log the connections it closed with the peer named. Half the abusers hold the job's secret and sign their
+// frames (a buggy trainer of the job, whose garbage reaches the parser); the others are refused at the MAC.
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <poll.h>
