@@ -81,6 +81,11 @@ class Reader {
   //     add rec to the batch; if (batch full) { train; reader->Trained(); }
   //   }
   virtual StatusOr<bool> Next(std::string* record) = 0;
+  // Next(), but only from the task at hand: false when it has no record left (nothing is fetched,
+  // and the task is not counted as handed out in full until a Next() finds it empty). For reading
+  // the next batch while the step before is still on its way: Trained() then cannot acknowledge a
+  // task whose last records are not trained yet.
+  virtual StatusOr<bool> NextInTask(std::string* record) = 0;
   // Every pass of the data is done.
   virtual bool finished() const = 0;
   // After Next() returned false with the job not finished: whether other trainers held tasks of

@@ -86,6 +86,12 @@ class Session {
   // Dispatched records (see above). REQUIRES: Initialize() done.
   enum class Next { kRecord, kWait, kDone };
   StatusOr<Next> NextRecord(std::string* record);
+  // For reading the next batch while a step's push is on its way: the next record of the task at
+  // hand only (false when it has none left; nothing is fetched, the pass does not move on, and
+  // Reader::NextInTask says why that keeps acknowledgements right). Such records count as
+  // returned after that step (consistent checkpoints' positions): Trained(), called once the
+  // step is done, books them there.
+  StatusOr<bool> NextRecordInTask(std::string* record);
   Status Trained();
   // Nothing held and nothing to read: acknowledges, and takes part in the step with an empty
   // push (sync/ssp). It pauses 10 ms first unless other trainers are training in a sync job

@@ -79,6 +79,7 @@ struct Session::Impl {
   bool initialized = false;
   bool closed = false;
   int pass = 0;
+  int64_t read_in_task = 0;  // records NextRecordInTask returned since the last Trained()
   // Consistent checkpoints: report the data position at every multiple of this step (0: off).
   TrainerPosition positions{0};          // which steps to report, and the position there
   std::unique_ptr<HealthServer> health;  // when asked for (SessionOptions::http_port)
@@ -178,6 +179,15 @@ StatusOr<Session::Next> Session::NextRecord(std::string* record) {
   return impl_->reader->finished() ? Next::kDone : Next::kWait;
 }
 
+StatusOr<bool> Session::NextRecordInTask(std::string* record) {
+  if (!impl_->initialized)
+    return Status::FailedPrecondition("initialize the parameters before reading records");
+  if (!impl_->reader) return false;
+  TESSERA_ASSIGN_OR_RETURN(bool got, impl_->reader->NextInTask(record));
+  if (got) ++impl_->read_in_task;
+  return got;
+}
+
 Status Session::Idle() {
   TESSERA_RETURN_IF_ERROR(Trained());
   impl_->reporter->FlushPending();
@@ -192,6 +202,9 @@ Status Session::Idle() {
 
 Status Session::Trained() {
   if (!impl_->reader) return Status::OK();
+  // Records read while the step was on its way are not in the model at this step's version.
+  if (impl_->read_in_task > 0) impl_->positions.RecordReturned(client_->step(), impl_->read_in_task);
+  impl_->read_in_task = 0;
   // The step tells the master which version holds the acknowledged tasks (consistent checkpoints).
   TESSERA_RETURN_IF_ERROR(impl_->reader->TrainedAt(impl_->positions.enabled() ? client_->step() : -1));
   return AfterStep();

@@ -5,12 +5,12 @@
 
 namespace tessera::api {
 
-void TrainerPosition::RecordReturned(int64_t step) {
+void TrainerPosition::RecordReturned(int64_t step, int64_t n) {
   if (step != returned_step_) {
     returned_step_ = step;
     returned_after_ = 0;
   }
-  ++returned_after_;
+  returned_after_ += n;
 }
 
 bool TrainerPosition::Due(int64_t step) {

@@ -23,8 +23,8 @@ class TrainerPosition {
   // Whether the job has consistent checkpoints at all.
   bool enabled() const { return every_ > 0; }
   int64_t first_step() const { return first_step_; }
-  // A record was returned to the trainer while its client was at `step`.
-  void RecordReturned(int64_t step);
+  // `n` records were returned to the trainer while its client was at `step`.
+  void RecordReturned(int64_t step, int64_t n = 1);
   // Whether the position at `step` is to be reported now; if so it counts as reported.
   bool Due(int64_t step);
   // The position at `step` of the tasks `held` (oldest first): the records returned after the

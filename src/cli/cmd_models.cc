@@ -62,7 +62,9 @@ int RunTrain(const TrainFlags& f) {
   std::string metrics;
   for (const auto& m : r->final_metrics) metrics += fmt::format(" {}={:.4f}", m.name, m.value);
   const std::string polling = SpinSummary(SpinCountersNow());
-  const std::string in_place = WindowSummary(WindowCountersNow());
+  std::string in_place = WindowSummary(WindowCountersNow());
+  if (r->steps_ahead > 0)
+    in_place += fmt::format("; {} steps begun on values arriving in place", r->steps_ahead);
   spdlog::info("trainer done: {} steps, {} samples{}{}{}{}{}{}; time: {}", r->steps, r->samples,
                metrics.empty() ? "" : ";", metrics, polling.empty() ? "" : "; ", polling,
                in_place.empty() ? "" : "; ", in_place, models::PhasesSummary(r->seconds));

@@ -60,10 +60,13 @@ class ReaderImpl : public Reader {
       TESSERA_ASSIGN_OR_RETURN(bool got, FetchTask());
       if (!got) return false;  // finished, or the caller must train and acknowledge first
     }
-    MaybeReportProgress();
-    record->assign(records_[next_++]);
-    MaybeFetchAhead();
-    ++stats_.records;
+    Take(record);
+    return true;
+  }
+
+  StatusOr<bool> NextInTask(std::string* record) override {
+    if (!have_task_ || next_ >= records_.size()) return false;
+    Take(record);
     return true;
   }
 
@@ -111,6 +114,14 @@ class ReaderImpl : public Reader {
 
  private:
   ReaderImpl() = default;
+
+  // Hands out the task's next record (REQUIRES: one is left; a split by the master keeps it).
+  void Take(std::string* record) {
+    MaybeReportProgress();
+    record->assign(records_[next_++]);
+    MaybeFetchAhead();
+    ++stats_.records;
+  }
 
   // Every so often, tells the master how far we are in the task; if it split the rest off for
   // an idle trainer, we stop where it says. (A lost answer at worst trains the rest twice.) In a

@@ -156,11 +156,20 @@ class Mlp : public Model {
                                int64_t block_size) {
     RowMat x;
     std::vector<int> y;
-    TESSERA_RETURN_IF_ERROR(Decode(records, &x, &y));
+    RowMat z1;
+    if (ahead_ == Ahead::kKept) {
+      x.swap(ahead_x_);
+      y.swap(ahead_y_);
+      z1.swap(ahead_z1_);
+    } else {
+      TESSERA_RETURN_IF_ERROR(Decode(records, &x, &y));
+      FirstLayer(x, &z1, nullptr);
+    }
+    ahead_ = Ahead::kNone;
     const int64_t b = x.rows();
     MatMap W1(w1_.data(), inputs_, hidden_), W2(w2_.data(), hidden_, classes_);
     Eigen::Map<Vec> B1(b1_.data(), hidden_), B2(b2_.data(), classes_);
-    RowMat z1 = (x * W1).rowwise() + B1;
+    z1.rowwise() += B1;
     RowMat a1 = z1.cwiseMax(0.0f);
     RowMat p = (a1 * W2).rowwise() + B2;
     double cost = Softmax(&p, y);
@@ -184,6 +193,33 @@ class Mlp : public Model {
     return StepResult{cost, b};
   }
 
+  // x * w1, in ranges of kAheadRows rows of w1 (the same sums whether ahead or not); with
+  // `ready`, each range only once its values are the next step's (false: they will not be).
+  static constexpr int64_t kAheadRows = 64;
+  bool FirstLayer(const RowMat& x, RowMat* z, const ValuesReady* ready) const {
+    MatMap W1(w1_.data(), inputs_, hidden_);
+    z->setZero(x.rows(), hidden_);
+    for (int64_t r0 = 0; r0 < inputs_; r0 += kAheadRows) {
+      const int64_t n = std::min(kAheadRows, inputs_ - r0);
+      if (ready && !(*ready)(w1_.data() + (r0 + n) * hidden_)) return false;
+      z->noalias() += x.middleCols(r0, n) * W1.middleRows(r0, n);
+    }
+    return true;
+  }
+
+ public:
+  bool ComputeAhead(const std::vector<std::string>& records, const ValuesReady& ready) override {
+    ahead_ = Ahead::kNone;
+    if (!Decode(records, &ahead_x_, &ahead_y_).ok()) return false;  // the step will say why
+    if (!FirstLayer(ahead_x_, &ahead_z1_, &ready)) return false;
+    ahead_ = Ahead::kMade;
+    return true;
+  }
+  void KeepAhead(bool keep) override {
+    ahead_ = keep && ahead_ == Ahead::kMade ? Ahead::kKept : Ahead::kNone;
+  }
+
+ private:
   // Rows of w1 in one range of the gradient: whole blocks of the job (64 Ki elements = 256 rows
   // of 256 by default), at least 64 rows, or all of them.
   int64_t RowsPerRange(int64_t block_size) const {
@@ -215,6 +251,10 @@ class Mlp : public Model {
   std::span<float> w1_, b1_, w2_, b2_;
   std::span<float> g_w1_, g_b1_, g_w2_, g_b2_;
   std::vector<Handle> in_flight_;  // the pieces of the last StepInPieces
+  // The next batch decoded and its x * w1, made while the step before travelled (ComputeAhead).
+  enum class Ahead { kNone, kMade, kKept } ahead_ = Ahead::kNone;
+  RowMat ahead_x_, ahead_z1_;
+  std::vector<int> ahead_y_;
 };
 
 }  // namespace

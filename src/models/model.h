@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -60,6 +61,19 @@ class Model {
   }
   // Waits until every piece pushed is done (the parameters hold the next version); the first error.
   virtual Status Settle() { return Status::OK(); }
+  // Work on the next batch while the step before it travels (optional). `ready(p)` waits until
+  // the model's values before address p are the next step's (a pull written in place, in order)
+  // and says false when they will not be known before the call ends. Returns whether the work
+  // is complete; the next Step on the same records uses it if KeepAhead(true) came between.
+  using ValuesReady = std::function<bool(const void*)>;
+  virtual bool ComputeAhead(const std::vector<std::string>& records, const ValuesReady& ready) {
+    (void)records;
+    (void)ready;
+    return false;
+  }
+  // After the call: whether what ComputeAhead made still holds (the call ended well, and nothing
+  // else changed the values since).
+  virtual void KeepAhead(bool keep) { (void)keep; }
   // Evaluates the current parameters on a data set (read directly, not through tasks).
   virtual StatusOr<std::vector<Metric>> Evaluate(Client& client, dataset::DatasetReader& eval) = 0;
 };

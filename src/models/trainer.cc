@@ -5,8 +5,12 @@
 
 #include <cstdio>
 
+#include "common/busy_poll.h"
 #include "common/clock.h"
+#include "common/while_waiting.h"
+#include "models/ahead_policy.h"
 #include "tessera/session.h"
+#include "transport/shm_window.h"
 
 namespace tessera::models {
 namespace {
@@ -98,12 +102,29 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
     return evaluate(evaluated, &result);
   };
   // The records are read straight into the batch's strings, which keep their memory from step to
-  // step (one copy of each record, none allocated once the strings have grown).
-  std::vector<std::string> batch;
+  // step (one copy of each record, none allocated once the strings have grown). While a step's
+  // push travels and the pserver applies it, the trainer's thread reads the next batch into
+  // `ahead` (WhileWaiting, from the task at hand only: Session::NextRecordInTask), so the wait
+  // hides the reading; the rest of a batch, if any, is read as before.
+  std::vector<std::string> batch, ahead;
+  size_t have_ahead = 0;
+  bool ahead_kept = false;  // the model's ComputeAhead on `ahead` holds, at client step ahead_step
+  int64_t ahead_step = 0;
+  // Only where the pserver has a core to apply on while this trainer computes: the launcher's
+  // judgement, which turns busy polling on (common/busy_poll.h).
+  auto busy_poll = BusyPollFromEnvironment(::getenv);
+  AheadPolicy ahead_policy(busy_poll.ok() && busy_poll->count() > 0);
   bool done = false;
   while (!stopping() && !done) {
     size_t n = 0;
     batch.resize(static_cast<size_t>(o.model_options.batch_size));
+    if (have_ahead > 0) {
+      for (; n < have_ahead; ++n) std::swap(batch[n], ahead[n]);
+      have_ahead = 0;
+    }
+    // Anything that moved the values since (a pull after an aborted step) makes it stale.
+    if (ahead_kept && client->step() != ahead_step) model->KeepAhead(false);
+    ahead_kept = false;
     while (n < batch.size()) {
       TESSERA_ASSIGN_OR_RETURN(api::Session::Next next, session->NextRecord(&batch[n]));
       TESSERA_RETURN_IF_ERROR(evaluate_through(session->job_pass()));
@@ -135,7 +156,49 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
       TESSERA_ASSIGN_OR_RETURN(r, model->Step(*client, batch, &grads));
       grads.samples = r.samples;
       result.seconds.compute += SecondsSince(&mark);
+      // While the push travels, if the policy says so: the next batch read (from the task at hand
+      // only), and the model's first work on it (Model::ComputeAhead) on values the pserver writes
+      // in place as it makes them, kept if the call ends well without a renewal of the window.
+      // The times go to read and compute, not to the exchange.
+      Status read_ahead;
+      double ahead_read = 0, ahead_compute = 0;
+      bool made_ahead = false;
+      const uint64_t renewals = WindowCountersNow().renewals;
+      const bool try_ahead = ahead_policy.Try();
+      WhileWaiting meanwhile(
+          [&](const WaitingCall& call) {
+            if (!try_ahead) return;
+            TimePoint at = Now();
+            ahead.resize(static_cast<size_t>(o.model_options.batch_size));
+            while (have_ahead < ahead.size() && read_ahead.ok()) {
+              StatusOr<bool> got = session->NextRecordInTask(&ahead[have_ahead]);
+              if (!got.ok()) read_ahead = got.status();
+              if (!got.ok() || !*got) break;
+              ++have_ahead;
+            }
+            ahead_read = SecondsSince(&at);
+            if (have_ahead < ahead.size() || !read_ahead.ok()) return;  // a task's end: not a try
+            double waited = 0;
+            made_ahead = model->ComputeAhead(ahead, [&](const void* p) {
+              TimePoint w = Now();
+              const bool ready = call.ReplyWrittenUpTo(p);
+              waited += SecondsSince(&w);
+              return ready;
+            });
+            ahead_compute = std::max(0.0, SecondsSince(&at) - waited);
+            ahead_policy.Tried(call.progress && call.progress->load(std::memory_order_acquire) > 0);
+          },
+          try_ahead);
       s = client->PushPullAndWait(grads).Wait();
+      TESSERA_RETURN_IF_ERROR(read_ahead);
+      ahead_kept = made_ahead && s.ok() && WindowCountersNow().renewals == renewals;
+      ahead_step = client->step();
+      model->KeepAhead(ahead_kept);
+      result.steps_ahead += ahead_kept;
+      result.seconds.read += ahead_read;
+      result.seconds.compute += ahead_compute;
+      mark += std::chrono::duration_cast<TimePoint::duration>(
+          std::chrono::duration<double>(ahead_read + ahead_compute));
     }
     // (In pieces, backward and the exchange overlap: their time is counted as the exchange.)
     result.seconds.exchange += SecondsSince(&mark);

@@ -37,6 +37,9 @@ struct TrainerOptions {
 struct TrainerResult {
   int64_t steps = 0;
   int64_t samples = 0;
+  // Steps whose first work the model did while the step before travelled, on values the pserver
+  // wrote in place as it made them (Model::ComputeAhead).
+  int64_t steps_ahead = 0;
   std::vector<Metric> final_metrics;  // the last evaluation, if this trainer evaluated
   // Where the loop's time went, in seconds: reading records (including waits for tasks), the
   // model's forward and backward, the push and pull (with the wait at the barrier), acknowledging

@@ -280,6 +280,7 @@ class ShardStore {
     int copies;
   };
   std::vector<DensePiece> pieces_;
+  std::vector<const DensePiece*> reply_order_;  // ApplyDenseMany's pieces in the order of a reply in place
   std::vector<const DenseBlock*> blocks_;  // ApplyDenseMany's check for a block named twice
 };
 

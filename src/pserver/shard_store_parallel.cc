@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "common/denormals.h"
+#include "common/reply_progress.h"
 #include "job/placement.h"
 #include "pserver/optimizer.h"
 #include "pserver/shard_store.h"
@@ -26,6 +27,8 @@ std::pair<size_t, size_t> PartOf(size_t size, int n, int p) { return {size * p /
 constexpr int kPartsPerThread = 4;
 // Elements updated before their copy into pull replies (DenseUpdate::copy_to): 16 KiB of values.
 constexpr int64_t kCopyRun = 4096;
+// Elements updated between two stores of a reply's progress: 64 KiB of values.
+constexpr int64_t kProgressRun = 16384;
 
 // The part (of n) that updates `key`'s row.
 int OwnerOf(uint64_t key, int n) {
@@ -88,6 +91,34 @@ void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scal
     }
   };
   if (total == 0) return;
+  // A reply written in place whose trainer reads it as it comes (common/reply_progress.h), and
+  // every block going there alone: the blocks in the order the reply holds them, on this
+  // thread, the bytes written so far told after each run. The order changes no bit (each block
+  // is updated alone), and the pool's second thread would only take the core the trainer now
+  // computes on. (Blocks going to several replies, two trainers at a barrier: the pool's way.)
+  const ReplyProgress& progress = ReplyProgress::Here();
+  auto in_reply = [&](const DensePiece& p) {
+    return p.copies == 1 && progress.Covers(p.copy_to[0] + p.block->length) &&
+           reinterpret_cast<const char*>(p.copy_to[0]) >= progress.base;
+  };
+  if (progress.word && std::all_of(pieces_.begin(), pieces_.end(), in_reply)) {
+    reply_order_.resize(pieces_.size());
+    for (size_t i = 0; i < reply_order_.size(); ++i) reply_order_[i] = &pieces_[i];
+    std::sort(reply_order_.begin(), reply_order_.end(),
+              [](const DensePiece* a, const DensePiece* b) { return a->copy_to[0] < b->copy_to[0]; });
+    const char* next = progress.base;  // where the reply's written prefix ends (null: a gap)
+    for (const DensePiece* p : reply_order_) {
+      for (int64_t x = 0; x < p->block->length; x += kProgressRun) {
+        const int64_t y = std::min(p->block->length, x + kProgressRun);
+        apply(p->begin + x, p->begin + y);
+        if (reinterpret_cast<const char*>(p->copy_to[0] + x) != next) next = nullptr;
+        if (!next) continue;
+        next = reinterpret_cast<const char*>(p->copy_to[0] + y);
+        progress.WrittenUpTo(next);
+      }
+    }
+    return;
+  }
   if (!pool_ || pool_->size() < 2 || total < kParallelFloats) return apply(0, total);
   const int n = pool_->size() * kPartsPerThread;
   pool_->Run(n, [&](int p) {

@@ -1,12 +1,16 @@
 // ShardStore with a pool: a large request's rows shared by several threads give exactly the
 // bits one thread gives (values, optimizer state, row numbers, the record of changed rows),
 // with repeated keys, new rows and every optimizer; small requests and tables with limits stay
-// on one thread; dense updates write their new values into the pull replies that ask for them.
+// on one thread; dense updates write their new values into the pull replies that ask for them,
+// in the order of a reply in place when its reader watches how far it has got.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <random>
+#include <thread>
 #include <vector>
 
+#include "common/reply_progress.h"
 #include "job/placement.h"
 #include "pserver/shard_store.h"
 
@@ -241,6 +245,105 @@ TEST(ShardStoreParallelTest, DenseUpdatesWriteTheirNewValuesWhereAsked) {
     generation = copying.dense_generation();
     copying.SetDense("b", 0, grads.back().data());
     EXPECT_GT(copying.dense_generation(), generation);
+  }
+}
+
+// With a reply written in place whose reader waits on a progress word (common/reply_progress.h),
+// the blocks are updated in the order the reply holds them, and after each run the word says how
+// much of the reply is written: only ever a prefix that holds its final values, ending at the
+// reply's end. The store's bits are those of the pool's way. A block whose values go to two
+// replies (the reply's order unknown) stops the word where it is.
+TEST(ShardStoreParallelTest, AReplyInPlaceIsWrittenInItsOrderAndSaysHowFarItHasGot) {
+  JobConfig job = Job();
+  job.block_size = 40000;
+  WorkPool pool(2);
+  ShardStore plain(0, job, SlotMap::RoundRobin(64, 1));
+  ShardStore told(0, job, SlotMap::RoundRobin(64, 1));
+  plain.SetPool(&pool);
+  told.SetPool(&pool);
+  // "b" sorts first, but the reply holds "a"'s blocks first, as a trainer's memory may.
+  const std::vector<std::pair<std::string, int64_t>> params{{"b", 5}, {"a", 100000}};
+  for (const auto& [name, size] : params) {
+    ParamDecl d{name, false, size, 0, *OptimizerConfig::Parse("adam:lr=0.01")};
+    ASSERT_TRUE(plain.Declare(d).ok());
+    ASSERT_TRUE(told.Declare(d).ok());
+  }
+  std::vector<std::vector<float>> grads;
+  std::vector<ShardStore::DenseUpdate> updates = EveryBlock(params, job.block_size, &grads);
+  ASSERT_EQ(updates.size(), 4u);  // b 0, a 0, a 1, a 2
+  std::mt19937 rng(4);
+  std::vector<float> reply(100005);
+  float* at[] = {reply.data() + 100000, reply.data(), reply.data() + 40000, reply.data() + 80000};
+  std::atomic<uint64_t> word{0};
+  // What the word said after each run, and whether the prefix it named was final then.
+  struct Seen {
+    uint64_t bytes;
+    bool final;
+  };
+  for (int step = 0; step < 3; ++step) {
+    for (size_t u = 0; u < updates.size(); ++u) {
+      for (auto& g : grads[u]) g = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 500.0f;
+      updates[u].grad = grads[u].data();
+      updates[u].copy_to = &at[u];
+      updates[u].copies = 1;
+    }
+    std::fill(reply.begin(), reply.end(), -7.0f);
+    word = 0;
+    for (const auto& u : updates) plain.ApplyDense(*u.param, u.block, u.grad, 0.5f);
+    ReplyProgress::Here() = {reinterpret_cast<char*>(reply.data()), reply.size() * sizeof(float), &word};
+    told.ApplyDenseMany(updates, 0.5f);
+    ReplyProgress::Here() = {};
+    ASSERT_EQ(plain.Snapshot(), told.Snapshot()) << "step " << step;
+    EXPECT_EQ(word.load(), reply.size() * sizeof(float)) << "step " << step;
+    std::vector<float> want(reply.size());
+    for (size_t u = 0; u < updates.size(); ++u) {
+      const float* v = told.DenseValues(*updates[u].param, updates[u].block);
+      std::copy(v, v + grads[u].size(), want.begin() + (at[u] - reply.data()));
+    }
+    ASSERT_EQ(reply, want) << "step " << step;
+  }
+  // The word moves in runs, each a prefix already final: watched from another thread.
+  std::vector<Seen> seen;
+  std::atomic<bool> done{false};
+  word = 0;
+  std::fill(reply.begin(), reply.end(), -7.0f);
+  std::thread watcher([&] {
+    uint64_t last = 0;
+    for (int i = 0; i < 100000000 && !done.load(); ++i) {
+      const uint64_t b = word.load(std::memory_order_acquire);
+      if (b == last) continue;
+      bool final = true;
+      for (uint64_t f = 0; f < b / sizeof(float); ++f) final = final && reply[f] != -7.0f;
+      seen.push_back({b, final});
+      last = b;
+    }
+  });
+  ReplyProgress::Here() = {reinterpret_cast<char*>(reply.data()), reply.size() * sizeof(float), &word};
+  told.ApplyDenseMany(updates, 0.5f);
+  ReplyProgress::Here() = {};
+  done = true;
+  watcher.join();
+  for (const Seen& s : seen) EXPECT_TRUE(s.final) << s.bytes;
+  EXPECT_EQ(word.load(), reply.size() * sizeof(float));
+
+  // A block going to two replies (two trainers at a barrier), or to a reply elsewhere: the pool's
+  // way, the word left alone, the values all there.
+  std::vector<float> other(40000);
+  float* two[] = {reply.data() + 40000, other.data()};
+  float* elsewhere[] = {other.data()};
+  for (int c : {2, 1}) {
+    updates[2].copy_to = c == 2 ? two : elsewhere;
+    updates[2].copies = c;
+    word = 0;
+    const int64_t runs = pool.runs();
+    ReplyProgress::Here() = {reinterpret_cast<char*>(reply.data()), reply.size() * sizeof(float), &word};
+    told.ApplyDenseMany(updates, 0.5f);
+    ReplyProgress::Here() = {};
+    EXPECT_EQ(word.load(), 0u) << c;
+    EXPECT_GT(pool.runs(), runs) << c;
+    const float* v = told.DenseValues("a", 1);
+    EXPECT_EQ(other, std::vector<float>(v, v + 40000)) << c;
+    if (c == 2) EXPECT_TRUE(std::equal(other.begin(), other.end(), reply.begin() + 40000));
   }
 }
 

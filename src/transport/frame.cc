@@ -75,6 +75,7 @@ void EncodeWindowDescriptor(const WindowDescriptor& w, uint8_t out[kWindowDescri
   Put<uint64_t>(out, w.payload_offset);
   Put<uint64_t>(out + 8, w.reply_offset);
   Put<uint64_t>(out + 16, w.reply_room);
+  Put<uint64_t>(out + 24, w.progress_offset);
 }
 
 bool ReplyOverlapsPayload(const WindowDescriptor& w, uint64_t payload_len) {
@@ -85,9 +86,8 @@ bool ReplyOverlapsPayload(const WindowDescriptor& w, uint64_t payload_len) {
 
 StatusOr<WindowDescriptor> DecodeWindowDescriptor(const uint8_t in[kWindowDescriptorBytes],
                                                   uint64_t payload_len, uint64_t window_bytes) {
-  WindowDescriptor w{Get<uint64_t>(in), Get<uint64_t>(in + 8), Get<uint64_t>(in + 16)};
-  if (Get<uint64_t>(in + 24) != 0)
-    return Status::InvalidArgument("the window descriptor's reserved field is not zero");
+  WindowDescriptor w{Get<uint64_t>(in), Get<uint64_t>(in + 8), Get<uint64_t>(in + 16),
+                     Get<uint64_t>(in + 24)};
   auto outside = [&](uint64_t off, uint64_t len) { return off > window_bytes || len > window_bytes - off; };
   auto say = [&](const char* what, uint64_t off, uint64_t len) {
     return Status::InvalidArgument("the request's " + std::string(what) + " (" + std::to_string(len) +
@@ -101,6 +101,16 @@ StatusOr<WindowDescriptor> DecodeWindowDescriptor(const uint8_t in[kWindowDescri
                                    " bytes at offset " + std::to_string(w.reply_offset) +
                                    ") overlaps its payload (" + std::to_string(payload_len) +
                                    " bytes at offset " + std::to_string(w.payload_offset) + ")");
+  }
+  if (w.progress_offset != 0) {
+    const uint64_t at = w.progress_offset;
+    auto shares = [&](uint64_t off, uint64_t len) { return len > 0 && at < off + len && off < at + 8; };
+    if (at % 8 != 0 || outside(at, 8) || shares(w.payload_offset, payload_len) ||
+        shares(w.reply_offset, w.reply_room)) {
+      return Status::InvalidArgument("the request's progress word (offset " + std::to_string(at) +
+                                     ") is not an aligned word of the " + std::to_string(window_bytes) +
+                                     "-byte window apart from its payload and reply room");
+    }
   }
   return w;
 }

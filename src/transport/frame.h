@@ -94,6 +94,9 @@ struct WindowDescriptor {
   uint64_t payload_offset = 0;
   uint64_t reply_offset = 0;
   uint64_t reply_room = 0;
+  // Where the pserver may store, as it writes the reply in place, how many of its bytes from the
+  // room's start are written (a u64, 8-aligned, outside the payload and the room; 0: nowhere).
+  uint64_t progress_offset = 0;
 };
 void EncodeWindowDescriptor(const WindowDescriptor& w, uint8_t out[kWindowDescriptorBytes]);
 // Whether the reply room shares a byte with the payload of `payload_len` bytes (the apply would

@@ -11,6 +11,8 @@
 #include <optional>
 #include <random>
 
+#include "common/reply_progress.h"
+#include "common/while_waiting.h"
 #include "security/peer_cred.h"
 #include "transport/frame_auth.h"
 #include "transport/shm_region.h"
@@ -60,6 +62,7 @@ class ShmChannel : public MessageChannel {
     if (p.kind != FrameKind::kRequest) return Status::InvalidArgument("a reply frame was sent to the server");
     reply_room_ = {};
     reply_in_window_ = false;
+    ReplyProgress::Here() = {};
     const bool new_region = p.flags & kFrameFlagNewRegion;
     const bool new_window = p.flags & kFrameFlagNewWindow;
     const bool in_window = p.flags & kFrameFlagInWindow;
@@ -113,7 +116,15 @@ class ShmChannel : public MessageChannel {
   MutableBuffer ReplyBuffer(size_t bytes) override {
     // A request in the trainer's window is answered there when its room holds the reply.
     reply_in_window_ = reply_room_.reply_room > 0 && bytes <= reply_room_.reply_room;
-    if (reply_in_window_) return {window_.writable_data() + reply_room_.reply_offset, bytes};
+    if (reply_in_window_) {
+      char* at = window_.writable_data() + reply_room_.reply_offset;
+      if (reply_room_.progress_offset != 0) {
+        auto* word =
+            reinterpret_cast<std::atomic<uint64_t>*>(window_.writable_data() + reply_room_.progress_offset);
+        ReplyProgress::Here() = {at, bytes, word};
+      }
+      return {at, bytes};
+    }
     // Room for the header too (most fit in 64 KiB; a larger one grows the region in WriteReply).
     Status s = own_.Ensure(PayloadAlign(bytes) + 65536, 0, MaxRegionBytes(limits_));
     if (!s.ok()) {
@@ -126,6 +137,7 @@ class ShmChannel : public MessageChannel {
 
   Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
                     const Deadline& deadline) override {
+    ReplyProgress::Here() = {};
     if (!broken_.ok()) return broken_;
     const bool in_window = reply_in_window_ && payload_bytes > 0;
     const size_t region_payload = in_window ? 0 : payload_bytes;
@@ -213,6 +225,13 @@ class ShmConnection : public ClientConnection {
     const size_t hoff = place ? 0 : PayloadAlign(n);
     if (Status s = own_.Ensure(hoff + descriptor + header.size(), 0, MaxRegionBytes(limits_)); !s.ok())
       return Fail(s, "region");
+    // Work waiting to run beside this call may read the reply as it is written (a progress word).
+    std::atomic<uint64_t>* progress = nullptr;
+    if (place && place->reply_room > 0 && WhileWaiting::WantsProgress()) {
+      progress = window_->progress_word();
+      progress->store(0, std::memory_order_relaxed);
+      place->progress_offset = window_->progress_offset();
+    }
     if (place) {
       EncodeWindowDescriptor(*place, reinterpret_cast<uint8_t*>(own_.data()));
     } else {
@@ -240,6 +259,17 @@ class ShmConnection : public ClientConnection {
       CountWindowRequest();
     }
     UniqueFd region;
+    {
+      WaitingCall call;
+      call.reply_fd = sock_.get();
+      call.deadline = d.at();
+      if (progress) {
+        call.progress = progress;
+        call.reply_base = window_->base() + place->reply_offset;
+        call.reply_room = place->reply_room;
+      }
+      WhileWaiting::RunHere(call);
+    }
     SpinUntilReadable(sock_.get(), busy_poll_, /*own_work=*/1);
     if (Status s = RecvFrame(sock_.get(), pre, &region, &d); !s.ok()) {
       return Fail(

@@ -50,7 +50,8 @@ StatusOr<char*> ShmWindow::Allocate(size_t bytes) {
     return Status::InvalidArgument("a window of " + std::to_string(bytes) + " bytes is more than the " +
                                    std::to_string(kMaxWindowBytes) + " a pserver maps");
   }
-  const size_t size = RoundToPages(bytes);
+  // The last cache line is the progress word's (never inside the caller's `bytes`).
+  const size_t size = RoundToPages(bytes + kProgressBytes);
   UniqueFd fd;
   void* m = MapNew(size, &fd);
   if (m == MAP_FAILED) return Errno("mmap of a " + std::to_string(size) + "-byte window");
@@ -60,6 +61,12 @@ StatusOr<char*> ShmWindow::Allocate(size_t bytes) {
   size_.store(size, std::memory_order_release);
   base_.store(static_cast<char*>(m), std::memory_order_release);
   return static_cast<char*>(m);
+}
+
+std::atomic<uint64_t>* ShmWindow::progress_word() const {
+  char* b = base_.load(std::memory_order_acquire);
+  if (!b) return nullptr;
+  return reinterpret_cast<std::atomic<uint64_t>*>(b + progress_offset());
 }
 
 int64_t ShmWindow::OffsetOf(const void* p, size_t n) const {

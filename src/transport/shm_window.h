@@ -41,8 +41,15 @@ class ShmWindow {
   // memfd when the system allows it; ordinary memory otherwise (shared() false: nothing travels
   // in place, and the caller sees no difference).
   StatusOr<char*> Allocate(size_t bytes);
+  char* base() const { return base_.load(std::memory_order_acquire); }
   bool shared() const { return shared_.load(std::memory_order_acquire); }
   size_t size() const { return size_.load(std::memory_order_acquire); }
+
+  // A word in the window's last cache line, outside every caller's memory: a pserver answering
+  // a call in place stores there how much of the reply is written (WaitingCall::progress).
+  static constexpr size_t kProgressBytes = 64;
+  uint64_t progress_offset() const { return size() - kProgressBytes; }
+  std::atomic<uint64_t>* progress_word() const;
 
   // Where [p, p + n) lies in the window: its offset, or -1 when it does not lie wholly inside.
   int64_t OffsetOf(const void* p, size_t n) const;

@@ -2,7 +2,8 @@
 // descriptor's checks, and a real shared-memory server and client in one process: pushes read and
 // pulls answered in place only while the window is held and the buffers lie in one run of it, a
 // failed call that renews the window so a late pserver write lands nowhere the trainer reads, and
-// a call whose window was renewed under it failing instead of reporting values it never got.
+// a call whose window was renewed under it failing instead of reporting values it never got, and
+// work beside a call that reads the reply as the pserver writes it (the progress word).
 #include "transport/shm_window.h"
 
 #include <gtest/gtest.h>
@@ -14,6 +15,8 @@
 #include <thread>
 #include <vector>
 
+#include "common/reply_progress.h"
+#include "common/while_waiting.h"
 #include "transport/stream_io.h"
 #include "transport/transport_factory.h"
 
@@ -139,9 +142,32 @@ TEST(WindowDescriptorTest, RoundTripsAndRefusesRangesOutsideTheWindow) {
   }
   EncodeWindowDescriptor({4096, 4096, 100}, buf);
   EXPECT_TRUE(DecodeWindowDescriptor(buf, 0, 8192).ok()) << "no payload: nothing to overlap";
-  EncodeWindowDescriptor({0, 0, 0}, buf);
-  buf[30] = 1;
-  EXPECT_FALSE(DecodeWindowDescriptor(buf, 0, 8192).ok());
+}
+
+// The progress word (where a pserver says how much of a reply in place is written): an aligned
+// word of the window, apart from the payload and the reply room; 0 for none.
+TEST(WindowDescriptorTest, AProgressWordIsAnAlignedWordApartFromThePayloadAndTheReply) {
+  uint8_t buf[kWindowDescriptorBytes];
+  EncodeWindowDescriptor({0, 4096, 100, 8184}, buf);
+  auto d = DecodeWindowDescriptor(buf, 4096, 8192);
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_EQ(d->progress_offset, 8184u);
+  EncodeWindowDescriptor({0, 4096, 100}, buf);
+  ASSERT_TRUE(DecodeWindowDescriptor(buf, 4096, 8192).ok());
+  EXPECT_EQ(DecodeWindowDescriptor(buf, 4096, 8192)->progress_offset, 0u);
+  for (uint64_t at :
+       {uint64_t{8188}, uint64_t{8192}, uint64_t{4088}, uint64_t{8}, uint64_t{4192}, uint64_t{1} << 48}) {
+    // Misaligned; past the end; two inside the payload [0, 4096); inside the reply [4096, 4196);
+    // far outside.
+    EncodeWindowDescriptor({0, 4096, 100, at}, buf);
+    auto r = DecodeWindowDescriptor(buf, 4096, 8192);
+    ASSERT_FALSE(r.ok()) << at;
+    EXPECT_NE(r.status().message().find("progress word (offset " + std::to_string(at) + ")"),
+              std::string::npos)
+        << r.status().message();
+  }
+  EncodeWindowDescriptor({0, 4096, 100, 4200}, buf);
+  EXPECT_TRUE(DecodeWindowDescriptor(buf, 4096, 8192).ok()) << "just past the reply room";
 }
 
 // Windows are shared memory's alone: a TCP server closes a connection whose frame names one,
@@ -185,6 +211,7 @@ class WindowHandler : public RequestHandler {
  public:
   void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) override {
     std::string h(header);
+    if (h.rfind("progress ", 0) == 0) return Progress(std::stoul(h.substr(9)), std::move(r));
     if (h.rfind("hold ", 0) == 0) {
       MutableBuffer out = r->Allocate(std::stoul(h.substr(5)));
       std::lock_guard<std::mutex> lock(mu_);
@@ -200,6 +227,26 @@ class WindowHandler : public RequestHandler {
     ConstBuffer b{out.data, n};
     r->Send("re:" + h, n ? std::span<const ConstBuffer>(&b, 1) : std::span<const ConstBuffer>{});
   }
+  // "progress N": N bytes (i % 251); with a progress word, the first half told, then (once the
+  // test has seen it, at most 10 s) the rest.
+  void Progress(size_t n, std::unique_ptr<Responder> r) {
+    MutableBuffer out = r->Allocate(n);
+    const ReplyProgress progress = ReplyProgress::Here();
+    had_progress = progress.word != nullptr;
+    char* o = static_cast<char*>(out.data);
+    for (size_t i = 0; i < n; ++i) {
+      o[i] = static_cast<char>(i % 251);
+      if (i + 1 != n / 2 || !progress.word) continue;
+      progress.WrittenUpTo(o + n / 2);
+      for (int k = 0; k < 2000 && !seen_half.load(); ++k)
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    if (progress.word) progress.WrittenUpTo(o + n);
+    ConstBuffer b{out.data, n};
+    r->Send("re:progress", {&b, 1});
+  }
+  std::atomic<bool> had_progress{false}, seen_half{false};
+
   struct Held {
     std::unique_ptr<Responder> responder;
     MutableBuffer memory;
@@ -370,6 +417,62 @@ TEST_F(ShmWindowCallTest, ACallWhoseWindowWasRenewedUnderItFails) {
   EXPECT_NE(waiting.status().message().find("renewed"), std::string::npos) << waiting.status();
   EXPECT_EQ(base_[65536], 'k');
   for (auto& h : handler_.TakeHeld()) h.responder.reset();
+}
+
+// Work beside a call in place (WhileWaiting) gets a progress word: it sees the first half of the
+// reply while the pserver still holds the rest, then the whole. A call without such work names no
+// word, and a reply written without telling ends the work's wait when it comes, short.
+TEST_F(ShmWindowCallTest, WorkBesideACallSeesTheReplyInPlaceAsItIsWritten) {
+  ShmWindow::Hold hold(window_.get());
+  EchoThroughTheWindow(1000, 'a');
+  EchoThroughTheWindow(1000, 'b');
+  const size_t n = 100000;
+  char* room = base_ + (256 << 10);
+  MutableBuffer in[] = {{room, n}};
+  std::memset(room, 0, n);
+  bool had_word = false, first_half = false, whole = false, beyond = true;
+  {
+    WhileWaiting work(
+        [&](const WaitingCall& call) {
+          had_word = call.progress != nullptr;
+          first_half = call.ReplyWrittenUpTo(room + n / 2);
+          for (size_t i = 0; i < n / 2; ++i) first_half = first_half && room[i] == static_cast<char>(i % 251);
+          EXPECT_EQ(room[n - 1], 0) << "the second half was written before the first was seen";
+          handler_.seen_half = true;
+          whole = call.ReplyWrittenUpTo(room + n);
+          beyond = call.ReplyWrittenUpTo(room + n + 1);
+        },
+        /*wants_progress=*/true);
+    auto r = conn_->Call("progress 100000", {}, in, std::chrono::seconds(30));
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(work.ran());
+  }
+  EXPECT_TRUE(had_word);
+  EXPECT_TRUE(handler_.had_progress.load());
+  EXPECT_TRUE(first_half);
+  EXPECT_TRUE(whole);
+  EXPECT_FALSE(beyond) << "past the reply room";
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(room[i], static_cast<char>(i % 251)) << i;
+
+  handler_.seen_half = false;
+  MutableBuffer small[] = {{room, 1000}};
+  ASSERT_TRUE(conn_->Call("progress 1000", {}, small, std::chrono::seconds(30)).ok());
+  EXPECT_FALSE(handler_.had_progress.load()) << "no work beside the call, no progress word";
+  {
+    WhileWaiting work([&](const WaitingCall& call) { had_word = call.progress != nullptr; });
+    ASSERT_TRUE(conn_->Call("progress 1000", {}, small, std::chrono::seconds(30)).ok());
+  }
+  EXPECT_FALSE(had_word) << "work that does not want one";
+  EXPECT_FALSE(handler_.had_progress.load());
+
+  bool got = true;
+  const auto start = std::chrono::steady_clock::now();
+  {
+    WhileWaiting work([&](const WaitingCall& call) { got = call.ReplyWrittenUpTo(room + 200); }, true);
+    ASSERT_TRUE(conn_->Call("pull 200", {}, small, std::chrono::seconds(30)).ok());
+  }
+  EXPECT_FALSE(got);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
 }
 
 }  // namespace

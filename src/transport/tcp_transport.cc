@@ -13,6 +13,7 @@
 #include <optional>
 #include <vector>
 
+#include "common/while_waiting.h"
 #include "transport/aligned_buffer.h"
 #include "transport/frame.h"
 #include "transport/frame_auth.h"
@@ -253,6 +254,12 @@ class TcpConnection : public ClientConnection {
       if (b.size) iov_.push_back({const_cast<void*>(b.data), b.size});
     }
     if (Status s = Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d); !s.ok()) return Fail(s, "send");
+    {
+      WaitingCall call;
+      call.reply_fd = fd_.get();
+      call.deadline = d.at();
+      WhileWaiting::RunHere(call);
+    }
     reader_.AwaitMessage(busy_poll_, /*own_work=*/1);
     if (Status s = reader_.Read(pre, sizeof pre, &d); !s.ok()) return Fail(s, "waiting for the reply");
     auto p = DecodeReply(pre, limits_, id);

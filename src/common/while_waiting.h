@@ -1,0 +1,65 @@
+// WhileWaiting: work a thread does while one of its calls waits for its reply. A trainer reads its
+// next batch while its step's push travels and the pserver applies it, on the trainer's own thread
+// (a hand-off to another thread costs more than the reading). The work is installed for the
+// calling thread for the scope of a WhileWaiting; a transport that has sent a request calls
+// WhileWaiting::RunHere() before it waits, which runs the work once. A call run by another thread
+// (a link's thread, a second pserver's call) finds no work there, so the work only ever runs on
+// the thread that installed it, and never twice (a retried call, or a call the work makes itself,
+// runs nothing). Whether it ran is for the caller to check: a call that failed before its send
+// never runs it.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+
+#include "common/clock.h"
+
+namespace tessera {
+
+// What the work may know of the call it runs beside.
+struct WaitingCall {
+  int reply_fd = -1;     // readable once the reply (or a failure) has come
+  TimePoint deadline{};  // the call's
+  // Over shared memory in the trainer's window with a progress word: the pserver stores there
+  // (release) how many bytes of the reply room from `reply_base` are written, in order, as its
+  // apply writes them (common/reply_progress.h); null otherwise.
+  const std::atomic<uint64_t>* progress = nullptr;
+  const char* reply_base = nullptr;
+  size_t reply_room = 0;
+
+  // Waits until the reply is written in place up to `p` (true), or until it cannot tell before
+  // the call ends: no progress word, `p` outside the reply room, the reply come (or the
+  // connection closed) short of `p`, or the call's deadline passed (false). It spins, yielding
+  // its core to any thread ready there, while the word moves; after kStillSpin without a move it
+  // sleeps until the reply comes (a pserver that does not tell, or waits at a barrier).
+  bool ReplyWrittenUpTo(const void* p) const;
+  static constexpr std::chrono::microseconds kStillSpin{1000};
+};
+
+class WhileWaiting {
+ public:
+  // `wants_progress`: the work reads a reply in place as it is written (WaitingCall::progress),
+  // so a call in the trainer's window asks its pserver to say how far it has got.
+  explicit WhileWaiting(std::function<void(const WaitingCall&)> work, bool wants_progress = false);
+  ~WhileWaiting();
+  WhileWaiting(const WhileWaiting&) = delete;
+  WhileWaiting& operator=(const WhileWaiting&) = delete;
+
+  bool ran() const { return ran_; }
+
+  // For transports, between sending a request and waiting for its reply: runs this thread's
+  // work, if it has one that has not run yet.
+  static void RunHere(const WaitingCall& call);
+  // Whether this thread has work that has not run yet and wants a progress word.
+  static bool WantsProgress();
+
+ private:
+  std::function<void(const WaitingCall&)> work_;
+  WhileWaiting* outer_;  // an enclosing scope's work, back in place when this one ends
+  bool wants_progress_;
+  bool ran_ = false;
+};
+
+}  // namespace tessera
