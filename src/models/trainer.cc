@@ -102,10 +102,11 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
     return evaluate(evaluated, &result);
   };
   // The records are read straight into the batch's strings, which keep their memory from step to
-  // step (one copy of each record, none allocated once the strings have grown). While a step's
-  // push travels and the pserver applies it, the trainer's thread reads the next batch into
-  // `ahead` (WhileWaiting, from the task at hand only: Session::NextRecordInTask), so the wait
-  // hides the reading; the rest of a batch, if any, is read as before.
+  // step (one copy of each record, none allocated once the strings have grown). Where the trainer
+  // works ahead (AheadPolicy), while a step's push travels and the pserver applies it, the
+  // trainer's thread reads the next batch into `ahead` (WhileWaiting, from the task at hand only:
+  // Session::NextRecordInTask) and the model begins on it; the rest of a batch, if any, is read
+  // as before.
   std::vector<std::string> batch, ahead;
   size_t have_ahead = 0;
   bool ahead_kept = false;  // the model's ComputeAhead on `ahead` holds, at client step ahead_step
