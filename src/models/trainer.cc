@@ -109,8 +109,6 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
   // as before.
   std::vector<std::string> batch, ahead;
   size_t have_ahead = 0;
-  bool ahead_kept = false;  // the model's ComputeAhead on `ahead` holds, at client step ahead_step
-  int64_t ahead_step = 0;
   // Only where the pserver has a core to apply on while this trainer computes: the launcher's
   // judgement, which turns busy polling on (common/busy_poll.h).
   auto busy_poll = BusyPollFromEnvironment(::getenv);
@@ -123,9 +121,6 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
       for (; n < have_ahead; ++n) std::swap(batch[n], ahead[n]);
       have_ahead = 0;
     }
-    // Anything that moved the values since (a pull after an aborted step) makes it stale.
-    if (ahead_kept && client->step() != ahead_step) model->KeepAhead(false);
-    ahead_kept = false;
     while (n < batch.size()) {
       TESSERA_ASSIGN_OR_RETURN(api::Session::Next next, session->NextRecord(&batch[n]));
       TESSERA_RETURN_IF_ERROR(evaluate_through(session->job_pass()));
@@ -192,10 +187,11 @@ StatusOr<TrainerResult> RunTrainer(const TrainerOptions& o) {
           try_ahead);
       s = client->PushPullAndWait(grads).Wait();
       TESSERA_RETURN_IF_ERROR(read_ahead);
-      ahead_kept = made_ahead && s.ok() && WindowCountersNow().renewals == renewals;
-      ahead_step = client->step();
-      model->KeepAhead(ahead_kept);
-      result.steps_ahead += ahead_kept;
+      // Nothing between here and the next Step writes the values: the loop's one pull after a
+      // call follows an aborted step, which is not kept.
+      const bool kept = made_ahead && s.ok() && WindowCountersNow().renewals == renewals;
+      model->KeepAhead(kept);
+      result.steps_ahead += kept;
       result.seconds.read += ahead_read;
       result.seconds.compute += ahead_compute;
       mark += std::chrono::duration_cast<TimePoint::duration>(
