@@ -331,6 +331,36 @@ TEST_F(MasterTest, TheNextTaskIsFetchedAheadWhileATasksLastRecordsAreRead) {
   EXPECT_GE(ahead, st.tasks() / 2) << out;
 }
 
+// NextInTask reads only the task at hand (a trainer reading its next batch while a step travels):
+// once that task is empty it says false and takes no next one, so no acknowledgement can go ahead
+// of the training. Next() then moves on to another task.
+TEST_F(MasterTest, NextInTaskReadsOnlyTheTaskAtHand) {
+  MakeDataset("d", 2000, 4096);
+  StartMaster("d");
+  auto reader = OpenReader();
+  ASSERT_TRUE(reader);
+  std::string rec;
+  auto got = reader->Next(&rec);
+  ASSERT_TRUE(got.ok() && *got) << (got.ok() ? "no record" : got.status().ToString());
+  const auto task = reader->current_task();
+  int in_task = 1;
+  for (int i = 0; i < 100000; ++i) {
+    auto more = reader->NextInTask(&rec);
+    ASSERT_TRUE(more.ok()) << more.status();
+    if (!*more) break;
+    ++in_task;
+    ASSERT_EQ(reader->current_task(), task);
+  }
+  EXPECT_GT(in_task, 1);
+  auto again = reader->NextInTask(&rec);
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_FALSE(*again) << "read past its task";
+  EXPECT_EQ(reader->current_task(), task);
+  got = reader->Next(&rec);
+  ASSERT_TRUE(got.ok() && *got);
+  EXPECT_NE(reader->current_task(), task);
+}
+
 // A reader whose records go fast next to the time a fetch takes starts the next fetch long before
 // the 256 records left of fetch_ahead_records: here within 240 records of a task of 500.
 TEST_F(MasterTest, AFastReaderFetchesAheadBeforeItsLastRecordsByTheTimeAFetchTakes) {
