@@ -126,4 +126,8 @@ std::string TailLines(const std::string& path, int lines) {
   return text.substr(pos + 1);
 }
 
+bool OthersMayRead(const struct stat& st) {
+  return (st.st_mode & 007) != 0 || ((st.st_mode & 070) != 0 && st.st_gid != ::getegid());
+}
+
 }  // namespace tessera

@@ -3,6 +3,8 @@
 // Thread-safe (they share no state).
 #pragma once
 
+#include <sys/stat.h>
+
 #include <string>
 #include <string_view>
 
@@ -25,6 +27,11 @@ StatusOr<std::string> MakeTempDir(const std::string& prefix);
 
 // Removes a file or a directory tree; a missing path is not an error.
 Status RemoveAll(const std::string& path);
+
+// Whether a secret file's mode lets anyone but its owner read it: any bit for others, or group
+// bits for a group other than this process's own. (Kubernetes mounts a pod's secrets as
+// root:<fsGroup> 0440 for a pod that runs as a user of that group: readable by the pod alone.)
+bool OthersMayRead(const struct stat& st);
 
 // The last `lines` lines of a text file (reading at most its last 64 KiB), for showing a log's
 // end to a person; "" if it cannot be read.

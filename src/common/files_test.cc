@@ -1,6 +1,8 @@
 #include "common/files.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <filesystem>
 
@@ -37,6 +39,24 @@ TEST(FilesTest, TailLinesGivesTheLastLinesOfALog) {
   EXPECT_EQ(TailLines(path, 1), "no newline at the end");
   EXPECT_EQ(TailLines(*dir + "/missing", 3), "");
   ASSERT_TRUE(RemoveAll(*dir).ok());
+}
+
+TEST(OthersMayReadTest, OnlyTheOwnerOrTheProcesssOwnGroup) {
+  struct stat st {};
+  st.st_gid = ::getegid();
+  for (mode_t m : {0600, 0400, 0640, 0440, 0660}) {
+    st.st_mode = S_IFREG | m;
+    EXPECT_FALSE(OthersMayRead(st)) << std::oct << m;
+  }
+  for (mode_t m : {0644, 0604, 0601, 0666}) {
+    st.st_mode = S_IFREG | m;
+    EXPECT_TRUE(OthersMayRead(st)) << std::oct << m;
+  }
+  st.st_gid = ::getegid() + 1;  // another group's
+  st.st_mode = S_IFREG | 0640;
+  EXPECT_TRUE(OthersMayRead(st));
+  st.st_mode = S_IFREG | 0600;
+  EXPECT_FALSE(OthersMayRead(st));
 }
 
 }  // namespace

@@ -54,10 +54,12 @@ inline bool RefuseWithoutToken(const HttpAccess& access, const httplib::Request&
 }
 
 // Requests whose path `large` accepts (when given) may carry up to `large_max` bytes. `access`
-// (when given) is checked on every request.
+// (when given) is checked on every request. With `json_errors`, a refusal is the JSON error every
+// other answer of that API gives ({"error": {"code": "too_large", "message": ...}}), else text.
 inline void LimitHttpRequests(httplib::Server& server, size_t max_body = kMaxHttpRequestBody,
                               std::function<bool(const std::string& path)> large = nullptr,
-                              size_t large_max = 0, std::shared_ptr<const HttpAccess> access = nullptr) {
+                              size_t large_max = 0, std::shared_ptr<const HttpAccess> access = nullptr,
+                              bool json_errors = false) {
   server.set_payload_max_length(std::max(max_body, large_max));
   server.set_pre_routing_handler([=](const httplib::Request& req, httplib::Response& res) {
     if (access && RefuseWithoutToken(*access, req, res)) return httplib::Server::HandlerResponse::Handled;
@@ -69,9 +71,17 @@ inline void LimitHttpRequests(httplib::Server& server, size_t max_body = kMaxHtt
     if (end && *end == '\0' && n <= limit) return httplib::Server::HandlerResponse::Unhandled;
     res.status = 413;
     res.set_header("Connection", "close");
-    res.set_content(
-        "request body of " + declared + " bytes refused: at most " + std::to_string(limit) + " bytes\n",
-        "text/plain");
+    std::string message =
+        "request body of " + declared + " bytes refused: at most " + std::to_string(limit) + " bytes";
+    if (json_errors) {
+      // The declared length is digits or was refused as not a number: no quoting needed but this.
+      for (char& c : message)
+        if (c == '"' || c == '\\' || static_cast<unsigned char>(c) < 0x20) c = '?';
+      res.set_content("{\"error\":{\"code\":\"too_large\",\"message\":\"" + message + "\"}}",
+                      "application/json");
+    } else {
+      res.set_content(message + "\n", "text/plain");
+    }
     return httplib::Server::HandlerResponse::Handled;
   });
 }

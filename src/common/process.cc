@@ -9,9 +9,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
-#include <cstdio>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -19,6 +20,7 @@
 #include <queue>
 #include <thread>
 
+#include "common/cgroup.h"
 #include "common/files.h"
 
 extern char** environ;
@@ -104,6 +106,12 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
   argv.push_back(nullptr);
   std::string log = o.log_path.empty() ? "/dev/null" : o.log_path;
   pid_t parent = ::getpid();  // the child checks it is still ours after PR_SET_PDEATHSIG
+  // A control group of its own, joined by the child before it runs anything.
+  if (o.cgroup_parent) {
+    static std::atomic<uint64_t> next{0};
+    TESSERA_ASSIGN_OR_RETURN(p->cgroup_, o.cgroup_parent->Child("p" + std::to_string(next.fetch_add(1))));
+  }
+  std::vector<std::string> join_files = p->cgroup_ ? p->cgroup_->ProcsFiles() : std::vector<std::string>{};
   int stdin_pipe[2] = {-1, -1};
   if (o.stdin_pipe && ::pipe2(stdin_pipe, O_CLOEXEC) != 0) {
     return Status::Unavailable(std::string("cannot make a pipe for a child's stdin: ") + std::strerror(errno));
@@ -129,6 +137,14 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
       ::prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (::getppid() != parent) ::_exit(127);
       if (o.new_process_group) ::setpgid(0, 0);
+      for (const auto& f : join_files) {
+        int cg = ::open(f.c_str(), O_WRONLY | O_CLOEXEC);
+        if (cg < 0 || ::write(cg, "0", 1) != 1) {
+          WriteExecFailure(f.c_str(), errno);  // "cannot execute <cgroup.procs>: errno N"
+          ::_exit(125);
+        }
+        ::close(cg);
+      }
       int fd = o.inherit_output ? -1 : ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
       if (fd >= 0) {
         ::dup2(fd, 1);
@@ -146,6 +162,7 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
   if (stdin_pipe[0] >= 0) ::close(stdin_pipe[0]);
   if (pid < 0) {
     if (stdin_pipe[1] >= 0) ::close(stdin_pipe[1]);
+    if (p->cgroup_) (void)p->cgroup_->Remove();
     return Status::Internal(std::string("fork failed: ") + std::strerror(fork_errno));
   }
   p->pid_ = pid;
@@ -173,9 +190,18 @@ StatusOr<std::string> FindProgram(const std::string& name) {
   return Status::NotFound("no program '" + name + "' on PATH");
 }
 
+Process::Process(ProcessOptions options) : options_(std::move(options)) {}
+
 Process::~Process() {
   if (running()) Kill();
+  EndCgroup();
   CloseStdin();
+}
+
+void Process::EndCgroup() {
+  if (!cgroup_) return;
+  (void)cgroup_->Kill(std::chrono::seconds(5));
+  if (cgroup_->Remove().ok()) cgroup_.reset();
 }
 
 void Process::CloseStdin() {
@@ -219,8 +245,17 @@ bool GroupHasOthers(pid_t pgid, pid_t leader) {
 
 bool Process::SignalGroup(int sig) {
   if (pid_ <= 0) return false;
+  const int in_cgroup = cgroup_ ? cgroup_->Signal(sig) : 0;
   if (options_.new_process_group && ::kill(-pid_, sig) == 0) return true;
-  return ::kill(pid_, sig) == 0;
+  return ::kill(pid_, sig) == 0 || in_cgroup > 0;
+}
+
+bool Process::OthersLeft() const {
+  if (options_.new_process_group && GroupHasOthers(pid_, pid_)) return true;
+  if (!cgroup_) return false;
+  for (pid_t p : cgroup_->Pids())
+    if (p != pid_) return true;
+  return false;
 }
 
 bool Process::running() {
@@ -236,15 +271,14 @@ bool Process::running() {
   siginfo_t info{};
   if (::waitid(P_PID, static_cast<id_t>(pid_), &info, WEXITED | WNOHANG | WNOWAIT) != 0) return false;
   if (info.si_pid == 0) return true;  // still running
-  if (options_.new_process_group) {
-    // Asked to stop: what the child started may finish its own shutdown within the grace period.
-    if (stop_deadline_ && !grace_over && GroupHasOthers(pid_, pid_)) return true;
-    ::kill(-pid_, SIGKILL);  // whatever it left behind
-  }
+  // Asked to stop: what the child started may finish its own shutdown within the grace period.
+  if (stop_deadline_ && !grace_over && OthersLeft()) return true;
+  if (options_.new_process_group) ::kill(-pid_, SIGKILL);  // whatever it left behind
   int status = 0;
   pid_t r = ::waitpid(pid_, &status, WNOHANG);
   if (r != pid_) return r == 0;
   exit_code_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  EndCgroup();  // whatever it left behind outside its process group
   return false;
 }
 

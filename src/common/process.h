@@ -8,6 +8,12 @@
 // together. When the child (the group's leader) exits, whatever it left running in its group is
 // killed (SIGKILL) before the child is reaped, except during a Stop() grace period, when they may
 // finish on their own. The destructor kills a group that is still running.
+//
+// Control groups: where the caller gives a Cgroup (ProcessOptions::cgroup_parent), the child also
+// runs in a control group of its own below it, joined before it runs anything. The kernel keeps
+// there whatever it starts, a daemon that left the process group with setsid() included, so
+// signals, the kill at the child's end and the destructor's reach those too. The group is removed
+// once everything in it is gone.
 // Used by `tessera local` (its supervised processes) and by tests. Not thread-safe (one owner).
 #pragma once
 
@@ -26,6 +32,8 @@
 
 namespace tessera {
 
+class Cgroup;  // common/cgroup.h
+
 struct ProcessOptions {
   std::vector<std::string> argv;           // argv[0] is the program path
   std::map<std::string, std::string> env;  // added to (or replacing in) the parent's environment
@@ -38,6 +46,9 @@ struct ProcessOptions {
   // The child leads a process group of its own: a terminal's Ctrl-C reaches only the parent,
   // and signals reach everything the child started.
   bool new_process_group = true;
+  // A control group the child gets a group of its own below (see above); it must outlive the
+  // Process. nullptr: process groups alone.
+  const Cgroup* cgroup_parent = nullptr;
 };
 
 // A signal's disposition as the kernel's rt_sigaction takes it (SIG_DFL when zeroed).
@@ -95,14 +106,20 @@ class Process {
   void CloseStdin();
 
  private:
-  explicit Process(ProcessOptions options) : options_(std::move(options)) {}
-  // Signals the group (or the child alone); false if nothing was there to signal.
+  explicit Process(ProcessOptions options);
+  // Signals the group (or the child alone) and its control group; false if nothing was there to
+  // signal.
   bool SignalGroup(int sig);
+  // Whether anything but the child itself is left in its process group or control group.
+  bool OthersLeft() const;
+  // Kills what is left in its control group and removes it (once empty).
+  void EndCgroup();
   ProcessOptions options_;
   pid_t pid_ = -1;
   std::optional<int> exit_code_;
   std::optional<std::chrono::steady_clock::time_point> stop_deadline_;
   bool escalated_ = false;  // SIGKILL sent after the grace period
+  std::unique_ptr<Cgroup> cgroup_;  // the child's own, below options_.cgroup_parent
   int stdin_fd_ = -1;       // the parent's end of a stdin_pipe
 };
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include <sstream>
 #include <thread>
 
+#include "common/cgroup.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "harness/pids.h"
@@ -30,10 +32,12 @@ class ProcessTest : public ::testing::Test {
   }
   void TearDown() override { (void)RemoveAll(dir_); }
 
-  std::unique_ptr<Process> Shell(const std::string& script) {
+  // `sh -c script`, in a control group of its own below `cgroup` when one is given.
+  std::unique_ptr<Process> Shell(const std::string& script, const Cgroup* cgroup = nullptr) {
     ProcessOptions o;
     o.argv = {"/bin/sh", "-c", script};
     o.log_path = dir_ + "/child.log";
+    o.cgroup_parent = cgroup;
     auto p = Process::Spawn(o);
     EXPECT_TRUE(p.ok()) << p.status();
     return p.ok() ? std::move(*p) : nullptr;
@@ -158,6 +162,68 @@ TEST_F(ProcessTest, AChildStartsWithNoSignalIgnoredOrBlockedWhateverItsParentDoe
   auto code = p->Terminate(seconds(10));
   ASSERT_TRUE(code.has_value()) << "SIGTERM did not stop it: escalated to SIGKILL";
   EXPECT_EQ(*code, 128 + SIGTERM);
+}
+
+// With a control group, what the child started is reached even after it left the process group.
+class ProcessInCgroupTest : public ProcessTest {
+ protected:
+  void SetUp() override {
+    ProcessTest::SetUp();
+    auto g =
+        Cgroup::Create(CgroupLayout::Detect(), "tessera-process-test-" + std::to_string(::getpid()), false);
+    if (!g.ok()) GTEST_SKIP() << "cannot make control groups here: " << g.status().message();
+    parent_ = std::move(*g);
+  }
+  void TearDown() override {
+    if (parent_) {
+      EXPECT_TRUE(parent_->Kill(seconds(10)).ok());
+      EXPECT_TRUE(parent_->Remove().ok()) << "a child's group was left behind";
+    }
+    ProcessTest::TearDown();
+  }
+  std::unique_ptr<Process> ShellInGroup(const std::string& script) { return Shell(script, parent_.get()); }
+  std::unique_ptr<Cgroup> parent_;
+};
+
+TEST_F(ProcessInCgroupTest, ADaemonThatLeftItsProcessGroupEndsWhenTheChildExits) {
+  // `setsid` puts the sleep in a session (and process group) of its own, out of reach of a
+  // signal to the child's group: only the control group still holds it.
+  auto p = ShellInGroup("setsid sleep 1000 & echo $!; exit 3");
+  ASSERT_TRUE(p);
+  auto pids = PrintedPids(*p, 1);
+  ASSERT_EQ(pids.size(), 1u) << p->Output();
+  auto code = p->Wait(seconds(30));
+  ASSERT_TRUE(code.has_value());
+  EXPECT_EQ(*code, 3);
+  EXPECT_TRUE(GoneWithin(pids[0], seconds(10))) << "the daemon outlived the child that started it";
+  EXPECT_TRUE(parent_->Empty());
+}
+
+TEST_F(ProcessInCgroupTest, AStopReachesADaemonAndLetsItFinishWithinTheGracePeriod) {
+  const std::string marker = dir_ + "/cleaned";
+  auto p = ShellInGroup("setsid sh -c 'trap \"sleep 0.3; touch " + marker +
+                        "; exit 0\" TERM; echo $$; while :; do sleep 0.05; done' & wait");
+  ASSERT_TRUE(p);
+  auto pids = PrintedPids(*p, 1);
+  ASSERT_EQ(pids.size(), 1u) << p->Output();
+  auto code = p->Terminate(seconds(20));
+  ASSERT_TRUE(code.has_value()) << "escalated to SIGKILL";
+  EXPECT_TRUE(std::filesystem::exists(marker)) << "the daemon never heard the stop";
+  EXPECT_TRUE(GoneWithin(pids[0], seconds(10)));
+}
+
+TEST_F(ProcessInCgroupTest, TheDestructorEndsWhatIsLeftAndRemovesTheChildsGroup) {
+  pid_t daemon = 0;
+  {
+    auto p = ShellInGroup("setsid sleep 1000 & echo $!; exec sleep 1000");
+    ASSERT_TRUE(p);
+    auto pids = PrintedPids(*p, 1);
+    ASSERT_EQ(pids.size(), 1u) << p->Output();
+    daemon = pids[0];
+  }
+  EXPECT_TRUE(GoneWithin(daemon, seconds(10)));
+  EXPECT_TRUE(parent_->Remove().ok()) << "the child's group is still there";
+  parent_.reset();
 }
 
 }  // namespace

@@ -90,7 +90,7 @@ StatusOr<JobEtcdUser> ReadEtcdCredentials(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) {
     return Status::NotFound("cannot read the etcd credentials file " + path + ": " + std::strerror(errno));
   }
-  if (st.st_mode & 077) {
+  if (OthersMayRead(st)) {
     return Status::PermissionDenied("the etcd credentials file " + path +
                                     " may be read by others (chmod 600 " + path + ")");
   }

@@ -56,7 +56,7 @@ StatusOr<JobSecret> JobSecret::FromFile(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) {
     return Status::NotFound("cannot read the job secret file " + path + ": " + std::strerror(errno));
   }
-  if (st.st_mode & 077) {
+  if (OthersMayRead(st)) {
     char mode[8];
     std::snprintf(mode, sizeof mode, "%04o", static_cast<unsigned>(st.st_mode & 07777));
     return Status::PermissionDenied("the job secret file " + path + " has mode " + mode +

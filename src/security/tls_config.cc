@@ -19,7 +19,7 @@ StatusOr<std::shared_ptr<const TlsConfig>> TlsConfig::Load(const std::string& jo
         "--tls-cert, --tls-key; `tessera certs` makes them)");
   }
   struct stat st {};
-  if (::stat(key_file.c_str(), &st) == 0 && (st.st_mode & 077)) {
+  if (::stat(key_file.c_str(), &st) == 0 && OthersMayRead(st)) {
     return Status::PermissionDenied("the TLS key " + key_file + " may be read by others (chmod 600 " +
                                     key_file + ")");
   }

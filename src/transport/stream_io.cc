@@ -46,11 +46,6 @@ void Advance(iovec*& iov, size_t& n, size_t done) {
 
 }  // namespace
 
-void UniqueFd::Reset() {
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-}
-
 bool AbortableSocket::Set(UniqueFd fd) {
   std::lock_guard<std::mutex> lock(mu_);
   if (aborted_) return false;

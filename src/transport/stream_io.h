@@ -21,37 +21,11 @@
 #include <vector>
 
 #include "common/clock.h"
+#include "common/unique_fd.h"
 #include "tessera/status.h"
 #include "transport/transport.h"
 
 namespace tessera {
-
-// Owns a file descriptor; closes it on destruction.
-class UniqueFd {
- public:
-  UniqueFd() = default;
-  explicit UniqueFd(int fd) : fd_(fd) {}
-  ~UniqueFd() { Reset(); }
-  UniqueFd(UniqueFd&& o) noexcept : fd_(o.Release()) {}
-  UniqueFd& operator=(UniqueFd&& o) noexcept {
-    if (this != &o) {
-      Reset();
-      fd_ = o.Release();
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  bool valid() const { return fd_ >= 0; }
-  int Release() {
-    int f = fd_;
-    fd_ = -1;
-    return f;
-  }
-  void Reset();
-
- private:
-  int fd_ = -1;
-};
 
 // A client connection's socket that another thread may abort: Abort() shuts the socket down, so a
 // send, recv or poll blocked on it returns at once, and marks it aborted, so every later use
