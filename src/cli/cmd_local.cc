@@ -43,6 +43,8 @@ int RunLocalCmd(local::LocalOptions o) {
   if (o.run_dir.empty()) o.run_dir = "runs/" + o.job + "-" + std::to_string(::getpid());
   o.run_dir = std::filesystem::absolute(o.run_dir).lexically_normal().string();
   if (!o.store.empty()) o.store = std::filesystem::absolute(o.store).lexically_normal().string();
+  if (!o.scale_file.empty())
+    o.scale_file = std::filesystem::absolute(o.scale_file).lexically_normal().string();
   auto r = local::RunLocal(o, &stop, &stop_following);
   if (!r.ok()) return Fail("local", r.status());
   if (!r->completed) {
@@ -101,6 +103,11 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
       "online learning: also train on the chunks `tessera upload --append` adds to the data set while "
       "the job runs, each record once, in the order they land (one pass); the first Ctrl-C ends the "
       "job once what landed is trained on, and saves the model");
+  cmd->add_flag("--secure-etcd", o->secure_etcd,
+                "the etcd this starts requires credentials: a user of the job's own, whose credentials "
+                "(RUN/etcd-credentials, mode 0600) every process gets");
+  cmd->add_option("--scale-file", o->scale_file,
+                  "follow the number of trainers written in this file (the platform's way of scaling a job)");
   cmd->add_flag("--resume", o->resume,
                 "continue the job of an earlier run in --run DIR (give the same flags): its etcd data, task "
                 "position and the pservers' checkpoints");

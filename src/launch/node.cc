@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "common/addressing.h"
+#include "common/cgroup.h"
 #include "common/clock.h"
 #include "common/flag_names.h"
 #include "common/math_threads.h"
@@ -175,6 +176,16 @@ Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
   }
   program.inherit_output = true;
   program.new_process_group = true;
+  // Found and stopped by control group where this node may make one (see common/cgroup.h), so
+  // what its process leaves behind, a daemon outside its process group included, ends with it.
+  auto cgroup = Cgroup::Create(CgroupLayout::Detect(), "tessera-node-" + std::to_string(::getpid()), false);
+  struct RemoveAtEnd {
+    std::unique_ptr<Cgroup> g;
+    ~RemoveAtEnd() {
+      if (g && g->Kill(std::chrono::seconds(10)).ok()) (void)g->Remove();
+    }
+  } group{cgroup.ok() ? std::move(*cgroup) : nullptr};
+  program.cgroup_parent = group.g.get();
   local::ChildState state(name, o.role);
   std::unique_ptr<Process> proc;
   auto spawn = [&]() -> Status {

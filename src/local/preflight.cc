@@ -42,6 +42,10 @@ Status CheckLocalOptions(const LocalOptions& o) {
         "give either --model NAME (a built-in model) or --trainer-cmd CMD (your trainer)");
   }
   TESSERA_RETURN_IF_ERROR(ValidateName(o.job, "--job"));
+  if (o.secure_etcd && !o.etcd.empty())
+    return Status::InvalidArgument(
+        "--secure-etcd secures the etcd `tessera local` starts; an etcd given with --etcd is secured by its "
+        "administrator (`tessera job create --secure` makes the job's user there)");
   TESSERA_RETURN_IF_ERROR(InRange("--pservers", o.pservers, 1, 4096));
   TESSERA_RETURN_IF_ERROR(InRange("--trainers", o.trainers, 1, 1000));
   TESSERA_RETURN_IF_ERROR(InRange("--standby-masters", o.standby_masters, 0, 10));

@@ -1,9 +1,11 @@
 // `tessera local scale`: writes the wanted numbers of trainers and pservers to the etcd keys the
 // supervisor of a running `tessera local` watches (see supervisor.h), after checking them
 // against the job.
+#include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "coord/connection.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
@@ -29,6 +31,12 @@ Status ScaleLocal(const std::string& run_dir, const ScaleRequest& request) {
   etcd::EtcdOptions eo;
   eo.endpoints = {run["etcd"].get<std::string>()};
   eo.retry_timeout = std::chrono::seconds(5);
+  // A run with --secure-etcd: its job's user (readable by the run's owner only).
+  if (std::filesystem::exists(run_dir + "/etcd-credentials")) {
+    TESSERA_ASSIGN_OR_RETURN(JobEtcdUser user, ReadEtcdCredentials(run_dir + "/etcd-credentials"));
+    eo.username = user.user;
+    eo.password = user.password;
+  }
   TESSERA_ASSIGN_OR_RETURN(auto etcd, etcd::EtcdClient::Create(eo));
   const std::string gone = "is the run still going? (etcd " + eo.endpoints[0] + ")";
   std::vector<etcd::Op> puts;

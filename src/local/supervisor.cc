@@ -14,8 +14,11 @@
 #include "client/master_client.h"
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/flag_names.h"
 #include "common/random.h"
+#include "coord/connection.h"
 #include "coord/keys.h"
+#include "job/job_access.h"
 #include "job/job_store.h"
 #include "local/child_commands.h"
 #include "local/preflight.h"
@@ -47,6 +50,28 @@ Status Supervisor::StartEtcd() {
       return ping.status().WithContext("cannot reach the etcd given with --etcd " + o_.etcd);
     return ping.status().WithContext("etcd did not come up (see " + LogPath("etcd") + ")");
   }
+  if (o_.secure_etcd) TESSERA_RETURN_IF_ERROR(SecureEtcd().WithContext("securing the job's etcd"));
+  return Status::OK();
+}
+
+Status Supervisor::SecureEtcd() {
+  const std::string path = o_.run_dir + "/etcd-credentials";
+  if (!o_.resume) {
+    // etcd's root user, with a password nobody keeps: after this, only the job's user is used.
+    TESSERA_RETURN_IF_ERROR(etcd_->UserAdd("root", NewUuid() + NewUuid()));
+    if (Status r = etcd_->RoleAdd("root"); !r.ok() && r.code() != StatusCode::kAlreadyExists) return r;
+    TESSERA_RETURN_IF_ERROR(etcd_->UserGrantRole("root", "root"));
+    TESSERA_ASSIGN_OR_RETURN(JobEtcdUser user, CreateJobEtcdUser(etcd_.get(), o_.job));
+    TESSERA_RETURN_IF_ERROR(etcd_->AuthEnable());
+    TESSERA_RETURN_IF_ERROR(WriteEtcdCredentials(path, user));
+  }
+  TESSERA_ASSIGN_OR_RETURN(JobEtcdUser user, ReadEtcdCredentials(path));
+  etcd::EtcdOptions eo = etcd_->options();
+  eo.username = user.user;
+  eo.password = user.password;
+  TESSERA_ASSIGN_OR_RETURN(etcd_, etcd::EtcdClient::Create(eo));
+  TESSERA_RETURN_IF_ERROR(etcd_->Ping(std::chrono::seconds(10)).status());
+  etcd_env_[flags::kEnvEtcdCredentials] = path;
   return Status::OK();
 }
 
@@ -69,6 +94,15 @@ Status Supervisor::CreateJob() {
 Status Supervisor::Setup() {
   TESSERA_ASSIGN_OR_RETURN(auto lock, RunDirLock::Acquire(o_.run_dir));
   lock_.emplace(std::move(lock));
+  // Processes are found and stopped by control group where this process may make one, by
+  // process group otherwise (an unprivileged user's shell, or inside a platform job's sandbox,
+  // whose own group and PID namespace already hold the whole job).
+  auto cgroup = Cgroup::Create(CgroupLayout::Detect(), "tessera-local-" + std::to_string(::getpid()), false);
+  if (cgroup.ok()) {
+    cgroup_ = std::move(*cgroup);
+  } else {
+    spdlog::debug("children are stopped by process group: {}", cgroup.status().message());
+  }
   if (o_.resume) {
     TESSERA_RETURN_IF_ERROR(CheckResumable(o_.run_dir, o_.job, o_.dataset, o_.etcd.empty()));
   } else {
@@ -205,6 +239,21 @@ StatusOr<LocalResult> Supervisor::Run() {
     }
     if (finished && AllTrainersDone()) {
       result.completed = true;
+      break;
+    }
+    // Trainers that all ended before the job is done would leave it waiting for ever: after a
+    // grace period (their last tasks' acknowledgements), the job has failed, saying why.
+    if (!AllTrainersDone()) {
+      trainers_done_at_.reset();
+    } else if (!trainers_done_at_) {
+      trainers_done_at_ = Now();
+    } else if (Now() - *trainers_done_at_ > kTrainersDoneGrace) {
+      failed_ = Status::Aborted(fmt::format(
+          "every trainer exited with code 0, but the job is not done: {} samples trained, pass {} of {} ({} "
+          "of "
+          "{} tasks of this pass done). A trainer must read the job's data until none is left "
+          "(tessera.reader() in Python, Session::Next in C++) before it exits; see {}",
+          last.samples(), last.pass() + 1, last.passes(), last.done(), last.tasks(), LogPath("trainer-0")));
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));

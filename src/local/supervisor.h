@@ -67,6 +67,13 @@ struct LocalOptions {
   // Busy polling of the trainers and pservers (common/busy_poll.h), in microseconds; -1: the
   // environment's TESSERA_BUSY_POLL_US if set, else on when they fit the cores.
   int busy_poll_us = -1;
+  // The etcd it starts requires credentials: a user of the job's own (job/job_access.h), whose
+  // credentials file (<run>/etcd-credentials, mode 0600) every process gets; etcd's root user is
+  // made with a random password that is used once and forgotten. Not with `etcd`.
+  bool secure_etcd = false;
+  // A file holding the wanted number of trainers (the platform writes it; the job may only read
+  // it): a change of its number scales the job, as `tessera local scale --trainers` does.
+  std::string scale_file;
   std::string model_out;    // default: <run>/model.tsm
   std::string tessera_bin;  // this program
   bool progress_tty = false;

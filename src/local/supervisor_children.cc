@@ -26,7 +26,9 @@ Managed& Supervisor::Add(const std::string& name, Role role, int slot, std::vect
   auto m = std::make_unique<Managed>(name, role, slot);
   m->spec.argv = std::move(argv);
   m->spec.env = std::move(env);
+  if (role != Role::kEtcd) m->spec.env.insert(etcd_env_.begin(), etcd_env_.end());
   m->spec.log_path = LogPath(name);
+  m->spec.cgroup_parent = cgroup_.get();
   procs_.push_back(std::move(m));
   return *procs_.back();
 }
@@ -173,6 +175,11 @@ void Supervisor::StopAll() {
   StopRole(Role::kEtcd, kServerStopGrace);
   for (auto& p : graveyard_) p->Kill();
   graveyard_.clear();
+  if (cgroup_) {
+    // Whatever a child left that outlived it (none should: each child's end kills its group).
+    if (Status s = cgroup_->Kill(std::chrono::seconds(10)); !s.ok()) spdlog::warn("{}", s.message());
+    if (cgroup_->Remove().ok()) cgroup_.reset();
+  }
 }
 
 }  // namespace tessera::local

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "common/cgroup.h"
 #include "common/process.h"
 #include "coord/etcd_client.h"
 #include "job/job_config.h"
@@ -29,6 +30,9 @@ inline constexpr std::chrono::seconds kServerStopGrace{10};
 // A pserver removed from an elastic job hands its shards over before it exits (the node gives
 // that 60 s).
 inline constexpr std::chrono::seconds kPserverDrainGrace{90};
+// Trainers that have all exited with code 0 while the master still has work: how long the
+// supervisor waits for the master to see their last acknowledgements before the job fails.
+inline constexpr std::chrono::seconds kTrainersDoneGrace{10};
 
 // One child process and its state machine.
 struct Managed {
@@ -53,6 +57,9 @@ class Supervisor {
   // supervisor.cc
   Status Setup();
   Status StartEtcd();
+  // --secure-etcd: authentication on in the etcd just started, and a user of the job's own for
+  // every process (this one included, from then on).
+  Status SecureEtcd();
   Status CreateJob();
   // A pserver of a job with consistent checkpoints was lost: every process of the job stops,
   // the job is rolled back to its newest consistent checkpoint, and everything starts again.
@@ -113,6 +120,10 @@ class Supervisor {
   std::unique_ptr<etcd::EtcdClient> etcd_;
   JobConfig job_;
   security::JobSecret secret_;  // the job's (made with it, or read back on --resume)
+  // The job's control group, where this process may make one (root, or a delegated group): every
+  // child runs in a group of its own below it, so what a child leaves behind, a daemon outside
+  // its process group included, ends with it. Declared before the children, which borrow it.
+  std::unique_ptr<Cgroup> cgroup_;
   std::vector<std::unique_ptr<Managed>> procs_;
   // Children killed because they froze, until they are reaped (a process in uninterruptible
   // sleep dies only when it wakes).
@@ -120,6 +131,9 @@ class Supervisor {
   Status failed_;
   bool pserver_checkpoints_ = false;                       // pservers get --checkpoint-dir
   int64_t trainers_revision_ = 0, pservers_revision_ = 0;  // of the scale keys last followed
+  std::string scale_file_text_;                            // of o_.scale_file, as last followed
+  std::optional<TimePoint> trainers_done_at_;              // when every trainer was seen done
+  std::map<std::string, std::string> etcd_env_;            // every child's but etcd's (credentials)
 };
 
 }  // namespace tessera::local

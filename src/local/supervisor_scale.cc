@@ -8,6 +8,7 @@
 #include <set>
 
 #include "common/clock.h"
+#include "common/files.h"
 #include "common/strings.h"
 #include "coord/keys.h"
 #include "local/supervisor_impl.h"
@@ -17,6 +18,19 @@ namespace tessera::local {
 void Supervisor::FollowScaleRequests() {
   etcd::CallOptions quick;
   quick.retry_timeout = std::chrono::milliseconds(500);
+  if (!o_.scale_file.empty()) {
+    // A new number in the file becomes the trainers' key, followed below like any other change.
+    auto text = ReadFile(o_.scale_file);
+    if (text.ok() && *text != scale_file_text_) {
+      scale_file_text_ = *text;
+      auto n = ParseInt64(Trim(*text), o_.scale_file);
+      if (n.ok() && *n >= 0 && *n <= 1000) {
+        (void)etcd_->Put(keys::LocalTrainers(o_.job), std::to_string(*n), 0, quick);
+      } else {
+        console_.Event(o_.scale_file + " does not hold a number of trainers (0..1000); left as it is");
+      }
+    }
+  }
   // Only a change of a wanted count scales (trainers that finished are not replaced).
   auto follow = [&](const std::string& key, int64_t* revision, int most, auto scale) {
     auto want = etcd_->Get(key, {}, quick);

@@ -7,7 +7,9 @@
 // certificates. Both learn the known weights; without the job's certificates a trainer is told
 // what to give.
 #include <gtest/gtest.h>
+#include <signal.h>
 
+#include <filesystem>
 #include <sstream>
 
 #include "coord/connection.h"
@@ -151,6 +153,37 @@ TEST_F(LocalTest, PythonAndCTrainAJobOverEtcdWithAuthAndTls) {
   for (int j = 0; j < 5; ++j) EXPECT_NEAR(wc[j], kLinearTruth[j], 0.05) << "w[" << j << "]";
   // They reached the pserver over TCP (TLS in a --tls job) and the master over TLS gRPC.
   EXPECT_NE(logs.find("over tcp"), std::string::npos) << logs;
+}
+
+// `tessera local --secure-etcd` (what the platform runs): its etcd answers nobody without the
+// job's credentials, and the job trains as usual with them; `tessera local scale` finds them.
+TEST_F(LocalTest, ASecuredLocalEtcdRefusesAClientWithoutTheJobsCredentials) {
+  UploadFashionMnist();
+  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--passes", "200", "--secure-etcd"});
+  auto open = JobEtcd(p.pid());
+  ASSERT_TRUE(open);
+  etcd::CallOptions quick;
+  quick.retry_timeout = std::chrono::seconds(3);
+  ASSERT_TRUE(WaitUntil([&] { return std::filesystem::exists(run() + "/etcd-credentials"); },
+                        std::chrono::seconds(60)));
+  auto refused = open->Get("/tessera/local/secret", {}, quick);
+  EXPECT_FALSE(refused.ok()) << "read the job's secret without credentials";
+  auto user = ReadEtcdCredentials(run() + "/etcd-credentials");
+  ASSERT_TRUE(user.ok()) << user.status();
+  etcd::EtcdOptions o = open->options();
+  o.username = user->user;
+  o.password = user->password;
+  auto with = etcd::EtcdClient::Create(o);
+  ASSERT_TRUE(with.ok());
+  EXPECT_TRUE(WaitUntil([&] { return (*with)->Get("/tessera/local/config", {}, quick).ok(); },
+                        std::chrono::seconds(30)));
+  auto scaled = Tessera({"local", "scale", "--run", run(), "--trainers", "2"});
+  EXPECT_EQ(scaled.code, 0) << scaled.out;
+  EXPECT_TRUE(WaitUntil([&] { return p.Output().find("scaled up: started trainer-1") != std::string::npos; },
+                        std::chrono::seconds(60)))
+      << p.Output();
+  ASSERT_TRUE(p.Signal(SIGTERM).ok());
+  ASSERT_TRUE(p.Wait(std::chrono::seconds(60)).has_value());
 }
 
 }  // namespace

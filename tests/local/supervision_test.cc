@@ -4,6 +4,7 @@
 // cause; a run directory in use or finished is left as it is.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -48,6 +49,35 @@ TEST_F(SupervisionTest, CtrlCStopsEveryProcessATrainerCommandStarted) {
   EXPECT_EQ(*code, 128 + SIGINT);
   std::string alive;
   EXPECT_TRUE(AllGone(pids, seconds(10), &alive)) << "still running: " << alive;
+}
+
+TEST_F(SupervisionTest, CtrlCStopsADaemonATrainerStartedInASessionOfItsOwn) {
+  // setsid takes the daemon out of the trainer's process group and session: only the trainer's
+  // control group still holds it (as root; elsewhere the test has nothing to prove).
+  if (::geteuid() != 0) GTEST_SKIP() << "control groups need root here";
+  Subprocess& p = StartLocal({"--dataset", "fm", "--trainer-cmd",
+                              "setsid sleep 1000 & echo $! >> \"$TESSERA_RUN_DIR/pids-$TESSERA_TRAINER_ID\"; "
+                              "echo $$ >> \"$TESSERA_RUN_DIR/pids-$TESSERA_TRAINER_ID\"; wait"});
+  ASSERT_TRUE(WaitForPids(0, 2)) << p.Output();
+  const std::vector<pid_t> pids = TrainerPids(0);
+  ASSERT_TRUE(p.Signal(SIGINT).ok());
+  ASSERT_TRUE(p.Wait(seconds(60)).has_value()) << p.Output();
+  std::string alive;
+  EXPECT_TRUE(AllGone(pids, seconds(10), &alive)) << "still running: " << alive;
+}
+
+TEST_F(SupervisionTest, TrainersThatAllExitWithoutTrainingFailTheJobSayingSo) {
+  // A trainer command that "succeeds" at once: before, the job waited for ever for its data to be
+  // read.
+  Subprocess& p =
+      StartLocal({"--dataset", "fm", "--trainer-cmd", "echo 'nothing to do'; exit 0", "--trainers", "2"});
+  auto code = p.Wait(seconds(90));
+  ASSERT_TRUE(code.has_value()) << "the job still waits: " << p.Output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(p.Output().find("every trainer exited with code 0, but the job is not done: 0 samples trained"),
+            std::string::npos)
+      << p.Output();
+  EXPECT_FALSE(std::filesystem::exists(run() + "/result.json"));
 }
 
 TEST_F(SupervisionTest, ScaleDownStopsTheTrainerAndWhatItStarted) {
