@@ -18,7 +18,7 @@ import sys
 # Lowest first. Folders on one layer may not use each other.
 LAYERS = [
     ["common"],
-    ["security"],
+    ["security", "sandbox"],
     ["coord", "transport", "recordio", "model_file", "checkpoint"],
     ["job", "dataset"],
     ["pserver", "client"],
