@@ -76,7 +76,11 @@ StatusOr<std::vector<std::string>> Fill(const std::string& where, const std::str
   jo.data_dir = data_dir;
   jo.capacity.cpu = 64;  // never started: the capacity only has to admit them
   jo.capacity.memory_mb = 1 << 20;
-  server::Jobs j(db.get(), &datasets, std::make_unique<server::LocalBackend>(BuildPath("src/tessera")), jo);
+  server::LocalBackendOptions lo;
+  lo.tessera_bin = BuildPath("src/tessera");
+  lo.data_dir = data_dir;
+  lo.sandboxed = false;  // never started
+  server::Jobs j(db.get(), &datasets, std::make_unique<server::LocalBackend>(lo), jo);
   TESSERA_ASSIGN_OR_RETURN(auto owner, db->Query("SELECT id FROM users WHERE name = 'ada'"));
   if (owner.empty()) return Status::Internal("no user ada");
   std::vector<std::string> ids;

@@ -26,8 +26,9 @@ PACKAGES=(
   python3 python3-dev pybind11-dev python3-numpy python3-torch libopenblas0-pthread
   # beyond one machine: MPI and ssh launch (tests run real mpirun and sshd)
   openmpi-bin openssh-server openssh-client
-  # the platform server: SQLite and PostgreSQL (tests start a real one), password hashing
-  libsqlite3-dev libsqlitecpp-dev libpqxx-dev postgresql libsodium-dev libarchive-dev
+  # the platform server: SQLite and PostgreSQL (tests start a real one), password hashing; each
+  # job's sandbox (bubblewrap; setpriv is util-linux's)
+  libsqlite3-dev libsqlitecpp-dev libpqxx-dev postgresql libsodium-dev libarchive-dev bubblewrap util-linux
   # notebooks: the example notebook is executed by a test (a real Jupyter kernel) and plots
   python3-nbclient python3-nbformat python3-ipykernel python3-matplotlib
   # real data sets

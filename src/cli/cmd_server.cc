@@ -9,6 +9,7 @@
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
 #include "common/math_threads.h"
+#include "sandbox/job_users.h"
 #include "server/api_server.h"
 #include "server/database.h"
 #include "server/schema.h"
@@ -29,6 +30,10 @@ struct ServerFlags {
   bool stop_jobs_on_exit = false;
   std::string cert, key;
   std::string backend = "local";
+  std::string sandbox = "on";
+  std::string job_uids = "61000000-61099999";
+  int64_t job_tasks_per_process = 256;
+  int64_t keep_free_mb = 1024;
   server::K8sOptions k8s;
 };
 
@@ -69,6 +74,16 @@ int RunServer(const ServerFlags& f) {
   so.capacity.gpus = f.gpus;
   so.refuse_over_quota = f.over_quota == "refuse";
   so.backend = f.backend;
+  so.sandbox = f.sandbox == "on";
+  auto uids = sandbox::ParseUidRange(f.job_uids);
+  if (!uids.ok()) return Fail("server", uids.status().WithContext("--job-uids"));
+  so.job_uids = *uids;
+  so.job_tasks_per_process = f.job_tasks_per_process;
+  so.keep_free_mb = f.keep_free_mb;
+  if (!so.sandbox && f.backend == "local")
+    std::fprintf(stderr,
+                 "tessera server: --sandbox off: jobs run as this server's own user, with its rights and its "
+                 "view of the machine; only for a server you alone use\n");
   so.k8s = f.k8s;
   so.tls_cert = f.cert;
   so.tls_key = f.key;
@@ -130,6 +145,30 @@ void RegisterServer(CLI::App& app, int* exit_code) {
                   "where jobs run: local (this machine, through `tessera local`) or kubernetes (the cluster\n"
                   "kubectl reaches, from the manifests of `tessera deploy k8s`; see docs/platform-api.md)")
       ->check(CLI::IsMember({"local", "kubernetes"}))
+      ->capture_default_str();
+  cmd->add_option(
+         "--sandbox", f->sandbox,
+         "local backend: run each job in a sandbox of its own (docs/security.md): as a Unix user of\n"
+         "its namespace, in its own mount, PID, IPC and network namespaces, within a control group\n"
+         "carrying its quota; needs root and bubblewrap. off: jobs run as this server's user,\n"
+         "unconfined (a server you alone use)")
+      ->check(CLI::IsMember({"on", "off"}))
+      ->capture_default_str();
+  cmd->add_option("--job-uids", f->job_uids,
+                  "local backend, sandboxed: the Unix user ids this server gives its namespaces' jobs, one\n"
+                  "per namespace (FIRST-LAST; ids the host already knows are skipped)")
+      ->capture_default_str();
+  cmd->add_option(
+         "--job-tasks-per-process", f->job_tasks_per_process,
+         "local backend, sandboxed: the tasks (processes and threads) a job may have, per process its\n"
+         "quota counts (pservers and trainers), 3 more for its etcd, master and supervisor")
+      ->check(CLI::Range(int64_t{16}, int64_t{1} << 20))
+      ->capture_default_str();
+  cmd->add_option(
+         "--keep-free-mb", f->keep_free_mb,
+         "megabytes the server keeps free on the disk of --data-dir: an upload that would take them\n"
+         "is refused before it starts, and a job whose directory grows while they are short is stopped")
+      ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   cmd->add_option("--kubectl", f->k8s.kubectl, "kubernetes: the kubectl program")->capture_default_str();
   cmd->add_option("--k8s-image", f->k8s.image, "kubernetes: the Tessera image of every pod")

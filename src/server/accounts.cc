@@ -164,11 +164,35 @@ Status Accounts::Approve(const std::string& user_name) {
 
 Status Accounts::Audit(const std::string& user_id, const std::string& action, const std::string& target,
                        const std::string& outcome, const std::string& detail, int64_t now_ms) {
+  std::string ns = AuditNamespace(target);
+  if (ns.empty() && target.rfind("/api/v1/uploads/", 0) == 0) {
+    const std::string id = target.substr(
+        16, target.find('/', 16) == std::string::npos ? std::string::npos : target.find('/', 16) - 16);
+    auto rows = db_->Query("SELECT namespace FROM uploads WHERE id = ?", {id});
+    if (rows.ok() && !rows->empty()) ns = (*rows)[0].Text(0);
+  }
   return db_->Exec(
-      "INSERT INTO audit (id, time_ms, user_id, action, target, outcome, detail) VALUES (?, ?, ?, ?, ?, ?, "
-      "?)",
-      {NewUuid(), now_ms, user_id.empty() ? Value(nullptr) : Value(user_id), action, target, outcome,
-       detail});
+      "INSERT INTO audit (id, time_ms, user_id, action, target, outcome, detail, namespace) VALUES (?, ?, ?, "
+      "?, "
+      "?, ?, ?, ?)",
+      {NewUuid(), now_ms, user_id.empty() ? Value(nullptr) : Value(user_id), action, target, outcome, detail,
+       ns});
+}
+
+std::string AuditNamespace(const std::string& target) {
+  const std::string ns_prefix = "/api/v1/namespaces/", job_prefix = "/api/v1/jobs/";
+  auto segment = [&](size_t from) {
+    const size_t end = target.find('/', from);
+    return target.substr(from, end == std::string::npos ? std::string::npos : end - from);
+  };
+  if (target.rfind(ns_prefix, 0) == 0) return segment(ns_prefix.size());
+  if (target.rfind(job_prefix, 0) == 0) {
+    // A job's id is its namespace's name, '-' and 8 hexadecimal digits.
+    const std::string id = segment(job_prefix.size());
+    return id.size() > 9 && id[id.size() - 9] == '-' ? id.substr(0, id.size() - 9) : "";
+  }
+  if (target.rfind("user ", 0) == 0) return "";  // logins: the server's, not a namespace's
+  return "";
 }
 
 }  // namespace tessera::server

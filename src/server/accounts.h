@@ -61,7 +61,9 @@ class Accounts {
   Status Approve(const std::string& user_name);
   StatusOr<User> FindUser(const std::string& name);
 
-  // One line of the audit log: who (user id, "" for nobody), did what, to what, and how it went.
+  // One line of the audit log: who (user id, "" for nobody), did what, to what (an API path, or
+  // "user NAME" for a login), and how it went. It is filed under the namespace the target belongs
+  // to (AuditNamespace; an upload's, by its record), which is what that namespace's audit shows.
   Status Audit(const std::string& user_id, const std::string& action, const std::string& target,
                const std::string& outcome, const std::string& detail, int64_t now_ms);
 
@@ -71,5 +73,9 @@ class Accounts {
   Database* db_;
   AccountOptions o_;
 };
+
+// The namespace an API path acts on: /api/v1/namespaces/NS/..., /api/v1/jobs/NS-xxxxxxxx/...;
+// "" for anything else (pure).
+std::string AuditNamespace(const std::string& target);
 
 }  // namespace tessera::server

@@ -1,13 +1,36 @@
 // The REST API's account routes: sign-up, login, the caller, tokens, approval, members, audit.
+#include <memory>
+#include <mutex>
+
 #include "common/clock.h"
 #include "server/api_routes.h"
 #include "server/api_server.h"
 #include "server/json_body.h"
+#include "server/login_throttle.h"
 
 namespace tessera::server {
 namespace {
 
 using Json = nlohmann::json;
+
+// The audit lines `where` selects (a condition on `a`, the audit table), newest first, at most 500.
+StatusOr<Json> AuditLines(Database* db, const std::string& where, const std::vector<Value>& params) {
+  TESSERA_ASSIGN_OR_RETURN(
+      auto rows, db->Query("SELECT a.time_ms, COALESCE(u.name, ''), a.action, a.target, a.outcome, a.detail, "
+                           "a.namespace FROM audit a LEFT JOIN users u ON u.id = a.user_id WHERE " +
+                               where + " ORDER BY a.time_ms DESC LIMIT 500",
+                           params));
+  Json out = Json::array();
+  for (const auto& row : rows)
+    out.push_back({{"time_ms", row.Int(0)},
+                   {"user", row.Text(1)},
+                   {"action", row.Text(2)},
+                   {"target", row.Text(3)},
+                   {"outcome", row.Text(4)},
+                   {"detail", row.Text(5)},
+                   {"namespace", row.Text(6)}});
+  return out;
+}
 
 Json UserJson(const User& u) {
   return {{"id", u.id}, {"name", u.name}, {"admin", u.admin}, {"approved", u.approved}};
@@ -24,23 +47,47 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
       TESSERA_ASSIGN_OR_RETURN(std::string name, b.String("name"));
       TESSERA_ASSIGN_OR_RETURN(std::string password, b.String("password"));
       TESSERA_ASSIGN_OR_RETURN(User u, acc.SignUp(name, password, WallMillis()));
-      (void)acc.Audit(u.id, "sign up", "user " + name, "ok", "", WallMillis());
+      (void)acc.Audit(u.id, "sign up", "/api/v1/namespaces/" + name, "ok", "user " + name, WallMillis());
       return Reply{201, {{"user", UserJson(u)}, {"namespace", name}}};
     }();
     ApiRoutes::Send(res, reply);
   });
+  // Logins: failures slow the account and the client's address down (login_throttle.h); every
+  // attempt is audited with the address, refused ones too.
   r.Note("POST", "/api/v1/login");
-  r.http().Post("/api/v1/login", [&acc](const httplib::Request& req, httplib::Response& res) {
-    std::string name;
+  auto throttle = std::make_shared<std::pair<std::mutex, LoginThrottle>>();
+  r.http().Post("/api/v1/login", [&acc, throttle](const httplib::Request& req, httplib::Response& res) {
+    std::string name, outcome;
+    int64_t retry_ms = 0;
     StatusOr<Reply> reply = [&]() -> StatusOr<Reply> {
       TESSERA_ASSIGN_OR_RETURN(auto b, JsonBody::Parse(req.body, {"name", "password"}));
       TESSERA_ASSIGN_OR_RETURN(name, b.String("name"));
       TESSERA_ASSIGN_OR_RETURN(std::string password, b.String("password"));
-      TESSERA_ASSIGN_OR_RETURN(IssuedToken t, acc.Login(name, password, WallMillis()));
-      return Reply{200, {{"token", t.token}, {"token_id", t.id}, {"expires_ms", *t.expires_ms}}};
+      const std::vector<std::string> keys = {"user:" + name, "addr:" + req.remote_addr};
+      {
+        std::lock_guard<std::mutex> l(throttle->first);
+        retry_ms = throttle->second.WaitMs(keys, WallMillis());
+      }
+      if (retry_ms > 0)
+        return Status::ResourceExhausted(
+            "too many failed logins for this account or from this address: try again in " +
+            std::to_string((retry_ms + 999) / 1000) + " s");
+      auto t = acc.Login(name, password, WallMillis());
+      std::lock_guard<std::mutex> l(throttle->first);
+      if (!t.ok()) {
+        if (t.status().code() == StatusCode::kUnauthenticated) throttle->second.Failed(keys, WallMillis());
+        return t.status();
+      }
+      throttle->second.Succeeded(keys);
+      return Reply{200, {{"token", t->token}, {"token_id", t->id}, {"expires_ms", *t->expires_ms}}};
     }();
-    (void)acc.Audit("", "login", "user " + name, reply.ok() ? "ok" : ErrorCodeName(reply.status().code()), "",
-                    WallMillis());
+    if (retry_ms > 0) {
+      res.set_header("Retry-After", std::to_string((retry_ms + 999) / 1000));
+      outcome = "throttled";
+    } else {
+      outcome = reply.ok() ? "ok" : ErrorCodeName(reply.status().code());
+    }
+    (void)acc.Audit("", "login", "user " + name, outcome, "from " + req.remote_addr, WallMillis());
     ApiRoutes::Send(res, reply);
   });
   r.Get("/api/v1/me", "read self", [db](const User& u, const httplib::Request&) -> StatusOr<Reply> {
@@ -120,24 +167,21 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
              TESSERA_RETURN_IF_ERROR(acc.SetRole(req.matches[1], req.matches[2], std::nullopt));
              return Reply{204, {}};
            });
+  r.Get("/api/v1/audit", "read server audit",
+        [db](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
+          if (!u.admin) return Status::PermissionDenied("the server's audit log is for its administrators");
+          // Everything, or one action (?action=login: every login, failed, throttled or not).
+          const std::string action = req.has_param("action") ? req.get_param_value("action") : "";
+          TESSERA_ASSIGN_OR_RETURN(Json out, AuditLines(db, "? = '' OR a.action = ?", {action, action}));
+          return Reply{200, {{"audit", out}}};
+        });
   r.Get(std::string("/api/v1/namespaces/") + kNamePattern + "/audit", "read audit",
         [&r, db](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
           TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kReadAudit));
-          // The actions of the namespace's members (newest first, at most 500).
-          TESSERA_ASSIGN_OR_RETURN(
-              auto rows,
-              db->Query("SELECT a.time_ms, u.name, a.action, a.target, a.outcome, a.detail FROM audit a "
-                        "JOIN memberships m ON m.user_id = a.user_id AND m.namespace = ? "
-                        "JOIN users u ON u.id = a.user_id ORDER BY a.time_ms DESC LIMIT 500",
-                        {std::string(req.matches[1])}));
-          Json out = Json::array();
-          for (const auto& row : rows)
-            out.push_back({{"time_ms", row.Int(0)},
-                           {"user", row.Text(1)},
-                           {"action", row.Text(2)},
-                           {"target", row.Text(3)},
-                           {"outcome", row.Text(4)},
-                           {"detail", row.Text(5)}});
+          // What was done to the namespace and its jobs, data sets and uploads, by anyone; not
+          // what its members did elsewhere.
+          TESSERA_ASSIGN_OR_RETURN(Json out,
+                                   AuditLines(db, "a.namespace = ?", {std::string(req.matches[1])}));
           return Reply{200, {{"audit", out}}};
         });
 }

@@ -85,17 +85,12 @@ void AddDatasetRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
            spec.label_column = label.value_or("0");
            spec.header = header.value_or(false);
            spec.list = list.value_or("list.txt");
-           // The namespace's storage quota counts its data sets and this upload's declared size.
+           // The namespace's storage quota counts its data sets, its uploads under way, its job
+           // directories and this upload's declared size (checked and reserved by CreateUpload).
            TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, jobs->Quota(ns));
            if (q.storage_mb) {
-             TESSERA_ASSIGN_OR_RETURN(int64_t owned, ds->BytesOwned(ns));
-             int64_t declared = 0;
-             for (const auto& f : spec.files) declared += std::max<int64_t>(0, f.size);
-             if (owned + declared > *q.storage_mb * (int64_t{1} << 20))
-               return Status::ResourceExhausted("over the storage quota of '" + ns + "' (" +
-                                                std::to_string(*q.storage_mb) + " MB): its data sets hold " +
-                                                std::to_string(owned >> 20) + " MB and this upload is " +
-                                                std::to_string(declared >> 20) + " MB");
+             spec.storage_limit_bytes = *q.storage_mb << 20;
+             TESSERA_ASSIGN_OR_RETURN(spec.job_bytes, jobs->JobDiskBytes(ns));
            }
            TESSERA_ASSIGN_OR_RETURN(UploadInfo up, ds->CreateUpload(spec, u.id, WallMillis()));
            return Reply{201, UploadJson(up)};

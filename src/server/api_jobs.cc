@@ -1,6 +1,7 @@
 // The REST API's job routes: code packages, submission, the list and history, stop, scale,
 // delete, metrics, logs (read and followed as server-sent events), and quotas.
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -37,21 +38,8 @@ StatusOr<int64_t> IntParam(const httplib::Request& req, const std::string& name,
   return static_cast<int64_t>(x);
 }
 
-int64_t FileSize(const std::string& path) {
-  struct stat st;
-  return ::stat(path.c_str(), &st) == 0 ? static_cast<int64_t>(st.st_size) : -1;
-}
-
-std::string ReadRange(const std::string& path, int64_t from, int64_t n) {
-  std::ifstream f(path, std::ios::binary);
-  f.seekg(from);
-  std::string out(static_cast<size_t>(n), '\0');
-  f.read(out.data(), n);
-  out.resize(static_cast<size_t>(f.gcount()));
-  return out;
-}
-
-// The file of log `node` of job `j`; NotFound names the logs there are (and the likely one).
+// The file of log `node` of job `j` (in jobs->Files(j.id)); NotFound names the logs there are
+// (and the likely one).
 StatusOr<std::string> LogPath(Jobs* jobs, const JobInfo& j, const std::string& node) {
   std::vector<std::string> names;
   for (const auto& [n, p] : jobs->Logs(j.id)) {
@@ -148,8 +136,9 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
         [job_of, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
           TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadLogs));
           Json out = Json::array();
+          const auto files = jobs->Files(j.id);
           for (const auto& [node, path] : jobs->Logs(j.id))
-            out.push_back({{"node", node}, {"bytes", FileSize(path)}});
+            out.push_back({{"node", node}, {"bytes", files.Size(path)}});
           return Reply{200, {{"logs", out}}};
         });
   // A piece of a log: from ?offset=N (bytes), or its last ?tail=L lines (default 100).
@@ -158,7 +147,8 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
           TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadLogs));
           const std::string node = req.matches[2];
           TESSERA_ASSIGN_OR_RETURN(const std::string path, LogPath(jobs, j, node));
-          const int64_t size = std::max<int64_t>(0, FileSize(path));
+          const auto files = jobs->Files(j.id);
+          const int64_t size = std::max<int64_t>(0, files.Size(path));
           int64_t from;
           if (req.has_param("offset")) {
             TESSERA_ASSIGN_OR_RETURN(from, IntParam(req, "offset", 0, 0, INT64_MAX));
@@ -167,7 +157,7 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
             TESSERA_ASSIGN_OR_RETURN(int64_t lines, IntParam(req, "tail", 100, 1, 10000));
             // Back from the end until `lines` line breaks are behind (within the read limit).
             from = std::max<int64_t>(0, size - kMaxLogRead);
-            std::string tail = ReadRange(path, from, size - from);
+            std::string tail = files.ReadRange(path, from, size - from);
             int64_t seen = 0;
             size_t at = tail.size();
             if (at > 0 && tail[at - 1] == '\n') --at;
@@ -177,7 +167,7 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
             }
             from += static_cast<int64_t>(at);
           }
-          std::string text = ReadRange(path, from, std::min(kMaxLogRead, size - from));
+          std::string text = files.ReadRange(path, from, std::min(kMaxLogRead, size - from));
           const int64_t next = from + static_cast<int64_t>(text.size());
           return Reply{
               200,
@@ -200,7 +190,8 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
       return ApiRoutes::Send(
           res, Status::ResourceExhausted("too many logs followed at once; read them with ?offset= instead"));
     }
-    int64_t pos = FileSize(*path);
+    const auto files = std::make_shared<sandbox::ConfinedDir>(jobs->Files(req.matches[1]));
+    int64_t pos = files->Size(*path);
     const std::string last = req.get_header_value("Last-Event-ID");
     if (!last.empty()) pos = std::atoll(last.c_str());
     if (req.has_param("offset")) pos = std::atoll(req.get_param_value("offset").c_str());
@@ -210,15 +201,15 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [jobs, id, file, at, deadline](size_t, httplib::DataSink& sink) {
+        [jobs, id, file, files, at, deadline](size_t, httplib::DataSink& sink) {
           for (int idle = 0; idle < 40; ++idle) {  // about 10 s per call, then the provider is asked again
             if (!sink.is_writable() || WallMillis() > *deadline) {
               sink.done();
               return true;
             }
-            const int64_t size = FileSize(file);
+            const int64_t size = files->Size(file);
             if (size > *at) {
-              std::string chunk = ReadRange(file, *at, std::min<int64_t>(kMaxLogRead, size - *at));
+              std::string chunk = files->ReadRange(file, *at, std::min<int64_t>(kMaxLogRead, size - *at));
               size_t nl = chunk.rfind('\n');
               if (nl != std::string::npos) {
                 std::string out;
@@ -251,21 +242,34 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
   // The trained model, as the file itself (application/octet-stream).
   r.Note("GET", job_path + "/model");
   r.http().Get(job_path + "/model", [&r, job_of, jobs](const httplib::Request& req, httplib::Response& res) {
-    StatusOr<std::string> model = [&]() -> StatusOr<std::string> {
+    // Sent from the file the job wrote, opened once (no link followed) and read as it goes.
+    StatusOr<std::shared_ptr<UniqueFd>> model = [&]() -> StatusOr<std::shared_ptr<UniqueFd>> {
       TESSERA_ASSIGN_OR_RETURN(User u, r.Caller(req));
       TESSERA_ASSIGN_OR_RETURN(JobInfo j, job_of(u, req.matches[1], Action::kReadJob));
-      auto bytes = ReadFile(jobs->ModelPath(j.id));
-      if (!bytes.ok())
+      auto fd = jobs->Files(j.id).Open(kModelFile);
+      if (fd.status().code() == StatusCode::kNotFound)
         return Status::FailedPrecondition(
             "job " + j.id + " has no model" +
             (j.ended_ms
                  ? std::string(" (it ended ") + j.state + " before saving one)"
                  : std::string(" yet: it is ") + j.state + "; the model is saved when every pass is done"));
-      return *bytes;
+      if (!fd.ok()) return fd.status();
+      return std::make_shared<UniqueFd>(std::move(*fd));
     }();
     if (!model.ok()) return ApiRoutes::Send(res, model.status());
+    struct stat st {};
+    if (::fstat((*model)->get(), &st) != 0)
+      return ApiRoutes::Send(res, Status::Unavailable("cannot read the model"));
     res.set_header("Content-Disposition", "attachment; filename=\"" + std::string(req.matches[1]) + ".tsm\"");
-    res.set_content(std::move(*model), "application/octet-stream");
+    res.set_content_provider(static_cast<size_t>(st.st_size), "application/octet-stream",
+                             [fd = *model](size_t offset, size_t length, httplib::DataSink& sink) {
+                               char buf[1 << 16];
+                               const ssize_t n = ::pread(fd->get(), buf, std::min(length, sizeof buf),
+                                                         static_cast<off_t>(offset));
+                               if (n <= 0) return false;  // shorter than it was: the connection ends
+                               sink.write(buf, static_cast<size_t>(n));
+                               return true;
+                             });
   });
 
   r.Get(ns_path + "/quota", "read quota",
@@ -273,7 +277,9 @@ void AddJobRoutes(ApiRoutes& r, Jobs* jobs, Datasets* datasets) {
           TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kReadQuota));
           TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, jobs->Quota(req.matches[1]));
           TESSERA_ASSIGN_OR_RETURN(Usage used, jobs->UsageOf(req.matches[1]));
-          TESSERA_ASSIGN_OR_RETURN(int64_t bytes, datasets->BytesOwned(req.matches[1]));
+          TESSERA_ASSIGN_OR_RETURN(int64_t data_bytes, datasets->BytesOwned(req.matches[1]));
+          TESSERA_ASSIGN_OR_RETURN(int64_t job_bytes, jobs->JobDiskBytes(req.matches[1]));
+          const int64_t bytes = data_bytes + job_bytes;
           Json usage = UsageJson(used);
           usage["storage_mb"] = static_cast<double>(bytes) / (1 << 20);
           return Reply{

@@ -2,11 +2,15 @@
 // adds each group of routes.
 #include "server/api_server.h"
 
+#include <httplib.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
 #include <filesystem>
 
-#include <httplib.h>
-
 #include "common/http_limits.h"
+#include "sandbox/sandbox_process.h"
 #include "server/api_routes.h"
 #include "server/local_backend.h"
 
@@ -46,13 +50,22 @@ ApiServer::ApiServer(Database* db, ServerOptions options)
   jo.capacity = options_.capacity;
   jo.refuse_over_quota = options_.refuse_over_quota;
   jo.tick_ms = options_.tick_ms;
+  jo.sandboxed = options_.backend == "local" && options_.sandbox;
+  jo.keep_free_bytes = options_.keep_free_mb << 20;
+  datasets_->set_keep_free_bytes(options_.keep_free_mb << 20);
+  jo.job_uids = options_.job_uids;
   std::unique_ptr<Backend> backend;
   if (options_.backend == "kubernetes") {
     K8sOptions k = options_.k8s;
     k.data_dir = options_.data_dir;
     backend = std::make_unique<KubernetesBackend>(k);
   } else {
-    backend = std::make_unique<LocalBackend>(options_.tessera_bin);
+    LocalBackendOptions lo;
+    lo.tessera_bin = options_.tessera_bin;
+    lo.data_dir = options_.data_dir;
+    lo.sandboxed = options_.sandbox;
+    lo.tasks_per_process = options_.job_tasks_per_process;
+    backend = std::make_unique<LocalBackend>(lo);
   }
   jobs_ = std::make_unique<Jobs>(db, datasets_.get(), std::move(backend), jo);
   Routes();
@@ -75,7 +88,7 @@ void ApiServer::Routes() {
       [](const std::string& path) {
         return path.rfind("/api/v1/uploads/", 0) == 0 || path.find("/packages/") != std::string::npos;
       },
-      kMaxChunkBody);
+      kMaxChunkBody, nullptr, /*json_errors=*/true);
   AddAccountRoutes(*routes_, db_);
   AddDatasetRoutes(*routes_, datasets_.get(), jobs_.get());
   AddJobRoutes(*routes_, jobs_.get(), datasets_.get());
@@ -111,6 +124,19 @@ Status ApiServer::Start(const std::string& host, int port) {
         "--backend kubernetes needs --k8s-data-claim NAME: the ReadWriteMany claim that holds --data-dir, "
         "which "
         "every pod mounts");
+  if (options_.backend == "local" && options_.sandbox) {
+    TESSERA_RETURN_IF_ERROR(sandbox::CheckSandboxHost());
+    // Control groups carry each job's limits, and are how a job is found and stopped.
+    auto probe =
+        Cgroup::Create(CgroupLayout::Detect(), "tessera-server-probe-" + std::to_string(::getpid()), true);
+    if (!probe.ok())
+      return probe.status().WithContext("sandboxed jobs need control groups (or run with --sandbox off)");
+    (void)(*probe)->Remove();
+    // The data directory is the server's alone: its database, every namespace's data.
+    if (::chmod(options_.data_dir.c_str(), 0700) != 0)
+      return Status::Unavailable("cannot make " + options_.data_dir +
+                                 " the server's alone: " + std::strerror(errno));
+  }
   if (!http_->is_valid())
     return Status::InvalidArgument("cannot use --cert " + options_.tls_cert + " and --key " +
                                    options_.tls_key + ": not a readable PEM certificate and its private key");

@@ -36,6 +36,14 @@ struct ServerOptions {
   std::string tls_cert, tls_key;  // PEM files: serve HTTPS (both or neither)
   std::string web_dir;            // the platform's pages; empty: <exe>/../platform or ../share/tessera/platform
   std::string backend = "local";  // or "kubernetes"
+  // The local backend runs each job in a sandbox (local_backend.h): the server must run as root.
+  // Off: jobs run as the server's own user, unconfined.
+  bool sandbox = true;
+  sandbox::UidRange job_uids;           // the Unix users of jobs, one per namespace
+  int64_t job_tasks_per_process = 256;  // a sandboxed job's task limit, per process of its quota
+  // What the server keeps free on its disk: uploads that would take it are refused, and running
+  // jobs whose directories grow while it is short are stopped.
+  int64_t keep_free_mb = 1024;
   K8sOptions k8s;                 // for the kubernetes backend
 };
 

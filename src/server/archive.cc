@@ -7,6 +7,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -69,6 +70,16 @@ StatusOr<ArchiveSummary> Walk(
       return Status::InvalidArgument("archive: entry '" + name + "' is not a file or a directory");
     }
     if (rel.empty()) return Status::InvalidArgument("archive: a file entry has no name");
+    // A sparse member would be written with holes: small in the archive, as large as it says on
+    // disk. Refused; and every member counts by the size it declares, not the data it carries.
+    if (archive_entry_sparse_count(e) > 0)
+      return Status::InvalidArgument("archive: entry '" + name +
+                                     "' is a sparse file; only plain files and directories are accepted");
+    const int64_t declared = archive_entry_size_is_set(e) ? archive_entry_size(e) : 0;
+    if (declared < 0 || sum.bytes + declared > limits.max_bytes)
+      return Status::InvalidArgument("archive: entry '" + name + "' is " + std::to_string(declared) +
+                                     " bytes, past the " + std::to_string(limits.max_bytes) +
+                                     " bytes of content allowed");
     int64_t n = 0;
     if (write) {
       TESSERA_RETURN_IF_ERROR(write(rel, a.get(), &n));
@@ -85,7 +96,7 @@ StatusOr<ArchiveSummary> Walk(
         if (sum.bytes + n > limits.max_bytes) break;
       }
     }
-    sum.bytes += n;
+    sum.bytes += std::max(n, declared);
     if (sum.bytes > limits.max_bytes) {
       return Status::InvalidArgument("archive: more than " + std::to_string(limits.max_bytes) +
                                      " bytes of content");
@@ -155,7 +166,7 @@ StatusOr<ArchiveSummary> ExtractArchive(const std::string& archive, const std::s
         break;
       }
       total += static_cast<int64_t>(size);
-      if (total > limits.max_bytes) {
+      if (total > limits.max_bytes || offset < 0 || offset + static_cast<int64_t>(size) > limits.max_bytes) {
         st = Status::InvalidArgument("archive: more than " + std::to_string(limits.max_bytes) +
                                      " bytes of content");
         break;

@@ -160,6 +160,14 @@ Status Datasets::Share(const std::string& ns, const std::string& name, const std
   return st.code() == StatusCode::kAlreadyExists ? Status::OK() : st;
 }
 
+StatusOr<int64_t> Datasets::BytesReserved(const std::string& ns) {
+  TESSERA_ASSIGN_OR_RETURN(
+      auto rows, db_->Query("SELECT COALESCE(SUM(f.size), 0) FROM upload_files f JOIN uploads u ON u.id = "
+                            "f.upload_id WHERE u.namespace = ? AND u.state IN ('receiving', 'importing')",
+                            {ns}));
+  return rows.empty() ? 0 : rows[0].Int(0);
+}
+
 StatusOr<int64_t> Datasets::BytesOwned(const std::string& ns) {
   TESSERA_ASSIGN_OR_RETURN(
       auto rows, db_->Query("SELECT COALESCE(SUM(bytes), 0) FROM datasets WHERE namespace = ?", {ns}));

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -130,6 +131,32 @@ StatusOr<UploadInfo> Datasets::CreateUpload(const UploadSpec& spec, const std::s
   u.files = spec.files;
   u.created_ms = now_ms;
   Json options = {{"label_column", spec.label_column}, {"header", spec.header}, {"list", spec.list}};
+  int64_t declared = 0;
+  for (const auto& f : spec.files) declared += f.size;
+  std::lock_guard<std::mutex> reserving(reserve_mu_);
+  if (spec.storage_limit_bytes) {
+    TESSERA_ASSIGN_OR_RETURN(int64_t owned, BytesOwned(spec.ns));
+    TESSERA_ASSIGN_OR_RETURN(int64_t reserved, BytesReserved(spec.ns));
+    if (owned + reserved + spec.job_bytes + declared > *spec.storage_limit_bytes)
+      return Status::ResourceExhausted(
+          "over the storage quota of '" + spec.ns + "' (" +
+          HumanBytes(static_cast<double>(*spec.storage_limit_bytes)) + "): its data sets hold " +
+          HumanBytes(static_cast<double>(owned)) + ", its job directories " +
+          HumanBytes(static_cast<double>(spec.job_bytes)) + ", its uploads under way " +
+          HumanBytes(static_cast<double>(reserved)) + ", and this upload is " +
+          HumanBytes(static_cast<double>(declared)));
+  }
+  // The upload, then its import, are on the disk at once: about twice what it declares.
+  struct statvfs disk {};
+  if (::statvfs(data_dir_.c_str(), &disk) == 0) {
+    const int64_t free = static_cast<int64_t>(disk.f_bavail) * static_cast<int64_t>(disk.f_frsize);
+    if (free - 2 * declared < keep_free_bytes_)
+      return Status::ResourceExhausted(
+          "the server's disk has " + std::to_string(free >> 20) + " MB free: this upload of " +
+          std::to_string(declared >> 20) +
+          " MB (and its import, about as much again) would leave less than the " +
+          std::to_string(keep_free_bytes_ >> 20) + " MB it keeps free");
+  }
   Status st = db_->InTransaction([&](Sql& sql) -> Status {
     TESSERA_ASSIGN_OR_RETURN(auto have, sql.Query("SELECT 1 FROM datasets WHERE namespace = ? AND name = ?",
                                                   {spec.ns, spec.name}));

@@ -43,6 +43,11 @@ struct UploadSpec {
   std::string label_column = "0";  // csv
   bool header = false;             // csv
   std::string list = "list.txt";   // list: the list file's path inside the archive
+  // The namespace's storage quota (nullopt: none), and what it has in job directories: the
+  // upload is refused unless its declared size fits beside its data sets, the uploads under way
+  // and those directories. The declared size is reserved from then on.
+  std::optional<int64_t> storage_limit_bytes;
+  int64_t job_bytes = 0;
 };
 
 struct UploadInfo {
@@ -65,6 +70,8 @@ inline constexpr int64_t kMaxUploadFile = int64_t{256} << 30;
 class Datasets {
  public:
   Datasets(Database* db, std::string data_dir);
+  // What uploads must leave free on the server's disk (default 1 GiB).
+  void set_keep_free_bytes(int64_t bytes) { keep_free_bytes_ = bytes; }
   ~Datasets();
 
   // Creates the directories, clears what a crash left (hidden .tmp directories) and restarts
@@ -75,6 +82,9 @@ class Datasets {
   // The files a format needs, in order ("input"; "images", "labels"; "archive").
   static StatusOr<std::vector<std::string>> FilesOf(const std::string& format);
 
+  // Refused (ResourceExhausted, saying what is used) over the namespace's storage quota, or when
+  // the server's disk would keep less than `keep_free_bytes` once the upload and its import are
+  // written. Declarations are checked one at a time: several at once cannot pass the quota together.
   StatusOr<UploadInfo> CreateUpload(const UploadSpec& spec, const std::string& owner_id, int64_t now_ms);
   StatusOr<UploadInfo> GetUpload(const std::string& id);
   // Appends `bytes` to file `file` at `offset`; returns the bytes received so far.
@@ -98,6 +108,10 @@ class Datasets {
   StatusOr<std::string> StoreOf(const std::string& ns, const std::string& name);
   // Bytes of data sets a namespace owns.
   StatusOr<int64_t> BytesOwned(const std::string& ns);
+  // Bytes declared by the namespace's uploads under way (receiving or importing).
+  StatusOr<int64_t> BytesReserved(const std::string& ns);
+  // The directory of namespace `ns`'s data sets (the store its jobs read).
+  std::string StoreDir(const std::string& ns) const { return Store(ns); }
 
   // Waits until no import is queued or running (tests), up to `timeout_ms`.
   bool WaitIdle(int64_t timeout_ms);
@@ -111,6 +125,8 @@ class Datasets {
   Database* db_;
   std::string data_dir_;
   std::mutex chunk_mu_;  // one chunk written at a time (a chunk is at most 4 MiB)
+  std::mutex reserve_mu_;  // one upload declared at a time (its check and its record)
+  int64_t keep_free_bytes_ = int64_t{1} << 30;
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::string> queue_;  // uploads to import

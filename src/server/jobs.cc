@@ -2,10 +2,13 @@
 // monitor that runs them: jobs_monitor.cc.
 #include "server/jobs.h"
 
+#include <grp.h>
+#include <pwd.h>
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "common/clock.h"
 #include "common/digest.h"
@@ -314,6 +317,37 @@ Status Jobs::Delete(const std::string& id) {
 
 std::vector<std::pair<std::string, std::string>> Jobs::Logs(const std::string& id) {
   return backend_->Logs(JobDir(id));
+}
+
+StatusOr<uint32_t> Jobs::JobUser(const std::string& ns) {
+  // Two tries: a namespace whose user another thread gave meanwhile finds it the second time.
+  for (int attempt = 0;; ++attempt) {
+    TESSERA_ASSIGN_OR_RETURN(auto mine, db_->Query("SELECT uid FROM job_users WHERE namespace = ?", {ns}));
+    if (!mine.empty()) return static_cast<uint32_t>(mine[0].Int(0));
+    TESSERA_ASSIGN_OR_RETURN(auto all, db_->Query("SELECT uid FROM job_users"));
+    std::set<uint32_t> taken;
+    for (const auto& r : all) taken.insert(static_cast<uint32_t>(r.Int(0)));
+    // An id the host knows (a user or a group of its own) is never a job's.
+    auto known = [](uint32_t id) {
+      struct passwd pw {};
+      struct group gr {};
+      passwd* pw_found = nullptr;
+      group* gr_found = nullptr;
+      char buf[4096];
+      ::getpwuid_r(id, &pw, buf, sizeof buf, &pw_found);
+      if (pw_found) return true;
+      ::getgrgid_r(id, &gr, buf, sizeof buf, &gr_found);
+      return gr_found != nullptr;
+    };
+    TESSERA_ASSIGN_OR_RETURN(uint32_t uid, sandbox::PickUid(o_.job_uids, taken, known));
+    Status st =
+        db_->Exec("INSERT INTO job_users (namespace, uid) VALUES (?, ?)", {ns, static_cast<int64_t>(uid)});
+    if (st.ok()) {
+      spdlog::info("server: namespace {} runs its jobs as user {}", ns, uid);
+      return uid;
+    }
+    if (st.code() != StatusCode::kAlreadyExists || attempt > 0) return st;
+  }
 }
 
 StatusOr<QuotaLimits> Jobs::Quota(const std::string& ns) {

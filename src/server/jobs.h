@@ -23,6 +23,8 @@
 #include <string>
 #include <thread>
 
+#include "sandbox/confined_dir.h"
+#include "sandbox/job_users.h"
 #include "server/backend.h"
 #include "server/database.h"
 #include "server/datasets.h"
@@ -36,6 +38,10 @@ struct JobsOptions {
   Resources capacity;              // what the backend may use at once
   bool refuse_over_quota = false;  // otherwise a submission over quota is queued
   int64_t tick_ms = 1000;
+  // Jobs run sandboxed (local_backend.h): each namespace gets a Unix user from `job_uids`.
+  bool sandboxed = false;
+  sandbox::UidRange job_uids;
+  int64_t keep_free_bytes = int64_t{1} << 30;  // on the data directory's disk
 };
 
 class Jobs {
@@ -59,14 +65,19 @@ class Jobs {
   Status RequestStop(const std::string& id, const std::string& by, int64_t now_ms);
   Status Scale(const std::string& id, int trainers, int64_t now_ms);
   Status Delete(const std::string& id);
-  // The trained model the job saved (a .tsm file; it may not exist yet).
-  std::string ModelPath(const std::string& id) const { return JobDir(id) + "/run/model.tsm"; }
-  // The job's log files: node -> path.
+  // The job's directory, whose files its processes write: read only through this.
+  sandbox::ConfinedDir Files(const std::string& id) const { return sandbox::ConfinedDir(JobDir(id)); }
+  // The job's log files: node -> path in Files(id).
   std::vector<std::pair<std::string, std::string>> Logs(const std::string& id);
+  // The Unix user namespace `ns`'s jobs run as (given on first use, then kept).
+  StatusOr<uint32_t> JobUser(const std::string& ns);
 
   StatusOr<QuotaLimits> Quota(const std::string& ns);
   Status SetQuota(const std::string& ns, const QuotaLimits& q);
   StatusOr<Usage> UsageOf(const std::string& ns);
+  // Bytes namespace `ns`'s jobs' directories take on disk (as last measured: every few seconds
+  // while a job runs, once when it ends); they count against its storage quota.
+  StatusOr<int64_t> JobDiskBytes(const std::string& ns);
 
   // Stops every job still running and waits for them to end (then kills what is left).
   void StopAll(int64_t timeout_ms);
@@ -80,6 +91,12 @@ class Jobs {
                     const std::string& reason, int64_t now_ms);
   void ObserveRunning(int64_t now_ms);
   void ReadHistory(const std::string& id, int64_t next_seq);
+  // A job has ended: what it wrote is measured (its disk use), and no worker is shown alive.
+  void Ended(const std::string& id);
+  // Running jobs' directories measured now and then; a namespace past its storage quota has its
+  // jobs that write stopped.
+  void MeasureDisks(int64_t now_ms);
+
   void ScheduleRound(int64_t now_ms);
   Status Launch(const JobInfo& j, int trainers, int64_t now_ms);
   StatusOr<SchedInput> SchedulerInput();
@@ -91,6 +108,8 @@ class Jobs {
   JobsOptions o_;
   std::mutex tick_mu_;                             // one monitor round at a time; guards history_offset_
   std::map<std::string, int64_t> history_offset_;  // bytes of each job's history read
+  int64_t next_disk_ms_ = 0;                       // guarded by tick_mu_
+  std::map<std::string, std::string> storage_stops_;  // jobs stopped past their storage quota: why
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

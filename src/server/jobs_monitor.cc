@@ -1,10 +1,13 @@
 // The jobs' monitor (see jobs.h): each round observes the running jobs through the backend,
 // copies their run history (cost, evaluation, workers) into the database, ends the ones that
 // ended, then runs the scheduler and carries out its decisions (start, resize, wait).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <sys/statvfs.h>
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include "common/files.h"
 #include "common/random.h"
@@ -17,10 +20,14 @@ namespace {
 namespace fs = std::filesystem;
 using Json = nlohmann::json;
 
+// The smallest limit on a sandboxed job's files: its etcd writes 64 MiB log files.
+constexpr int64_t kMinFileLimit = int64_t{256} << 20;
+
 }  // namespace
 
 void Jobs::Tick(int64_t now_ms) {
   std::lock_guard<std::mutex> l(tick_mu_);
+  MeasureDisks(now_ms);
   ObserveRunning(now_ms);
   ScheduleRound(now_ms);
 }
@@ -38,17 +45,29 @@ void Jobs::ObserveRunning(int64_t now_ms) {
       if (state == "starting" && o.ready)
         (void)Transition(id, "starting", "running", "every process started; its master answers", now_ms);
       ReadHistory(id, r.Int(3));
+      // Past a limit the kernel enforces, the job has failed: what is left of it is stopped now,
+      // and the next round records why.
+      if (!o.limit_hit.empty()) {
+        spdlog::warn("server: job {} failed: {}; stopping it", id, o.limit_hit);
+        (void)backend_->Stop(JobDir(id), handle, true);
+        continue;
+      }
       // A stop not done within 30 s is forced.
       if (stop_ms > 0 && now_ms - stop_ms > 30000) (void)backend_->Stop(JobDir(id), handle, true);
       continue;
     }
     ReadHistory(id, r.Int(3));  // the last lines the master wrote
+    const auto files = Files(id);
     if (o.completed) {
-      auto result = ReadFile(JobDir(id) + "/run/result.json");
+      auto result = files.Read(kResultFile, 1 << 20);
       if (result.ok())
         (void)db_->Exec("UPDATE jobs SET result = ? WHERE id = ?",
                         {ParseJsonOr(*result, Json::object()).dump(), id});
       (void)Transition(id, state, "succeeded", "every pass done; the model was saved", now_ms);
+    } else if (!o.limit_hit.empty()) {
+      (void)Transition(id, state, "failed", o.limit_hit, now_ms);
+    } else if (auto over = storage_stops_.find(id); over != storage_stops_.end()) {
+      (void)Transition(id, state, "failed", over->second, now_ms);
     } else if (stop_ms > 0) {
       (void)Transition(id, state, "stopped", "stopped on request", now_ms);
     } else {
@@ -56,22 +75,91 @@ void Jobs::ObserveRunning(int64_t now_ms) {
       while (!why.empty() && (why.back() == '\n' || why.back() == ' ')) why.pop_back();
       (void)Transition(id, state, "failed", "its processes ended before every pass was done: " + why, now_ms);
     }
+    storage_stops_.erase(id);
+    Ended(id);
+  }
+}
+
+void Jobs::Ended(const std::string& id) {
+  // Its last word on its workers was written while they ran: none of them is alive now.
+  auto cur = db_->Query("SELECT workers FROM jobs WHERE id = ?", {id});
+  if (cur.ok() && !cur->empty()) {
+    Json workers = ParseJsonOr((*cur)[0].Text(0), Json::object());
+    if (workers.contains("nodes") && workers["nodes"].is_array()) {
+      for (auto& n : workers["nodes"])
+        if (n.is_object() && n.value("state", "") == "alive") n["state"] = "ended";
+    }
+    workers["ended"] = true;
+    (void)db_->Exec("UPDATE jobs SET workers = ? WHERE id = ?", {workers.dump(), id});
+  }
+  (void)db_->Exec("UPDATE jobs SET disk_bytes = ? WHERE id = ?", {backend_->DiskBytes(JobDir(id)), id});
+}
+
+StatusOr<int64_t> Jobs::JobDiskBytes(const std::string& ns) {
+  TESSERA_ASSIGN_OR_RETURN(
+      auto rows, db_->Query("SELECT COALESCE(SUM(disk_bytes), 0) FROM jobs WHERE namespace = ?", {ns}));
+  return rows.empty() ? 0 : rows[0].Int(0);
+}
+
+void Jobs::MeasureDisks(int64_t now_ms) {
+  if (now_ms < next_disk_ms_) return;
+  next_disk_ms_ = now_ms + 5000;
+  auto rows =
+      db_->Query("SELECT id, namespace, handle, disk_bytes FROM jobs WHERE state IN ('starting', 'running')");
+  if (!rows.ok()) return;
+  std::set<std::string> namespaces;
+  struct statvfs disk {};
+  const bool short_of_disk =
+      ::statvfs(o_.data_dir.c_str(), &disk) == 0 &&
+      static_cast<int64_t>(disk.f_bavail) * static_cast<int64_t>(disk.f_frsize) < o_.keep_free_bytes;
+  for (const auto& r : *rows) {
+    const int64_t bytes = backend_->DiskBytes(JobDir(r.Text(0)));
+    (void)db_->Exec("UPDATE jobs SET disk_bytes = ? WHERE id = ?", {bytes, r.Text(0)});
+    namespaces.insert(r.Text(1));
+    // Short of disk: the jobs that are filling it are stopped, whatever their quota.
+    if (short_of_disk && bytes > r.Int(3) + (int64_t{16} << 20) && !storage_stops_.count(r.Text(0))) {
+      const std::string why = fmt::format(
+          "the server's disk is nearly full ({} MB free; it keeps {} MB free) and the job's directory grew "
+          "to {} MB",
+          (static_cast<int64_t>(disk.f_bavail) * static_cast<int64_t>(disk.f_frsize)) >> 20,
+          o_.keep_free_bytes >> 20, bytes >> 20);
+      spdlog::warn("server: job {} failed: {}; stopping it", r.Text(0), why);
+      storage_stops_[r.Text(0)] = why;
+      (void)backend_->Stop(JobDir(r.Text(0)), r.Text(2), true);
+    }
+  }
+  for (const auto& ns : namespaces) {
+    auto q = Quota(ns);
+    if (!q.ok() || !q->storage_mb) continue;
+    auto data = datasets_->BytesOwned(ns);
+    auto jobs = JobDiskBytes(ns);
+    if (!data.ok() || !jobs.ok()) continue;
+    const int64_t used = *data + *jobs, limit = *q->storage_mb << 20;
+    if (used <= limit) continue;
+    // The namespace is past its storage: its running jobs, which are what grew, are stopped.
+    for (const auto& r : *rows) {
+      if (r.Text(1) != ns || storage_stops_.count(r.Text(0))) continue;
+      const std::string why = fmt::format(
+          "its namespace went past its storage quota ({} MB): {} MB of data sets and job directories, this "
+          "job's directory {} MB",
+          *q->storage_mb, used >> 20, backend_->DiskBytes(JobDir(r.Text(0))) >> 20);
+      spdlog::warn("server: job {} failed: {}; stopping it", r.Text(0), why);
+      storage_stops_[r.Text(0)] = why;
+      (void)backend_->Stop(JobDir(r.Text(0)), r.Text(2), true);
+    }
   }
 }
 
 void Jobs::ReadHistory(const std::string& id, int64_t next_seq) {
-  // The master's run history (master/run_history.h), read on from where the last round stopped.
-  const std::string path = backend_->HistoryPath(JobDir(id));
+  // The master's run history (master/run_history.h), read on from where the last round stopped,
+  // as the job wrote it (through ConfinedDir: the job chooses what that path is).
+  const auto files = Files(id);
   int64_t& offset = history_offset_[id];
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return;
-  f.seekg(0, std::ios::end);
-  const int64_t size = f.tellg();
+  const int64_t size = files.Size(kHistoryFile);
+  if (size < 0) return;
   if (size < offset) offset = 0;
   if (size == offset) return;
-  f.seekg(offset);
-  std::string text(static_cast<size_t>(std::min<int64_t>(size - offset, 64 << 20)), '\0');
-  f.read(text.data(), static_cast<std::streamsize>(text.size()));
+  std::string text = files.ReadRange(kHistoryFile, offset, std::min<int64_t>(size - offset, 64 << 20));
   const size_t end = text.rfind('\n');
   if (end == std::string::npos) return;
   offset += static_cast<int64_t>(end + 1);
@@ -146,6 +234,23 @@ Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
   l.cpu = j.spec.resources.cpu;
   l.memory_mb = j.spec.resources.memory_mb;
   l.gpus = j.spec.resources.gpus;
+  if (o_.sandboxed) {
+    TESSERA_ASSIGN_OR_RETURN(l.uid, JobUser(j.ns));
+    // What it may read: its namespace's data sets and those shared with it.
+    TESSERA_ASSIGN_OR_RETURN(auto visible, datasets_->List(j.ns));
+    if (fs::is_directory(datasets_->StoreDir(j.ns))) l.readable.push_back(datasets_->StoreDir(j.ns));
+    for (const auto& d : visible)
+      if (d.ns != j.ns) l.readable.push_back(datasets_->StoreDir(d.ns) + "/" + d.name);
+    // No file may grow past what its namespace's storage quota has left (between two
+    // measurements of its directory, one file could take it all), nor below what its etcd needs
+    // (64 MiB log files).
+    TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, Quota(j.ns));
+    if (q.storage_mb) {
+      TESSERA_ASSIGN_OR_RETURN(int64_t data, datasets_->BytesOwned(j.ns));
+      TESSERA_ASSIGN_OR_RETURN(int64_t jobs, JobDiskBytes(j.ns));
+      l.max_file_bytes = std::max<int64_t>(kMinFileLimit, (*q.storage_mb << 20) - data - jobs);
+    }
+  }
   TESSERA_ASSIGN_OR_RETURN(std::string handle, backend_->Start(l));
   (void)now_ms;
   return db_->Exec("UPDATE jobs SET handle = ?, trainers = ? WHERE id = ?",

@@ -10,6 +10,7 @@
 #include "deploy/k8s_manifests.h"
 #include "deploy/kubectl.h"
 #include "deploy/yaml_text.h"
+#include "sandbox/confined_dir.h"
 #include "server/k8s_observe.h"
 
 namespace tessera::server {
@@ -159,10 +160,8 @@ Status KubernetesBackend::Stop(const std::string& dir, const std::string& handle
 
 std::vector<std::pair<std::string, std::string>> KubernetesBackend::Logs(const std::string& dir) {
   std::vector<std::pair<std::string, std::string>> out;
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir + "/logs", ec))
-    if (e.path().extension() == ".log") out.push_back({e.path().stem().string(), e.path().string()});
-  std::sort(out.begin(), out.end());
+  for (const auto& name : sandbox::ConfinedDir(dir).Files("logs", ".log"))
+    out.push_back({name.substr(0, name.size() - 4), "logs/" + name});
   return out;
 }
 

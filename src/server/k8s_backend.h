@@ -34,7 +34,6 @@ class KubernetesBackend : public Backend {
   JobObservation Observe(const std::string& dir, const std::string& handle) override;
   Status Scale(const std::string& dir, const std::string& handle, int trainers) override;
   Status Stop(const std::string& dir, const std::string& handle, bool force) override;
-  std::string HistoryPath(const std::string& dir) override { return dir + "/run/history.jsonl"; }
   std::vector<std::pair<std::string, std::string>> Logs(const std::string& dir) override;
 
   // The job spec a launch becomes (pure): its Kubernetes namespace, the volume's sub-paths, the

@@ -2,50 +2,102 @@
 #include "server/local_backend.h"
 
 #include <fcntl.h>
-#include <httplib.h>
+#include <fmt/format.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "common/files.h"
+#include "common/flag_names.h"
 #include "common/strings.h"
+#include "local/child_commands.h"
 #include "local/supervisor.h"
+#include "sandbox/confined_dir.h"
+#include "sandbox/job_users.h"
+#include "sandbox/sandbox_process.h"
+#include "server/job_spec.h"
 
 namespace tessera::server {
 namespace {
 
 namespace fs = std::filesystem;
+using Json = nlohmann::json;
 
-// The last "web console: URL" the supervisor printed.
-std::string ConsoleFromLog(const std::string& log) {
-  auto text = ReadFile(log);
-  if (!text.ok()) return "";
-  const std::string mark = "web console: ";
-  size_t at = text->rfind(mark);
-  if (at == std::string::npos) return "";
-  size_t end = text->find_first_of(" \r\n", at + mark.size());
-  std::string url =
-      text->substr(at + mark.size(), end == std::string::npos ? std::string::npos : end - at - mark.size());
-  while (!url.empty() && url.back() == '/') url.pop_back();  // httplib::Client takes scheme://host:port
-  return url;
+constexpr char kCgroupHandle[] = "cgroup:";
+// Where a sandboxed job sees its directories and data sets.
+constexpr char kJobRoot[] = "/job";
+constexpr char kDataRoot[] = "/data";
+// What the server writes for the job (read-only to it), and the files in it.
+constexpr char kControlDir[] = "control";
+constexpr char kTrainersFile[] = "control/trainers";
+constexpr char kLimitsFile[] = "control/limits.json";
+constexpr char kSupervisorLog[] = "supervisor.log";
+
+std::string CgroupName(const std::string& id) { return "tessera-job-" + id; }
+
+// The directory a sandbox must show for the tessera program to run (its libraries, the Python
+// module and web pages beside it): two levels above the binary (build/src/tessera -> build,
+// /opt/tessera/bin/tessera -> /opt/tessera); none when that is the system's own /usr.
+std::string InstallRoot(const std::string& bin) {
+  std::error_code ec;
+  fs::path real = fs::canonical(bin, ec);
+  if (ec) real = bin;
+  const std::string root = real.parent_path().parent_path().string();
+  if (root.empty() || root == "/" || root == "/usr" || root.rfind("/usr/", 0) == 0) return "";
+  return root;
+}
+
+bool Beneath(const std::string& path, const std::string& dir) {
+  return !dir.empty() && (path == dir || path.rfind(dir + "/", 0) == 0);
+}
+
+// The host's root links and directories a sandbox re-creates (Debian's merged /usr: links).
+std::map<std::string, std::string> RootEntries() {
+  std::map<std::string, std::string> out;
+  for (const char* name : {"bin", "sbin", "lib", "lib32", "lib64", "libx32"}) {
+    const std::string path = std::string("/") + name;
+    struct stat st {};
+    if (::lstat(path.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      std::error_code ec;
+      out[name] = fs::read_symlink(path, ec).string();
+    } else if (S_ISDIR(st.st_mode)) {
+      out[name] = "";
+    }
+  }
+  return out;
+}
+
+Status WriteServerFile(const std::string& path, const std::string& text, int mode) {
+  TESSERA_RETURN_IF_ERROR(WriteFileAtomic(path, text, mode));
+  if (::chmod(path.c_str(), static_cast<mode_t>(mode)) != 0)
+    return Status::Unavailable("cannot chmod " + path + ": " + std::strerror(errno));
+  return Status::OK();
 }
 
 }  // namespace
 
-std::vector<std::string> LocalBackend::Argv(const std::string& bin, const JobLaunch& j) {
+LocalBackend::LocalBackend(LocalBackendOptions options) : o_(std::move(options)) {
+  if (o_.sandboxed) layout_ = CgroupLayout::Detect();
+}
+
+std::vector<std::string> LocalBackend::Argv(const std::string& bin, const JobLaunch& j, const JobPaths& p) {
   std::vector<std::string> a = {bin,
                                 "local",
                                 "--run",
-                                j.dir + "/run",
-                                "--job",
+                                p.run,
+                                flags::kJob,
                                 j.id,
-                                "--store",
-                                j.store,
-                                "--dataset",
+                                flags::kStore,
+                                p.store,
+                                flags::kDataset,
                                 j.dataset,
                                 "--pservers",
                                 std::to_string(j.pservers),
@@ -55,26 +107,40 @@ std::vector<std::string> LocalBackend::Argv(const std::string& bin, const JobLau
                                 j.mode,
                                 "--optimizer",
                                 j.optimizer,
-                                "--passes",
+                                flags::kPasses,
                                 std::to_string(j.passes),
-                                "--batch-size",
+                                flags::kBatchSize,
                                 std::to_string(j.batch_size)};
-  if (!j.eval_dataset.empty()) a.insert(a.end(), {"--eval-dataset", j.eval_dataset});
+  if (!j.eval_dataset.empty()) a.insert(a.end(), {flags::kEvalDataset, j.eval_dataset});
   // The server runs several jobs at once here, each of which would take the cores for its own
   // when deciding on busy polling: so none polls.
-  a.insert(a.end(), {"--busy-poll-us", "0"});
+  a.insert(a.end(), {flags::kBusyPoll, "0"});
   if (!j.model.empty()) {
-    a.insert(a.end(), {"--model", j.model});
+    a.insert(a.end(), {flags::kModel, j.model});
   } else {
-    a.insert(a.end(), {"--trainer-cmd", "cd " + ShellQuote(j.code_dir) + " && " + j.command});
+    a.insert(a.end(), {"--trainer-cmd", "cd " + ShellQuote(p.code) + " && " + j.command});
   }
-  for (const auto& m : j.model_args) a.insert(a.end(), {"--model-arg", m});
+  for (const auto& m : j.model_args) a.insert(a.end(), {flags::kModelArg, m});
   return a;
 }
 
+CgroupLimits LocalBackend::LimitsOf(const JobLaunch& j, int trainers, int64_t tasks_per_process) {
+  const int processes = j.pservers + trainers;
+  CgroupLimits l;
+  l.cpu_cores = j.cpu * processes + kJobOverheadCpu;
+  l.memory_bytes = (j.memory_mb * processes + kJobOverheadMemoryMb) << 20;
+  l.tasks = tasks_per_process * (processes + kJobOverheadTasks);
+  return l;
+}
+
 StatusOr<std::string> LocalBackend::Start(const JobLaunch& job) {
-  const std::vector<std::string> argv = Argv(bin_, job);
-  const std::string log = job.dir + "/supervisor.log";
+  return o_.sandboxed ? StartSandboxed(job) : StartUnconfined(job);
+}
+
+StatusOr<std::string> LocalBackend::StartUnconfined(const JobLaunch& job) {
+  const std::vector<std::string> argv =
+      Argv(o_.tessera_bin, job, {job.dir + "/run", job.code_dir, job.store});
+  const std::string log = job.dir + "/" + kSupervisorLog;
   int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (out < 0) return Status::Unavailable("cannot write " + log + ": " + std::strerror(errno));
   std::vector<char*> args;
@@ -97,21 +163,117 @@ StatusOr<std::string> LocalBackend::Start(const JobLaunch& job) {
     ::_exit(127);
   }
   ::close(out);
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    children_.insert(pid);
-  }
+  std::lock_guard<std::mutex> l(mu_);
+  children_.insert(pid);
   return std::to_string(pid);
 }
 
-bool LocalBackend::Alive(const std::string& dir, int pid) {
-  {
-    std::lock_guard<std::mutex> l(mu_);
-    if (children_.count(pid)) {
-      int st;
-      if (::waitpid(pid, &st, WNOHANG) == pid) children_.erase(pid);
-    }
+StatusOr<std::string> LocalBackend::StartSandboxed(const JobLaunch& j) {
+  if (j.uid == 0) return Status::Internal("job " + j.id + " has no user of its own to run as");
+  const std::string datasets = o_.data_dir + "/datasets";
+  auto in_sandbox = [&](const std::string& host) -> StatusOr<std::string> {
+    if (!Beneath(host, datasets) || host == datasets)
+      return Status::Internal(host + " is not a data set store of " + datasets);
+    return std::string(kDataRoot) + host.substr(datasets.size());
+  };
+  TESSERA_ASSIGN_OR_RETURN(const std::string store, in_sandbox(j.store));
+
+  TESSERA_ASSIGN_OR_RETURN(auto cgroup, Cgroup::Create(layout_, CgroupName(j.id), true));
+  if (!cgroup->Empty())
+    return Status::FailedPrecondition("the control group of job " + j.id + " (" + cgroup->dir() +
+                                      ") still holds processes of an earlier start");
+  const CgroupLimits limits = LimitsOf(j, j.trainers, o_.tasks_per_process);
+  TESSERA_RETURN_IF_ERROR(cgroup->SetLimits(limits));
+
+  // The job's directory is the server's; the job gets its own parts of it, as its user.
+  if (::chmod(j.dir.c_str(), 0700) != 0)
+    return Status::Unavailable("cannot chmod " + j.dir + ": " + std::strerror(errno));
+  for (const char* sub : {"run", "code", "home", "tmp"})
+    TESSERA_RETURN_IF_ERROR(sandbox::GiveToUser(j.dir + "/" + sub, j.uid, j.uid));
+  std::error_code ec;
+  fs::create_directories(j.dir + "/" + kControlDir, ec);
+  if (ec) return Status::Unavailable("cannot create " + j.dir + "/" + kControlDir + ": " + ec.message());
+  ::chmod((j.dir + "/" + kControlDir).c_str(), 0755);
+  TESSERA_RETURN_IF_ERROR(
+      WriteServerFile(j.dir + "/" + kTrainersFile, std::to_string(j.trainers) + "\n", 0644));
+  const Json limits_json = {{"pservers", j.pservers},
+                            {"cpu_per_process", j.cpu},
+                            {"memory_mb_per_process", j.memory_mb},
+                            {"memory_mb", *limits.memory_bytes >> 20},
+                            {"cpu", *limits.cpu_cores},
+                            {"tasks", *limits.tasks}};
+  TESSERA_RETURN_IF_ERROR(WriteServerFile(j.dir + "/" + kLimitsFile, limits_json.dump(2), 0644));
+  TESSERA_RETURN_IF_ERROR(WriteServerFile(
+      j.dir + "/passwd", sandbox::PasswdText(j.ns, j.uid, std::string(kJobRoot) + "/home"), 0644));
+  TESSERA_RETURN_IF_ERROR(WriteServerFile(j.dir + "/group", sandbox::GroupText(j.ns, j.uid), 0644));
+
+  sandbox::SandboxStart start;
+  sandbox::SandboxSpec& spec = start.spec;
+  spec.uid = j.uid;
+  spec.gid = j.uid;
+  spec.hostname = "job-" + j.id.substr(0, 8);
+  spec.system = sandbox::SystemEntries(RootEntries());
+  spec.passwd_file = j.dir + "/passwd";
+  spec.group_file = j.dir + "/group";
+  const std::string job_root = kJobRoot;
+  spec.mounts = {{j.dir + "/run", job_root + "/run", true},
+                 {j.dir + "/code", job_root + "/code", true},
+                 {j.dir + "/home", job_root + "/home", true},
+                 {j.dir + "/" + kControlDir, job_root + "/" + kControlDir, false},
+                 {j.dir + "/tmp", "/tmp", true}};
+  for (const auto& r : j.readable) {
+    TESSERA_ASSIGN_OR_RETURN(std::string target, in_sandbox(r));
+    spec.mounts.push_back({r, target, false});
   }
+  const std::string install = InstallRoot(o_.tessera_bin);
+  if (!install.empty()) spec.mounts.push_back({install, install, false});
+  // Its CPU limit where the job's programs look for one (common/cpu_quota.h), read-only.
+  if (const std::string cpu = cgroup->DirOf("cpu"); !cpu.empty()) {
+    const bool v2 = layout_.For("cpu") && layout_.For("cpu")->v2;
+    spec.mounts.push_back({cpu, v2 ? "/sys/fs/cgroup" : "/sys/fs/cgroup/cpu", false});
+  }
+  if (Beneath(o_.data_dir, install)) spec.hidden.push_back(o_.data_dir);
+  spec.cwd = job_root + "/run";
+  spec.argv = Argv(o_.tessera_bin, j, {job_root + "/run", job_root + "/code", store});
+  spec.argv.insert(spec.argv.end(), {"--scale-file", job_root + "/" + kTrainersFile, "--secure-etcd"});
+
+  // Its whole environment: nothing of the server's.
+  start.env = {{"PATH", "/usr/local/bin:/usr/bin:/bin"},
+               {"HOME", job_root + "/home"},
+               {"TMPDIR", "/tmp"},
+               {"LANG", "C.UTF-8"},
+               {"USER", sandbox::JobUserName(j.ns)},
+               {"LOGNAME", sandbox::JobUserName(j.ns)}};
+  for (const auto& [k, v] : local::PythonPathBeside(o_.tessera_bin)) start.env[k] = Split(v, ':').front();
+  start.max_file_bytes = j.max_file_bytes;
+
+  const std::string log = j.dir + "/" + kSupervisorLog;
+  start.output_fd = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+  if (start.output_fd < 0) return Status::Unavailable("cannot write " + log + ": " + std::strerror(errno));
+  auto pid = sandbox::StartSandboxed(start, *cgroup);
+  ::close(start.output_fd);
+  if (!pid.ok()) {
+    (void)cgroup->Remove();
+    return pid.status();
+  }
+  std::lock_guard<std::mutex> l(mu_);
+  children_.insert(*pid);
+  return kCgroupHandle + cgroup->name();
+}
+
+void LocalBackend::Reap() {
+  std::lock_guard<std::mutex> l(mu_);
+  for (auto it = children_.begin(); it != children_.end();) {
+    int st;
+    it = ::waitpid(*it, &st, WNOHANG) == *it ? children_.erase(it) : std::next(it);
+  }
+  for (auto it = leftover_groups_.begin(); it != leftover_groups_.end();) {
+    auto g = Cgroup::Open(layout_, *it, true);
+    it = !g.ok() || (*g)->Remove().ok() ? leftover_groups_.erase(it) : std::next(it);
+  }
+}
+
+bool LocalBackend::PidAlive(const std::string& dir, int pid) {
   if (pid <= 0 || ::kill(pid, 0) != 0) return false;
   // The pid is ours only while its command line names the job's run directory.
   auto cmdline = ReadFile("/proc/" + std::to_string(pid) + "/cmdline");
@@ -119,30 +281,72 @@ bool LocalBackend::Alive(const std::string& dir, int pid) {
 }
 
 JobObservation LocalBackend::Observe(const std::string& dir, const std::string& handle) {
+  Reap();
   JobObservation o;
-  o.alive = Alive(dir, std::atoi(handle.c_str()));
-  o.completed = fs::exists(dir + "/run/result.json");
-  o.console = ConsoleFromLog(dir + "/supervisor.log");
-  if (o.alive && !o.console.empty()) {
-    httplib::Client c(o.console);
-    c.set_connection_timeout(1, 0);
-    c.set_read_timeout(2, 0);
-    auto r = c.Get("/api/job");
-    o.ready = r && r->status == 200;
+  const sandbox::ConfinedDir files(dir);
+  if (handle.rfind(kCgroupHandle, 0) == 0) {
+    auto cgroup = Cgroup::Open(layout_, handle.substr(std::strlen(kCgroupHandle)), true);
+    o.alive = cgroup.ok() && !(*cgroup)->Empty();
+    if (cgroup.ok()) {
+      const CgroupUsage u = (*cgroup)->Usage();
+      const Json limits = ParseJsonOr(files.Read(kLimitsFile, 1 << 16).value_or("{}"), Json::object());
+      if (u.oom_kills > 0) {
+        o.limit_hit = fmt::format("out of memory (limit {} MiB): the kernel ended {} of its processes",
+                                  limits.value("memory_mb", int64_t{0}), u.oom_kills);
+      } else if (u.tasks_refused > 0) {
+        o.limit_hit = fmt::format(
+            "it reached its process limit ({} tasks, processes and threads together): the kernel refused {} "
+            "fork(s)",
+            limits.value("tasks", int64_t{0}), u.tasks_refused);
+      }
+      if (!o.alive && !(*cgroup)->Remove().ok()) {
+        // A process still leaving one of its hierarchies: tried again at the next observations.
+        std::lock_guard<std::mutex> l(mu_);
+        leftover_groups_.insert((*cgroup)->name());
+      }
+    }
+  } else {
+    o.alive = PidAlive(dir, std::atoi(handle.c_str()));
   }
-  if (!o.alive && !o.completed) o.why_ended = TailLines(dir + "/supervisor.log", 6);
+  o.completed = files.Exists(kResultFile);
+  // Its master has taken the lead (the history's first line is written then).
+  o.ready = o.alive && files.Size(kHistoryFile) > 0;
+  if (!o.alive && !o.completed) o.why_ended = files.TailLines(kSupervisorLog, 6);
   return o;
 }
 
-Status LocalBackend::Scale(const std::string& dir, const std::string&, int trainers) {
-  local::ScaleRequest request;
-  request.trainers = trainers;
-  return local::ScaleLocal(dir + "/run", request);
+Status LocalBackend::Scale(const std::string& dir, const std::string& handle, int trainers) {
+  if (handle.rfind(kCgroupHandle, 0) != 0) {
+    local::ScaleRequest request;
+    request.trainers = trainers;
+    return local::ScaleLocal(dir + "/run", request);
+  }
+  // Its limits first when it grows, after when it shrinks: never less than it runs.
+  auto cgroup = Cgroup::Open(layout_, handle.substr(std::strlen(kCgroupHandle)), true);
+  if (!cgroup.ok()) return cgroup.status().WithContext("the job is not running");
+  const Json l =
+      ParseJsonOr(sandbox::ConfinedDir(dir).Read(kLimitsFile, 1 << 16).value_or("{}"), Json::object());
+  JobLaunch shape;
+  shape.pservers = l.value("pservers", 1);
+  shape.cpu = l.value("cpu_per_process", 0.5);
+  shape.memory_mb = l.value("memory_mb_per_process", int64_t{512});
+  TESSERA_RETURN_IF_ERROR((*cgroup)->SetLimits(LimitsOf(shape, trainers, o_.tasks_per_process)));
+  return WriteServerFile(dir + "/" + kTrainersFile, std::to_string(trainers) + "\n", 0644);
 }
 
 Status LocalBackend::Stop(const std::string& dir, const std::string& handle, bool force) {
+  if (handle.rfind(kCgroupHandle, 0) == 0) {
+    auto cgroup = Cgroup::Open(layout_, handle.substr(std::strlen(kCgroupHandle)), true);
+    if (!cgroup.ok() || (*cgroup)->Empty()) return Status::OK();
+    // The supervisor stops its processes in order on SIGTERM; the group ends everything else.
+    if (!force) {
+      if (auto leader = sandbox::SandboxLeader(**cgroup); leader && ::kill(*leader, SIGTERM) == 0)
+        return Status::OK();
+    }
+    return (*cgroup)->Kill(std::chrono::seconds(10));
+  }
   const int pid = std::atoi(handle.c_str());
-  if (!Alive(dir, pid)) return Status::OK();
+  if (!PidAlive(dir, pid)) return Status::OK();
   // The supervisor stops its processes in order on SIGTERM; its children die with it on SIGKILL.
   if (::kill(-pid, force ? SIGKILL : SIGTERM) != 0 && ::kill(pid, force ? SIGKILL : SIGTERM) != 0)
     return Status::Unavailable(std::string("cannot signal the job's supervisor: ") + std::strerror(errno));
@@ -150,14 +354,11 @@ Status LocalBackend::Stop(const std::string& dir, const std::string& handle, boo
 }
 
 std::vector<std::pair<std::string, std::string>> LocalBackend::Logs(const std::string& dir) {
+  const sandbox::ConfinedDir files(dir);
   std::vector<std::pair<std::string, std::string>> out;
-  if (fs::exists(dir + "/supervisor.log")) out.push_back({"supervisor", dir + "/supervisor.log"});
-  std::error_code ec;
-  std::vector<std::string> names;
-  for (const auto& e : fs::directory_iterator(dir + "/run/logs", ec))
-    if (e.path().extension() == ".log") names.push_back(e.path().stem().string());
-  std::sort(names.begin(), names.end());
-  for (const auto& n : names) out.push_back({n, dir + "/run/logs/" + n + ".log"});
+  if (files.Exists(kSupervisorLog)) out.push_back({"supervisor", kSupervisorLog});
+  for (const auto& name : files.Files("run/logs", ".log"))
+    out.push_back({name.substr(0, name.size() - 4), "run/logs/" + name});
   return out;
 }
 

@@ -61,6 +61,14 @@ const std::vector<Migration>& ServerSchema() {
         "point TEXT NOT NULL, PRIMARY KEY (job_id, seq))",
         "CREATE TABLE quotas (namespace TEXT PRIMARY KEY REFERENCES namespaces(name), limits TEXT NOT NULL, "
         "over TEXT NOT NULL)"}},
+      {3,
+       "sandboxes: each namespace's job user; jobs' disk use; the audit by namespace",
+       {"CREATE TABLE job_users (namespace TEXT PRIMARY KEY REFERENCES namespaces(name), uid BIGINT NOT NULL "
+        "UNIQUE)",
+        "ALTER TABLE jobs ADD COLUMN disk_bytes BIGINT NOT NULL DEFAULT 0",
+        // Each audit line under the namespace it acted on (what that namespace's audit shows).
+        "ALTER TABLE audit ADD COLUMN namespace TEXT NOT NULL DEFAULT ''",
+        "CREATE INDEX audit_namespace ON audit (namespace, time_ms)"}},
   };
   return schema;
 }

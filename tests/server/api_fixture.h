@@ -5,10 +5,13 @@
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "common/cgroup.h"
 #include "common/digest.h"
 #include "common/files.h"
 #include "harness/processes.h"
@@ -33,20 +36,40 @@ class ApiFixture : public DatabaseTest {
   }
   void TearDown() override {
     if (server_) server_->Terminate(std::chrono::seconds(10));
-    // Jobs outlive their server by design: whatever the test's jobs left runs no more.
+    // Jobs outlive their server by design: whatever the test's jobs left runs no more, and their
+    // control groups go.
     for (const auto& p : testing::ProcessesWith(dir_ + "/server/jobs/")) {
       const pid_t pid = std::atoi(p.c_str());
       if (pid > 0) ::kill(pid, SIGKILL);
     }
+    std::error_code ec;
+    const CgroupLayout layout = CgroupLayout::Detect();
+    for (const auto& job : std::filesystem::directory_iterator(dir_ + "/server/jobs", ec)) {
+      for (bool limits : {true, false}) {
+        auto g = Cgroup::Open(layout, "tessera-job-" + job.path().filename().string(), limits);
+        if (!g.ok()) continue;
+        EXPECT_TRUE((*g)->Kill(std::chrono::seconds(10)).ok());
+        EXPECT_TRUE((*g)->Remove().ok());
+      }
+    }
     DatabaseTest::TearDown();
   }
+
+  // What a suite's server is started with, besides the data directory and database. Jobs run in
+  // sandboxes where they can (as root); elsewhere as the server's user.
+  virtual std::vector<std::string> ServerArgs() {
+    return ::geteuid() == 0 ? std::vector<std::string>{} : std::vector<std::string>{"--sandbox", "off"};
+  }
+  virtual std::map<std::string, std::string> ServerEnv() { return {}; }
 
   void StartServer(std::vector<std::string> extra = {}) {
     testing::SpawnOptions o;
     o.argv = {testing::BuildPath("src/tessera"), "server", "--port", "0"};
     o.argv.insert(o.argv.end(), {"--data-dir", dir_ + "/server"});
     if (!where_.empty()) o.argv.insert(o.argv.end(), {"--database", where_});
+    for (const auto& a : ServerArgs()) o.argv.push_back(a);
     o.argv.insert(o.argv.end(), extra.begin(), extra.end());
+    o.env = ServerEnv();
     o.log_path = dir_ + "/server-" + std::to_string(starts_++) + ".log";  // a new log: a new port to read
     auto p = testing::Subprocess::Spawn(o);
     ASSERT_TRUE(p.ok());
@@ -61,17 +84,28 @@ class ApiFixture : public DatabaseTest {
     client_->set_read_timeout(30, 0);
   }
 
+  // The processes of job `id`: its control group's (sandboxed), or those naming its directory.
+  std::vector<pid_t> JobPids(const std::string& id) {
+    std::vector<pid_t> out;
+    auto g = Cgroup::Open(CgroupLayout::Detect(), "tessera-job-" + id, false);
+    if (g.ok()) return (*g)->Pids();
+    for (const auto& p : testing::ProcessesWith(dir_ + "/server/jobs/" + id))
+      out.push_back(std::atoi(p.c_str()));
+    return out;
+  }
+
   struct Got {
     int status = 0;
     Json body;
   };
   Got Call(const std::string& method, const std::string& path, const std::string& body = "",
-           const std::string& token = "", httplib::Headers h = {}) {
+           const std::string& token = "", httplib::Headers h = {},
+           const std::string& content_type = "application/json") {
     if (!token.empty()) h.emplace("Authorization", "Bearer " + token);
     httplib::Result r = method == "GET"      ? client_->Get(path, h)
                         : method == "DELETE" ? client_->Delete(path, h)
-                        : method == "PUT"    ? client_->Put(path, h, body, "application/json")
-                                             : client_->Post(path, h, body, "application/json");
+                        : method == "PUT"    ? client_->Put(path, h, body, content_type)
+                                             : client_->Post(path, h, body, content_type);
     if (!r) return {};
     Got g{r->status, Json()};
     if (!r->body.empty()) g.body = Json::parse(r->body, nullptr, false);

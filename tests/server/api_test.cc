@@ -8,7 +8,9 @@
 
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <thread>
 
+#include "harness/raw_http.h"
 #include "server/api_fixture.h"
 
 namespace tessera::server {
@@ -88,6 +90,98 @@ TEST_P(ApiTest, BadInputIsRefusedAndNothingStored) {
   Got wrong = Call("POST", "/api/v1/login", R"({"name":"ada","password":"wrong horse"})");
   EXPECT_EQ(wrong.status, 401);
   EXPECT_EQ(Call("GET", "/api/v1/nothing-here").status, 404);
+}
+
+TEST_P(ApiTest, FiftyWrongPasswordsAreSlowedAuditedAndTheRightOneWorksAfterTheDelay) {
+  ASSERT_EQ(Call("POST", "/api/v1/signup", R"({"name":"ada","password":"correct horse"})").status, 201);
+  ASSERT_EQ(Call("POST", "/api/v1/signup", R"({"name":"bob","password":"battery staple"})").status, 201);
+  int checked = 0, throttled = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < 50; ++i) {
+    Got g = Call("POST", "/api/v1/login", R"({"name":"bob","password":"guess)" + std::to_string(i) + R"("})");
+    checked += g.status == 401;
+    throttled += g.status == 429;
+    ASSERT_TRUE(g.status == 401 || g.status == 429) << g.status << " " << g.body;
+    if (g.status == 429) {
+      EXPECT_EQ(g.body["error"]["code"], "resource_exhausted") << g.body;
+    }
+  }
+  // 50 tries in a moment: a handful checked (the free ones, then one each wait), the rest refused
+  // unread.
+  EXPECT_LE(checked, 7) << "in "
+                        << std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count()
+                        << " s";
+  EXPECT_GE(throttled, 43);
+  // The right password waits too, then works.
+  auto h =
+      client_->Post("/api/v1/login", R"({"name":"bob","password":"battery staple"})", "application/json");
+  ASSERT_TRUE(h);
+  ASSERT_EQ(h->status, 429) << h->body;
+  const int retry = std::atoi(h->get_header_value("Retry-After").c_str());
+  ASSERT_GE(retry, 1) << "no Retry-After";
+  ASSERT_LE(retry, 300);
+  std::this_thread::sleep_for(std::chrono::seconds(retry));
+  const std::string bob = Login("bob", "battery staple");
+  EXPECT_FALSE(bob.empty());
+  // Another account from elsewhere was never slowed; the address that guessed is, for a while,
+  // for any account: ada logs in from the same loopback once bob's success cleared it.
+  EXPECT_FALSE(Login("ada", "correct horse").empty());
+  // Administrators see every attempt, with where it came from; others may not look.
+  const std::string ada = Login("ada", "correct horse");
+  Got audit = Call("GET", "/api/v1/audit?action=login", "", ada);
+  ASSERT_EQ(audit.status, 200) << audit.body;
+  int unauthenticated = 0, refused = 0;
+  for (const auto& a : audit.body["audit"]) {
+    if (a["target"] != "user bob") continue;
+    unauthenticated += a["outcome"] == "unauthenticated";
+    refused += a["outcome"] == "throttled";
+    EXPECT_EQ(a["detail"], "from 127.0.0.1") << a;
+  }
+  EXPECT_EQ(unauthenticated, checked);
+  EXPECT_EQ(refused, throttled + 1);
+  EXPECT_EQ(Call("GET", "/api/v1/audit", "", bob).status, 403);
+}
+
+TEST_P(ApiTest, ANamespacesAuditShowsWhatWasDoneToItNotWhatItsMembersDidElsewhere) {
+  ASSERT_EQ(Call("POST", "/api/v1/signup", R"({"name":"ada","password":"correct horse"})").status, 201);
+  ASSERT_EQ(Call("POST", "/api/v1/signup", R"({"name":"bob","password":"battery staple"})").status, 201);
+  const std::string ada = Login("ada", "correct horse"), bob = Login("bob", "battery staple");
+  // bob, in his own namespace (a change: audited there).
+  Got quota = Call("PUT", "/api/v1/namespaces/bob/members/ada", R"({"role":"viewer"})", bob);
+  ASSERT_EQ(quota.status, 200) << quota.body;
+  // ada makes him an admin of hers; he acts there too.
+  ASSERT_EQ(Call("PUT", "/api/v1/namespaces/ada/members/bob", R"({"role":"admin"})", ada).status, 200);
+  ASSERT_EQ(Call("PUT", "/api/v1/namespaces/ada/members/bob", R"({"role":"member"})", bob).status, 200);
+  Got audit = Call("GET", "/api/v1/namespaces/ada/audit", "", ada);
+  ASSERT_EQ(audit.status, 200);
+  bool in_ada = false;
+  for (const auto& a : audit.body["audit"]) {
+    EXPECT_EQ(a["target"].get<std::string>().rfind("/api/v1/namespaces/ada", 0), 0u)
+        << "ada's audit shows what was done elsewhere: " << a;
+    in_ada = in_ada || (a["user"] == "bob" && a["target"] == "/api/v1/namespaces/ada/members/bob");
+  }
+  EXPECT_TRUE(in_ada) << audit.body;
+  Got bobs = Call("GET", "/api/v1/namespaces/bob/audit", "", bob);
+  ASSERT_EQ(bobs.status, 200);
+  ASSERT_FALSE(bobs.body["audit"].empty());
+  for (const auto& a : bobs.body["audit"])
+    EXPECT_EQ(a["target"].get<std::string>().rfind("/api/v1/namespaces/bob", 0), 0u) << a;
+}
+
+TEST_P(ApiTest, AnOversizedBodyGetsTheDocumentedJsonError) {
+  // Declared and not sent: the server answers before reading it.
+  const int port = std::stoi(url_.substr(url_.rfind(':') + 1));
+  const std::string reply = testing::RawHttpUntilClosed(
+      "127.0.0.1", port,
+      "POST /api/v1/signup HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 5000000",
+      "");
+  ASSERT_EQ(reply.rfind("HTTP/1.1 413", 0), 0u) << reply;
+  EXPECT_NE(reply.find("Content-Type: application/json"), std::string::npos) << reply;
+  const Json body = Json::parse(reply.substr(reply.find("\r\n\r\n") + 4), nullptr, false);
+  ASSERT_TRUE(body.is_object()) << reply;
+  EXPECT_EQ(body["error"]["code"], "too_large");
+  EXPECT_NE(body["error"]["message"].get<std::string>().find("at most 1048576 bytes"), std::string::npos)
+      << body;
 }
 
 TEST_P(ApiTest, ApprovalWhenRequired) {

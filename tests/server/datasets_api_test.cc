@@ -5,7 +5,9 @@
 // archive leaving its directory) refused with a message and nothing stored.
 #include <signal.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <thread>
 
 #include "common/digest.h"
 #include "common/files.h"
@@ -248,6 +250,50 @@ TEST_P(DatasetsApiTest, ShareReadOnlyDeleteAndBadInput) {
   EXPECT_TRUE(Call("GET", "/api/v1/namespaces/bob/datasets", "", bob).body["datasets"].empty());
   EXPECT_FALSE(std::filesystem::exists(dir_ + "/server/datasets/ada/tiny"));
   EXPECT_EQ(Call("DELETE", "/api/v1/namespaces/ada/datasets/tiny", "", ada).status, 404);
+}
+
+TEST_P(DatasetsApiTest, UploadsDeclaredAtOnceCannotPassTheStorageQuotaTogether) {
+  const std::string ada = SignUpAndLogin("ada", "correct horse");
+  ASSERT_EQ(Call("PUT", "/api/v1/namespaces/ada/quota", R"({"storage_mb": 1})", ada).status, 200);
+  // Three of 400 KB each: each fits 1 MB alone, all three do not.
+  std::vector<int> statuses(3);
+  std::vector<std::thread> at_once;
+  for (int i = 0; i < 3; ++i)
+    at_once.emplace_back([&, i] {
+      httplib::Client c(url_.substr(url_.find("//") + 2, url_.rfind(':') - url_.find("//") - 2),
+                        std::stoi(url_.substr(url_.rfind(':') + 1)));
+      auto r = c.Post("/api/v1/namespaces/ada/uploads", {{"Authorization", "Bearer " + ada}},
+                      Json{{"name", "part" + std::to_string(i)},
+                           {"format", "text"},
+                           {"files", {{"input", {{"size", 400 << 10}}}}}}
+                          .dump(),
+                      "application/json");
+      statuses[i] = r ? r->status : 0;
+    });
+  for (auto& t : at_once) t.join();
+  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 201), 2)
+      << statuses[0] << statuses[1] << statuses[2];
+  EXPECT_EQ(std::count(statuses.begin(), statuses.end(), 429), 1);
+  Got again = Call(
+      "POST", "/api/v1/namespaces/ada/uploads",
+      Json{{"name", "part9"}, {"format", "text"}, {"files", {{"input", {{"size", 300 << 10}}}}}}.dump(), ada);
+  EXPECT_EQ(again.status, 429);
+  EXPECT_NE(again.body["error"]["message"].get<std::string>().find("its uploads under way 800.0 KiB"),
+            std::string::npos)
+      << "reserved: " << again.body;
+}
+
+TEST_P(DatasetsApiTest, AnUploadThatWouldFillTheDiskIsRefusedBeforeItStarts) {
+  server_->Terminate(std::chrono::seconds(10));
+  StartServer({"--keep-free-mb", "1000000000"});  // more than any disk here has
+  const std::string ada = SignUpAndLogin("ada", "correct horse");
+  Got g =
+      Call("POST", "/api/v1/namespaces/ada/uploads",
+           Json{{"name", "big"}, {"format", "text"}, {"files", {{"input", {{"size", 1000}}}}}}.dump(), ada);
+  EXPECT_EQ(g.status, 429) << g.body;
+  EXPECT_NE(g.body["error"]["message"].get<std::string>().find("the server's disk has"), std::string::npos)
+      << g.body;
+  EXPECT_EQ(Call("GET", "/api/v1/namespaces/ada/uploads", "", ada).body["uploads"].size(), 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, DatasetsApiTest, ::testing::Values("sqlite", "postgresql"),

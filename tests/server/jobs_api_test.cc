@@ -59,7 +59,7 @@ TEST_P(JobsApiTest, ABuiltInJobRunsToTheEndAndItsHistoryOutlivesItAndAServerKill
   Json running = WaitState(id, "running");
   // The server dies mid-job; the job goes on, and a new server takes it back.
   server_->Kill();
-  EXPECT_FALSE(testing::ProcessesWith(dir_ + "/server/jobs/" + id).empty()) << "the job died with its server";
+  EXPECT_FALSE(JobPids(id).empty()) << "the job died with its server";
   StartServer();
   Json done = WaitState(id, "succeeded", 240);
   EXPECT_TRUE(HasEvent(done, "every pass done")) << done["events"];
@@ -123,8 +123,7 @@ TEST_P(JobsApiTest, AQueuedJobStartsWhenTheQuotaFreesAndStopEndsJobs) {
   Json stopped = WaitState(first, "stopped");
   EXPECT_TRUE(HasEvent(stopped, "stopped on request"));
   WaitState(second, "succeeded");
-  EXPECT_TRUE(testing::ProcessesWith(dir_ + "/server/jobs/" + first).empty())
-      << testing::ProcessesText(first);
+  EXPECT_TRUE(JobPids(first).empty()) << testing::ProcessesText(first);
   EXPECT_EQ(Call("POST", "/api/v1/jobs/" + first + "/stop", "", token_).status, 409);  // already ended
   // A queued job stopped never starts.
   ASSERT_EQ(Call("PUT", "/api/v1/namespaces/ada/quota", R"({"jobs": 0})", token_).status, 200);
@@ -179,6 +178,28 @@ TEST_P(JobsApiTest, PreemptionShrinksALowPriorityJobAndGrowsItBack) {
   WaitState(low, "stopped");
 }
 
+TEST_P(JobsApiTest, TrainersThatExitWithoutTrainingFailTheJobAndAnEndedJobListsNoLiveWorker) {
+  // A package whose command "succeeds" at once, before reading any data.
+  const std::string src = dir_ + "/lazy";
+  std::filesystem::create_directories(src);
+  ASSERT_TRUE(WriteFileAtomic(src + "/train.py", "print('nothing to do')\n").ok());
+  ASSERT_EQ(std::system(("tar -C " + src + " -cf " + dir_ + "/lazy.tar train.py").c_str()), 0);
+  auto tar = ReadFile(dir_ + "/lazy.tar");
+  ASSERT_TRUE(tar.ok());
+  const std::string digest = Sha256Hex(*tar);
+  ASSERT_EQ(Call("PUT", "/api/v1/namespaces/ada/packages/" + digest, *tar, token_).status, 201);
+  const std::string id =
+      Submit({{"package", digest}, {"command", "python3 train.py"}, {"dataset", "fm"}, {"trainers", 2}});
+  Json ended = WaitState(id, "failed", 180);
+  EXPECT_NE(ended.value("reason", "").find("every trainer exited with code 0, but the job is not done"),
+            std::string::npos)
+      << ended.value("reason", "");
+  // What it last said of its nodes was said while they ran: none is shown alive now.
+  const Json workers = ended["workers"];
+  EXPECT_TRUE(workers.value("ended", false)) << workers;
+  for (const auto& n : workers.value("nodes", Json::array())) EXPECT_NE(n.value("state", ""), "alive") << n;
+}
+
 TEST_P(JobsApiTest, BadSubmissionsAreRefusedWithTheReason) {
   auto refused = [&](const Json& spec, int status, const std::string& says) {
     Got g = Call("POST", "/api/v1/namespaces/ada/jobs", spec.dump(), token_);
@@ -210,6 +231,18 @@ TEST_P(JobsApiTest, BadSubmissionsAreRefusedWithTheReason) {
   EXPECT_EQ(bad.status, 400) << bad.body;
   EXPECT_NE(bad.body["error"]["message"].get<std::string>().find("absolute path"), std::string::npos)
       << bad.body;
+  // A sparse member: a few bytes in the archive, 2 GiB once written.
+  ASSERT_EQ(std::system(("truncate -s 2G " + src + "/holes.bin && tar -C " + src + " -S -cf " + dir_ +
+                         "/sparse.tar holes.bin")
+                            .c_str()),
+            0);
+  auto sparse = ReadFile(dir_ + "/sparse.tar");
+  ASSERT_TRUE(sparse.ok());
+  ASSERT_LT(sparse->size(), 1u << 20);
+  Got holes = Call("PUT", "/api/v1/namespaces/ada/packages/" + Sha256Hex(*sparse), *sparse, token_);
+  EXPECT_EQ(holes.status, 400) << holes.body;
+  EXPECT_NE(holes.body["error"]["message"].get<std::string>().find("sparse file"), std::string::npos)
+      << holes.body;
   Got wrong = Call("PUT", "/api/v1/namespaces/ada/packages/" + Sha256Hex("other"), *evil, token_);
   EXPECT_EQ(wrong.status, 400) << wrong.body;
   EXPECT_TRUE(std::filesystem::is_empty(dir_ + "/server/packages"));
