@@ -79,10 +79,12 @@ std::unique_ptr<httplib::Client> ApiClient::NewClient(double read_timeout_s) con
 StatusOr<Json> ApiClient::Get(const std::string& path) { return Send("GET", path, "", "", {}); }
 
 StatusOr<Json> ApiClient::Post(const std::string& path, const Json& body) {
+  if (body.is_null()) return Send("POST", path, "", "", {});
   return Send("POST", path, body.dump(), "application/json", {});
 }
 
 StatusOr<Json> ApiClient::Put(const std::string& path, const Json& body) {
+  if (body.is_null()) return Send("PUT", path, "", "", {});
   return Send("PUT", path, body.dump(), "application/json", {});
 }
 

@@ -40,8 +40,9 @@ class ApiClient {
 
   // `path` starts with /api/v1. A 204 answer is an empty object.
   StatusOr<Json> Get(const std::string& path);
-  StatusOr<Json> Post(const std::string& path, const Json& body = Json::object());
-  StatusOr<Json> Put(const std::string& path, const Json& body = Json::object());
+  // A null `body` (the default) sends none: the endpoints that take none are described so.
+  StatusOr<Json> Post(const std::string& path, const Json& body = Json());
+  StatusOr<Json> Put(const std::string& path, const Json& body = Json());
   StatusOr<Json> Delete(const std::string& path);
   // Raw bytes (a data chunk, a code package) with extra headers.
   StatusOr<Json> PutBytes(const std::string& path, std::string_view bytes,
