@@ -17,6 +17,8 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 constexpr int kEtcdClientPort = 2379, kEtcdPeerPort = 2380;
+// The image's unprivileged user (deploy/Dockerfile), whom every container runs as.
+constexpr int kJobUser = 10001;
 
 Json Labels(const JobSpec& s, const std::string& role) {
   Json l = {{"app.kubernetes.io/name", "tessera"},
@@ -122,10 +124,37 @@ Json PodSpec(const JobSpec& s, Json containers, Json volumes, int grace_seconds)
   return p;
 }
 
+// Every pod as a job's process should run (docs/security.md, "Kubernetes"): as the image's
+// unprivileged user, never root; the runtime's default seccomp profile; in each container, a
+// read-only root file system (a scratch /tmp, which is also HOME, is writable), no capability
+// and no way to gain one.
+Json Hardened(Json pod) {
+  pod["securityContext"] = {{"runAsNonRoot", true},
+                            {"runAsUser", kJobUser},
+                            {"runAsGroup", kJobUser},
+                            {"fsGroup", kJobUser},
+                            {"seccompProfile", {{"type", "RuntimeDefault"}}}};
+  if (!pod.contains("volumes")) pod["volumes"] = Json::array();
+  pod["volumes"].push_back({{"name", "tmp"}, {"emptyDir", Json::object()}});
+  for (const char* list : {"initContainers", "containers"}) {
+    if (!pod.contains(list)) continue;
+    for (auto& c : pod[list]) {
+      c["securityContext"] = {{"allowPrivilegeEscalation", false},
+                              {"readOnlyRootFilesystem", true},
+                              {"capabilities", {{"drop", Json::array({"ALL"})}}}};
+      if (!c.contains("volumeMounts")) c["volumeMounts"] = Json::array();
+      c["volumeMounts"].push_back({{"name", "tmp"}, {"mountPath", "/tmp"}});
+      if (!c.contains("env")) c["env"] = Json::array();
+      c["env"].push_back({{"name", "HOME"}, {"value", "/tmp"}});
+    }
+  }
+  return pod;
+}
+
 Json Template(const JobSpec& s, const std::string& role, Json pod, bool scrape) {
   Json meta = {{"labels", Labels(s, role)}};
   if (scrape) meta["annotations"] = PromAnnotations(s.http_port);
-  return {{"metadata", std::move(meta)}, {"spec", std::move(pod)}};
+  return {{"metadata", std::move(meta)}, {"spec", Hardened(std::move(pod))}};
 }
 
 Json Port(const std::string& name, int port) {

@@ -134,6 +134,49 @@ TEST(K8sManifestsTest, EveryObjectOfAJobWithItsOwnEtcd) {
 
 // A trainer's math libraries get the whole cores of its CPU request (at least one); without a
 // request, nothing is set.
+// docs/security.md, "Kubernetes": every pod as an unprivileged user with the runtime's default
+// seccomp profile, every container read-only with no capability; no API token; only the job's
+// own pods reach its pods.
+TEST(K8sManifestsTest, EveryPodRunsUnprivilegedAndOnlyTheJobsOwnPodsReachIt) {
+  auto m = RenderJob(Spec(), "name: fm\n");
+  ASSERT_TRUE(m.ok()) << m.status();
+  int pods = 0;
+  for (const auto& x : *m) {
+    const Json& o = x.object;
+    if (!o.contains("spec") || !o["spec"].contains("template")) continue;
+    ++pods;
+    const Json& pod = o["spec"]["template"]["spec"];
+    const std::string what = o["kind"].get<std::string>() + "/" + o["metadata"]["name"].get<std::string>();
+    EXPECT_EQ(pod["securityContext"]["runAsNonRoot"], true) << what;
+    EXPECT_NE(pod["securityContext"]["runAsUser"], 0) << what;
+    EXPECT_EQ(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault") << what;
+    EXPECT_EQ(pod["automountServiceAccountToken"], false) << what;
+    for (const char* list : {"initContainers", "containers"}) {
+      if (!pod.contains(list)) continue;
+      for (const auto& c : pod[list]) {
+        EXPECT_EQ(c["securityContext"]["readOnlyRootFilesystem"], true) << what << " " << c["name"];
+        EXPECT_EQ(c["securityContext"]["allowPrivilegeEscalation"], false) << what << " " << c["name"];
+        EXPECT_EQ(c["securityContext"]["capabilities"]["drop"], Json::array({"ALL"}))
+            << what << " " << c["name"];
+        bool tmp = false;
+        for (const auto& v : c["volumeMounts"]) tmp = tmp || v["mountPath"] == "/tmp";
+        EXPECT_TRUE(tmp) << what << " " << c["name"] << ": nowhere to write";
+      }
+    }
+  }
+  EXPECT_EQ(pods, 4) << "etcd, master, pservers, trainers";
+  const auto objects = ByKindName(*m);
+  ASSERT_TRUE(objects.count("ServiceAccount/fm"));
+  EXPECT_EQ(objects.at("ServiceAccount/fm")["automountServiceAccountToken"], false);
+  for (const auto& [name, o] : objects)
+    EXPECT_NE(o["kind"], "RoleBinding") << "the job's account may do nothing";
+  const Json& policy = objects.at("NetworkPolicy/fm");
+  EXPECT_EQ(policy["spec"]["podSelector"]["matchLabels"]["tessera.io/job"], "fm");
+  ASSERT_EQ(policy["spec"]["ingress"].size(), 1u);
+  EXPECT_EQ(policy["spec"]["ingress"][0]["from"][0]["podSelector"]["matchLabels"]["tessera.io/job"], "fm")
+      << "another job's pods (another namespace's) may reach this one";
+}
+
 TEST(K8sManifestsTest, ATrainersMathThreadsFollowItsCpuRequest) {
   auto threads = [](const std::string& cpu) {
     JobSpec s = Spec();
