@@ -445,4 +445,41 @@ Status Cgroup::Remove() const {
   return first;
 }
 
+std::optional<pid_t> GroupOwnerPid(std::string_view name, std::string_view prefix) {
+  if (name.size() <= prefix.size() || name.substr(0, prefix.size()) != prefix) return std::nullopt;
+  const std::string_view digits = name.substr(prefix.size());
+  if (digits.size() > 9 || digits[0] == '0') return std::nullopt;
+  pid_t pid = 0;
+  for (char c : digits) {
+    if (!std::isdigit(static_cast<unsigned char>(c))) return std::nullopt;
+    pid = pid * 10 + (c - '0');
+  }
+  return pid;
+}
+
+int RemoveLeftoverGroups(const CgroupLayout& layout, std::string_view prefix) {
+  const CgroupHierarchy* tracking = layout.Tracking();
+  if (!tracking) return 0;
+  std::vector<std::string> names;
+  if (DIR* d = ::opendir(tracking->Dir().c_str())) {
+    while (const dirent* e = ::readdir(d)) {
+      const std::optional<pid_t> pid = GroupOwnerPid(e->d_name, prefix);
+      if (pid && ::kill(*pid, 0) != 0 && errno == ESRCH) names.emplace_back(e->d_name);
+    }
+    ::closedir(d);
+  }
+  int removed = 0;
+  for (const auto& n : names) {
+    auto g = Cgroup::Open(layout, n, false);
+    if (g.ok() && (*g)->Empty() && (*g)->Remove().ok()) ++removed;
+  }
+  return removed;
+}
+
+StatusOr<std::unique_ptr<Cgroup>> CreateSupervisorGroup(std::string_view prefix) {
+  const CgroupLayout layout = CgroupLayout::Detect();
+  (void)RemoveLeftoverGroups(layout, prefix);
+  return Cgroup::Create(layout, std::string(prefix) + std::to_string(::getpid()), false);
+}
+
 }  // namespace tessera

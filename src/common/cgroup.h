@@ -95,6 +95,20 @@ struct CgroupUsage {
 // "oom_kill N" from v2's memory.events or v1's memory.oom_control; "max N" from pids.events (pure).
 int64_t CgroupCounter(std::string_view text, std::string_view key);
 
+// The pid in a group named "<prefix><pid>" (a supervisor's), or nullopt for any other name (pure).
+std::optional<pid_t> GroupOwnerPid(std::string_view name, std::string_view prefix);
+
+// Removes the groups "<prefix><pid>" below this process's own group whose process `pid` no longer
+// exists and that hold no process: what a supervisor ended by SIGKILL (or a power cut of its
+// machine's session) left behind. A group whose owner lives, or that still holds a process, stays.
+// Returns how many it removed.
+int RemoveLeftoverGroups(const CgroupLayout& layout, std::string_view prefix);
+
+class Cgroup;
+// A supervisor's group, "<prefix><its pid>" below its own, made once the leftovers of gone
+// supervisors of the same prefix are removed. As Cgroup::Create (without limits) fails.
+StatusOr<std::unique_ptr<Cgroup>> CreateSupervisorGroup(std::string_view prefix);
+
 class Cgroup {
  public:
   // Makes group `name` (one path component) below this process's own group: in the tracking

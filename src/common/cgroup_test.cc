@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <filesystem>
 #include <map>
 #include <thread>
 
@@ -151,6 +152,16 @@ TEST(CgroupLimitsTest, CountersOfEitherVersion) {
   EXPECT_EQ(CgroupCounter("", "max"), 0);
 }
 
+TEST(CgroupLeftoversTest, OnlyASupervisorsNameGivesAPid) {
+  EXPECT_EQ(GroupOwnerPid("tessera-local-4242", "tessera-local-"), 4242);
+  EXPECT_EQ(GroupOwnerPid("tessera-local-", "tessera-local-"), std::nullopt);
+  EXPECT_EQ(GroupOwnerPid("tessera-local-12x", "tessera-local-"), std::nullopt);
+  EXPECT_EQ(GroupOwnerPid("tessera-local-0012", "tessera-local-"), std::nullopt);
+  EXPECT_EQ(GroupOwnerPid("tessera-local-1234567890", "tessera-local-"), std::nullopt);
+  EXPECT_EQ(GroupOwnerPid("tessera-node-7", "tessera-local-"), std::nullopt);
+  EXPECT_EQ(GroupOwnerPid("tessera-job-ada-7", "tessera-job-"), std::nullopt);
+}
+
 // Real groups, where this process may make them.
 class RealCgroupTest : public ::testing::Test {
  protected:
@@ -204,6 +215,37 @@ TEST_F(RealCgroupTest, TheV1WayOfEndingAGroupToo) {
   ASSERT_TRUE((*g)->Kill(std::chrono::seconds(10)).ok());
   EXPECT_TRUE((*g)->Empty());
   EXPECT_TRUE((*g)->Remove().ok());
+}
+
+TEST_F(RealCgroupTest, LeftoversOfAGoneSupervisorAreRemovedAndNoOtherGroup) {
+  // A supervisor killed by SIGKILL leaves its group and its children's behind; the next one
+  // removes them. A group whose owner lives, or that holds a process, stays.
+  const std::string prefix = "tessera-test-sup" + std::to_string(::getpid()) + "-";
+  auto dead = Process::Spawn(ProcessOptions{.argv = {"/bin/true"}});
+  ASSERT_TRUE(dead.ok());
+  ASSERT_TRUE((*dead)->Wait(std::chrono::seconds(10)).has_value());
+  const pid_t gone = (*dead)->pid();
+  auto left = Cgroup::Create(layout_, prefix + std::to_string(gone), false);
+  ASSERT_TRUE(left.ok()) << left.status().message();
+  auto child = (*left)->Child("p1");
+  ASSERT_TRUE(child.ok());
+  auto mine = Cgroup::Create(layout_, prefix + std::to_string(::getpid()), false);
+  ASSERT_TRUE(mine.ok());
+  auto busy_owner = Process::Spawn(ProcessOptions{.argv = {"/bin/true"}});
+  ASSERT_TRUE(busy_owner.ok());
+  ASSERT_TRUE((*busy_owner)->Wait(std::chrono::seconds(10)).has_value());
+  auto busy = Cgroup::Create(layout_, prefix + std::to_string((*busy_owner)->pid()), false);
+  ASSERT_TRUE(busy.ok());
+  auto sh = ShellIn(**busy, "exec sleep 1000");
+  ASSERT_TRUE(testing::WaitUntil([&] { return !(*busy)->Empty(); }, std::chrono::seconds(10)));
+
+  EXPECT_EQ(RemoveLeftoverGroups(layout_, prefix), 1);
+  EXPECT_FALSE(std::filesystem::exists((*left)->dir()));
+  EXPECT_TRUE(std::filesystem::exists((*mine)->dir()));
+  EXPECT_TRUE(std::filesystem::exists((*busy)->dir()));
+  EXPECT_TRUE((*busy)->Kill(std::chrono::seconds(10)).ok());
+  EXPECT_TRUE((*busy)->Remove().ok());
+  EXPECT_TRUE((*mine)->Remove().ok());
 }
 
 TEST_F(RealCgroupTest, MemoryPastTheLimitIsAnOomKillTheGroupCounts) {

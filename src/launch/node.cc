@@ -178,7 +178,7 @@ Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
   program.new_process_group = true;
   // Found and stopped by control group where this node may make one (see common/cgroup.h), so
   // what its process leaves behind, a daemon outside its process group included, ends with it.
-  auto cgroup = Cgroup::Create(CgroupLayout::Detect(), "tessera-node-" + std::to_string(::getpid()), false);
+  auto cgroup = CreateSupervisorGroup("tessera-node-");
   struct RemoveAtEnd {
     std::unique_ptr<Cgroup> g;
     ~RemoveAtEnd() {

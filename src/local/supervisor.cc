@@ -97,7 +97,7 @@ Status Supervisor::Setup() {
   // Processes are found and stopped by control group where this process may make one, by
   // process group otherwise (an unprivileged user's shell, or inside a platform job's sandbox,
   // whose own group and PID namespace already hold the whole job).
-  auto cgroup = Cgroup::Create(CgroupLayout::Detect(), "tessera-local-" + std::to_string(::getpid()), false);
+  auto cgroup = CreateSupervisorGroup("tessera-local-");
   if (cgroup.ok()) {
     cgroup_ = std::move(*cgroup);
   } else {
