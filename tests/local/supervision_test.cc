@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include "common/files.h"
+#include "harness/cgroups.h"
 #include "harness/pids.h"
 #include "local/local_fixture.h"
 
@@ -54,7 +55,8 @@ TEST_F(SupervisionTest, CtrlCStopsEveryProcessATrainerCommandStarted) {
 TEST_F(SupervisionTest, CtrlCStopsADaemonATrainerStartedInASessionOfItsOwn) {
   // setsid takes the daemon out of the trainer's process group and session: only the trainer's
   // control group still holds it (as root; elsewhere the test has nothing to prove).
-  if (::geteuid() != 0) GTEST_SKIP() << "control groups need root here";
+  if (const std::string why = CgroupsUnavailable(); !why.empty())
+    GTEST_SKIP() << "no control groups here: " << why;
   Subprocess& p = StartLocal({"--dataset", "fm", "--trainer-cmd",
                               "setsid sleep 1000 & echo $! >> \"$TESSERA_RUN_DIR/pids-$TESSERA_TRAINER_ID\"; "
                               "echo $$ >> \"$TESSERA_RUN_DIR/pids-$TESSERA_TRAINER_ID\"; wait"});

@@ -14,6 +14,7 @@
 #include "common/cgroup.h"
 #include "common/digest.h"
 #include "common/files.h"
+#include "harness/cgroups.h"
 #include "harness/processes.h"
 #include "harness/wait.h"
 #include "server/db_fixture.h"
@@ -56,9 +57,10 @@ class ApiFixture : public DatabaseTest {
   }
 
   // What a suite's server is started with, besides the data directory and database. Jobs run in
-  // sandboxes where they can (as root); elsewhere as the server's user.
+  // sandboxes where they can (root, bubblewrap, control groups); elsewhere as the server's user.
   virtual std::vector<std::string> ServerArgs() {
-    return ::geteuid() == 0 ? std::vector<std::string>{} : std::vector<std::string>{"--sandbox", "off"};
+    static const bool sandboxes = testing::SandboxesUnavailable().empty();
+    return sandboxes ? std::vector<std::string>{} : std::vector<std::string>{"--sandbox", "off"};
   }
   virtual std::map<std::string, std::string> ServerEnv() { return {}; }
 
