@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <thread>
@@ -34,6 +35,9 @@ class Server {
   static StatusOr<std::unique_ptr<Server>> Start(const std::string& dir, bool sandbox) {
     auto s = std::unique_ptr<Server>(new Server());
     s->dir_ = dir;
+    std::error_code ec;
+    if (!std::filesystem::create_directories(dir, ec) && ec)
+      return Status::Unavailable("cannot make " + dir + ": " + ec.message());
     const int port = FreeLoopbackPort();
     testing::SpawnOptions o;
     o.argv = {BuildPath("src/tessera"),

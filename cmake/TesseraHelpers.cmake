@@ -10,8 +10,12 @@ function(tessera_library name)
 endfunction()
 
 # tessera_test(NAME SOURCES... DEPS... [LABELS ...] [TIMEOUT s]): a GoogleTest binary whose tests
-# are registered with CTest one by one, so `ctest -j2` spreads them over both cores.
+# are registered with CTest one by one, so `ctest -j2` spreads them over both cores. Nothing
+# without TESSERA_TESTS.
 function(tessera_test name)
+  if(NOT TESSERA_TESTS)
+    return()
+  endif()
   cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)

@@ -22,6 +22,7 @@
 
 #include "common/cgroup.h"
 #include "common/files.h"
+#include "common/unique_fd.h"
 
 extern char** environ;
 
@@ -104,7 +105,14 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
   std::vector<char*> argv;
   for (auto& a : argv_copy) argv.push_back(a.data());
   argv.push_back(nullptr);
-  std::string log = o.log_path.empty() ? "/dev/null" : o.log_path;
+  // The log is opened here, not in the child: a path that cannot be opened is the caller's error.
+  const std::string log = o.log_path.empty() ? "/dev/null" : o.log_path;
+  UniqueFd log_fd;
+  if (!o.inherit_output) {
+    log_fd = UniqueFd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+    if (!log_fd.valid())
+      return Status::Unavailable("cannot open " + log + " for the output of " + o.argv[0] + ": " + std::strerror(errno));
+  }
   pid_t parent = ::getpid();  // the child checks it is still ours after PR_SET_PDEATHSIG
   // A control group of its own, joined by the child before it runs anything.
   if (o.cgroup_parent) {
@@ -145,10 +153,9 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
         }
         ::close(cg);
       }
-      int fd = o.inherit_output ? -1 : ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-      if (fd >= 0) {
-        ::dup2(fd, 1);
-        ::dup2(fd, 2);
+      if (log_fd.valid()) {  // dup2's copies are not closed on exec
+        ::dup2(log_fd.get(), 1);
+        ::dup2(log_fd.get(), 2);
       }
       int in = o.stdin_pipe ? stdin_pipe[0] : ::open("/dev/null", O_RDONLY);
       if (in >= 0) ::dup2(in, 0);

@@ -80,6 +80,18 @@ TEST_F(ProcessTest, AProgramThatCannotBeRunSaysSoInItsLog) {
   EXPECT_EQ((*p)->Output(), "cannot execute /nonexistent/tessera-test-program: errno 2\n");  // ENOENT
 }
 
+TEST_F(ProcessTest, ALogThatCannotBeOpenedIsAnErrorNotTheParentsTerminal) {
+  // Its directory is missing: the child once wrote to the parent's stdout instead, and whoever
+  // waited for a line in the log waited in vain.
+  ProcessOptions o;
+  o.argv = {"/bin/echo", "hello"};
+  o.log_path = dir_ + "/missing/child.log";
+  auto p = Process::Spawn(o);
+  ASSERT_FALSE(p.ok());
+  EXPECT_NE(p.status().message().find(o.log_path), std::string::npos) << p.status();
+  EXPECT_NE(p.status().message().find("/bin/echo"), std::string::npos) << p.status();
+}
+
 TEST_F(ProcessTest, TerminateStopsEverythingTheShellStarted) {
   // A shell that starts two programs and waits for them, as `--trainer-cmd` does.
   auto p = Shell("sleep 1000 & echo $!; sleep 1000 & echo $!; wait");
