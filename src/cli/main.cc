@@ -41,6 +41,7 @@ int main(int argc, char** argv) {
                "master hands out data tasks; etcd coordinates them all. Run `tessera <command> --help`.",
                "tessera"};
   app.require_subcommand(1, 1);
+  app.set_version_flag("--version", "tessera " TESSERA_VERSION, "Print Tessera's version and exit");
   app.fallthrough(false);
   int exit_code = 0;
   tessera::cli::RegisterVersion(app, &exit_code);
@@ -98,7 +99,9 @@ int main(int argc, char** argv) {
                  hint.c_str(), path.c_str());
     return 2;
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // --help and --version exit 0; every other mistake in the command line exits 2, as the
+    // unknown command and flag above do (CLI11's own codes, 105 to 114, say nothing to a shell).
+    return app.exit(e) == 0 ? 0 : 2;
   }
   return exit_code;
 }

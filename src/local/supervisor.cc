@@ -21,6 +21,7 @@
 #include "job/job_access.h"
 #include "job/job_store.h"
 #include "local/child_commands.h"
+#include "local/log_cause.h"
 #include "local/preflight.h"
 #include "local/progress_line.h"
 #include "local/registrations.h"
@@ -48,7 +49,9 @@ Status Supervisor::StartEtcd() {
   if (!ping.ok()) {
     if (!o_.etcd.empty())
       return ping.status().WithContext("cannot reach the etcd given with --etcd " + o_.etcd);
-    return ping.status().WithContext("etcd did not come up (see " + LogPath("etcd") + ")");
+    const std::string cause = CauseFromLog(TailLines(LogPath("etcd"), 60));
+    return ping.status().WithContext("etcd did not come up (see " + LogPath("etcd") + ")" +
+                                     (cause.empty() ? "" : "; its log says: " + cause));
   }
   if (o_.secure_etcd) TESSERA_RETURN_IF_ERROR(SecureEtcd().WithContext("securing the job's etcd"));
   return Status::OK();

@@ -10,6 +10,7 @@
 #include "common/files.h"
 #include "common/strings.h"
 #include "local/child_commands.h"
+#include "local/log_cause.h"
 #include "local/registrations.h"
 #include "local/supervisor_impl.h"
 
@@ -57,6 +58,11 @@ Status Supervisor::Spawn(Managed& m) {
 
 void Supervisor::Exited(Managed& m, int code) {
   ChildAction a = m.state.Exited(code, Now());
+  // A process that failed by itself (not by a signal) usually said why in its log.
+  if (!a.event.empty() && code > 0 && code < 128) {
+    if (std::string cause = CauseFromLog(TailLines(m.spec.log_path, 60)); !cause.empty())
+      a.event += ": " + cause;
+  }
   if (!a.event.empty()) console_.Event(a.event);
   if (m.state.phase() == ChildPhase::kFailed) {
     // The last run's lines (after its start mark), at most 15.

@@ -114,6 +114,21 @@ TEST(CliTest, BadFlagsAreRejectedClearly) {
   CliRun version = RunTessera({"version"});
   EXPECT_EQ(version.code, 0);
   EXPECT_NE(version.out.find("tessera 0."), std::string::npos);
+  CliRun version_flag = RunTessera({"--version"});
+  EXPECT_EQ(version_flag.code, 0);
+  EXPECT_NE(version_flag.out.find("tessera 0."), std::string::npos) << version_flag.out;
+}
+
+TEST(CliTest, EveryMistakeInTheCommandLineExitsTwo) {
+  // A missing required flag and a value of the wrong type were CLI11's 106 and 105.
+  CliRun missing = RunTessera({"upload", "--store", "s"});
+  EXPECT_EQ(missing.code, 2) << missing.out;
+  EXPECT_NE(missing.out.find("--dataset is required"), std::string::npos) << missing.out;
+  CliRun not_a_number = RunTessera({"local", "--passes", "abc"});
+  EXPECT_EQ(not_a_number.code, 2) << not_a_number.out;
+  EXPECT_NE(not_a_number.out.find("--passes"), std::string::npos) << not_a_number.out;
+  CliRun unknown_flag = RunTessera({"status", "--jbo", "j"});
+  EXPECT_EQ(unknown_flag.code, 2) << unknown_flag.out;
 }
 
 TEST(CliTest, AMisspeltCommandIsNamedWithItsLikelyMeaning) {

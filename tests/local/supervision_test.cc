@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -116,6 +117,38 @@ TEST_F(SupervisionTest, GivingUpOnACrashingTrainerLeavesNothingRunning) {
   EXPECT_EQ(TrainerPids(0).size(), 3u);
   std::string alive;
   EXPECT_TRUE(AllGone(TrainerPids(0), seconds(10), &alive)) << "left behind: " << alive;
+}
+
+TEST_F(SupervisionTest, AProcessThatFailsHasItsCauseOnTheTerminal) {
+  // A trainer script that raises: each restart says why, from its log.
+  Subprocess& p = StartLocal({"--dataset", "fm", "--trainer-cmd", "/usr/bin/python3 -c '1 / 0'"});
+  auto code = p.Wait(seconds(60));
+  ASSERT_TRUE(code.has_value()) << p.Output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(p.Output().find(
+                "trainer-0 exited with code 1; restarting it in 0.5 s: ZeroDivisionError: division by zero"),
+            std::string::npos)
+      << p.Output();
+}
+
+TEST_F(SupervisionTest, AFullDiskIsNamedOnTheTerminal) {
+  // The run directory on a file system of 8 MiB: etcd cannot make its write-ahead log. The
+  // terminal said only "etcd did not come up (see logs/etcd.log)".
+  if (::geteuid() != 0) GTEST_SKIP() << "mounting a small file system needs root";
+  const std::string small = dir_ + "/small";
+  std::filesystem::create_directories(small);
+  ASSERT_EQ(std::system(("mount -t tmpfs -o size=8m tmpfs " + small).c_str()), 0);
+  struct Unmount {
+    std::string dir;
+    ~Unmount() { (void)std::system(("umount -l " + dir).c_str()); }
+  } unmount{small};
+  run_name_ = "small/run";
+  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp"});
+  auto code = p.Wait(seconds(120));
+  ASSERT_TRUE(code.has_value()) << p.Output();
+  EXPECT_EQ(*code, 1);
+  EXPECT_NE(p.Output().find("its log says: failed to create WAL: no space left on device"), std::string::npos)
+      << p.Output();
 }
 
 TEST_F(SupervisionTest, AStoppedPythonTrainerDeregistersAtOnce) {
