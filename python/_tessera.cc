@@ -424,6 +424,17 @@ py::tuple DecodeImages(const std::vector<py::bytes>& records) {
   return py::make_tuple(px, lab, py::tuple(py::cast(shape)));
 }
 
+// Record i's label as a number: label_id (idx), or the label as written (list, csv, libsvm), which
+// must then be a finite number.
+float NumericLabel(const data::Example& ex, size_t i) {
+  if (ex.label().empty()) return static_cast<float>(ex.label_id());
+  char* end = nullptr;
+  const double label = std::strtod(ex.label().c_str(), &end);
+  if (end == ex.label().c_str() || *end != '\0' || !std::isfinite(label))
+    throw py::value_error("record " + std::to_string(i) + ": label '" + ex.label() + "' is not a number");
+  return static_cast<float>(label);
+}
+
 // Decodes tessera.data.Example records of a libsvm (or csv) data set into sparse rows, CSR-style:
 // (ids uint64 [nnz], values float32 [nnz], offsets int64 [n + 1], labels float32 [n]); record i's
 // features are ids[offsets[i]:offsets[i+1]]. A label that is not a number is refused, naming its
@@ -443,15 +454,7 @@ py::tuple DecodeExamples(const std::vector<py::bytes>& records) {
     if (!ex.data().empty() && ex.feature_ids_size() == 0)
       throw py::value_error("record " + std::to_string(i) +
                             " is an image or file record, not a libsvm one (use decode_images)");
-    if (ex.label().empty()) {
-      labels[i] = static_cast<float>(ex.label_id());
-    } else {
-      char* end = nullptr;
-      const double label = std::strtod(ex.label().c_str(), &end);
-      if (end == ex.label().c_str() || *end != '\0' || !std::isfinite(label))
-        throw py::value_error("record " + std::to_string(i) + ": label '" + ex.label() + "' is not a number");
-      labels[i] = static_cast<float>(label);
-    }
+    labels[i] = NumericLabel(ex, i);
     ids.insert(ids.end(), ex.feature_ids().begin(), ex.feature_ids().end());
     values.insert(values.end(), ex.feature_values().begin(), ex.feature_values().end());
     offsets[i + 1] = static_cast<int64_t>(ids.size());
@@ -463,6 +466,42 @@ py::tuple DecodeExamples(const std::vector<py::bytes>& records) {
     return a;
   };
   return py::make_tuple(array(ids), array(values), array(offsets), array(labels));
+}
+
+// Decodes tessera.data.Example records of a csv data set into (features float32 [n, columns],
+// labels): columns is the first record's; a record with another count, or not a csv record, is
+// refused by its index. Labels are float32 [n] (each must be a number), or with `text_labels` a
+// list of the labels as written.
+py::tuple DecodeCsv(const std::vector<py::bytes>& records, bool text_labels) {
+  data::Example ex;
+  std::vector<float> values, labels;
+  std::vector<std::string> texts;
+  size_t width = 0;
+  for (size_t i = 0; i < records.size(); ++i) {
+    std::string_view r = records[i];
+    if (!ex.ParseFromArray(r.data(), static_cast<int>(r.size())))
+      throw py::value_error("record " + std::to_string(i) + " is not a tessera.data.Example");
+    if (!ex.data().empty() || ex.feature_ids_size() > 0)
+      throw py::value_error(
+          "record " + std::to_string(i) +
+          " is not a csv record (an image, file or libsvm one: use decode_images or decode_examples)");
+    if (i == 0) width = static_cast<size_t>(ex.values_size());
+    if (static_cast<size_t>(ex.values_size()) != width)
+      throw py::value_error("record " + std::to_string(i) + " has " + std::to_string(ex.values_size()) +
+                            " columns, record 0 has " + std::to_string(width));
+    values.insert(values.end(), ex.values().begin(), ex.values().end());
+    if (text_labels) {
+      texts.push_back(ex.label());
+    } else {
+      labels.push_back(NumericLabel(ex, i));
+    }
+  }
+  py::array_t<float> features({static_cast<py::ssize_t>(records.size()), static_cast<py::ssize_t>(width)});
+  if (!values.empty()) std::memcpy(features.mutable_data(), values.data(), values.size() * sizeof(float));
+  if (text_labels) return py::make_tuple(features, py::cast(texts));
+  py::array_t<float> lab(static_cast<py::ssize_t>(labels.size()));
+  if (!labels.empty()) std::memcpy(lab.mutable_data(), labels.data(), labels.size() * sizeof(float));
+  return py::make_tuple(features, lab);
 }
 
 // A .tsm model file as {name: float32 array} for dense tensors and {name: (uint64 keys,
@@ -599,6 +638,7 @@ PYBIND11_MODULE(_tessera, m) {
   });
   m.def("decode_images", &DecodeImages, py::arg("records"));
   m.def("decode_examples", &DecodeExamples, py::arg("records"));
+  m.def("decode_csv", &DecodeCsv, py::arg("records"), py::arg("text_labels") = false);
   m.def("read_model", &ReadModel, py::arg("path"));
   m.def("export_model", &ExportModelFile, py::arg("session"), py::arg("path"), py::arg("timeout") = 300.0);
   m.def(

@@ -53,13 +53,13 @@ class Net(torch.nn.Module):
         return self.fc2(F.relu(self.fc1(x)))
 
 
-def evaluate(model, dataset):
+def evaluate(model, dataset, dtype):
     correct = total = 0
     loss = 0.0
     with torch.no_grad():
         for batch in tessera.reader(dataset).batches(1000):
             x, y = to_tensors(batch)
-            out = model(x)
+            out = model(x.to(dtype)).float()
             loss += F.cross_entropy(out, y, reduction="sum").item()
             correct += (out.argmax(1) == y).sum().item()
             total += len(y)
@@ -75,18 +75,22 @@ def main():
     ap.add_argument("--hidden", type=int, default=64)
     ap.add_argument("--mlp", action="store_true", help="one hidden layer instead of the CNN")
     ap.add_argument("--save", default=None, help="also save the trained model (.tsm) here")
+    ap.add_argument("--dtype", default="float32", choices=["float32", "float64", "bfloat16", "float16"],
+                    help="the model's parameters and activations (the pservers keep float32); float16 "
+                         "needs a GPU for most layers")
     args = ap.parse_args()
+    dtype = getattr(torch, args.dtype)
 
     torch.manual_seed(0)
     # Threads: `tessera local` and `tessera launch` give this trainer its share of the cores in
     # OMP_NUM_THREADS and OPENBLAS_NUM_THREADS, which torch and OpenBLAS read as they load.
     tessera.init()
-    model = Net(args.mlp, args.hidden)
+    model = Net(args.mlp, args.hidden).to(dtype)
     opt = tessera.Optimizer(model, optimizer=args.optimizer)
 
     def on_pass_end(info):
         if args.eval_dataset and tessera.is_evaluator():
-            m = evaluate(model, args.eval_dataset)
+            m = evaluate(model, args.eval_dataset, dtype)
             tessera.report(metrics=m, pass_=info["pass"])
             print("pass %d: accuracy %.4f loss %.4f (step %d)" % (info["pass"], m["accuracy"], m["loss"],
                                                                   info["step"]), flush=True)
@@ -94,7 +98,7 @@ def main():
     tessera.on("pass_end", on_pass_end)
     for batch in tessera.reader().batches(args.batch_size):
         x, y = to_tensors(batch)
-        loss = F.cross_entropy(model(x), y)
+        loss = F.cross_entropy(model(x.to(dtype)).float(), y)
         opt.zero_grad()
         loss.backward()
         opt.step(samples=len(batch), cost=loss.item())

@@ -244,6 +244,33 @@ def decode_examples(records):
     return _tessera.decode_examples(records)
 
 
+def decode_csv(records, text_labels=False):
+    """Records of a csv data set (uploaded with --format csv) as (features float32 [n, columns],
+    labels float32 [n]); with text_labels=True the labels are a list of str as written (class
+    names). Raises ValueError naming the first record that is not a csv record, has another
+    number of columns than the first, or (without text_labels) has a label that is not a number."""
+    return _tessera.decode_csv(records, text_labels)
+
+
+def decode_text(records, columns=None):
+    """Text records of comma-separated numbers (a data set uploaded with --format text, e.g. from
+    a CSV file without its header) as a float32 array [n, columns]; `columns` defaults to the
+    first record's. Raises ValueError naming the first record that is not `columns` numbers."""
+    rows = []
+    for i, r in enumerate(records):
+        text = r.decode("utf-8", "replace") if isinstance(r, (bytes, bytearray)) else str(r)
+        fields = text.strip().split(",")
+        if columns is None:
+            columns = len(fields)
+        try:
+            if len(fields) != columns:
+                raise ValueError("%d fields" % len(fields))
+            rows.append([float(f) for f in fields])
+        except ValueError as e:
+            raise ValueError("record %d is not %d comma-separated numbers (%s): %.80r" % (i, columns, e, text)) from None
+    return _np.array(rows, dtype=_np.float32).reshape(len(rows), columns or 0)
+
+
 def _float_view(t, what):
     import torch
     if t.device.type != "cpu" or t.dtype != torch.float32:
@@ -253,6 +280,16 @@ def _float_view(t, what):
     return t.detach().numpy()
 
 
+def _scale_into(buf, grad, scale):
+    # buf (float32, CPU) = grad * scale, whatever grad's dtype and device: one copy.
+    import torch
+    if grad.dtype == buf.dtype and grad.device == buf.device:
+        torch.mul(grad, scale, out=buf)
+    else:
+        buf.copy_(grad)
+        buf.mul_(scale)
+
+
 class Embedding:
     """A sparse embedding table held by the pservers: rows of `dim` floats keyed by any
     non-negative integer id, created on first use by `init` ("zeros", "uniform:-0.05,0.05",
@@ -260,10 +297,16 @@ class Embedding:
     it there (or make it an attribute of the model) so its rows' gradients are pushed.
     `optimizer`: this table's own (e.g. "ftrl:alpha=0.1,beta=0.01"; None: the job's).
     `limits`: keep it within memory on each pserver, e.g. "admit=2,evict_after=100000,budget=64MiB"
-    or "admit_prob=0.2" (docs/sparse.md); "" keeps every row."""
+    or "admit_prob=0.2" (docs/sparse.md); "" keeps every row.
+    `dtype`, `device`: what the looked-up rows are given as (torch.bfloat16, "cuda", ...; None:
+    float32 on the CPU). The pservers keep float32; the rows' gradients come back in float32."""
 
-    def __init__(self, name, dim, init="uniform:-0.05,0.05", optimizer=None, limits=""):
+    def __init__(self, name, dim, init="uniform:-0.05,0.05", optimizer=None, limits="", dtype=None, device=None):
+        import torch
+        if dtype is not None and not dtype.is_floating_point:
+            raise TypeError("embedding '%s': dtype must be floating point, got %s" % (name, dtype))
         self.name, self.dim, self.init, self.optimizer = name, int(dim), init, optimizer
+        self.dtype, self.device = dtype, (torch.device(device) if device is not None else None)
         self._pending = []
         session().add_sparse(name, self.dim, init, optimizer, limits)
 
@@ -280,6 +323,8 @@ class Embedding:
         if torch.is_grad_enabled():
             rows.requires_grad_()
             self._pending.append((keys, rows))
+        if self.dtype is not None or self.device is not None:
+            rows = rows.to(device=self.device, dtype=self.dtype)  # differentiable: grads return as float32
         return rows.view(*ids.shape, self.dim)
 
     def _take_grads(self, scale):
@@ -304,6 +349,12 @@ class Optimizer:
     they are (no .to() or re-assignment). The Optimizer itself moves float32 parameters into the
     client's dense memory (same values, same Parameter objects), where a pserver on this host
     reads the step's gradients and writes the next values in place, with no copy here.
+
+    Parameters may be of any floating dtype (float16, bfloat16, float32, float64) on any device:
+    the pservers keep float32, and the Optimizer stages a parameter of another dtype or device
+    through a float32 CPU copy of its own: each step's gradient is copied (and scaled) into it,
+    and the pulled values are copied back into the parameter once they arrive (with wait=False,
+    module by module, as each forward needs them).
 
     step(samples, cost, wait=False) returns at once, with the pulls still on their way: read
     and decode the next batch meanwhile. The model's forward then waits, module by module, only
@@ -332,9 +383,11 @@ class Optimizer:
         # name -> (tensor, numpy view); and the request's list when every parameter has one.
         self._bufs = {}
         self._all_bufs = None
+        # name -> float32 CPU copy of a parameter of another dtype or device (see above).
+        self._staged = {}
         self._in_window = self._move_to_dense_memory(s)
         for name, p in self._params:
-            s.add_dense(name, _float_view(p.data, "parameter '%s'" % name), optimizer)
+            s.add_dense(name, self._values_view(name, p), optimizer)
         self._by_name = dict(self._params)
         # overlap: gradients pushed in pieces during backward (see backward()), each bucket of
         # them sent when it fills.
@@ -357,6 +410,30 @@ class Optimizer:
         if not self._params and not self._embeddings:
             raise ValueError("the model has no parameters to train")
         s.initialize()
+        self._unstage()
+
+    def _values_view(self, name, p):
+        # What the session reads and writes a parameter's values through: the tensor itself for
+        # a float32 CPU one, a float32 CPU copy otherwise (copied back by _unstage).
+        import torch
+        if p.device.type == "cpu" and p.dtype == torch.float32:
+            return _float_view(p.data, "parameter '%s'" % name)
+        if not p.dtype.is_floating_point:
+            raise TypeError("parameter '%s' must be floating point (got %s)" % (name, p.dtype))
+        staged = p.data.detach().to(device="cpu", dtype=torch.float32, copy=True).contiguous()
+        self._staged[name] = staged
+        return staged.numpy()
+
+    def _unstage(self, names=None):
+        # The values the last pull wrote into the float32 copies, into the parameters themselves.
+        if not self._staged:
+            return
+        import torch
+        with torch.no_grad():
+            for name in (self._staged if names is None else names):
+                staged = self._staged.get(name)
+                if staged is not None:
+                    self._by_name[name].data.copy_(staged)
 
     def _move_to_dense_memory(self, s):
         # Over shared memory a pserver reads a step's gradients and writes its values in place
@@ -387,7 +464,8 @@ class Optimizer:
         b = self._bufs.get(name)
         if b is None:
             import torch
-            t = torch.empty_like(self._by_name[name].data)
+            staged = self._staged.get(name)
+            t = torch.empty_like(staged if staged is not None else self._by_name[name].data)
             b = self._bufs[name] = (t, _float_view(t, "gradient of '%s'" % name))
         return b
 
@@ -396,10 +474,9 @@ class Optimizer:
             if self._samples is None:
                 raise Error("this Optimizer pushes gradients during backward (overlap=True): call "
                             "opt.backward(loss, samples) instead of loss.backward()")
-            import torch
             buf, view = self._buffer(name)
             scale = float(self._samples) if self._loss == "mean" else 1.0
-            torch.mul(grad.detach(), scale, out=buf)  # sums: the pservers divide by the total samples
+            _scale_into(buf, grad.detach(), scale)  # sums: the pservers divide by the total samples
             self._bucket.append((name, view))
             self._bucket_size += buf.numel()
             if self._bucket_size >= self._bucket_floats:
@@ -459,7 +536,7 @@ class Optimizer:
         scale = float(samples) if self._loss == "mean" else 1.0
         # In dense memory the gradients go through their buffers there even unscaled: the copy
         # into them stands for the transport's, and the reply then lands in place.
-        dense = self._scaled(scale, copy=scale != 1.0 or not wait or self._in_window)
+        dense = self._scaled(scale, copy=scale != 1.0 or not wait or self._in_window or bool(self._staged))
         sparse = []
         for e in self._embeddings:
             sparse.extend(e._take_grads(scale))
@@ -467,6 +544,7 @@ class Optimizer:
         took = s.push_pull(dense, sparse, int(samples), wait)
         if wait:
             # Done already: what push_pull says is the step's answer (there is nothing to settle).
+            self._unstage()
             self._took = took
             self._account(s, samples, cost)
             return took
@@ -475,14 +553,13 @@ class Optimizer:
     def _scaled(self, scale, copy):
         # [(name, gradient sums)]: each .grad times `scale` in this Optimizer's buffer (copy), or
         # the .grad itself. The pservers take sums and divide by the step's total samples.
-        import torch
         if copy:
             complete = True
             for name, p in self._params:
                 if p.grad is None:
                     complete = False
                     continue
-                torch.mul(p.grad.detach(), scale, out=self._buffer(name)[0])
+                _scale_into(self._buffer(name)[0], p.grad.detach(), scale)
             if complete:
                 if self._all_bufs is None:
                     self._all_bufs = [(name, self._bufs[name][1]) for name, _ in self._params]
@@ -513,6 +590,7 @@ class Optimizer:
             if _in_flight is self:
                 _in_flight = None
             self._took = session().settle()
+            self._unstage()
         return self._took
 
     def _hook_forward(self):
@@ -543,6 +621,8 @@ class Optimizer:
                         return None
             if len(self._waited) > last:
                 self.wait()
+            else:
+                self._unstage(names)
             return None
         return pre_hook
 

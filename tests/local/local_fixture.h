@@ -72,6 +72,28 @@ class LocalTest : public TempDirTest {
   }
   std::string run() const { return dir_ + "/" + run_name_; }
 
+  // WriteLinearData's records as data set "lin": `format` "text" (lines), or "csv" (the label in
+  // the last column).
+  void UploadLinearData(const std::string& format) {
+    WriteLinearData(dir_ + "/lin.csv");
+    std::vector<std::string> args = {"upload",   "--store", store(),   "--dataset",       "lin",
+                                     "--format", format,    "--input", dir_ + "/lin.csv", "--chunk-size",
+                                     "32768"};
+    if (format == "csv") args.insert(args.end(), {"--label-column", "4"});
+    auto up = Tessera(args);
+    ASSERT_EQ(up.code, 0) << up.out;
+  }
+  // The finished run's model holds "w" = kLinearTruth, each within `tolerance`.
+  void ExpectLinearTruthLearned(float tolerance) {
+    auto m = models::ReadModelFile(Result()["model"].get<std::string>());
+    ASSERT_TRUE(m.ok()) << m.status();
+    const auto* w = m->Find("w");
+    ASSERT_NE(w, nullptr);
+    ASSERT_EQ(w->values.size(), kLinearTruth.size());
+    for (size_t j = 0; j < kLinearTruth.size(); ++j)
+      EXPECT_NEAR(w->values[j], kLinearTruth[j], tolerance) << "w[" << j << "]";
+  }
+
   void UploadFashionMnist(bool test_set = true) {
     const std::string f = "/usr/share/datasets/fashion-mnist/";
     auto a = Tessera({"upload", "--store", store(), "--dataset", "fm", "--format", "idx", "--images",

@@ -33,6 +33,12 @@ def expect_error(fn, kind, words):
     raise AssertionError("no %s raised" % kind.__name__)
 
 
+class _IntModel(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.n = torch.nn.Parameter(torch.zeros(3, dtype=torch.int32), requires_grad=False)
+
+
 class Model(torch.nn.Module):
     def __init__(self):
         super().__init__()
@@ -66,6 +72,13 @@ def main():
                                            ["adamw"])
     errors["not_an_example"] = expect_error(lambda: tessera.decode_examples([b"\xff\xff\xff"]), ValueError,
                                             ["record 0", "tessera.data.Example"])
+    errors["not_numbers"] = expect_error(lambda: tessera.decode_text([b"1,2,3", b"4,five,6"]), ValueError,
+                                         ["record 1", "3 comma-separated numbers", "five"])
+    errors["not_csv"] = expect_error(lambda: tessera.decode_csv([b"\xff\xff\xff"]), ValueError,
+                                     ["record 0", "tessera.data.Example"])
+    errors["integer_parameter"] = expect_error(
+        lambda: tessera.Optimizer(_IntModel()), TypeError,
+        ["'n'", "floating point"])
     errors["bad_limits"] = expect_error(lambda: tessera.Embedding("w", 4, limits="budgte=1M"), tessera.Error,
                                         ["budgte", "admit, admit_prob, evict_after, budget"])
 
