@@ -1,8 +1,11 @@
 # Tessera's two commands: `make demo` and `make test`. Everything installs what it needs first.
-#   make deps    install the Debian packages the build, tests and demo need (apt-get, as root)
-#   make build   configure (CMake + Ninja, ccache when present) and build everything
+#   make demo    installs what the `tessera` command and the demo need, builds that command only,
+#                and runs the main job: Fashion-MNIST on a local cluster, with the result
 #   make test    deps + build + every test (unit and integration, real etcd, real processes)
-#   make demo    deps + build + the main job: Fashion-MNIST on a local cluster, with the result
+#   make deps    install every Debian package the build, tests and benchmarks need (as root)
+#   make build   configure (CMake + Ninja, ccache when present) and build everything
+#   make install build, then install into PREFIX (default /usr/local; DESTDIR works too)
+#   make package build, then build/tessera_<version>_<arch>.deb (apt install ./build/tessera_*.deb)
 #   make bench   benchmarks (not part of `make test`)
 #   make chaos   long fault-injection runs (not part of `make test`)
 #   make image   the container image (deploy/Dockerfile), where an engine and debian:12 are at hand
@@ -11,13 +14,16 @@ BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps configure build test demo bench chaos image clean format
+PREFIX ?= /usr/local
+
+.PHONY: deps configure build test demo install package bench chaos image clean format
 
 deps:
 	$(SUDO) scripts/install-deps.sh
 
 configure: deps
-	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DTESSERA_TESTS=ON -DTESSERA_PYTHON=ON -DTESSERA_WEB=ON
 
 build: configure
 	ninja -C $(BUILD_DIR) -j$(JOBS)
@@ -25,8 +31,20 @@ build: configure
 test: build
 	cd $(BUILD_DIR) && ctest -j$(JOBS) --output-on-failure --timeout 600
 
-demo: build
+# The demo needs neither the tests nor the Python module nor the web console: a build directory
+# made here is configured without them (`make test` turns them on later, in the same directory).
+demo:
+	$(SUDO) scripts/install-deps.sh demo
+	[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
+	  -DTESSERA_TESTS=OFF -DTESSERA_PYTHON=OFF -DTESSERA_WEB=OFF
+	ninja -C $(BUILD_DIR) -j$(JOBS) tessera
 	scripts/demo.sh
+
+install: build
+	cmake --install $(BUILD_DIR) --prefix $(PREFIX)
+
+package: build
+	cd $(BUILD_DIR) && cpack -G DEB
 
 bench: build
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/ps_bench

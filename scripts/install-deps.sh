@@ -1,9 +1,30 @@
 #!/usr/bin/env bash
-# Installs every Debian package Tessera's build, tests, benchmarks and demo need.
+# Installs the Debian packages Tessera needs:
+#   install-deps.sh demo   what building the `tessera` command and running the demo need (`make demo`)
+#   install-deps.sh        everything: that, and what the tests, benchmarks, Python module and web
+#                          console need (`make test`, `make deps`)
 # Idempotent: packages already installed are skipped; apt-get runs only when something is missing.
 # Run as root (CI and `make deps` do). Nothing is downloaded from outside Debian's archive here;
 # the web console's npm packages are installed by the build from the npm registry.
 set -euo pipefail
+
+case "${1:-all}" in
+  demo | all) WHAT=${1:-all} ;;
+  *)
+    echo "usage: install-deps.sh [demo|all]" >&2
+    exit 2
+    ;;
+esac
+
+# The `tessera` command (every library it links) and the demo's data.
+DEMO_PACKAGES=(
+  build-essential cmake ninja-build ccache pkg-config
+  libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc etcd-server
+  libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
+  libssl-dev libzstd-dev zlib1g-dev libyaml-cpp-dev libabsl-dev
+  libsqlite3-dev libsqlitecpp-dev libpqxx-dev libsodium-dev libarchive-dev
+  dataset-fashion-mnist
+)
 
 PACKAGES=(
   # toolchain
@@ -37,24 +58,26 @@ PACKAGES=(
   chromium
 )
 
+if [ "$WHAT" = demo ]; then PACKAGES=("${DEMO_PACKAGES[@]}"); else PACKAGES+=("${DEMO_PACKAGES[@]}"); fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
     missing+=("$p")
   fi
 done
-# Node.js and npm: any installed node (Debian's or another apt source) will do.
-if ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
-if ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
+# Node.js and npm (not for the demo): any installed node (Debian's or another apt source) will do.
+if [ "$WHAT" = all ] && ! command -v node >/dev/null 2>&1; then missing+=(nodejs); fi
+if [ "$WHAT" = all ] && ! command -v npm >/dev/null 2>&1; then missing+=(npm); fi
 
 if [ ${#missing[@]} -eq 0 ]; then
-  echo "install-deps: every package is already installed"
+  echo "install-deps: every package ($WHAT) is already installed"
   exit 0
 fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages: ${missing[*]}" >&2
-  echo "install-deps: run as root (sudo make deps) to install them" >&2
+  echo "install-deps: run as root (sudo $0 $WHAT) to install them" >&2
   exit 1
 fi
 

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# fresh_machine.sh: times a newcomer's command (`make demo`, `make test`) on a bare Debian 12, as
+# a chroot made by debootstrap (minbase, plus make, git and ca-certificates: what cloning and
+# typing `make` take). The tree is a fresh clone of this repository's HEAD; apt downloads from
+# Debian's archive as on a new machine; nothing of this machine's packages, ccache or build is
+# reused. Prints the command's output and its wall time. Run as root; needs debootstrap.
+#
+#   bench/fresh_machine.sh [--keep] [--base DIR] [make target ...]     (default: demo)
+#
+# --base DIR keeps the bare system in DIR between runs (made once, copied for each run);
+# --keep leaves the run's chroot in place (its path is printed) for a look inside.
+set -euo pipefail
+
+base=/var/tmp/tessera-fresh-base
+keep=0
+targets=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --keep) keep=1 ;;
+    --base) base=$2; shift ;;
+    -h | --help) sed -n '2,12p' "$0"; exit 0 ;;
+    -*) echo "fresh_machine.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+    *) targets+=("$1") ;;
+  esac
+  shift
+done
+[ ${#targets[@]} -gt 0 ] || targets=(demo)
+[ "$(id -u)" = 0 ] || { echo "fresh_machine.sh: run as root (chroot, mounts, apt)" >&2; exit 1; }
+command -v debootstrap >/dev/null || { echo "fresh_machine.sh: needs debootstrap (apt-get install debootstrap)" >&2; exit 1; }
+src=$(cd "$(dirname "$0")/.." && pwd)
+
+if [ ! -x "$base/usr/bin/make" ]; then
+  echo "== making the bare system in $base (once)"
+  rm -rf "$base"
+  debootstrap --variant=minbase --include=make,git,ca-certificates bookworm "$base" http://deb.debian.org/debian
+fi
+
+root=$(mktemp -d /var/tmp/tessera-fresh-XXXXXX)
+mounted=()
+cleanup() {
+  for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
+  if [ "$keep" = 1 ]; then echo "== kept: $root"; else rm -rf "$root"; fi
+}
+trap cleanup EXIT
+cp -a "$base/." "$root/"
+cp /etc/resolv.conf "$root/etc/resolv.conf"
+for m in proc sys dev dev/pts dev/shm; do
+  mkdir -p "$root/$m"
+  mount --bind "/$m" "$root/$m"
+  mounted+=("$root/$m")
+done
+git clone -q "$src" "$root/home/tessera"
+
+for t in "${targets[@]}"; do
+  echo "== make $t in a fresh clone on bare Debian 12 ($(nproc) cores)"
+  start=$(date +%s)
+  chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+    make -C /home/tessera "$t"
+  echo "== make $t: $(( $(date +%s) - start )) s"
+done
