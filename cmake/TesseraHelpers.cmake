@@ -9,20 +9,26 @@ function(tessera_library name)
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
 endfunction()
 
-# tessera_test(NAME SOURCES... DEPS... [LABELS ...] [TIMEOUT s]): a GoogleTest binary whose tests
-# are registered with CTest one by one, so `ctest -j2` spreads them over both cores. Nothing
-# without TESSERA_TESTS.
+# tessera_test(NAME SOURCES... DEPS... [LABELS ...] [TIMEOUT s] [INCLUDES dir...] [NEEDS target...]):
+# a GoogleTest binary whose tests are registered with CTest one by one, so `ctest -j2` spreads
+# them over both cores; NEEDS: programs its tests run, built first. Nothing without TESSERA_TESTS.
 function(tessera_test name)
   if(NOT TESSERA_TESTS)
     return()
   endif()
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS;INCLUDES;NEEDS" ${ARGN})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 120)
   endif()
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${TESSERA_WARNINGS})
   target_link_libraries(${name} PRIVATE ${ARG_DEPS} GTest::gtest GTest::gmock GTest::gtest_main)
+  if(ARG_INCLUDES)
+    target_include_directories(${name} PRIVATE ${ARG_INCLUDES})
+  endif()
+  if(ARG_NEEDS)
+    add_dependencies(${name} ${ARG_NEEDS})
+  endif()
   gtest_discover_tests(${name}
     DISCOVERY_TIMEOUT 60
     PROPERTIES TIMEOUT ${ARG_TIMEOUT} LABELS "${ARG_LABELS}"
