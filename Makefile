@@ -12,14 +12,13 @@
 BUILD_DIR ?= build
 BUILD_TYPE ?= RelWithDebInfo
 JOBS ?= 2
-SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 PREFIX ?= /usr/local
 
 .PHONY: deps configure build test demo install package bench chaos image clean format
 
 deps:
-	$(SUDO) scripts/install-deps.sh
+	scripts/install-deps.sh
 
 configure: deps
 	cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
@@ -34,7 +33,7 @@ test: build
 # The demo needs neither the tests nor the Python module nor the web console: a build directory
 # made here is configured without them (`make test` turns them on later, in the same directory).
 demo:
-	$(SUDO) scripts/install-deps.sh demo
+	scripts/install-deps.sh demo
 	[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake -S . -B $(BUILD_DIR) -G Ninja -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) \
 	  -DTESSERA_TESTS=OFF -DTESSERA_PYTHON=OFF -DTESSERA_WEB=OFF
 	ninja -C $(BUILD_DIR) -j$(JOBS) tessera

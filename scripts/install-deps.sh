@@ -4,8 +4,9 @@
 #   install-deps.sh        everything: that, and what the tests, benchmarks, Python module and web
 #                          console need (`make test`, `make deps`)
 # Idempotent: packages already installed are skipped; apt-get runs only when something is missing.
-# Run as root (CI and `make deps` do). Nothing is downloaded from outside Debian's archive here;
-# the web console's npm packages are installed by the build from the npm registry.
+# As another user it asks sudo only when something is missing. Nothing is downloaded from
+# outside Debian's archive here; the web console's npm packages come from the npm registry (the
+# build installs them).
 set -euo pipefail
 
 case "${1:-all}" in
@@ -77,7 +78,11 @@ fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "install-deps: missing packages: ${missing[*]}" >&2
-  echo "install-deps: run as root (sudo $0 $WHAT) to install them" >&2
+  if command -v sudo >/dev/null 2>&1; then
+    echo "install-deps: installing them with sudo" >&2
+    exec sudo "$0" "$WHAT"
+  fi
+  echo "install-deps: run as root ($0 $WHAT) to install them" >&2
   exit 1
 fi
 
