@@ -149,7 +149,7 @@ void RegisterSubmit(CLI::App& app, int* exit_code) {
   cmd->add_option("--command", f->command,
                   "the trainers' command, as one shell string (or give it after --)");
   cmd->add_option("command", f->args, "the trainers' command, after --");
-  cmd->add_option("--model", f->model, "a built-in model instead of your code (see `tessera models`)");
+  cmd->add_option("--model", f->model, "a built-in model instead of your code: mlp, logreg or word2vec (see `tessera local --help`)");
   cmd->add_option("--dataset", f->dataset, "the data set to train on: yours, or OWNER/NAME shared with you");
   cmd->add_option("--eval-dataset", f->eval_dataset, "a held-out data set to evaluate on after each pass");
   cmd->add_option("--name", f->name, "the job's name (its id starts with it)");
