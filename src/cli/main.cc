@@ -20,6 +20,37 @@ std::string tessera::cli::SelfPath() {
   return n > 0 ? std::string(buf, static_cast<size_t>(n)) : "tessera";
 }
 
+namespace {
+
+// A misspelt flag: CLI11's message, with the likely meaning of each unknown flag among the chosen
+// command's own. Exits 2.
+int MisspeltFlag(const CLI::App& app, const CLI::ExtrasError& e, int argc, char** argv) {
+  const CLI::App* cmd = &app;
+  std::string path;
+  for (;;) {
+    auto chosen = cmd->get_subcommands();
+    if (chosen.empty()) break;
+    cmd = chosen.front();
+    path += (path.empty() ? "" : " ") + cmd->get_name();
+  }
+  std::vector<std::string> flags;
+  for (const auto* opt : cmd->get_options())
+    for (const auto& n : opt->get_lnames()) flags.push_back("--" + n);
+  std::string hint;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    arg = arg.substr(0, arg.find('='));
+    if (arg.rfind("--", 0) != 0 || std::find(flags.begin(), flags.end(), arg) != flags.end()) continue;
+    std::string guess = tessera::ClosestName(arg, flags);
+    if (!guess.empty()) hint += " (did you mean '" + guess + "' for '" + arg + "'?)";
+  }
+  std::fprintf(stderr, "tessera %s: %s%s\nRun `tessera %s --help` for its flags.\n", path.c_str(), e.what(),
+               hint.c_str(), path.c_str());
+  return 2;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   // gRPC stays initialized for the whole process: otherwise it shuts itself down whenever its
   // last object goes (an etcd client closed mid-command) while a poller thread may still run,
@@ -75,29 +106,7 @@ int main(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ExtrasError& e) {
-    // A misspelt flag gets its likely meaning among the chosen command's flags.
-    const CLI::App* cmd = &app;
-    std::string path;
-    for (;;) {
-      auto chosen = cmd->get_subcommands();
-      if (chosen.empty()) break;
-      cmd = chosen.front();
-      path += (path.empty() ? "" : " ") + cmd->get_name();
-    }
-    std::vector<std::string> flags;
-    for (const auto* opt : cmd->get_options())
-      for (const auto& n : opt->get_lnames()) flags.push_back("--" + n);
-    std::string hint;
-    for (int i = 1; i < argc; ++i) {
-      std::string arg = argv[i];
-      arg = arg.substr(0, arg.find('='));
-      if (arg.rfind("--", 0) != 0 || std::find(flags.begin(), flags.end(), arg) != flags.end()) continue;
-      std::string guess = tessera::ClosestName(arg, flags);
-      if (!guess.empty()) hint += " (did you mean '" + guess + "' for '" + arg + "'?)";
-    }
-    std::fprintf(stderr, "tessera %s: %s%s\nRun `tessera %s --help` for its flags.\n", path.c_str(), e.what(),
-                 hint.c_str(), path.c_str());
-    return 2;
+    return MisspeltFlag(app, e, argc, argv);
   } catch (const CLI::ParseError& e) {
     // --help and --version exit 0; every other mistake in the command line exits 2, as the
     // unknown command and flag above do (CLI11's own codes, 105 to 114, say nothing to a shell).

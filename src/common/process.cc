@@ -86,18 +86,37 @@ int RawSigaction(int sig, const RawSignalAction* action, RawSignalAction* old) {
   return static_cast<int>(::syscall(SYS_rt_sigaction, sig, action, old, sizeof(RawSignalAction::mask)));
 }
 
+namespace {
+
+// This process's environment with `overrides` added or replacing, as "NAME=value" strings.
+std::vector<std::string> ChildEnvironment(const std::map<std::string, std::string>& overrides) {
+  std::vector<std::string> out;
+  for (char** e = environ; *e; ++e) {
+    std::string kv(*e);
+    if (overrides.count(kv.substr(0, kv.find('='))) == 0) out.push_back(std::move(kv));
+  }
+  for (const auto& [k, v] : overrides) out.push_back(k + "=" + v);
+  return out;
+}
+
+// The child's stdout and stderr (its log, or /dev/null), opened here rather than in the child:
+// a path that cannot be opened is the caller's error, named.
+StatusOr<UniqueFd> OpenChildLog(const ProcessOptions& o) {
+  const std::string log = o.log_path.empty() ? "/dev/null" : o.log_path;
+  UniqueFd fd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
+  if (!fd.valid())
+    return Status::Unavailable("cannot open " + log + " for the output of " + o.argv[0] + ": " + std::strerror(errno));
+  return fd;
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
   if (options.argv.empty()) return Status::InvalidArgument("no program to spawn");
   std::unique_ptr<Process> p(new Process(std::move(options)));
   const auto& o = p->options_;
   // Prepare everything the child needs before fork (no allocation after fork).
-  std::vector<std::string> env_strings;
-  for (char** e = environ; *e; ++e) {
-    std::string kv(*e);
-    std::string name = kv.substr(0, kv.find('='));
-    if (o.env.count(name) == 0) env_strings.push_back(kv);
-  }
-  for (const auto& [k, v] : o.env) env_strings.push_back(k + "=" + v);
+  std::vector<std::string> env_strings = ChildEnvironment(o.env);
   std::vector<char*> envp;
   for (auto& s : env_strings) envp.push_back(s.data());
   envp.push_back(nullptr);
@@ -105,13 +124,9 @@ StatusOr<std::unique_ptr<Process>> Process::Spawn(ProcessOptions options) {
   std::vector<char*> argv;
   for (auto& a : argv_copy) argv.push_back(a.data());
   argv.push_back(nullptr);
-  // The log is opened here, not in the child: a path that cannot be opened is the caller's error.
-  const std::string log = o.log_path.empty() ? "/dev/null" : o.log_path;
   UniqueFd log_fd;
   if (!o.inherit_output) {
-    log_fd = UniqueFd(::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644));
-    if (!log_fd.valid())
-      return Status::Unavailable("cannot open " + log + " for the output of " + o.argv[0] + ": " + std::strerror(errno));
+    TESSERA_ASSIGN_OR_RETURN(log_fd, OpenChildLog(o));
   }
   pid_t parent = ::getpid();  // the child checks it is still ours after PR_SET_PDEATHSIG
   // A control group of its own, joined by the child before it runs anything.

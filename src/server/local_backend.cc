@@ -168,24 +168,11 @@ StatusOr<std::string> LocalBackend::StartUnconfined(const JobLaunch& job) {
   return std::to_string(pid);
 }
 
-StatusOr<std::string> LocalBackend::StartSandboxed(const JobLaunch& j) {
-  if (j.uid == 0) return Status::Internal("job " + j.id + " has no user of its own to run as");
-  const std::string datasets = o_.data_dir + "/datasets";
-  auto in_sandbox = [&](const std::string& host) -> StatusOr<std::string> {
-    if (!Beneath(host, datasets) || host == datasets)
-      return Status::Internal(host + " is not a data set store of " + datasets);
-    return std::string(kDataRoot) + host.substr(datasets.size());
-  };
-  TESSERA_ASSIGN_OR_RETURN(const std::string store, in_sandbox(j.store));
+namespace {
 
-  TESSERA_ASSIGN_OR_RETURN(auto cgroup, Cgroup::Create(layout_, CgroupName(j.id), true));
-  if (!cgroup->Empty())
-    return Status::FailedPrecondition("the control group of job " + j.id + " (" + cgroup->dir() +
-                                      ") still holds processes of an earlier start");
-  const CgroupLimits limits = LimitsOf(j, j.trainers, o_.tasks_per_process);
-  TESSERA_RETURN_IF_ERROR(cgroup->SetLimits(limits));
-
-  // The job's directory is the server's; the job gets its own parts of it, as its user.
+// The job's directory is the server's; the job gets its own parts of it, as its user, and the
+// files the sandbox binds read-only: its control directory (trainers, limits), passwd and group.
+Status PrepareSandboxDir(const JobLaunch& j, const CgroupLimits& limits) {
   if (::chmod(j.dir.c_str(), 0700) != 0)
     return Status::Unavailable("cannot chmod " + j.dir + ": " + std::strerror(errno));
   for (const char* sub : {"run", "code", "home", "tmp"})
@@ -206,6 +193,29 @@ StatusOr<std::string> LocalBackend::StartSandboxed(const JobLaunch& j) {
   TESSERA_RETURN_IF_ERROR(WriteServerFile(
       j.dir + "/passwd", sandbox::PasswdText(j.ns, j.uid, std::string(kJobRoot) + "/home"), 0644));
   TESSERA_RETURN_IF_ERROR(WriteServerFile(j.dir + "/group", sandbox::GroupText(j.ns, j.uid), 0644));
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<std::string> LocalBackend::StartSandboxed(const JobLaunch& j) {
+  if (j.uid == 0) return Status::Internal("job " + j.id + " has no user of its own to run as");
+  const std::string datasets = o_.data_dir + "/datasets";
+  auto in_sandbox = [&](const std::string& host) -> StatusOr<std::string> {
+    if (!Beneath(host, datasets) || host == datasets)
+      return Status::Internal(host + " is not a data set store of " + datasets);
+    return std::string(kDataRoot) + host.substr(datasets.size());
+  };
+  TESSERA_ASSIGN_OR_RETURN(const std::string store, in_sandbox(j.store));
+
+  TESSERA_ASSIGN_OR_RETURN(auto cgroup, Cgroup::Create(layout_, CgroupName(j.id), true));
+  if (!cgroup->Empty())
+    return Status::FailedPrecondition("the control group of job " + j.id + " (" + cgroup->dir() +
+                                      ") still holds processes of an earlier start");
+  const CgroupLimits limits = LimitsOf(j, j.trainers, o_.tasks_per_process);
+  TESSERA_RETURN_IF_ERROR(cgroup->SetLimits(limits));
+
+  TESSERA_RETURN_IF_ERROR(PrepareSandboxDir(j, limits));
 
   sandbox::SandboxStart start;
   sandbox::SandboxSpec& spec = start.spec;
