@@ -7,6 +7,14 @@ function(tessera_library name)
   target_include_directories(${name} PUBLIC ${PROJECT_SOURCE_DIR}/include ${PROJECT_SOURCE_DIR}/src)
   target_compile_options(${name} PRIVATE ${TESSERA_WARNINGS})
   target_link_libraries(${name} PUBLIC ${ARG_DEPS})
+  tessera_unity(${name})
+endfunction()
+
+# tessera_unity(TARGET): batches of TESSERA_UNITY_BATCH files per compile unit (TESSERA_UNITY).
+function(tessera_unity name)
+  if(TESSERA_UNITY)
+    set_target_properties(${name} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE ${TESSERA_UNITY_BATCH})
+  endif()
 endfunction()
 
 # tessera_test(NAME SOURCES... DEPS... [LABELS ...] [TIMEOUT s] [INCLUDES dir...] [NEEDS target...]):

@@ -17,9 +17,10 @@ case "${1:-all}" in
     ;;
 esac
 
-# The `tessera` command (every library it links) and the demo's data.
+# The `tessera` command (every library it links) and the demo's data. No ccache: a first build
+# has nothing cached, and ccache only adds work to it (each file preprocessed once more).
 DEMO_PACKAGES=(
-  build-essential cmake ninja-build ccache pkg-config
+  build-essential cmake ninja-build pkg-config
   libgrpc++-dev libprotobuf-dev protobuf-compiler protobuf-compiler-grpc etcd-server
   libeigen3-dev libspdlog-dev libfmt-dev libcli11-dev nlohmann-json3-dev libcpp-httplib-dev
   libssl-dev libzstd-dev zlib1g-dev libyaml-cpp-dev libabsl-dev

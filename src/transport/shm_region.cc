@@ -12,19 +12,17 @@
 #include <cstring>
 
 namespace tessera {
-namespace {
 
-Status Errno(const std::string& what) { return Status::Unavailable(what + ": " + std::strerror(errno)); }
-
-}  // namespace
+Status ShmErrno(const std::string& what) { return Status::Unavailable(what + ": " + std::strerror(errno)); }
 
 StatusOr<UniqueFd> NewSealedMemfd(size_t size, const char* what) {
   UniqueFd fd(::memfd_create("tessera-shm", MFD_CLOEXEC | MFD_ALLOW_SEALING));
-  if (!fd.valid()) return Errno(std::string("memfd_create for ") + what);
-  if (::fchmod(fd.get(), 0600) != 0) return Errno(std::string("fchmod of ") + what);
-  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0) return Errno(std::string("ftruncate of ") + what);
+  if (!fd.valid()) return ShmErrno(std::string("memfd_create for ") + what);
+  if (::fchmod(fd.get(), 0600) != 0) return ShmErrno(std::string("fchmod of ") + what);
+  if (::ftruncate(fd.get(), static_cast<off_t>(size)) != 0)
+    return ShmErrno(std::string("ftruncate of ") + what);
   if (::fcntl(fd.get(), F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0)
-    return Errno(std::string("sealing ") + what);
+    return ShmErrno(std::string("sealing ") + what);
   return fd;
 }
 
@@ -45,7 +43,7 @@ Status OwnRegion::Ensure(size_t bytes, size_t keep, size_t max_bytes) {
   if (size > max_bytes) size = (bytes + 4095) & ~size_t{4095};
   TESSERA_ASSIGN_OR_RETURN(UniqueFd fd, NewSealedMemfd(size, "the shared region"));
   void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd.get(), 0);
-  if (m == MAP_FAILED) return Errno("mmap of a shared-memory region");
+  if (m == MAP_FAILED) return ShmErrno("mmap of a shared-memory region");
   if (keep) std::memcpy(m, map_, std::min(keep, size_));
   Unmap();
   map_ = static_cast<char*>(m);
@@ -66,14 +64,14 @@ Status PeerRegion::Map(UniqueFd fd, size_t max_bytes, bool writable) {
     return Status::InvalidArgument("the shared region is not a memfd sealed against shrinking");
   }
   struct stat st {};
-  if (::fstat(fd.get(), &st) != 0) return Errno("fstat of a shared region");
+  if (::fstat(fd.get(), &st) != 0) return ShmErrno("fstat of a shared region");
   if (st.st_size <= 0 || static_cast<uint64_t>(st.st_size) > max_bytes) {
     return Status::InvalidArgument("the shared region has " + std::to_string(st.st_size) +
                                    " bytes (at most " + std::to_string(max_bytes) + " allowed)");
   }
   void* m = ::mmap(nullptr, static_cast<size_t>(st.st_size), PROT_READ | (writable ? PROT_WRITE : 0),
                    MAP_SHARED, fd.get(), 0);
-  if (m == MAP_FAILED) return Errno("mmap of the peer's shared region");
+  if (m == MAP_FAILED) return ShmErrno("mmap of the peer's shared region");
   Unmap();
   map_ = static_cast<const char*>(m);
   size_ = static_cast<size_t>(st.st_size);

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "common/clock.h"
 #include "tessera/status.h"
@@ -87,6 +88,9 @@ Status RecvFrame(int sock, uint8_t (&preamble)[kFramePreambleBytes], UniqueFd* f
 // The server's greeting (frame.h) as one message, and the client's receipt of it.
 Status SendGreeting(int sock, const uint8_t (&greeting)[kGreetingBytes], const Deadline* deadline);
 Status RecvGreeting(int sock, uint8_t (&greeting)[kGreetingBytes], const Deadline* deadline);
+
+// Unavailable("<what>: <strerror(errno)>"), for a system call of the shared-memory transport that failed.
+Status ShmErrno(const std::string& what);
 
 // The largest region a transport with these limits ever needs.
 inline size_t MaxRegionBytes(const FrameLimits& l) { return PayloadAlign(l.max_payload) + l.max_header; }

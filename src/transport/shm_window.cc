@@ -15,8 +15,6 @@ namespace {
 
 std::atomic<uint64_t> g_requests{0}, g_replies{0}, g_renewals{0};
 
-Status Errno(const std::string& what) { return Status::Unavailable(what + ": " + std::strerror(errno)); }
-
 size_t RoundToPages(size_t bytes) {
   const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
   return (bytes + page - 1) / page * page;
@@ -54,7 +52,7 @@ StatusOr<char*> ShmWindow::Allocate(size_t bytes) {
   const size_t size = RoundToPages(bytes + kProgressBytes);
   UniqueFd fd;
   void* m = MapNew(size, &fd);
-  if (m == MAP_FAILED) return Errno("mmap of a " + std::to_string(size) + "-byte window");
+  if (m == MAP_FAILED) return ShmErrno("mmap of a " + std::to_string(size) + "-byte window");
   shared_.store(fd.valid(), std::memory_order_release);
   fd_ = std::move(fd);
   generation_.store(1, std::memory_order_release);
@@ -111,10 +109,10 @@ Status ShmWindow::Renew(uint64_t generation) {
   };
   UniqueFd fd;
   void* m = MapNew(size, &fd);
-  if (m == MAP_FAILED) return give_up(Errno("mmap of a renewed window"));
+  if (m == MAP_FAILED) return give_up(ShmErrno("mmap of a renewed window"));
   std::memcpy(m, base, size);
   if (::mremap(m, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED) {
-    const Status s = Errno("mremap of the renewed window");
+    const Status s = ShmErrno("mremap of the renewed window");
     ::munmap(m, size);
     return give_up(s);
   }
