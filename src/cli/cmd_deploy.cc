@@ -90,7 +90,8 @@ Status Apply(const DeployFlags& f, const deploy::JobSpec& spec, std::vector<depl
   return Status::OK();
 }
 
-int RunK8s(const DeployFlags& f) {
+int RunK8s(DeployFlags f) {
+  while (f.out.size() > 1 && f.out.back() == '/') f.out.pop_back();  // `--out k8s/` prints k8s/namespace
   auto text = ReadFile(f.spec);
   if (!text.ok())
     return Fail("deploy k8s", Status::NotFound("cannot read the job spec " + f.spec + ": " +

@@ -23,7 +23,7 @@ struct JobFlags {
   int slots = 1024;
   int64_t block_size = 1 << 16;
   std::string mode = "sync";
-  std::string optimizer = "sgd:lr=0.01";
+  std::string optimizer = "adam:lr=0.001";
   int min_trainers = 1;
   int replicas = 1;
   int backup_trainers = 0;
@@ -240,7 +240,8 @@ void RegisterJob(CLI::App& app, int* exit_code) {
       ->add_option(
           "--optimizer", f->optimizer,
           "default optimizer: sgd|momentum|adagrad|adam[:lr=..,weight_decay=..,momentum=..,nesterov=1,"
-          "beta1=..,beta2=..,eps=..] or ftrl[:alpha=..,beta=..,l1=..,l2=..] (FTRL-Proximal)")
+          "beta1=..,beta2=..,eps=..] or ftrl[:alpha=..,beta=..,l1=..,l2=..] (FTRL-Proximal); the default is\n"
+          "the one of tessera local, job specs and the platform")
       ->capture_default_str();
   create->add_option("--min-trainers", f->min_trainers, "sync: the first step waits for this many trainers")
       ->capture_default_str();

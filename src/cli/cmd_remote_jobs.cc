@@ -1,6 +1,6 @@
 // The job commands of a tessera server's command line: `tessera jobs` (the list, or one job),
-// `tessera metrics`, `tessera logs`, `tessera stop`, `tessera scale`, `tessera delete` and
-// `tessera quota`.
+// `tessera metrics`, `tessera logs`, `tessera stop`, `tessera scale` and `tessera delete`
+// (`tessera quota` is with the administration commands, cmd_admin.cc).
 #include <cstdio>
 #include <ctime>
 
@@ -184,23 +184,6 @@ Status Logs(Remote& r, const JobsFlags& f, const std::atomic<bool>& interrupted)
   return Status::OK();
 }
 
-Status Quota(Remote& r, const JobsFlags& f) {
-  TESSERA_ASSIGN_OR_RETURN(Json q, r.api->Get("/api/v1/namespaces/" + r.ns + "/quota"));
-  if (f.remote.json) {
-    std::printf("%s\n", q.dump(2).c_str());
-    return Status::OK();
-  }
-  std::vector<std::vector<std::string>> rows = {{"", "USED", "LIMIT"}};
-  for (const char* k : {"jobs", "trainers", "pservers", "cpu", "memory_mb", "gpus", "storage_mb"}) {
-    const Json& limit = q["limits"].contains(k) ? q["limits"][k] : Json();
-    rows.push_back({k, JsonValueText(q["usage"].contains(k) ? q["usage"][k] : Json(0)),
-                    limit.is_null() ? "none" : JsonValueText(limit)});
-  }
-  std::printf("namespace %s\n", r.ns.c_str());
-  std::fputs(Table(rows).c_str(), stdout);
-  return Status::OK();
-}
-
 void AddJobArg(CLI::App* cmd, JobsFlags* f) { cmd->add_option("job", f->id, "the job's id")->required(); }
 
 }  // namespace
@@ -311,14 +294,6 @@ void RegisterRemoteJobs(CLI::App& app, int* exit_code) {
         }
         return Status::OK();
       });
-    });
-  }
-  {
-    auto f = std::make_shared<JobsFlags>();
-    auto* cmd = app.add_subcommand("quota", "Show your namespace's quota and what it uses now.");
-    AddRemoteFlags(cmd, &f->remote);
-    cmd->callback([f, exit_code] {
-      *exit_code = WithRemote("quota", f->remote, [&](Remote& r) { return Quota(r, *f); });
     });
   }
 }

@@ -106,8 +106,8 @@ int RunSubmit(SubmitFlags& f) {
     for (const auto& s : pkg->skipped) std::fprintf(stderr, "tessera submit: left out %s\n", s.c_str());
     auto put = r->api->PutBytes("/api/v1/namespaces/" + r->ns + "/packages/" + pkg->sha256, pkg->bytes);
     if (!put.ok()) return FailRemote("submit", put.status());
-    std::fprintf(stderr, "tessera submit: packed %d files (%s, %s compressed) from %s\n", pkg->files,
-                 HumanBytes(static_cast<double>(pkg->raw_bytes)).c_str(),
+    std::fprintf(stderr, "tessera submit: packed %d %s (%s, %s compressed) from %s\n", pkg->files,
+                 pkg->files == 1 ? "file" : "files", HumanBytes(static_cast<double>(pkg->raw_bytes)).c_str(),
                  HumanBytes(static_cast<double>(pkg->bytes.size())).c_str(), dir.c_str());
     digest = pkg->sha256;
   }
@@ -138,7 +138,7 @@ void RegisterSubmit(CLI::App& app, int* exit_code) {
       "submit",
       "Submit a job to a tessera server. With a command (after --), the current directory (or -C\n"
       "DIR) is packed and sent, and every trainer runs the command in its copy, with the job's\n"
-      "TESSERA_* environment (see the README). Left out of the package: .git, __pycache__, .venv\n"
+      "TESSERA_* environment (docs/your-model.md). Left out of the package: .git, __pycache__, .venv\n"
       "and the like, and what .tesseraignore lists; at most 4 MiB compressed (data belongs in a\n"
       "data set). With --model, a built-in model trains instead. Options not given take the\n"
       "server's defaults. Examples:\n"

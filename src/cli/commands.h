@@ -28,6 +28,7 @@ void RegisterLogin(CLI::App& app, int* exit_code);
 void RegisterSubmit(CLI::App& app, int* exit_code);
 void RegisterRemoteJobs(CLI::App& app, int* exit_code);
 void RegisterDatasets(CLI::App& app, int* exit_code);
+void RegisterAdmin(CLI::App& app, int* exit_code);
 
 // This program's own path (/proc/self/exe), for the processes it starts.
 std::string SelfPath();

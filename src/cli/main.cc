@@ -93,6 +93,7 @@ int main(int argc, char** argv) {
   tessera::cli::RegisterSubmit(app, &exit_code);
   tessera::cli::RegisterRemoteJobs(app, &exit_code);
   tessera::cli::RegisterDatasets(app, &exit_code);
+  tessera::cli::RegisterAdmin(app, &exit_code);
   // A misspelt command gets its likely meaning, not CLI11's "A subcommand is required".
   std::vector<std::string> names;
   for (const auto* sub : app.get_subcommands({})) names.push_back(sub->get_name());

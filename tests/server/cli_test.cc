@@ -173,6 +173,78 @@ TEST_P(CliTest, ScaleStopDeleteCtrlCAndMistakes) {
   EXPECT_TRUE(Has(wrong.out, "wrong user name or password")) << wrong.out;
 }
 
+// Administration from the command line: approving accounts, namespace members and their roles,
+// quotas changed limit by limit (the others kept), the audit log; and what a non-admin is told.
+TEST_P(CliTest, UsersMembersQuotasAndTheAuditFromTheCommandLine) {
+  server_->Terminate(std::chrono::seconds(10));
+  StartServer({"--require-approval"});
+  SignUpAndLogIn();  // the first account administers the server and is approved
+  Got grace =
+      Call("POST", "/api/v1/signup", Json{{"name", "grace"}, {"password", "grace's password"}}.dump());
+  ASSERT_EQ(grace.status, 201) << grace.body;
+  EXPECT_EQ(
+      Call("POST", "/api/v1/login", Json{{"name", "grace"}, {"password", "grace's password"}}.dump()).status,
+      403);
+
+  Ran pending = Cli({"users", "--pending"});
+  ASSERT_EQ(pending.code, 0) << pending.out;
+  EXPECT_TRUE(Has(pending.out, "grace")) << pending.out;
+  EXPECT_FALSE(Has(pending.out, "ada ")) << "ada is approved: " << pending.out;
+  Ran approve = Cli({"users", "approve", "grace"});
+  ASSERT_EQ(approve.code, 0) << approve.out;
+  EXPECT_TRUE(Has(approve.out, "user grace approved")) << approve.out;
+  const std::string grace_token = Login("grace", "grace's password");
+  ASSERT_FALSE(grace_token.empty());
+
+  Ran add = Cli({"members", "set", "grace", "member", "-n", "ada"});
+  ASSERT_EQ(add.code, 0) << add.out;
+  Ran members = Cli({"members", "-n", "ada"});
+  ASSERT_EQ(members.code, 0) << members.out;
+  EXPECT_TRUE(std::regex_search(members.out, std::regex("grace +member"))) << members.out;
+  EXPECT_TRUE(std::regex_search(members.out, std::regex("ada +admin"))) << members.out;
+  Ran remove = Cli({"members", "remove", "grace", "-n", "ada"});
+  ASSERT_EQ(remove.code, 0) << remove.out;
+  EXPECT_FALSE(Has(Cli({"members"}).out, "grace"));
+
+  // Limits set one by one: each command keeps the others; --clear removes one.
+  ASSERT_EQ(Cli({"quota", "set", "--cpu", "2.5", "--trainers", "4"}).code, 0);
+  Ran more = Cli({"quota", "set", "--jobs", "3"});
+  ASSERT_EQ(more.code, 0) << more.out;
+  Ran q = Cli({"quota", "--json"});
+  ASSERT_EQ(q.code, 0) << q.out;
+  Json limits = Json::parse(q.out.substr(q.out.find('{')))["limits"];
+  EXPECT_EQ(limits.value("cpu", 0.0), 2.5) << limits;
+  EXPECT_EQ(limits.value("trainers", 0), 4) << limits;
+  EXPECT_EQ(limits.value("jobs", 0), 3) << limits;
+  ASSERT_EQ(Cli({"quota", "set", "--clear", "cpu"}).code, 0);
+  Ran table = Cli({"quota"});
+  EXPECT_TRUE(std::regex_search(table.out, std::regex("cpu +[0-9.]+ +none"))) << table.out;
+  EXPECT_TRUE(std::regex_search(table.out, std::regex("trainers +[0-9]+ +4"))) << table.out;
+
+  Ran audit = Cli({"audit"});
+  ASSERT_EQ(audit.code, 0) << audit.out;
+  EXPECT_TRUE(Has(audit.out, "set quota")) << audit.out;
+  EXPECT_TRUE(Has(audit.out, "set member")) << audit.out;
+  Ran logins = Cli({"audit", "--server-wide", "--action", "login"});
+  ASSERT_EQ(logins.code, 0) << logins.out;
+  EXPECT_TRUE(Has(logins.out, "grace")) << logins.out;
+  EXPECT_FALSE(Has(logins.out, "set quota")) << logins.out;
+
+  // Mistakes, and a user who is not an administrator.
+  Ran nothing = Cli({"quota", "set"});
+  EXPECT_EQ(nothing.code, 1);
+  EXPECT_TRUE(Has(nothing.out, "nothing to set")) << nothing.out;
+  Ran role = Cli({"members", "set", "grace", "boss"});
+  EXPECT_EQ(role.code, 2) << role.out;
+  Ran negative = Cli({"quota", "set", "--cpu", "-1"});
+  EXPECT_EQ(negative.code, 2) << negative.out;
+  Ran not_admin = Cli({"users", "--token", grace_token});
+  EXPECT_EQ(not_admin.code, 1);
+  EXPECT_TRUE(Has(not_admin.out, "only a server administrator")) << not_admin.out;
+  Ran not_theirs = Cli({"quota", "set", "-n", "grace", "--cpu", "8", "--token", grace_token});
+  EXPECT_EQ(not_theirs.code, 1) << not_theirs.out;
+}
+
 // HTTPS: a server with a certificate from the test's own CA; the client trusts it with
 // --ca-cert and refuses it without; a certificate that cannot be read stops the server at once.
 TEST_P(CliTest, HttpsWithTheServersCaAndRefusedWithout) {
