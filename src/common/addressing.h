@@ -39,7 +39,7 @@ StatusOr<NodeAddress> ResolveNodeAddress(const AddressInputs& in);
 
 // The host part of "host:port", "[v6]:port" or a bare host (brackets removed).
 std::string HostOf(const std::string& address);
-bool IsLoopbackHost(const std::string& host);  // 127.0.0.0/8, ::1, localhost
+bool IsLoopbackHost(const std::string& host);  // 127.0.0.0/8, ::1, localhost; with a port or not
 bool IsWildcardHost(const std::string& host);  // 0.0.0.0, ::, [::], empty
 
 // "host:port", with an IPv6 host in brackets.

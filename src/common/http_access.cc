@@ -5,11 +5,6 @@
 
 namespace tessera {
 
-bool IsLoopbackHost(std::string_view host) {
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
-  return host == "localhost" || host == "::1" || host.substr(0, 4) == "127.";
-}
-
 bool HttpAccess::Matches(std::string_view given) const {
   return given.size() == token_.size() && CRYPTO_memcmp(given.data(), token_.data(), token_.size()) == 0;
 }

@@ -10,10 +10,9 @@
 #include <string>
 #include <string_view>
 
-namespace tessera {
+#include "common/addressing.h"  // IsLoopbackHost: whether a bind needs the token
 
-// 127.0.0.0/8, ::1, "localhost".
-bool IsLoopbackHost(std::string_view host);
+namespace tessera {
 
 class HttpAccess {
  public:

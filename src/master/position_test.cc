@@ -102,7 +102,7 @@ TEST(ChooseRollbackVersionTest, HighestVersionEveryPserverHoldsWithAPosition) {
 // One simulated trainer: batches of `batch` records from the tasks the queue hands out, one
 // step per batch, acknowledging after the step and reporting its position at every multiple
 // of `every`, as the session does. Records are (task, index) pairs.
-struct SimTrainer {
+struct PositionTrainer {
   TaskQueue* q;
   std::string id = "0";
   int64_t every = 4;
@@ -157,7 +157,7 @@ TEST(TaskQueueRewindTest, RewoundQueueRepeatsExactlyWhatTheRunTrainedAfterEveryC
   o.passes = 2;
   o.seed = 7;
   TaskQueue original(o);
-  SimTrainer run{&original};
+  PositionTrainer run{&original};
   std::vector<std::pair<int64_t, TaskQueue>> states;  // the queue right after each step
   for (int i = 0; i < 1000 && run.Step(); ++i) states.emplace_back(run.step, original);
   ASSERT_TRUE(original.finished());
@@ -175,7 +175,7 @@ TEST(TaskQueueRewindTest, RewoundQueueRepeatsExactlyWhatTheRunTrainedAfterEveryC
       for (int64_t crash : {v + late, run.step}) {
         TaskQueue q = states[static_cast<size_t>(crash - 1)].second;
         ASSERT_TRUE(q.Rewind(*pos, 1).ok());
-        SimTrainer again{&q};
+        PositionTrainer again{&q};
         again.step = v;
         for (int i = 0; i < 1000 && again.Step(); ++i) {
         }

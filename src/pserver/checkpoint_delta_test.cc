@@ -14,7 +14,7 @@
 namespace tessera {
 namespace {
 
-JobConfig OneServer() {
+JobConfig DeltaJob() {
   JobConfig j;
   j.pservers = 1;
   j.slots = 16;
@@ -31,7 +31,7 @@ ParamDecl Sparse(const std::string& name, const std::string& opt, int dim, const
 
 // Three tables (plain adagrad; adam with eviction; sgd within a budget) and a dense parameter.
 std::unique_ptr<ShardStore> NewStore() {
-  auto s = std::make_unique<ShardStore>(0, OneServer(), SlotMap::RoundRobin(16, 1));
+  auto s = std::make_unique<ShardStore>(0, DeltaJob(), SlotMap::RoundRobin(16, 1));
   EXPECT_TRUE(s->Declare({"w", false, 200, 0, *OptimizerConfig::Parse("sgd:lr=0.1"), {}}).ok());
   EXPECT_TRUE(s->Declare(Sparse("plain", "adagrad:lr=0.1", 4)).ok());
   EXPECT_TRUE(s->Declare(Sparse("aged", "adam:lr=0.01", 3, "evict_after=40")).ok());
@@ -153,7 +153,7 @@ TEST(CheckpointDeltaTest, ABaseWithItsDeltasRestoresTheShardThroughManyRounds) {
       ASSERT_EQ(back->shard, delta);
       ASSERT_TRUE(ApplyDelta(&chain, back->shard).ok());
       deltas.push_back(delta);
-      auto restored = std::make_unique<ShardStore>(0, OneServer(), SlotMap::RoundRobin(16, 1));
+      auto restored = std::make_unique<ShardStore>(0, DeltaJob(), SlotMap::RoundRobin(16, 1));
       ASSERT_TRUE(restored->Restore(chain).ok()) << "round " << round;
       ASSERT_EQ(Canonical(restored->Snapshot()), Canonical(s->Snapshot())) << "round " << round;
     }
@@ -190,7 +190,7 @@ TEST(CheckpointDeltaTest, MisfitsAreRefusedNamingTheTable) {
 }
 
 TEST(CheckpointDeltaTest, TooManyDroppedKeysToKeepMakeTheNextCopyWhole) {
-  auto s = std::make_unique<ShardStore>(0, OneServer(), SlotMap::RoundRobin(16, 1));
+  auto s = std::make_unique<ShardStore>(0, DeltaJob(), SlotMap::RoundRobin(16, 1));
   ASSERT_TRUE(s->Declare(Sparse("aged", "sgd:lr=1", 1, "evict_after=8")).ok());
   (void)s->CheckpointSnapshot(false);
   const int64_t small = s->DeltaBytes();

@@ -23,7 +23,7 @@
 namespace tessera::testing {
 namespace {
 
-constexpr int kDim = 300;
+constexpr int kReplicaDim = 300;
 
 // The pid registered for host `index` of `job` (0: none).
 int64_t HostPid(etcd::EtcdClient* c, const std::string& job, int index) {
@@ -72,7 +72,7 @@ class ReplicaTest : public PsTest {
     // Backups in place before training starts, so the kill meets a replicated job.
     std::atomic<int> done_steps{0};
     std::atomic<bool> failed{false};
-    std::vector<std::vector<float>> w(2, std::vector<float>(kDim));
+    std::vector<std::vector<float>> w(2, std::vector<float>(kReplicaDim));
     std::vector<std::thread> trainers;
     std::atomic<int> ready{0};
     std::atomic<bool> go{false};
@@ -87,8 +87,8 @@ class ReplicaTest : public PsTest {
           return;
         }
         auto& client = *c;
-        for (int j = 0; j < kDim; ++j) w[t][j] = InitialWeight(j);
-        if (!client->AddDense("w", w[t].data(), kDim).ok() || !client->Initialize().ok() ||
+        for (int j = 0; j < kReplicaDim; ++j) w[t][j] = InitialWeight(j);
+        if (!client->AddDense("w", w[t].data(), kReplicaDim).ok() || !client->Initialize().ok() ||
             !client->Pull().Wait().ok()) {
           ADD_FAILURE() << "trainer " << t << " did not start";
           failed = true;
@@ -98,7 +98,7 @@ class ReplicaTest : public PsTest {
         while (!go && !failed) std::this_thread::sleep_for(std::chrono::milliseconds(1));
         for (int s = 0; s < steps_ && !failed; ++s) {
           if (pace_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(pace_ms_));
-          std::vector<float> g(kDim, 0.0f);
+          std::vector<float> g(kReplicaDim, 0.0f);
           AddBatchGradient(s, t, 5, w[t], &g);
           Gradients grads;
           grads.Dense("w", g);
@@ -146,7 +146,8 @@ class ReplicaTest : public PsTest {
     for (auto& t : trainers)
       if (t.joinable()) t.join();
     EXPECT_FALSE(failed);
-    EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), kDim * sizeof(float)), 0) << "the trainers disagree";
+    EXPECT_EQ(std::memcmp(w[0].data(), w[1].data(), kReplicaDim * sizeof(float)), 0)
+        << "the trainers disagree";
     run.w = w[0];
     procs_.clear();
     return run;
@@ -168,8 +169,8 @@ TEST_F(ReplicaTest, APserverKilledAtARandomStepLosesNothingAndRollsNothingBack) 
         job, 3, 3, [&](const std::atomic<int>& done, Run* out) { KillAt(job, done, out, kill_at, victim); });
     ASSERT_FALSE(HasFailure());
     size_t differ = 0;
-    for (int j = 0; j < kDim; ++j) differ += std::memcmp(&r.w[j], &clean.w[j], sizeof(float)) != 0;
-    EXPECT_EQ(differ, 0u) << differ << " of " << kDim
+    for (int j = 0; j < kReplicaDim; ++j) differ += std::memcmp(&r.w[j], &clean.w[j], sizeof(float)) != 0;
+    EXPECT_EQ(differ, 0u) << differ << " of " << kReplicaDim
                           << " parameters differ from the run without the failure";
     std::printf(
         "replica run %d: host %d killed after step %d; the longest wait for a step after it %.3f s "
@@ -230,8 +231,8 @@ TEST_F(ReplicaTest, PserversScaledTwoToFourToThreeEndBitForBitLikeAFixedTwo) {
   });
   ASSERT_FALSE(HasFailure());
   size_t differ = 0;
-  for (int j = 0; j < kDim; ++j) differ += std::memcmp(&elastic.w[j], &fixed.w[j], sizeof(float)) != 0;
-  EXPECT_EQ(differ, 0u) << differ << " of " << kDim
+  for (int j = 0; j < kReplicaDim; ++j) differ += std::memcmp(&elastic.w[j], &fixed.w[j], sizeof(float)) != 0;
+  EXPECT_EQ(differ, 0u) << differ << " of " << kReplicaDim
                         << " parameters differ from the run on a fixed 2 pservers";
 }
 
