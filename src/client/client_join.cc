@@ -10,6 +10,7 @@
 
 #include "client/client_impl.h"
 #include "common/clock.h"
+#include "common/logging.h"
 #include "coord/election.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
@@ -181,10 +182,10 @@ Status ClientImpl::InitializeUnready(const Deadline& d) {
     if (directory_->Ready(link.index())) return Status::OK();
     if (ready >= 0) {
       spdlog::warn(
-          "pserver {} lost its parameters and no trainer had a copy: re-initializing it at version {} "
+          "{}pserver {} lost its parameters and no trainer had a copy: re-initializing it at version {} "
           "(current values from the other pservers, initial values for its own; enable checkpoints "
           "to avoid this)",
-          link.index(), version);
+          kNoticeMark, link.index(), version);
     }
     return InitPserver(link, d, version);
   });
@@ -271,9 +272,9 @@ void ClientImpl::Stamp(wire::DataRequest* req) {
 Status ClientImpl::Reinitialize(PserverLink& link, const Deadline& d, int64_t step) {
   if (!directory_->Ready(link.index())) {
     spdlog::warn(
-        "pserver {} restarted without its parameters; re-initializing it from trainer {}'s copy at step {} "
-        "(optimizer state and sparse rows on it start over)",
-        link.index(), id_, step);
+        "{}pserver {} restarted without its parameters; re-initializing it from trainer {}'s copy at step {} "
+        "(optimizer state and sparse rows on it start over; checkpoints or replicas keep them)",
+        kNoticeMark, link.index(), id_, step);
     TESSERA_RETURN_IF_ERROR(InitPserver(link, d, step));
   }
   return Rejoin(link, d, step);

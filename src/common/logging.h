@@ -26,6 +26,12 @@ Status InitLogging(const LogOptions& options);
 // Changes the node shown on every line (a pserver learns its index after it starts).
 void SetLogNode(const std::string& node);
 
+// A log line that starts its message with this mark is also meant for the person at the terminal:
+// `tessera local` shows it there with the process's name (local/log_notices.h). For what the job
+// lost or could not do and the user should know at once (a checkpoint that failed, a shard
+// re-initialized from a trainer's values), not for progress.
+inline constexpr const char* kNoticeMark = "[notice] ";
+
 }  // namespace tessera
 
 // Aborts with a message when a programmer's invariant is broken. Never for bad input.

@@ -6,6 +6,7 @@
 #include <regex>
 #include <vector>
 
+#include "common/logging.h"
 #include "common/strings.h"
 
 namespace tessera::local {
@@ -14,6 +15,7 @@ namespace {
 constexpr size_t kMaxCause = 300;
 
 std::string Trimmed(std::string s) {
+  if (s.rfind(kNoticeMark, 0) == 0) s.erase(0, std::string_view(kNoticeMark).size());
   while (!s.empty() && (s.back() == ' ' || s.back() == '\r' || s.back() == '\t')) s.pop_back();
   size_t start = s.find_first_not_of(" \t");
   s = start == std::string::npos ? "" : s.substr(start);

@@ -37,6 +37,10 @@ TEST(CauseFromLogTest, SpdlogErrorLinesAndNothingElse) {
                 "[2026-11-27 10:00:00.000] [j/pserver-0] [error] checkpoint failed: No space left on device\n"
                 "[2026-11-27 10:00:01.000] [j/pserver-0] [info] still serving\n"),
             "checkpoint failed: No space left on device");
+  // A line also meant for the terminal (kNoticeMark) gives its cause without the mark.
+  EXPECT_EQ(
+      CauseFromLog("[j/pserver-0] [error] [notice] pserver 0: checkpoint of version 4 failed: No space\n"),
+      "pserver 0: checkpoint of version 4 failed: No space");
   EXPECT_EQ(CauseFromLog("[x] [critical] out of memory"), "out of memory");
   EXPECT_EQ(CauseFromLog("all is well\nstill well\n"), "");
   EXPECT_EQ(CauseFromLog(""), "");

@@ -232,6 +232,7 @@ StatusOr<LocalResult> Supervisor::Run() {
     }
     if (Now() >= next_status) {
       next_status = Now() + std::chrono::milliseconds(500);
+      ShowNotices();
       auto st = master.GetStatus(Deadline(std::chrono::milliseconds(400)));
       if (st.ok()) {
         ShowConsole();
@@ -261,6 +262,7 @@ StatusOr<LocalResult> Supervisor::Run() {
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
+  ShowNotices();
   console_.EndProgress();
   if (result.completed) {
     // The model, all shards merged, before the pservers go.

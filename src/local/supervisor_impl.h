@@ -17,6 +17,7 @@
 #include "coord/etcd_client.h"
 #include "job/job_config.h"
 #include "local/child_state.h"
+#include "local/log_notices.h"
 #include "local/run_dir.h"
 #include "local/supervisor.h"
 #include "local/terminal_console.h"
@@ -68,6 +69,11 @@ class Supervisor {
   Status OrderRollback();
   // Prints the leading master's console address when it is new.
   void ShowConsole();
+
+  // supervisor_notices.cc
+  // Shows on the terminal what the children's logs marked for it since the last call
+  // (common/logging.h, kNoticeMark): "trainer-0: pserver 1 restarted without its parameters...".
+  void ShowNotices();
 
   // supervisor_children.cc
   Managed& Add(const std::string& name, Role role, int slot, std::vector<std::string> argv,
@@ -134,6 +140,11 @@ class Supervisor {
   std::string scale_file_text_;                            // of o_.scale_file, as last followed
   std::optional<TimePoint> trainers_done_at_;              // when every trainer was seen done
   std::map<std::string, std::string> etcd_env_;            // every child's but etcd's (credentials)
+  struct NoticeReader {
+    int64_t offset = 0;  // of the child's log, read up to here
+    LogNotices notices;
+  };
+  std::map<std::string, NoticeReader> notice_readers_;  // by child name
 };
 
 }  // namespace tessera::local

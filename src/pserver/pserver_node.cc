@@ -413,8 +413,8 @@ void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpoi
         last_version = version;
         last_time = Now();
       } else {
-        spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), version,
-                      rec.status().ToString());
+        spdlog::error("{}pserver {}: checkpoint of version {} failed: {}", kNoticeMark, index_.load(),
+                      version, rec.status().ToString());
       }
     }
     if (consistent || wrote) {
@@ -445,8 +445,8 @@ void PserverNode::CheckpointLoop(PserverService* service, Checkpointer* checkpoi
               std::chrono::duration_cast<std::chrono::milliseconds>(Now() - copied).count());
           last_version = version;
         } else {
-          spdlog::error("pserver {}: checkpoint of version {} failed: {}", index_.load(), version,
-                        rec.status().ToString());
+          spdlog::error("{}pserver {}: checkpoint of version {} failed: {}", kNoticeMark, index_.load(),
+                        version, rec.status().ToString());
         }
       }
       last_time = Now();  // also after a failure: retry at the next period, not at once

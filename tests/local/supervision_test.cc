@@ -214,6 +214,30 @@ TEST_F(SupervisionTest, AKilledPserversRegistrationIsReleasedAtOnce) {
   ASSERT_TRUE(p.Wait(seconds(60)).has_value());
 }
 
+// A pserver lost without checkpoints or replicas comes back empty, and a trainer fills it from its
+// own copy: training goes on, and the terminal says what was lost (it said nothing; the warning
+// was only in the trainer's log).
+TEST_F(SupervisionTest, APserverReinitializedFromATrainersCopyIsNamedOnTheTerminal) {
+  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--passes", "1000", "--trainers", "1",
+                              "--pservers", "1", "--mode", "async", "--job", "reinit"});
+  auto etcd = JobEtcd();
+  ASSERT_NE(etcd, nullptr);
+  ASSERT_TRUE(WaitUntil([&] { return p.Output().find(" cost ") != std::string::npos; }, seconds(90)))
+      << "no step reported" << p.Output() << LogsTail();
+  const pid_t pserver = static_cast<pid_t>(RegisteredPid(etcd.get(), keys::PserverPrefix("reinit"), "0"));
+  ASSERT_NE(pserver, 0);
+  ASSERT_EQ(::kill(pserver, SIGKILL), 0);
+  EXPECT_TRUE(WaitUntil(
+      [&] {
+        return p.Output().find("trainer-0: pserver 0 restarted without its parameters; re-initializing it") !=
+               std::string::npos;
+      },
+      seconds(60)))
+      << p.Output() << LogsTail();
+  ASSERT_TRUE(p.Signal(SIGTERM).ok());
+  ASSERT_TRUE(p.Wait(seconds(60)).has_value());
+}
+
 // ---- Mistakes refused at once -----------------------------------------------------------------
 
 TEST_F(SupervisionTest, EveryMistakeInTheRequestIsRefusedWithinSecondsNamingItsCause) {
