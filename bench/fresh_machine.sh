@@ -50,11 +50,19 @@ for m in proc sys dev dev/pts dev/shm; do
   mounted+=("$root/$m")
 done
 git clone -q "$src" "$root/home/tessera"
+# Where this machine reaches the internet through a TLS-inspecting proxy, the bare system must
+# trust the same local certificate authorities (apt's http needs none; npm's https does).
+extra_env=()
+if compgen -G "/usr/local/share/ca-certificates/*.crt" >/dev/null; then
+  cp /usr/local/share/ca-certificates/*.crt "$root/usr/local/share/ca-certificates/"
+  chroot "$root" update-ca-certificates >/dev/null
+  extra_env=(NODE_EXTRA_CA_CERTS=/etc/ssl/certs/ca-certificates.crt)
+fi
 
 for t in "${targets[@]}"; do
   echo "== make $t in a fresh clone on bare Debian 12 ($(nproc) cores)"
   start=$(date +%s)
-  chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+  chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "${extra_env[@]}" \
     make -C /home/tessera "$t"
   echo "== make $t: $(( $(date +%s) - start )) s"
 done
