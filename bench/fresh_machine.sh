@@ -49,6 +49,12 @@ for m in proc sys dev dev/pts dev/shm; do
   mount --bind "/$m" "$root/$m"
   mounted+=("$root/$m")
 done
+# The control groups (sandboxed jobs, limits), mounted below /sys, as a machine has them.
+if mountpoint -q /sys/fs/cgroup; then
+  mount --rbind /sys/fs/cgroup "$root/sys/fs/cgroup"
+  mount --make-rslave "$root/sys/fs/cgroup"
+  mounted+=("$root/sys/fs/cgroup")
+fi
 git clone -q "$src" "$root/home/tessera"
 # Where this machine reaches the internet through a TLS-inspecting proxy, the bare system must
 # trust the same local certificate authorities (apt's http needs none; npm's https does).
@@ -63,6 +69,7 @@ for t in "${targets[@]}"; do
   echo "== make $t in a fresh clone on bare Debian 12 ($(nproc) cores)"
   start=$(date +%s)
   chroot "$root" /usr/bin/env -i PATH=/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 "${extra_env[@]}" \
-    make -C /home/tessera "$t"
-  echo "== make $t: $(( $(date +%s) - start )) s"
+    make -C /home/tessera "$t" || status=$?
+  echo "== make $t: $(( $(date +%s) - start )) s${status:+ (failed: exit $status)}"
+  [ -z "${status:-}" ] || exit "$status"
 done
