@@ -39,6 +39,9 @@ root=$(mktemp -d /var/tmp/tessera-fresh-XXXXXX)
 mounted=()
 cleanup() {
   for ((i = ${#mounted[@]} - 1; i >= 0; i--)); do umount -l "${mounted[i]}" 2>/dev/null || true; done
+  # And what the tests mounted inside (ip netns binds run/netns), deepest first, before rm -rf.
+  awk -v r="$root/" 'index($2, r) == 1 {print $2}' /proc/self/mounts | sort -r |
+    while read -r m; do umount -l "$m" 2>/dev/null || true; done
   if [ "$keep" = 1 ]; then echo "== kept: $root"; else rm -rf "$root"; fi
 }
 trap cleanup EXIT
