@@ -2,7 +2,6 @@
 // `tessera members` (list, set a role, remove), `tessera quota` (show, set) and `tessera audit`.
 // Each is a thin caller of the REST API (docs/platform-api.md); the server decides who may.
 #include <cstdio>
-#include <ctime>
 #include <functional>
 #include <map>
 #include <optional>
@@ -34,16 +33,6 @@ struct AdminFlags {
 constexpr const char* kQuotaFields[] = {"jobs",      "trainers", "pservers",  "cpu",
                                         "memory_mb", "gpus",     "storage_mb"};
 
-std::string Stamp(int64_t ms) {
-  if (ms <= 0) return "-";
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
-
 // Prints `answer` as JSON when asked, else the table `rows` makes of it.
 Status Print(const AdminFlags& f, const Json& answer, const std::vector<std::vector<std::string>>& rows) {
   if (f.remote.json)
@@ -60,7 +49,7 @@ Status ListUsers(Remote& r, const AdminFlags& f) {
     const bool approved = u.value("approved", false);
     if (f.pending && approved) continue;
     rows.push_back({u.value("name", ""), u.value("admin", false) ? "yes" : "no", approved ? "yes" : "waiting",
-                    Stamp(u.value("created_ms", int64_t{0}))});
+                    LocalTime(u.value("created_ms", int64_t{0}))});
   }
   return Print(f, a, rows);
 }
@@ -127,7 +116,7 @@ Status ShowAudit(Remote& r, const AdminFlags& f) {
     std::string detail =
         line.contains("detail") && line["detail"].is_string() ? line["detail"].get<std::string>() : "";
     if (detail.size() > 60) detail = detail.substr(0, 57) + "...";
-    rows.push_back({Stamp(line.value("time_ms", int64_t{0})),
+    rows.push_back({LocalTime(line.value("time_ms", int64_t{0})),
                     line.contains("user") && line["user"].is_string() ? line["user"].get<std::string>() : "-",
                     line.value("action", ""), line.value("target", ""), line.value("outcome", ""), detail});
   }
@@ -146,115 +135,127 @@ void OnEachName(CLI::App* sub, const std::shared_ptr<AdminFlags>& f, int* exit_c
   });
 }
 
+// `tessera users` and `tessera users approve`.
+void RegisterUsers(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<AdminFlags>();
+  auto* cmd =
+      app.add_subcommand("users",
+                         "List the server's users (server administrators), or approve those that wait\n"
+                         "(a server started with --require-approval).");
+  AddRemoteFlags(cmd, &f->remote);
+  cmd->add_flag("--pending", f->pending, "only the users waiting for approval");
+  auto* approve = cmd->add_subcommand("approve", "Let users waiting for approval log in.");
+  AddRemoteFlags(approve, &f->remote, false);
+  OnEachName(approve, f, exit_code, "users approve", [](Remote& r, const std::string& name) -> Status {
+    TESSERA_RETURN_IF_ERROR(r.api->Post("/api/v1/users/" + name + "/approve").status());
+    std::printf("user %s approved\n", name.c_str());
+    return Status::OK();
+  });
+  cmd->callback([f, exit_code, approve] {
+    if (approve->parsed()) return;
+    *exit_code = WithRemote("users", f->remote, [&](Remote& r) { return ListUsers(r, *f); });
+  });
+}
+
+// `tessera members`, `members set` and `members remove`.
+void RegisterMembers(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<AdminFlags>();
+  auto* cmd =
+      app.add_subcommand("members",
+                         "List a namespace's members and their roles (namespace admins), or change them:\n"
+                         "viewer (reads), member (also submits jobs and uploads), admin (also manages\n"
+                         "members, shares data sets, reads the audit log). -n picks the namespace.");
+  AddRemoteFlags(cmd, &f->remote);
+  auto* set = cmd->add_subcommand("set", "Give a user a role in the namespace (adding them if need be).");
+  AddRemoteFlags(set, &f->remote, false);
+  set->add_option("user", f->user, "the user's name")->required();
+  set->add_option("role", f->role, "viewer, member or admin")
+      ->required()
+      ->check(CLI::IsMember({"viewer", "member", "admin"}));
+  set->callback([f, exit_code] {
+    *exit_code = WithRemote("members set", f->remote, [&](Remote& r) -> Status {
+      TESSERA_RETURN_IF_ERROR(
+          r.api->Put("/api/v1/namespaces/" + r.ns + "/members/" + f->user, {{"role", f->role}}).status());
+      std::printf("namespace %s: %s is %s\n", r.ns.c_str(), f->user.c_str(), f->role.c_str());
+      return Status::OK();
+    });
+  });
+  auto* remove = cmd->add_subcommand("remove", "Take users out of the namespace.");
+  AddRemoteFlags(remove, &f->remote, false);
+  OnEachName(remove, f, exit_code, "members remove", [](Remote& r, const std::string& name) -> Status {
+    TESSERA_RETURN_IF_ERROR(r.api->Delete("/api/v1/namespaces/" + r.ns + "/members/" + name).status());
+    std::printf("namespace %s: %s removed\n", r.ns.c_str(), name.c_str());
+    return Status::OK();
+  });
+  cmd->callback([f, exit_code, set, remove] {
+    if (set->parsed() || remove->parsed()) return;
+    *exit_code = WithRemote("members", f->remote, [&](Remote& r) { return ListMembers(r, *f); });
+  });
+}
+
+// `tessera quota` and `tessera quota set`.
+void RegisterQuota(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<AdminFlags>();
+  auto* cmd = app.add_subcommand("quota",
+                                 "Show a namespace's quota and what it uses now (-n picks the namespace);\n"
+                                 "`tessera quota set` changes it (server administrators).");
+  AddRemoteFlags(cmd, &f->remote);
+  auto* set =
+      cmd->add_subcommand("set",
+                          "Set limits of a namespace's quota; the limits not named stay as they are,\n"
+                          "--clear FIELD removes one. Example: tessera quota set -n team --cpu 8 --gpus 0");
+  AddRemoteFlags(set, &f->remote);
+  for (const char* k : kQuotaFields) {
+    std::string flag = std::string("--") + k;
+    for (auto& c : flag)
+      if (c == '_') c = '-';
+    const std::string what = std::string(k) == "cpu"    ? "CPUs its jobs may use at once (fractions allowed)"
+                             : std::string(k) == "jobs" ? "jobs it may have running at once"
+                             : std::string(k) == "storage_mb" ? "MB of data sets, uploads and job files"
+                             : std::string(k) == "memory_mb"  ? "MB of memory its jobs may use at once"
+                                                              : std::string(k) + " its jobs may use at once";
+    set->add_option_function<double>(
+           flag, [f, k](double v) { f->limits[k] = v; }, what)
+        ->check(CLI::NonNegativeNumber);
+  }
+  set->add_option("--clear", f->clear, "remove these limits (no limit)")
+      ->check(CLI::IsMember({"jobs", "trainers", "pservers", "cpu", "memory_mb", "gpus", "storage_mb"}));
+  set->callback([f, exit_code] {
+    *exit_code = WithRemote("quota set", f->remote, [&](Remote& r) { return SetQuota(r, *f); });
+  });
+  cmd->callback([f, exit_code, set] {
+    if (set->parsed()) return;
+    *exit_code = WithRemote("quota", f->remote, [&](Remote& r) { return ShowQuota(r, *f); });
+  });
+}
+
+// `tessera audit`.
+void RegisterAudit(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<AdminFlags>();
+  auto* cmd =
+      app.add_subcommand("audit",
+                         "Show what was done to a namespace (its jobs, data sets, uploads, members), by\n"
+                         "anyone, newest first (namespace admins); --server-wide: the whole server's,\n"
+                         "logins included (server administrators).");
+  AddRemoteFlags(cmd, &f->remote);
+  cmd->add_flag("--server-wide", f->server_wide, "the whole server's audit log");
+  cmd->add_option("--action", f->action,
+                  "only this action, as the log names it (login, submit job, set quota, set member, ...)");
+  cmd->add_option("--limit", f->limit, "at most this many lines")
+      ->check(CLI::Range(1, 500))
+      ->capture_default_str();
+  cmd->callback([f, exit_code] {
+    *exit_code = WithRemote("audit", f->remote, [&](Remote& r) { return ShowAudit(r, *f); });
+  });
+}
+
 }  // namespace
 
 void RegisterAdmin(CLI::App& app, int* exit_code) {
-  {
-    auto f = std::make_shared<AdminFlags>();
-    auto* cmd =
-        app.add_subcommand("users",
-                           "List the server's users (server administrators), or approve those that wait\n"
-                           "(a server started with --require-approval).");
-    AddRemoteFlags(cmd, &f->remote);
-    cmd->add_flag("--pending", f->pending, "only the users waiting for approval");
-    auto* approve = cmd->add_subcommand("approve", "Let users waiting for approval log in.");
-    AddRemoteFlags(approve, &f->remote, false);
-    OnEachName(approve, f, exit_code, "users approve", [](Remote& r, const std::string& name) -> Status {
-      TESSERA_RETURN_IF_ERROR(r.api->Post("/api/v1/users/" + name + "/approve").status());
-      std::printf("user %s approved\n", name.c_str());
-      return Status::OK();
-    });
-    cmd->callback([f, exit_code, approve] {
-      if (approve->parsed()) return;
-      *exit_code = WithRemote("users", f->remote, [&](Remote& r) { return ListUsers(r, *f); });
-    });
-  }
-  {
-    auto f = std::make_shared<AdminFlags>();
-    auto* cmd =
-        app.add_subcommand("members",
-                           "List a namespace's members and their roles (namespace admins), or change them:\n"
-                           "viewer (reads), member (also submits jobs and uploads), admin (also manages\n"
-                           "members, shares data sets, reads the audit log). -n picks the namespace.");
-    AddRemoteFlags(cmd, &f->remote);
-    auto* set = cmd->add_subcommand("set", "Give a user a role in the namespace (adding them if need be).");
-    AddRemoteFlags(set, &f->remote, false);
-    set->add_option("user", f->user, "the user's name")->required();
-    set->add_option("role", f->role, "viewer, member or admin")
-        ->required()
-        ->check(CLI::IsMember({"viewer", "member", "admin"}));
-    set->callback([f, exit_code] {
-      *exit_code = WithRemote("members set", f->remote, [&](Remote& r) -> Status {
-        TESSERA_RETURN_IF_ERROR(
-            r.api->Put("/api/v1/namespaces/" + r.ns + "/members/" + f->user, {{"role", f->role}}).status());
-        std::printf("namespace %s: %s is %s\n", r.ns.c_str(), f->user.c_str(), f->role.c_str());
-        return Status::OK();
-      });
-    });
-    auto* remove = cmd->add_subcommand("remove", "Take users out of the namespace.");
-    AddRemoteFlags(remove, &f->remote, false);
-    OnEachName(remove, f, exit_code, "members remove", [](Remote& r, const std::string& name) -> Status {
-      TESSERA_RETURN_IF_ERROR(r.api->Delete("/api/v1/namespaces/" + r.ns + "/members/" + name).status());
-      std::printf("namespace %s: %s removed\n", r.ns.c_str(), name.c_str());
-      return Status::OK();
-    });
-    cmd->callback([f, exit_code, set, remove] {
-      if (set->parsed() || remove->parsed()) return;
-      *exit_code = WithRemote("members", f->remote, [&](Remote& r) { return ListMembers(r, *f); });
-    });
-  }
-  {
-    auto f = std::make_shared<AdminFlags>();
-    auto* cmd = app.add_subcommand("quota",
-                                   "Show a namespace's quota and what it uses now (-n picks the namespace);\n"
-                                   "`tessera quota set` changes it (server administrators).");
-    AddRemoteFlags(cmd, &f->remote);
-    auto* set =
-        cmd->add_subcommand("set",
-                            "Set limits of a namespace's quota; the limits not named stay as they are,\n"
-                            "--clear FIELD removes one. Example: tessera quota set -n team --cpu 8 --gpus 0");
-    AddRemoteFlags(set, &f->remote);
-    for (const char* k : kQuotaFields) {
-      std::string flag = std::string("--") + k;
-      for (auto& c : flag)
-        if (c == '_') c = '-';
-      const std::string what = std::string(k) == "cpu" ? "CPUs its jobs may use at once (fractions allowed)"
-                               : std::string(k) == "jobs"       ? "jobs it may have running at once"
-                               : std::string(k) == "storage_mb" ? "MB of data sets, uploads and job files"
-                               : std::string(k) == "memory_mb"  ? "MB of memory its jobs may use at once"
-                                                               : std::string(k) + " its jobs may use at once";
-      set->add_option_function<double>(
-             flag, [f, k](double v) { f->limits[k] = v; }, what)
-          ->check(CLI::NonNegativeNumber);
-    }
-    set->add_option("--clear", f->clear, "remove these limits (no limit)")
-        ->check(CLI::IsMember({"jobs", "trainers", "pservers", "cpu", "memory_mb", "gpus", "storage_mb"}));
-    set->callback([f, exit_code] {
-      *exit_code = WithRemote("quota set", f->remote, [&](Remote& r) { return SetQuota(r, *f); });
-    });
-    cmd->callback([f, exit_code, set] {
-      if (set->parsed()) return;
-      *exit_code = WithRemote("quota", f->remote, [&](Remote& r) { return ShowQuota(r, *f); });
-    });
-  }
-  {
-    auto f = std::make_shared<AdminFlags>();
-    auto* cmd =
-        app.add_subcommand("audit",
-                           "Show what was done to a namespace (its jobs, data sets, uploads, members), by\n"
-                           "anyone, newest first (namespace admins); --server-wide: the whole server's,\n"
-                           "logins included (server administrators).");
-    AddRemoteFlags(cmd, &f->remote);
-    cmd->add_flag("--server-wide", f->server_wide, "the whole server's audit log");
-    cmd->add_option("--action", f->action,
-                    "only this action, as the log names it (login, submit job, set quota, set member, ...)");
-    cmd->add_option("--limit", f->limit, "at most this many lines")
-        ->check(CLI::Range(1, 500))
-        ->capture_default_str();
-    cmd->callback([f, exit_code] {
-      *exit_code = WithRemote("audit", f->remote, [&](Remote& r) { return ShowAudit(r, *f); });
-    });
-  }
+  RegisterUsers(app, exit_code);
+  RegisterMembers(app, exit_code);
+  RegisterQuota(app, exit_code);
+  RegisterAudit(app, exit_code);
 }
 
 }  // namespace tessera::cli

@@ -2,7 +2,6 @@
 // `tessera metrics`, `tessera logs`, `tessera stop`, `tessera scale` and `tessera delete`
 // (`tessera quota` is with the administration commands, cmd_admin.cc).
 #include <cstdio>
-#include <ctime>
 
 #include "cli/commands.h"
 #include "cli/remote_flags.h"
@@ -28,16 +27,6 @@ struct JobsFlags {
   int trainers = 0;
   std::vector<std::string> ids;
 };
-
-std::string Clock(int64_t ms) {
-  if (ms <= 0) return "-";
-  std::time_t t = static_cast<std::time_t>(ms / 1000);
-  std::tm tm{};
-  ::localtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
-  return buf;
-}
 
 int64_t Ms(const Json& v) { return v.is_number() ? v.get<int64_t>() : 0; }
 
@@ -92,8 +81,8 @@ Status ShowJob(Remote& r, const JobsFlags& f) {
               spec.value("pservers", 0), j.value("trainers", 0), spec.value("trainers_min", 0),
               spec.value("trainers", 0), spec.value("mode", "").c_str(), spec.value("optimizer", "").c_str(),
               spec.value("passes", 0), JsonValueText(spec["priority"]).c_str());
-  std::printf("times      submitted %s, started %s, ended %s\n", Clock(Ms(j["submitted_ms"])).c_str(),
-              Clock(Ms(j["started_ms"])).c_str(), Clock(Ms(j["ended_ms"])).c_str());
+  std::printf("times      submitted %s, started %s, ended %s\n", LocalTime(Ms(j["submitted_ms"])).c_str(),
+              LocalTime(Ms(j["started_ms"])).c_str(), LocalTime(Ms(j["ended_ms"])).c_str());
   const Json& result = j["result"];
   if (result.is_object() && result.contains("metrics") && result["metrics"].is_object() &&
       !result["metrics"].empty())
@@ -122,7 +111,7 @@ Status ShowJob(Remote& r, const JobsFlags& f) {
   std::printf("events\n");
   std::vector<std::vector<std::string>> rows;
   for (const auto& e : j.value("events", Json::array()))
-    rows.push_back({"  " + Clock(Ms(e["time_ms"])), e.value("state", ""), e.value("reason", "")});
+    rows.push_back({"  " + LocalTime(Ms(e["time_ms"])), e.value("state", ""), e.value("reason", "")});
   std::fputs(Table(rows).c_str(), stdout);
   return Status::OK();
 }
@@ -144,7 +133,7 @@ Status Metrics(Remote& r, const JobsFlags& f) {
   std::vector<std::vector<std::string>> rows = {{"TIME", "PASS", "STEP", "WHAT", "VALUE", "BY"}};
   for (const auto& p : all) {
     const bool cost = p.value("type", "") == "cost";
-    rows.push_back({Clock(Ms(p["time_ms"])), JsonValueText(p["pass"]), JsonValueText(p["step"]),
+    rows.push_back({LocalTime(Ms(p["time_ms"])), JsonValueText(p["pass"]), JsonValueText(p["step"]),
                     cost ? "cost" : p.value("metric", "eval"), JsonValueText(cost ? p["cost"] : p["value"]),
                     cost ? "trainer-" + p.value("trainer", "?") : "evaluation"});
   }
@@ -186,116 +175,134 @@ Status Logs(Remote& r, const JobsFlags& f, const std::atomic<bool>& interrupted)
 
 void AddJobArg(CLI::App* cmd, JobsFlags* f) { cmd->add_option("job", f->id, "the job's id")->required(); }
 
+// `tessera jobs`.
+void RegisterJobs(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<JobsFlags>();
+  auto* cmd =
+      app.add_subcommand("jobs",
+                         "List the jobs of your namespace on a tessera server, newest first; with a job's\n"
+                         "id, show that job: its state and why, its shape, times, workers and events.");
+  AddRemoteFlags(cmd, &f->remote);
+  cmd->add_option("job", f->id, "one job's id");
+  cmd->add_option("--state", f->state, "only jobs in this state")
+      ->check(CLI::IsMember({"queued", "starting", "running", "succeeded", "failed", "stopped"}));
+  cmd->add_option("--limit", f->limit, "at most this many")
+      ->check(CLI::Range(1, 1000))
+      ->capture_default_str();
+  cmd->callback([f, exit_code] {
+    *exit_code = WithRemote("jobs", f->remote,
+                            [&](Remote& r) { return f->id.empty() ? ListJobs(r, *f) : ShowJob(r, *f); });
+  });
+}
+
+// `tessera metrics`.
+void RegisterMetrics(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<JobsFlags>();
+  auto* cmd =
+      app.add_subcommand("metrics", "Print a job's cost and evaluation history (kept after it ends).");
+  AddRemoteFlags(cmd, &f->remote);
+  AddJobArg(cmd, f.get());
+  cmd->callback([f, exit_code] {
+    *exit_code = WithRemote("metrics", f->remote, [&](Remote& r) { return Metrics(r, *f); });
+  });
+}
+
+// `tessera logs`.
+void RegisterLogs(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<JobsFlags>();
+  auto* cmd = app.add_subcommand(
+      "logs",
+      "Print a job's log: the supervisor's (the job's story) unless you name another: master-0,\n"
+      "pserver-N, trainer-N (your code's output), etcd. Logs are kept after the job ends.");
+  AddRemoteFlags(cmd, &f->remote, false);
+  AddJobArg(cmd, f.get());
+  cmd->add_option("node", f->node, "which log")->capture_default_str();
+  f->node = "supervisor";
+  cmd->add_flag("-f,--follow", f->follow,
+                "keep printing as the log grows, until the job ends (Ctrl-C stops)");
+  cmd->add_option("--tail", f->tail, "print the last N lines first (0: the whole log)")
+      ->check(CLI::Range(0, 100000))
+      ->capture_default_str();
+  cmd->add_flag("--list", f->list, "list the job's logs and their sizes");
+  cmd->callback([f, exit_code] {
+    std::atomic<bool> interrupted{false};
+    remote::ApiClient* live = nullptr;
+    SignalWatcher signals([&](int) {
+      interrupted = true;
+      if (live) live->Cancel();
+    });
+    *exit_code = WithRemote("logs", f->remote, [&](Remote& r) {
+      live = r.api.get();
+      Status s = Logs(r, *f, interrupted);
+      return s.code() == StatusCode::kCancelled ? Status::OK() : s;
+    });
+  });
+}
+
+// `tessera stop`.
+void RegisterStop(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<JobsFlags>();
+  auto* cmd = app.add_subcommand("stop", "Stop jobs (a queued job at once; a running one within 30 s).");
+  AddRemoteFlags(cmd, &f->remote, false);
+  cmd->add_option("jobs", f->ids, "the jobs' ids")->required();
+  cmd->callback([f, exit_code] {
+    *exit_code = WithRemote("stop", f->remote, [&](Remote& r) -> Status {
+      for (const auto& id : f->ids) {
+        TESSERA_ASSIGN_OR_RETURN(Json j, r.api->Post("/api/v1/jobs/" + id + "/stop"));
+        std::printf("job %s: stopping (%s)\n", id.c_str(), j.value("state", "").c_str());
+      }
+      return Status::OK();
+    });
+  });
+}
+
+// `tessera scale`.
+void RegisterScale(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<JobsFlags>();
+  auto* cmd =
+      app.add_subcommand("scale",
+                         "Change the number of trainers of a job: fewer at once, more when the server has\n"
+                         "room (see `tessera jobs JOB` for why it waits).");
+  AddRemoteFlags(cmd, &f->remote, false);
+  AddJobArg(cmd, f.get());
+  cmd->add_option("trainers", f->trainers, "the number of trainers")->required()->check(CLI::Range(1, 256));
+  cmd->callback([f, exit_code] {
+    *exit_code = WithRemote("scale", f->remote, [&](Remote& r) -> Status {
+      TESSERA_ASSIGN_OR_RETURN(Json j,
+                               r.api->Post("/api/v1/jobs/" + f->id + "/scale", {{"trainers", f->trainers}}));
+      std::printf("job %s: scaling to %d trainers (%d now)\n", f->id.c_str(), f->trainers,
+                  j.value("trainers", 0));
+      return Status::OK();
+    });
+  });
+}
+
+// `tessera delete`.
+void RegisterDelete(CLI::App& app, int* exit_code) {
+  auto f = std::make_shared<JobsFlags>();
+  auto* cmd = app.add_subcommand("delete", "Delete ended jobs: their history, logs and files.");
+  AddRemoteFlags(cmd, &f->remote, false);
+  cmd->add_option("jobs", f->ids, "the jobs' ids")->required();
+  cmd->callback([f, exit_code] {
+    *exit_code = WithRemote("delete", f->remote, [&](Remote& r) -> Status {
+      for (const auto& id : f->ids) {
+        TESSERA_RETURN_IF_ERROR(r.api->Delete("/api/v1/jobs/" + id).status());
+        std::printf("job %s deleted\n", id.c_str());
+      }
+      return Status::OK();
+    });
+  });
+}
+
 }  // namespace
 
 void RegisterRemoteJobs(CLI::App& app, int* exit_code) {
-  {
-    auto f = std::make_shared<JobsFlags>();
-    auto* cmd =
-        app.add_subcommand("jobs",
-                           "List the jobs of your namespace on a tessera server, newest first; with a job's\n"
-                           "id, show that job: its state and why, its shape, times, workers and events.");
-    AddRemoteFlags(cmd, &f->remote);
-    cmd->add_option("job", f->id, "one job's id");
-    cmd->add_option("--state", f->state, "only jobs in this state")
-        ->check(CLI::IsMember({"queued", "starting", "running", "succeeded", "failed", "stopped"}));
-    cmd->add_option("--limit", f->limit, "at most this many")
-        ->check(CLI::Range(1, 1000))
-        ->capture_default_str();
-    cmd->callback([f, exit_code] {
-      *exit_code = WithRemote("jobs", f->remote,
-                              [&](Remote& r) { return f->id.empty() ? ListJobs(r, *f) : ShowJob(r, *f); });
-    });
-  }
-  {
-    auto f = std::make_shared<JobsFlags>();
-    auto* cmd =
-        app.add_subcommand("metrics", "Print a job's cost and evaluation history (kept after it ends).");
-    AddRemoteFlags(cmd, &f->remote);
-    AddJobArg(cmd, f.get());
-    cmd->callback([f, exit_code] {
-      *exit_code = WithRemote("metrics", f->remote, [&](Remote& r) { return Metrics(r, *f); });
-    });
-  }
-  {
-    auto f = std::make_shared<JobsFlags>();
-    auto* cmd = app.add_subcommand(
-        "logs",
-        "Print a job's log: the supervisor's (the job's story) unless you name another: master-0,\n"
-        "pserver-N, trainer-N (your code's output), etcd. Logs are kept after the job ends.");
-    AddRemoteFlags(cmd, &f->remote, false);
-    AddJobArg(cmd, f.get());
-    cmd->add_option("node", f->node, "which log")->capture_default_str();
-    f->node = "supervisor";
-    cmd->add_flag("-f,--follow", f->follow,
-                  "keep printing as the log grows, until the job ends (Ctrl-C stops)");
-    cmd->add_option("--tail", f->tail, "print the last N lines first (0: the whole log)")
-        ->check(CLI::Range(0, 100000))
-        ->capture_default_str();
-    cmd->add_flag("--list", f->list, "list the job's logs and their sizes");
-    cmd->callback([f, exit_code] {
-      std::atomic<bool> interrupted{false};
-      remote::ApiClient* live = nullptr;
-      SignalWatcher signals([&](int) {
-        interrupted = true;
-        if (live) live->Cancel();
-      });
-      *exit_code = WithRemote("logs", f->remote, [&](Remote& r) {
-        live = r.api.get();
-        Status s = Logs(r, *f, interrupted);
-        return s.code() == StatusCode::kCancelled ? Status::OK() : s;
-      });
-    });
-  }
-  {
-    auto f = std::make_shared<JobsFlags>();
-    auto* cmd = app.add_subcommand("stop", "Stop jobs (a queued job at once; a running one within 30 s).");
-    AddRemoteFlags(cmd, &f->remote, false);
-    cmd->add_option("jobs", f->ids, "the jobs' ids")->required();
-    cmd->callback([f, exit_code] {
-      *exit_code = WithRemote("stop", f->remote, [&](Remote& r) -> Status {
-        for (const auto& id : f->ids) {
-          TESSERA_ASSIGN_OR_RETURN(Json j, r.api->Post("/api/v1/jobs/" + id + "/stop"));
-          std::printf("job %s: stopping (%s)\n", id.c_str(), j.value("state", "").c_str());
-        }
-        return Status::OK();
-      });
-    });
-  }
-  {
-    auto f = std::make_shared<JobsFlags>();
-    auto* cmd =
-        app.add_subcommand("scale",
-                           "Change the number of trainers of a job: fewer at once, more when the server has\n"
-                           "room (see `tessera jobs JOB` for why it waits).");
-    AddRemoteFlags(cmd, &f->remote, false);
-    AddJobArg(cmd, f.get());
-    cmd->add_option("trainers", f->trainers, "the number of trainers")->required()->check(CLI::Range(1, 256));
-    cmd->callback([f, exit_code] {
-      *exit_code = WithRemote("scale", f->remote, [&](Remote& r) -> Status {
-        TESSERA_ASSIGN_OR_RETURN(
-            Json j, r.api->Post("/api/v1/jobs/" + f->id + "/scale", {{"trainers", f->trainers}}));
-        std::printf("job %s: scaling to %d trainers (%d now)\n", f->id.c_str(), f->trainers,
-                    j.value("trainers", 0));
-        return Status::OK();
-      });
-    });
-  }
-  {
-    auto f = std::make_shared<JobsFlags>();
-    auto* cmd = app.add_subcommand("delete", "Delete ended jobs: their history, logs and files.");
-    AddRemoteFlags(cmd, &f->remote, false);
-    cmd->add_option("jobs", f->ids, "the jobs' ids")->required();
-    cmd->callback([f, exit_code] {
-      *exit_code = WithRemote("delete", f->remote, [&](Remote& r) -> Status {
-        for (const auto& id : f->ids) {
-          TESSERA_RETURN_IF_ERROR(r.api->Delete("/api/v1/jobs/" + id).status());
-          std::printf("job %s deleted\n", id.c_str());
-        }
-        return Status::OK();
-      });
-    });
-  }
+  RegisterJobs(app, exit_code);
+  RegisterMetrics(app, exit_code);
+  RegisterLogs(app, exit_code);
+  RegisterStop(app, exit_code);
+  RegisterScale(app, exit_code);
+  RegisterDelete(app, exit_code);
 }
 
 }  // namespace tessera::cli

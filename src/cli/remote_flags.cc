@@ -2,6 +2,7 @@
 #include "cli/remote_flags.h"
 
 #include <cstdio>
+#include <ctime>
 
 #include "common/strings.h"
 
@@ -61,6 +62,16 @@ int FailRemote(const std::string& cmd, const Status& status) {
     hint = "\n  is `tessera server` running there? (--server or TESSERA_SERVER chooses the server)";
   std::fprintf(stderr, "tessera %s: %s%s\n", cmd.c_str(), status.message().c_str(), hint.c_str());
   return 1;
+}
+
+std::string LocalTime(int64_t ms) {
+  if (ms <= 0) return "-";
+  std::time_t t = static_cast<std::time_t>(ms / 1000);
+  std::tm tm{};
+  ::localtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M:%S", &tm);
+  return buf;
 }
 
 std::string Ago(int64_t then_ms, int64_t now_ms) {

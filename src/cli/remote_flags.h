@@ -47,6 +47,9 @@ int WithRemote(const std::string& cmd, const RemoteFlags& flags, F body) {
   return s.ok() ? 0 : FailRemote(cmd, s);
 }
 
+// A wall-clock time in ms as local "YYYY-MM-DD HH:MM:SS"; "-" for 0 or less.
+std::string LocalTime(int64_t ms);
+
 // "3 s ago", "5 min ago", "2 h ago", "4 d ago" from two wall-clock times in ms. Pure.
 std::string Ago(int64_t then_ms, int64_t now_ms);
 
