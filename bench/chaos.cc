@@ -124,7 +124,8 @@ struct ChaosOptions {
   double every_s = 3;
   int64_t checkpoint_steps = 0;  // > 0: consistent checkpoints (a lost pserver rolls the job back)
   int replicas = 1;              // > 1: a lost pserver's shards are taken over by their backups
-  double max_diff = 0.01;        // accuracy difference allowed, as a fraction
+  double max_loss = 0.01;        // accuracy the faults may cost, as a fraction of the fault-free run's
+  double min_accuracy = 0.80;    // both runs must train: below this a run is broken, whatever the other did
 };
 
 RunResult RunJob(const std::string& dir, const std::string& store, const std::string& name, bool chaos,
@@ -382,12 +383,19 @@ int Run(const ChaosOptions& o) {
     std::printf("  %d rollbacks to a consistent checkpoint\n", rollbacks);
   std::printf("\nProcesses that crashed (died of a signal we did not send): %d\n", chaos.crashes);
   for (const auto& l : chaos.crash_lines) std::printf("  %s\n", l.c_str());
-  double diff = std::abs(acc(chaos) - acc(clean));
-  bool pass = clean.ok && chaos.ok && diff <= o.max_diff && chaos.result.value("failed_tasks", -1) == 0 &&
-              chaos.crashes == 0;
-  std::printf("\n%s: accuracy difference %.2f percentage points (limit %.0f), failed tasks %lld\n",
-              pass ? "PASS" : "FAIL", diff * 100, o.max_diff * 100,
-              static_cast<long long>(chaos.result.value("failed_tasks", -1)));
+  // One-sided: the faults must not cost accuracy. A chaos run that ends better than the fault-free
+  // one says the fault-free run was unlucky (asynchronous training's run-to-run spread), not that
+  // chaos broke something; the floor keeps two broken runs from passing side by side.
+  const double loss = acc(clean) - acc(chaos);
+  bool trained = acc(clean) >= o.min_accuracy && acc(chaos) >= o.min_accuracy;
+  bool pass = clean.ok && chaos.ok && trained && loss <= o.max_loss &&
+              chaos.result.value("failed_tasks", -1) == 0 && chaos.crashes == 0;
+  std::printf(
+      "\n%s: the faults cost %.2f percentage points of accuracy (limit %.0f)%s, both runs %s %.2f, "
+      "failed tasks %lld\n",
+      pass ? "PASS" : "FAIL", loss * 100, o.max_loss * 100, loss < 0 ? " (the chaos run did better)" : "",
+      trained ? "reached" : "did NOT both reach", o.min_accuracy,
+      static_cast<long long>(chaos.result.value("failed_tasks", -1)));
   if (!pass) std::printf("(run directories kept in %s)\n", dir->c_str());
   if (pass) (void)RemoveAll(*dir);
   return pass ? 0 : 1;
@@ -411,15 +419,17 @@ int main(int argc, char** argv) {
                  "copies of every shard (1 or 2 with the 2 pservers): with 2 a lost pserver is taken over by "
                  "its backup, nothing rolled back")
       ->capture_default_str();
-  app.add_flag("--smoke", smoke,
-               "the short version run by `make test`: 3 passes, a fault every 2 s, accuracy within 3 points "
-               "(fewer passes leave more run-to-run spread)");
+  app.add_flag(
+      "--smoke", smoke,
+      "the short version run by `make test`: 3 passes, a fault every 2 s; the faults may cost 3 "
+      "points of accuracy and both runs must reach 0.75 (fewer passes leave more run-to-run spread)");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::err);  // the poisoned push's trainer would log into the report
   if (smoke) {
     o.passes = 3;
     o.every_s = 2;
-    o.max_diff = 0.03;
+    o.max_loss = 0.03;
+    o.min_accuracy = 0.75;
   }
   return tessera::bench::Run(o);
 }
