@@ -21,7 +21,7 @@ LAYERS = [
     ["security", "sandbox"],
     ["coord", "transport", "recordio", "model_file", "checkpoint"],
     ["job", "dataset"],
-    ["pserver", "client"],
+    ["pserver", "client", "spec"],
     ["master"],
     ["api"],
     ["models"],

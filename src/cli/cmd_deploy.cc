@@ -80,7 +80,7 @@ Status Write(const std::string& dir, const std::vector<deploy::Manifest>& manife
 }
 
 // Applies the job with kubectl; a missing kubectl leaves the written manifests to apply elsewhere.
-Status Apply(const DeployFlags& f, const deploy::JobSpec& spec, std::vector<deploy::Manifest> job) {
+Status Apply(const DeployFlags& f, const spec::JobSpec& spec, std::vector<deploy::Manifest> job) {
   auto out = deploy::ApplyJob(f.kubectl, spec, std::move(job));
   if (out.status().code() == StatusCode::kNotFound)
     return Status::NotFound(std::string(out.status().message()) +
@@ -96,7 +96,7 @@ int RunK8s(DeployFlags f) {
   if (!text.ok())
     return Fail("deploy k8s", Status::NotFound("cannot read the job spec " + f.spec + ": " +
                                                std::string(text.status().message())));
-  auto spec = deploy::ParseJobSpec(*text, f.spec);
+  auto spec = spec::ParseJobSpec(*text, f.spec);
   if (!spec.ok()) return Fail("deploy k8s", spec.status());
   auto job = deploy::RenderJob(*spec, *text);
   if (!job.ok())

@@ -9,7 +9,7 @@
 #include "common/flag_names.h"
 #include "common/math_threads.h"
 #include "common/strings.h"
-#include "deploy/role_argv.h"
+#include "spec/role_argv.h"
 
 namespace tessera::deploy {
 namespace {
@@ -227,7 +227,7 @@ Manifest EtcdStatefulSet(const JobSpec& s) {
 Manifest MasterDeployment(const JobSpec& s) {
   std::vector<std::string> create = {"job", "create", "--etcd-timeout", "120"};
   for (const auto& a : s.JobCreateArgs()) create.push_back(a);
-  std::vector<std::string> args = MasterArgs(s, PortChoice::kSpec);
+  std::vector<std::string> args = spec::MasterArgs(s, spec::PortChoice::kSpec);
   Json init = Container(s, "job-create", create, BaseEnv(s));
   Json c = Container(s, "master", args, BaseEnv(s));
   c["ports"] = Json::array({Port("grpc", s.port), Port("http", s.http_port)});
@@ -297,7 +297,7 @@ void AddBusyPoll(const JobSpec& s, const std::string& role, Json* env) {
 }
 
 Manifest PserverStatefulSet(const JobSpec& s) {
-  std::vector<std::string> args = PserverArgs(s, PortChoice::kSpec);
+  std::vector<std::string> args = spec::PserverArgs(s, spec::PortChoice::kSpec);
   Json mounts = Json::array(), volumes = Json::array();
   if (s.checkpoint_every > 0) {
     mounts.push_back(Mount("checkpoints", s.checkpoints));
@@ -333,7 +333,7 @@ Manifest PserverStatefulSet(const JobSpec& s) {
 Manifest TrainerJob(const JobSpec& s) {
   Json env = BaseEnv(s);
   AddBusyPoll(s, "trainer", &env);
-  for (const auto& [k, v] : TrainerEnv(s, PortChoice::kSpec)) env.push_back(Env(k, v));
+  for (const auto& [k, v] : spec::TrainerEnv(s, spec::PortChoice::kSpec)) env.push_back(Env(k, v));
   // A trainer with a CPU request sizes its math libraries to it (they would otherwise start a
   // thread per core of the node: common/math_threads.h).
   if (auto r = s.resources.find("trainer"); r != s.resources.end() && !r->second.cpu.empty()) {
@@ -341,7 +341,7 @@ Manifest TrainerJob(const JobSpec& s) {
     for (const auto& [k, v] : MathThreadEnv(WholeCores(r->second.cpu), 1, none)) env.push_back(Env(k, v));
   }
   Json c;
-  if (TrainerCommand cmd = TrainerArgs(s); cmd.builtin) {
+  if (spec::TrainerCommand cmd = spec::TrainerArgs(s); cmd.builtin) {
     c = Container(s, "trainer", cmd.argv, env);
   } else {
     c = {{"name", "trainer"},

@@ -17,9 +17,13 @@
 #include <string>
 #include <vector>
 
-#include "deploy/job_spec.h"
+#include "spec/job_spec.h"
 
 namespace tessera::deploy {
+
+// Rendered from the one job spec (spec/job_spec.h).
+using spec::JobSpec;
+using spec::VolumeSpec;
 
 struct Manifest {
   std::string file;              // e.g. "30-pserver-statefulset.yaml"

@@ -12,7 +12,7 @@ namespace {
 using Json = nlohmann::ordered_json;
 
 JobSpec Spec() {
-  auto s = ParseJobSpec(R"(
+  auto s = spec::ParseJobSpec(R"(
 name: fm
 namespace: ml
 pservers: 3
@@ -22,7 +22,7 @@ train: {dataset: fm, model: mlp, passes: 2, checkpoint_every: 10}
 store: {path: /data/store, claim: store}
 checkpoints: {path: /data/ckpt, claim: ckpt}
 )",
-                        "t.yaml");
+                              "t.yaml");
   EXPECT_TRUE(s.ok()) << s.status();
   return *s;
 }

@@ -21,7 +21,6 @@
 #include "common/strings.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
-#include "deploy/job_spec.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "launch/hosts_file.h"
@@ -31,6 +30,7 @@
 #include "local/registrations.h"
 #include "local/run_dir.h"
 #include "local/terminal_console.h"
+#include "spec/job_spec.h"
 #include "tessera/model_file.h"
 namespace tessera::launch {
 
@@ -38,7 +38,7 @@ namespace fs = std::filesystem;
 
 Status Launcher::Prepare() {
   TESSERA_ASSIGN_OR_RETURN(spec_text_, ReadFile(o_.spec_path));
-  TESSERA_ASSIGN_OR_RETURN(spec_, deploy::ParseJobSpec(spec_text_, o_.spec_path));
+  TESSERA_ASSIGN_OR_RETURN(spec_, spec::ParseJobSpec(spec_text_, o_.spec_path));
   if (spec_.model.empty() && spec_.command.empty())
     return Status::InvalidArgument(o_.spec_path + ": train: give a model or a command for the trainers");
   if (!o_.etcd.empty()) {
@@ -163,7 +163,7 @@ StatusOr<LaunchResult> Launcher::Run() {
   TESSERA_ASSIGN_OR_RETURN(const security::JobSecret secret, LoadJobSecret(etcd_.get(), spec_.name, job));
   // A --tls job's certificates (tls.path, on this host as on every other): the launcher follows
   // the master and exports the model over TLS like any process of the job.
-  const deploy::JobSpec::TlsFiles tls_files = spec_.Tls();
+  const spec::JobSpec::TlsFiles tls_files = spec_.Tls();
   TESSERA_ASSIGN_OR_RETURN(auto tls,
                            LoadJobTls(spec_.name, job, tls_files.ca, tls_files.cert, tls_files.key));
   nlohmann::json run = {{"job", spec_.name},

@@ -12,13 +12,13 @@
 #include "common/process.h"
 #include "common/strings.h"
 #include "coord/etcd_client.h"
-#include "deploy/job_spec.h"
 #include "launch/hosts_file.h"
 #include "launch/launcher.h"
 #include "launch/plan.h"
 #include "local/restart_policy.h"
 #include "local/run_dir.h"
 #include "local/terminal_console.h"
+#include "spec/job_spec.h"
 
 namespace tessera::launch {
 
@@ -79,7 +79,7 @@ class Launcher {
   const std::atomic<bool>* stop_;
   local::TerminalConsole console_;
   std::optional<local::RunDirLock> lock_;
-  deploy::JobSpec spec_;
+  spec::JobSpec spec_;
   std::string spec_text_;
   std::vector<HostEntry> hosts_;
   std::vector<NodePlan> plan_;

@@ -13,12 +13,12 @@
 #include "common/strings.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
-#include "deploy/job_spec.h"
 #include "launch/hosts_file.h"
 #include "launch/launcher_impl.h"
 #include "launch/plan.h"
 #include "local/run_dir.h"
 #include "local/terminal_console.h"
+#include "spec/job_spec.h"
 namespace tessera::launch {
 
 namespace fs = std::filesystem;

@@ -22,12 +22,12 @@
 #include "common/strings.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
-#include "deploy/job_spec.h"
-#include "deploy/role_argv.h"
 #include "launch/plan.h"
 #include "local/child_commands.h"
 #include "local/child_state.h"
 #include "local/registrations.h"
+#include "spec/job_spec.h"
+#include "spec/role_argv.h"
 
 namespace tessera::launch {
 namespace {
@@ -77,8 +77,8 @@ StatusOr<ProcessOptions> EtcdProgram(const NodeOptions& o) {
 }
 
 // The job spec the launcher stored, waiting for etcd (and the key) up to kEtcdWait.
-StatusOr<deploy::JobSpec> ReadSpec(etcd::EtcdClient* etcd, const NodeOptions& o,
-                                   const std::atomic<bool>* stop) {
+StatusOr<spec::JobSpec> ReadSpec(etcd::EtcdClient* etcd, const NodeOptions& o,
+                                 const std::atomic<bool>* stop) {
   const Deadline deadline(kEtcdWait);
   Status last = Status::Unavailable("etcd at " + o.etcd + " did not answer");
   while (!deadline.expired() && !(stop && stop->load())) {
@@ -86,7 +86,7 @@ StatusOr<deploy::JobSpec> ReadSpec(etcd::EtcdClient* etcd, const NodeOptions& o,
     quick.retry_timeout = std::chrono::seconds(2);
     auto got = etcd->Get(keys::LaunchSpec(o.job), {}, quick);
     if (got.ok() && !got->kvs.empty())
-      return deploy::ParseJobSpec(got->kvs[0].value, "the launched spec in etcd");
+      return spec::ParseJobSpec(got->kvs[0].value, "the launched spec in etcd");
     last = got.ok() ? Status::NotFound("job '" + o.job + "' has no launch spec in etcd at " + o.etcd +
                                        " (nodes are started by `tessera launch`)")
                     : got.status();
@@ -95,7 +95,7 @@ StatusOr<deploy::JobSpec> ReadSpec(etcd::EtcdClient* etcd, const NodeOptions& o,
   return last;
 }
 
-StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const deploy::JobSpec& s) {
+StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const spec::JobSpec& s) {
   ProcessOptions po;
   po.env = {{flags::kEnvEtcd, o.etcd}, {flags::kEnvJob, o.job}};
   if (!o.advertise.empty()) po.env["TESSERA_ADVERTISE"] = o.advertise;
@@ -103,22 +103,22 @@ StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const deploy::JobSpec
   std::vector<std::string> args;
   switch (o.role) {
     case Role::kMaster:
-      args = deploy::MasterArgs(s, deploy::PortChoice::kAny);
+      args = spec::MasterArgs(s, spec::PortChoice::kAny);
       break;
     case Role::kPserver:
-      args = deploy::PserverArgs(s, deploy::PortChoice::kAny);
+      args = spec::PserverArgs(s, spec::PortChoice::kAny);
       args.insert(args.end(), {flags::kIndex, std::to_string(o.index)});
       for (const auto& [k, v] : NodeBusyPollEnv(o.host_processes, HostCores(), ::getenv)) po.env[k] = v;
       break;
     case Role::kTrainer: {
-      for (const auto& [k, v] : deploy::TrainerEnv(s, deploy::PortChoice::kAny)) po.env[k] = v;
+      for (const auto& [k, v] : spec::TrainerEnv(s, spec::PortChoice::kAny)) po.env[k] = v;
       po.env[flags::kEnvTrainerId] = std::to_string(o.index);
       for (const auto& [k, v] : local::PythonPathBeside(o.tessera_bin)) po.env[k] = v;
       // Its share of the host's cores for its math libraries, and busy polling if it has a core of
       // its own, unless the user chose.
       for (const auto& [k, v] : NodeMathThreadEnv(o.host_processes, HostCores(), ::getenv)) po.env[k] = v;
       for (const auto& [k, v] : NodeBusyPollEnv(o.host_processes, HostCores(), ::getenv)) po.env[k] = v;
-      deploy::TrainerCommand cmd = deploy::TrainerArgs(s);
+      spec::TrainerCommand cmd = spec::TrainerArgs(s);
       if (!cmd.builtin) {
         po.argv = cmd.argv;
         if (!po.argv.empty() && po.argv[0].find('/') == std::string::npos) {

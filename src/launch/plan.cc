@@ -13,7 +13,7 @@ namespace tessera::launch {
 
 using local::Role;
 
-StatusOr<std::vector<NodePlan>> PlaceNodes(const deploy::JobSpec& s, const std::vector<HostEntry>& hosts,
+StatusOr<std::vector<NodePlan>> PlaceNodes(const spec::JobSpec& s, const std::vector<HostEntry>& hosts,
                                            bool with_etcd, const std::string& origin) {
   if (hosts.empty()) return Status::InvalidArgument(origin + ": no hosts");
   std::vector<int> load(hosts.size(), 0);
@@ -63,7 +63,7 @@ std::vector<std::string> NodeArgs(const NodeArgsOptions& o) {
   return a;
 }
 
-std::vector<std::string> MpirunArgv(const deploy::JobSpec& s, const MpiOptions& m) {
+std::vector<std::string> MpirunArgv(const spec::JobSpec& s, const MpiOptions& m) {
   std::vector<std::string> a = {m.mpirun, "--tag-output", "--bind-to", "none"};
   if (m.hostfile.empty()) {
     a.push_back("--oversubscribe");

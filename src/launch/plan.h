@@ -14,9 +14,9 @@
 #include <utility>
 #include <vector>
 
-#include "deploy/job_spec.h"
 #include "launch/hosts_file.h"
 #include "local/restart_policy.h"
+#include "spec/job_spec.h"
 #include "tessera/status.h"
 
 namespace tessera::launch {
@@ -30,7 +30,7 @@ struct NodePlan {
 
 // Every process of the job (etcd first when `with_etcd`), placed on `hosts`. Fails, naming
 // `origin` (the hosts file), when no host may run a role the job needs.
-StatusOr<std::vector<NodePlan>> PlaceNodes(const deploy::JobSpec& s, const std::vector<HostEntry>& hosts,
+StatusOr<std::vector<NodePlan>> PlaceNodes(const spec::JobSpec& s, const std::vector<HostEntry>& hosts,
                                            bool with_etcd, const std::string& origin);
 
 // `tessera node` arguments (after the program) for one process of a launched job.
@@ -58,7 +58,7 @@ struct MpiOptions {
   bool as_root = false;   // Open MPI refuses root unless told
   std::vector<std::string> extra;  // more mpirun options, before the blocks
 };
-std::vector<std::string> MpirunArgv(const deploy::JobSpec& s, const MpiOptions& m);
+std::vector<std::string> MpirunArgv(const spec::JobSpec& s, const MpiOptions& m);
 
 // This process's rank in MPI_COMM_WORLD from what the launcher exported: OMPI_COMM_WORLD_RANK
 // (Open MPI), PMIX_RANK (PMIx), PMI_RANK (MPICH/Hydra). NotFound when none is set.

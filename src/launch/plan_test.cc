@@ -13,8 +13,8 @@ namespace {
 
 using local::Role;
 
-deploy::JobSpec Spec(int masters, int pservers, int trainers) {
-  deploy::JobSpec s;
+spec::JobSpec Spec(int masters, int pservers, int trainers) {
+  spec::JobSpec s;
   s.name = "j";
   s.masters = masters;
   s.pservers = pservers;

@@ -40,11 +40,11 @@ std::pair<std::string, std::string> SplitHandle(const std::string& handle) {
 
 }  // namespace
 
-StatusOr<deploy::JobSpec> KubernetesBackend::SpecFor(const K8sOptions& o, const JobLaunch& j) {
+StatusOr<spec::JobSpec> KubernetesBackend::SpecFor(const K8sOptions& o, const JobLaunch& j) {
   if (o.data_claim.empty())
     return Status::FailedPrecondition(
         "the kubernetes backend needs --k8s-data-claim: the claim of the data directory");
-  deploy::JobSpec s;
+  spec::JobSpec s;
   s.name = j.id;
   s.namespace_ = o.namespace_prefix + j.ns;
   s.image = o.image;
@@ -70,7 +70,7 @@ StatusOr<deploy::JobSpec> KubernetesBackend::SpecFor(const K8sOptions& o, const 
     s.code = {"/tessera/code", o.data_claim, "", "", code};
     s.command = {"/bin/sh", "-c", j.command};
   }
-  deploy::Resources r;
+  spec::Resources r;
   r.cpu = std::to_string(static_cast<int64_t>(j.cpu * 1000 + 0.5)) + "m";
   r.memory = std::to_string(j.memory_mb) + "Mi";
   for (const char* role : {"etcd", "master", "pserver"}) s.resources[role] = r;
@@ -80,7 +80,7 @@ StatusOr<deploy::JobSpec> KubernetesBackend::SpecFor(const K8sOptions& o, const 
 }
 
 StatusOr<std::string> KubernetesBackend::Start(const JobLaunch& job) {
-  TESSERA_ASSIGN_OR_RETURN(deploy::JobSpec spec, SpecFor(o_, job));
+  TESSERA_ASSIGN_OR_RETURN(spec::JobSpec spec, SpecFor(o_, job));
   // The run directory must exist on the volume before the pods mount it.
   std::error_code ec;
   fs::create_directories(job.dir + "/run", ec);

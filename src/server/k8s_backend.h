@@ -13,8 +13,8 @@
 #include <mutex>
 #include <string>
 
-#include "deploy/job_spec.h"
 #include "server/backend.h"
+#include "spec/job_spec.h"
 
 namespace tessera::server {
 
@@ -38,7 +38,7 @@ class KubernetesBackend : public Backend {
 
   // The job spec a launch becomes (pure): its Kubernetes namespace, the volume's sub-paths, the
   // resources of every process. InvalidArgument when a path is not under the data directory.
-  static StatusOr<deploy::JobSpec> SpecFor(const K8sOptions& o, const JobLaunch& job);
+  static StatusOr<spec::JobSpec> SpecFor(const K8sOptions& o, const JobLaunch& job);
 
  private:
   void CopyLogs(const std::string& dir, const std::string& ns, const nlohmann::json& pods);

@@ -1,11 +1,11 @@
 // The job spec parser: what it accepts, and that every mistake names its field.
-#include "deploy/job_spec.h"
+#include "spec/job_spec.h"
 
 #include <gtest/gtest.h>
 
 #include <algorithm>
 
-namespace tessera::deploy {
+namespace tessera::spec {
 namespace {
 
 const char* kGood = R"(
@@ -170,4 +170,4 @@ TEST(JobSpecTest, BrokenYamlSaysWhereAndNothingElseIsASpec) {
 }
 
 }  // namespace
-}  // namespace tessera::deploy
+}  // namespace tessera::spec

@@ -1,11 +1,11 @@
 // Each role's command line from a job spec (see role_argv.h).
-#include "deploy/role_argv.h"
+#include "spec/role_argv.h"
 
 #include <fmt/format.h>
 
 #include "common/flag_names.h"
 
-namespace tessera::deploy {
+namespace tessera::spec {
 
 std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports) {
   const bool fixed = ports == PortChoice::kSpec;
@@ -73,4 +73,4 @@ std::vector<std::pair<std::string, std::string>> TrainerEnv(const JobSpec& s, Po
   return env;
 }
 
-}  // namespace tessera::deploy
+}  // namespace tessera::spec

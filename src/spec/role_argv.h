@@ -7,9 +7,9 @@
 #include <utility>
 #include <vector>
 
-#include "deploy/job_spec.h"
+#include "spec/job_spec.h"
 
-namespace tessera::deploy {
+namespace tessera::spec {
 
 // Ports: a pod runs one process and has the spec's fixed ports (probes and Services name them);
 // a launched host may run several of a role, so each takes any free port and registers it in etcd.
@@ -29,4 +29,4 @@ TrainerCommand TrainerArgs(const JobSpec& s);
 // What a trainer learns from its environment (TESSERA_* beyond etcd and the job), in order.
 std::vector<std::pair<std::string, std::string>> TrainerEnv(const JobSpec& s, PortChoice ports);
 
-}  // namespace tessera::deploy
+}  // namespace tessera::spec

@@ -13,7 +13,7 @@
 
 #include "tessera/status.h"
 
-namespace tessera::deploy {
+namespace tessera::spec {
 
 // Where a shared directory (the data-set store, the checkpoints) comes from.
 struct VolumeSpec {
@@ -95,4 +95,4 @@ struct JobSpec {
 StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& origin);
 StatusOr<JobSpec> LoadJobSpec(const std::string& path);
 
-}  // namespace tessera::deploy
+}  // namespace tessera::spec

@@ -1,5 +1,5 @@
 // Parsing and checking of a job spec (see job_spec.h).
-#include "deploy/job_spec.h"
+#include "spec/job_spec.h"
 
 #include <yaml-cpp/yaml.h>
 
@@ -11,7 +11,7 @@
 #include "common/strings.h"
 #include "tessera/params.h"
 
-namespace tessera::deploy {
+namespace tessera::spec {
 namespace {
 
 // Walks a YAML mapping, reading known keys by path and refusing the rest.
@@ -314,4 +314,4 @@ StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
   return ParseJobSpec(*text, path);
 }
 
-}  // namespace tessera::deploy
+}  // namespace tessera::spec
