@@ -2,6 +2,7 @@
 // number of trainers or pservers of a running `tessera local`.
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -13,6 +14,7 @@
 #include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/progress.h"
+#include "local/spec_options.h"
 #include "local/supervisor.h"
 
 namespace tessera::cli {
@@ -43,6 +45,8 @@ int RunLocalCmd(local::LocalOptions o) {
   if (o.run_dir.empty()) o.run_dir = "runs/" + o.job + "-" + std::to_string(::getpid());
   o.run_dir = std::filesystem::absolute(o.run_dir).lexically_normal().string();
   if (!o.store.empty()) o.store = std::filesystem::absolute(o.store).lexically_normal().string();
+  if (!o.checkpoint_dir.empty())
+    o.checkpoint_dir = std::filesystem::absolute(o.checkpoint_dir).lexically_normal().string();
   if (!o.scale_file.empty())
     o.scale_file = std::filesystem::absolute(o.scale_file).lexically_normal().string();
   auto r = local::RunLocal(o, &stop, &stop_following);
@@ -55,6 +59,24 @@ int RunLocalCmd(local::LocalOptions o) {
   std::printf("job %s finished: %s\nmodel saved to %s\nrun directory %s (logs, result.json)\n", o.job.c_str(),
               r->metrics.c_str(), r->model_path.c_str(), o.run_dir.c_str());
   return 0;
+}
+
+// With --spec: the options are the spec's, then each flag given on the command line (or by its
+// environment variable) over them. A trainer given by flag replaces the spec's of the other kind.
+Status OptionsFromSpec(const std::string& path, CLI::App* cmd, const CLI::Option* spec_opt,
+                       local::LocalOptions* o) {
+  TESSERA_ASSIGN_OR_RETURN(spec::JobSpec s, spec::LoadJobSpec(path, spec::Where::kThisMachine));
+  *o = local::LocalOptions{};
+  TESSERA_RETURN_IF_ERROR(local::ApplySpec(s, o));
+  for (CLI::Option* opt : cmd->get_options())
+    if (opt != spec_opt && opt->count() > 0) opt->run_callback();
+  const bool model_flag = cmd->count(flags::kModel) > 0, cmd_flag = cmd->count("--trainer-cmd") > 0;
+  if (model_flag && !cmd_flag) o->trainer_cmd.clear();
+  if (cmd_flag && !model_flag) o->model.clear();
+  // Fewer trainers by flag: the first step cannot wait for more than run.
+  if (cmd->count("--trainers") > 0 && cmd->count("--min-trainers") == 0)
+    o->min_trainers = std::min(o->min_trainers, o->trainers);
+  return Status::OK();
 }
 
 }  // namespace
@@ -71,7 +93,15 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
       "TESSERA_BATCH_SIZE. Logs go to RUN/logs/. At the end the model is saved (RUN/model.tsm)\n"
       "and RUN/result.json written. Ctrl-C stops everything. With --follow the job also trains on\n"
       "what `tessera upload --append` adds to the data set while it runs; the first Ctrl-C then\n"
-      "ends it gracefully once the data that landed is trained on.");
+      "ends it gracefully once the data that landed is trained on. --spec job.yaml runs the job\n"
+      "spec that `tessera launch`, `deploy k8s` and `submit --spec` take (docs/deploy.md); flags\n"
+      "given beside it override its settings.");
+  auto spec_path = std::make_shared<std::string>();
+  auto* spec_opt =
+      cmd->add_option("--spec", *spec_path,
+                      "the job spec (YAML or JSON) that `tessera launch`, `deploy k8s` and `submit --spec` "
+                      "take; flags given beside it override its settings")
+          ->check(CLI::ExistingFile);
   cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
   cmd->add_option(flags::kJob, o->job, "job name")->capture_default_str();
   cmd->add_option(flags::kEtcd, o->etcd, "use this etcd (host:port) instead of starting one");
@@ -91,6 +121,9 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
          "with `tessera local scale --pservers N`; shards move between them live (0: not elastic)")
       ->capture_default_str();
   cmd->add_option("--trainers", o->trainers, "trainers")->capture_default_str();
+  cmd->add_option("--min-trainers", o->min_trainers,
+                  "sync: the first step waits for this many trainers (0: all of --trainers)")
+      ->capture_default_str();
   cmd->add_option("--standby-masters", o->standby_masters, "standby masters")->capture_default_str();
   cmd->add_option("--mode", o->mode, "sync, async or ssp:S")->capture_default_str();
   cmd->add_option("--optimizer", o->optimizer,
@@ -112,8 +145,10 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
                 "continue the job of an earlier run in --run DIR (give the same flags): its etcd data, task "
                 "position and the pservers' checkpoints");
   cmd->add_option(flags::kCheckpointEvery, o->checkpoint_every,
-                  "pservers checkpoint their shards to RUN/checkpoints every S seconds (0: no checkpoints)")
+                  "pservers checkpoint their shards every S seconds (0: no checkpoints)")
       ->capture_default_str();
+  cmd->add_option(flags::kCheckpointDir, o->checkpoint_dir,
+                  "where the pservers keep their checkpoints (default RUN/checkpoints)");
   cmd->add_option(
          "--checkpoint-steps", o->checkpoint_steps,
          "sync: consistent checkpoints at every multiple of N steps (all pservers at the same version, "
@@ -184,8 +219,14 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
     std::printf("asked %s to run %s\n", run->c_str(), what.c_str());
     *exit_code = 0;
   });
-  cmd->callback([o, cmd, exit_code] {
+  cmd->callback([o, cmd, spec_opt, spec_path, exit_code] {
     if (cmd->got_subcommand("scale")) return;
+    if (!spec_path->empty()) {
+      if (Status s = OptionsFromSpec(*spec_path, cmd, spec_opt, o.get()); !s.ok()) {
+        *exit_code = Fail("local", s);
+        return;
+      }
+    }
     *exit_code = RunLocalCmd(*o);
   });
 }

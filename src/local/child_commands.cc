@@ -45,7 +45,7 @@ std::vector<std::string> PserverArgv(const LocalOptions& o, const std::string& e
                                    flags::kIndex,     std::to_string(index),
                                    flags::kLeaseTtl,  std::to_string(o.lease_ttl_seconds),
                                    flags::kTransport, o.transport};
-  if (with_checkpoints) argv.insert(argv.end(), {flags::kCheckpointDir, o.run_dir + "/checkpoints"});
+  if (with_checkpoints) argv.insert(argv.end(), {flags::kCheckpointDir, CheckpointDirOf(o)});
   if (o.checkpoint_every > 0)
     argv.insert(argv.end(), {flags::kCheckpointEvery, fmt::format("{}", o.checkpoint_every)});
   if (auto spin = BusyPoll(o)) argv.insert(argv.end(), {flags::kBusyPoll, std::to_string(*spin)});

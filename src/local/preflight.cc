@@ -26,7 +26,8 @@ StatusOr<JobConfig> LocalJobConfig(const LocalOptions& o) {
   job.pservers = o.pservers;
   TESSERA_ASSIGN_OR_RETURN(job.mode, ConsistencyMode::Parse(o.mode));
   TESSERA_ASSIGN_OR_RETURN(job.optimizer, OptimizerConfig::Parse(o.optimizer));
-  job.min_trainers = job.mode.kind == ConsistencyMode::Kind::kAsync ? 1 : o.trainers;
+  job.min_trainers =
+      job.mode.kind == ConsistencyMode::Kind::kAsync ? 1 : (o.min_trainers > 0 ? o.min_trainers : o.trainers);
   job.checkpoint_steps = o.checkpoint_steps;
   job.replicas = o.replicas;
   job.backup_trainers = o.backup_trainers;
@@ -48,6 +49,7 @@ Status CheckLocalOptions(const LocalOptions& o) {
         "administrator (`tessera job create --secure` makes the job's user there)");
   TESSERA_RETURN_IF_ERROR(InRange("--pservers", o.pservers, 1, 4096));
   TESSERA_RETURN_IF_ERROR(InRange("--trainers", o.trainers, 1, 1000));
+  TESSERA_RETURN_IF_ERROR(InRange("--min-trainers", o.min_trainers, 0, o.trainers));
   TESSERA_RETURN_IF_ERROR(InRange("--standby-masters", o.standby_masters, 0, 10));
   TESSERA_RETURN_IF_ERROR(InRange("--passes", o.passes, 1, INT32_MAX));
   TESSERA_RETURN_IF_ERROR(InRange("--batch-size", o.batch_size, 1, INT32_MAX));

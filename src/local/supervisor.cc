@@ -284,6 +284,10 @@ StatusOr<LocalResult> Supervisor::Run() {
   return result;
 }
 
+std::string CheckpointDirOf(const LocalOptions& o) {
+  return o.checkpoint_dir.empty() ? o.run_dir + "/checkpoints" : o.checkpoint_dir;
+}
+
 StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop,
                                const std::atomic<bool>* stop_following) {
   TESSERA_RETURN_IF_ERROR(CheckLocalOptions(options));

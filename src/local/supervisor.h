@@ -29,11 +29,13 @@ struct LocalOptions {
   int batch_size = 64;
   int pservers = 1;
   int trainers = 1;
+  int min_trainers = 0;  // sync: the first step waits for this many trainers (0: all of them)
   int standby_masters = 0;
   std::string mode = "sync";
   std::string optimizer = "adam:lr=0.001";
   int passes = 1;
-  double checkpoint_every = 0;  // pserver checkpoints to RUN/checkpoints every S seconds (0: none)
+  double checkpoint_every = 0;  // pserver checkpoints every S seconds (0: none)
+  std::string checkpoint_dir;   // where the pservers keep their checkpoints; empty: RUN/checkpoints
   // Sync: consistent checkpoints every N steps (the job's checkpoint steps). A pserver that is
   // lost then rolls the whole job back to the newest consistent checkpoint (model and data
   // position together), and --resume continues from it.
@@ -78,6 +80,9 @@ struct LocalOptions {
   std::string tessera_bin;  // this program
   bool progress_tty = false;
 };
+
+// Where the pservers of `o` keep their checkpoints.
+std::string CheckpointDirOf(const LocalOptions& o);
 
 struct LocalResult {
   bool completed = false;  // every pass done, every trainer finished

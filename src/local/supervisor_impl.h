@@ -112,7 +112,7 @@ class Supervisor {
     if (!elastic()) return o_.pservers;
     return o_.start_pservers > 0 ? o_.start_pservers : job_.initial_pservers;
   }
-  std::string CheckpointDir() const { return o_.run_dir + "/checkpoints"; }
+  std::string CheckpointDir() const { return CheckpointDirOf(o_); }
   std::string LogPath(const std::string& name) const { return o_.run_dir + "/logs/" + name + ".log"; }
 
   LocalOptions o_;

@@ -74,7 +74,7 @@ class Fields {
  private:
   template <typename T>
   static const char* Kind() {
-    if constexpr (std::is_same_v<T, int>) return "a whole number";
+    if constexpr (std::is_same_v<T, int> || std::is_same_v<T, int64_t>) return "a whole number";
     if constexpr (std::is_same_v<T, double>) return "a number";
     if constexpr (std::is_same_v<T, bool>) return "true or false";
     return "text";
@@ -138,9 +138,28 @@ std::vector<std::string> JobSpec::JobCreateArgs() const {
       "--pservers",     std::to_string(pservers),     "--mode",     mode, "--optimizer", optimizer,
       "--min-trainers", std::to_string(trainers_min), "--if-absent"};
   if (tls()) args.push_back("--tls");
+  if (checkpoint_steps > 0) args.insert(args.end(), {"--checkpoint-steps", std::to_string(checkpoint_steps)});
+  if (backup_trainers > 0) args.insert(args.end(), {"--backup-trainers", std::to_string(backup_trainers)});
+  if (nonfinite != "skip") args.insert(args.end(), {"--nonfinite", nonfinite});
   if (replicas > 1) args.insert(args.end(), {"--replicas", std::to_string(replicas)});
   if (start_pservers > 0) args.insert(args.end(), {"--start-pservers", std::to_string(start_pservers)});
   return args;
+}
+
+StatusOr<JobConfig> JobConfigOf(const JobSpec& s) {
+  JobConfig c;
+  c.pservers = s.pservers;
+  TESSERA_ASSIGN_OR_RETURN(c.mode, ConsistencyMode::Parse(s.mode));
+  TESSERA_ASSIGN_OR_RETURN(c.optimizer, OptimizerConfig::Parse(s.optimizer));
+  c.min_trainers = c.mode.kind == ConsistencyMode::Kind::kAsync ? 1 : s.trainers_min;
+  c.checkpoint_steps = s.checkpoint_steps;
+  c.replicas = s.replicas;
+  c.backup_trainers = s.backup_trainers;
+  c.initial_pservers = s.start_pservers;
+  c.tls = s.tls();
+  TESSERA_ASSIGN_OR_RETURN(c.nonfinite, ParseNonFinitePolicy(s.nonfinite));
+  TESSERA_RETURN_IF_ERROR(c.Validate());
+  return c;
 }
 
 JobSpec::TlsFiles JobSpec::Tls() const {
@@ -154,7 +173,7 @@ std::vector<std::pair<std::string, std::string>> JobSpec::TlsEnv() const {
   return {{flags::kEnvTlsCa, f.ca}, {flags::kEnvTlsCert, f.cert}, {flags::kEnvTlsKey, f.key}};
 }
 
-StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origin) {
+StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origin, Where where) {
   YAML::Node root;
   try {
     root = YAML::Load(text);
@@ -233,6 +252,12 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
     TESSERA_RETURN_IF_ERROR(g.ReadList("command", &s.command));
     TESSERA_RETURN_IF_ERROR(g.Read("lease_ttl", &s.lease_ttl));
     TESSERA_RETURN_IF_ERROR(g.Read("checkpoint_every", &s.checkpoint_every));
+    TESSERA_RETURN_IF_ERROR(g.Read("checkpoint_steps", &s.checkpoint_steps));
+    TESSERA_RETURN_IF_ERROR(g.Read("backup_trainers", &s.backup_trainers));
+    TESSERA_RETURN_IF_ERROR(g.Read("nonfinite", &s.nonfinite));
+    TESSERA_RETURN_IF_ERROR(g.Read("task_timeout", &s.task_timeout));
+    TESSERA_RETURN_IF_ERROR(g.Read("max_failures", &s.max_failures));
+    TESSERA_RETURN_IF_ERROR(g.Read("chunks_per_task", &s.chunks_per_task));
     TESSERA_RETURN_IF_ERROR(g.Read("transport", &s.transport));
     TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
     if (s.dataset.empty()) return g.Fail("dataset", "is required (the data set in the store to train on)");
@@ -247,7 +272,14 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
     if (s.passes < 1) return g.Fail("passes", "must be at least 1");
     if (s.batch_size < 1) return g.Fail("batch_size", "must be at least 1");
     if (s.lease_ttl < 2) return g.Fail("lease_ttl", "must be at least 2 seconds");
-    if (s.checkpoint_every < 0) return g.Fail("checkpoint_every", "must not be negative");
+    if (!(s.checkpoint_every >= 0)) return g.Fail("checkpoint_every", "must not be negative");
+    if (s.checkpoint_steps < 0) return g.Fail("checkpoint_steps", "must not be negative (0: off)");
+    if (s.backup_trainers < 0) return g.Fail("backup_trainers", "must not be negative");
+    if (s.nonfinite != "skip" && s.nonfinite != "error") return g.Fail("nonfinite", "must be skip or error");
+    if (!(s.task_timeout > 0)) return g.Fail("task_timeout", "must be a positive number of seconds");
+    if (s.max_failures < 0) return g.Fail("max_failures", "must not be negative");
+    if (s.chunks_per_task < 0)
+      return g.Fail("chunks_per_task", "must not be negative (0: the master's choice)");
     if (s.transport != "auto" && s.transport != "tcp" && s.transport != "grpc" && s.transport != "shm")
       return g.Fail("transport", "must be auto, tcp, grpc or shm");
     for (const auto& a : s.model_args)
@@ -300,18 +332,22 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
     return f.Fail("start_pservers", "must be between 1 and pservers (" + std::to_string(s.pservers) +
                                         ") for an elastic job, or 0 (not elastic)");
   if (s.trainers_min < 1) return f.Fail("trainers", "min must be at least 1");
+  // What the job's configuration itself refuses (job_config.h), in its words.
+  if (auto c = JobConfigOf(s); !c.ok()) return Status::InvalidArgument(origin + ": " + c.status().message());
+  if (where == Where::kThisMachine) return s;
   if (s.store.path.empty())
     return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");
-  if (s.checkpoint_every > 0 && s.checkpoints.path.empty())
-    return f.Fail("checkpoints", "is required while train.checkpoint_every > 0 (or set it to 0)");
+  if ((s.checkpoint_every > 0 || s.checkpoint_steps > 0) && s.checkpoints.path.empty())
+    return f.Fail("checkpoints",
+                  "is required while train.checkpoint_every or checkpoint_steps > 0 (or set them to 0)");
   return s;
 }
 
-StatusOr<JobSpec> LoadJobSpec(const std::string& path) {
+StatusOr<JobSpec> LoadJobSpec(const std::string& path, Where where) {
   auto text = ReadFile(path);
   if (!text.ok())
     return Status::NotFound("cannot read the job spec " + path + ": " + text.status().message());
-  return ParseJobSpec(*text, path);
+  return ParseJobSpec(*text, path, where);
 }
 
 }  // namespace tessera::spec

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "job/job_config.h"
 #include "tessera/status.h"
 
 namespace tessera::spec {
@@ -60,6 +61,14 @@ struct JobSpec {
   std::vector<std::string> command;  // the trainer's own command (TESSERA_* in its environment)
   int lease_ttl = 10;
   double checkpoint_every = 30;  // seconds; 0: no checkpoints
+  // Sync: consistent checkpoints at every multiple of N steps (0: off); a lost pserver then rolls
+  // the whole job back to the newest (JobConfig::checkpoint_steps).
+  int64_t checkpoint_steps = 0;
+  int backup_trainers = 0;         // sync: a step closes once all but this many trainers pushed
+  std::string nonfinite = "skip";  // a gradient with NaN or infinity: skip or error
+  double task_timeout = 60;        // seconds before a pending task is handed out again
+  int max_failures = 3;            // failures of a task before it is given up for the pass
+  int chunks_per_task = 0;         // 0: the master's choice (about 4 MiB of records a task)
   std::string transport = "auto";
 
   VolumeSpec store, checkpoints;
@@ -91,8 +100,19 @@ struct JobSpec {
   std::vector<std::pair<std::string, std::string>> TlsEnv() const;
 };
 
+// The job's configuration in etcd (what `tessera job create` writes) that the spec asks for:
+// its pservers, mode, optimizer, min trainers (1 when async), replicas, elastic start, backup
+// trainers, consistent checkpoints and non-finite policy. Checked (JobConfig::Validate).
+StatusOr<JobConfig> JobConfigOf(const JobSpec& s);
+
+// Where the job runs. A cluster's processes find the data set store, and with checkpoints their
+// directory, only where the spec says (both required); on this machine (`tessera local --spec`)
+// the store may come from --store and the checkpoints default to the run directory.
+enum class Where { kCluster, kThisMachine };
+
 // Parses and checks a spec. `origin` names the source in messages (a file name).
-StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& origin);
-StatusOr<JobSpec> LoadJobSpec(const std::string& path);
+StatusOr<JobSpec> ParseJobSpec(const std::string& yaml_text, const std::string& origin,
+                               Where where = Where::kCluster);
+StatusOr<JobSpec> LoadJobSpec(const std::string& path, Where where = Where::kCluster);
 
 }  // namespace tessera::spec

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "spec/role_argv.h"
+
 namespace tessera::spec {
 namespace {
 
@@ -150,6 +152,16 @@ TEST(JobSpecTest, EveryBadValueNamesItsField) {
       {"store: {", "tls: {path: certs}\nstore: {", "tls.path"},
       {"store: {", "tls: {secret: My_Certs}\nstore: {", "tls.secret"},
       {"store: {", "tls: {secert: x}\nstore: {", "tls.secert: unknown field (did you mean 'secret'?)"},
+      {"passes: 3", "passes: 3\n  nonfinite: ignore", "train.nonfinite: must be skip or error"},
+      {"passes: 3", "passes: 3\n  task_timeout: 0", "train.task_timeout"},
+      {"passes: 3", "passes: 3\n  max_failures: -1", "train.max_failures"},
+      {"passes: 3", "passes: 3\n  chunks_per_task: -2", "train.chunks_per_task"},
+      {"passes: 3", "passes: 3\n  checkpoint_steps: x", "train.checkpoint_steps: 'x' is not a whole number"},
+      {"passes: 3", "passes: 3\n  checkpoint_step: 5", "did you mean 'checkpoint_steps'?"},
+      // What the job's configuration refuses, in its words.
+      {"passes: 3", "passes: 3\n  backup_trainers: 2", "backup trainers (2) must be fewer"},
+      {"mode: sync", "mode: async\n  checkpoint_steps: 10",
+       "checkpoint steps (consistent checkpoints) need sync"},
   };
   for (const auto& c : cases) {
     std::string e = Error(Replace(kGood, c.from, c.to));
@@ -167,6 +179,44 @@ TEST(JobSpecTest, BrokenYamlSaysWhereAndNothingElseIsASpec) {
   EXPECT_NE(e.find("train: is required"), std::string::npos) << e;
   EXPECT_NE(Error("name: fm\ntrain: {dataset: d, model: mlp}\nstore: {path: /s}\n").find("checkpoints"),
             std::string::npos);
+}
+
+TEST(JobSpecTest, TheJobsSettingsGoToItsConfigurationAndTheMaster) {
+  auto s = ParseJobSpec(Replace(kGood, "passes: 3", R"(passes: 3
+  checkpoint_steps: 50
+  backup_trainers: 1
+  nonfinite: error
+  task_timeout: 12.5
+  max_failures: 7
+  chunks_per_task: 2)"),
+                        "job.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  auto c = JobConfigOf(*s);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->pservers, 2);
+  EXPECT_EQ(c->min_trainers, 2);
+  EXPECT_EQ(c->checkpoint_steps, 50);
+  EXPECT_EQ(c->backup_trainers, 1);
+  EXPECT_EQ(c->nonfinite, NonFinitePolicy::kError);
+  const std::vector<std::string> create = s->JobCreateArgs();
+  for (const char* want : {"--checkpoint-steps", "50", "--backup-trainers", "1", "--nonfinite", "error"})
+    EXPECT_NE(std::find(create.begin(), create.end(), want), create.end()) << want;
+  const std::vector<std::string> master = MasterArgs(*s, PortChoice::kAny);
+  for (const char* want : {"--task-timeout", "12.5", "--max-failures", "7", "--chunks-per-task", "2"})
+    EXPECT_NE(std::find(master.begin(), master.end(), want), master.end()) << want;
+}
+
+TEST(JobSpecTest, OnThisMachineTheStoreAndCheckpointDirectoryMayBeLeftOut) {
+  const char* local = "name: fm\ntrain: {dataset: fm, model: mlp}\n";
+  EXPECT_NE(Error(local).find("store: is required"), std::string::npos);
+  auto s = ParseJobSpec(local, "job.yaml", Where::kThisMachine);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->store.path.empty());
+  EXPECT_EQ(s->checkpoint_every, 30);
+  // The values are checked all the same.
+  EXPECT_FALSE(
+      ParseJobSpec("name: fm\ntrain: {dataset: fm, model: mlp, passes: 0}\n", "job.yaml", Where::kThisMachine)
+          .ok());
 }
 
 }  // namespace

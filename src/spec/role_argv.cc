@@ -27,6 +27,10 @@ std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports) {
                                    flags::kLeaseTtl,
                                    std::to_string(s.lease_ttl)};
   if (!s.history_file.empty()) args.insert(args.end(), {flags::kHistoryFile, s.history_file});
+  // The task queue's settings: the spec's defaults are the job's, whatever the master's are.
+  args.insert(args.end(),
+              {flags::kChunksPerTask, std::to_string(s.chunks_per_task), flags::kTaskTimeout,
+               fmt::format("{}", s.task_timeout), flags::kMaxFailures, std::to_string(s.max_failures)});
   return args;
 }
 
