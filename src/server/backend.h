@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "spec/job_spec.h"
 #include "tessera/status.h"
 
 namespace tessera::server {
@@ -24,14 +25,14 @@ struct JobLaunch {
   std::string id;   // also the job's name inside its processes
   std::string ns;   // the platform namespace it runs for
   std::string dir;  // the job's directory (created by the server; the backend's to fill)
-  std::string store, dataset, eval_dataset;
-  std::string model;     // a built-in model, or
+  // The training, in the one job spec (spec/job_spec.h): its name is `id`; its store, code and
+  // trainer command are the backend's to place (below); trainers_max is what to start with.
+  spec::JobSpec job;
+  std::string store;     // the data set store on this host
   std::string code_dir;  // the user's code (extracted), run with
-  std::string command;   // this entry command in code_dir
-  std::vector<std::string> model_args;
-  std::string mode, optimizer;
-  int passes = 1, batch_size = 64, pservers = 1, trainers = 1;
-  double cpu = 0.5;  // each process's share
+  std::string command;   // this entry command in code_dir (through /bin/sh); empty: job.model
+  int trainers = 1;      // to start now (the scheduler's choice, up to job.trainers_max)
+  double cpu = 0.5;      // each process's share
   int64_t memory_mb = 512, gpus = 0;
   // Sandboxed backends: the namespace's job user (sandbox/job_users.h), the data sets the job may
   // read (host directories: the namespace's store and the data sets shared with it), and the

@@ -49,6 +49,24 @@ JobSpec JobSpec::FromJson(const Json& j) {
   return s;
 }
 
+spec::JobSpec JobSpec::Training(const std::string& id) const {
+  spec::JobSpec s;
+  s.name = id;
+  s.masters = 1;
+  s.pservers = pservers;
+  s.trainers_min = trainers_min;
+  s.trainers_max = trainers;
+  s.mode = mode;
+  s.optimizer = optimizer;
+  s.passes = passes;
+  s.dataset = dataset;
+  s.eval_dataset = eval_dataset;
+  s.batch_size = batch_size;
+  s.model = model;
+  s.model_args = model_args;
+  return s;
+}
+
 Json JobSpec::ToJson() const {
   Json j = {
       {"name", name},

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "server/scheduler.h"
+#include "spec/job_spec.h"
 #include "tessera/status.h"
 
 namespace tessera::server {
@@ -24,6 +25,10 @@ struct JobSpec {
   Resources resources{0.5, 512, 0};  // per process
   int64_t priority = 0;
   nlohmann::json ToJson() const;
+  // The training it asks for, in the one job spec (spec/job_spec.h), as job `id`: one master,
+  // the spec's defaults for what a submission cannot say yet; the store, the code and the trainer
+  // command are the backend's to place.
+  spec::JobSpec Training(const std::string& id) const;
   // Reads and checks a submission (InvalidArgument naming the field).
   static StatusOr<JobSpec> FromBody(const std::string& body);
   // A stored spec back (lenient: defaults for what is missing).

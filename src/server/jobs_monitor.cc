@@ -209,14 +209,14 @@ Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
   l.id = j.id;
   l.ns = j.ns;
   l.dir = dir;
+  l.job = j.spec.Training(j.id);
   TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(j.ns, j.spec.dataset));
   TESSERA_ASSIGN_OR_RETURN(l.store, datasets_->StoreOf(j.ns, j.spec.dataset));
-  l.dataset = ds.name;
+  l.job.dataset = ds.name;
   if (!j.spec.eval_dataset.empty()) {
     TESSERA_ASSIGN_OR_RETURN(DatasetInfo ev, datasets_->Get(j.ns, j.spec.eval_dataset));
-    l.eval_dataset = ev.name;
+    l.job.eval_dataset = ev.name;
   }
-  l.model = j.spec.model;
   if (!j.spec.package.empty()) {
     l.code_dir = dir + "/code";
     TESSERA_RETURN_IF_ERROR(ExtractArchive(o_.data_dir + "/packages/" + j.spec.package, l.code_dir,
@@ -224,12 +224,6 @@ Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
                                 .status());
     l.command = j.spec.command;
   }
-  l.model_args = j.spec.model_args;
-  l.mode = j.spec.mode;
-  l.optimizer = j.spec.optimizer;
-  l.passes = j.spec.passes;
-  l.batch_size = j.spec.batch_size;
-  l.pservers = j.spec.pservers;
   l.trainers = trainers;
   l.cpu = j.spec.resources.cpu;
   l.memory_mb = j.spec.resources.memory_mb;

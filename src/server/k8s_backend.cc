@@ -44,28 +44,18 @@ StatusOr<spec::JobSpec> KubernetesBackend::SpecFor(const K8sOptions& o, const Jo
   if (o.data_claim.empty())
     return Status::FailedPrecondition(
         "the kubernetes backend needs --k8s-data-claim: the claim of the data directory");
-  spec::JobSpec s;
+  spec::JobSpec s = j.job;
   s.name = j.id;
   s.namespace_ = o.namespace_prefix + j.ns;
   s.image = o.image;
-  s.masters = 1;
   s.etcd_members = 1;
-  s.pservers = j.pservers;
-  s.trainers_min = s.trainers_max = j.trainers;
-  s.mode = j.mode;
-  s.optimizer = j.optimizer;
-  s.passes = j.passes;
-  s.dataset = j.dataset;
-  s.eval_dataset = j.eval_dataset;
-  s.batch_size = j.batch_size;
-  s.model = j.model;
-  s.model_args = j.model_args;
+  s.trainers_min = s.trainers_max = j.trainers;  // the first step waits for those started
   TESSERA_ASSIGN_OR_RETURN(std::string store, Inside(o.data_dir, j.store));
   TESSERA_ASSIGN_OR_RETURN(std::string run, Inside(o.data_dir, j.dir + "/run"));
   s.store = {"/tessera/store", o.data_claim, "", "", store};
   s.checkpoints = {"/tessera/run", o.data_claim, "", "", run};
   s.history_file = "/tessera/run/history.jsonl";
-  if (j.model.empty()) {
+  if (s.model.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::string code, Inside(o.data_dir, j.code_dir));
     s.code = {"/tessera/code", o.data_claim, "", "", code};
     s.command = {"/bin/sh", "-c", j.command};

@@ -106,10 +106,10 @@ TEST(K8sBackendSpec, ALaunchBecomesAJobInItsNamespaceOnTheDataVolume) {
   l.ns = "ada";
   l.dir = "/srv/tessera/jobs/ada-1f2e3d4c";
   l.store = "/srv/tessera/datasets/bob";  // a data set bob shared
-  l.dataset = "fm";
+  l.job.dataset = "fm";
   l.code_dir = l.dir + "/code";
   l.command = "python3 train.py --epochs 2";
-  l.pservers = 2;
+  l.job.pservers = 2;
   l.trainers = 3;
   l.cpu = 1.5;
   l.memory_mb = 2048;

@@ -23,6 +23,7 @@
 #include "sandbox/job_users.h"
 #include "sandbox/sandbox_process.h"
 #include "server/job_spec.h"
+#include "spec/spec_json.h"
 
 namespace tessera::server {
 namespace {
@@ -38,6 +39,7 @@ constexpr char kDataRoot[] = "/data";
 constexpr char kControlDir[] = "control";
 constexpr char kTrainersFile[] = "control/trainers";
 constexpr char kLimitsFile[] = "control/limits.json";
+constexpr char kSpecFileName[] = "job-spec.json";  // in the control directory
 constexpr char kSupervisorLog[] = "supervisor.log";
 
 std::string CgroupName(const std::string& id) { return "tessera-job-" + id; }
@@ -88,44 +90,40 @@ LocalBackend::LocalBackend(LocalBackendOptions options) : o_(std::move(options))
   if (o_.sandboxed) layout_ = CgroupLayout::Detect();
 }
 
-std::vector<std::string> LocalBackend::Argv(const std::string& bin, const JobLaunch& j, const JobPaths& p) {
-  std::vector<std::string> a = {bin,
-                                "local",
-                                "--run",
-                                p.run,
-                                flags::kJob,
-                                j.id,
-                                flags::kStore,
-                                p.store,
-                                flags::kDataset,
-                                j.dataset,
-                                "--pservers",
-                                std::to_string(j.pservers),
-                                "--trainers",
-                                std::to_string(j.trainers),
-                                "--mode",
-                                j.mode,
-                                "--optimizer",
-                                j.optimizer,
-                                flags::kPasses,
-                                std::to_string(j.passes),
-                                flags::kBatchSize,
-                                std::to_string(j.batch_size)};
-  if (!j.eval_dataset.empty()) a.insert(a.end(), {flags::kEvalDataset, j.eval_dataset});
-  // The server runs several jobs at once here, each of which would take the cores for its own
-  // when deciding on busy polling: so none polls.
-  a.insert(a.end(), {flags::kBusyPoll, "0"});
-  if (!j.model.empty()) {
-    a.insert(a.end(), {flags::kModel, j.model});
-  } else {
-    a.insert(a.end(), {"--trainer-cmd", "cd " + ShellQuote(p.code) + " && " + j.command});
-  }
-  for (const auto& m : j.model_args) a.insert(a.end(), {flags::kModelArg, m});
-  return a;
+spec::JobSpec LocalBackend::SpecOf(const JobLaunch& j, const JobPaths& p) {
+  spec::JobSpec s = j.job;
+  s.name = j.id;
+  s.trainers_min = s.trainers_max = j.trainers;
+  s.store.path = p.store;
+  // No checkpoints, as before the spec: a submission cannot ask for them yet, and here they would
+  // only fill the run directory (a job on this machine is not moved to another).
+  s.checkpoint_every = 0;
+  if (s.model.empty()) s.command = {"/bin/sh", "-c", "cd " + ShellQuote(p.code) + " && " + j.command};
+  return s;
 }
 
+std::vector<std::string> LocalBackend::Argv(const std::string& bin, const JobPaths& p) {
+  // The server runs several jobs at once here, each of which would take the cores for its own
+  // when deciding on busy polling: so none polls.
+  return {bin, "local", "--spec", p.control + "/" + kSpecFileName, "--run", p.run, flags::kBusyPoll, "0"};
+}
+
+namespace {
+
+// The job's spec, in its control directory (which the job may read, not write).
+Status WriteJobSpec(const JobLaunch& j, const LocalBackend::JobPaths& as_seen) {
+  std::error_code ec;
+  fs::create_directories(j.dir + "/" + kControlDir, ec);
+  if (ec) return Status::Unavailable("cannot create " + j.dir + "/" + kControlDir + ": " + ec.message());
+  ::chmod((j.dir + "/" + kControlDir).c_str(), 0755);
+  return WriteServerFile(j.dir + "/" + kControlDir + "/" + kSpecFileName,
+                         spec::SpecJson(LocalBackend::SpecOf(j, as_seen)).dump(2) + "\n", 0644);
+}
+
+}  // namespace
+
 CgroupLimits LocalBackend::LimitsOf(const JobLaunch& j, int trainers, int64_t tasks_per_process) {
-  const int processes = j.pservers + trainers;
+  const int processes = j.job.pservers + trainers;
   CgroupLimits l;
   l.cpu_cores = j.cpu * processes + kJobOverheadCpu;
   l.memory_bytes = (j.memory_mb * processes + kJobOverheadMemoryMb) << 20;
@@ -138,8 +136,9 @@ StatusOr<std::string> LocalBackend::Start(const JobLaunch& job) {
 }
 
 StatusOr<std::string> LocalBackend::StartUnconfined(const JobLaunch& job) {
-  const std::vector<std::string> argv =
-      Argv(o_.tessera_bin, job, {job.dir + "/run", job.code_dir, job.store});
+  const JobPaths paths = {job.dir + "/run", job.code_dir, job.store, job.dir + "/" + kControlDir};
+  TESSERA_RETURN_IF_ERROR(WriteJobSpec(job, paths));
+  const std::vector<std::string> argv = Argv(o_.tessera_bin, paths);
   const std::string log = job.dir + "/" + kSupervisorLog;
   int out = ::open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
   if (out < 0) return Status::Unavailable("cannot write " + log + ": " + std::strerror(errno));
@@ -183,7 +182,7 @@ Status PrepareSandboxDir(const JobLaunch& j, const CgroupLimits& limits) {
   ::chmod((j.dir + "/" + kControlDir).c_str(), 0755);
   TESSERA_RETURN_IF_ERROR(
       WriteServerFile(j.dir + "/" + kTrainersFile, std::to_string(j.trainers) + "\n", 0644));
-  const Json limits_json = {{"pservers", j.pservers},
+  const Json limits_json = {{"pservers", j.job.pservers},
                             {"cpu_per_process", j.cpu},
                             {"memory_mb_per_process", j.memory_mb},
                             {"memory_mb", *limits.memory_bytes >> 20},
@@ -244,7 +243,9 @@ StatusOr<std::string> LocalBackend::StartSandboxed(const JobLaunch& j) {
   }
   if (Beneath(o_.data_dir, install)) spec.hidden.push_back(o_.data_dir);
   spec.cwd = job_root + "/run";
-  spec.argv = Argv(o_.tessera_bin, j, {job_root + "/run", job_root + "/code", store});
+  const JobPaths paths = {job_root + "/run", job_root + "/code", store, job_root + "/" + kControlDir};
+  TESSERA_RETURN_IF_ERROR(WriteJobSpec(j, paths));
+  spec.argv = Argv(o_.tessera_bin, paths);
   spec.argv.insert(spec.argv.end(), {"--scale-file", job_root + "/" + kTrainersFile, "--secure-etcd"});
 
   // Its whole environment: nothing of the server's.
@@ -337,7 +338,7 @@ Status LocalBackend::Scale(const std::string& dir, const std::string& handle, in
   const Json l =
       ParseJsonOr(sandbox::ConfinedDir(dir).Read(kLimitsFile, 1 << 16).value_or("{}"), Json::object());
   JobLaunch shape;
-  shape.pservers = l.value("pservers", 1);
+  shape.job.pservers = l.value("pservers", 1);
   shape.cpu = l.value("cpu_per_process", 0.5);
   shape.memory_mb = l.value("memory_mb_per_process", int64_t{512});
   TESSERA_RETURN_IF_ERROR((*cgroup)->SetLimits(LimitsOf(shape, trainers, o_.tasks_per_process)));

@@ -48,12 +48,17 @@ class LocalBackend : public Backend {
   Status Stop(const std::string& dir, const std::string& handle, bool force) override;
   std::vector<std::pair<std::string, std::string>> Logs(const std::string& dir) override;
 
-  // The `tessera local` command line for a job (pure). `paths`: as the job sees them (sandboxed:
-  // its run directory at /job/run, its code at /job/code, its store at /data/<ns>).
+  // Where a job's things are as the job sees them (sandboxed: its run directory at /job/run, its
+  // code at /job/code, its store at /data/<ns>, its control directory at /job/control).
   struct JobPaths {
-    std::string run, code, store;
+    std::string run, code, store, control;
   };
-  static std::vector<std::string> Argv(const std::string& bin, const JobLaunch& job, const JobPaths& paths);
+  // The job spec its `tessera local` runs (pure): the launch's, with the store and the trainer
+  // command (cd into the code, then the entry command) where the job sees them, and the trainers
+  // started now as the ones the first step waits for.
+  static spec::JobSpec SpecOf(const JobLaunch& job, const JobPaths& paths);
+  // The `tessera local` command line for a job whose spec is at paths.control/job-spec.json (pure).
+  static std::vector<std::string> Argv(const std::string& bin, const JobPaths& paths);
   // The limits of a job of `pservers` + `trainers` processes of `job`'s per-process resources.
   static CgroupLimits LimitsOf(const JobLaunch& job, int trainers, int64_t tasks_per_process);
 
