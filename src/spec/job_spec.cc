@@ -173,6 +173,180 @@ std::vector<std::pair<std::string, std::string>> JobSpec::TlsEnv() const {
   return {{flags::kEnvTlsCa, f.ca}, {flags::kEnvTlsCert, f.cert}, {flags::kEnvTlsKey, f.key}};
 }
 
+namespace {
+
+Status ReadEtcd(Fields& f, JobSpec* s, const std::string& origin) {
+  YAML::Node e = f.Get("etcd");
+  if (!e) return Status::OK();
+  TESSERA_RETURN_IF_ERROR(NeedMap(e, origin, "etcd"));
+  Fields g(e, "etcd", origin);
+  TESSERA_RETURN_IF_ERROR(g.Read("members", &s->etcd_members));
+  TESSERA_RETURN_IF_ERROR(g.ReadList("endpoints", &s->etcd_endpoints));
+  TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
+  if (s->etcd_members != 1 && s->etcd_members != 3) return g.Fail("members", "must be 1 or 3");
+  for (const auto& ep : s->etcd_endpoints)
+    if (ep.find(':') == std::string::npos) return g.Fail("endpoints", "'" + ep + "' is not host:port");
+  return Status::OK();
+}
+
+// `trainers: N`, or `trainers: {min: N, max: M}`.
+Status ReadTrainers(Fields& f, JobSpec* s, const std::string& origin) {
+  YAML::Node t = f.Get("trainers");
+  if (!t) return Status::OK();
+  if (t.IsScalar()) {
+    TESSERA_RETURN_IF_ERROR(f.Read("trainers", &s->trainers_min));
+    s->trainers_max = s->trainers_min;
+    return Status::OK();
+  }
+  TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "trainers"));
+  Fields g(t, "trainers", origin);
+  TESSERA_RETURN_IF_ERROR(g.Read("min", &s->trainers_min));
+  s->trainers_max = s->trainers_min;
+  TESSERA_RETURN_IF_ERROR(g.Read("max", &s->trainers_max));
+  TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
+  if (s->trainers_max < s->trainers_min) return g.Fail("max", "must be at least min");
+  return Status::OK();
+}
+
+Status ReadResources(Fields& f, JobSpec* s, const std::string& origin) {
+  YAML::Node r = f.Get("resources");
+  if (!r) return Status::OK();
+  TESSERA_RETURN_IF_ERROR(NeedMap(r, origin, "resources"));
+  Fields g(r, "resources", origin);
+  for (const char* role : {"etcd", "master", "pserver", "trainer"}) {
+    YAML::Node n = g.Get(role);
+    if (!n) continue;
+    TESSERA_RETURN_IF_ERROR(NeedMap(n, origin, g.Path(role)));
+    Fields h(n, g.Path(role), origin);
+    Resources res;
+    TESSERA_RETURN_IF_ERROR(h.Read("cpu", &res.cpu));
+    TESSERA_RETURN_IF_ERROR(h.Read("memory", &res.memory));
+    TESSERA_RETURN_IF_ERROR(h.Read("gpu", &res.gpus));
+    TESSERA_RETURN_IF_ERROR(h.RefuseUnknown());
+    for (auto [key, q] : {std::pair{"cpu", res.cpu}, std::pair{"memory", res.memory}})
+      if (!q.empty() && !std::regex_match(q, Quantity()))
+        return h.Fail(key, "'" + q + "' is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)");
+    if (res.gpus < 0) return h.Fail("gpu", "must not be negative");
+    s->resources[role] = res;
+  }
+  return g.RefuseUnknown();
+}
+
+// The values of train:, each checked on its own (what they mean together: JobConfigOf).
+Status CheckTrain(const Fields& g, const JobSpec& s) {
+  if (s.dataset.empty()) return g.Fail("dataset", "is required (the data set in the store to train on)");
+  if (s.model.empty() == s.command.empty())
+    return g.Fail("model", "give either model (a built-in: mlp, logreg, word2vec) or command (your trainer)");
+  if (!s.model.empty() && s.model != "mlp" && s.model != "logreg" && s.model != "word2vec")
+    return g.Fail("model", "'" + s.model + "' is not a built-in model (mlp, logreg, word2vec)");
+  if (auto m = ConsistencyMode::Parse(s.mode); !m.ok()) return g.Fail("mode", m.status().message());
+  if (auto o = OptimizerConfig::Parse(s.optimizer); !o.ok()) return g.Fail("optimizer", o.status().message());
+  if (s.passes < 1) return g.Fail("passes", "must be at least 1");
+  if (s.batch_size < 1) return g.Fail("batch_size", "must be at least 1");
+  if (s.lease_ttl < 2) return g.Fail("lease_ttl", "must be at least 2 seconds");
+  if (!(s.checkpoint_every >= 0)) return g.Fail("checkpoint_every", "must not be negative");
+  if (s.checkpoint_steps < 0) return g.Fail("checkpoint_steps", "must not be negative (0: off)");
+  if (s.backup_trainers < 0) return g.Fail("backup_trainers", "must not be negative");
+  if (s.nonfinite != "skip" && s.nonfinite != "error") return g.Fail("nonfinite", "must be skip or error");
+  if (!(s.task_timeout > 0)) return g.Fail("task_timeout", "must be a positive number of seconds");
+  if (s.max_failures < 0) return g.Fail("max_failures", "must not be negative");
+  if (s.chunks_per_task < 0) return g.Fail("chunks_per_task", "must not be negative (0: the master's choice)");
+  if (s.transport != "auto" && s.transport != "tcp" && s.transport != "grpc" && s.transport != "shm")
+    return g.Fail("transport", "must be auto, tcp, grpc or shm");
+  for (const auto& a : s.model_args)
+    if (a.find('=') == std::string::npos) return g.Fail("model_args", "'" + a + "' is not key=value");
+  return Status::OK();
+}
+
+Status ReadTrain(Fields& f, JobSpec* s, const std::string& origin) {
+  YAML::Node t = f.Get("train");
+  if (!t) return Status::InvalidArgument(origin + ": train: is required (at least its dataset and model or command)");
+  TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "train"));
+  Fields g(t, "train", origin);
+  TESSERA_RETURN_IF_ERROR(g.Read("mode", &s->mode));
+  TESSERA_RETURN_IF_ERROR(g.Read("optimizer", &s->optimizer));
+  TESSERA_RETURN_IF_ERROR(g.Read("passes", &s->passes));
+  TESSERA_RETURN_IF_ERROR(g.Read("dataset", &s->dataset));
+  TESSERA_RETURN_IF_ERROR(g.Read("eval_dataset", &s->eval_dataset));
+  TESSERA_RETURN_IF_ERROR(g.Read("batch_size", &s->batch_size));
+  TESSERA_RETURN_IF_ERROR(g.Read("model", &s->model));
+  TESSERA_RETURN_IF_ERROR(g.ReadList("model_args", &s->model_args));
+  TESSERA_RETURN_IF_ERROR(g.ReadList("command", &s->command));
+  TESSERA_RETURN_IF_ERROR(g.Read("lease_ttl", &s->lease_ttl));
+  TESSERA_RETURN_IF_ERROR(g.Read("checkpoint_every", &s->checkpoint_every));
+  TESSERA_RETURN_IF_ERROR(g.Read("checkpoint_steps", &s->checkpoint_steps));
+  TESSERA_RETURN_IF_ERROR(g.Read("backup_trainers", &s->backup_trainers));
+  TESSERA_RETURN_IF_ERROR(g.Read("nonfinite", &s->nonfinite));
+  TESSERA_RETURN_IF_ERROR(g.Read("task_timeout", &s->task_timeout));
+  TESSERA_RETURN_IF_ERROR(g.Read("max_failures", &s->max_failures));
+  TESSERA_RETURN_IF_ERROR(g.Read("chunks_per_task", &s->chunks_per_task));
+  TESSERA_RETURN_IF_ERROR(g.Read("transport", &s->transport));
+  TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
+  return CheckTrain(g, *s);
+}
+
+Status ReadTls(Fields& f, JobSpec* s, const std::string& origin) {
+  YAML::Node t = f.Get("tls");
+  if (!t) return Status::OK();
+  TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "tls"));
+  Fields g(t, "tls", origin);
+  s->tls_dir = "/etc/tessera/tls";
+  TESSERA_RETURN_IF_ERROR(g.Read("path", &s->tls_dir));
+  TESSERA_RETURN_IF_ERROR(g.Read("secret", &s->tls_secret));
+  TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
+  if (s->tls_dir.empty() || s->tls_dir[0] != '/') return g.Fail("path", "must be an absolute directory");
+  if (!s->tls_secret.empty() && (s->tls_secret.size() > 63 || !std::regex_match(s->tls_secret, DnsLabel())))
+    return g.Fail("secret", "'" + s->tls_secret + "' is not a Secret's name");
+  return Status::OK();
+}
+
+Status ReadPorts(Fields& f, JobSpec* s, const std::string& origin) {
+  YAML::Node p = f.Get("ports");
+  if (!p) return Status::OK();
+  TESSERA_RETURN_IF_ERROR(NeedMap(p, origin, "ports"));
+  Fields g(p, "ports", origin);
+  TESSERA_RETURN_IF_ERROR(g.Read("http", &s->http_port));
+  TESSERA_RETURN_IF_ERROR(g.Read("data", &s->port));
+  TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
+  for (auto [key, v] : {std::pair{"http", s->http_port}, std::pair{"data", s->port}})
+    if (v < 1 || v > 65535) return g.Fail(key, "must be a port number (1-65535)");
+  if (s->http_port == s->port) return g.Fail("data", "must differ from ports.http");
+  return Status::OK();
+}
+
+// The top-level values, and what the job's configuration refuses (job_config.h), in its words.
+Status CheckTopLevel(const Fields& f, const JobSpec& s, const std::string& origin) {
+  if (s.name.empty()) return f.Fail("name", "is required (the job's name)");
+  if (s.name.size() > 40 || !std::regex_match(s.name, DnsLabel()))
+    return f.Fail("name", "'" + s.name + "' must be lowercase letters, digits and '-', at most 40 characters");
+  if (!std::regex_match(s.namespace_, DnsLabel()) || s.namespace_.size() > 63)
+    return f.Fail("namespace", "'" + s.namespace_ + "' is not a valid namespace name");
+  if (s.image.empty()) return f.Fail("image", "must not be empty");
+  if (s.image_pull_policy != "Always" && s.image_pull_policy != "IfNotPresent" && s.image_pull_policy != "Never")
+    return f.Fail("image_pull_policy", "must be Always, IfNotPresent or Never");
+  if (s.masters < 1 || s.masters > 5) return f.Fail("masters", "must be between 1 and 5");
+  if (s.pservers < 1 || s.pservers > 1024) return f.Fail("pservers", "must be between 1 and 1024");
+  if (s.replicas < 1 || s.replicas > s.pservers)
+    return f.Fail("replicas", "must be between 1 and pservers (" + std::to_string(s.pservers) +
+                                  "): each copy of a shard lives on a different pserver");
+  if (s.start_pservers < 0 || s.start_pservers > s.pservers)
+    return f.Fail("start_pservers", "must be between 1 and pservers (" + std::to_string(s.pservers) +
+                                        ") for an elastic job, or 0 (not elastic)");
+  if (s.trainers_min < 1) return f.Fail("trainers", "min must be at least 1");
+  if (auto c = JobConfigOf(s); !c.ok()) return Status::InvalidArgument(origin + ": " + c.status().message());
+  return Status::OK();
+}
+
+// A cluster's processes find the store and the checkpoints only where the spec says.
+Status CheckSharedPaths(const Fields& f, const JobSpec& s) {
+  if (s.store.path.empty()) return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");
+  if ((s.checkpoint_every > 0 || s.checkpoint_steps > 0) && s.checkpoints.path.empty())
+    return f.Fail("checkpoints", "is required while train.checkpoint_every or checkpoint_steps > 0 (or set them to 0)");
+  return Status::OK();
+}
+
+}  // namespace
+
 StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origin, Where where) {
   YAML::Node root;
   try {
@@ -193,153 +367,17 @@ StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origi
   TESSERA_RETURN_IF_ERROR(f.Read("pservers", &s.pservers));
   TESSERA_RETURN_IF_ERROR(f.Read("replicas", &s.replicas));
   TESSERA_RETURN_IF_ERROR(f.Read("start_pservers", &s.start_pservers));
-  if (YAML::Node e = f.Get("etcd")) {
-    TESSERA_RETURN_IF_ERROR(NeedMap(e, origin, "etcd"));
-    Fields g(e, "etcd", origin);
-    TESSERA_RETURN_IF_ERROR(g.Read("members", &s.etcd_members));
-    TESSERA_RETURN_IF_ERROR(g.ReadList("endpoints", &s.etcd_endpoints));
-    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
-    if (s.etcd_members != 1 && s.etcd_members != 3) return g.Fail("members", "must be 1 or 3");
-    for (const auto& ep : s.etcd_endpoints)
-      if (ep.find(':') == std::string::npos) return g.Fail("endpoints", "'" + ep + "' is not host:port");
-  }
-  if (YAML::Node t = f.Get("trainers")) {
-    if (t.IsScalar()) {
-      TESSERA_RETURN_IF_ERROR(f.Read("trainers", &s.trainers_min));
-      s.trainers_max = s.trainers_min;
-    } else {
-      TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "trainers"));
-      Fields g(t, "trainers", origin);
-      TESSERA_RETURN_IF_ERROR(g.Read("min", &s.trainers_min));
-      s.trainers_max = s.trainers_min;
-      TESSERA_RETURN_IF_ERROR(g.Read("max", &s.trainers_max));
-      TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
-      if (s.trainers_max < s.trainers_min) return g.Fail("max", "must be at least min");
-    }
-  }
-  if (YAML::Node r = f.Get("resources")) {
-    TESSERA_RETURN_IF_ERROR(NeedMap(r, origin, "resources"));
-    Fields g(r, "resources", origin);
-    for (const char* role : {"etcd", "master", "pserver", "trainer"}) {
-      YAML::Node n = g.Get(role);
-      if (!n) continue;
-      TESSERA_RETURN_IF_ERROR(NeedMap(n, origin, g.Path(role)));
-      Fields h(n, g.Path(role), origin);
-      Resources res;
-      TESSERA_RETURN_IF_ERROR(h.Read("cpu", &res.cpu));
-      TESSERA_RETURN_IF_ERROR(h.Read("memory", &res.memory));
-      TESSERA_RETURN_IF_ERROR(h.Read("gpu", &res.gpus));
-      TESSERA_RETURN_IF_ERROR(h.RefuseUnknown());
-      for (auto [key, q] : {std::pair{"cpu", res.cpu}, std::pair{"memory", res.memory}})
-        if (!q.empty() && !std::regex_match(q, Quantity()))
-          return h.Fail(key, "'" + q + "' is not a Kubernetes quantity (e.g. 2, 500m, 4Gi)");
-      if (res.gpus < 0) return h.Fail("gpu", "must not be negative");
-      s.resources[role] = res;
-    }
-    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
-  }
-  if (YAML::Node t = f.Get("train")) {
-    TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "train"));
-    Fields g(t, "train", origin);
-    TESSERA_RETURN_IF_ERROR(g.Read("mode", &s.mode));
-    TESSERA_RETURN_IF_ERROR(g.Read("optimizer", &s.optimizer));
-    TESSERA_RETURN_IF_ERROR(g.Read("passes", &s.passes));
-    TESSERA_RETURN_IF_ERROR(g.Read("dataset", &s.dataset));
-    TESSERA_RETURN_IF_ERROR(g.Read("eval_dataset", &s.eval_dataset));
-    TESSERA_RETURN_IF_ERROR(g.Read("batch_size", &s.batch_size));
-    TESSERA_RETURN_IF_ERROR(g.Read("model", &s.model));
-    TESSERA_RETURN_IF_ERROR(g.ReadList("model_args", &s.model_args));
-    TESSERA_RETURN_IF_ERROR(g.ReadList("command", &s.command));
-    TESSERA_RETURN_IF_ERROR(g.Read("lease_ttl", &s.lease_ttl));
-    TESSERA_RETURN_IF_ERROR(g.Read("checkpoint_every", &s.checkpoint_every));
-    TESSERA_RETURN_IF_ERROR(g.Read("checkpoint_steps", &s.checkpoint_steps));
-    TESSERA_RETURN_IF_ERROR(g.Read("backup_trainers", &s.backup_trainers));
-    TESSERA_RETURN_IF_ERROR(g.Read("nonfinite", &s.nonfinite));
-    TESSERA_RETURN_IF_ERROR(g.Read("task_timeout", &s.task_timeout));
-    TESSERA_RETURN_IF_ERROR(g.Read("max_failures", &s.max_failures));
-    TESSERA_RETURN_IF_ERROR(g.Read("chunks_per_task", &s.chunks_per_task));
-    TESSERA_RETURN_IF_ERROR(g.Read("transport", &s.transport));
-    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
-    if (s.dataset.empty()) return g.Fail("dataset", "is required (the data set in the store to train on)");
-    if (s.model.empty() == s.command.empty())
-      return g.Fail("model",
-                    "give either model (a built-in: mlp, logreg, word2vec) or command (your trainer)");
-    if (!s.model.empty() && s.model != "mlp" && s.model != "logreg" && s.model != "word2vec")
-      return g.Fail("model", "'" + s.model + "' is not a built-in model (mlp, logreg, word2vec)");
-    if (auto m = ConsistencyMode::Parse(s.mode); !m.ok()) return g.Fail("mode", m.status().message());
-    if (auto o = OptimizerConfig::Parse(s.optimizer); !o.ok())
-      return g.Fail("optimizer", o.status().message());
-    if (s.passes < 1) return g.Fail("passes", "must be at least 1");
-    if (s.batch_size < 1) return g.Fail("batch_size", "must be at least 1");
-    if (s.lease_ttl < 2) return g.Fail("lease_ttl", "must be at least 2 seconds");
-    if (!(s.checkpoint_every >= 0)) return g.Fail("checkpoint_every", "must not be negative");
-    if (s.checkpoint_steps < 0) return g.Fail("checkpoint_steps", "must not be negative (0: off)");
-    if (s.backup_trainers < 0) return g.Fail("backup_trainers", "must not be negative");
-    if (s.nonfinite != "skip" && s.nonfinite != "error") return g.Fail("nonfinite", "must be skip or error");
-    if (!(s.task_timeout > 0)) return g.Fail("task_timeout", "must be a positive number of seconds");
-    if (s.max_failures < 0) return g.Fail("max_failures", "must not be negative");
-    if (s.chunks_per_task < 0)
-      return g.Fail("chunks_per_task", "must not be negative (0: the master's choice)");
-    if (s.transport != "auto" && s.transport != "tcp" && s.transport != "grpc" && s.transport != "shm")
-      return g.Fail("transport", "must be auto, tcp, grpc or shm");
-    for (const auto& a : s.model_args)
-      if (a.find('=') == std::string::npos) return g.Fail("model_args", "'" + a + "' is not key=value");
-  } else {
-    return Status::InvalidArgument(origin +
-                                   ": train: is required (at least its dataset and model or command)");
-  }
+  TESSERA_RETURN_IF_ERROR(ReadEtcd(f, &s, origin));
+  TESSERA_RETURN_IF_ERROR(ReadTrainers(f, &s, origin));
+  TESSERA_RETURN_IF_ERROR(ReadResources(f, &s, origin));
+  TESSERA_RETURN_IF_ERROR(ReadTrain(f, &s, origin));
   TESSERA_RETURN_IF_ERROR(ReadVolume(f, "store", &s.store, origin));
   TESSERA_RETURN_IF_ERROR(ReadVolume(f, "checkpoints", &s.checkpoints, origin));
-  if (YAML::Node t = f.Get("tls")) {
-    TESSERA_RETURN_IF_ERROR(NeedMap(t, origin, "tls"));
-    Fields g(t, "tls", origin);
-    s.tls_dir = "/etc/tessera/tls";
-    TESSERA_RETURN_IF_ERROR(g.Read("path", &s.tls_dir));
-    TESSERA_RETURN_IF_ERROR(g.Read("secret", &s.tls_secret));
-    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
-    if (s.tls_dir.empty() || s.tls_dir[0] != '/') return g.Fail("path", "must be an absolute directory");
-    if (!s.tls_secret.empty() && (s.tls_secret.size() > 63 || !std::regex_match(s.tls_secret, DnsLabel())))
-      return g.Fail("secret", "'" + s.tls_secret + "' is not a Secret's name");
-  }
-  if (YAML::Node p = f.Get("ports")) {
-    TESSERA_RETURN_IF_ERROR(NeedMap(p, origin, "ports"));
-    Fields g(p, "ports", origin);
-    TESSERA_RETURN_IF_ERROR(g.Read("http", &s.http_port));
-    TESSERA_RETURN_IF_ERROR(g.Read("data", &s.port));
-    TESSERA_RETURN_IF_ERROR(g.RefuseUnknown());
-    for (auto [key, v] : {std::pair{"http", s.http_port}, std::pair{"data", s.port}})
-      if (v < 1 || v > 65535) return g.Fail(key, "must be a port number (1-65535)");
-    if (s.http_port == s.port) return g.Fail("data", "must differ from ports.http");
-  }
+  TESSERA_RETURN_IF_ERROR(ReadTls(f, &s, origin));
+  TESSERA_RETURN_IF_ERROR(ReadPorts(f, &s, origin));
   TESSERA_RETURN_IF_ERROR(f.RefuseUnknown());
-
-  if (s.name.empty()) return f.Fail("name", "is required (the job's name)");
-  if (s.name.size() > 40 || !std::regex_match(s.name, DnsLabel()))
-    return f.Fail("name",
-                  "'" + s.name + "' must be lowercase letters, digits and '-', at most 40 characters");
-  if (!std::regex_match(s.namespace_, DnsLabel()) || s.namespace_.size() > 63)
-    return f.Fail("namespace", "'" + s.namespace_ + "' is not a valid namespace name");
-  if (s.image.empty()) return f.Fail("image", "must not be empty");
-  if (s.image_pull_policy != "Always" && s.image_pull_policy != "IfNotPresent" &&
-      s.image_pull_policy != "Never")
-    return f.Fail("image_pull_policy", "must be Always, IfNotPresent or Never");
-  if (s.masters < 1 || s.masters > 5) return f.Fail("masters", "must be between 1 and 5");
-  if (s.pservers < 1 || s.pservers > 1024) return f.Fail("pservers", "must be between 1 and 1024");
-  if (s.replicas < 1 || s.replicas > s.pservers)
-    return f.Fail("replicas", "must be between 1 and pservers (" + std::to_string(s.pservers) +
-                                  "): each copy of a shard lives on a different pserver");
-  if (s.start_pservers < 0 || s.start_pservers > s.pservers)
-    return f.Fail("start_pservers", "must be between 1 and pservers (" + std::to_string(s.pservers) +
-                                        ") for an elastic job, or 0 (not elastic)");
-  if (s.trainers_min < 1) return f.Fail("trainers", "min must be at least 1");
-  // What the job's configuration itself refuses (job_config.h), in its words.
-  if (auto c = JobConfigOf(s); !c.ok()) return Status::InvalidArgument(origin + ": " + c.status().message());
-  if (where == Where::kThisMachine) return s;
-  if (s.store.path.empty())
-    return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");
-  if ((s.checkpoint_every > 0 || s.checkpoint_steps > 0) && s.checkpoints.path.empty())
-    return f.Fail("checkpoints",
-                  "is required while train.checkpoint_every or checkpoint_steps > 0 (or set them to 0)");
+  TESSERA_RETURN_IF_ERROR(CheckTopLevel(f, s, origin));
+  if (where == Where::kCluster) TESSERA_RETURN_IF_ERROR(CheckSharedPaths(f, s));
   return s;
 }
 
