@@ -5,7 +5,9 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <optional>
 #include <thread>
+#include <tuple>
 
 #include "cli/commands.h"
 #include "cli/remote_flags.h"
@@ -13,6 +15,7 @@
 #include "cli/signals.h"
 #include "common/strings.h"
 #include "remote/pack.h"
+#include "spec/spec_json.h"
 
 namespace tessera::cli {
 namespace {
@@ -31,6 +34,7 @@ struct SubmitFlags {
   int64_t memory_mb = 0, gpus = 0, priority = 0;
   std::vector<std::string> model_args;
   bool wait = false, follow = false;
+  std::string spec_path;  // a job spec (YAML or JSON); the flags given override it
   std::map<std::string, CLI::Option*>
       given;  // options the user gave (sent; the rest are the server's defaults)
 };
@@ -38,6 +42,18 @@ struct SubmitFlags {
 bool Given(const SubmitFlags& f, const std::string& name) {
   auto it = f.given.find(name);
   return it != f.given.end() && it->second->count() > 0;
+}
+
+// The priority and each process's share, where given (else the server's defaults).
+void AddPlatformFields(const SubmitFlags& f, Json* b) {
+  if (Given(f, "priority")) (*b)["priority"] = f.priority;
+  if (Given(f, "cpu") || Given(f, "memory_mb") || Given(f, "gpus")) {
+    Json r = Json::object();
+    if (Given(f, "cpu")) r["cpu"] = f.cpu;
+    if (Given(f, "memory_mb")) r["memory_mb"] = f.memory_mb;
+    if (Given(f, "gpus")) r["gpus"] = f.gpus;
+    (*b)["resources"] = r;
+  }
 }
 
 StatusOr<Json> Body(const SubmitFlags& f, const std::string& package, const std::string& command) {
@@ -60,16 +76,50 @@ StatusOr<Json> Body(const SubmitFlags& f, const std::string& package, const std:
                                                           {"trainers", f.trainers},
                                                           {"trainers_min", f.trainers_min}})
     if (Given(f, key)) b[key] = value;
-  if (Given(f, "priority")) b["priority"] = f.priority;
   if (!f.model_args.empty()) b["model_args"] = f.model_args;
-  if (Given(f, "cpu") || Given(f, "memory_mb") || Given(f, "gpus")) {
-    Json r = Json::object();
-    if (Given(f, "cpu")) r["cpu"] = f.cpu;
-    if (Given(f, "memory_mb")) r["memory_mb"] = f.memory_mb;
-    if (Given(f, "gpus")) r["gpus"] = f.gpus;
-    b["resources"] = r;
-  }
+  AddPlatformFields(f, &b);
   return b;
+}
+
+// A submission of a whole spec: the spec itself (the server reads it with the same parser), the
+// code package when the spec runs a command, and the platform's own fields.
+StatusOr<Json> SpecBody(const SubmitFlags& f, const spec::JobSpec& t, const std::string& package) {
+  Json b = {{"spec", spec::SpecJson(t)}};
+  if (!package.empty()) b["package"] = package;
+  AddPlatformFields(f, &b);
+  return b;
+}
+
+// --spec: the spec, then each training flag given over it (as `tessera local --spec` does); the
+// trainers' command given by flag replaces the spec's model, and the other way round.
+StatusOr<spec::JobSpec> SpecWithFlags(const SubmitFlags& f) {
+  TESSERA_ASSIGN_OR_RETURN(spec::JobSpec t, spec::LoadJobSpec(f.spec_path, spec::Where::kThisMachine));
+  for (const auto& [value, field] :
+       std::initializer_list<std::pair<const std::string*, std::string*>>{{&f.name, &t.name},
+                                                                          {&f.dataset, &t.dataset},
+                                                                          {&f.eval_dataset, &t.eval_dataset},
+                                                                          {&f.mode, &t.mode},
+                                                                          {&f.optimizer, &t.optimizer}})
+    if (!value->empty()) *field = *value;
+  if (!f.model.empty()) {
+    t.model = f.model;
+    t.command.clear();
+  }
+  if (!f.args.empty() || !f.command.empty()) {
+    t.command = !f.args.empty() ? f.args : std::vector<std::string>{"/bin/sh", "-c", f.command};
+    t.model.clear();
+  }
+  if (!f.model_args.empty()) t.model_args = f.model_args;
+  for (const auto& [key, value, field] : std::initializer_list<std::tuple<const char*, int, int*>>{
+           {"passes", f.passes, &t.passes},
+           {"batch_size", f.batch_size, &t.batch_size},
+           {"pservers", f.pservers, &t.pservers},
+           {"trainers", f.trainers, &t.trainers_max},
+           {"trainers_min", f.trainers_min, &t.trainers_min}})
+    if (Given(f, key)) *field = value;
+  if (Given(f, "trainers") && !Given(f, "trainers_min"))
+    t.trainers_min = std::min(t.trainers_min, t.trainers_max);
+  return t;
 }
 
 int RunSubmit(SubmitFlags& f) {
@@ -87,13 +137,20 @@ int RunSubmit(SubmitFlags& f) {
     for (const auto& a : f.args) quoted.push_back(ShellQuote(a));
     command = Join(quoted, " ");
   }
-  if (f.model.empty() == command.empty())
+  std::optional<spec::JobSpec> whole;
+  if (!f.spec_path.empty()) {
+    auto t = SpecWithFlags(f);
+    if (!t.ok()) return FailRemote("submit", t.status());
+    whole = *t;
+    command = Join(t->command, " ");  // what the trainers run (empty: a built-in model)
+  } else if (f.model.empty() == command.empty()) {
     return FailRemote("submit",
                       Status::InvalidArgument(
                           "give either --model NAME (a built-in model) or the command your trainers run, "
                           "e.g. `tessera submit --dataset fm -- /usr/bin/python3 train.py`"));
-  if (f.dataset.empty())
+  } else if (f.dataset.empty()) {
     return FailRemote("submit", Status::InvalidArgument("give --dataset NAME (see `tessera datasets ls`)"));
+  }
   auto r = ConnectRemote(f.remote);
   if (!r.ok()) return FailRemote("submit", r.status());
   live = r->api.get();
@@ -111,7 +168,7 @@ int RunSubmit(SubmitFlags& f) {
                  HumanBytes(static_cast<double>(pkg->bytes.size())).c_str(), dir.c_str());
     digest = pkg->sha256;
   }
-  auto body = Body(f, digest, command);
+  auto body = whole ? SpecBody(f, *whole, digest) : Body(f, digest, command);
   if (!body.ok()) return FailRemote("submit", body.status());
   auto job = r->api->Post("/api/v1/namespaces/" + r->ns + "/jobs", *body);
   if (!job.ok()) return FailRemote("submit", job.status());
@@ -145,6 +202,12 @@ void RegisterSubmit(CLI::App& app, int* exit_code) {
       "  tessera submit --dataset fm --eval-dataset fm-test --trainers 2 -- /usr/bin/python3 train.py\n"
       "  tessera submit --dataset fm --model mlp --passes 3 --wait");
   AddRemoteFlags(cmd, &f->remote);
+  cmd->add_option(
+         "--spec", f->spec_path,
+         "a job spec (YAML or JSON: the job.yaml of `tessera local --spec`, `launch` and `deploy k8s`;\n"
+         "without store:, checkpoints:, etcd:, tls:, image: or resources:, which the platform\n"
+         "places); its train.command, if any, runs in the packed directory; flags given override it")
+      ->check(CLI::ExistingFile);
   cmd->add_option("-C,--dir", f->dir, "the directory to pack (default: the current one)");
   cmd->add_option("--command", f->command,
                   "the trainers' command, as one shell string (or give it after --)");

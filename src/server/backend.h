@@ -28,6 +28,9 @@ struct JobLaunch {
   // The training, in the one job spec (spec/job_spec.h): its name is `id`; its store, code and
   // trainer command are the backend's to place (below); trainers_max is what to start with.
   spec::JobSpec job;
+  // Submitted as a whole spec, every setting of `job` is the user's; otherwise a backend keeps its
+  // own defaults for what the field-by-field form cannot say (local: no checkpoints).
+  bool whole_spec = false;
   std::string store;     // the data set store on this host
   std::string code_dir;  // the user's code (extracted), run with
   std::string command;   // this entry command in code_dir (through /bin/sh); empty: job.model

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -24,6 +25,10 @@ struct JobSpec {
   int passes = 1, batch_size = 64, pservers = 1, trainers = 1, trainers_min = 1;
   Resources resources{0.5, 512, 0};  // per process
   int64_t priority = 0;
+  // Submitted as a whole job spec ("spec" in the body: the job.yaml of `tessera local --spec`),
+  // which then carries every setting; the fields above are read from it (for the scheduler and
+  // the lists). Empty: submitted field by field, with the platform's defaults for the rest.
+  std::optional<spec::JobSpec> training;
   nlohmann::json ToJson() const;
   // The training it asks for, in the one job spec (spec/job_spec.h), as job `id`: one master,
   // the spec's defaults for what a submission cannot say yet; the store, the code and the trainer

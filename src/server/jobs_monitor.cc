@@ -210,6 +210,7 @@ Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
   l.ns = j.ns;
   l.dir = dir;
   l.job = j.spec.Training(j.id);
+  l.whole_spec = j.spec.training.has_value();
   TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(j.ns, j.spec.dataset));
   TESSERA_ASSIGN_OR_RETURN(l.store, datasets_->StoreOf(j.ns, j.spec.dataset));
   l.job.dataset = ds.name;

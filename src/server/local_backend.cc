@@ -95,9 +95,13 @@ spec::JobSpec LocalBackend::SpecOf(const JobLaunch& j, const JobPaths& p) {
   s.name = j.id;
   s.trainers_min = s.trainers_max = j.trainers;
   s.store.path = p.store;
-  // No checkpoints, as before the spec: a submission cannot ask for them yet, and here they would
-  // only fill the run directory (a job on this machine is not moved to another).
-  s.checkpoint_every = 0;
+  // Submitted field by field: no checkpoints, as always (that form cannot ask for them, and here
+  // they would only fill the run directory). What the platform places is its own, whatever the
+  // spec said (the submission refused it already).
+  if (!j.whole_spec) s.checkpoint_every = 0;
+  s.checkpoints = {};
+  s.etcd_endpoints.clear();
+  s.tls_dir.clear();
   if (s.model.empty()) s.command = {"/bin/sh", "-c", "cd " + ShellQuote(p.code) + " && " + j.command};
   return s;
 }
