@@ -47,6 +47,10 @@ cleanup() {
 trap cleanup EXIT
 cp -a "$base/." "$root/"
 cp /etc/resolv.conf "$root/etc/resolv.conf"
+# Its root a mount point of its own, as a machine's / is: bubblewrap (the platform's sandboxes)
+# changes the propagation of / and fails with "Failed to make / slave" on a mere directory.
+mount --bind "$root" "$root"
+mounted+=("$root")
 for m in proc sys dev dev/pts dev/shm; do
   mkdir -p "$root/$m"
   mount --bind "/$m" "$root/$m"
