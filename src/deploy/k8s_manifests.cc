@@ -299,7 +299,7 @@ void AddBusyPoll(const JobSpec& s, const std::string& role, Json* env) {
 Manifest PserverStatefulSet(const JobSpec& s) {
   std::vector<std::string> args = spec::PserverArgs(s, spec::PortChoice::kSpec);
   Json mounts = Json::array(), volumes = Json::array();
-  if (s.checkpoint_every > 0) {
+  if (s.keeps_checkpoints()) {
     mounts.push_back(Mount("checkpoints", s.checkpoints));
     volumes.push_back(Volume("checkpoints", s.checkpoints));
   }
@@ -406,7 +406,7 @@ Manifest ConsolePolicy(const JobSpec& s) {
 
 StatusOr<std::vector<Manifest>> RenderJob(const JobSpec& s, const std::string& spec_text) {
   std::vector<std::pair<std::string, const VolumeSpec*>> mounted = {{"store", &s.store}};
-  if (s.checkpoint_every > 0 || !s.history_file.empty()) mounted.push_back({"checkpoints", &s.checkpoints});
+  if (s.keeps_checkpoints() || !s.history_file.empty()) mounted.push_back({"checkpoints", &s.checkpoints});
   if (!s.code.path.empty()) mounted.push_back({"code", &s.code});
   if (!s.history_file.empty() && s.history_file.rfind(s.checkpoints.path + "/", 0) != 0)
     return Status::InvalidArgument("the run history " + s.history_file +

@@ -98,6 +98,24 @@ TEST(K8sManifestsTest, AnElasticJobStartsItsFirstPserversAndGivesThemTimeToHandT
   EXPECT_EQ(*(at + 1), "1");
 }
 
+// Consistent checkpoints alone (checkpoint_steps, no timed ones) still mount the pservers'
+// checkpoint volume and name it on their command line.
+TEST(K8sManifestsTest, ConsistentCheckpointsAloneMountTheCheckpointVolume) {
+  JobSpec s = Spec();
+  s.checkpoint_every = 0;
+  s.checkpoint_steps = 50;
+  auto m = RenderJob(s, "spec");
+  ASSERT_TRUE(m.ok()) << m.status();
+  auto objects = ByKindName(*m);
+  const Json& pod = objects["StatefulSet/fm-pserver"]["spec"]["template"]["spec"];
+  const std::string text = pod.dump();
+  EXPECT_NE(text.find("\"mountPath\":\"/data/ckpt\""), std::string::npos) << text;
+  EXPECT_NE(text.find("--checkpoint-dir"), std::string::npos) << text;
+  EXPECT_EQ(text.find("--checkpoint-every"), std::string::npos) << text;
+  auto args = s.JobCreateArgs();
+  EXPECT_NE(std::find(args.begin(), args.end(), "--checkpoint-steps"), args.end());
+}
+
 TEST(K8sManifestsTest, EveryObjectOfAJobWithItsOwnEtcd) {
   auto m = RenderJob(Spec(), "spec");
   ASSERT_TRUE(m.ok()) << m.status();

@@ -1,6 +1,7 @@
 // Preflight checks of `tessera local` (see preflight.h).
 #include "local/preflight.h"
 
+#include "local/spec_options.h"
 #include <cstdlib>
 
 #include "common/busy_poll.h"
@@ -21,21 +22,7 @@ Status InRange(const char* flag, int64_t value, int64_t lo, int64_t hi) {
 
 }  // namespace
 
-StatusOr<JobConfig> LocalJobConfig(const LocalOptions& o) {
-  JobConfig job;
-  job.pservers = o.pservers;
-  TESSERA_ASSIGN_OR_RETURN(job.mode, ConsistencyMode::Parse(o.mode));
-  TESSERA_ASSIGN_OR_RETURN(job.optimizer, OptimizerConfig::Parse(o.optimizer));
-  job.min_trainers =
-      job.mode.kind == ConsistencyMode::Kind::kAsync ? 1 : (o.min_trainers > 0 ? o.min_trainers : o.trainers);
-  job.checkpoint_steps = o.checkpoint_steps;
-  job.replicas = o.replicas;
-  job.backup_trainers = o.backup_trainers;
-  job.initial_pservers = o.start_pservers;
-  TESSERA_ASSIGN_OR_RETURN(job.nonfinite, ParseNonFinitePolicy(o.nonfinite));
-  TESSERA_RETURN_IF_ERROR(job.Validate());
-  return job;
-}
+StatusOr<JobConfig> LocalJobConfig(const LocalOptions& o) { return spec::JobConfigOf(SpecOf(o)); }
 
 Status CheckLocalOptions(const LocalOptions& o) {
   if (o.model.empty() == o.trainer_cmd.empty()) {

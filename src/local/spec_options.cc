@@ -44,4 +44,37 @@ Status ApplySpec(const spec::JobSpec& s, LocalOptions* o) {
   return Status::OK();
 }
 
+spec::JobSpec SpecOf(const LocalOptions& o) {
+  spec::JobSpec s;
+  s.name = o.job;
+  if (!o.etcd.empty()) s.etcd_endpoints = Split(o.etcd, ',');
+  s.store.path = o.store;
+  s.dataset = o.dataset;
+  s.eval_dataset = o.eval_dataset;
+  s.model = o.model;
+  if (o.model.empty()) s.command = {"/bin/sh", "-c", o.trainer_cmd};
+  s.model_args = o.model_args;
+  s.batch_size = o.batch_size;
+  s.pservers = o.pservers;
+  s.start_pservers = o.start_pservers;
+  s.replicas = o.replicas;
+  s.trainers_max = o.trainers;
+  s.trainers_min = o.min_trainers > 0 ? o.min_trainers : o.trainers;
+  s.masters = 1 + o.standby_masters;
+  s.mode = o.mode;
+  s.optimizer = o.optimizer;
+  s.passes = o.passes;
+  s.checkpoint_every = o.checkpoint_every;
+  s.checkpoints.path = o.checkpoint_dir;
+  s.checkpoint_steps = o.checkpoint_steps;
+  s.backup_trainers = o.backup_trainers;
+  s.nonfinite = o.nonfinite;
+  s.task_timeout = o.task_timeout_s;
+  s.max_failures = o.max_failures;
+  s.chunks_per_task = o.chunks_per_task;
+  s.lease_ttl = static_cast<int>(o.lease_ttl_seconds);
+  s.transport = o.transport;
+  return s;
+}
+
 }  // namespace tessera::local

@@ -15,4 +15,8 @@ namespace tessera::local {
 // local` cannot do (TLS between processes on one machine).
 Status ApplySpec(const spec::JobSpec& s, LocalOptions* o);
 
+// The other way: the spec of a local run's job (what ApplySpec reads back the same), so that
+// what the job is made of is decided once, from a spec (JobConfigOf, role_argv).
+spec::JobSpec SpecOf(const LocalOptions& o);
+
 }  // namespace tessera::local

@@ -85,6 +85,8 @@ struct JobSpec {
   int port = 7000;       // pservers' and masters' main port
 
   bool external_etcd() const { return !etcd_endpoints.empty(); }
+  // The pservers keep checkpoints (timed, or consistent every N steps) in checkpoints.path.
+  bool keeps_checkpoints() const { return checkpoint_every > 0 || checkpoint_steps > 0; }
   // The etcd endpoints the job's processes use (the in-job Service names when not external).
   std::vector<std::string> EtcdEndpoints() const;
   std::string EtcdText() const;  // joined with ','

@@ -201,6 +201,11 @@ TEST(JobSpecTest, TheJobsSettingsGoToItsConfigurationAndTheMaster) {
   const std::vector<std::string> create = s->JobCreateArgs();
   for (const char* want : {"--checkpoint-steps", "50", "--backup-trainers", "1", "--nonfinite", "error"})
     EXPECT_NE(std::find(create.begin(), create.end(), want), create.end()) << want;
+  // Consistent checkpoints alone still give the pservers their directory.
+  s->checkpoint_every = 0;
+  const std::vector<std::string> pserver = PserverArgs(*s, PortChoice::kAny);
+  EXPECT_NE(std::find(pserver.begin(), pserver.end(), "--checkpoint-dir"), pserver.end());
+  EXPECT_EQ(std::find(pserver.begin(), pserver.end(), "--checkpoint-every"), pserver.end());
   const std::vector<std::string> master = MasterArgs(*s, PortChoice::kAny);
   for (const char* want : {"--task-timeout", "12.5", "--max-failures", "7", "--chunks-per-task", "2"})
     EXPECT_NE(std::find(master.begin(), master.end(), want), master.end()) << want;

@@ -7,25 +7,25 @@
 
 namespace tessera::spec {
 
-std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports) {
+namespace {
+
+// What a master and a pserver both serve: the main port on every interface, the HTTP endpoints,
+// the lease.
+void AddServing(const JobSpec& s, PortChoice ports, std::vector<std::string>* args) {
   const bool fixed = ports == PortChoice::kSpec;
-  std::vector<std::string> args = {flags::kCommandMaster,
-                                   flags::kStore,
-                                   s.store.path,
-                                   flags::kDataset,
-                                   s.dataset,
-                                   flags::kPasses,
-                                   std::to_string(s.passes),
-                                   "--listen",
-                                   "0.0.0.0",
-                                   "--port",
-                                   fixed ? std::to_string(s.port) : "0",
-                                   flags::kHttpHost,
-                                   "0.0.0.0",
-                                   flags::kHttpPort,
-                                   fixed ? std::to_string(s.http_port) : "0",
-                                   flags::kLeaseTtl,
-                                   std::to_string(s.lease_ttl)};
+  args->insert(args->end(), {"--listen", "0.0.0.0", "--port", fixed ? std::to_string(s.port) : "0",
+                             flags::kHttpHost, "0.0.0.0", flags::kHttpPort,
+                             fixed ? std::to_string(s.http_port) : "0", flags::kLeaseTtl,
+                             std::to_string(s.lease_ttl)});
+}
+
+}  // namespace
+
+std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports) {
+  std::vector<std::string> args = {flags::kCommandMaster, flags::kStore,  s.store.path,
+                                   flags::kDataset,       s.dataset,      flags::kPasses,
+                                   std::to_string(s.passes)};
+  AddServing(s, ports, &args);
   if (!s.history_file.empty()) args.insert(args.end(), {flags::kHistoryFile, s.history_file});
   // The task queue's settings: the spec's defaults are the job's, whatever the master's are.
   args.insert(args.end(),
@@ -35,24 +35,13 @@ std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports) {
 }
 
 std::vector<std::string> PserverArgs(const JobSpec& s, PortChoice ports) {
-  const bool fixed = ports == PortChoice::kSpec;
-  std::vector<std::string> args = {flags::kCommandPserver,
-                                   "--listen",
-                                   "0.0.0.0",
-                                   "--port",
-                                   fixed ? std::to_string(s.port) : "0",
-                                   flags::kHttpHost,
-                                   "0.0.0.0",
-                                   flags::kHttpPort,
-                                   fixed ? std::to_string(s.http_port) : "0",
-                                   flags::kLeaseTtl,
-                                   std::to_string(s.lease_ttl),
-                                   flags::kTransport,
-                                   s.transport};
-  if (s.checkpoint_every > 0) {
-    args.insert(args.end(), {flags::kCheckpointDir, s.checkpoints.path, flags::kCheckpointEvery,
-                             fmt::format("{}", s.checkpoint_every)});
-  }
+  std::vector<std::string> args = {flags::kCommandPserver};
+  AddServing(s, ports, &args);
+  args.insert(args.end(), {flags::kTransport, s.transport});
+  // Consistent checkpoints (checkpoint_steps) are written to the same directory as timed ones.
+  if (s.keeps_checkpoints()) args.insert(args.end(), {flags::kCheckpointDir, s.checkpoints.path});
+  if (s.checkpoint_every > 0)
+    args.insert(args.end(), {flags::kCheckpointEvery, fmt::format("{}", s.checkpoint_every)});
   return args;
 }
 
