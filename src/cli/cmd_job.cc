@@ -13,6 +13,7 @@
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "job/slot_map.h"
+#include "spec/job_spec.h"
 
 namespace tessera::cli {
 namespace {
@@ -23,7 +24,7 @@ struct JobFlags {
   int slots = 1024;
   int64_t block_size = 1 << 16;
   std::string mode = "sync";
-  std::string optimizer = "adam:lr=0.001";
+  std::string optimizer = spec::kDefaultOptimizer;
   int min_trainers = 1;
   int replicas = 1;
   int backup_trainers = 0;

@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "spec/job_spec.h"
 #include "tessera/status.h"
 
 namespace tessera::local {
@@ -32,7 +33,7 @@ struct LocalOptions {
   int min_trainers = 0;  // sync: the first step waits for this many trainers (0: all of them)
   int standby_masters = 0;
   std::string mode = "sync";
-  std::string optimizer = "adam:lr=0.001";
+  std::string optimizer = spec::kDefaultOptimizer;
   int passes = 1;
   double checkpoint_every = 0;  // pserver checkpoints every S seconds (0: none)
   std::string checkpoint_dir;   // where the pservers keep their checkpoints; empty: RUN/checkpoints

@@ -34,7 +34,7 @@ JobSpec JobSpec::FromJson(const Json& j) {
   s.eval_dataset = j.value("eval_dataset", "");
   s.model_args = j.value("model_args", std::vector<std::string>{});
   s.mode = j.value("mode", "sync");
-  s.optimizer = j.value("optimizer", "adam:lr=0.001");
+  s.optimizer = j.value("optimizer", spec::kDefaultOptimizer);
   s.passes = j.value("passes", 1);
   s.batch_size = j.value("batch_size", 64);
   s.pservers = j.value("pservers", 1);

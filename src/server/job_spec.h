@@ -21,7 +21,7 @@ struct JobSpec {
   std::string command;  // its entry command
   std::string dataset, eval_dataset;
   std::vector<std::string> model_args;
-  std::string mode = "sync", optimizer = "adam:lr=0.001";
+  std::string mode = "sync", optimizer = spec::kDefaultOptimizer;
   int passes = 1, batch_size = 64, pservers = 1, trainers = 1, trainers_min = 1;
   Resources resources{0.5, 512, 0};  // per process
   int64_t priority = 0;

@@ -16,6 +16,9 @@
 
 namespace tessera::spec {
 
+// The optimizer of a job that names none, wherever it is started.
+inline constexpr char kDefaultOptimizer[] = "adam:lr=0.001";
+
 // Where a shared directory (the data-set store, the checkpoints) comes from.
 struct VolumeSpec {
   std::string path;        // where every process sees it (a mount point); required
@@ -52,7 +55,7 @@ struct JobSpec {
 
   // The training itself.
   std::string mode = "sync";
-  std::string optimizer = "adam:lr=0.001";
+  std::string optimizer = kDefaultOptimizer;
   int passes = 1;
   std::string dataset, eval_dataset;
   int batch_size = 64;
