@@ -6,7 +6,8 @@ Checks, each failure printed as `file:line: what`:
   - every folder of src/ has a layer in LAYERS below (a new folder must be placed);
   - an #include "X/..." in src/F/ names F itself or a folder of a lower layer;
   - src/F/CMakeLists.txt defines at most the library tessera_F, built from F's own files, whose
-    tessera_* dependencies are all of lower layers;
+    tessera_* dependencies are all of lower layers; any other library it builds (add_library)
+    links only tessera_F and lower layers' libraries;
   - the public headers (include/tessera/) include no private header, and the Python module
     (python/) is built on the public API alone.
 Exits 1 if anything is wrong.
@@ -103,6 +104,36 @@ def check_cmake(src, errors):
                         errors.append(f"{rel}: {name} links {w}, which is not of a lower layer")
 
 
+OTHER_LIBRARY = re.compile(r"\badd_library\(\s*(\w+)")
+LINKS = re.compile(r"target_link_libraries\(\s*(\w+)(.*?)\)", re.S)
+
+
+def check_other_libraries(src, errors):
+    """A library a folder builds beside its own (add_library: src/api's libtessera_c.so) links only
+    its folder's library and lower layers', as tessera_library's DEPS must."""
+    for folder in sorted(RANK):
+        cmake = os.path.join(src, folder, "CMakeLists.txt")
+        if not os.path.exists(cmake):
+            continue
+        text = open(cmake).read()
+        others = set(OTHER_LIBRARY.findall(text))
+        for m in LINKS.finditer(text):
+            name = m.group(1)
+            if name not in others:
+                continue
+            for w in m.group(2).split():
+                if not w.startswith("tessera_"):
+                    continue
+                dep = w[len("tessera_"):]
+                if dep in ("proto", folder):
+                    continue
+                rel = f"src/{folder}/CMakeLists.txt"
+                if dep not in RANK:
+                    errors.append(f"{rel}: {name} links {w}, which is not a folder's library")
+                elif RANK[dep] >= RANK[folder]:
+                    errors.append(f"{rel}: {name} links {w}, which is not of a lower layer")
+
+
 def check_only_public(folder, rel, what, remedy, errors):
     """Every #include "X/..." of the files in `folder` names tessera/ (the public API)."""
     for name in sorted(os.listdir(folder)):
@@ -120,6 +151,7 @@ def main():
     errors = []
     check_includes(os.path.join(top, "src"), errors)
     check_cmake(os.path.join(top, "src"), errors)
+    check_other_libraries(os.path.join(top, "src"), errors)
     check_only_public(os.path.join(top, "include", "tessera"), "include/tessera", "a public header", "", errors)
     check_only_public(os.path.join(top, "python"), "python", "the Python module",
                       "; use (or add to) the public API in include/tessera/", errors)
