@@ -79,35 +79,8 @@ Status OptionsFromSpec(const std::string& path, CLI::App* cmd, const CLI::Option
   return Status::OK();
 }
 
-}  // namespace
-
-void RegisterLocal(CLI::App& app, int* exit_code) {
-  auto o = std::make_shared<local::LocalOptions>();
-  auto* cmd = app.add_subcommand(
-      "local",
-      "Run a whole job on this machine: an etcd (unless --etcd names one), a master (plus\n"
-      "--standby-masters), P pservers and T trainers, each restarted with backoff if it dies.\n"
-      "Trainers run a built-in model (--model mlp|logreg|word2vec) or your command\n"
-      "(--trainer-cmd \"python3 train.py\"), which gets TESSERA_ETCD, TESSERA_JOB,\n"
-      "TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_DATASET, TESSERA_EVAL_DATASET, TESSERA_RUN_DIR,\n"
-      "TESSERA_BATCH_SIZE. Logs go to RUN/logs/. At the end the model is saved (RUN/model.tsm)\n"
-      "and RUN/result.json written. Ctrl-C stops everything. With --follow the job also trains on\n"
-      "what `tessera upload --append` adds to the data set while it runs; the first Ctrl-C then\n"
-      "ends it gracefully once the data that landed is trained on. --spec job.yaml runs the job\n"
-      "spec that `tessera launch`, `deploy k8s` and `submit --spec` take (docs/deploy.md); flags\n"
-      "given beside it override its settings.");
-  auto spec_path = std::make_shared<std::string>();
-  auto* spec_opt =
-      cmd->add_option("--spec", *spec_path,
-                      "the job spec (YAML or JSON) that `tessera launch`, `deploy k8s` and `submit --spec` "
-                      "take; flags given beside it override its settings")
-          ->check(CLI::ExistingFile);
-  cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
-  cmd->add_option(flags::kJob, o->job, "job name")->capture_default_str();
-  cmd->add_option(flags::kEtcd, o->etcd, "use this etcd (host:port) instead of starting one");
-  cmd->add_option(flags::kStore, o->store, "data set store (required)")->envname(flags::kEnvStore);
-  cmd->add_option(flags::kDataset, o->dataset, "data set to train on (required)");
-  cmd->add_option(flags::kEvalDataset, o->eval_dataset, "held-out data set evaluated after each pass");
+// The job itself: its trainer, its topology, its training.
+void AddJobFlags(CLI::App* cmd, local::LocalOptions* o) {
   cmd->add_option(flags::kModel, o->model, "built-in model: mlp, logreg or word2vec");
   cmd->add_option("--trainer-cmd", o->trainer_cmd, "your trainer command, run through /bin/sh");
   cmd->add_option(flags::kModelArg, o->model_args, "model setting key=value (repeatable)");
@@ -131,6 +104,10 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
                   "adam:lr=0.001 or ftrl:alpha=0.5,beta=1,l1=0.001,l2=0.001")
       ->capture_default_str();
   cmd->add_option(flags::kPasses, o->passes, "passes over the data")->capture_default_str();
+}
+
+// How this run goes: following a data set, a secured etcd, scaling by file, resuming.
+void AddRunFlags(CLI::App* cmd, local::LocalOptions* o) {
   cmd->add_flag(
       "--follow", o->follow,
       "online learning: also train on the chunks `tessera upload --append` adds to the data set while "
@@ -144,6 +121,10 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   cmd->add_flag("--resume", o->resume,
                 "continue the job of an earlier run in --run DIR (give the same flags): its etcd data, task "
                 "position and the pservers' checkpoints");
+}
+
+// Checkpoints, replicas and backups, tasks and leases, the data plane.
+void AddRecoveryAndTransportFlags(CLI::App* cmd, local::LocalOptions* o) {
   cmd->add_option(flags::kCheckpointEvery, o->checkpoint_every,
                   "pservers checkpoint their shards every S seconds (0: no checkpoints)")
       ->capture_default_str();
@@ -192,6 +173,10 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
          "its container's CPU quota), else 0")
       ->check(CLI::Range(0, kMaxBusyPollMicros));
   cmd->add_option("--model-out", o->model_out, "where to save the trained model (default RUN/model.tsm)");
+}
+
+// `tessera local scale`.
+void RegisterLocalScale(CLI::App* cmd, int* exit_code) {
   auto* scale = cmd->add_subcommand(
       "scale",
       "Change the number of trainers, or of an elastic job's pservers, of a running `tessera local`.\n"
@@ -219,6 +204,41 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
     std::printf("asked %s to run %s\n", run->c_str(), what.c_str());
     *exit_code = 0;
   });
+}
+
+}  // namespace
+
+void RegisterLocal(CLI::App& app, int* exit_code) {
+  auto o = std::make_shared<local::LocalOptions>();
+  auto* cmd = app.add_subcommand(
+      "local",
+      "Run a whole job on this machine: an etcd (unless --etcd names one), a master (plus\n"
+      "--standby-masters), P pservers and T trainers, each restarted with backoff if it dies.\n"
+      "Trainers run a built-in model (--model mlp|logreg|word2vec) or your command\n"
+      "(--trainer-cmd \"python3 train.py\"), which gets TESSERA_ETCD, TESSERA_JOB,\n"
+      "TESSERA_TRAINER_ID, TESSERA_STORE, TESSERA_DATASET, TESSERA_EVAL_DATASET, TESSERA_RUN_DIR,\n"
+      "TESSERA_BATCH_SIZE. Logs go to RUN/logs/. At the end the model is saved (RUN/model.tsm)\n"
+      "and RUN/result.json written. Ctrl-C stops everything. With --follow the job also trains on\n"
+      "what `tessera upload --append` adds to the data set while it runs; the first Ctrl-C then\n"
+      "ends it gracefully once the data that landed is trained on. --spec job.yaml runs the job\n"
+      "spec that `tessera launch`, `deploy k8s` and `submit --spec` take (docs/deploy.md); flags\n"
+      "given beside it override its settings.");
+  auto spec_path = std::make_shared<std::string>();
+  auto* spec_opt =
+      cmd->add_option("--spec", *spec_path,
+                      "the job spec (YAML or JSON) that `tessera launch`, `deploy k8s` and `submit --spec` "
+                      "take; flags given beside it override its settings")
+          ->check(CLI::ExistingFile);
+  cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
+  cmd->add_option(flags::kJob, o->job, "job name")->capture_default_str();
+  cmd->add_option(flags::kEtcd, o->etcd, "use this etcd (host:port) instead of starting one");
+  cmd->add_option(flags::kStore, o->store, "data set store (required)")->envname(flags::kEnvStore);
+  cmd->add_option(flags::kDataset, o->dataset, "data set to train on (required)");
+  cmd->add_option(flags::kEvalDataset, o->eval_dataset, "held-out data set evaluated after each pass");
+  AddJobFlags(cmd, o.get());
+  AddRunFlags(cmd, o.get());
+  AddRecoveryAndTransportFlags(cmd, o.get());
+  RegisterLocalScale(cmd, exit_code);
   cmd->callback([o, cmd, spec_opt, spec_path, exit_code] {
     if (cmd->got_subcommand("scale")) return;
     if (!spec_path->empty()) {
