@@ -6,6 +6,8 @@
 #include <filesystem>
 #include <regex>
 
+#include "cli/spec_flags.h"
+#include "spec/spec_settings.h"
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "common/files.h"
@@ -21,6 +23,7 @@ namespace fs = std::filesystem;
 
 struct DeployFlags {
   std::string spec, out;
+  std::vector<std::string> settings;  // --set
   bool apply = false;
   std::string kubectl = "kubectl";
 };
@@ -92,13 +95,10 @@ Status Apply(const DeployFlags& f, const spec::JobSpec& spec, std::vector<deploy
 
 int RunK8s(DeployFlags f) {
   while (f.out.size() > 1 && f.out.back() == '/') f.out.pop_back();  // `--out k8s/` prints k8s/namespace
-  auto text = ReadFile(f.spec);
-  if (!text.ok())
-    return Fail("deploy k8s", Status::NotFound("cannot read the job spec " + f.spec + ": " +
-                                               std::string(text.status().message())));
-  auto spec = spec::ParseJobSpec(*text, f.spec);
-  if (!spec.ok()) return Fail("deploy k8s", spec.status());
-  auto job = deploy::RenderJob(*spec, *text);
+  auto file = spec::LoadSpecFile(f.spec, f.settings);
+  if (!file.ok()) return Fail("deploy k8s", file.status());
+  const spec::JobSpec* spec = &file->spec;
+  auto job = deploy::RenderJob(*spec, file->text);
   if (!job.ok())
     return Fail("deploy k8s", Status::InvalidArgument(f.spec + ": " + std::string(job.status().message())));
   if (Status s = CheckOutDir(f.out); !s.ok()) return Fail("deploy k8s", s);
@@ -148,9 +148,10 @@ void RegisterDeploy(CLI::App& app, int* exit_code) {
       "Render a job spec (YAML) into Kubernetes manifests: etcd (unless external), masters, a pserver\n"
       "StatefulSet, a trainer Job to scale, Services, probes, NetworkPolicies, a ServiceAccount, and a\n"
       "namespace template with a ResourceQuota and a LimitRange (DIR/namespace). No operator needed.");
-  k8s->add_option("--spec", f->spec, "the job spec (YAML; see deploy/examples/ and docs/deploy.md)")
-      ->required()
-      ->check(CLI::ExistingFile);
+  auto* spec_opt = k8s->add_option("--spec", f->spec, "the job spec (YAML; see deploy/examples/ and docs/deploy.md)")
+                       ->required()
+                       ->check(CLI::ExistingFile);
+  AddSpecSettings(k8s, spec_opt, &f->settings);
   k8s->add_option(
          "--out", f->out,
          "directory for the manifests (new, empty, or an earlier rendering: nothing else in it is touched)")

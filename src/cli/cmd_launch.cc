@@ -9,6 +9,7 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "cli/spec_flags.h"
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
@@ -108,7 +109,9 @@ void RegisterLaunch(CLI::App& app, int* exit_code) {
       "progress, and when every pass is done exports the model and stops everything; Ctrl-C\n"
       "stops everything too. The store and checkpoint paths of the spec must be the same shared\n"
       "directory on every host. See docs/deploy.md.");
-  cmd->add_option("--spec", o->spec_path, "the job spec (YAML)")->required()->check(CLI::ExistingFile);
+  auto* spec_opt =
+      cmd->add_option("--spec", o->spec_path, "the job spec (YAML)")->required()->check(CLI::ExistingFile);
+  AddSpecSettings(cmd, spec_opt, &o->spec_settings);
   auto* mpi = cmd->add_flag("--mpi", o->mpi, "launch with mpirun (Open MPI, or an MPICH with PMI_RANK)");
   auto* hosts = cmd->add_option("--hosts", o->hosts_file, "launch over ssh on the hosts of this file")
                     ->check(CLI::ExistingFile);

@@ -7,6 +7,8 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "cli/spec_flags.h"
+#include "spec/spec_settings.h"
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
@@ -63,9 +65,10 @@ int RunLocalCmd(local::LocalOptions o) {
 
 // With --spec: the options are the spec's, then each flag given on the command line (or by its
 // environment variable) over them. A trainer given by flag replaces the spec's of the other kind.
-Status OptionsFromSpec(const std::string& path, CLI::App* cmd, const CLI::Option* spec_opt,
-                       local::LocalOptions* o) {
-  TESSERA_ASSIGN_OR_RETURN(spec::JobSpec s, spec::LoadJobSpec(path, spec::Where::kThisMachine));
+Status OptionsFromSpec(const std::string& path, const std::vector<std::string>& settings, CLI::App* cmd,
+                       const CLI::Option* spec_opt, local::LocalOptions* o) {
+  TESSERA_ASSIGN_OR_RETURN(auto file, spec::LoadSpecFile(path, settings, spec::Where::kThisMachine));
+  const spec::JobSpec& s = file.spec;
   *o = local::LocalOptions{};
   TESSERA_RETURN_IF_ERROR(local::ApplySpec(s, o));
   for (CLI::Option* opt : cmd->get_options())
@@ -229,6 +232,8 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
                       "the job spec (YAML or JSON) that `tessera launch`, `deploy k8s` and `submit --spec` "
                       "take; flags given beside it override its settings")
           ->check(CLI::ExistingFile);
+  auto spec_settings = std::make_shared<std::vector<std::string>>();
+  AddSpecSettings(cmd, spec_opt, spec_settings.get());
   cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
   cmd->add_option(flags::kJob, o->job, "job name")->capture_default_str();
   cmd->add_option(flags::kEtcd, o->etcd, "use this etcd (host:port) instead of starting one");
@@ -239,10 +244,10 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   AddRunFlags(cmd, o.get());
   AddRecoveryAndTransportFlags(cmd, o.get());
   RegisterLocalScale(cmd, exit_code);
-  cmd->callback([o, cmd, spec_opt, spec_path, exit_code] {
+  cmd->callback([o, cmd, spec_opt, spec_path, spec_settings, exit_code] {
     if (cmd->got_subcommand("scale")) return;
     if (!spec_path->empty()) {
-      if (Status s = OptionsFromSpec(*spec_path, cmd, spec_opt, o.get()); !s.ok()) {
+      if (Status s = OptionsFromSpec(*spec_path, *spec_settings, cmd, spec_opt, o.get()); !s.ok()) {
         *exit_code = Fail("local", s);
         return;
       }

@@ -9,6 +9,8 @@
 #include <thread>
 #include <tuple>
 
+#include "cli/spec_flags.h"
+#include "spec/spec_settings.h"
 #include "cli/commands.h"
 #include "cli/remote_flags.h"
 #include "cli/remote_jobs.h"
@@ -35,6 +37,7 @@ struct SubmitFlags {
   std::vector<std::string> model_args;
   bool wait = false, follow = false;
   std::string spec_path;  // a job spec (YAML or JSON); the flags given override it
+  std::vector<std::string> spec_settings;  // --set
   std::map<std::string, CLI::Option*>
       given;  // options the user gave (sent; the rest are the server's defaults)
 };
@@ -93,7 +96,8 @@ StatusOr<Json> SpecBody(const SubmitFlags& f, const spec::JobSpec& t, const std:
 // --spec: the spec, then each training flag given over it (as `tessera local --spec` does); the
 // trainers' command given by flag replaces the spec's model, and the other way round.
 StatusOr<spec::JobSpec> SpecWithFlags(const SubmitFlags& f) {
-  TESSERA_ASSIGN_OR_RETURN(spec::JobSpec t, spec::LoadJobSpec(f.spec_path, spec::Where::kThisMachine));
+  TESSERA_ASSIGN_OR_RETURN(auto file, spec::LoadSpecFile(f.spec_path, f.spec_settings, spec::Where::kThisMachine));
+  spec::JobSpec t = std::move(file.spec);
   for (const auto& [value, field] :
        std::initializer_list<std::pair<const std::string*, std::string*>>{{&f.name, &t.name},
                                                                           {&f.dataset, &t.dataset},
@@ -202,12 +206,13 @@ void RegisterSubmit(CLI::App& app, int* exit_code) {
       "  tessera submit --dataset fm --eval-dataset fm-test --trainers 2 -- /usr/bin/python3 train.py\n"
       "  tessera submit --dataset fm --model mlp --passes 3 --wait");
   AddRemoteFlags(cmd, &f->remote);
-  cmd->add_option(
+  auto* spec_opt = cmd->add_option(
          "--spec", f->spec_path,
          "a job spec (YAML or JSON: the job.yaml of `tessera local --spec`, `launch` and `deploy k8s`;\n"
          "without store:, checkpoints:, etcd:, tls:, image: or resources:, which the platform\n"
          "places); its train.command, if any, runs in the packed directory; flags given override it")
       ->check(CLI::ExistingFile);
+  AddSpecSettings(cmd, spec_opt, &f->spec_settings);
   cmd->add_option("-C,--dir", f->dir, "the directory to pack (default: the current one)");
   cmd->add_option("--command", f->command,
                   "the trainers' command, as one shell string (or give it after --)");

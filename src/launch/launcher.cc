@@ -31,14 +31,17 @@
 #include "local/run_dir.h"
 #include "local/terminal_console.h"
 #include "spec/job_spec.h"
+#include "spec/spec_settings.h"
 #include "tessera/model_file.h"
 namespace tessera::launch {
 
 namespace fs = std::filesystem;
 
 Status Launcher::Prepare() {
-  TESSERA_ASSIGN_OR_RETURN(spec_text_, ReadFile(o_.spec_path));
-  TESSERA_ASSIGN_OR_RETURN(spec_, spec::ParseJobSpec(spec_text_, o_.spec_path));
+  // The text with the settings applied is what the nodes read from etcd.
+  TESSERA_ASSIGN_OR_RETURN(auto file, spec::LoadSpecFile(o_.spec_path, o_.spec_settings));
+  spec_text_ = std::move(file.text);
+  spec_ = std::move(file.spec);
   if (spec_.model.empty() && spec_.command.empty())
     return Status::InvalidArgument(o_.spec_path + ": train: give a model or a command for the trainers");
   if (!o_.etcd.empty()) {

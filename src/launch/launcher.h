@@ -24,6 +24,7 @@ namespace tessera::launch {
 
 struct LaunchOptions {
   std::string spec_path;
+  std::vector<std::string> spec_settings;  // --set FIELD=VALUE over the file's (spec/spec_settings.h)
   std::string hosts_file;  // ssh: this file's hosts, or
   bool mpi = false;        // one mpirun
   std::string etcd;        // an etcd to use (host:port,...); empty: the spec's, else one is started

@@ -1,10 +1,15 @@
-// One job spec on the platform and on this machine: `tessera submit --spec job.yaml` trains the
-// same model, bit for bit, as `tessera local --spec job.yaml` on the same data set (one trainer in
-// sync mode: its steps do not depend on timing), with every setting of the spec carried through;
-// what the platform places itself (the store, checkpoints, etcd ...) is refused in a submitted
-// spec, and a spec's mistakes are refused before anything is sent.
+// One job spec, four ways: `tessera submit --spec job.yaml` (the platform), `tessera local --spec
+// job.yaml` and `tessera launch --mpi --spec job.yaml` train the same model, bit for bit, on the
+// same data set (one trainer in sync mode: its steps do not depend on timing), with every setting
+// of the spec carried through, and `tessera deploy k8s --spec job.yaml` renders it into manifests
+// that pass the Kubernetes schemas. What differs between the places is given with --set (where
+// the store is), not by editing the file. What the platform places itself (the store,
+// checkpoints, etcd ...) is refused in a submitted spec, and a spec's mistakes are refused before
+// anything is sent.
 #include <fstream>
 
+#include "common/process.h"
+#include "harness/subprocess.h"
 #include "server/cli_fixture.h"
 #include "tessera/model_file.h"
 
@@ -28,9 +33,22 @@ train:
 )";
 
 // Once, on SQLite: what the database does here is what CliTest checks on both.
-class SpecSubmitTest : public CliTest {};
+class SpecSubmitTest : public CliTest {
+ protected:
+  // The model at `path` has the same tensors, bit for bit, as `want`.
+  void ExpectSameModel(const models::ModelFile& want, const std::string& path, const std::string& where) {
+    auto got = models::ReadModelFile(path);
+    ASSERT_TRUE(got.ok()) << where << ": " << got.status();
+    ASSERT_EQ(got->tensors.size(), want.tensors.size()) << where;
+    for (size_t i = 0; i < got->tensors.size(); ++i) {
+      EXPECT_EQ(got->tensors[i].name, want.tensors[i].name) << where;
+      EXPECT_TRUE(got->tensors[i].values == want.tensors[i].values)
+          << want.tensors[i].name << " differs between the platform and " << where;
+    }
+  }
+};
 
-TEST_P(SpecSubmitTest, OneSpecTrainsTheSameModelOnThePlatformAndOnThisMachine) {
+TEST_P(SpecSubmitTest, OneSpecTrainsTheSameModelFourWays) {
   SignUpAndLogIn();
   UploadFm();
   const std::string spec = dir_ + "/job.yaml";
@@ -48,17 +66,41 @@ TEST_P(SpecSubmitTest, OneSpecTrainsTheSameModelOnThePlatformAndOnThisMachine) {
   ASSERT_TRUE(on_platform.ok()) << on_platform.status();
 
   // The same file on this machine, on the very data set the platform trained on.
-  Ran local = Cli(
-      {"local", "--spec", spec, "--store", dir_ + "/server/datasets/ada", "--run", dir_ + "/here"}, "", 400);
+  const std::string ada_store = dir_ + "/server/datasets/ada";
+  Ran local = Cli({"local", "--spec", spec, "--store", ada_store, "--run", dir_ + "/here"}, "", 400);
   ASSERT_EQ(local.code, 0) << local.out;
-  auto here = models::ReadModelFile(dir_ + "/here/model.tsm");
-  ASSERT_TRUE(here.ok()) << here.status();
-  ASSERT_EQ(here->tensors.size(), on_platform->tensors.size());
-  for (size_t i = 0; i < here->tensors.size(); ++i) {
-    EXPECT_EQ(here->tensors[i].name, on_platform->tensors[i].name);
-    EXPECT_TRUE(here->tensors[i].values == on_platform->tensors[i].values)
-        << here->tensors[i].name << " differs between the platform and this machine";
+  ExpectSameModel(*on_platform, dir_ + "/here/model.tsm", "tessera local");
+
+  // With one mpirun, the store where the ranks see it given by --set.
+  if (FindProgram("mpirun").ok()) {
+    Ran mpi =
+        Cli({"launch", "--spec", spec, "--set", "store.path=" + ada_store, "--mpi", "--run", dir_ + "/mpi"},
+            "", 400);
+    ASSERT_EQ(mpi.code, 0) << mpi.out;
+    ExpectSameModel(*on_platform, dir_ + "/mpi/model.tsm", "tessera launch --mpi");
+  } else {
+    ADD_FAILURE() << "mpirun is not installed (scripts/install-deps.sh installs openmpi-bin)";
   }
+
+  // On Kubernetes, rendered and checked against its schemas; the store a claim mounted at /data.
+  Ran k8s = Cli({"deploy", "k8s", "--spec", spec, "--set", "store={path: /data, claim: fm-data}", "--out",
+                 dir_ + "/k8s"});
+  ASSERT_EQ(k8s.code, 0) << k8s.out;
+  auto node = FindProgram("node");
+  ASSERT_TRUE(node.ok()) << node.status();
+  testing::SpawnOptions check;
+  check.argv = {*node, testing::BuildPath("deploy-npm/validate.mjs"), dir_ + "/k8s"};
+  auto checked = testing::Subprocess::Spawn(check);
+  ASSERT_TRUE(checked.ok()) << checked.status();
+  EXPECT_EQ((*checked)->Wait(std::chrono::seconds(120)).value_or(-1), 0) << (*checked)->Output();
+  auto trainers = ReadFile(dir_ + "/k8s/40-trainer-job.yaml");
+  ASSERT_TRUE(trainers.ok()) << k8s.out;
+  EXPECT_TRUE(Has(*trainers, "claimName: \"fm-data\"")) << *trainers;
+  // A setting is checked as the file is.
+  Ran set_typo = Cli({"deploy", "k8s", "--spec", spec, "--set", "store.pth=/data", "--out", dir_ + "/k8s2"});
+  EXPECT_EQ(set_typo.code, 1);
+  EXPECT_TRUE(Has(set_typo.out, "job.yaml (with --set): store.pth: unknown field")) << set_typo.out;
+
   auto result = ReadFile(dir_ + "/server/jobs/" + id + "/run/result.json");
   ASSERT_TRUE(result.ok());
   EXPECT_EQ(Json::parse(*result)["tasks"], 8) << "8 chunks, one a task: the spec's chunks_per_task";
