@@ -10,8 +10,8 @@
 
 #include "tessera/status.h"
 
-namespace httplib {
-class Server;
+namespace tessera {
+class NodeHttp;
 }
 
 namespace tessera::api {
@@ -26,8 +26,7 @@ class HealthServer {
 
  private:
   HealthServer();
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<NodeHttp> http_;
   std::atomic<bool> ready_{false};
   int port_ = 0;
 };

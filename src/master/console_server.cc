@@ -11,6 +11,7 @@
 #include "common/clock.h"
 #include "common/http_limits.h"
 #include "common/http_probes.h"
+#include "common/node_http.h"
 #include "common/strings.h"
 
 namespace tessera::master {
@@ -162,10 +163,8 @@ nlohmann::json ConsoleServer::Tasks(const StatusReply& st) const {
 
 StatusOr<int> ConsoleServer::Start(const std::string& host, int port,
                                    std::shared_ptr<const HttpAccess> access) {
-  server_ = std::make_unique<httplib::Server>();
-  auto& srv = *server_;
-  LimitHttpRequests(srv, kMaxHttpRequestBody, nullptr, 0, std::move(access));
-  srv.set_tcp_nodelay(true);  // else a kept-alive client waits 40 ms for each answer (delayed ACK)
+  http_ = std::make_unique<NodeHttp>(std::move(access));
+  auto& srv = http_->server();
   // A standby has nothing to show yet: 503, and the page retries.
   auto status = [this](httplib::Response& res) -> std::optional<StatusReply> {
     auto st = s_.status();
@@ -242,16 +241,11 @@ StatusOr<int> ConsoleServer::Start(const std::string& host, int port,
     spdlog::error("console: {} failed: {}", req.path, what);
     Error(res, 500, req.path + " failed: " + what);
   });
-  int bound = port == 0 ? srv.bind_to_any_port(host) : (srv.bind_to_port(host, port) ? port : -1);
-  if (bound <= 0)
-    return Status::Unavailable("console: cannot listen on " + host + ":" + std::to_string(port));
-  thread_ = ServeInBackground(*server_);
-  return bound;
+  return http_->Listen(host, port, "the console");
 }
 
 void ConsoleServer::Stop() {
-  if (server_) server_->stop();
-  if (thread_.joinable()) thread_.join();
+  if (http_) http_->Stop();
 }
 
 std::string FindConsolePage(const std::string& given) {

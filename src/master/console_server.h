@@ -10,7 +10,6 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "common/http_access.h"
@@ -21,6 +20,10 @@
 
 namespace httplib {
 class Server;
+}
+
+namespace tessera {
+class NodeHttp;
 }
 
 namespace tessera::master {
@@ -60,8 +63,7 @@ class ConsoleServer {
   nlohmann::json Tasks(const StatusReply& st) const;
 
   ConsoleSources s_;
-  std::unique_ptr<httplib::Server> server_;
-  std::thread thread_;
+  std::unique_ptr<NodeHttp> http_;
 };
 
 // Where the console page is: `given`, or beside this program (a build tree's console/, or an
