@@ -81,18 +81,27 @@ class PserverNode {
   int64_t epoch() const { return epoch_.load(); }
 
  private:
+  // The phases of a run, each an object of its own (pserver_node_startup.h): Startup (etcd, the
+  // job, the transports, the lease, the HTTP endpoints), then one of the two ways to serve:
+  // OneIndex (an index of the slot map, pserver_node_one_index.cc) or ReplicatedHost (a host of
+  // a replicated or elastic job, pserver_node_replicas.cc).
+  class Startup;
+  class OneIndex;
+  class ReplicatedHost;
+
+  // Writes a service's checkpoints until Stop() or the lease is lost (pserver_node_checkpoints.cc).
   void CheckpointLoop(PserverService* service, Checkpointer* checkpointer, bool consistent);
   // Wakes every CheckpointLoop (a service has a due snapshot).
   void WakeCheckpointThreads();
-  // --replicas > 1 (pserver_node_replicas.cc): claims a host index, then serves the shards the
-  // replica map gives this host, as primary or backup, until Stop() or the lease is lost.
-  struct Serving;
-  Status RunReplicated(const Serving& s);
   void ObserveCheckpoint(double seconds, int64_t version);
+  // Marks the run lost (the first reason wins) and wakes Run; false if it already was.
+  bool MarkLost(Status why);
+  bool stop_requested();
+  // Waits up to `d` for Stop(); true if it came.
+  bool WaitForStop(std::chrono::milliseconds d);
   metrics::Registry* prom_ = nullptr;  // the node's metrics, while Run() runs
   std::atomic<int64_t> last_checkpoint_ms_{0};
 
-  struct State;
   PserverOptions options_;
   std::atomic<int> index_{-1};
   std::atomic<int64_t> epoch_{0};

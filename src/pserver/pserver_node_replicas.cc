@@ -1,4 +1,5 @@
-// PserverNode::RunReplicated (see pserver_node.h): a pserver process of a job with replicas > 1.
+// PserverNode::ReplicatedHost (see pserver_node_parts.h): a pserver process of a job with
+// replicas > 1 or elastic pservers.
 //
 // The process claims a host index (keys::PserverHostPrefix) and serves the shards the replica
 // map (keys::ReplicaMap, job/replica_map.h) gives it. A control loop, every 50 ms, brings the
@@ -23,58 +24,16 @@
 // A host that starts (or restarts) has lost whatever it held: it first takes itself out of the
 // map. The decisions are ReplicaMap's; this file is the I/O around them.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <algorithm>
-#include <set>
-#include <thread>
 
-#include "common/clock.h"
 #include "common/logging.h"
 #include "coord/keys.h"
-#include "coord/registry.h"
-#include "job/replica_map.h"
-#include "pserver/checkpointer.h"
-#include "pserver/pserver_node_serving.h"
-#include "pserver/replica_streams.h"
-#include "pserver/shard_router.h"
+#include "pserver/pserver_node_parts.h"
 #include "transport/endpoint_choice.h"
 
 namespace tessera {
 namespace {
-
-struct MapAt {
-  ReplicaMap map;
-  int64_t revision = 0;  // the key's mod revision (0: absent)
-};
-
-StatusOr<MapAt> ReadMap(etcd::EtcdClient* etcd, const std::string& job, const JobConfig& config,
-                        const etcd::CallOptions& call = {}) {
-  TESSERA_ASSIGN_OR_RETURN(auto r, etcd->Get(keys::ReplicaMap(job), {}, call));
-  if (!r.kvs.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(ReplicaMap m, ReplicaMap::FromJson(r.kvs[0].value));
-    return MapAt{std::move(m), r.kvs[0].mod_revision};
-  }
-  // The first host of the job writes the starting map: each shard on its own host, alone.
-  TESSERA_ASSIGN_OR_RETURN(ReplicaMap m, ReplicaMap::PrimariesOnly(config.pservers, config.pservers,
-                                                                   config.replicas, config.initial_pservers));
-  etcd::Txn txn;
-  txn.compares.push_back(etcd::Compare::Absent(keys::ReplicaMap(job)));
-  txn.success.push_back(etcd::Op::Put(keys::ReplicaMap(job), m.ToJson()));
-  TESSERA_RETURN_IF_ERROR(etcd->Commit(txn).status());
-  return ReadMap(etcd, job, config, call);
-}
-
-// Replaces the map at `at` with `next`; false if another host changed it first.
-StatusOr<bool> SwapMap(etcd::EtcdClient* etcd, const std::string& job, const MapAt& at,
-                       const ReplicaMap& next) {
-  etcd::Txn txn;
-  txn.compares.push_back(
-      etcd::Compare::ModRevision(keys::ReplicaMap(job), etcd::Compare::Result::kEqual, at.revision));
-  txn.success.push_back(etcd::Op::Put(keys::ReplicaMap(job), next.ToJson()));
-  TESSERA_ASSIGN_OR_RETURN(auto r, etcd->Commit(txn));
-  return r.succeeded;
-}
 
 std::string Holders(const std::vector<int>& h) {
   std::string out;
@@ -82,363 +41,426 @@ std::string Holders(const std::vector<int>& h) {
   return out;
 }
 
+// The registration of host `h`, or an empty one (epoch 0) when it is not alive.
+const Member& Alive(const std::map<int, Member>& alive, int h) {
+  static const Member kNone;
+  auto it = alive.find(h);
+  return it == alive.end() ? kNone : it->second;
+}
+
 }  // namespace
 
-Status PserverNode::RunReplicated(const Serving& sv) {
-  etcd::EtcdClient* etcd = sv.etcd;
-  const std::string& job = options_.job;
-  const JobConfig& config = sv.config;
-  const int shards = config.pservers;
-  const int64_t lease = sv.keeper->id();
-  const std::string info = sv.info.dump();
+PserverNode::ReplicatedHost::ReplicatedHost(Startup* up)
+    : up_(up),
+      node_(up->node()),
+      job_(up->job()),
+      config_(up->config()),
+      shards_(up->config().pservers),
+      lease_(up->keeper()->id()),
+      hosts_(up->etcd(), keys::PserverHostPrefix(up->job())),
+      shard_registry_(up->etcd(), keys::PserverPrefix(up->job())),
+      router_(shards_,
+              [this](int shard) {
+                spdlog::info("pserver host {}: receiving a copy of shard {}", me_, shard);
+                return std::make_shared<PserverService>(ServiceOptions(shard, /*backup=*/true, 0));
+              }),
+      started_(Now()) {}
 
-  // The host index: the lowest free one (or --index), waiting while all are taken.
-  Registry hosts(etcd, keys::PserverHostPrefix(job));
-  Claim host;
-  auto waiting_since = Now();
-  while (true) {
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stop_) return Status::OK();
-    }
-    auto c = hosts.ClaimIndex(shards, info, lease, options_.index);
-    if (c.ok()) {
-      host = *c;
-      break;
-    }
-    if (c.status().code() != StatusCode::kResourceExhausted) return c.status();
-    if (Now() - waiting_since > std::chrono::seconds(10)) {
-      spdlog::info("every pserver host index of job {} is taken; waiting for one to free up", job);
-      waiting_since = Now();
-    }
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait_for(lock, std::chrono::milliseconds(250), [&] { return stop_; });
-  }
-  const int me = host.index;
-  index_ = me;
-  epoch_ = host.epoch;
-  SetLogNode("pserver-" + std::to_string(me));
-  spdlog::info("pserver host {} of job {} (epoch {}): {} shards, {} copies each, mode {}", me, job,
-               host.epoch, shards, config.replicas, config.mode.ToString());
+PserverNode::ReplicatedHost::~ReplicatedHost() {
+  if (host_watch_) host_watch_->Cancel();
+  if (trainer_watch_) trainer_watch_->Cancel();
+  for (auto& t : checkpoint_threads_)
+    if (t.joinable()) t.join();
+}
 
-  auto options_for = [&](int shard, bool backup, int64_t epoch) {
-    PserverServiceOptions so;
-    so.index = shard;
-    so.epoch = epoch;
-    so.job = config;
-    so.slots = sv.slots;
-    so.backup = backup;
-    so.lease_alive = [k = sv.keeper] { return k->state() == LeaseState::kAlive; };
-    so.job_name = job;
-    so.metrics = sv.prom;
-    so.delta_policy.max_fraction = options_.checkpoint_delta_fraction;
-    so.apply_threads = options_.apply_threads;
-    if (!options_.checkpoint_dir.empty() && config.checkpoint_steps > 0) {
-      so.snapshot_every = config.checkpoint_steps;
-      so.snapshot_due = [this] { WakeCheckpointThreads(); };
-    }
-    so.on_initialized = [etcd, job, shard, epoch, lease](int64_t version) -> Status {
-      nlohmann::json v = {{"epoch", epoch}, {"version", version}};
-      return etcd->Put(keys::PserverReady(job, shard), v.dump(), lease).status();
-    };
-    return so;
-  };
-  ShardRouter router(shards, [&](int shard) {
-    spdlog::info("pserver host {}: receiving a copy of shard {}", me, shard);
-    return std::make_shared<PserverService>(options_for(shard, /*backup=*/true, 0));
-  });
-  sv.install(&router);
-
-  // Live hosts and trainers, from watches.
-  std::mutex live_mu;
-  std::map<int, Member> live;  // host index -> registration
-  auto host_watch = hosts.Watch([&](const MemberList& list) {
-    std::map<int, Member> now;
-    for (const auto& m : list.members) now[std::atoi(m.name.c_str())] = m;
-    bool self = false;
-    for (const auto& m : list.members) self |= m.name == std::to_string(me) && m.epoch == host.epoch;
-    {
-      std::lock_guard<std::mutex> lock(live_mu);
-      live = std::move(now);
-    }
-    if (!self) {
-      for (auto& s : router.All())
-        if (s) s->StopServing(Status::Unavailable("its registration " + host.key + " is gone"));
-      std::lock_guard<std::mutex> lock(mu_);
-      if (!lost_) {
-        lost_ = true;
-        lost_reason_ = Status::Aborted("registration " + host.key + " is gone");
-      }
-      cv_.notify_all();
-    }
-  });
-  std::map<std::string, int64_t> trainers;
-  auto trainer_watch = Registry(etcd, keys::TrainerPrefix(job)).Watch([&](const MemberList& list) {
-    std::map<std::string, int64_t> now;
-    for (const auto& m : list.members) now[m.name] = m.epoch;
-    for (const auto& [name, epoch] : trainers) {
-      auto it = now.find(name);
-      if (it != now.end() && it->second == epoch) continue;
-      for (auto& s : router.All())
-        if (s && !s->backup()) s->TrainerLeft(name, epoch);
-    }
-    trainers = std::move(now);
-  });
-
-  Registry shard_registry(etcd, keys::PserverPrefix(job));
-  std::map<int, Claim> claims;                           // shard registrations held
-  std::map<int, std::unique_ptr<ShardOutbox>> outboxes;  // shards served as primary
-  std::map<int, std::unique_ptr<Checkpointer>> checkpointers;
-  std::vector<std::thread> checkpoint_threads;
-  bool forgot_self = false;
-  bool draining = false;  // Stop() came: handing the primaries over before exiting
-  TimePoint drain_deadline;
-  std::vector<std::shared_ptr<PserverService>> retired;  // handed over: kept for their checkpoint threads
-  std::set<int> seen;                                    // hosts seen registered
-  const TimePoint started = Now();
-  std::set<std::string> said;  // warnings given once
-  auto once = [&](const std::string& what) {
-    if (said.insert(what).second) spdlog::warn("{}", what);
-  };
-
+Status PserverNode::ReplicatedHost::Run() {
+  TESSERA_ASSIGN_OR_RETURN(auto claim, up_->ClaimWhenFree(hosts_, shards_,
+                                                          "every pserver host index of job " + job_ +
+                                                              " is taken; waiting for one to free up"));
+  if (!claim) return Status::OK();  // stopped while waiting
+  host_ = *claim;
+  me_ = host_.index;
+  node_->index_ = me_;
+  node_->epoch_ = host_.epoch;
+  SetLogNode("pserver-" + std::to_string(me_));
+  spdlog::info("pserver host {} of job {} (epoch {}): {} shards, {} copies each, mode {}", me_, job_,
+               host_.epoch, shards_, config_.replicas, config_.mode.ToString());
+  up_->Install(&router_);
+  Watch();
+  // A turn every 50 ms, until the run is lost or a turn ends it (stopping; at most 60 s of
+  // handing over after Stop()).
   Status result;
   while (true) {
     bool stopping;
     {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(50), [&] { return (stop_ && !draining) || lost_; });
-      if (lost_) {
-        result = lost_reason_;
+      std::unique_lock<std::mutex> lock(node_->mu_);
+      node_->cv_.wait_for(lock, std::chrono::milliseconds(50),
+                          [&] { return (node_->stop_ && !draining_) || node_->lost_; });
+      if (node_->lost_) {
+        result = node_->lost_reason_;
         break;
       }
-      stopping = stop_;
+      stopping = node_->stop_;
     }
-    etcd::CallOptions call;  // once stopping, an unreachable etcd is not waited for long
-    if (stopping && !draining) call.retry_timeout = std::chrono::seconds(1);
-    auto at = ReadMap(etcd, job, config, call);
-    if (!at.ok()) {
-      if (stopping) break;  // etcd is unreachable: nothing can be handed over, stop as asked
-      once("pserver host " + std::to_string(me) + ": cannot read the replica map: " + at.status().ToString());
+    if (Tick(stopping) == Turn::kEnd) break;
+  }
+  Drain(result);
+  return result;
+}
+
+PserverServiceOptions PserverNode::ReplicatedHost::ServiceOptions(int shard, bool backup,
+                                                                  int64_t epoch) const {
+  const PserverOptions& o = up_->options();
+  PserverServiceOptions so;
+  so.index = shard;
+  so.epoch = epoch;
+  so.job = config_;
+  so.slots = up_->slots();
+  so.backup = backup;
+  so.lease_alive = [k = up_->keeper()] { return k->state() == LeaseState::kAlive; };
+  so.job_name = job_;
+  so.metrics = up_->prom();
+  so.delta_policy.max_fraction = o.checkpoint_delta_fraction;
+  so.apply_threads = o.apply_threads;
+  if (!o.checkpoint_dir.empty() && config_.checkpoint_steps > 0) {
+    so.snapshot_every = config_.checkpoint_steps;
+    so.snapshot_due = [node = node_] { node->WakeCheckpointThreads(); };
+  }
+  so.on_initialized = [etcd = up_->etcd(), job = job_, shard, epoch,
+                       lease = lease_](int64_t version) -> Status {
+    nlohmann::json v = {{"epoch", epoch}, {"version", version}};
+    return etcd->Put(keys::PserverReady(job, shard), v.dump(), lease).status();
+  };
+  return so;
+}
+
+// Live hosts and trainers, from watches. This host's own registration gone ends the run.
+void PserverNode::ReplicatedHost::Watch() {
+  host_watch_ = hosts_.Watch([this](const MemberList& list) {
+    std::map<int, Member> now;
+    for (const auto& m : list.members) now[std::atoi(m.name.c_str())] = m;
+    bool self = false;
+    for (const auto& m : list.members) self |= m.name == std::to_string(me_) && m.epoch == host_.epoch;
+    {
+      std::lock_guard<std::mutex> lock(live_mu_);
+      live_ = std::move(now);
+    }
+    if (!self) {
+      for (auto& s : router_.All())
+        if (s) s->StopServing(Status::Unavailable("its registration " + host_.key + " is gone"));
+      node_->MarkLost(Status::Aborted("registration " + host_.key + " is gone"));
+    }
+  });
+  trainer_watch_ = Registry(up_->etcd(), keys::TrainerPrefix(job_)).Watch([this](const MemberList& list) {
+    std::map<std::string, int64_t> now;
+    for (const auto& m : list.members) now[m.name] = m.epoch;
+    for (const auto& [name, epoch] : trainers_) {
+      auto it = now.find(name);
+      if (it != now.end() && it->second == epoch) continue;
+      for (auto& s : router_.All())
+        if (s && !s->backup()) s->TrainerLeft(name, epoch);
+    }
+    trainers_ = std::move(now);
+  });
+}
+
+StatusOr<PserverNode::ReplicatedHost::MapAt> PserverNode::ReplicatedHost::ReadMap(
+    const etcd::CallOptions& call) {
+  etcd::EtcdClient* etcd = up_->etcd();
+  TESSERA_ASSIGN_OR_RETURN(auto r, etcd->Get(keys::ReplicaMap(job_), {}, call));
+  if (!r.kvs.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(ReplicaMap m, ReplicaMap::FromJson(r.kvs[0].value));
+    return MapAt{std::move(m), r.kvs[0].mod_revision};
+  }
+  // The first host of the job writes the starting map: each shard on its own host, alone.
+  TESSERA_ASSIGN_OR_RETURN(ReplicaMap m,
+                           ReplicaMap::PrimariesOnly(config_.pservers, config_.pservers, config_.replicas,
+                                                     config_.initial_pservers));
+  etcd::Txn txn;
+  txn.compares.push_back(etcd::Compare::Absent(keys::ReplicaMap(job_)));
+  txn.success.push_back(etcd::Op::Put(keys::ReplicaMap(job_), m.ToJson()));
+  TESSERA_RETURN_IF_ERROR(etcd->Commit(txn).status());
+  return ReadMap(call);
+}
+
+StatusOr<bool> PserverNode::ReplicatedHost::SwapMap(const MapAt& at, const ReplicaMap& next) {
+  etcd::Txn txn;
+  txn.compares.push_back(
+      etcd::Compare::ModRevision(keys::ReplicaMap(job_), etcd::Compare::Result::kEqual, at.revision));
+  txn.success.push_back(etcd::Op::Put(keys::ReplicaMap(job_), next.ToJson()));
+  TESSERA_ASSIGN_OR_RETURN(auto r, up_->etcd()->Commit(txn));
+  return r.succeeded;
+}
+
+void PserverNode::ReplicatedHost::WarnOnce(const std::string& what) {
+  if (said_.insert(what).second) spdlog::warn("{}", what);
+}
+
+PserverNode::ReplicatedHost::Turn PserverNode::ReplicatedHost::Tick(bool stopping) {
+  etcd::CallOptions call;  // once stopping, an unreachable etcd is not waited for long
+  if (stopping && !draining_) call.retry_timeout = std::chrono::seconds(1);
+  auto at = ReadMap(call);
+  if (!at.ok()) {
+    if (stopping) return Turn::kEnd;  // etcd is unreachable: nothing can be handed over, stop as asked
+    WarnOnce("pserver host " + std::to_string(me_) +
+             ": cannot read the replica map: " + at.status().ToString());
+    return Turn::kAgain;
+  }
+  std::map<int, Member> alive;
+  {
+    std::lock_guard<std::mutex> lock(live_mu_);
+    alive = live_;
+  }
+  if (FailOverGone(*at, alive)) return Turn::kAgain;  // read the new map
+  forgot_self_ = true;
+  const ReplicaMap& map = at->map;
+
+  std::vector<int> live_hosts, leaving, staying;
+  for (const auto& [h, m] : alive) {
+    live_hosts.push_back(h);
+    auto v = nlohmann::json::parse(m.value, nullptr, false);
+    const bool leaves = (v.is_object() && v.value("leaving", false)) || (h == me_ && draining_);
+    (leaves ? leaving : staying).push_back(h);
+  }
+  if (stopping) {
+    const Turn t = DecideStop(map, staying);
+    if (t != Turn::kGoOn) return t;
+  }
+  const auto plan = map.RestorePlan(staying);
+  const auto moves = config_.initial_pservers > 0 || !leaving.empty() ? map.BalancePlan(live_hosts, leaving)
+                                                                      : std::vector<ReplicaMap::Move>{};
+  for (int s = 0; s < shards_; ++s)
+    if (ServePrimary(s, *at, alive, plan, moves)) break;  // the map changed: read it again
+  return Turn::kAgain;
+}
+
+// A host that (re)starts holds nothing: out of the map first. Another host is gone once its
+// registration is: one this process saw, or any after a lease's time (at the start of a job the
+// others may not have registered yet).
+bool PserverNode::ReplicatedHost::FailOverGone(const MapAt& at, const std::map<int, Member>& alive) {
+  for (const auto& [h, v] : alive) seen_.insert(h);
+  const bool settled = Now() - started_ > std::chrono::seconds(up_->options().lease_ttl_seconds);
+  std::vector<int> gone;
+  if (!forgot_self_) gone.push_back(me_);
+  for (int s = 0; s < shards_; ++s)
+    for (int h : at.map.HoldersOf(s))
+      if (h != me_ && !alive.count(h) && (seen_.count(h) || settled) &&
+          std::find(gone.begin(), gone.end(), h) == gone.end())
+        gone.push_back(h);
+  for (int dead : gone) {
+    bool holds = false;
+    for (int s = 0; s < shards_; ++s) holds |= at.map.Holds(s, dead);
+    if (!holds) continue;
+    auto next = at.map.FailOver(dead);
+    if (!next.ok()) {
+      if (dead == me_) continue;  // it held the only copy: it serves it again, as it can
+      WarnOnce("pserver host " + std::to_string(me_) + ": host " + std::to_string(dead) +
+               " is gone with the only copy of some shards: " + next.status().message());
       continue;
     }
-    std::map<int, Member> alive;
-    {
-      std::lock_guard<std::mutex> lock(live_mu);
-      alive = live;
-    }
-    // A host that (re)starts holds nothing: out of the map first. Another host is gone once
-    // its registration is: one this process saw, or any after a lease's time (at the start of
-    // a job the others may not have registered yet).
-    for (const auto& [h, v] : alive) seen.insert(h);
-    const bool settled = Now() - started > std::chrono::seconds(options_.lease_ttl_seconds);
-    std::vector<int> gone;
-    if (!forgot_self) gone.push_back(me);
-    for (int s = 0; s < shards; ++s)
-      for (int h : at->map.HoldersOf(s))
-        if (h != me && !alive.count(h) && (seen.count(h) || settled) &&
-            std::find(gone.begin(), gone.end(), h) == gone.end())
-          gone.push_back(h);
-    bool changed = false;
-    for (int dead : gone) {
-      bool holds = false;
-      for (int s = 0; s < shards; ++s) holds |= at->map.Holds(s, dead);
-      if (!holds) continue;
-      auto next = at->map.FailOver(dead);
-      if (!next.ok()) {
-        if (dead == me) continue;  // it held the only copy: it serves it again, as it can
-        once("pserver host " + std::to_string(me) + ": host " + std::to_string(dead) +
-             " is gone with the only copy of some shards: " + next.status().message());
-        continue;
-      }
-      auto swapped = SwapMap(etcd, job, *at, *next);
-      if (swapped.ok() && *swapped) {
-        spdlog::warn("pserver host {}: host {} is gone; its shards fail over (replica map epoch {})", me,
-                     dead, next->epoch());
-        changed = true;
-        break;
-      }
-    }
-    if (changed) continue;  // read the new map
-    forgot_self = true;
-    const ReplicaMap& map = at->map;
-
-    std::vector<int> live_hosts, leaving, staying;
-    for (const auto& [h, m] : alive) {
-      live_hosts.push_back(h);
-      auto v = nlohmann::json::parse(m.value, nullptr, false);
-      const bool leaves = (v.is_object() && v.value("leaving", false)) || (h == me && draining);
-      (leaves ? leaving : staying).push_back(h);
-    }
-    if (stopping) {
-      const bool others = std::any_of(staying.begin(), staying.end(), [&](int h) { return h != me; });
-      if (!draining && config.initial_pservers > 0 && others && !map.PrimarySlotsOf(me).empty()) {
-        // Hand the primaries over before going (an elastic job shrinking).
-        nlohmann::json v = sv.info;
-        v["leaving"] = true;
-        if (Status u = hosts.Update(std::to_string(me), v.dump(), host.epoch, lease); u.ok()) {
-          draining = true;
-          drain_deadline = Now() + std::chrono::seconds(60);
-          spdlog::info("pserver host {} is leaving: handing {} shards over first", me,
-                       map.PrimarySlotsOf(me).size());
-          continue;
-        }
-      }
-      if (!draining || map.PrimarySlotsOf(me).empty() || !others || Now() > drain_deadline) {
-        if (draining && !map.PrimarySlotsOf(me).empty()) {
-          if (others) {
-            spdlog::warn("pserver host {}: leaving with {} shards not handed over", me,
-                         map.PrimarySlotsOf(me).size());
-          } else {  // every host goes: the job is ending
-            spdlog::info("pserver host {}: every host is leaving; stopping with its {} shards", me,
-                         map.PrimarySlotsOf(me).size());
-          }
-        }
-        break;
-      }
-    }
-    const auto plan = map.RestorePlan(staying);
-    const auto moves = config.initial_pservers > 0 || !leaving.empty() ? map.BalancePlan(live_hosts, leaving)
-                                                                       : std::vector<ReplicaMap::Move>{};
-    bool map_changed = false;
-    for (int s = 0; s < shards; ++s) {
-      if (map.PrimaryOf(s) != me) {
-        if (claims.count(s))
-          once("pserver host " + std::to_string(me) + " is no longer shard " + std::to_string(s) +
-               "'s primary");
-        continue;
-      }
-      auto service = router.Get(s);
-      if (!claims.count(s)) {
-        // Register, not ClaimIndex: one lease holds several shards' registrations here.
-        auto epoch = shard_registry.Register(std::to_string(s), info, lease);
-        if (!epoch.ok()) continue;  // its former primary's registration is still there: next time
-        Claim claim;
-        claim.index = s;
-        claim.epoch = *epoch;
-        claim.key = keys::Pserver(job, s);
-        auto* c = &(claims[s] = claim);
-        if (service && service->backup()) {
-          if (Status p = service->Promote(c->epoch); !p.ok()) {
-            spdlog::warn("pserver host {}: {}", me, p.ToString());
-            service.reset();
-          } else {
-            nlohmann::json v = {{"epoch", c->epoch}, {"version", service->counters().version}};
-            (void)etcd->Put(keys::PserverReady(job, s), v.dump(), lease);
-          }
-        }
-        std::unique_ptr<Checkpointer> ck;
-        if (!options_.checkpoint_dir.empty())
-          ck = std::make_unique<Checkpointer>(etcd, job, s, c->epoch, options_.checkpoint_dir);
-        if (!service) {
-          service = std::make_shared<PserverService>(options_for(s, /*backup=*/false, c->epoch));
-          if (ck) {
-            auto latest = ck->LoadLatest();
-            if (latest.ok() && *latest && service->RestoreCheckpoint(**latest).ok()) {
-              ck->Continue(service->CheckpointGen());  // later deltas build on it
-              spdlog::info("pserver host {}: shard {} from the checkpoint of version {}", me, s,
-                           (*latest)->version);
-            }
-          }
-          router.Set(s, service);
-        }
-        spdlog::info("pserver host {} serves shard {} as its primary (epoch {}, version {})", me, s, c->epoch,
-                     service->counters().version);
-        auto box = std::make_unique<ShardOutbox>(service.get(), sv.transport);
-        service->SetOutbox(box.get());
-        outboxes[s] = std::move(box);
-        if (ck) {  // a promoted backup's first checkpoint is whole: its checkpointer has no chain
-          const bool consistent = config.checkpoint_steps > 0;
-          checkpoint_threads.emplace_back([this, svc = service.get(), ckp = ck.get(), consistent] {
-            CheckpointLoop(svc, ckp, consistent);
-          });
-          checkpointers[s] = std::move(ck);
-        }
-      }
-      // Streams: to every live backup, and to the hosts the restore plan gives new copies.
-      ShardOutbox& box = *outboxes[s];
-      std::set<int> want;
-      for (size_t k = 1; k < map.HoldersOf(s).size(); ++k)
-        if (alive.count(map.HoldersOf(s)[k])) want.insert(map.HoldersOf(s)[k]);
-      for (const auto& c : plan)
-        if (c.slot == s && c.from == me) want.insert(c.to);
-      for (const auto& mv : moves)
-        if (mv.slot == s && mv.from == me && alive.count(mv.to)) want.insert(mv.to);
-      for (int h : box.hosts())
-        if (!want.count(h) || box.EpochOf(h) != alive[h].epoch) box.RemoveStream(h);
-      for (int h : want) {
-        if (box.HasStream(h)) continue;
-        auto eps = ParsePserverEndpoints(alive[h].value);
-        if (!eps.ok()) continue;
-        auto choice = ChooseEndpoint(*eps, TransportKind::kAuto, HostIdentity());
-        if (!choice.ok()) continue;
-        Status a = box.AddStream(h, alive[h].epoch, choice->kind, choice->endpoint);
-        if (a.ok()) spdlog::info("pserver host {}: shard {} replicates to host {}", me, s, h);
-      }
-      for (const auto& c : plan) {
-        if (c.slot != s || c.from != me || !box.Synced(c.to)) continue;
-        auto next = map.WithCopies({c});
-        if (!next.ok()) continue;
-        auto swapped = SwapMap(etcd, job, *at, *next);
-        if (swapped.ok() && *swapped) {
-          spdlog::info("pserver host {}: host {} holds a copy of shard {} (holders {}; map epoch {})", me,
-                       c.to, s, Holders(next->HoldersOf(s)), next->epoch());
-        }
-        map_changed = true;  // read it again
-        break;
-      }
-      if (map_changed) break;
-      // A move whose new host holds the shard: hand it over.
-      for (const auto& mv : moves) {
-        if (mv.slot != s || mv.from != me || !box.Synced(mv.to)) continue;
-        service->StopServing(Status::Unavailable("shard " + std::to_string(s) + " moves to pserver host " +
-                                                 std::to_string(mv.to)));
-        const int64_t last = service->published();
-        bool flushed = false;  // the new host has every record (at most 10 s)
-        for (auto until = Now() + std::chrono::seconds(10); !flushed && Now() < until;) {
-          flushed = box.Acked(mv.to) >= last;
-          if (!flushed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-        }
-        auto next = map.Handover(s, mv.to);
-        auto swapped = flushed && next.ok() ? SwapMap(etcd, job, *at, *next) : StatusOr<bool>(false);
-        if (!swapped.ok() || !*swapped) {
-          service->ResumeServing();  // another change came first, or the copy lagged: next time
-          map_changed = true;
-          break;
-        }
-        (void)shard_registry.Deregister(std::to_string(s), claims[s].epoch);
-        service->SetOutbox(nullptr);
-        outboxes.erase(s);
-        claims.erase(s);
-        router.Set(s, nullptr);
-        retired.push_back(service);
-        spdlog::info("pserver host {}: shard {} handed over to host {} at version {} (map epoch {})", me, s,
-                     mv.to, service->counters().version, next->epoch());
-        map_changed = true;
-        break;
-      }
-      if (map_changed) break;
+    auto swapped = SwapMap(at, *next);
+    if (swapped.ok() && *swapped) {
+      spdlog::warn("pserver host {}: host {} is gone; its shards fail over (replica map epoch {})", me_, dead,
+                   next->epoch());
+      return true;
     }
   }
+  return false;
+}
 
-  if (!result.ok()) spdlog::error("pserver host {} stops serving: {}", me, result.message());
-  for (auto& s : router.All())
+PserverNode::ReplicatedHost::Turn PserverNode::ReplicatedHost::DecideStop(const ReplicaMap& map,
+                                                                          const std::vector<int>& staying) {
+  const bool others = std::any_of(staying.begin(), staying.end(), [&](int h) { return h != me_; });
+  const size_t primaries = map.PrimarySlotsOf(me_).size();
+  if (!draining_ && config_.initial_pservers > 0 && others && primaries > 0) {
+    // Hand the primaries over before going (an elastic job shrinking).
+    nlohmann::json v = up_->info();
+    v["leaving"] = true;
+    if (Status u = hosts_.Update(std::to_string(me_), v.dump(), host_.epoch, lease_); u.ok()) {
+      draining_ = true;
+      drain_deadline_ = Now() + std::chrono::seconds(60);
+      spdlog::info("pserver host {} is leaving: handing {} shards over first", me_, primaries);
+      return Turn::kAgain;
+    }
+  }
+  if (draining_ && primaries > 0 && others && Now() <= drain_deadline_) return Turn::kGoOn;
+  if (draining_ && primaries > 0) {
+    if (others) {
+      spdlog::warn("pserver host {}: leaving with {} shards not handed over", me_, primaries);
+    } else {  // every host goes: the job is ending
+      spdlog::info("pserver host {}: every host is leaving; stopping with its {} shards", me_, primaries);
+    }
+  }
+  return Turn::kEnd;
+}
+
+bool PserverNode::ReplicatedHost::ServePrimary(int s, const MapAt& at, const std::map<int, Member>& alive,
+                                               const std::vector<ReplicaMap::Copy>& plan,
+                                               const std::vector<ReplicaMap::Move>& moves) {
+  if (at.map.PrimaryOf(s) != me_) {
+    if (claims_.count(s))
+      WarnOnce("pserver host " + std::to_string(me_) + " is no longer shard " + std::to_string(s) +
+               "'s primary");
+    return false;
+  }
+  auto service = router_.Get(s);
+  if (!claims_.count(s)) {
+    service = BecomePrimary(s, std::move(service));
+    if (!service) return false;  // its former primary's registration is still there: next time
+  }
+  ShardOutbox& box = *outboxes_[s];
+  KeepStreams(s, box, at.map, alive, plan, moves);
+  if (RecordNewCopy(s, box, at, plan)) return true;
+  return HandOver(s, *service, box, at, moves);
+}
+
+// Registers shard `s` (Register, not ClaimIndex: one lease holds several shards' registrations
+// here) and serves it: its backup copy promoted, else afresh (from its checkpoint, else a trainer
+// initializes it). Null if the registration is still held.
+std::shared_ptr<PserverService> PserverNode::ReplicatedHost::BecomePrimary(
+    int s, std::shared_ptr<PserverService> service) {
+  etcd::EtcdClient* etcd = up_->etcd();
+  const PserverOptions& o = up_->options();
+  auto epoch = shard_registry_.Register(std::to_string(s), up_->info().dump(), lease_);
+  if (!epoch.ok()) return nullptr;
+  Claim& c = claims_[s] = Claim{s, *epoch, keys::Pserver(job_, s)};
+  if (service && service->backup()) {
+    if (Status p = service->Promote(c.epoch); !p.ok()) {
+      spdlog::warn("pserver host {}: {}", me_, p.ToString());
+      service.reset();
+    } else {
+      nlohmann::json v = {{"epoch", c.epoch}, {"version", service->counters().version}};
+      (void)etcd->Put(keys::PserverReady(job_, s), v.dump(), lease_);
+    }
+  }
+  std::unique_ptr<Checkpointer> ck;
+  if (!o.checkpoint_dir.empty())
+    ck = std::make_unique<Checkpointer>(etcd, job_, s, c.epoch, o.checkpoint_dir);
+  if (!service) {
+    service = std::make_shared<PserverService>(ServiceOptions(s, /*backup=*/false, c.epoch));
+    if (ck) {
+      auto latest = ck->LoadLatest();
+      if (latest.ok() && *latest && service->RestoreCheckpoint(**latest).ok()) {
+        ck->Continue(service->CheckpointGen());  // later deltas build on it
+        spdlog::info("pserver host {}: shard {} from the checkpoint of version {}", me_, s,
+                     (*latest)->version);
+      }
+    }
+    router_.Set(s, service);
+  }
+  spdlog::info("pserver host {} serves shard {} as its primary (epoch {}, version {})", me_, s, c.epoch,
+               service->counters().version);
+  auto box = std::make_unique<ShardOutbox>(service.get(), up_->transport());
+  service->SetOutbox(box.get());
+  outboxes_[s] = std::move(box);
+  if (ck) {  // a promoted backup's first checkpoint is whole: its checkpointer has no chain
+    const bool consistent = config_.checkpoint_steps > 0;
+    checkpoint_threads_.emplace_back([node = node_, svc = service.get(), ckp = ck.get(), consistent] {
+      node->CheckpointLoop(svc, ckp, consistent);
+    });
+    checkpointers_[s] = std::move(ck);
+  }
+  return service;
+}
+
+// Streams: to every live backup, and to the hosts the restore plan gives new copies and the moves
+// new primaries.
+void PserverNode::ReplicatedHost::KeepStreams(int s, ShardOutbox& box, const ReplicaMap& map,
+                                              const std::map<int, Member>& alive,
+                                              const std::vector<ReplicaMap::Copy>& plan,
+                                              const std::vector<ReplicaMap::Move>& moves) {
+  std::set<int> want;
+  for (size_t k = 1; k < map.HoldersOf(s).size(); ++k)
+    if (alive.count(map.HoldersOf(s)[k])) want.insert(map.HoldersOf(s)[k]);
+  for (const auto& c : plan)
+    if (c.slot == s && c.from == me_) want.insert(c.to);
+  for (const auto& mv : moves)
+    if (mv.slot == s && mv.from == me_ && alive.count(mv.to)) want.insert(mv.to);
+  for (int h : box.hosts())
+    if (!want.count(h) || box.EpochOf(h) != Alive(alive, h).epoch) box.RemoveStream(h);
+  for (int h : want) {
+    if (box.HasStream(h)) continue;
+    const Member& m = Alive(alive, h);
+    auto eps = ParsePserverEndpoints(m.value);
+    if (!eps.ok()) continue;
+    auto choice = ChooseEndpoint(*eps, TransportKind::kAuto, HostIdentity());
+    if (!choice.ok()) continue;
+    Status a = box.AddStream(h, m.epoch, choice->kind, choice->endpoint);
+    if (a.ok()) spdlog::info("pserver host {}: shard {} replicates to host {}", me_, s, h);
+  }
+}
+
+// A host the restore plan chose that now holds shard `s` becomes one of its holders in the map.
+bool PserverNode::ReplicatedHost::RecordNewCopy(int s, ShardOutbox& box, const MapAt& at,
+                                                const std::vector<ReplicaMap::Copy>& plan) {
+  for (const auto& c : plan) {
+    if (c.slot != s || c.from != me_ || !box.Synced(c.to)) continue;
+    auto next = at.map.WithCopies({c});
+    if (!next.ok()) continue;
+    auto swapped = SwapMap(at, *next);
+    if (swapped.ok() && *swapped) {
+      spdlog::info("pserver host {}: host {} holds a copy of shard {} (holders {}; map epoch {})", me_, c.to,
+                   s, Holders(next->HoldersOf(s)), next->epoch());
+    }
+    return true;  // read it again
+  }
+  return false;
+}
+
+// A move whose new host holds shard `s`: stop serving it, wait until the new host has every
+// record (at most 10 s), hand it over in one fenced map change and drop its registration. true if
+// the map changed or the handover must be tried again (read it again).
+bool PserverNode::ReplicatedHost::HandOver(int s, PserverService& service, ShardOutbox& box, const MapAt& at,
+                                           const std::vector<ReplicaMap::Move>& moves) {
+  for (const auto& mv : moves) {
+    if (mv.slot != s || mv.from != me_ || !box.Synced(mv.to)) continue;
+    service.StopServing(Status::Unavailable("shard " + std::to_string(s) + " moves to pserver host " +
+                                            std::to_string(mv.to)));
+    const int64_t last = service.published();
+    bool flushed = false;
+    for (auto until = Now() + std::chrono::seconds(10); !flushed && Now() < until;) {
+      flushed = box.Acked(mv.to) >= last;
+      if (!flushed) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    auto next = at.map.Handover(s, mv.to);
+    auto swapped = flushed && next.ok() ? SwapMap(at, *next) : StatusOr<bool>(false);
+    if (!swapped.ok() || !*swapped) {
+      service.ResumeServing();  // another change came first, or the copy lagged: next time
+      return true;
+    }
+    auto retired = router_.Get(s);
+    (void)shard_registry_.Deregister(std::to_string(s), claims_[s].epoch);
+    service.SetOutbox(nullptr);
+    outboxes_.erase(s);
+    claims_.erase(s);
+    router_.Set(s, nullptr);
+    retired_.push_back(retired);
+    spdlog::info("pserver host {}: shard {} handed over to host {} at version {} (map epoch {})", me_, s,
+                 mv.to, service.counters().version, next->epoch());
+    return true;
+  }
+  return false;
+}
+
+void PserverNode::ReplicatedHost::Drain(const Status& result) {
+  if (!result.ok()) spdlog::error("pserver host {} stops serving: {}", me_, result.message());
+  for (auto& s : router_.All())
     if (s) s->StopServing(result.ok() ? Status::Unavailable("shutting down") : result);
-  host_watch->Cancel();
-  trainer_watch->Cancel();
-  for (auto& [s, box] : outboxes) {
-    if (auto svc = router.Get(s)) svc->SetOutbox(nullptr);
+  host_watch_->Cancel();
+  trainer_watch_->Cancel();
+  for (auto& [s, box] : outboxes_) {
+    if (auto svc = router_.Get(s)) svc->SetOutbox(nullptr);
     box->Close();
   }
-  for (auto& t : checkpoint_threads) t.join();
-  sv.install(nullptr);
+  for (auto& t : checkpoint_threads_) t.join();
+  up_->Install(nullptr);
   if (result.ok()) {
-    Status s = sv.keeper->Revoke();
+    Status s = up_->keeper()->Revoke();
     if (!s.ok()) spdlog::warn("could not revoke the lease: {}", s.ToString());
-    spdlog::info("pserver host {} stopped", me);
+    spdlog::info("pserver host {} stopped", me_);
   } else {
-    sv.keeper->Stop();
+    up_->keeper()->Stop();
   }
-  return result;
 }
 
 }  // namespace tessera
