@@ -1,4 +1,9 @@
-// MasterNode (see master_node.h).
+// MasterNode (see master_node.h): Run, as the phases of one MasterNode::Runtime: Prepare (etcd,
+// the job, the data set, the queue's options), Listen (gRPC), KeepLease, ServeConsole (up
+// before the campaign, so its address is in the election value; a standby's answers 503),
+// Campaign, Lead (the queue loaded or created, the log replayed, a rollback applied), Watch
+// (trainers and pservers, for the service and the console), the ticker (timeouts, saving,
+// history), Serve (until stopped or lost), and Drain.
 #include "master/master_node.h"
 
 #include <grpcpp/grpcpp.h>
@@ -6,7 +11,6 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
-#include <filesystem>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -16,6 +20,7 @@
 #include "common/addressing.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/node_http.h"
 #include "coord/election.h"
 #include "coord/keys.h"
 #include "coord/lease_keeper.h"
@@ -27,6 +32,7 @@
 #include "master/console_server.h"
 #include "master/console_state.h"
 #include "master/follow_poll.h"
+#include "master/leader_records.h"
 #include "master/master_service.h"
 #include "master/queue_load.h"
 #include "master/replica_tracker.h"
@@ -37,137 +43,76 @@
 #include "security/http_token.h"
 
 namespace tessera::master {
-namespace {
 
-// Saves a consistent checkpoint's data position, fenced by the election; keeps the newest four.
-Status SavePosition(etcd::EtcdClient* etcd, const std::string& job, const Fence& fence,
-                    const DataPosition& p) {
-  etcd::GetOptions list;
-  list.prefix = true;
-  list.keys_only = true;
-  list.sort = etcd::GetOptions::Sort::kKeyAscend;
-  TESSERA_ASSIGN_OR_RETURN(auto old, etcd->Get(keys::PositionPrefix(job), list));
-  etcd::Txn txn;
-  txn.success.push_back(etcd::Op::Put(keys::Position(job, p.version), p.ToJson()));
-  const std::string mine = keys::Position(job, p.version);
-  std::vector<std::string> older;
-  for (const auto& kv : old.kvs) {
-    if (kv.key < mine) older.push_back(kv.key);
-  }
-  for (size_t i = 0; i + 3 < older.size(); ++i) txn.success.push_back(etcd::Op::Delete(older[i]));
-  return Election::FencedCommit(etcd, fence, txn).status();
-}
-
-// Applies a rollback order newer than the queue's last one: the model was rolled back to the
-// consistent checkpoint of a version, so the queue goes back to that version's data position.
-Status ApplyRollback(etcd::EtcdClient* etcd, const std::string& job, TaskQueue* queue, StateLog* log,
-                     const std::string& settings, int64_t seq) {
-  TESSERA_ASSIGN_OR_RETURN(auto order, etcd->Get(keys::Rollback(job)));
-  if (order.kvs.empty()) return Status::OK();
-  auto j = nlohmann::json::parse(order.kvs[0].value, nullptr, false);
-  if (j.is_discarded() || !j.is_object() || !j.contains("version") || !j.contains("generation")) {
-    return Status::DataLoss("rollback order at " + keys::Rollback(job) +
-                            " is not {version, generation}: " + order.kvs[0].value);
-  }
-  int64_t version = j["version"].get<int64_t>(), generation = j["generation"].get<int64_t>();
-  if (generation <= queue->rewind_generation()) return Status::OK();
-  TESSERA_ASSIGN_OR_RETURN(auto saved, etcd->Get(keys::Position(job, version)));
-  DataPosition position = DataPosition::Start(queue->tasks());
-  if (!saved.kvs.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(position, DataPosition::FromJson(saved.kvs[0].value, queue->tasks()));
-  } else if (version != 0) {
-    return Status::FailedPrecondition("rollback to version " + std::to_string(version) +
-                                      " ordered, but no data position is saved for it at " +
-                                      keys::Position(job, version));
-  }
-  TESSERA_RETURN_IF_ERROR(queue->Rewind(position, generation));
-  TESSERA_RETURN_IF_ERROR(log->WriteBase(settings, queue->Snapshot(), seq));
-  spdlog::info("rolled back to the data position of version {} (rollback {}): pass {}, {} tasks in part",
-               version, generation, position.pass + 1, position.partial.size());
-  return Status::OK();
-}
-
-std::string CostKey(const std::string& job, int64_t seq) {
-  std::string v = std::to_string(seq);
-  return keys::MetricsPrefix(job) + "cost/" + std::string(v.size() < 20 ? 20 - v.size() : 0, '0') + v;
-}
-
-// The console's cost history survives the master: batches of points under metrics/cost/<seq>,
-// the newest 200 batches kept (fenced writes).
-class CostSaver {
+class MasterNode::Runtime {
  public:
-  CostSaver(etcd::EtcdClient* etcd, std::string job) : etcd_(etcd), job_(std::move(job)) {}
+  explicit Runtime(MasterNode* node) : node_(node), o_(node->options_) {}
+  ~Runtime();
 
-  std::vector<CostPoint> Load() {
-    etcd::GetOptions o;
-    o.prefix = true;
-    auto r = etcd_->Get(keys::MetricsPrefix(job_) + "cost/", o);
-    std::vector<CostPoint> out;
-    if (!r.ok()) return out;
-    for (const auto& kv : r->kvs) {
-      auto pts = CostHistory::FromJson(kv.value);
-      if (!pts.ok()) {
-        spdlog::warn("cost history batch {} is unreadable and skipped: {}", kv.key, pts.status().ToString());
-        continue;
-      }
-      out.insert(out.end(), pts->begin(), pts->end());
-      keys_.push_back(kv.key);
-    }
-    if (!out.empty()) saved_ = out.back().seq;
-    return out;
-  }
-
-  // From the saving thread and from a report with evaluations: one at a time.
-  void Save(const MasterService& service, const Fence& fence) {
-    std::lock_guard<std::mutex> lock(mu_);
-    auto points = service.CostSince(saved_);
-    if (points.empty()) return;
-    etcd::Txn txn;
-    const std::string key = CostKey(job_, points.front().seq);
-    txn.success.push_back(etcd::Op::Put(key, CostHistory::ToJson(points)));
-    while (keys_.size() >= 200) {
-      txn.success.push_back(etcd::Op::Delete(keys_.front()));
-      keys_.erase(keys_.begin());
-    }
-    if (!Election::FencedCommit(etcd_, fence, txn).ok()) return;  // tried again next time
-    keys_.push_back(key);
-    saved_ = points.back().seq;
-  }
+  Status Prepare();
+  Status Listen();
+  Status KeepLease();
+  Status ServeConsole();
+  // True once leading; else the run ends with `*end` (OK when stopped while standing by).
+  bool Campaign(Status* end);
+  Status Lead();
+  void Watch();
+  void StartTicker();
+  Status Serve();
+  void Drain(const Status& result);
 
  private:
-  etcd::EtcdClient* etcd_;
-  std::string job_;
-  std::mutex mu_;  // guards keys_ and saved_
-  std::vector<std::string> keys_;
-  int64_t saved_ = 0;
+  Status QueueOptions();
+  void OnLease(LeaseState s);
+  ConsoleSources Sources();
+  nlohmann::json PserverExtra(int index);
+  // A pserver's /stats, with its pushes per second since the last look (short timeouts: a dead
+  // one must not stall the page). Null if it does not answer.
+  nlohmann::json PserverStats(int index, const std::string& metrics_url);
+  void Tick(SteadyClock::time_point* next_save, SteadyClock::time_point* next_follow);
+  void SaveNodesAndHistory();
+  void WriteHistory();
+  bool stopping();  // Stop() came or the run is lost
+
+  MasterNode* node_;
+  const MasterOptions& o_;
+  std::unique_ptr<etcd::EtcdClient> etcd_;
+  JobConfig config_;
+  std::string dir_;  // the data set's
+  dataset::Manifest manifest_;
+  TaskQueueOptions qo_;
+  security::JobSecret secret_;
+  std::shared_ptr<const security::TlsConfig> tls_;
+  std::unique_ptr<MasterService> service_;
+  std::unique_ptr<grpc::Server> server_;
+  std::string advertise_, address_;
+  std::unique_ptr<LeaseKeeper> keeper_;
+  std::unique_ptr<Election> election_;
+  nlohmann::json info_;  // the election value: address, pid, console
+
+  // The console's sources.
+  std::mutex nodes_mu_;
+  NodeTracker nodes_;  // guarded by nodes_mu_
+  struct Rate {
+    int64_t time_ms = 0;
+    int64_t pushes = 0;
+    double per_second = 0;
+  };
+  std::mutex rates_mu_;
+  std::map<int, Rate> rates_;  // guarded by rates_mu_
+  CheckpointView checkpoints_;
+  std::unique_ptr<ReplicaTracker> replicas_;  // a replicated or elastic job's shards
+  ConsoleSources sources_;
+  std::unique_ptr<ConsoleServer> console_;
+
+  // While leading.
+  std::unique_ptr<StateLog> log_;
+  std::unique_ptr<CostSaver> cost_saver_;
+  std::unique_ptr<MemberWatch> trainers_, pservers_;
+  std::unique_ptr<RunHistoryWriter> history_;
+  std::optional<FollowPoll> follow_;
+  std::thread ticker_;
 };
-
-// Registrations as the console's node history sees them.
-std::vector<NodeTracker::Live> LiveNodes(const MemberList& l) {
-  std::vector<NodeTracker::Live> out;
-  for (const auto& m : l.members) {
-    auto j = nlohmann::json::parse(m.value, nullptr, false);
-    std::string address = !j.is_discarded() && j.is_object() ? j.value("address", "") : "";
-    out.push_back({m.name, m.epoch, address, m.value});
-  }
-  return out;
-}
-
-// Updates the console's trainers from `l`: a trainer gone since the last update that left a
-// trainers-left record for its registration deregistered on purpose ("finished"), not "lost".
-void UpdateTrainers(etcd::EtcdClient* etcd, const std::string& job, const MemberList& l, NodeTracker* nodes) {
-  auto live = LiveNodes(l);
-  std::map<std::string, int64_t> left;
-  for (const auto& name : nodes->Departing("trainer", live)) {
-    auto kv = etcd->Get(keys::TrainerLeft(job, name));
-    if (!kv.ok() || kv->kvs.empty()) continue;
-    auto j = nlohmann::json::parse(kv->kvs[0].value, nullptr, false);
-    if (j.is_object()) left[name] = j.value("epoch", int64_t{0});
-  }
-  nodes->Update("trainer", live, WallMillis(), left, l.revision);
-}
-
-}  // namespace
 
 void MasterNode::Stop() {
   {
@@ -178,289 +123,333 @@ void MasterNode::Stop() {
 }
 
 Status MasterNode::Run() {
-  TESSERA_ASSIGN_OR_RETURN(auto etcd, etcd::EtcdClient::Create(options_.etcd));
-  const std::string& job = options_.job;
-  TESSERA_ASSIGN_OR_RETURN(JobConfig config, LoadJobConfig(etcd.get(), job));
-  std::string dir = options_.store + "/" + options_.dataset;
-  TESSERA_ASSIGN_OR_RETURN(dataset::Manifest manifest, dataset::LoadManifest(dir));
-  if (manifest.chunks.empty())
-    return Status::InvalidArgument("data set '" + options_.dataset + "' has no chunks");
-  TaskQueueOptions qo = options_.queue;
-  qo.chunks = static_cast<int64_t>(manifest.chunks.size());
-  for (const auto& c : manifest.chunks) qo.chunk_records.push_back(c.records);
-  if (qo.min_tasks < 0) qo.min_tasks = std::max(8, 4 * config.min_trainers);
+  Runtime rt(this);
+  TESSERA_RETURN_IF_ERROR(rt.Prepare());
+  TESSERA_RETURN_IF_ERROR(rt.Listen());
+  TESSERA_RETURN_IF_ERROR(rt.KeepLease());
+  TESSERA_RETURN_IF_ERROR(rt.ServeConsole());
+  Status end;
+  if (!rt.Campaign(&end)) return end;
+  SetLogNode("master");
+  TESSERA_RETURN_IF_ERROR(rt.Lead());
+  leading_ = true;
+  rt.Watch();
+  rt.StartTicker();
+  Status result = rt.Serve();
+  leading_ = false;
+  rt.Drain(result);
+  return result;
+}
+
+MasterNode::Runtime::~Runtime() {
+  if (ticker_.joinable()) ticker_.join();
+}
+
+bool MasterNode::Runtime::stopping() {
+  std::lock_guard<std::mutex> lock(node_->mu_);
+  return node_->stop_ || !node_->lost_.ok();
+}
+
+Status MasterNode::Runtime::Prepare() {
+  TESSERA_ASSIGN_OR_RETURN(etcd_, etcd::EtcdClient::Create(o_.etcd));
+  TESSERA_ASSIGN_OR_RETURN(config_, LoadJobConfig(etcd_.get(), o_.job));
+  dir_ = o_.store + "/" + o_.dataset;
+  TESSERA_ASSIGN_OR_RETURN(manifest_, dataset::LoadManifest(dir_));
+  if (manifest_.chunks.empty()) return Status::InvalidArgument("data set '" + o_.dataset + "' has no chunks");
+  TESSERA_RETURN_IF_ERROR(QueueOptions());
+  TESSERA_ASSIGN_OR_RETURN(secret_, LoadJobSecret(etcd_.get(), o_.job, config_, o_.secret_file));
+  TESSERA_ASSIGN_OR_RETURN(tls_,
+                           LoadJobTls(o_.job, config_, o_.tls_ca_file, o_.tls_cert_file, o_.tls_key_file));
+  return Status::OK();
+}
+
+// The task queue's options from the flags, the job and the data set.
+Status MasterNode::Runtime::QueueOptions() {
+  qo_ = o_.queue;
+  qo_.chunks = static_cast<int64_t>(manifest_.chunks.size());
+  for (const auto& c : manifest_.chunks) qo_.chunk_records.push_back(c.records);
+  if (qo_.min_tasks < 0) qo_.min_tasks = std::max(8, 4 * config_.min_trainers);
   // 0: about 4 MiB of records a task (a growing data set's appended chunks are a task each).
-  if (qo.chunks_per_task == 0) {
+  if (qo_.chunks_per_task == 0) {
     std::vector<uint64_t> raw;
-    for (const auto& c : manifest.chunks) raw.push_back(c.raw_bytes > 0 ? c.raw_bytes : c.bytes);
-    qo.chunks_per_task = qo.follow ? 1 : AutoChunksPerTask(raw, qo.min_tasks);
+    for (const auto& c : manifest_.chunks) raw.push_back(c.raw_bytes > 0 ? c.raw_bytes : c.bytes);
+    qo_.chunks_per_task = qo_.follow ? 1 : AutoChunksPerTask(raw, qo_.min_tasks);
   }
   // Idle trainers take the rest of a slow one's task, in parts of a batch or more. Not with
   // consistent checkpoints: their data positions name whole tasks.
-  qo.split_min_records = config.checkpoint_steps > 0 || !options_.split_tasks || qo.follow
-                             ? 0
-                             : std::max<int64_t>(32, qo.min_task_records);
-  if (qo.follow && config.checkpoint_steps > 0) {
+  qo_.split_min_records = config_.checkpoint_steps > 0 || !o_.split_tasks || qo_.follow
+                              ? 0
+                              : std::max<int64_t>(32, qo_.min_task_records);
+  if (qo_.follow && config_.checkpoint_steps > 0) {
     return Status::InvalidArgument(
         "a job that follows its data set (--follow) cannot have consistent checkpoints (checkpoint steps)");
   }
-  TESSERA_RETURN_IF_ERROR(qo.Validate());
+  return qo_.Validate();
+}
 
-  TESSERA_ASSIGN_OR_RETURN(security::JobSecret secret,
-                           LoadJobSecret(etcd.get(), job, config, options_.secret_file));
-  TESSERA_ASSIGN_OR_RETURN(
-      auto tls, LoadJobTls(job, config, options_.tls_ca_file, options_.tls_cert_file, options_.tls_key_file));
-  MasterService service(config.token, secret, dir, manifest);
+Status MasterNode::Runtime::Listen() {
+  service_ = std::make_unique<MasterService>(config_.token, secret_, dir_, manifest_);
   grpc::ServerBuilder builder;
   int port = 0;
-  builder.AddListeningPort(options_.host + ":" + std::to_string(options_.port),
-                           security::GrpcServerCredentials(tls.get()), &port);
-  builder.RegisterService(&service);
-  auto server = builder.BuildAndStart();
-  if (!server || port == 0) {
-    return Status::Unavailable("cannot listen on " + options_.host + ":" + std::to_string(options_.port));
-  }
-  const std::string advertise = options_.advertise.empty() ? options_.host : options_.advertise;
-  const std::string address = JoinHostPort(advertise, port);
+  builder.AddListeningPort(JoinHostPort(o_.host, o_.port), security::GrpcServerCredentials(tls_.get()),
+                           &port);
+  builder.RegisterService(service_.get());
+  server_ = builder.BuildAndStart();
+  if (!server_ || port == 0) return Status::Unavailable("cannot listen on " + JoinHostPort(o_.host, o_.port));
+  advertise_ = o_.advertise.empty() ? o_.host : o_.advertise;
+  address_ = JoinHostPort(advertise_, port);
+  info_ = {{"address", address_}, {"pid", static_cast<int64_t>(::getpid())}, {"started_ms", WallMillis()}};
+  return Status::OK();
+}
 
-  auto on_lease = [&](LeaseState s) {
-    if (s == LeaseState::kAlive) return;
-    service.Stop(Status::Unavailable(std::string("its lease is ") + LeaseStateName(s)));
-    std::lock_guard<std::mutex> lock(mu_);
-    if (lost_.ok()) lost_ = Status::Aborted(std::string("lease ") + LeaseStateName(s));
-    cv_.notify_all();
-  };
-  TESSERA_ASSIGN_OR_RETURN(auto keeper,
-                           LeaseKeeper::Start(etcd.get(), {options_.lease_ttl_seconds, {}}, on_lease));
-  Election election(etcd.get(), keys::MasterElectionPrefix(job), keeper->id());
-  nlohmann::json info = {
-      {"address", address}, {"pid", static_cast<int64_t>(::getpid())}, {"started_ms", WallMillis()}};
+Status MasterNode::Runtime::KeepLease() {
+  TESSERA_ASSIGN_OR_RETURN(keeper_, LeaseKeeper::Start(etcd_.get(), {o_.lease_ttl_seconds, {}},
+                                                       [this](LeaseState s) { OnLease(s); }));
+  election_ = std::make_unique<Election>(etcd_.get(), keys::MasterElectionPrefix(o_.job), keeper_->id());
+  return Status::OK();
+}
 
-  // The console: up before the campaign, so its address is in the election value; a standby's
-  // answers 503 until it leads.
-  std::mutex nodes_mu;
-  NodeTracker nodes;
+// A lease in doubt or lost stops the service and ends the run.
+void MasterNode::Runtime::OnLease(LeaseState s) {
+  if (s == LeaseState::kAlive) return;
+  service_->Stop(Status::Unavailable(std::string("its lease is ") + LeaseStateName(s)));
+  std::lock_guard<std::mutex> lock(node_->mu_);
+  if (node_->lost_.ok()) node_->lost_ = Status::Aborted(std::string("lease ") + LeaseStateName(s));
+  node_->cv_.notify_all();
+}
+
+ConsoleSources MasterNode::Runtime::Sources() {
   ConsoleSources cs;
-  cs.job = job;
-  cs.config = nlohmann::json::parse(config.ToJson());
+  cs.job = o_.job;
+  cs.config = nlohmann::json::parse(config_.ToJson());
   cs.config.erase("token");
-  cs.status = [&service]() -> StatusOr<StatusReply> {
+  cs.status = [this]() -> StatusOr<StatusReply> {
     StatusReply reply;
-    grpc::Status s = service.Summary(&reply);
+    grpc::Status s = service_->Summary(&reply);
     if (!s.ok()) return Status::Unavailable("this master is not leading (yet): " + s.error_message());
     return reply;
   };
-  cs.cost_since = [&service](int64_t since) { return service.CostSince(since); };
-  cs.nodes = [&] {
-    std::lock_guard<std::mutex> lock(nodes_mu);
-    return nodes.Nodes();
+  cs.cost_since = [this](int64_t since) { return service_->CostSince(since); };
+  cs.nodes = [this] {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    return nodes_.Nodes();
   };
-  struct Rate {
-    int64_t time_ms = 0;
-    int64_t pushes = 0;
-    double per_second = 0;
-  };
-  std::mutex rates_mu;
-  std::map<int, Rate> rates;
-  CheckpointView checkpoints;
-  ReplicaTracker replicas(config.initial_pservers > 0);  // a replicated or elastic job's shards
-  if (config.hosted()) cs.replicas = [&replicas] { return replicas.View(); };
-  cs.pserver_extra = [&etcd, &job, &rates_mu, &rates, &checkpoints](int index) {
-    nlohmann::json extra = nlohmann::json::object();
-    auto reg = etcd->Get(keys::Pserver(job, index));
-    nlohmann::json info;
-    if (reg.ok() && !reg->kvs.empty()) info = nlohmann::json::parse(reg->kvs[0].value, nullptr, false);
-    if (!info.is_object()) info = nlohmann::json::object();
-    auto ck = etcd->Get(keys::Checkpoint(job, index));
-    if (ck.ok() && !ck->kvs.empty())
-      extra["checkpoints"] =
-          checkpoints.Records(job, index, ck->kvs[0].value, info.value("checkpoint_dir", ""));
-    // The pserver's own numbers, from its /stats (short timeouts: a dead one must not stall the page).
-    {
-      std::smatch m;
-      std::string url = info.value("metrics", "");
-      if (std::regex_match(url, m, std::regex("http://([^:/]+):([0-9]+)/metrics"))) {
-        httplib::Client c(m[1].str(), std::stoi(m[2].str()));
-        c.set_connection_timeout(0, 300000);
-        c.set_read_timeout(0, 500000);
-        auto r = c.Get("/stats");
-        auto stats =
-            r && r->status == 200 ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
-        if (stats.is_object() && stats.contains("pushes")) {
-          std::lock_guard<std::mutex> lock(rates_mu);
-          Rate& rate = rates[index];
-          int64_t now = WallMillis(), pushes = stats["pushes"].get<int64_t>();
-          if (rate.time_ms > 0 && now - rate.time_ms >= 500 && pushes >= rate.pushes) {
-            rate.per_second = (pushes - rate.pushes) * 1000.0 / static_cast<double>(now - rate.time_ms);
-          }
-          if (rate.time_ms == 0 || now - rate.time_ms >= 500) {
-            rate.time_ms = now;
-            rate.pushes = pushes;
-          }
-          stats["pushes_per_second"] = rate.per_second;
-          extra["stats"] = stats;
-        }
-      }
-    }
-    auto ready = etcd->Get(keys::PserverReady(job, index));
-    if (ready.ok() && !ready->kvs.empty())
-      extra["ready"] = nlohmann::json::parse(ready->kvs[0].value, nullptr, false);
-    return extra;
-  };
-  cs.log_dir = options_.log_dir;
-  cs.web_dir = FindConsolePage(options_.web_dir);
-  cs.metrics = &service.metrics();
-  cs.before_metrics = [&service] { service.RefreshMetrics(); };
+  replicas_ = std::make_unique<ReplicaTracker>(config_.initial_pservers > 0);
+  if (config_.hosted()) cs.replicas = [this] { return replicas_->View(); };
+  cs.pserver_extra = [this](int index) { return PserverExtra(index); };
+  cs.log_dir = o_.log_dir;
+  cs.web_dir = FindConsolePage(o_.web_dir);
+  cs.metrics = &service_->metrics();
+  cs.before_metrics = [this] { service_->RefreshMetrics(); };
   cs.started_ms = WallMillis();
-  ConsoleServer console(cs);
-  if (options_.http_port >= 0) {
-    // The console binds to loopback unless told otherwise; anywhere else it asks for the job's
-    // console token (common/http_access.h). It is advertised at the node's address when it binds
-    // there or everywhere.
-    const std::string http_host = options_.http_host.empty() ? "127.0.0.1" : options_.http_host;
-    TESSERA_ASSIGN_OR_RETURN(auto access, security::HttpAccessFor(http_host, secret, job));
-    TESSERA_ASSIGN_OR_RETURN(int http_port, console.Start(http_host, options_.http_port, access));
-    const bool at_node = http_host == options_.host || IsWildcardHost(http_host);
-    info["console"] = "http://" + JoinHostPort(at_node ? advertise : http_host, http_port) + "/";
-    spdlog::info("console and /metrics at {}{}", info["console"].get<std::string>(),
-                 access->open() ? "" : " (with the job's console token: `tessera status` prints the link)");
-  }
-  spdlog::info("master at {} campaigning to lead job {} (standby until then)", address, job);
-  Status won = election.Campaign(info.dump(), [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return stop_ || !lost_.ok();
-  });
-  if (!won.ok()) {
-    server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
-    keeper->Stop();
-    if (won.code() == StatusCode::kCancelled) {
-      std::lock_guard<std::mutex> lock(mu_);
-      return lost_.ok() ? Status::OK() : lost_;
-    }
-    return won;
-  }
-  SetLogNode("master");
+  return cs;
+}
 
-  // Load (or create) the queue and replay the log.
-  StateLog log(etcd.get(), job, election.fence(), options_.compact_every);
-  TESSERA_ASSIGN_OR_RETURN(LeadQueue lead,
-                           LoadOrCreateQueue(log, job, manifest, qo, election.fence().revision));
-  std::unique_ptr<TaskQueue> queue = std::move(lead.queue);
-  qo = lead.options;
-  int64_t seq = lead.seq;
-  const std::string settings = lead.settings;
-  TESSERA_RETURN_IF_ERROR(ApplyRollback(etcd.get(), job, queue.get(), &log, settings, seq));
-  if (qo.follow) {
-    // The chunks a former leader added may be newer than the manifest read at the start.
-    TESSERA_ASSIGN_OR_RETURN(dataset::Manifest now, dataset::LoadManifest(dir));
-    TESSERA_RETURN_IF_ERROR(service.SetChunks(std::move(now.chunks), queue->chunks()));
+// Per pserver index, for the console: its checkpoint records, its own numbers, its readiness.
+nlohmann::json MasterNode::Runtime::PserverExtra(int index) {
+  nlohmann::json extra = nlohmann::json::object();
+  auto reg = etcd_->Get(keys::Pserver(o_.job, index));
+  nlohmann::json info;
+  if (reg.ok() && !reg->kvs.empty()) info = nlohmann::json::parse(reg->kvs[0].value, nullptr, false);
+  if (!info.is_object()) info = nlohmann::json::object();
+  auto ck = etcd_->Get(keys::Checkpoint(o_.job, index));
+  if (ck.ok() && !ck->kvs.empty())
+    extra["checkpoints"] =
+        checkpoints_.Records(o_.job, index, ck->kvs[0].value, info.value("checkpoint_dir", ""));
+  if (auto stats = PserverStats(index, info.value("metrics", "")); !stats.is_null()) extra["stats"] = stats;
+  auto ready = etcd_->Get(keys::PserverReady(o_.job, index));
+  if (ready.ok() && !ready->kvs.empty())
+    extra["ready"] = nlohmann::json::parse(ready->kvs[0].value, nullptr, false);
+  return extra;
+}
+
+nlohmann::json MasterNode::Runtime::PserverStats(int index, const std::string& metrics_url) {
+  std::smatch m;
+  if (!std::regex_match(metrics_url, m, std::regex("http://([^:/]+):([0-9]+)/metrics"))) return nullptr;
+  httplib::Client c(m[1].str(), std::stoi(m[2].str()));
+  c.set_connection_timeout(0, 300000);
+  c.set_read_timeout(0, 500000);
+  auto r = c.Get("/stats");
+  auto stats = r && r->status == 200 ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
+  if (!stats.is_object() || !stats.contains("pushes")) return nullptr;
+  std::lock_guard<std::mutex> lock(rates_mu_);
+  Rate& rate = rates_[index];
+  const int64_t now = WallMillis(), pushes = stats["pushes"].get<int64_t>();
+  if (rate.time_ms > 0 && now - rate.time_ms >= 500 && pushes >= rate.pushes)
+    rate.per_second = (pushes - rate.pushes) * 1000.0 / static_cast<double>(now - rate.time_ms);
+  if (rate.time_ms == 0 || now - rate.time_ms >= 500) {
+    rate.time_ms = now;
+    rate.pushes = pushes;
   }
-  CostSaver cost_saver(etcd.get(), job);
-  service.RestoreCost(cost_saver.Load());
-  log.Start(seq, settings);
-  service.SetEvaluationSaver([&] { cost_saver.Save(service, election.fence()); });
-  if (config.checkpoint_steps > 0) {
-    service.SetPositionSaver([&etcd, &job, fence = election.fence()](const DataPosition& p) {
-      return SavePosition(etcd.get(), job, fence, p);
+  stats["pushes_per_second"] = rate.per_second;
+  return stats;
+}
+
+// The console binds to loopback unless told otherwise; anywhere else it asks for the job's
+// console token (common/http_access.h). It is advertised at the node's address when it binds
+// there or everywhere.
+Status MasterNode::Runtime::ServeConsole() {
+  sources_ = Sources();
+  console_ = std::make_unique<ConsoleServer>(sources_);
+  if (o_.http_port < 0) return Status::OK();
+  const std::string http_host = o_.http_host.empty() ? "127.0.0.1" : o_.http_host;
+  TESSERA_ASSIGN_OR_RETURN(auto access, security::HttpAccessFor(http_host, secret_, o_.job));
+  const bool open = access->open();
+  TESSERA_ASSIGN_OR_RETURN(int http_port, console_->Start(http_host, o_.http_port, std::move(access)));
+  info_["console"] = NodeHttp::AdvertisedUrl(http_host, http_port, o_.host, advertise_) + "/";
+  spdlog::info("console and /metrics at {}{}", info_["console"].get<std::string>(),
+               open ? "" : " (with the job's console token: `tessera status` prints the link)");
+  return Status::OK();
+}
+
+bool MasterNode::Runtime::Campaign(Status* end) {
+  spdlog::info("master at {} campaigning to lead job {} (standby until then)", address_, o_.job);
+  Status won = election_->Campaign(info_.dump(), [this] { return stopping(); });
+  if (won.ok()) return true;
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(200));
+  keeper_->Stop();
+  if (won.code() == StatusCode::kCancelled) {
+    std::lock_guard<std::mutex> lock(node_->mu_);
+    *end = node_->lost_;
+  } else {
+    *end = won;
+  }
+  return false;
+}
+
+// Loads (or creates) the queue, replays the log, applies a rollback, and activates the service.
+Status MasterNode::Runtime::Lead() {
+  const Fence& fence = election_->fence();
+  log_ = std::make_unique<StateLog>(etcd_.get(), o_.job, fence, o_.compact_every);
+  TESSERA_ASSIGN_OR_RETURN(LeadQueue lead, LoadOrCreateQueue(*log_, o_.job, manifest_, qo_, fence.revision));
+  std::unique_ptr<TaskQueue> queue = std::move(lead.queue);
+  qo_ = lead.options;
+  TESSERA_RETURN_IF_ERROR(
+      ApplyRollback(etcd_.get(), o_.job, queue.get(), log_.get(), lead.settings, lead.seq));
+  if (qo_.follow) {
+    // The chunks a former leader added may be newer than the manifest read at the start.
+    TESSERA_ASSIGN_OR_RETURN(dataset::Manifest now, dataset::LoadManifest(dir_));
+    TESSERA_RETURN_IF_ERROR(service_->SetChunks(std::move(now.chunks), queue->chunks()));
+  }
+  cost_saver_ = std::make_unique<CostSaver>(etcd_.get(), o_.job);
+  service_->RestoreCost(cost_saver_->Load());
+  log_->Start(lead.seq, lead.settings);
+  service_->SetEvaluationSaver([this] { cost_saver_->Save(*service_, election_->fence()); });
+  if (config_.checkpoint_steps > 0) {
+    service_->SetPositionSaver([etcd = etcd_.get(), job = o_.job, fence](const DataPosition& p) {
+      return SavePosition(etcd, job, fence, p);
     });
   }
-  service.Activate(std::move(queue), &log, election.fence().revision);
-  leading_ = true;
+  service_->Activate(std::move(queue), log_.get(), fence.revision);
+  return Status::OK();
+}
 
-  auto trainers = Registry(etcd.get(), keys::TrainerPrefix(job)).Watch([&](const MemberList& l) {
-    service.TrainersChanged(l);
-    std::lock_guard<std::mutex> lock(nodes_mu);
-    UpdateTrainers(etcd.get(), job, l, &nodes);
+void MasterNode::Runtime::Watch() {
+  trainers_ = Registry(etcd_.get(), keys::TrainerPrefix(o_.job)).Watch([this](const MemberList& l) {
+    service_->TrainersChanged(l);
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    UpdateTrainers(etcd_.get(), o_.job, l, &nodes_);
   });
-  service.TrainersChanged(trainers->Snapshot());
-  auto pservers = Registry(etcd.get(), keys::PserverPrefix(job)).Watch([&](const MemberList& l) {
-    std::lock_guard<std::mutex> lock(nodes_mu);
-    nodes.Update("pserver", LiveNodes(l), WallMillis(), {}, l.revision);
+  service_->TrainersChanged(trainers_->Snapshot());
+  pservers_ = Registry(etcd_.get(), keys::PserverPrefix(o_.job)).Watch([this](const MemberList& l) {
+    std::lock_guard<std::mutex> lock(nodes_mu_);
+    nodes_.Update("pserver", LiveNodes(l), WallMillis(), {}, l.revision);
   });
-  std::unique_ptr<RunHistoryWriter> history;
-  if (!options_.history_file.empty()) {
-    auto w = RunHistoryWriter::Open(options_.history_file);
+  if (!o_.history_file.empty()) {
+    auto w = RunHistoryWriter::Open(o_.history_file);
     if (w.ok()) {
-      history = std::move(*w);
-      history->Job(job, cs.config);
+      history_ = std::move(*w);
+      history_->Job(o_.job, sources_.config);
     } else {
       spdlog::warn("no history file: {}", w.status().message());
     }
   }
-  // The console's history to the run's file (every 2 s, and when leading ends).
-  auto write_history = [&] {
-    if (!history) return;
-    history->Points(service.CostSince(history->last_seq()));
-    {
-      std::lock_guard<std::mutex> nl(nodes_mu);
-      history->Nodes(nodes.Nodes(), WallMillis());
-    }
-    if (auto st = cs.status(); st.ok()) history->Status(*st, WallMillis());
-  };
-  std::optional<FollowPoll> follow;
-  if (qo.follow) follow.emplace(etcd.get(), job, dir, &service);
-  std::thread ticker([&] {
-    std::unique_lock<std::mutex> lock(mu_);
-    auto next_save = SteadyClock::now();
-    auto next_follow = SteadyClock::now();
-    while (!stop_ && lost_.ok()) {
+  if (qo_.follow) follow_.emplace(etcd_.get(), o_.job, dir_, service_.get());
+}
+
+// The console's history to the run's file (every 2 s, and when leading ends).
+void MasterNode::Runtime::WriteHistory() {
+  if (!history_) return;
+  history_->Points(service_->CostSince(history_->last_seq()));
+  {
+    std::lock_guard<std::mutex> nl(nodes_mu_);
+    history_->Nodes(nodes_.Nodes(), WallMillis());
+  }
+  if (auto st = sources_.status(); st.ok()) history_->Status(*st, WallMillis());
+}
+
+// Every 2 s: the cost history, the nodes (registrations still in etcd have live leases: that is
+// the nodes' heartbeat) and the run's history file.
+void MasterNode::Runtime::SaveNodesAndHistory() {
+  cost_saver_->Save(*service_, election_->fence());
+  if (auto l = Registry(etcd_.get(), keys::PserverPrefix(o_.job)).List(); l.ok()) {
+    std::lock_guard<std::mutex> nl(nodes_mu_);
+    nodes_.Update("pserver", LiveNodes(*l), WallMillis(), {}, l->revision);
+  }
+  if (auto l = Registry(etcd_.get(), keys::TrainerPrefix(o_.job)).List(); l.ok()) {
+    std::lock_guard<std::mutex> nl(nodes_mu_);
+    UpdateTrainers(etcd_.get(), o_.job, *l, &nodes_);
+  }
+  WriteHistory();
+}
+
+void MasterNode::Runtime::Tick(SteadyClock::time_point* next_save, SteadyClock::time_point* next_follow) {
+  service_->Tick(SteadyMillis());
+  if (follow_ && SteadyClock::now() >= *next_follow) {
+    *next_follow = SteadyClock::now() + std::chrono::seconds(1);
+    follow_->Poll();
+  }
+  if (config_.hosted()) replicas_->Poll(etcd_.get(), o_.job, WallMillis());
+  if (SteadyClock::now() >= *next_save) {
+    *next_save = SteadyClock::now() + std::chrono::seconds(2);
+    SaveNodesAndHistory();
+  }
+  if (Status f = log_->failure(); !f.ok()) {
+    service_->Stop(f);
+    std::lock_guard<std::mutex> l2(node_->mu_);
+    if (node_->lost_.ok()) node_->lost_ = f.code() == StatusCode::kAborted ? f : Status::Aborted(f.message());
+    node_->cv_.notify_all();
+  }
+}
+
+// A tick every 100 ms while leading.
+void MasterNode::Runtime::StartTicker() {
+  ticker_ = std::thread([this] {
+    auto next_save = SteadyClock::now(), next_follow = SteadyClock::now();
+    std::unique_lock<std::mutex> lock(node_->mu_);
+    while (!node_->stop_ && node_->lost_.ok()) {
       lock.unlock();
-      service.Tick(SteadyMillis());
-      if (follow && SteadyClock::now() >= next_follow) {
-        next_follow = SteadyClock::now() + std::chrono::seconds(1);
-        follow->Poll();
-      }
-      if (config.hosted()) replicas.Poll(etcd.get(), job, WallMillis());
-      if (SteadyClock::now() >= next_save) {
-        next_save = SteadyClock::now() + std::chrono::seconds(2);
-        cost_saver.Save(service, election.fence());
-        // Registrations still in etcd have live leases: that is the nodes' heartbeat.
-        if (auto l = Registry(etcd.get(), keys::PserverPrefix(job)).List(); l.ok()) {
-          std::lock_guard<std::mutex> nl(nodes_mu);
-          nodes.Update("pserver", LiveNodes(*l), WallMillis(), {}, l->revision);
-        }
-        if (auto l = Registry(etcd.get(), keys::TrainerPrefix(job)).List(); l.ok()) {
-          std::lock_guard<std::mutex> nl(nodes_mu);
-          UpdateTrainers(etcd.get(), job, *l, &nodes);
-        }
-        write_history();
-      }
-      if (Status f = log.failure(); !f.ok()) {
-        service.Stop(f);
-        std::lock_guard<std::mutex> l2(mu_);
-        if (lost_.ok()) lost_ = f.code() == StatusCode::kAborted ? f : Status::Aborted(f.message());
-        cv_.notify_all();
-      }
+      Tick(&next_save, &next_follow);
       lock.lock();
-      cv_.wait_for(lock, std::chrono::milliseconds(100));
+      node_->cv_.wait_for(lock, std::chrono::milliseconds(100));
     }
   });
+}
 
-  Status result;
-  {
-    std::unique_lock<std::mutex> lock(mu_);
-    cv_.wait(lock, [&] { return stop_ || !lost_.ok(); });
-    result = lost_;
-  }
-  leading_ = false;
-  ticker.join();
-  cost_saver.Save(service, election.fence());
-  write_history();
-  pservers->Cancel();
-  trainers->Cancel();
-  console.Stop();
-  service.Stop(result.ok() ? Status::Unavailable("master stopped") : result);
-  log.Stop();
-  server->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
+Status MasterNode::Runtime::Serve() {
+  std::unique_lock<std::mutex> lock(node_->mu_);
+  node_->cv_.wait(lock, [&] { return node_->stop_ || !node_->lost_.ok(); });
+  return node_->lost_;
+}
+
+void MasterNode::Runtime::Drain(const Status& result) {
+  ticker_.join();
+  cost_saver_->Save(*service_, election_->fence());
+  WriteHistory();
+  pservers_->Cancel();
+  trainers_->Cancel();
+  console_->Stop();
+  service_->Stop(result.ok() ? Status::Unavailable("master stopped") : result);
+  log_->Stop();
+  server_->Shutdown(std::chrono::system_clock::now() + std::chrono::milliseconds(500));
   if (result.ok()) {
-    (void)election.Resign();  // a standby takes over now, not after the lease TTL
-    (void)keeper->Revoke();
+    (void)election_->Resign();  // a standby takes over now, not after the lease TTL
+    (void)keeper_->Revoke();
     spdlog::info("master stopped");
   } else {
     spdlog::error("master stops leading: {}", result.message());
-    keeper->Stop();
+    keeper_->Stop();
   }
-  return result;
 }
 
 }  // namespace tessera::master

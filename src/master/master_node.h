@@ -57,6 +57,7 @@ class MasterNode {
   bool leading() const { return leading_.load(); }
 
  private:
+  class Runtime;  // the phases of a run (master_node.cc)
   MasterOptions options_;
   std::atomic<bool> leading_{false};
   std::mutex mu_;
