@@ -122,95 +122,109 @@ void PrintMasterStatus(etcd::EtcdClient& etcd, const std::string& job_name, cons
   }
 }
 
+// What `tessera status` shows of a job, read from etcd.
+struct JobView {
+  etcd::ServerStatus etcd;
+  MemberList pservers, trainers, hosts;
+  std::optional<Member> leader;
+  etcd::RangeResult config;
+  std::optional<ReplicaMap> replicas;  // a job with replicas: which host holds each shard
+  bool elastic = false;
+  PserverHosts host_states;  // pserver hosts registered, and those handing their shards over
+};
+
+StatusOr<JobView> ReadJobView(etcd::EtcdClient& etcd, const StatusFlags& f) {
+  JobView v;
+  const std::string& job = f.etcd.job;
+  TESSERA_ASSIGN_OR_RETURN(
+      v.etcd, etcd.Ping(std::chrono::milliseconds(static_cast<int64_t>(f.etcd.timeout_s * 1000))));
+  TESSERA_ASSIGN_OR_RETURN(v.pservers, Registry(&etcd, keys::PserverPrefix(job)).List());
+  TESSERA_ASSIGN_OR_RETURN(v.trainers, Registry(&etcd, keys::TrainerPrefix(job)).List());
+  TESSERA_ASSIGN_OR_RETURN(v.leader, Election::Leader(&etcd, keys::MasterElectionPrefix(job)));
+  TESSERA_ASSIGN_OR_RETURN(v.config, etcd.Get(keys::Config(job)));
+  TESSERA_ASSIGN_OR_RETURN(v.hosts, Registry(&etcd, keys::PserverHostPrefix(job)).List());
+  TESSERA_ASSIGN_OR_RETURN(auto map_kv, etcd.Get(keys::ReplicaMap(job)));
+  if (!map_kv.kvs.empty()) {
+    auto m = ReplicaMap::FromJson(map_kv.kvs[0].value);
+    if (!m.ok()) return m.status().WithContext(keys::ReplicaMap(job));
+    v.replicas = *m;
+  }
+  if (!v.config.kvs.empty()) {
+    auto jc = JobConfig::FromJson(v.config.kvs[0].value);
+    v.elastic = jc.ok() && jc->initial_pservers > 0;
+  }
+  std::vector<std::pair<std::string, std::string>> registrations;
+  for (const auto& m : v.hosts.members) registrations.emplace_back(m.name, m.value);
+  v.host_states = ParseHosts(registrations);
+  return v;
+}
+
+void PrintJobJson(const StatusFlags& f, const JobView& v) {
+  nlohmann::json out;
+  out["job"] = f.etcd.job;
+  out["etcd"] = {{"endpoint", v.etcd.endpoint}, {"version", v.etcd.version}, {"revision", v.etcd.revision}};
+  out["configured"] = !v.config.kvs.empty();
+  out["master"] = v.leader ? nlohmann::json{{"epoch", v.leader->epoch}, {"value", v.leader->value}}
+                           : nlohmann::json(nullptr);
+  out["pservers"] = MembersJson(v.pservers);
+  out["trainers"] = MembersJson(v.trainers);
+  if (v.replicas) {
+    out["pserver_hosts"] = MembersJson(v.hosts);
+    out["replicas"] = nlohmann::json::parse(v.replicas->ToJson());
+    auto shards = nlohmann::json::array();
+    for (const auto& s : ViewShards(*v.replicas, v.host_states.live, v.host_states.leaving, v.elastic)) {
+      shards.push_back(
+          {{"shard", s.shard}, {"primary", s.primary}, {"backups", s.backups}, {"state", s.state}});
+      if (s.moving_to >= 0) shards.back()["moving_to"] = s.moving_to;
+    }
+    out["shards"] = shards;
+  }
+  std::cout << out.dump(2) << "\n";
+}
+
+void PrintShards(const JobView& v) {
+  std::printf("replicas: %d copies of each shard wanted (replica map epoch %lld)\n", v.replicas->replicas(),
+              static_cast<long long>(v.replicas->epoch()));
+  for (const auto& s : ViewShards(*v.replicas, v.host_states.live, v.host_states.leaving, v.elastic)) {
+    std::string backups;
+    for (int b : s.backups) backups += (backups.empty() ? "host " : ", ") + std::to_string(b);
+    std::string state = s.state;
+    if (s.state == "moving") state = "moving to host " + std::to_string(s.moving_to);
+    if (s.state == "copying") state = "copying: a live host is getting the missing copy";
+    if (s.state == "under-replicated") state = "under-replicated: no free host for the missing copy";
+    if (s.state == "failing over") state = "failing over: a holder's host is gone";
+    std::printf("  shard %d: primary on host %d, backups on %s; %s\n", s.shard, s.primary,
+                backups.empty() ? "none" : backups.c_str(), state.c_str());
+  }
+}
+
 int RunStatus(const StatusFlags& f) {
   auto client = ConnectEtcd(f.etcd);
   if (!client.ok()) return Fail("status", client.status());
   auto& etcd = **client;
-  auto ping = etcd.Ping(std::chrono::milliseconds(static_cast<int64_t>(f.etcd.timeout_s * 1000)));
-  if (!ping.ok()) return Fail("status", ping.status());
-  Registry pservers(&etcd, keys::PserverPrefix(f.etcd.job));
-  Registry trainers(&etcd, keys::TrainerPrefix(f.etcd.job));
-  auto ps = pservers.List();
-  if (!ps.ok()) return Fail("status", ps.status());
-  auto tr = trainers.List();
-  if (!tr.ok()) return Fail("status", tr.status());
-  auto leader = Election::Leader(&etcd, keys::MasterElectionPrefix(f.etcd.job));
-  if (!leader.ok()) return Fail("status", leader.status());
-  auto config = etcd.Get(keys::Config(f.etcd.job));
-  if (!config.ok()) return Fail("status", config.status());
-  // A job with replicas: the pserver processes and which of them holds each shard.
-  auto hosts = Registry(&etcd, keys::PserverHostPrefix(f.etcd.job)).List();
-  if (!hosts.ok()) return Fail("status", hosts.status());
-  auto map_kv = etcd.Get(keys::ReplicaMap(f.etcd.job));
-  if (!map_kv.ok()) return Fail("status", map_kv.status());
-  std::optional<ReplicaMap> replicas;
-  if (!map_kv->kvs.empty()) {
-    auto m = ReplicaMap::FromJson(map_kv->kvs[0].value);
-    if (!m.ok()) return Fail("status", m.status().WithContext(keys::ReplicaMap(f.etcd.job)));
-    replicas = *m;
-  }
-  bool elastic = false;
-  if (!config->kvs.empty()) {
-    auto jc = JobConfig::FromJson(config->kvs[0].value);
-    elastic = jc.ok() && jc->initial_pservers > 0;
-  }
-  std::vector<std::pair<std::string, std::string>> registrations;
-  for (const auto& m : hosts->members) registrations.emplace_back(m.name, m.value);
-  // Pserver hosts registered, and those handing their shards over.
-  const auto [live, leaving, values] = ParseHosts(registrations);
-
+  auto view = ReadJobView(etcd, f);
+  if (!view.ok()) return Fail("status", view.status());
+  const JobView& v = *view;
   if (f.json) {
-    nlohmann::json out;
-    out["job"] = f.etcd.job;
-    out["etcd"] = {{"endpoint", ping->endpoint}, {"version", ping->version}, {"revision", ping->revision}};
-    out["configured"] = !config->kvs.empty();
-    out["master"] = leader->has_value()
-                        ? nlohmann::json{{"epoch", (*leader)->epoch}, {"value", (*leader)->value}}
-                        : nlohmann::json(nullptr);
-    out["pservers"] = MembersJson(*ps);
-    out["trainers"] = MembersJson(*tr);
-    if (replicas) {
-      out["pserver_hosts"] = MembersJson(*hosts);
-      out["replicas"] = nlohmann::json::parse(replicas->ToJson());
-      auto shards = nlohmann::json::array();
-      for (const auto& v : ViewShards(*replicas, live, leaving, elastic)) {
-        shards.push_back(
-            {{"shard", v.shard}, {"primary", v.primary}, {"backups", v.backups}, {"state", v.state}});
-        if (v.moving_to >= 0) shards.back()["moving_to"] = v.moving_to;
-      }
-      out["shards"] = shards;
-    }
-    std::cout << out.dump(2) << "\n";
+    PrintJobJson(f, v);
     return 0;
   }
-  std::printf("job %s (etcd %s, version %s, revision %lld)\n", f.etcd.job.c_str(), ping->endpoint.c_str(),
-              ping->version.c_str(), static_cast<long long>(ping->revision));
-  std::printf("config: %s\n", config->kvs.empty() ? "not created (see `tessera job create`)" : "present");
-  if (leader->has_value()) {
-    std::printf("master: %s (epoch %lld)\n", (*leader)->value.c_str(),
-                static_cast<long long>((*leader)->epoch));
-    PrintMasterStatus(etcd, f.etcd.job, *config, f.etcd, (*leader)->value);
+  std::printf("job %s (etcd %s, version %s, revision %lld)\n", f.etcd.job.c_str(), v.etcd.endpoint.c_str(),
+              v.etcd.version.c_str(), static_cast<long long>(v.etcd.revision));
+  std::printf("config: %s\n", v.config.kvs.empty() ? "not created (see `tessera job create`)" : "present");
+  if (v.leader) {
+    std::printf("master: %s (epoch %lld)\n", v.leader->value.c_str(),
+                static_cast<long long>(v.leader->epoch));
+    PrintMasterStatus(etcd, f.etcd.job, v.config, f.etcd, v.leader->value);
   } else {
     std::printf("master: none elected\n");
   }
-  PrintMembers("pservers", *ps);
-  if (replicas) {
-    PrintMembers("pserver hosts", *hosts);
-    std::printf("replicas: %d copies of each shard wanted (replica map epoch %lld)\n", replicas->replicas(),
-                static_cast<long long>(replicas->epoch()));
-    for (const auto& v : ViewShards(*replicas, live, leaving, elastic)) {
-      std::string backups;
-      for (int b : v.backups) backups += (backups.empty() ? "host " : ", ") + std::to_string(b);
-      std::string state = v.state;
-      if (v.state == "moving") state = "moving to host " + std::to_string(v.moving_to);
-      if (v.state == "copying") state = "copying: a live host is getting the missing copy";
-      if (v.state == "under-replicated") state = "under-replicated: no free host for the missing copy";
-      if (v.state == "failing over") state = "failing over: a holder's host is gone";
-      std::printf("  shard %d: primary on host %d, backups on %s; %s\n", v.shard, v.primary,
-                  backups.empty() ? "none" : backups.c_str(), state.c_str());
-    }
+  PrintMembers("pservers", v.pservers);
+  if (v.replicas) {
+    PrintMembers("pserver hosts", v.hosts);
+    PrintShards(v);
   }
-  PrintMembers("trainers", *tr);
+  PrintMembers("trainers", v.trainers);
   return 0;
 }
 

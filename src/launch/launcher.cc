@@ -147,28 +147,11 @@ StatusOr<LaunchResult> Launcher::Run() {
     TESSERA_RETURN_IF_ERROR(DryRun());
     return LaunchResult{};
   }
-  TESSERA_ASSIGN_OR_RETURN(auto lock, local::RunDirLock::Acquire(o_.run_dir));
-  lock_.emplace(std::move(lock));
-  TESSERA_RETURN_IF_ERROR(local::CheckNewRun(o_.run_dir));
-  std::error_code ec;
-  if (fs::exists(o_.model_out, ec)) {
-    return Status::AlreadyExists(o_.model_out +
-                                 " exists; a launch never overwrites a model (move it, or give --model-out)");
-  }
-  fs::create_directories(o_.run_dir + "/logs", ec);
-  if (ec) return Status::Unavailable("cannot create " + o_.run_dir + "/logs: " + ec.message());
+  TESSERA_RETURN_IF_ERROR(OpenRunDir());
   if (!o_.hosts_file.empty()) TESSERA_RETURN_IF_ERROR(PreflightSsh());
   TESSERA_RETURN_IF_ERROR(StartEtcd());
   TESSERA_RETURN_IF_ERROR(CreateJob());
-  TESSERA_ASSIGN_OR_RETURN(auto cfg, etcd_->Get(keys::Config(spec_.name)));
-  if (cfg.kvs.empty()) return Status::NotFound("job '" + spec_.name + "' vanished from etcd");
-  TESSERA_ASSIGN_OR_RETURN(JobConfig job, JobConfig::FromJson(cfg.kvs[0].value));
-  TESSERA_ASSIGN_OR_RETURN(const security::JobSecret secret, LoadJobSecret(etcd_.get(), spec_.name, job));
-  // A --tls job's certificates (tls.path, on this host as on every other): the launcher follows
-  // the master and exports the model over TLS like any process of the job.
-  const spec::JobSpec::TlsFiles tls_files = spec_.Tls();
-  TESSERA_ASSIGN_OR_RETURN(auto tls,
-                           LoadJobTls(spec_.name, job, tls_files.ca, tls_files.cert, tls_files.key));
+  TESSERA_RETURN_IF_ERROR(ReadJob());
   nlohmann::json run = {{"job", spec_.name},
                         {"etcd", etcd_endpoint_},
                         {"spec", fs::absolute(o_.spec_path).string()},
@@ -179,19 +162,54 @@ StatusOr<LaunchResult> Launcher::Run() {
   TESSERA_RETURN_IF_ERROR(WriteFileAtomic(o_.run_dir + "/run.json", run.dump(2)));
   TESSERA_RETURN_IF_ERROR(StartNodes());
 
-  master::MasterClient master(etcd_.get(), spec_.name, job.token, secret, tls);
-  master::StatusReply last;
-  std::string console_url;
+  master::MasterClient master(etcd_.get(), spec_.name, job_.token, secret_, tls_);
   LaunchResult result;
   result.run_dir = o_.run_dir;
-  Status failed;
+  Status failed = FollowProgress(master, &result);
+  console_.EndProgress();
+  if (result.completed) failed = Finish(master, &result);
+  console_.Event(result.completed ? "the job is done: stopping its nodes" : "stopping the job's nodes");
+  StopEverything(result.completed ? "finished" : (failed.ok() ? "stopped" : "failed"));
+  if (!failed.ok()) return failed;
+  return result;
+}
+
+Status Launcher::OpenRunDir() {
+  TESSERA_ASSIGN_OR_RETURN(auto lock, local::RunDirLock::Acquire(o_.run_dir));
+  lock_.emplace(std::move(lock));
+  TESSERA_RETURN_IF_ERROR(local::CheckNewRun(o_.run_dir));
+  std::error_code ec;
+  if (fs::exists(o_.model_out, ec)) {
+    return Status::AlreadyExists(o_.model_out +
+                                 " exists; a launch never overwrites a model (move it, or give --model-out)");
+  }
+  fs::create_directories(o_.run_dir + "/logs", ec);
+  if (ec) return Status::Unavailable("cannot create " + o_.run_dir + "/logs: " + ec.message());
+  return Status::OK();
+}
+
+Status Launcher::ReadJob() {
+  TESSERA_ASSIGN_OR_RETURN(auto cfg, etcd_->Get(keys::Config(spec_.name)));
+  if (cfg.kvs.empty()) return Status::NotFound("job '" + spec_.name + "' vanished from etcd");
+  TESSERA_ASSIGN_OR_RETURN(job_, JobConfig::FromJson(cfg.kvs[0].value));
+  TESSERA_ASSIGN_OR_RETURN(secret_, LoadJobSecret(etcd_.get(), spec_.name, job_));
+  // A --tls job's certificates (tls.path, on this host as on every other): the launcher follows
+  // the master and exports the model over TLS like any process of the job.
+  const spec::JobSpec::TlsFiles tls_files = spec_.Tls();
+  TESSERA_ASSIGN_OR_RETURN(tls_, LoadJobTls(spec_.name, job_, tls_files.ca, tls_files.cert, tls_files.key));
+  return Status::OK();
+}
+
+Status Launcher::FollowProgress(master::MasterClient& master, LaunchResult* result) {
+  std::string console_url;
   TimePoint finished_since{};
   bool finished = false;
+  // Twice a second until stopped, done or failed.
   while (!(stop_ && stop_->load())) {
-    if (failed = CheckStarted(); !failed.ok()) break;
+    TESSERA_RETURN_IF_ERROR(CheckStarted());
     auto st = master.GetStatus(Deadline(std::chrono::milliseconds(800)));
     if (st.ok()) {
-      last = *st;
+      last_ = *st;
       if (std::string url = local::LeaderConsoleUrl(etcd_.get(), spec_.name);
           !url.empty() && url != console_url) {
         console_url = url;
@@ -202,38 +220,31 @@ StatusOr<LaunchResult> Launcher::Run() {
       count.count_only = true;
       auto trainers = etcd_->Get(keys::TrainerPrefix(spec_.name), count);
       const int registered = trainers.ok() ? static_cast<int>(trainers->count) : -1;
-      console_.Progress(local::ProgressLine(last, std::max(registered, 0)));
+      console_.Progress(local::ProgressLine(last_, std::max(registered, 0)));
       // Done: every pass, and the trainers have left (they deregister as they finish).
       const bool now_finished = st->finished() && registered == 0;
       if (now_finished && !finished) finished_since = Now();
       finished = now_finished;
       if (finished && Now() - finished_since >= std::chrono::seconds(1)) {
-        result.completed = true;
-        break;
+        result->completed = true;
+        return Status::OK();
       }
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(500));
   }
-  console_.EndProgress();
-  if (result.completed) {
-    result.model_path = o_.model_out;
-    auto st = master.GetStatus(Deadline(std::chrono::seconds(10)));
-    if (st.ok()) last = *st;
-    result.metrics = local::FinalMetrics(last);
-    auto model = ExportModel(etcd_.get(), spec_.name, secret, std::chrono::seconds(60), tls);
-    if (!model.ok()) {
-      failed = model.status().WithContext("exporting the model");
-    } else {
-      failed = models::WriteModelFile(result.model_path, *model);
-    }
-    if (failed.ok())
-      failed = WriteFileAtomic(o_.run_dir + "/result.json",
-                               local::ResultJson(spec_.name, last, result.model_path).dump(2));
-  }
-  console_.Event(result.completed ? "the job is done: stopping its nodes" : "stopping the job's nodes");
-  StopEverything(result.completed ? "finished" : (failed.ok() ? "stopped" : "failed"));
-  if (!failed.ok()) return failed;
-  return result;
+  return Status::OK();
+}
+
+Status Launcher::Finish(master::MasterClient& master, LaunchResult* result) {
+  result->model_path = o_.model_out;
+  auto st = master.GetStatus(Deadline(std::chrono::seconds(10)));
+  if (st.ok()) last_ = *st;
+  result->metrics = local::FinalMetrics(last_);
+  auto model = ExportModel(etcd_.get(), spec_.name, secret_, std::chrono::seconds(60), tls_);
+  if (!model.ok()) return model.status().WithContext("exporting the model");
+  TESSERA_RETURN_IF_ERROR(models::WriteModelFile(result->model_path, *model));
+  return WriteFileAtomic(o_.run_dir + "/result.json",
+                         local::ResultJson(spec_.name, last_, result->model_path).dump(2));
 }
 
 StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o, const std::atomic<bool>* stop) {

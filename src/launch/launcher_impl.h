@@ -9,15 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "client/master_client.h"
 #include "common/process.h"
 #include "common/strings.h"
 #include "coord/etcd_client.h"
+#include "job/job_config.h"
 #include "launch/hosts_file.h"
 #include "launch/launcher.h"
 #include "launch/plan.h"
 #include "local/restart_policy.h"
 #include "local/run_dir.h"
 #include "local/terminal_console.h"
+#include "security/job_secret.h"
+#include "security/tls_config.h"
 #include "spec/job_spec.h"
 
 namespace tessera::launch {
@@ -57,6 +61,15 @@ class Launcher {
  private:
   Status Prepare();
   Status DryRun();
+  // The run directory locked and new (nothing of an earlier run, no model at --model-out).
+  Status OpenRunDir();
+  // The job's configuration, secret and TLS, as every process of the job reads them.
+  Status ReadJob();
+  // Shows progress until every pass is done and the trainers have left (completed), Ctrl-C, or
+  // a launched process's failure (returned).
+  Status FollowProgress(master::MasterClient& master, LaunchResult* result);
+  // The model exported to --model-out and result.json written.
+  Status Finish(master::MasterClient& master, LaunchResult* result);
   Status StartEtcd();
   Status CreateJob();
   Status StartNodes();
@@ -86,6 +99,10 @@ class Launcher {
   std::string etcd_endpoint_;
   std::unique_ptr<etcd::EtcdClient> etcd_;
   std::vector<std::unique_ptr<Started>> started_;  // etcd (if ours) first
+  JobConfig job_;
+  security::JobSecret secret_;
+  std::shared_ptr<const security::TlsConfig> tls_;
+  master::StatusReply last_;  // the master's last status
   bool stopping_ = false;
   bool stopped_ = false;
 };

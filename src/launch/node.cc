@@ -159,93 +159,136 @@ bool Drained(etcd::EtcdClient* etcd, const std::string& job, Role role) {
   return true;
 }
 
+// One node's run, as phases: Prepare (its program: etcd, or its role's from the spec in etcd),
+// Start (in a control group of its own where it may make one), then Supervise: restarted as
+// its ChildState says, and stopped when asked (WatchForStop), servers draining first.
+class NodeRun {
+ public:
+  NodeRun(const NodeOptions& o, const std::atomic<bool>* stop)
+      : o_(o),
+        stop_(stop),
+        name_(std::string(local::RoleName(o.role)) + "-" + std::to_string(o.index)),
+        state_(name_, o.role) {}
+  ~NodeRun() {
+    proc_.reset();  // the program first (its process group), then whatever is left in its control group
+    if (group_ && group_->Kill(std::chrono::seconds(10)).ok()) (void)group_->Remove();
+  }
+
+  Status Prepare() {
+    if (o_.role == Role::kEtcd) {
+      TESSERA_ASSIGN_OR_RETURN(program_, EtcdProgram(o_));
+    } else {
+      TESSERA_RETURN_IF_ERROR(ConnectEtcd());
+      TESSERA_ASSIGN_OR_RETURN(auto spec, ReadSpec(etcd_.get(), o_, stop_));
+      TESSERA_ASSIGN_OR_RETURN(program_, RoleProgram(o_, spec));
+    }
+    program_.inherit_output = true;
+    program_.new_process_group = true;
+    return Status::OK();
+  }
+
+  // Found and stopped by control group where this node may make one (see common/cgroup.h), so
+  // what its process leaves behind, a daemon outside its process group included, ends with it.
+  Status Start() {
+    auto cgroup = CreateSupervisorGroup("tessera-node-");
+    if (cgroup.ok()) group_ = std::move(*cgroup);
+    program_.cgroup_parent = group_.get();
+    TESSERA_RETURN_IF_ERROR(Spawn());
+    // The etcd node watches its own etcd, to stop only after the job's processes.
+    if (!etcd_) TESSERA_RETURN_IF_ERROR(ConnectEtcd());
+    return Status::OK();
+  }
+
+  // Until the program is done (OK) or gave up (Aborted); every 50 ms.
+  Status Supervise() {
+    for (;;) {
+      WatchForStop();
+      if (!stop_reason_.empty() && !state_.stopped() && Now() >= next_check_) {
+        next_check_ = Now() + std::chrono::milliseconds(250);
+        const bool drained =
+            !drain_until_ || Now() >= *drain_until_ || signalled() || Drained(etcd_.get(), o_.job, o_.role);
+        if (drained && state_.Stop().kind == local::ChildAction::Kind::kTerminate && proc_)
+          proc_->Stop(kStopGrace);
+      }
+      if (state_.alive() && proc_ && !proc_->running()) Reap();
+      if (state_.phase() == local::ChildPhase::kDone) return Status::OK();
+      if (state_.phase() == local::ChildPhase::kFailed) return Status::Aborted(state_.failure());
+      local::ChildAction a = state_.Tick(Now());
+      if (!a.event.empty()) Say(a.event);
+      if (a.kind == local::ChildAction::Kind::kSpawn) TESSERA_RETURN_IF_ERROR(Spawn());
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+
+ private:
+  bool signalled() const { return stop_ && stop_->load(); }
+
+  Status ConnectEtcd() {
+    etcd::EtcdOptions eo;
+    eo.endpoints = Split(o_.etcd, ',');
+    TESSERA_ASSIGN_OR_RETURN(etcd_, etcd::EtcdClient::Create(eo));
+    return Status::OK();
+  }
+
+  Status Spawn() {
+    Say(fmt::format("{} on {}: starting {}", name_, o_.advertise.empty() ? "this host" : o_.advertise,
+                    Join(program_.argv, " ")));
+    TESSERA_ASSIGN_OR_RETURN(proc_, Process::Spawn(program_));
+    state_.Spawned(Now());
+    return Status::OK();
+  }
+
+  // A stop asked by a signal, by the launcher going (its stdin closed) or by the launcher's
+  // order in etcd (checked twice a second). Every node hears at once; servers outlast the
+  // trainers (which finish their step against them, as under `tessera local`) and etcd outlasts
+  // them all. A signal asks for haste: no waiting.
+  void WatchForStop() {
+    if (!stop_reason_.empty()) return;
+    if (signalled()) stop_reason_ = "a signal";
+    if (o_.stop_on_eof && StdinClosed()) stop_reason_ = "its launcher is gone (stdin closed)";
+    if (stop_reason_.empty() && o_.role != Role::kEtcd && Now() >= next_check_) {
+      next_check_ = Now() + std::chrono::milliseconds(500);
+      etcd::CallOptions quick;
+      quick.retry_timeout = std::chrono::milliseconds(400);
+      auto order = etcd_->Get(keys::LaunchStop(o_.job), {}, quick);
+      if (order.ok() && !order->kvs.empty()) stop_reason_ = "the launcher (" + order->kvs[0].value + ")";
+    }
+    if (stop_reason_.empty()) return;
+    Say(name_ + ": stopping, as asked by " + stop_reason_);
+    if (o_.role != Role::kTrainer && !signalled()) drain_until_ = Now() + kDrainLimit;
+  }
+
+  // The program exited: what it registered is released now, not after its lease (as `tessera
+  // local` does), and its state says what comes next.
+  void Reap() {
+    if (o_.role != Role::kEtcd) {
+      auto n = local::RevokeLeasesOf(etcd_.get(), o_.job, proc_->pid());
+      if (n.ok() && *n > 0) Say(fmt::format("{}: its registration released at once", name_));
+    }
+    local::ChildAction a = state_.Exited(proc_->exit_code().value_or(-1), Now());
+    if (!a.event.empty()) Say(a.event);
+  }
+
+  const NodeOptions& o_;
+  const std::atomic<bool>* stop_;
+  const std::string name_;
+  std::unique_ptr<etcd::EtcdClient> etcd_;
+  ProcessOptions program_;
+  std::unique_ptr<Cgroup> group_;
+  local::ChildState state_;
+  std::unique_ptr<Process> proc_;
+  TimePoint next_check_ = Now();
+  std::string stop_reason_;
+  std::optional<TimePoint> drain_until_;
+};
+
 }  // namespace
 
 Status RunNode(const NodeOptions& o, const std::atomic<bool>* stop) {
-  const std::string name = std::string(local::RoleName(o.role)) + "-" + std::to_string(o.index);
-  std::unique_ptr<etcd::EtcdClient> etcd;
-  ProcessOptions program;
-  if (o.role == Role::kEtcd) {
-    TESSERA_ASSIGN_OR_RETURN(program, EtcdProgram(o));
-  } else {
-    etcd::EtcdOptions eo;
-    eo.endpoints = Split(o.etcd, ',');
-    TESSERA_ASSIGN_OR_RETURN(etcd, etcd::EtcdClient::Create(eo));
-    TESSERA_ASSIGN_OR_RETURN(auto spec, ReadSpec(etcd.get(), o, stop));
-    TESSERA_ASSIGN_OR_RETURN(program, RoleProgram(o, spec));
-  }
-  program.inherit_output = true;
-  program.new_process_group = true;
-  // Found and stopped by control group where this node may make one (see common/cgroup.h), so
-  // what its process leaves behind, a daemon outside its process group included, ends with it.
-  auto cgroup = CreateSupervisorGroup("tessera-node-");
-  struct RemoveAtEnd {
-    std::unique_ptr<Cgroup> g;
-    ~RemoveAtEnd() {
-      if (g && g->Kill(std::chrono::seconds(10)).ok()) (void)g->Remove();
-    }
-  } group{cgroup.ok() ? std::move(*cgroup) : nullptr};
-  program.cgroup_parent = group.g.get();
-  local::ChildState state(name, o.role);
-  std::unique_ptr<Process> proc;
-  auto spawn = [&]() -> Status {
-    Say(fmt::format("{} on {}: starting {}", name, o.advertise.empty() ? "this host" : o.advertise,
-                    Join(program.argv, " ")));
-    TESSERA_ASSIGN_OR_RETURN(proc, Process::Spawn(program));
-    state.Spawned(Now());
-    return Status::OK();
-  };
-  TESSERA_RETURN_IF_ERROR(spawn());
-  if (!etcd) {  // the etcd node watches its own etcd, to stop only after the job's processes
-    etcd::EtcdOptions eo;
-    eo.endpoints = Split(o.etcd, ',');
-    TESSERA_ASSIGN_OR_RETURN(etcd, etcd::EtcdClient::Create(eo));
-  }
-  TimePoint next_check = Now();
-  std::string stop_reason;
-  std::optional<TimePoint> drain_until;
-  for (;;) {
-    if (stop_reason.empty()) {
-      if (stop && stop->load()) stop_reason = "a signal";
-      if (o.stop_on_eof && StdinClosed()) stop_reason = "its launcher is gone (stdin closed)";
-      if (stop_reason.empty() && o.role != Role::kEtcd && Now() >= next_check) {
-        next_check = Now() + std::chrono::milliseconds(500);
-        etcd::CallOptions quick;
-        quick.retry_timeout = std::chrono::milliseconds(400);
-        auto order = etcd->Get(keys::LaunchStop(o.job), {}, quick);
-        if (order.ok() && !order->kvs.empty()) stop_reason = "the launcher (" + order->kvs[0].value + ")";
-      }
-      if (!stop_reason.empty()) {
-        Say(name + ": stopping, as asked by " + stop_reason);
-        // Every node hears at once; servers outlast the trainers (which finish their step
-        // against them, as under `tessera local`) and etcd outlasts them all. A signal asks
-        // for haste: no waiting.
-        if (o.role != Role::kTrainer && !(stop && stop->load())) drain_until = Now() + kDrainLimit;
-      }
-    }
-    if (!stop_reason.empty() && !state.stopped() && Now() >= next_check) {
-      next_check = Now() + std::chrono::milliseconds(250);
-      const bool drained = !drain_until || Now() >= *drain_until || (stop && stop->load()) ||
-                           Drained(etcd.get(), o.job, o.role);
-      if (drained && state.Stop().kind == local::ChildAction::Kind::kTerminate && proc)
-        proc->Stop(kStopGrace);
-    }
-    if (state.alive() && proc && !proc->running()) {
-      // What it registered is released now, not after its lease (as `tessera local` does).
-      if (o.role != Role::kEtcd) {
-        auto n = local::RevokeLeasesOf(etcd.get(), o.job, proc->pid());
-        if (n.ok() && *n > 0) Say(fmt::format("{}: its registration released at once", name));
-      }
-      local::ChildAction a = state.Exited(proc->exit_code().value_or(-1), Now());
-      if (!a.event.empty()) Say(a.event);
-    }
-    if (state.phase() == local::ChildPhase::kDone) return Status::OK();
-    if (state.phase() == local::ChildPhase::kFailed) return Status::Aborted(state.failure());
-    local::ChildAction a = state.Tick(Now());
-    if (!a.event.empty()) Say(a.event);
-    if (a.kind == local::ChildAction::Kind::kSpawn) TESSERA_RETURN_IF_ERROR(spawn());
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));
-  }
+  NodeRun run(o, stop);
+  TESSERA_RETURN_IF_ERROR(run.Prepare());
+  TESSERA_RETURN_IF_ERROR(run.Start());
+  return run.Supervise();
 }
 
 }  // namespace tessera::launch
