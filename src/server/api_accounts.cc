@@ -36,9 +36,9 @@ Json UserJson(const User& u) {
   return {{"id", u.id}, {"name", u.name}, {"admin", u.admin}, {"approved", u.approved}};
 }
 
-}  // namespace
-
-void AddAccountRoutes(ApiRoutes& r, Database* db) {
+// Sign-up, and logins: failures slow the account and the client's address down
+// (login_throttle.h); every attempt is audited with the address, refused ones too.
+void AddSignUpAndLogin(ApiRoutes& r) {
   Accounts& acc = r.accounts();
   r.Note("POST", "/api/v1/signup");
   r.http().Post("/api/v1/signup", [&acc](const httplib::Request& req, httplib::Response& res) {
@@ -52,8 +52,6 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
     }();
     ApiRoutes::Send(res, reply);
   });
-  // Logins: failures slow the account and the client's address down (login_throttle.h); every
-  // attempt is audited with the address, refused ones too.
   r.Note("POST", "/api/v1/login");
   auto throttle = std::make_shared<std::pair<std::mutex, LoginThrottle>>();
   r.http().Post("/api/v1/login", [&acc, throttle](const httplib::Request& req, httplib::Response& res) {
@@ -90,6 +88,11 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
     (void)acc.Audit("", "login", "user " + name, outcome, "from " + req.remote_addr, WallMillis());
     ApiRoutes::Send(res, reply);
   });
+}
+
+// The caller and its API tokens.
+void AddSelfAndTokenRoutes(ApiRoutes& r, Database* db) {
+  Accounts& acc = r.accounts();
   r.Get("/api/v1/me", "read self", [db](const User& u, const httplib::Request&) -> StatusOr<Reply> {
     TESSERA_ASSIGN_OR_RETURN(auto rows, db->Query("SELECT namespace, role FROM memberships WHERE user_id = ? "
                                                   "ORDER BY namespace",
@@ -123,6 +126,11 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
              TESSERA_RETURN_IF_ERROR(acc.RevokeToken(u.id, req.matches[1], WallMillis()));
              return Reply{204, {}};
            });
+}
+
+// The server's users (administrators) and a namespace's members.
+void AddUserAndMemberRoutes(ApiRoutes& r, Database* db) {
+  Accounts& acc = r.accounts();
   r.Get("/api/v1/users", "list users", [db](const User& u, const httplib::Request&) -> StatusOr<Reply> {
     if (!u.admin) return Status::PermissionDenied("only a server administrator lists the users");
     TESSERA_ASSIGN_OR_RETURN(
@@ -167,6 +175,10 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
              TESSERA_RETURN_IF_ERROR(acc.SetRole(req.matches[1], req.matches[2], std::nullopt));
              return Reply{204, {}};
            });
+}
+
+// The audit log: the server's (administrators), a namespace's.
+void AddAuditRoutes(ApiRoutes& r, Database* db) {
   r.Get("/api/v1/audit", "read server audit",
         [db](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
           if (!u.admin) return Status::PermissionDenied("the server's audit log is for its administrators");
@@ -184,6 +196,15 @@ void AddAccountRoutes(ApiRoutes& r, Database* db) {
                                    AuditLines(db, "a.namespace = ?", {std::string(req.matches[1])}));
           return Reply{200, {{"audit", out}}};
         });
+}
+
+}  // namespace
+
+void AddAccountRoutes(ApiRoutes& r, Database* db) {
+  AddSignUpAndLogin(r);
+  AddSelfAndTokenRoutes(r, db);
+  AddUserAndMemberRoutes(r, db);
+  AddAuditRoutes(r, db);
 }
 
 }  // namespace tessera::server

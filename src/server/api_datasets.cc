@@ -45,46 +45,58 @@ std::string DatasetName(const httplib::Request& req) {
   return owner.empty() ? std::string(req.matches[2]) : owner + "/" + std::string(req.matches[2]);
 }
 
-}  // namespace
-
-void AddDatasetRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
-  const std::string ns_path = std::string("/api/v1/namespaces/") + kNamePattern;
-  // The upload's namespace must allow the caller to upload.
-  auto upload_of = [&r, ds](const User& u, const std::string& id) -> StatusOr<UploadInfo> {
+// The upload, when its namespace allows the caller to upload.
+struct UploadOf {
+  ApiRoutes& r;
+  Datasets* ds;
+  StatusOr<UploadInfo> operator()(const User& u, const std::string& id) const {
     TESSERA_ASSIGN_OR_RETURN(UploadInfo up, ds->GetUpload(id));
     Status st = r.Need(u, up.ns, Action::kUploadDataset);
     if (st.code() == StatusCode::kNotFound) return Status::NotFound("no upload '" + id + "'");
     TESSERA_RETURN_IF_ERROR(st);
     return up;
-  };
+  }
+};
 
-  r.Post(ns_path + "/uploads", "start upload",
+const std::string kNamespacePath = std::string("/api/v1/namespaces/") + kNamePattern;
+
+// An upload's declaration (POST .../uploads): its data set's name and format, its files with
+// their sizes (and digests), and how to read them.
+StatusOr<UploadSpec> UploadSpecOf(const std::string& ns, const std::string& body) {
+  TESSERA_ASSIGN_OR_RETURN(
+      auto b, JsonBody::Parse(body, {"name", "format", "files", "label_column", "header", "list"}));
+  UploadSpec spec;
+  spec.ns = ns;
+  TESSERA_ASSIGN_OR_RETURN(spec.name, b.String("name"));
+  TESSERA_ASSIGN_OR_RETURN(spec.format, b.String("format"));
+  TESSERA_ASSIGN_OR_RETURN(auto files, b.OptionalObject("files", {}));
+  if (!files)
+    return Status::InvalidArgument("body: field 'files' is required, e.g. {\"input\": {\"size\": 1234}}");
+  for (const auto& name : files->Keys()) {
+    TESSERA_ASSIGN_OR_RETURN(auto f, files->OptionalObject(name, {"size", "sha256"}));
+    TESSERA_ASSIGN_OR_RETURN(auto size, f->OptionalInt("size"));
+    if (!size) return Status::InvalidArgument("body.files." + name + ": field 'size' is required");
+    TESSERA_ASSIGN_OR_RETURN(auto sha, f->OptionalString("sha256"));
+    spec.files.push_back({name, *size, sha.value_or(""), 0});
+  }
+  TESSERA_ASSIGN_OR_RETURN(auto label, b.OptionalString("label_column"));
+  TESSERA_ASSIGN_OR_RETURN(auto header, b.OptionalBool("header"));
+  TESSERA_ASSIGN_OR_RETURN(auto list, b.OptionalString("list"));
+  spec.label_column = label.value_or("0");
+  spec.header = header.value_or(false);
+  spec.list = list.value_or("list.txt");
+  return spec;
+}
+
+// Uploads: started (against the namespace's storage quota), listed, read, sent in chunks,
+// finished (the data set is made from them) or aborted.
+void AddUploadRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
+  const UploadOf upload_of{r, ds};
+  r.Post(kNamespacePath + "/uploads", "start upload",
          [&r, ds, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
            const std::string ns = req.matches[1];
            TESSERA_RETURN_IF_ERROR(r.Need(u, ns, Action::kUploadDataset));
-           TESSERA_ASSIGN_OR_RETURN(auto b, JsonBody::Parse(req.body, {"name", "format", "files",
-                                                                       "label_column", "header", "list"}));
-           UploadSpec spec;
-           spec.ns = ns;
-           TESSERA_ASSIGN_OR_RETURN(spec.name, b.String("name"));
-           TESSERA_ASSIGN_OR_RETURN(spec.format, b.String("format"));
-           TESSERA_ASSIGN_OR_RETURN(auto files, b.OptionalObject("files", {}));
-           if (!files)
-             return Status::InvalidArgument(
-                 "body: field 'files' is required, e.g. {\"input\": {\"size\": 1234}}");
-           for (const auto& name : files->Keys()) {
-             TESSERA_ASSIGN_OR_RETURN(auto f, files->OptionalObject(name, {"size", "sha256"}));
-             TESSERA_ASSIGN_OR_RETURN(auto size, f->OptionalInt("size"));
-             if (!size) return Status::InvalidArgument("body.files." + name + ": field 'size' is required");
-             TESSERA_ASSIGN_OR_RETURN(auto sha, f->OptionalString("sha256"));
-             spec.files.push_back({name, *size, sha.value_or(""), 0});
-           }
-           TESSERA_ASSIGN_OR_RETURN(auto label, b.OptionalString("label_column"));
-           TESSERA_ASSIGN_OR_RETURN(auto header, b.OptionalBool("header"));
-           TESSERA_ASSIGN_OR_RETURN(auto list, b.OptionalString("list"));
-           spec.label_column = label.value_or("0");
-           spec.header = header.value_or(false);
-           spec.list = list.value_or("list.txt");
+           TESSERA_ASSIGN_OR_RETURN(UploadSpec spec, UploadSpecOf(ns, req.body));
            // The namespace's storage quota counts its data sets, its uploads under way, its job
            // directories and this upload's declared size (checked and reserved by CreateUpload).
            TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, jobs->Quota(ns));
@@ -95,7 +107,7 @@ void AddDatasetRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
            TESSERA_ASSIGN_OR_RETURN(UploadInfo up, ds->CreateUpload(spec, u.id, WallMillis()));
            return Reply{201, UploadJson(up)};
          });
-  r.Get(ns_path + "/uploads", "list uploads",
+  r.Get(kNamespacePath + "/uploads", "list uploads",
         [&r, ds](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
           const std::string ns = req.matches[1];
           TESSERA_RETURN_IF_ERROR(r.Need(u, ns, Action::kUploadDataset));
@@ -133,8 +145,11 @@ void AddDatasetRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
              TESSERA_RETURN_IF_ERROR(ds->Abort(up.id));
              return Reply{204, {}};
            });
+}
 
-  r.Get(ns_path + "/datasets", "list data sets",
+// The data sets: listed, read, previewed, deleted, shared with another namespace or not.
+void AddStoredDatasetRoutes(ApiRoutes& r, Datasets* ds) {
+  r.Get(kNamespacePath + "/datasets", "list data sets",
         [&r, ds](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
           TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kListDatasets));
           TESSERA_ASSIGN_OR_RETURN(auto list, ds->List(req.matches[1]));
@@ -142,7 +157,7 @@ void AddDatasetRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
           for (const auto& d : list) out.push_back(DatasetJson(d));
           return Reply{200, {{"datasets", out}}};
         });
-  const std::string ds_path = ns_path + "/datasets/" + kObjectPattern;
+  const std::string ds_path = kNamespacePath + "/datasets/" + kObjectPattern;
   r.Get(ds_path, "read data set", [&r, ds](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
     TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kReadDataset));
     TESSERA_ASSIGN_OR_RETURN(DatasetInfo d, ds->Get(req.matches[1], DatasetName(req)));
@@ -181,6 +196,13 @@ void AddDatasetRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
              TESSERA_RETURN_IF_ERROR(ds->Share(req.matches[1], req.matches[2], req.matches[3], false));
              return Reply{204, {}};
            });
+}
+
+}  // namespace
+
+void AddDatasetRoutes(ApiRoutes& r, Datasets* ds, Jobs* jobs) {
+  AddUploadRoutes(r, ds, jobs);
+  AddStoredDatasetRoutes(r, ds);
 }
 
 }  // namespace tessera::server

@@ -80,71 +80,97 @@ std::string Short(const Resources& need, const Resources& free) {
   return "";
 }
 
-std::vector<Decision> Schedule(const SchedInput& in) {
-  std::vector<Decision> out;
-  // Working copies: trainers of running jobs as decided so far.
-  std::vector<SchedJob> jobs = in.jobs;
-  std::vector<const SchedJob*> queued, running;
-  Resources used;
-  std::map<std::string, Usage> ns_used;
-  for (auto& j : jobs) {
-    if (j.running) {
-      running.push_back(&j);
+namespace {
+
+// One scheduling pass: the running jobs' usage as decided so far (working copies of the jobs,
+// whose trainers change as jobs are shrunk and grown), and the decisions made.
+class SchedulingPass {
+ public:
+  explicit SchedulingPass(const SchedInput& in) : in_(in), jobs_(in.jobs) {
+    for (auto& j : jobs_) {
+      if (!j.running) continue;
       Usage u = UsageOf(j, j.trainers);
-      used = Add(used, u.resources);
-      AddUsage(&ns_used[j.ns], u);
-    } else {
-      queued.push_back(&j);
+      used_ = Add(used_, u.resources);
+      AddUsage(&ns_used_[j.ns], u);
     }
   }
-  std::sort(queued.begin(), queued.end(), Before);
-  auto free_now = [&] { return Add(in.capacity, used, -1); };
-  auto quota_of = [&](const std::string& ns) {
-    auto it = in.quotas.find(ns);
-    return it == in.quotas.end() ? QuotaLimits{} : it->second;
-  };
+
+  std::vector<Decision> Run() {
+    std::vector<const SchedJob*> queued;
+    for (const auto& j : jobs_)
+      if (!j.running) queued.push_back(&j);
+    std::sort(queued.begin(), queued.end(), Before);
+    for (const SchedJob* q : queued) Place(*q);
+    if (!blocked_) Grow();
+    return std::move(out_);
+  }
+
+ private:
+  Resources FreeNow() const { return Add(in_.capacity, used_, -1); }
+
+  QuotaLimits QuotaOf(const std::string& ns) const {
+    auto it = in_.quotas.find(ns);
+    return it == in_.quotas.end() ? QuotaLimits{} : it->second;
+  }
+
   // Largest t in [lo, hi] that fits capacity and quota (with the job's current usage removed), or -1.
-  auto largest_fit = [&](const SchedJob& j, int lo, int hi, int current) {
+  int LargestFit(const SchedJob& j, int lo, int hi, int current) {
     for (int t = hi; t >= lo; --t) {
       Usage now = current > 0 ? UsageOf(j, current) : Usage{};
       Usage want = UsageOf(j, t);
-      Usage ns = ns_used[j.ns];
+      Usage ns = ns_used_[j.ns];
       AddUsage(&ns, now, -1);
       AddUsage(&ns, want);
-      Resources cap_free = Add(free_now(), now.resources);
-      if (Short(want.resources, cap_free).empty() && OverQuota(ns, quota_of(j.ns)).empty()) return t;
+      Resources cap_free = Add(FreeNow(), now.resources);
+      if (Short(want.resources, cap_free).empty() && OverQuota(ns, QuotaOf(j.ns)).empty()) return t;
     }
     return -1;
-  };
-  std::optional<int64_t> blocked;  // priority of the first job waiting for resources
-  std::string blocked_id;
-  for (const SchedJob* q : queued) {
-    Usage min_use = UsageOf(*q, q->min_trainers);
-    Usage ns = ns_used[q->ns];
+  }
+
+  void Start(const SchedJob& q, int t, const std::string& why) {
+    out_.push_back({Decision::kStart, q.id, t, why});
+    Usage u = UsageOf(q, t);
+    used_ = Add(used_, u.resources);
+    AddUsage(&ns_used_[q.ns], u);
+  }
+
+  // A queued job: started (as large as fits, else at its minimum on what shrinking lower-priority
+  // elastic jobs frees), or left waiting with the reason.
+  void Place(const SchedJob& q) {
+    Usage min_use = UsageOf(q, q.min_trainers);
+    Usage ns = ns_used_[q.ns];
     AddUsage(&ns, min_use);
-    if (std::string over = OverQuota(ns, quota_of(q->ns)); !over.empty()) {
-      out.push_back(
-          {Decision::kWait, q->id, 0, "over the quota of namespace '" + q->ns + "': would use " + over});
-      continue;
+    if (std::string over = OverQuota(ns, QuotaOf(q.ns)); !over.empty()) {
+      out_.push_back(
+          {Decision::kWait, q.id, 0, "over the quota of namespace '" + q.ns + "': would use " + over});
+      return;
     }
-    if (blocked && q->priority <= *blocked) {
-      out.push_back({Decision::kWait, q->id, 0, "waiting behind job " + blocked_id + " for resources"});
-      continue;
+    if (blocked_ && q.priority <= *blocked_) {
+      out_.push_back({Decision::kWait, q.id, 0, "waiting behind job " + blocked_id_ + " for resources"});
+      return;
     }
-    auto start = [&](int t, const std::string& why) {
-      out.push_back({Decision::kStart, q->id, t, why});
-      Usage u = UsageOf(*q, t);
-      used = Add(used, u.resources);
-      AddUsage(&ns_used[q->ns], u);
-    };
-    if (int t = largest_fit(*q, q->min_trainers, q->max_trainers, 0); t >= 0) {
-      start(t, "resources free");
-      continue;
+    if (int t = LargestFit(q, q.min_trainers, q.max_trainers, 0); t >= 0) {
+      Start(q, t, "resources free");
+      return;
     }
-    // Shrink lower-priority elastic jobs, lowest priority and newest first.
+    if (ShrinkFor(q, min_use)) {
+      Start(q, q.min_trainers, "started on resources freed by shrinking lower-priority jobs");
+      return;
+    }
+    out_.push_back(
+        {Decision::kWait, q.id, 0, "waiting for resources: " + Short(min_use.resources, FreeNow())});
+    if (!blocked_) {
+      blocked_ = q.priority;
+      blocked_id_ = q.id;
+    }
+  }
+
+  // Shrinks lower-priority elastic jobs, lowest priority and newest first, until `min_use` fits;
+  // true (the resizes decided) if it does, else nothing is changed.
+  bool ShrinkFor(const SchedJob& q, const Usage& min_use) {
     std::vector<SchedJob*> victims;
-    for (auto& j : jobs)
-      if (j.running && j.priority < q->priority && j.trainers > j.min_trainers) victims.push_back(&j);
+    for (auto& j : jobs_)
+      if (j.running && j.priority < q.priority && j.trainers > j.min_trainers) victims.push_back(&j);
     std::sort(victims.begin(), victims.end(),
               [](const SchedJob* a, const SchedJob* b) { return Before(b, a); });
     std::vector<std::pair<SchedJob*, int>> undo;  // job, trainers before
@@ -153,56 +179,64 @@ std::vector<Decision> Schedule(const SchedInput& in) {
       const int before = v->trainers;
       while (v->trainers > v->min_trainers && !fits) {
         --v->trainers;
-        used = Add(used, v->per_process, -1);
-        AddUsage(&ns_used[v->ns], Usage{0, 1, 0, v->per_process}, -1);
-        fits = Short(min_use.resources, free_now()).empty();
+        used_ = Add(used_, v->per_process, -1);
+        AddUsage(&ns_used_[v->ns], Usage{0, 1, 0, v->per_process}, -1);
+        fits = Short(min_use.resources, FreeNow()).empty();
       }
       if (v->trainers != before) undo.push_back({v, before});
       if (fits) break;
     }
     if (fits) {
       for (auto& [v, before] : undo)
-        out.push_back(
+        out_.push_back(
             {Decision::kResize, v->id, v->trainers,
-             "shrunk from " + std::to_string(before) + " trainers for job " + q->id + " of higher priority"});
-      start(q->min_trainers, "started on resources freed by shrinking lower-priority jobs");
-      continue;
+             "shrunk from " + std::to_string(before) + " trainers for job " + q.id + " of higher priority"});
+      return true;
     }
     for (auto& [v, before] : undo) {
-      used = Add(used, v->per_process, before - v->trainers);
-      AddUsage(&ns_used[v->ns],
+      used_ = Add(used_, v->per_process, before - v->trainers);
+      AddUsage(&ns_used_[v->ns],
                Usage{0, before - v->trainers, 0, Add(Resources{}, v->per_process, before - v->trainers)});
       v->trainers = before;
     }
-    out.push_back(
-        {Decision::kWait, q->id, 0, "waiting for resources: " + Short(min_use.resources, free_now())});
-    if (!blocked) {
-      blocked = q->priority;
-      blocked_id = q->id;
-    }
+    return false;
   }
-  if (!blocked) {
+
+  // Nothing waits for resources: running elastic jobs not shrunk in this pass grow as far as fits,
+  // in priority order.
+  void Grow() {
     std::vector<SchedJob*> growable;
-    for (auto& j : jobs) {
+    for (auto& j : jobs_) {
       bool shrunk_now = false;
-      for (const auto& d : out) shrunk_now = shrunk_now || (d.kind == Decision::kResize && d.id == j.id);
+      for (const auto& d : out_) shrunk_now = shrunk_now || (d.kind == Decision::kResize && d.id == j.id);
       if (j.running && j.trainers < j.max_trainers && !shrunk_now) growable.push_back(&j);
     }
     std::sort(growable.begin(), growable.end(),
               [](const SchedJob* a, const SchedJob* b) { return Before(a, b); });
     for (SchedJob* g : growable) {
-      int t = largest_fit(*g, g->trainers + 1, g->max_trainers, g->trainers);
+      int t = LargestFit(*g, g->trainers + 1, g->max_trainers, g->trainers);
       if (t < 0) continue;
       Usage before = UsageOf(*g, g->trainers), after = UsageOf(*g, t);
-      used = Add(Add(used, before.resources, -1), after.resources);
-      AddUsage(&ns_used[g->ns], before, -1);
-      AddUsage(&ns_used[g->ns], after);
-      out.push_back({Decision::kResize, g->id, t,
-                     "grown from " + std::to_string(g->trainers) + " trainers: resources free"});
+      used_ = Add(Add(used_, before.resources, -1), after.resources);
+      AddUsage(&ns_used_[g->ns], before, -1);
+      AddUsage(&ns_used_[g->ns], after);
+      out_.push_back({Decision::kResize, g->id, t,
+                      "grown from " + std::to_string(g->trainers) + " trainers: resources free"});
       g->trainers = t;
     }
   }
-  return out;
-}
+
+  const SchedInput& in_;
+  std::vector<SchedJob> jobs_;
+  Resources used_;
+  std::map<std::string, Usage> ns_used_;
+  std::vector<Decision> out_;
+  std::optional<int64_t> blocked_;  // priority of the first job waiting for resources
+  std::string blocked_id_;
+};
+
+}  // namespace
+
+std::vector<Decision> Schedule(const SchedInput& in) { return SchedulingPass(in).Run(); }
 
 }  // namespace tessera::server
