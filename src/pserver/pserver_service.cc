@@ -196,156 +196,28 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
           *r, Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
           wire::DataReply::NOT_INITIALIZED);
     }
-    // The whole request is checked before anything is applied.
-    auto push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
-    Status bad = push.status();
-    if (bad.ok()) bad = push->CheckPayload(payload.size);
-    if (bad.ok() && req.is_push() && !push->empty() && req.samples() < 1) {
-      bad = Status::InvalidArgument("a push with gradients needs a sample count >= 1, got " +
-                                    std::to_string(req.samples()));
-    }
-    if (bad.ok() && nonfinite >= 0) {
-      const std::string where = "gradient for " + push->Describe(static_cast<size_t>(nonfinite));
-      if (TakesNonFiniteAsSkipped(req)) {
-        // The trainer left the scan to us: its dropped gradient, the empty push it would have
-        // sent itself (the reply says why: `dropped`).
-        req.clear_push();
-        req.set_samples(0);
-        req.set_skipped(where + " is not finite (NaN or infinity)");
-        push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
-        payload = ConstBuffer{};
-      } else {
-        bad = Status::InvalidArgument(where + " is not finite (NaN or infinity); nothing was applied");
-      }
-    }
-    auto pull = SegmentList::Read(store_, req.pull(), SegmentList::Use::kPull);
-    if (bad.ok() && !pull.ok()) bad = pull.status();
-    // A piece: its numbering is checked here too (nothing is kept when it is refused).
-    std::optional<StepPieces::Arrival> arrival;
-    std::optional<StatusOr<Consistency::PushVerdict>> piece_verdict;
-    // A piece standing for a dropped gradient (skipped) ends the push without what it sent.
-    const bool drop_pieces = req.is_push() && InPieces(req) && !req.skipped().empty();
-    if (bad.ok() && req.is_push() && InPieces(req) && !drop_pieces) {
-      piece_verdict = ArrivePiece(req, *push, &arrival);
-      if (!piece_verdict->ok() && piece_verdict->status().code() == StatusCode::kInvalidArgument)
-        bad = piece_verdict->status();
-    }
-    if (!bad.ok()) {
+    DataCheck c;
+    if (Status bad = CheckData(req, &payload, nonfinite, &c); !bad.ok()) {
       RefusePush(req, bad, &replies);
       HoldUntilCommitted(&replies);
       lock.Unlock();
       for (auto& x : replies) Send(x);
       return SendError(*r, bad, wire::DataReply::BAD_REQUEST);
     }
-    int64_t need = req.need();
-    int64_t resume = 0;  // a late push: where its trainer goes on
-    std::unique_ptr<PreparedPull> prepared;
+    DataAnswer answer;
+    answer.need = req.need();
     if (req.is_push()) {
-      // A piece that is not the push's last missing one is kept, not counted (kStored).
-      const bool stored = arrival == StepPieces::Arrival::kStored;
-      if (drop_pieces && consistency_->CheckPiece(req.trainer(), req.trainer_epoch(), req.step()).ok()) {
-        pieces_.Drop(req.trainer());
-        if (auto h = held_.find(req.trainer()); h != held_.end()) h->second.Reset();
-      }
-      const int64_t version_before = consistency_->version();
-      auto verdict = piece_verdict && (!arrival || stored)
-                         ? *piece_verdict
-                         : consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
-      // An async piece counts as a push once its push is whole (the version moved).
-      const bool async_piece = piece_verdict && options_.job.mode.kind == ConsistencyMode::Kind::kAsync;
-      const bool counts = async_piece ? consistency_->version() > version_before : !stored;
-      if (!verdict.ok()) {
-        int64_t resume = consistency_->ResumeStep(req.trainer());
+      if (Status refused = CountPush(req, payload, c, *r, &replies, &answer); !refused.ok()) {
         HoldUntilCommitted(&replies);
         lock.Unlock();
-        return SendError(*r, verdict.status(), ReasonFor(verdict.status()), resume);
+        return SendError(*r, refused, ReasonFor(refused), answer.resume);
       }
-      if (*verdict == Consistency::PushVerdict::kLate) {
-        ++counters_.late;
-        resume = consistency_->ResumeStep(req.trainer());
-        spdlog::debug(
-            "pserver {}: trainer {}'s push for step {} came after the step closed (backup trainers); "
-            "dropped, it goes on from step {}",
-            options_.index, req.trainer(), req.step(), resume);
-      } else if (*verdict != Consistency::PushVerdict::kDuplicate) {
-        counters_.pushes += counts ? 1 : 0;
-        counters_.bytes_in += static_cast<int64_t>(payload.size);
-        if (!req.skipped().empty()) {
-          ++counters_.skipped;
-          spdlog::warn("pserver {}: trainer {} dropped its gradient for step {}: {}", options_.index,
-                       req.trainer(), req.step(), req.skipped());
-        }
-      }
-      // A whole push with a pull: the apply it may bring about writes the reply's dense blocks.
-      const bool applies = *verdict == Consistency::PushVerdict::kHold ||
-                           (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0);
-      if (applies && !InPieces(req) && pull->floats() > 0) {
-        prepared = PreparePull(*pull, *r);
-        if (prepared) prepared_.push_back({prepared.get(), &*pull});
-      }
-      if (*verdict == Consistency::PushVerdict::kHold) {
-        HoldPiece(req, std::move(*push), payload, !stored);
-      } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
-        const auto start = std::chrono::steady_clock::now();
-        ApplyPush(*push, static_cast<const float*>(payload.data), 1.0f / static_cast<float>(req.samples()));
-        ObserveApply(start);
-      }
-      if (stored) ApplyReadyBlocks(&replies);
-      Drain(&replies);
-      prepared_.clear();
-      // Still waiting for the other trainers (or pieces): the push keeps a copy of what it needs.
-      if (*verdict == Consistency::PushVerdict::kHold) KeepBorrowed(req.trainer());
-      // With replicas a sync push is answered once it counts (its step applied on every copy):
-      // until then a primary that is lost takes it with it, and the trainer must send it again.
-      if (replicated() && options_.job.mode.kind == ConsistencyMode::Kind::kSync)
-        need = std::max(need, req.step() + 1);
     }
-    // A request with `need` and nothing to pull still waits for that version: a sync trainer
-    // must not run ahead of a pserver that holds none of the parameters it pulls.
-    // A pull of a block already a step ahead waits for the barrier, unless it is a piece's.
-    const bool piece_pull = req.is_push() && InPieces(req);
-    if (mixed() && !piece_pull && PullsAnEarlyBlock(*pull))
-      need = std::max(need, consistency_->version() + 1);
-    if (piece_pull && PieceAnswerable(req, *pull)) {
-      replies.push_back(BuildPullReply(req, *pull, std::move(r)));
-      replies.back().header.set_version(req.need());
-    } else if (piece_pull && req.more_pieces()) {
-      // A piece that is not the last never waits: the trainer's next pieces come after it on the
-      // same link, and the barrier may need them.
-      Reply ack;
-      ack.header.set_version(consistency_->version());
-      ack.header.set_min_clock(consistency_->min_clock());
-      ack.header.set_resume_step(resume);
-      ack.header.set_pull_deferred(req.pull_size() > 0);
-      ack.responder = std::move(r);
-      replies.push_back(std::move(ack));
-    } else if (req.pull_size() > 0 || need > 0) {
-      uint64_t ticket = next_ticket_++;
-      auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), need);
-      if (!now.ok()) {
-        HoldUntilCommitted(&replies);
-        lock.Unlock();
-        for (auto& x : replies) Send(x);
-        return SendError(*r, now.status(), wire::DataReply::BAD_REQUEST);
-      }
-      if (*now) {
-        replies.push_back(BuildPullReply(req, *pull, std::move(r), prepared.get()));
-        replies.back().header.set_resume_step(resume);
-      } else {
-        auto it = waiting_
-                      .emplace(ticket, PendingPull{piece_pull, req, std::move(*pull), std::move(r),
-                                                   std::chrono::steady_clock::now(), std::move(prepared)})
-                      .first;
-        it->second.pull.Rebind(&it->second.request.pull());
-      }
-    } else {
-      Reply ack;
-      ack.header.set_version(consistency_->version());
-      ack.header.set_min_clock(consistency_->min_clock());
-      ack.header.set_resume_step(resume);
-      SayDropped(req, &ack.header);
-      ack.responder = std::move(r);
-      replies.push_back(std::move(ack));
+    if (Status bad = AnswerData(req, c, r, answer, &replies); !bad.ok()) {
+      HoldUntilCommitted(&replies);
+      lock.Unlock();
+      for (auto& x : replies) Send(x);
+      return SendError(*r, bad, wire::DataReply::BAD_REQUEST);
     }
     HoldUntilCommitted(&replies);
   }
@@ -353,6 +225,152 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
   // replies wait for the checkpoint thread.
   WaitForSnapshotRoom();
   for (auto& x : replies) Send(x);
+}
+
+Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, int64_t nonfinite,
+                                 DataCheck* c) {
+  auto push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
+  TESSERA_RETURN_IF_ERROR(push.status());
+  TESSERA_RETURN_IF_ERROR(push->CheckPayload(payload->size));
+  if (req.is_push() && !push->empty() && req.samples() < 1) {
+    return Status::InvalidArgument("a push with gradients needs a sample count >= 1, got " +
+                                   std::to_string(req.samples()));
+  }
+  if (nonfinite >= 0) {
+    const std::string where = "gradient for " + push->Describe(static_cast<size_t>(nonfinite));
+    if (!TakesNonFiniteAsSkipped(req))
+      return Status::InvalidArgument(where + " is not finite (NaN or infinity); nothing was applied");
+    // The trainer left the scan to us: its dropped gradient, the empty push it would have sent
+    // itself (the reply says why: `dropped`).
+    req.clear_push();
+    req.set_samples(0);
+    req.set_skipped(where + " is not finite (NaN or infinity)");
+    push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
+    *payload = ConstBuffer{};
+  }
+  auto pull = SegmentList::Read(store_, req.pull(), SegmentList::Use::kPull);
+  TESSERA_RETURN_IF_ERROR(pull.status());
+  c->push.emplace(std::move(*push));
+  c->pull.emplace(std::move(*pull));
+  // A piece: its numbering is checked here too (nothing is kept when it is refused). A piece
+  // standing for a dropped gradient (skipped) ends the push without what it sent.
+  c->drop_pieces = req.is_push() && InPieces(req) && !req.skipped().empty();
+  if (req.is_push() && InPieces(req) && !c->drop_pieces) {
+    c->piece_verdict = ArrivePiece(req, *c->push, &c->arrival);
+    if (!c->piece_verdict->ok() && c->piece_verdict->status().code() == StatusCode::kInvalidArgument)
+      return c->piece_verdict->status();
+  }
+  return Status::OK();
+}
+
+Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, DataCheck& c, Responder& r,
+                                 std::vector<Reply>* replies, DataAnswer* answer) {
+  // A piece that is not the push's last missing one is kept, not counted (kStored).
+  const bool stored = c.arrival == StepPieces::Arrival::kStored;
+  if (c.drop_pieces && consistency_->CheckPiece(req.trainer(), req.trainer_epoch(), req.step()).ok()) {
+    pieces_.Drop(req.trainer());
+    if (auto h = held_.find(req.trainer()); h != held_.end()) h->second.Reset();
+  }
+  const int64_t version_before = consistency_->version();
+  auto verdict = c.piece_verdict && (!c.arrival || stored)
+                     ? *c.piece_verdict
+                     : consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
+  // An async piece counts as a push once its push is whole (the version moved).
+  const bool async_piece = c.piece_verdict && options_.job.mode.kind == ConsistencyMode::Kind::kAsync;
+  const bool counts = async_piece ? consistency_->version() > version_before : !stored;
+  if (!verdict.ok()) {
+    answer->resume = consistency_->ResumeStep(req.trainer());
+    return verdict.status();
+  }
+  if (*verdict == Consistency::PushVerdict::kLate) {
+    ++counters_.late;
+    answer->resume = consistency_->ResumeStep(req.trainer());
+    spdlog::debug(
+        "pserver {}: trainer {}'s push for step {} came after the step closed (backup trainers); "
+        "dropped, it goes on from step {}",
+        options_.index, req.trainer(), req.step(), answer->resume);
+  } else if (*verdict != Consistency::PushVerdict::kDuplicate) {
+    counters_.pushes += counts ? 1 : 0;
+    counters_.bytes_in += static_cast<int64_t>(payload.size);
+    if (!req.skipped().empty()) {
+      ++counters_.skipped;
+      spdlog::warn("pserver {}: trainer {} dropped its gradient for step {}: {}", options_.index,
+                   req.trainer(), req.step(), req.skipped());
+    }
+  }
+  // A whole push with a pull: the apply it may bring about writes the reply's dense blocks.
+  const bool applies = *verdict == Consistency::PushVerdict::kHold ||
+                       (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0);
+  if (applies && !InPieces(req) && c.pull->floats() > 0) {
+    answer->prepared = PreparePull(*c.pull, r);
+    if (answer->prepared) prepared_.push_back({answer->prepared.get(), &*c.pull});
+  }
+  if (*verdict == Consistency::PushVerdict::kHold) {
+    HoldPiece(req, std::move(*c.push), payload, !stored);
+  } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
+    const auto start = std::chrono::steady_clock::now();
+    ApplyPush(*c.push, static_cast<const float*>(payload.data), 1.0f / static_cast<float>(req.samples()));
+    ObserveApply(start);
+  }
+  if (stored) ApplyReadyBlocks(replies);
+  Drain(replies);
+  prepared_.clear();
+  // Still waiting for the other trainers (or pieces): the push keeps a copy of what it needs.
+  if (*verdict == Consistency::PushVerdict::kHold) KeepBorrowed(req.trainer());
+  // With replicas a sync push is answered once it counts (its step applied on every copy): until
+  // then a primary that is lost takes it with it, and the trainer must send it again.
+  if (replicated() && options_.job.mode.kind == ConsistencyMode::Kind::kSync)
+    answer->need = std::max(answer->need, req.step() + 1);
+  return Status::OK();
+}
+
+Status PserverService::AnswerData(wire::DataRequest& req, DataCheck& c, std::unique_ptr<Responder>& r,
+                                  DataAnswer& answer, std::vector<Reply>* replies) {
+  // A request with `need` and nothing to pull still waits for that version: a sync trainer must
+  // not run ahead of a pserver that holds none of the parameters it pulls. A pull of a block
+  // already a step ahead waits for the barrier, unless it is a piece's.
+  const bool piece_pull = req.is_push() && InPieces(req);
+  SegmentList& pull = *c.pull;
+  if (mixed() && !piece_pull && PullsAnEarlyBlock(pull))
+    answer.need = std::max(answer.need, consistency_->version() + 1);
+  if (piece_pull && PieceAnswerable(req, pull)) {
+    replies->push_back(BuildPullReply(req, pull, std::move(r)));
+    replies->back().header.set_version(req.need());
+  } else if (piece_pull && req.more_pieces()) {
+    // A piece that is not the last never waits: the trainer's next pieces come after it on the
+    // same link, and the barrier may need them.
+    Reply ack;
+    ack.header.set_version(consistency_->version());
+    ack.header.set_min_clock(consistency_->min_clock());
+    ack.header.set_resume_step(answer.resume);
+    ack.header.set_pull_deferred(req.pull_size() > 0);
+    ack.responder = std::move(r);
+    replies->push_back(std::move(ack));
+  } else if (req.pull_size() > 0 || answer.need > 0) {
+    uint64_t ticket = next_ticket_++;
+    auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), answer.need);
+    if (!now.ok()) return now.status();
+    if (*now) {
+      replies->push_back(BuildPullReply(req, pull, std::move(r), answer.prepared.get()));
+      replies->back().header.set_resume_step(answer.resume);
+    } else {
+      auto it =
+          waiting_
+              .emplace(ticket, PendingPull{piece_pull, req, std::move(pull), std::move(r),
+                                           std::chrono::steady_clock::now(), std::move(answer.prepared)})
+              .first;
+      it->second.pull.Rebind(&it->second.request.pull());
+    }
+  } else {
+    Reply ack;
+    ack.header.set_version(consistency_->version());
+    ack.header.set_min_clock(consistency_->min_clock());
+    ack.header.set_resume_step(answer.resume);
+    SayDropped(req, &ack.header);
+    ack.responder = std::move(r);
+    replies->push_back(std::move(ack));
+  }
+  return Status::OK();
 }
 
 void PserverService::RefusePush(const wire::DataRequest& req, const Status& why,

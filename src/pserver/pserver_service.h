@@ -249,6 +249,30 @@ class PserverService : public RequestHandler {
   };
 
   void HandleData(wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
+  // HandleData's phases, under mu_: the request checked whole before anything is applied
+  // (CheckData: the segments, the payload's size and finiteness, a piece's numbering), the push
+  // counted and applied or held (CountPush: the consistency verdict), and the answer (AnswerData:
+  // the pull now or when its version comes, or an acknowledgement).
+  struct DataCheck {
+    std::optional<SegmentList> push, pull;
+    std::optional<StepPieces::Arrival> arrival;                       // a piece that is kept
+    std::optional<StatusOr<Consistency::PushVerdict>> piece_verdict;  // a piece's
+    bool drop_pieces = false;  // a piece standing for a dropped gradient
+  };
+  struct DataAnswer {
+    int64_t need = 0;    // the version the answer waits for
+    int64_t resume = 0;  // a late push: where its trainer goes on
+    std::unique_ptr<PreparedPull> prepared;
+  };
+  // `*payload` is emptied when a non-finite gradient is taken as dropped.
+  Status CheckData(wire::DataRequest& req, ConstBuffer* payload, int64_t nonfinite, DataCheck* c)
+      REQUIRES(mu_);
+  // An error is the push's refusal (answer->resume: where the trainer goes on).
+  Status CountPush(wire::DataRequest& req, ConstBuffer payload, DataCheck& c, Responder& r,
+                   std::vector<Reply>* replies, DataAnswer* answer) REQUIRES(mu_);
+  // Takes `r` unless it fails (a pull the consistency refuses).
+  Status AnswerData(wire::DataRequest& req, DataCheck& c, std::unique_ptr<Responder>& r, DataAnswer& answer,
+                    std::vector<Reply>* replies) REQUIRES(mu_);
   void HandleInit(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);
   void HandleStatus(std::unique_ptr<Responder> r);
