@@ -49,6 +49,9 @@ Status Watcher::RequestProgress() {
   return Status::OK();
 }
 
+// Longer than our usual (about 90 lines), for a reason: one watch stream's life (open from the
+// last revision seen, read events, resume after a compaction or an endpoint's failure, back off)
+// reads best whole, and its state lives on the loop's stack between retries.
 void Watcher::Run() {
   EtcdClient::Impl& impl = *client_->impl();
   Backoff backoff({std::chrono::milliseconds(100), std::chrono::milliseconds(2000), 2.0, 0.2});

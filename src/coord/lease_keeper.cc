@@ -136,6 +136,9 @@ void LeaseKeeper::NoteReachable() {
   }
 }
 
+// Longer than our usual (about 90 lines), for a reason: one keep-alive stream's life (open on
+// the current endpoint, send, read, judge the lease's state, fail over, back off) reads best
+// whole, and its state lives on the loop's stack between retries.
 void LeaseKeeper::Run() {
   auto& impl = *etcd_->impl();
   Backoff backoff({std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 2.0, 0.2});

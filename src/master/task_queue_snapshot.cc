@@ -93,6 +93,9 @@ std::string TaskQueue::Snapshot() const {
   return out;
 }
 
+// Longer than our usual (170 lines), for a reason: a reader of a format reads best as the format
+// is written (Snapshot, above), section by section in one order, each field checked where it is
+// read; the later sections are those older snapshots lack.
 StatusOr<TaskQueue> TaskQueue::Restore(TaskQueueOptions options, std::string_view snapshot) {
   auto corrupt = [](const std::string& what) { return Status::DataLoss("master state snapshot: " + what); };
   ByteReader r(snapshot);
