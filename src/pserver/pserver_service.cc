@@ -138,38 +138,41 @@ void PserverService::Handle(std::string_view header, ConstBuffer payload, std::u
     case wire::DataRequest::EXPORT_RELEASE:
       return HandleExport(req, std::move(r));
     case wire::DataRequest::JOIN:
-    case wire::DataRequest::LEAVE: {
-      std::vector<Reply> replies;
-      Reply rep;
-      {
-        MutexLock lock(&mu_);
-        if (!initialized_) {
-          return SendError(
-              *r,
-              Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
-              wire::DataReply::NOT_INITIALIZED);
-        }
-        if (req.op() == wire::DataRequest::JOIN) {
-          auto start = consistency_->Join(req.trainer(), req.trainer_epoch(), req.step());
-          if (!start.ok()) return SendError(*r, start.status(), wire::DataReply::BAD_REQUEST);
-          rep.header.set_start_step(*start);
-        } else {
-          consistency_->Leave(req.trainer(), req.trainer_epoch());
-        }
-        Drain(&replies);
-        rep.header.set_version(consistency_->version());
-        rep.header.set_min_clock(consistency_->min_clock());
-        rep.responder = std::move(r);
-        replies.push_back(std::move(rep));
-        HoldUntilCommitted(&replies);
-      }
-      for (auto& x : replies) Send(x);
-      return;
-    }
+    case wire::DataRequest::LEAVE:
+      return HandleMembership(req, std::move(r));
     default:
       return SendError(*r, Status::InvalidArgument("unknown request op " + std::to_string(req.op())),
                        wire::DataReply::BAD_REQUEST);
   }
+}
+
+// A trainer joining the consistency group (at the step the reply names) or leaving it; either
+// may close a step, whose replies go out with this one.
+void PserverService::HandleMembership(const wire::DataRequest& req, std::unique_ptr<Responder> r) {
+  std::vector<Reply> replies;
+  Reply rep;
+  {
+    MutexLock lock(&mu_);
+    if (!initialized_) {
+      return SendError(
+          *r, Status::FailedPrecondition("pserver " + std::to_string(options_.index) + " is not initialized"),
+          wire::DataReply::NOT_INITIALIZED);
+    }
+    if (req.op() == wire::DataRequest::JOIN) {
+      auto start = consistency_->Join(req.trainer(), req.trainer_epoch(), req.step());
+      if (!start.ok()) return SendError(*r, start.status(), wire::DataReply::BAD_REQUEST);
+      rep.header.set_start_step(*start);
+    } else {
+      consistency_->Leave(req.trainer(), req.trainer_epoch());
+    }
+    Drain(&replies);
+    rep.header.set_version(consistency_->version());
+    rep.header.set_min_clock(consistency_->min_clock());
+    rep.responder = std::move(r);
+    replies.push_back(std::move(rep));
+    HoldUntilCommitted(&replies);
+  }
+  for (auto& x : replies) Send(x);
 }
 
 void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r) {

@@ -274,6 +274,7 @@ class PserverService : public RequestHandler {
   Status AnswerData(wire::DataRequest& req, DataCheck& c, std::unique_ptr<Responder>& r, DataAnswer& answer,
                     std::vector<Reply>* replies) REQUIRES(mu_);
   void HandleInit(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
+  void HandleMembership(const wire::DataRequest& req, std::unique_ptr<Responder> r);  // JOIN, LEAVE
   void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);
   void HandleStatus(std::unique_ptr<Responder> r);
   void HandleDescribe(std::unique_ptr<Responder> r);
