@@ -22,7 +22,7 @@ LAYERS = [
     ["security", "sandbox"],
     ["coord", "transport", "recordio", "model_file", "checkpoint"],
     ["job", "dataset"],
-    ["pserver", "client", "spec"],
+    ["pserver", "client", "spec", "supervise"],
     ["master"],
     ["api"],
     ["models"],

@@ -8,9 +8,10 @@
 
 namespace tessera::launch {
 
-StatusOr<local::Role> ParseRole(const std::string& name) {
-  for (local::Role r : {local::Role::kEtcd, local::Role::kMaster, local::Role::kPserver, local::Role::kTrainer}) {
-    if (name == local::RoleName(r)) return r;
+StatusOr<supervise::Role> ParseRole(const std::string& name) {
+  for (supervise::Role r : {supervise::Role::kEtcd, supervise::Role::kMaster, supervise::Role::kPserver,
+                            supervise::Role::kTrainer}) {
+    if (name == supervise::RoleName(r)) return r;
   }
   return Status::InvalidArgument("unknown role '" + name + "' (etcd, master, pserver or trainer)");
 }
@@ -61,7 +62,8 @@ StatusOr<std::vector<HostEntry>> ParseHostsFile(const std::string& text, const s
       if (!role.ok()) return fail(role.status().message());
       h.roles.insert(*role);
     }
-    if (h.roles.empty()) h.roles = {local::Role::kMaster, local::Role::kPserver, local::Role::kTrainer};
+    if (h.roles.empty())
+      h.roles = {supervise::Role::kMaster, supervise::Role::kPserver, supervise::Role::kTrainer};
     const std::string key = h.Destination() + ":" + std::to_string(h.ssh_port);
     if (!seen.insert(key).second) return fail(key + " is listed twice (give one line its roles)");
     hosts.push_back(std::move(h));

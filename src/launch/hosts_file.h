@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "local/restart_policy.h"
+#include "supervise/restart_policy.h"
 #include "tessera/status.h"
 
 namespace tessera::launch {
@@ -17,7 +17,7 @@ struct HostEntry {
   std::string user;     // empty: ssh's default (the current user, or ~/.ssh/config)
   std::string address;  // a name or an address every host of the job reaches this one at
   int ssh_port = 22;
-  std::set<local::Role> roles;
+  std::set<supervise::Role> roles;
   int line = 0;
   // "user@address" (or "address") for ssh.
   std::string Destination() const { return user.empty() ? address : user + "@" + address; }
@@ -27,6 +27,6 @@ StatusOr<std::vector<HostEntry>> ParseHostsFile(const std::string& text, const s
 StatusOr<std::vector<HostEntry>> LoadHostsFile(const std::string& path);
 
 // "etcd", "master", "pserver", "trainer" and back.
-StatusOr<local::Role> ParseRole(const std::string& name);
+StatusOr<supervise::Role> ParseRole(const std::string& name);
 
 }  // namespace tessera::launch

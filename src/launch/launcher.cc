@@ -26,12 +26,12 @@
 #include "launch/hosts_file.h"
 #include "launch/launcher_impl.h"
 #include "launch/plan.h"
-#include "local/progress_line.h"
-#include "local/registrations.h"
-#include "local/run_dir.h"
-#include "local/terminal_console.h"
 #include "spec/job_spec.h"
 #include "spec/spec_settings.h"
+#include "supervise/progress_line.h"
+#include "supervise/registrations.h"
+#include "supervise/run_dir.h"
+#include "supervise/terminal_console.h"
 #include "tessera/model_file.h"
 namespace tessera::launch {
 
@@ -175,9 +175,9 @@ StatusOr<LaunchResult> Launcher::Run() {
 }
 
 Status Launcher::OpenRunDir() {
-  TESSERA_ASSIGN_OR_RETURN(auto lock, local::RunDirLock::Acquire(o_.run_dir));
+  TESSERA_ASSIGN_OR_RETURN(auto lock, supervise::RunDirLock::Acquire(o_.run_dir));
   lock_.emplace(std::move(lock));
-  TESSERA_RETURN_IF_ERROR(local::CheckNewRun(o_.run_dir));
+  TESSERA_RETURN_IF_ERROR(supervise::CheckNewRun(o_.run_dir));
   std::error_code ec;
   if (fs::exists(o_.model_out, ec)) {
     return Status::AlreadyExists(o_.model_out +
@@ -210,7 +210,7 @@ Status Launcher::FollowProgress(master::MasterClient& master, LaunchResult* resu
     auto st = master.GetStatus(Deadline(std::chrono::milliseconds(800)));
     if (st.ok()) {
       last_ = *st;
-      if (std::string url = local::LeaderConsoleUrl(etcd_.get(), spec_.name);
+      if (std::string url = supervise::LeaderConsoleUrl(etcd_.get(), spec_.name);
           !url.empty() && url != console_url) {
         console_url = url;
         console_.Event("web console: " + url);
@@ -220,7 +220,7 @@ Status Launcher::FollowProgress(master::MasterClient& master, LaunchResult* resu
       count.count_only = true;
       auto trainers = etcd_->Get(keys::TrainerPrefix(spec_.name), count);
       const int registered = trainers.ok() ? static_cast<int>(trainers->count) : -1;
-      console_.Progress(local::ProgressLine(last_, std::max(registered, 0)));
+      console_.Progress(supervise::ProgressLine(last_, std::max(registered, 0)));
       // Done: every pass, and the trainers have left (they deregister as they finish).
       const bool now_finished = st->finished() && registered == 0;
       if (now_finished && !finished) finished_since = Now();
@@ -239,12 +239,12 @@ Status Launcher::Finish(master::MasterClient& master, LaunchResult* result) {
   result->model_path = o_.model_out;
   auto st = master.GetStatus(Deadline(std::chrono::seconds(10)));
   if (st.ok()) last_ = *st;
-  result->metrics = local::FinalMetrics(last_);
+  result->metrics = supervise::FinalMetrics(last_);
   auto model = ExportModel(etcd_.get(), spec_.name, secret_, std::chrono::seconds(60), tls_);
   if (!model.ok()) return model.status().WithContext("exporting the model");
   TESSERA_RETURN_IF_ERROR(models::WriteModelFile(result->model_path, *model));
   return WriteFileAtomic(o_.run_dir + "/result.json",
-                         local::ResultJson(spec_.name, last_, result->model_path).dump(2));
+                         supervise::ResultJson(spec_.name, last_, result->model_path).dump(2));
 }
 
 StatusOr<LaunchResult> RunLaunch(const LaunchOptions& o, const std::atomic<bool>* stop) {

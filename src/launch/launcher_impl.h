@@ -17,16 +17,16 @@
 #include "launch/hosts_file.h"
 #include "launch/launcher.h"
 #include "launch/plan.h"
-#include "local/restart_policy.h"
-#include "local/run_dir.h"
-#include "local/terminal_console.h"
 #include "security/job_secret.h"
 #include "security/tls_config.h"
 #include "spec/job_spec.h"
+#include "supervise/restart_policy.h"
+#include "supervise/run_dir.h"
+#include "supervise/terminal_console.h"
 
 namespace tessera::launch {
 
-using local::Role;
+using supervise::Role;
 
 inline constexpr std::chrono::seconds kNodesStopWait{40};  // a node's own grace (15 s) and its etcd poll
 inline constexpr std::chrono::seconds kEtcdStopWait{20};
@@ -90,8 +90,8 @@ class Launcher {
 
   LaunchOptions o_;
   const std::atomic<bool>* stop_;
-  local::TerminalConsole console_;
-  std::optional<local::RunDirLock> lock_;
+  supervise::TerminalConsole console_;
+  std::optional<supervise::RunDirLock> lock_;
   spec::JobSpec spec_;
   std::string spec_text_;
   std::vector<HostEntry> hosts_;

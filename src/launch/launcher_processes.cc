@@ -16,9 +16,9 @@
 #include "launch/hosts_file.h"
 #include "launch/launcher_impl.h"
 #include "launch/plan.h"
-#include "local/run_dir.h"
-#include "local/terminal_console.h"
 #include "spec/job_spec.h"
+#include "supervise/run_dir.h"
+#include "supervise/terminal_console.h"
 namespace tessera::launch {
 
 namespace fs = std::filesystem;

@@ -1,4 +1,4 @@
-// Node (see node.h): the shell around one local::ChildState.
+// Node (see node.h): the shell around one supervise::ChildState.
 #include "launch/node.h"
 
 #include <fmt/format.h>
@@ -23,16 +23,16 @@
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "launch/plan.h"
-#include "local/child_commands.h"
-#include "local/child_state.h"
-#include "local/registrations.h"
 #include "spec/job_spec.h"
 #include "spec/role_argv.h"
+#include "supervise/child_state.h"
+#include "supervise/python_path.h"
+#include "supervise/registrations.h"
 
 namespace tessera::launch {
 namespace {
 
-using local::Role;
+using supervise::Role;
 
 constexpr std::chrono::seconds kStopGrace{15};
 constexpr std::chrono::seconds kDrainLimit{20};  // a server waits this long for the trainers to leave
@@ -113,7 +113,7 @@ StatusOr<ProcessOptions> RoleProgram(const NodeOptions& o, const spec::JobSpec& 
     case Role::kTrainer: {
       for (const auto& [k, v] : spec::TrainerEnv(s, spec::PortChoice::kAny)) po.env[k] = v;
       po.env[flags::kEnvTrainerId] = std::to_string(o.index);
-      for (const auto& [k, v] : local::PythonPathBeside(o.tessera_bin)) po.env[k] = v;
+      for (const auto& [k, v] : supervise::PythonPathBeside(o.tessera_bin)) po.env[k] = v;
       // Its share of the host's cores for its math libraries, and busy polling if it has a core of
       // its own, unless the user chose.
       for (const auto& [k, v] : NodeMathThreadEnv(o.host_processes, HostCores(), ::getenv)) po.env[k] = v;
@@ -167,7 +167,7 @@ class NodeRun {
   NodeRun(const NodeOptions& o, const std::atomic<bool>* stop)
       : o_(o),
         stop_(stop),
-        name_(std::string(local::RoleName(o.role)) + "-" + std::to_string(o.index)),
+        name_(std::string(supervise::RoleName(o.role)) + "-" + std::to_string(o.index)),
         state_(name_, o.role) {}
   ~NodeRun() {
     proc_.reset();  // the program first (its process group), then whatever is left in its control group
@@ -207,15 +207,15 @@ class NodeRun {
         next_check_ = Now() + std::chrono::milliseconds(250);
         const bool drained =
             !drain_until_ || Now() >= *drain_until_ || signalled() || Drained(etcd_.get(), o_.job, o_.role);
-        if (drained && state_.Stop().kind == local::ChildAction::Kind::kTerminate && proc_)
+        if (drained && state_.Stop().kind == supervise::ChildAction::Kind::kTerminate && proc_)
           proc_->Stop(kStopGrace);
       }
       if (state_.alive() && proc_ && !proc_->running()) Reap();
-      if (state_.phase() == local::ChildPhase::kDone) return Status::OK();
-      if (state_.phase() == local::ChildPhase::kFailed) return Status::Aborted(state_.failure());
-      local::ChildAction a = state_.Tick(Now());
+      if (state_.phase() == supervise::ChildPhase::kDone) return Status::OK();
+      if (state_.phase() == supervise::ChildPhase::kFailed) return Status::Aborted(state_.failure());
+      supervise::ChildAction a = state_.Tick(Now());
       if (!a.event.empty()) Say(a.event);
-      if (a.kind == local::ChildAction::Kind::kSpawn) TESSERA_RETURN_IF_ERROR(Spawn());
+      if (a.kind == supervise::ChildAction::Kind::kSpawn) TESSERA_RETURN_IF_ERROR(Spawn());
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -262,10 +262,10 @@ class NodeRun {
   // local` does), and its state says what comes next.
   void Reap() {
     if (o_.role != Role::kEtcd) {
-      auto n = local::RevokeLeasesOf(etcd_.get(), o_.job, proc_->pid());
+      auto n = supervise::RevokeLeasesOf(etcd_.get(), o_.job, proc_->pid());
       if (n.ok() && *n > 0) Say(fmt::format("{}: its registration released at once", name_));
     }
-    local::ChildAction a = state_.Exited(proc_->exit_code().value_or(-1), Now());
+    supervise::ChildAction a = state_.Exited(proc_->exit_code().value_or(-1), Now());
     if (!a.event.empty()) Say(a.event);
   }
 
@@ -275,7 +275,7 @@ class NodeRun {
   std::unique_ptr<etcd::EtcdClient> etcd_;
   ProcessOptions program_;
   std::unique_ptr<Cgroup> group_;
-  local::ChildState state_;
+  supervise::ChildState state_;
   std::unique_ptr<Process> proc_;
   TimePoint next_check_ = Now();
   std::string stop_reason_;

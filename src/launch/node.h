@@ -2,7 +2,7 @@
 // and, over ssh, on every listed host. It reads the job spec the launcher put in etcd, starts
 // its role's program (the command line `tessera deploy k8s` puts in a container, from
 // deploy/role_argv) in a process group of its own with its output passed through, restarts it
-// when it crashes (local::ChildState, as `tessera local` does), and ends when:
+// when it crashes (supervise::ChildState, as `tessera local` does), and ends when:
 //   - the launcher writes the stop order into etcd (the job finished, or Ctrl-C): SIGTERM to the
 //     program, SIGKILL after a grace period; exit 0. Every node hears the order at once, so a
 //     server first waits (up to 20 s) for the trainers to leave, and etcd for every process;
@@ -18,13 +18,13 @@
 #include <atomic>
 #include <string>
 
-#include "local/restart_policy.h"
+#include "supervise/restart_policy.h"
 #include "tessera/status.h"
 
 namespace tessera::launch {
 
 struct NodeOptions {
-  local::Role role = local::Role::kTrainer;
+  supervise::Role role = supervise::Role::kTrainer;
   std::string etcd;        // endpoints, host:port[,...]
   std::string job;
   int index = 0;

@@ -11,7 +11,7 @@
 
 namespace tessera::launch {
 
-using local::Role;
+using supervise::Role;
 
 StatusOr<std::vector<NodePlan>> PlaceNodes(const spec::JobSpec& s, const std::vector<HostEntry>& hosts,
                                            bool with_etcd, const std::string& origin) {
@@ -40,9 +40,9 @@ StatusOr<std::vector<NodePlan>> PlaceNodes(const spec::JobSpec& s, const std::ve
         if (hosts[h].roles.count(role) && (best == hosts.size() || load[h] < load[best])) best = h;
       }
       if (best == hosts.size()) {
-        return Status::InvalidArgument(origin + ": no host may run a " + local::RoleName(role) + " (the job needs " +
-                                       std::to_string(count) + "; add '" + local::RoleName(role) +
-                                       "' to a line, or list no roles on it)");
+        return Status::InvalidArgument(origin + ": no host may run a " + supervise::RoleName(role) +
+                                       " (the job needs " + std::to_string(count) + "; add '" +
+                                       supervise::RoleName(role) + "' to a line, or list no roles on it)");
       }
       plan.push_back({role, i, best});
       ++load[best];
@@ -52,8 +52,9 @@ StatusOr<std::vector<NodePlan>> PlaceNodes(const spec::JobSpec& s, const std::ve
 }
 
 std::vector<std::string> NodeArgs(const NodeArgsOptions& o) {
-  std::vector<std::string> a = {flags::kCommandNode, flags::kRole, local::RoleName(o.role), flags::kEtcd, o.etcd,
-                                flags::kJob,         o.job};
+  std::vector<std::string> a = {
+      flags::kCommandNode, flags::kRole, supervise::RoleName(o.role), flags::kEtcd, o.etcd,
+      flags::kJob,         o.job};
   if (o.first_rank >= 0) a.insert(a.end(), {flags::kFirstRank, std::to_string(o.first_rank)});
   if (o.index >= 0) a.insert(a.end(), {flags::kIndex, std::to_string(o.index)});
   if (!o.advertise.empty()) a.insert(a.end(), {"--advertise", o.advertise});
@@ -116,7 +117,7 @@ int LocalSizeFromEnvironment(const std::function<const char*(const char*)>& gete
 
 int ProcessesOnHost(const std::vector<NodePlan>& plan, size_t host) {
   return static_cast<int>(std::count_if(plan.begin(), plan.end(), [&](const NodePlan& p) {
-    return p.host == host && p.role != local::Role::kEtcd;
+    return p.host == host && p.role != supervise::Role::kEtcd;
   }));
 }
 

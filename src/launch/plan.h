@@ -15,17 +15,17 @@
 #include <vector>
 
 #include "launch/hosts_file.h"
-#include "local/restart_policy.h"
 #include "spec/job_spec.h"
+#include "supervise/restart_policy.h"
 #include "tessera/status.h"
 
 namespace tessera::launch {
 
 struct NodePlan {
-  local::Role role = local::Role::kTrainer;
+  supervise::Role role = supervise::Role::kTrainer;
   int index = 0;    // within its role: the pserver index, the trainer id, the master's number
   size_t host = 0;  // into the hosts list
-  std::string Name() const { return std::string(local::RoleName(role)) + "-" + std::to_string(index); }
+  std::string Name() const { return std::string(supervise::RoleName(role)) + "-" + std::to_string(index); }
 };
 
 // Every process of the job (etcd first when `with_etcd`), placed on `hosts`. Fails, naming
@@ -35,7 +35,7 @@ StatusOr<std::vector<NodePlan>> PlaceNodes(const spec::JobSpec& s, const std::ve
 
 // `tessera node` arguments (after the program) for one process of a launched job.
 struct NodeArgsOptions {
-  local::Role role = local::Role::kTrainer;
+  supervise::Role role = supervise::Role::kTrainer;
   std::string etcd;        // host:port[,host:port...]
   std::string job;
   int index = -1;          // the node's index, or

@@ -11,7 +11,7 @@
 namespace tessera::launch {
 namespace {
 
-using local::Role;
+using supervise::Role;
 
 spec::JobSpec Spec(int masters, int pservers, int trainers) {
   spec::JobSpec s;

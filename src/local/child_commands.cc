@@ -12,6 +12,7 @@
 #include "common/flag_names.h"
 #include "common/math_threads.h"
 #include "common/net.h"
+#include "supervise/python_path.h"
 
 namespace tessera::local {
 
@@ -88,23 +89,11 @@ std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::
                                             {flags::kEnvBatchSize, std::to_string(o.batch_size)},
                                             {flags::kEnvLeaseTtl, std::to_string(o.lease_ttl_seconds)},
                                             {flags::kEnvTransport, o.transport}};
-  for (const auto& [k, v] : PythonPathBeside(o.tessera_bin)) env[k] = v;
+  for (const auto& [k, v] : supervise::PythonPathBeside(o.tessera_bin)) env[k] = v;
   // Each trainer's math libraries get its share of the cores.
   for (const auto& [k, v] : MathThreadEnv(HostCores(), o.trainers + o.pservers, ::getenv)) env[k] = v;
   if (auto spin = BusyPoll(o)) env[flags::kEnvBusyPoll] = std::to_string(*spin);
   return env;
-}
-
-std::map<std::string, std::string> PythonPathBeside(const std::string& tessera_bin) {
-  fs::path bin = fs::path(tessera_bin).parent_path();
-  for (const fs::path& dir : {bin / "../python", bin / "../lib/tessera/python"}) {
-    std::error_code ec;
-    if (!fs::exists(dir / "tessera" / "__init__.py", ec)) continue;
-    const char* old = std::getenv("PYTHONPATH");
-    return {
-        {"PYTHONPATH", fs::weakly_canonical(dir, ec).string() + (old && *old ? std::string(":") + old : "")}};
-  }
-  return {};
 }
 
 }  // namespace tessera::local

@@ -28,8 +28,4 @@ std::vector<std::string> TrainerArgv(const LocalOptions& o);
 // its share of the cores for its math libraries (common/math_threads.h) unless the user chose.
 std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::string& etcd, int slot);
 
-// PYTHONPATH such that `import tessera` in a trainer's command finds the module built (or
-// installed) beside `tessera_bin`; empty when there is none.
-std::map<std::string, std::string> PythonPathBeside(const std::string& tessera_bin);
-
 }  // namespace tessera::local

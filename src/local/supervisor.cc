@@ -23,10 +23,10 @@
 #include "local/child_commands.h"
 #include "local/log_cause.h"
 #include "local/preflight.h"
-#include "local/progress_line.h"
-#include "local/registrations.h"
 #include "local/rollback.h"
 #include "local/supervisor_impl.h"
+#include "supervise/progress_line.h"
+#include "supervise/registrations.h"
 
 namespace tessera::local {
 

@@ -11,8 +11,8 @@
 #include "common/strings.h"
 #include "local/child_commands.h"
 #include "local/log_cause.h"
-#include "local/registrations.h"
 #include "local/supervisor_impl.h"
+#include "supervise/registrations.h"
 
 namespace tessera::local {
 

@@ -16,14 +16,38 @@
 #include "common/process.h"
 #include "coord/etcd_client.h"
 #include "job/job_config.h"
-#include "local/child_state.h"
 #include "local/log_notices.h"
-#include "local/run_dir.h"
 #include "local/supervisor.h"
-#include "local/terminal_console.h"
 #include "security/job_secret.h"
+#include "supervise/child_state.h"
+#include "supervise/progress_line.h"
+#include "supervise/registrations.h"
+#include "supervise/run_dir.h"
+#include "supervise/terminal_console.h"
 
 namespace tessera::local {
+
+// The supervisor's parts shared with `tessera launch` (src/supervise), by their short names here.
+using supervise::CheckNewRun;
+using supervise::CheckResumable;
+using supervise::CheckResumeCheckpoints;
+using supervise::ChildAction;
+using supervise::ChildOptions;
+using supervise::ChildPhase;
+using supervise::ChildState;
+using supervise::FinalMetrics;
+using supervise::JobRegistrations;
+using supervise::LeaderConsoleUrl;
+using supervise::ProgressLine;
+using supervise::ReadRegistrations;
+using supervise::RestartOptions;
+using supervise::RestartPolicy;
+using supervise::ResultJson;
+using supervise::RevokeLeasesOf;
+using supervise::Role;
+using supervise::RoleName;
+using supervise::RunDirLock;
+using supervise::TerminalConsole;
 
 // How long a child asked to stop may take before SIGKILL.
 inline constexpr std::chrono::seconds kTrainerStopGrace{15};

@@ -24,6 +24,7 @@
 #include "sandbox/sandbox_process.h"
 #include "server/job_spec.h"
 #include "spec/spec_json.h"
+#include "supervise/python_path.h"
 
 namespace tessera::server {
 namespace {
@@ -259,7 +260,7 @@ StatusOr<std::string> LocalBackend::StartSandboxed(const JobLaunch& j) {
                {"LANG", "C.UTF-8"},
                {"USER", sandbox::JobUserName(j.ns)},
                {"LOGNAME", sandbox::JobUserName(j.ns)}};
-  for (const auto& [k, v] : local::PythonPathBeside(o_.tessera_bin)) start.env[k] = Split(v, ':').front();
+  for (const auto& [k, v] : supervise::PythonPathBeside(o_.tessera_bin)) start.env[k] = Split(v, ':').front();
   start.max_file_bytes = j.max_file_bytes;
 
   const std::string log = j.dir + "/" + kSupervisorLog;

@@ -1,23 +1,9 @@
 // RestartPolicy (see restart_policy.h).
-#include "local/restart_policy.h"
+#include "supervise/restart_policy.h"
 
 #include <algorithm>
 
-namespace tessera::local {
-
-const char* RoleName(Role r) {
-  switch (r) {
-    case Role::kEtcd:
-      return "etcd";
-    case Role::kMaster:
-      return "master";
-    case Role::kPserver:
-      return "pserver";
-    case Role::kTrainer:
-      return "trainer";
-  }
-  return "?";
-}
+namespace tessera::supervise {
 
 Decision RestartPolicy::OnExit(Role role, int code, std::chrono::milliseconds uptime, bool stopping) {
   Decision d;
@@ -58,4 +44,4 @@ Decision RestartPolicy::OnExit(Role role, int code, std::chrono::milliseconds up
   return d;
 }
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

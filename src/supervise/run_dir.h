@@ -10,7 +10,7 @@
 #include "coord/etcd_client.h"
 #include "tessera/status.h"
 
-namespace tessera::local {
+namespace tessera::supervise {
 
 // An exclusive lock on a run directory (flock on RUN/.lock, which holds the owner's pid). The lock
 // goes with the process, whatever way it ends.
@@ -41,4 +41,4 @@ Status CheckResumable(const std::string& run_dir, const std::string& job, const 
 // record to continue from. Nothing is changed.
 Status CheckResumeCheckpoints(etcd::EtcdClient* etcd, const std::string& job, const std::string& run_dir);
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

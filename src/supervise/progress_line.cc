@@ -1,11 +1,11 @@
 // Progress line (see progress_line.h).
-#include "local/progress_line.h"
+#include "supervise/progress_line.h"
 
 #include <fmt/format.h>
 
 #include <map>
 
-namespace tessera::local {
+namespace tessera::supervise {
 namespace {
 
 // The metrics of the latest pass that has any.
@@ -62,4 +62,4 @@ nlohmann::json ResultJson(const std::string& job, const master::StatusReply& s,
   return res;
 }
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

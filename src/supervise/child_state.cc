@@ -1,11 +1,11 @@
 // ChildState (see child_state.h).
-#include "local/child_state.h"
+#include "supervise/child_state.h"
 
 #include <fmt/format.h>
 
 #include <iterator>
 
-namespace tessera::local {
+namespace tessera::supervise {
 
 const char* ChildPhaseName(ChildPhase p) {
   // In the order of the enum (child_state.h).
@@ -83,10 +83,11 @@ ChildAction ChildState::Tick(TimePoint now) {
   if (phase_ == ChildPhase::kRunning && !killed_for_lease_ && unregistered_since_ &&
       now - *unregistered_since_ >= options_.lease_grace) {
     killed_for_lease_ = true;
-    return {ChildAction::Kind::kKill,
-            name_ + " lost its lease but its process still runs (frozen?): killing it to start a replacement"};
+    return {
+        ChildAction::Kind::kKill,
+        name_ + " lost its lease but its process still runs (frozen?): killing it to start a replacement"};
   }
   return {};
 }
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

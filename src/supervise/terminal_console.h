@@ -9,7 +9,7 @@
 
 #include "common/clock.h"
 
-namespace tessera::local {
+namespace tessera::supervise {
 
 class TerminalConsole {
  public:
@@ -43,4 +43,4 @@ class TerminalConsole {
   TimePoint printed_{};
 };
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

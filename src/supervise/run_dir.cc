@@ -1,5 +1,5 @@
 // Run directory rules (see run_dir.h).
-#include "local/run_dir.h"
+#include "supervise/run_dir.h"
 
 #include <fcntl.h>
 #include <sys/file.h>
@@ -15,7 +15,7 @@
 #include "coord/keys.h"
 #include "job/job_store.h"
 
-namespace tessera::local {
+namespace tessera::supervise {
 
 namespace fs = std::filesystem;
 
@@ -35,8 +35,8 @@ StatusOr<RunDirLock> RunDirLock::Acquire(const std::string& run_dir) {
     const std::string raw(buf, n > 0 ? static_cast<size_t>(n) : 0);
     std::string pid(Trim(raw));
     if (pid.empty()) pid = "?";
-    return Status::AlreadyExists("run directory '" + run_dir + "': tessera local is already running (pid " + pid +
-                                 ") there; wait for it, stop it (Ctrl-C, or kill " + pid +
+    return Status::AlreadyExists("run directory '" + run_dir + "': tessera local is already running (pid " +
+                                 pid + ") there; wait for it, stop it (Ctrl-C, or kill " + pid +
                                  "), or choose another --run");
   }
   std::string me = std::to_string(::getpid()) + "\n";
@@ -53,8 +53,9 @@ RunDirLock::~RunDirLock() {
 
 Status CheckNewRun(const std::string& run_dir) {
   if (!fs::exists(run_dir + "/run.json")) return Status::OK();
-  return Status::AlreadyExists("run directory '" + run_dir +
-                               "' was used by an earlier run; choose a new one, or continue it with --resume");
+  return Status::AlreadyExists(
+      "run directory '" + run_dir +
+      "' was used by an earlier run; choose a new one, or continue it with --resume");
 }
 
 Status CheckResumable(const std::string& run_dir, const std::string& job, const std::string& dataset,
@@ -69,14 +70,15 @@ Status CheckResumable(const std::string& run_dir, const std::string& job, const 
     return Status::DataLoss("--resume: " + run_dir + "/run.json is not readable JSON");
   }
   if (prev.value("job", "") != job || prev.value("dataset", "") != dataset) {
-    return Status::InvalidArgument("--resume: " + run_dir + "/run.json is for job '" + prev.value("job", "?") +
-                                   "' on data set '" + prev.value("dataset", "?") +
+    return Status::InvalidArgument("--resume: " + run_dir + "/run.json is for job '" +
+                                   prev.value("job", "?") + "' on data set '" + prev.value("dataset", "?") +
                                    "'; give the same --job and --dataset");
   }
   if (fs::exists(run_dir + "/result.json")) {
-    return Status::FailedPrecondition("--resume: the run in '" + run_dir +
-                                      "' finished already (see its result.json and model); there is nothing to "
-                                      "continue, and nothing was changed. Start a new run with another --run");
+    return Status::FailedPrecondition(
+        "--resume: the run in '" + run_dir +
+        "' finished already (see its result.json and model); there is nothing to "
+        "continue, and nothing was changed. Start a new run with another --run");
   }
   if (own_etcd && !fs::exists(run_dir + "/etcd")) {
     return Status::NotFound("--resume: " + run_dir + "/etcd holds no etcd data to continue from");
@@ -100,4 +102,4 @@ Status CheckResumeCheckpoints(etcd::EtcdClient* etcd, const std::string& job, co
       "Nothing was changed; start a new run instead");
 }
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

@@ -1,9 +1,9 @@
 // Unit tests of ChildState: every phase and event of a supervised process.
-#include "local/child_state.h"
+#include "supervise/child_state.h"
 
 #include <gtest/gtest.h>
 
-namespace tessera::local {
+namespace tessera::supervise {
 namespace {
 
 using std::chrono::milliseconds;
@@ -19,7 +19,8 @@ TEST(ChildStateTest, ACrashIsRestartedAfterItsBackoff) {
   EXPECT_EQ(c.phase(), ChildPhase::kRunning);
   auto a = c.Exited(137, T(1000));
   EXPECT_EQ(c.phase(), ChildPhase::kBackoff);
-  EXPECT_NE(a.event.find("pserver-0 killed by signal 9; restarting it in 0.5 s"), std::string::npos) << a.event;
+  EXPECT_NE(a.event.find("pserver-0 killed by signal 9; restarting it in 0.5 s"), std::string::npos)
+      << a.event;
   EXPECT_EQ(c.Tick(T(1400)).kind, Kind::kNone);
   EXPECT_EQ(c.Tick(T(1500)).kind, Kind::kSpawn);
   c.Spawned(T(1500));
@@ -70,7 +71,8 @@ TEST(ChildStateTest, TheSameQuickExitThreeTimesFailsWithTheReason) {
   c.Spawned(T(t));
   c.Exited(1, T(t + 100));
   EXPECT_EQ(c.phase(), ChildPhase::kFailed);
-  EXPECT_NE(c.failure().find("trainer-0 exited with code 1 3 times in a row"), std::string::npos) << c.failure();
+  EXPECT_NE(c.failure().find("trainer-0 exited with code 1 3 times in a row"), std::string::npos)
+      << c.failure();
   EXPECT_EQ(c.Tick(T(t + 100000)).kind, Kind::kNone);
 }
 
@@ -84,7 +86,7 @@ TEST(ChildStateTest, AChildWhoseRegistrationVanishedWhileItRunsIsKilledAndReplac
   c.Registered(T(6000));
   c.NotRegistered(T(9000));  // its lease expired: frozen
   EXPECT_EQ(c.Tick(T(9500)).kind, Kind::kNone) << "within the grace period";
-  c.Registered(T(9600));      // back (a glitch of the view): nothing happens
+  c.Registered(T(9600));  // back (a glitch of the view): nothing happens
   c.NotRegistered(T(9700));
   EXPECT_EQ(c.Tick(T(10600)).kind, Kind::kNone);
   auto kill = c.Tick(T(10700));
@@ -93,8 +95,9 @@ TEST(ChildStateTest, AChildWhoseRegistrationVanishedWhileItRunsIsKilledAndReplac
   EXPECT_EQ(c.Tick(T(10800)).kind, Kind::kNone) << "killed once";
   auto exit = c.Exited(137, T(10800));
   EXPECT_EQ(c.phase(), ChildPhase::kBackoff);
-  EXPECT_NE(exit.event.find("stopped answering (its lease expired while it still ran); restarting it in 0.0 s"),
-            std::string::npos)
+  EXPECT_NE(
+      exit.event.find("stopped answering (its lease expired while it still ran); restarting it in 0.0 s"),
+      std::string::npos)
       << exit.event;
   EXPECT_EQ(c.restart_at(), T(10800)) << "the freeze cost a lease TTL already: no backoff on top";
   // A new incarnation starts unjudged.
@@ -138,4 +141,4 @@ TEST(ChildStateTest, EveryPhaseHasItsName) {
 }
 
 }  // namespace
-}  // namespace tessera::local
+}  // namespace tessera::supervise

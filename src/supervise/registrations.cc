@@ -1,5 +1,5 @@
 // Registrations of a job's processes (see registrations.h).
-#include "local/registrations.h"
+#include "supervise/registrations.h"
 
 #include <nlohmann/json.hpp>
 
@@ -7,7 +7,7 @@
 #include "coord/keys.h"
 #include "coord/registry.h"
 
-namespace tessera::local {
+namespace tessera::supervise {
 namespace {
 
 // A supervisor's loop must not hang on an etcd outage.
@@ -78,4 +78,4 @@ std::string LeaderConsoleUrl(etcd::EtcdClient* etcd, const std::string& job) {
   return j["console"].get<std::string>();
 }
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

@@ -3,12 +3,11 @@
 #pragma once
 
 #include <nlohmann/json.hpp>
-
 #include <string>
 
 #include "tessera/master.pb.h"
 
-namespace tessera::local {
+namespace tessera::supervise {
 
 // "pass 2/5  tasks 30/46  4,210 samples/s  cost 0.412  accuracy 0.853 (pass 1)  trainers 2"
 std::string ProgressLine(const master::StatusReply& s, int trainers_running);
@@ -18,6 +17,7 @@ std::string FinalMetrics(const master::StatusReply& s);
 
 // What a finished run reports in its result.json: passes, tasks, samples, the model file, the
 // latest value of each metric.
-nlohmann::json ResultJson(const std::string& job, const master::StatusReply& s, const std::string& model_path);
+nlohmann::json ResultJson(const std::string& job, const master::StatusReply& s,
+                          const std::string& model_path);
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

@@ -1,8 +1,8 @@
-#include "local/restart_policy.h"
+#include "supervise/restart_policy.h"
 
 #include <gtest/gtest.h>
 
-namespace tessera::local {
+namespace tessera::supervise {
 namespace {
 
 using std::chrono::milliseconds;
@@ -46,17 +46,17 @@ TEST(RestartPolicyTest, GivesUpOnACrashLoop) {
 
 TEST(RestartPolicyTest, TheSameExitCodeThreeTimesInARowGivesUpAtOnce) {
   struct Case {
-    std::vector<int> codes;       // quick exits, in order
-    Decision::Kind last;          // the decision on the last one
+    std::vector<int> codes;  // quick exits, in order
+    Decision::Kind last;     // the decision on the last one
   };
   const Case cases[] = {
-      {{1, 1, 1}, Decision::Kind::kGiveUp},          // a script with a syntax error
-      {{2, 2, 2}, Decision::Kind::kGiveUp},          // python: cannot open file
-      {{127, 127, 127}, Decision::Kind::kGiveUp},    // sh: command not found
-      {{1, 2, 1}, Decision::Kind::kRestart},         // different mistakes: keep trying
-      {{1, 1, 137, 1}, Decision::Kind::kRestart},    // a kill from outside breaks the run
-      {{3, 3, 3, 3}, Decision::Kind::kRestart},      // lost leases come from outside
-      {{137, 137, 137}, Decision::Kind::kRestart},   // so do signals
+      {{1, 1, 1}, Decision::Kind::kGiveUp},         // a script with a syntax error
+      {{2, 2, 2}, Decision::Kind::kGiveUp},         // python: cannot open file
+      {{127, 127, 127}, Decision::Kind::kGiveUp},   // sh: command not found
+      {{1, 2, 1}, Decision::Kind::kRestart},        // different mistakes: keep trying
+      {{1, 1, 137, 1}, Decision::Kind::kRestart},   // a kill from outside breaks the run
+      {{3, 3, 3, 3}, Decision::Kind::kRestart},     // lost leases come from outside
+      {{137, 137, 137}, Decision::Kind::kRestart},  // so do signals
   };
   for (const auto& c : cases) {
     RestartPolicy p;
@@ -74,4 +74,4 @@ TEST(RestartPolicyTest, TheSameExitCodeThreeTimesInARowGivesUpAtOnce) {
 }
 
 }  // namespace
-}  // namespace tessera::local
+}  // namespace tessera::supervise

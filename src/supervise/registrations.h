@@ -12,7 +12,7 @@
 #include "coord/etcd_client.h"
 #include "tessera/status.h"
 
-namespace tessera::local {
+namespace tessera::supervise {
 
 struct JobRegistrations {
   std::set<int64_t> registered;  // pids with a live registration
@@ -29,4 +29,4 @@ StatusOr<int> RevokeLeasesOf(etcd::EtcdClient* etcd, const std::string& job, int
 // The leading master's web console URL ("" while there is no leader, or it has no console).
 std::string LeaderConsoleUrl(etcd::EtcdClient* etcd, const std::string& job);
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

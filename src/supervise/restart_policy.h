@@ -1,16 +1,15 @@
-// RestartPolicy: what `tessera local` does when one of its processes exits, as Kubernetes would:
-// restart it after a backoff that doubles with each quick failure (reset once it stayed up a
-// while), leave it be when its work is done, or give up on a crash loop. Pure: times are
-// passed in; no processes or clocks inside. Not thread-safe (one supervisor).
+// RestartPolicy: what `tessera local` (and a launched `tessera node`) does when one of its processes exits,
+// as Kubernetes would: restart it after a backoff that doubles with each quick failure (reset once it stayed
+// up a while), leave it be when its work is done, or give up on a crash loop. Pure: times are passed in; no
+// processes or clocks inside. Not thread-safe (one supervisor).
 #pragma once
 
 #include <chrono>
 #include <string>
 
-namespace tessera::local {
+#include "supervise/role.h"
 
-enum class Role { kEtcd, kMaster, kPserver, kTrainer };
-const char* RoleName(Role r);
+namespace tessera::supervise {
 
 struct RestartOptions {
   std::chrono::milliseconds initial_backoff{500};
@@ -45,4 +44,4 @@ class RestartPolicy {
   int last_code_ = -1;
 };
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise

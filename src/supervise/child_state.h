@@ -10,8 +10,8 @@
 // A frozen child (SIGSTOP, a hung disk) lives on but stops renewing its etcd lease, so its
 // registration disappears. The supervisor reports what it sees (Registered / NotRegistered); a
 // running child that was registered and has not been for `lease_grace` is killed (kKill) and its
-// exit counts as a lost lease: a replacement starts at once (the freeze already cost a lease TTL). A trainer that deregisters
-// on purpose (it finished) is not reported as NotRegistered.
+// exit counts as a lost lease: a replacement starts at once (the freeze already cost a lease TTL). A trainer
+// that deregisters on purpose (it finished) is not reported as NotRegistered.
 //
 // Crash loops end early (RestartPolicy): the same exit code three times in a row, each soon after
 // starting, gives up with kFailed; the supervisor then shows the end of the child's log.
@@ -23,9 +23,9 @@
 #include <string>
 
 #include "common/clock.h"
-#include "local/restart_policy.h"
+#include "supervise/restart_policy.h"
 
-namespace tessera::local {
+namespace tessera::supervise {
 
 enum class ChildPhase {
   kRunning,   // started; has not exited
@@ -65,7 +65,9 @@ class ChildState {
   // kRunning or kStopping: a process exists.
   bool alive() const { return phase_ == ChildPhase::kRunning || phase_ == ChildPhase::kStopping; }
   // Counts toward the wanted number of its kind: running or about to restart, not asked to stop.
-  bool active() const { return !stopped_ && (phase_ == ChildPhase::kRunning || phase_ == ChildPhase::kBackoff); }
+  bool active() const {
+    return !stopped_ && (phase_ == ChildPhase::kRunning || phase_ == ChildPhase::kBackoff);
+  }
   // Done with its work (not stopped by the supervisor).
   bool finished() const { return phase_ == ChildPhase::kDone && !stopped_; }
   bool stopped() const { return stopped_; }
@@ -98,10 +100,10 @@ class ChildState {
   TimePoint restart_at_{};
   int restarts_ = 0;
   int spawns_ = 0;
-  bool seen_registered_ = false;                // this incarnation registered at least once
+  bool seen_registered_ = false;                 // this incarnation registered at least once
   std::optional<TimePoint> unregistered_since_;  // registered once, gone since then
   bool killed_for_lease_ = false;
   std::string failure_;
 };
 
-}  // namespace tessera::local
+}  // namespace tessera::supervise
