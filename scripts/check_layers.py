@@ -4,12 +4,16 @@ below it. Run by CTest (LayersTest) and by hand: `scripts/check_layers.py [sourc
 
 Checks, each failure printed as `file:line: what`:
   - every folder of src/ has a layer in LAYERS below (a new folder must be placed);
-  - an #include "X/..." in src/F/ names F itself or a folder of a lower layer;
+  - an #include "X/..." in src/F/ names F itself or a folder of a lower layer, and an #include
+    "tessera/X.h" (a public header) one implemented by F or a lower layer (the implementer: the
+    folder with a source file whose own header it is);
   - src/F/CMakeLists.txt defines at most the library tessera_F, built from F's own files, whose
     tessera_* dependencies are all of lower layers; any other library it builds (add_library)
     links only tessera_F and lower layers' libraries;
   - the public headers (include/tessera/) include no private header, and the Python module
-    (python/) is built on the public API alone.
+    (python/) is built on the public API alone;
+  - tests/ and bench/ include only folders that exist (of src/, of tests/, the harness) and link
+    only libraries some CMake file defines: after a move, nothing names the old place.
 Exits 1 if anything is wrong.
 """
 import os
@@ -40,9 +44,31 @@ NOT_FOLDERS = {"tessera", "etcd", "gtest", "gmock", "benchmark", "nlohmann", "sp
                "google", "Eigen", "httplib", "zstd", "openssl", "pybind11"}
 
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
+PUBLIC = re.compile(r'^\s*#\s*include\s+"tessera/([A-Za-z0-9_.]+)"')
+
+
+def public_implementers(src):
+    """Each public header (include/tessera/X.h) and the folder that implements it: the one with a
+    source file whose own header (its first include) it is. Headers no folder implements (header-
+    only, generated) are not in the map."""
+    found = {}
+    for folder in sorted(RANK):
+        for root, _, files in os.walk(os.path.join(src, folder)):
+            for name in sorted(files):
+                if not name.endswith(".cc") or name.endswith("_test.cc"):
+                    continue
+                with open(os.path.join(root, name), errors="replace") as f:
+                    for line in f:
+                        if INCLUDE.match(line):
+                            m = PUBLIC.match(line)
+                            if m:
+                                found.setdefault(m.group(1), folder)
+                            break
+    return found
 
 
 def check_includes(src, errors):
+    implementers = public_implementers(src)
     for folder in sorted(os.listdir(src)):
         path = os.path.join(src, folder)
         if not os.path.isdir(path) or folder == "generated":
@@ -63,6 +89,15 @@ def check_includes(src, errors):
                         if not m:
                             continue
                         used = m.group(1)
+                        if used == "tessera":
+                            # A public header is of the layer of the folder that implements it.
+                            header = PUBLIC.match(line)
+                            impl = implementers.get(header.group(1)) if header else None
+                            if impl and impl != folder and RANK[impl] >= RANK[folder]:
+                                where = "the same layer as" if RANK[impl] == RANK[folder] else "a higher layer than"
+                                errors.append(f"{rel}:{lineno}: includes tessera/{header.group(1)}, implemented by "
+                                              f"{impl}/, {where} {folder}/")
+                            continue
                         if used == folder or used in NOT_FOLDERS or (is_test and used in TEST_ONLY):
                             continue
                         if used not in RANK:
@@ -134,6 +169,49 @@ def check_other_libraries(src, errors):
                     errors.append(f"{rel}: {name} links {w}, which is not of a lower layer")
 
 
+FUNCTIONS = {"tessera_test", "tessera_library", "tessera_unity"}
+TARGET_WORD = re.compile(r"\b(tessera_\w+)\b(?!\s*\()")
+
+
+def check_tests_and_bench(top, errors):
+    """tests/ and bench/ include only folders that exist (of src/, of tests/, the harness), and their
+    CMake files link only libraries that exist: after a folder moves, nothing still names it."""
+    src = os.path.join(top, "src")
+    tests = os.path.join(top, "tests")
+    libraries = {f"tessera_{folder}" for folder in RANK} | {"tessera_proto"}
+    for base in (src, tests, os.path.join(top, "bench")):
+        for root, _, files in os.walk(base):
+            if "CMakeLists.txt" in files:
+                libraries |= set(OTHER_LIBRARY.findall(open(os.path.join(root, "CMakeLists.txt")).read()))
+    test_folders = {d for d in os.listdir(tests) if os.path.isdir(os.path.join(tests, d))} if os.path.isdir(tests) else set()
+    for part in ("tests", "bench"):
+        base = os.path.join(top, part)
+        if not os.path.isdir(base):
+            continue
+        for root, _, files in os.walk(base):
+            for name in sorted(files):
+                file = os.path.join(root, name)
+                rel = os.path.relpath(file, top)
+                if name == "CMakeLists.txt":
+                    for lineno, line in enumerate(open(file), 1):
+                        for word in TARGET_WORD.findall(line.split("#")[0]):
+                            if word not in libraries and word not in FUNCTIONS:
+                                errors.append(f"{rel}:{lineno}: links {word}, which no CMake file defines")
+                    continue
+                if not name.endswith((".cc", ".h")):
+                    continue
+                with open(file, errors="replace") as f:
+                    for lineno, line in enumerate(f, 1):
+                        m = INCLUDE.match(line)
+                        if not m:
+                            continue
+                        used = m.group(1)
+                        if used in RANK or used in test_folders or used in NOT_FOLDERS or used in TEST_ONLY:
+                            continue
+                        errors.append(f"{rel}:{lineno}: includes {used}/, which is neither a folder of src/ nor of "
+                                      f"tests/")
+
+
 def check_only_public(folder, rel, what, remedy, errors):
     """Every #include "X/..." of the files in `folder` names tessera/ (the public API)."""
     for name in sorted(os.listdir(folder)):
@@ -152,6 +230,7 @@ def main():
     check_includes(os.path.join(top, "src"), errors)
     check_cmake(os.path.join(top, "src"), errors)
     check_other_libraries(os.path.join(top, "src"), errors)
+    check_tests_and_bench(top, errors)
     check_only_public(os.path.join(top, "include", "tessera"), "include/tessera", "a public header", "", errors)
     check_only_public(os.path.join(top, "python"), "python", "the Python module",
                       "; use (or add to) the public API in include/tessera/", errors)

@@ -10,7 +10,7 @@ import tempfile
 CHECKER = os.path.join(os.path.dirname(os.path.abspath(__file__)), "check_layers.py")
 
 
-def tree(root, api_cmake, common_include=""):
+def tree(root, api_cmake, common_include="", extra=None):
     files = {
         "src/common/CMakeLists.txt": "tessera_library(tessera_common\n  SOURCES a.cc\n  DEPS fmt::fmt)\n",
         "src/common/a.cc": common_include + "int a() { return 1; }\n",
@@ -20,7 +20,11 @@ def tree(root, api_cmake, common_include=""):
         "src/api/s.cc": '#include "common/a.h"\n',
         "include/tessera/x.h": "",
         "python/m.cc": '#include "tessera/x.h"\n',
+        "tests/CMakeLists.txt": "tessera_test(t_test\n  SOURCES t/t_test.cc\n  DEPS tessera_cli tessera_proto)\n",
+        "tests/t/t_test.cc": '#include "cli/m.h"\n#include "t/helper.h"\n',
+        "bench/b.cc": '#include "common/a.h"\n',
     }
+    files.update(extra or {})
     for rel, text in files.items():
         path = os.path.join(root, rel)
         os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -51,9 +55,25 @@ def main():
          "src/common/a.cc:1: includes cli/, a higher layer than common/"),
     ]
     failed = 0
-    for what, api, include, want_code, want_text in cases:
+    # Planted beside the clean tree: (what, files, the line the checker must say).
+    planted = [
+        ("a public header used below the layer implementing it",
+         {"src/cli/x.cc": '#include "tessera/x.h"\n', "src/common/b.cc": '#include "tessera/x.h"\n'},
+         "src/common/b.cc:1: includes tessera/x.h, implemented by cli/, a higher layer than common/"),
+        ("a test including a folder that moved away", {"tests/t/u_test.cc": '#include "gone/x.h"\n'},
+         "tests/t/u_test.cc:1: includes gone/, which is neither a folder of src/ nor of tests/"),
+        ("a benchmark including a folder that moved away", {"bench/c.cc": '#include "gone/x.h"\n'},
+         "bench/c.cc:1: includes gone/, which is neither a folder of src/ nor of tests/"),
+        ("a test linking a library that moved away",
+         {"tests/CMakeLists.txt": "tessera_test(t_test\n  SOURCES t/t_test.cc\n  DEPS tessera_gone)\n"},
+         "tests/CMakeLists.txt:3: links tessera_gone, which no CMake file defines"),
+    ]
+    for what, files, want_text in planted:
+        cases.append((what, good_api, "", 1, want_text, files))
+    for case in cases:
+        what, api, include, want_code, want_text = case[:5]
         with tempfile.TemporaryDirectory(prefix="layers-") as root:
-            tree(root, api, include)
+            tree(root, api, include, case[5] if len(case) > 5 else None)
             code, out = run(root)
             if code != want_code or want_text not in out:
                 failed += 1
