@@ -339,9 +339,17 @@ Status CheckTopLevel(const Fields& f, const JobSpec& s, const std::string& origi
 
 // A cluster's processes find the store and the checkpoints only where the spec says.
 Status CheckSharedPaths(const Fields& f, const JobSpec& s) {
-  if (s.store.path.empty()) return f.Fail("store", "is required: {path: /where/processes/see/it, claim: or nfs:}");
-  if (s.keeps_checkpoints() && s.checkpoints.path.empty())
-    return f.Fail("checkpoints", "is required while train.checkpoint_every or checkpoint_steps > 0 (or set them to 0)");
+  if (s.store.path.empty()) {
+    return f.Fail("store",
+                  "is required: {path: /where/processes/see/it, claim: or nfs:}, in the file or beside it "
+                  "(--set store.path=...)");
+  }
+  if (s.keeps_checkpoints() && s.checkpoints.path.empty()) {
+    return f.Fail(
+        "checkpoints",
+        "is required while train.checkpoint_every or checkpoint_steps > 0 (or set them to 0), in the "
+        "file or beside it (--set checkpoints.path=...)");
+  }
   return Status::OK();
 }
 

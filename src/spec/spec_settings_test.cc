@@ -89,8 +89,10 @@ TEST(SpecSettingsTest, AnUnknownFieldIsRefusedByTheParserByName) {
 TEST(SpecSettingsTest, LoadSpecFileChecksTheSpecWithItsSettings) {
   const std::string path = ::testing::TempDir() + "/settings_job.yaml";
   std::ofstream(path) << "name: one\ntrain: {dataset: fm, model: mlp, checkpoint_every: 0}\n";
-  // A cluster needs the store; a setting can give it.
-  EXPECT_FALSE(LoadSpecFile(path, {}).ok());
+  // A cluster needs the store; a setting can give it, as the refusal says.
+  auto without = LoadSpecFile(path, {});
+  ASSERT_FALSE(without.ok());
+  EXPECT_NE(without.status().message().find("--set store.path="), std::string::npos) << without.status();
   auto f = LoadSpecFile(path, {"store.path=/data"});
   ASSERT_TRUE(f.ok()) << f.status();
   EXPECT_EQ(f->spec.store.path, "/data");
