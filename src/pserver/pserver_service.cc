@@ -9,6 +9,7 @@
 #include "common/finite.h"
 #include "common/strings.h"
 #include "pserver/optimizer.h"
+#include "pserver/push_plan.h"
 
 namespace tessera {
 namespace {
@@ -278,22 +279,28 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
   auto verdict = c.piece_verdict && (!c.arrival || stored)
                      ? *c.piece_verdict
                      : consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
-  // An async piece counts as a push once its push is whole (the version moved).
-  const bool async_piece = c.piece_verdict && options_.job.mode.kind == ConsistencyMode::Kind::kAsync;
-  const bool counts = async_piece ? consistency_->version() > version_before : !stored;
   if (!verdict.ok()) {
     answer->resume = consistency_->ResumeStep(req.trainer());
     return verdict.status();
   }
-  if (*verdict == Consistency::PushVerdict::kLate) {
+  PushFacts facts;
+  facts.stored_piece = stored;
+  facts.async_piece = c.piece_verdict && options_.job.mode.kind == ConsistencyMode::Kind::kAsync;
+  facts.version_moved = consistency_->version() > version_before;
+  facts.samples = req.samples();
+  facts.in_pieces = InPieces(req);
+  facts.pulls_floats = c.pull->floats() > 0;
+  facts.replicated_sync = replicated() && options_.job.mode.kind == ConsistencyMode::Kind::kSync;
+  const PushPlan plan = PlanPush(*verdict, facts);
+  if (plan.late) {
     ++counters_.late;
     answer->resume = consistency_->ResumeStep(req.trainer());
     spdlog::debug(
         "pserver {}: trainer {}'s push for step {} came after the step closed (backup trainers); "
         "dropped, it goes on from step {}",
         options_.index, req.trainer(), req.step(), answer->resume);
-  } else if (*verdict != Consistency::PushVerdict::kDuplicate) {
-    counters_.pushes += counts ? 1 : 0;
+  } else if (plan.new_data) {
+    counters_.pushes += plan.counts ? 1 : 0;
     counters_.bytes_in += static_cast<int64_t>(payload.size);
     if (!req.skipped().empty()) {
       ++counters_.skipped;
@@ -301,29 +308,23 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
                    req.trainer(), req.step(), req.skipped());
     }
   }
-  // A whole push with a pull: the apply it may bring about writes the reply's dense blocks.
-  const bool applies = *verdict == Consistency::PushVerdict::kHold ||
-                       (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0);
-  if (applies && !InPieces(req) && c.pull->floats() > 0) {
+  if (plan.prepare_pull) {
     answer->prepared = PreparePull(*c.pull, r);
     if (answer->prepared) prepared_.push_back({answer->prepared.get(), &*c.pull});
   }
-  if (*verdict == Consistency::PushVerdict::kHold) {
-    HoldPiece(req, std::move(*c.push), payload, !stored);
-  } else if (*verdict == Consistency::PushVerdict::kApply && req.samples() > 0) {
+  if (plan.hold) {
+    HoldPiece(req, std::move(*c.push), payload, plan.hold_complete);
+  } else if (plan.apply_now) {
     const auto start = std::chrono::steady_clock::now();
     ApplyPush(*c.push, static_cast<const float*>(payload.data), 1.0f / static_cast<float>(req.samples()));
     ObserveApply(start);
   }
-  if (stored) ApplyReadyBlocks(replies);
+  if (plan.apply_ready) ApplyReadyBlocks(replies);
   Drain(replies);
   prepared_.clear();
   // Still waiting for the other trainers (or pieces): the push keeps a copy of what it needs.
-  if (*verdict == Consistency::PushVerdict::kHold) KeepBorrowed(req.trainer());
-  // With replicas a sync push is answered once it counts (its step applied on every copy): until
-  // then a primary that is lost takes it with it, and the trainer must send it again.
-  if (replicated() && options_.job.mode.kind == ConsistencyMode::Kind::kSync)
-    answer->need = std::max(answer->need, req.step() + 1);
+  if (plan.hold) KeepBorrowed(req.trainer());
+  if (plan.wait_for_step) answer->need = std::max(answer->need, req.step() + 1);
   return Status::OK();
 }
 

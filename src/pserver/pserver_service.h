@@ -48,6 +48,7 @@
 #include "pserver/segment_list.h"
 #include "pserver/shard_store.h"
 #include "pserver/step_pieces.h"
+#include "pserver/step_sums.h"
 #include "tessera/data.pb.h"
 #include "transport/transport.h"
 
@@ -213,13 +214,6 @@ class PserverService : public RequestHandler {
       }
       used = 0;
     }
-  };
-  // One dense gradient block of one contributor, while a barrier sums them.
-  struct DensePart {
-    const std::string* param;
-    int64_t block;
-    int64_t count;
-    const float* grad;
   };
   // A pull's reply made before the step it waits for is applied (PreparePull): the apply writes
   // the new values of the blocks it updates straight into it (ShardStore::DenseUpdate::copy_to),
@@ -391,9 +385,7 @@ class PserverService : public RequestHandler {
   bool snapshot_wanted_ GUARDED_BY(mu_) = false;
   std::map<uint64_t, PendingPull> waiting_ GUARDED_BY(mu_);
   uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
-  // Sync barrier accumulators and the list of parts to sum, reused every step.
-  std::map<std::pair<std::string, int64_t>, std::vector<float>> dense_acc_ GUARDED_BY(mu_);
-  std::vector<DensePart> dense_parts_ GUARDED_BY(mu_);
+  StepSums sums_ GUARDED_BY(mu_);  // sync: a barrier's sums, their buffers reused every step
   std::vector<ShardStore::DenseUpdate> dense_updates_ GUARDED_BY(mu_);  // a step's, applied together
   // The pulls' replies the next apply writes into (with their lists), and AttachPrepared's
   // scratch, reused: each list's dense blocks by (parameter, block), the destinations and which
@@ -402,7 +394,6 @@ class PserverService : public RequestHandler {
   std::vector<absl::flat_hash_map<std::pair<std::string_view, int64_t>, int>> part_of_ GUARDED_BY(mu_);
   std::vector<float*> copy_to_ GUARDED_BY(mu_);
   std::vector<std::pair<PreparedPull*, int>> copied_parts_ GUARDED_BY(mu_);
-  std::vector<const float*> piece_grads_ GUARDED_BY(mu_);  // one early block's senders' gradients
   Counters counters_ GUARDED_BY(mu_);
   std::deque<Checkpoint> due_snapshots_ GUARDED_BY(mu_);
   std::atomic<size_t> due_count_{0};  // due_snapshots_.size(), read without the lock

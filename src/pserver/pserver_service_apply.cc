@@ -37,11 +37,8 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
   if (total > 0) {
     const float scale = 1.0f / static_cast<float>(total);
     record_scale_ = scale;
-    // Every contributor's gradient is summed in trainer-id order, then applied once. A block
-    // only one trainer sent is applied straight from its held push.
-    dense_parts_.clear();
-    std::map<std::string, std::pair<std::vector<uint64_t>, std::vector<float>>> sparse;
-    std::map<std::string, absl::flat_hash_map<uint64_t, size_t>> sparse_index;  // key -> its row in `sparse`
+    // Every contributor's gradient is summed in trainer-id order, then applied once (StepSums).
+    sums_.Begin();
     for (const auto& c : b.contributors) {
       const PendingPush& p = held_[c];
       for (int piece = 0; piece < p.used; ++piece) {
@@ -51,63 +48,27 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
         for (const auto& part : h.list.parts()) {
           const wire::Segment& seg = h.list.segment(part);
           const float* g = payload + part.offset;
-          if (part.dense) {
-            // A block applied before the barrier (every contributor had sent it) is done.
-            if (!mixed() || !pieces_.applied({seg.param(), seg.block()}))
-              dense_parts_.push_back({&seg.param(), seg.block(), seg.count(), g});
-            continue;
-          }
-          const int dim = part.dim;
-          auto& [keys, rows] = sparse[seg.param()];
-          auto& index = sparse_index[seg.param()];
-          for (int k = 0; k < seg.keys_size(); ++k) {
-            auto [it, inserted] = index.try_emplace(seg.keys(k), keys.size());
-            if (inserted) {
-              keys.push_back(seg.keys(k));
-              rows.insert(rows.end(), g + k * dim, g + (k + 1) * dim);
-            } else {
-              float* row = rows.data() + it->second * dim;
-              for (int i = 0; i < dim; ++i) row[i] += g[k * dim + i];
-            }
+          if (!part.dense) {
+            sums_.AddSparse(seg.param(), {seg.keys().data(), static_cast<size_t>(seg.keys_size())}, part.dim,
+                            g);
+          } else if (!mixed() || !pieces_.applied({seg.param(), seg.block()})) {
+            // (A block applied before the barrier, every contributor having sent it, is done.)
+            sums_.AddDense(&seg.param(), seg.block(), seg.count(), g);
           }
         }
       }
     }
-    // Group the parts by block; a stable sort keeps trainer-id order within a block.
     dense_updates_.clear();
-    std::stable_sort(dense_parts_.begin(), dense_parts_.end(), [](const DensePart& x, const DensePart& y) {
-      int c = x.param->compare(*y.param);
-      return c != 0 ? c < 0 : x.block < y.block;
-    });
-    for (size_t i = 0; i < dense_parts_.size();) {
-      size_t j = i + 1;
-      while (j < dense_parts_.size() && *dense_parts_[j].param == *dense_parts_[i].param &&
-             dense_parts_[j].block == dense_parts_[i].block) {
-        ++j;
-      }
-      const DensePart& first = dense_parts_[i];
-      if (j == i + 1) {
-        dense_updates_.push_back({first.param, first.block, first.grad});
-        RecordDense(*first.param, first.block, first.grad, first.count);
-      } else {
-        auto& acc = dense_acc_[{*first.param, first.block}];
-        acc.assign(first.grad, first.grad + first.count);
-        float* __restrict a = acc.data();
-        for (size_t k = i + 1; k < j; ++k) {
-          const float* __restrict g = dense_parts_[k].grad;
-          for (int64_t e = 0; e < first.count; ++e) a[e] += g[e];
-        }
-        dense_updates_.push_back({first.param, first.block, a});
-        RecordDense(*first.param, first.block, a, first.count);
-      }
-      i = j;
+    for (const StepSums::Block& sum : sums_.SumDense()) {
+      dense_updates_.push_back({sum.param, sum.block, sum.grad});
+      RecordDense(*sum.param, sum.block, sum.grad, sum.count);
     }
     AttachPrepared();
     store_.ApplyDenseMany(dense_updates_, scale);
     MarkPreparedWritten();
-    for (const auto& [table, kr] : sparse) {
-      store_.ApplySparse(table, kr.first, kr.second.data(), scale);
-      RecordSparse(table, kr.first, kr.second.data(), static_cast<int64_t>(kr.second.size()));
+    for (const auto& [table, sum] : sums_.sparse()) {
+      store_.ApplySparse(table, sum.keys, sum.rows.data(), scale);
+      RecordSparse(table, sum.keys, sum.rows.data(), static_cast<int64_t>(sum.rows.size()));
     }
   }
   for (const auto& c : b.contributors) {

@@ -54,39 +54,24 @@ void PserverService::ApplyReadyBlocks(std::vector<Reply>* out) {
   const auto start = std::chrono::steady_clock::now();
   int64_t total = 0;
   for (const auto& c : contributors) total += pieces_.samples(c);
-  dense_updates_.clear();
+  // The senders' gradients summed in trainer-id order, as the barrier sums them (StepSums).
+  sums_.Begin();
   for (const auto& r : ready) {
-    const std::string* param = nullptr;
-    int64_t count = 0;
-    std::vector<const float*>& grads = piece_grads_;
-    grads.clear();
+    if (total <= 0) break;
     for (const auto& [trainer, piece] : r.senders) {
       const HeldPiece& h = held_[trainer].pieces[piece];
       for (const auto& part : h.list.parts()) {
         const wire::Segment& seg = h.list.segment(part);
         if (part.dense && seg.block() == r.block.block && seg.param() == r.block.param) {
-          param = &seg.param();
-          count = seg.count();
-          grads.push_back(h.data() + part.offset);
+          sums_.AddDense(&seg.param(), seg.block(), seg.count(), h.data() + part.offset);
           break;
         }
       }
     }
-    if (grads.empty() || total <= 0) continue;
-    if (grads.size() == 1) {
-      dense_updates_.push_back({param, r.block.block, grads[0]});
-      continue;
-    }
-    // The senders' gradients summed in trainer-id order, as the barrier sums them.
-    auto& acc = dense_acc_[{r.block.param, r.block.block}];
-    acc.assign(grads[0], grads[0] + count);
-    float* __restrict a = acc.data();
-    for (size_t k = 1; k < grads.size(); ++k) {
-      const float* __restrict g = grads[k];
-      for (int64_t e = 0; e < count; ++e) a[e] += g[e];
-    }
-    dense_updates_.push_back({param, r.block.block, a});
   }
+  dense_updates_.clear();
+  for (const StepSums::Block& sum : sums_.SumDense())
+    dense_updates_.push_back({sum.param, sum.block, sum.grad});
   if (!dense_updates_.empty()) {
     store_.ApplyDenseMany(dense_updates_, 1.0f / static_cast<float>(total));
     ObserveApply(start);

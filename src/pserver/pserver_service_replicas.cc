@@ -218,8 +218,7 @@ void PserverService::HandleReplicate(const wire::DataRequest& req, ConstBuffer p
                          wire::DataReply::BAD_REQUEST);
       ApplyPush(*list, static_cast<const float*>(payload.data), rec.scale());
     }
-    consistency_ = std::make_unique<Consistency>(
-        ConsistencyOptions(), StateFromWire(rec.state()));
+    consistency_ = std::make_unique<Consistency>(ConsistencyOptions(), StateFromWire(rec.state()));
     initialized_ = true;
     seq_ = rec.seq();
     primary_epoch_ = rec.primary_epoch();
