@@ -181,43 +181,38 @@ Status Remove(Remote& r, const DatasetsFlags& f) {
   return gone.status();
 }
 
-}  // namespace
+// `tessera datasets upload`.
+void RegisterDatasetUpload(CLI::App* group, int* exit_code) {
+  auto f = std::make_shared<DatasetsFlags>();
+  auto* cmd = group->add_subcommand(
+      "upload",
+      "Upload a data set; the server converts it with the importers of `tessera upload`.\n"
+      "Interrupted (Ctrl-C, a dropped link), the same command resumes where the server stopped.\n"
+      "  tessera datasets upload fm --format idx --images train-images-idx3-ubyte.gz --labels ...\n"
+      "  tessera datasets upload clicks --format libsvm --input clicks.txt");
+  AddRemoteFlags(cmd, &f->remote);
+  cmd->add_option("name", f->name, "the data set's name")->required();
+  cmd->add_option("--format", f->format, "text, csv, libsvm, idx or list")
+      ->required()
+      ->check(CLI::IsMember({"text", "csv", "libsvm", "idx", "list"}));
+  cmd->add_option("--input", f->input,
+                  "text, csv, libsvm: the file; list: a tar or zip of the list file and\nthe files it names")
+      ->check(CLI::ExistingFile);
+  cmd->add_option("--images", f->images, "idx: the images file")->check(CLI::ExistingFile);
+  cmd->add_option("--labels", f->labels, "idx: the labels file")->check(CLI::ExistingFile);
+  cmd->add_option("--label-column", f->label_column,
+                  "csv: the label's column (name with --header, or index)");
+  cmd->add_flag("--header", f->header, "csv: the first row names the columns");
+  cmd->add_option("--list", f->list, "list: the list file's path in the archive (default list.txt)");
+  cmd->add_option("--chunk-mb", f->chunk_mb, "MiB per request (default and most: the server's, 4)")
+      ->check(CLI::Range(0.0625, 4.0));
+  cmd->add_option("--limit-rate", f->limit_mb_s, "send at most this many MiB/s (to share a slow link)")
+      ->check(CLI::PositiveNumber);
+  cmd->callback([f, exit_code] { *exit_code = RunUpload(*f); });
+}
 
-void RegisterDatasets(CLI::App& app, int* exit_code) {
-  auto* group =
-      app.add_subcommand("datasets",
-                         "Data sets on a tessera server: upload (in checked chunks, resumable), ls, show,\n"
-                         "rm, share. Jobs name them with --dataset.");
-  group->require_subcommand(1);
-  {
-    auto f = std::make_shared<DatasetsFlags>();
-    auto* cmd = group->add_subcommand(
-        "upload",
-        "Upload a data set; the server converts it with the importers of `tessera upload`.\n"
-        "Interrupted (Ctrl-C, a dropped link), the same command resumes where the server stopped.\n"
-        "  tessera datasets upload fm --format idx --images train-images-idx3-ubyte.gz --labels ...\n"
-        "  tessera datasets upload clicks --format libsvm --input clicks.txt");
-    AddRemoteFlags(cmd, &f->remote);
-    cmd->add_option("name", f->name, "the data set's name")->required();
-    cmd->add_option("--format", f->format, "text, csv, libsvm, idx or list")
-        ->required()
-        ->check(CLI::IsMember({"text", "csv", "libsvm", "idx", "list"}));
-    cmd->add_option(
-           "--input", f->input,
-           "text, csv, libsvm: the file; list: a tar or zip of the list file and\nthe files it names")
-        ->check(CLI::ExistingFile);
-    cmd->add_option("--images", f->images, "idx: the images file")->check(CLI::ExistingFile);
-    cmd->add_option("--labels", f->labels, "idx: the labels file")->check(CLI::ExistingFile);
-    cmd->add_option("--label-column", f->label_column,
-                    "csv: the label's column (name with --header, or index)");
-    cmd->add_flag("--header", f->header, "csv: the first row names the columns");
-    cmd->add_option("--list", f->list, "list: the list file's path in the archive (default list.txt)");
-    cmd->add_option("--chunk-mb", f->chunk_mb, "MiB per request (default and most: the server's, 4)")
-        ->check(CLI::Range(0.0625, 4.0));
-    cmd->add_option("--limit-rate", f->limit_mb_s, "send at most this many MiB/s (to share a slow link)")
-        ->check(CLI::PositiveNumber);
-    cmd->callback([f, exit_code] { *exit_code = RunUpload(*f); });
-  }
+// `tessera datasets ls` and `show`.
+void RegisterDatasetReads(CLI::App* group, int* exit_code) {
   {
     auto f = std::make_shared<DatasetsFlags>();
     auto* cmd = group->add_subcommand(
@@ -239,6 +234,10 @@ void RegisterDatasets(CLI::App& app, int* exit_code) {
       *exit_code = WithRemote("datasets show", f->remote, [&](Remote& r) { return Show(r, *f); });
     });
   }
+}
+
+// `tessera datasets rm` and `share`.
+void RegisterDatasetChanges(CLI::App* group, int* exit_code) {
   {
     auto f = std::make_shared<DatasetsFlags>();
     auto* cmd = group->add_subcommand(
@@ -268,6 +267,19 @@ void RegisterDatasets(CLI::App& app, int* exit_code) {
       });
     });
   }
+}
+
+}  // namespace
+
+void RegisterDatasets(CLI::App& app, int* exit_code) {
+  auto* group =
+      app.add_subcommand("datasets",
+                         "Data sets on a tessera server: upload (in checked chunks, resumable), ls, show,\n"
+                         "rm, share. Jobs name them with --dataset.");
+  group->require_subcommand(1);
+  RegisterDatasetUpload(group, exit_code);
+  RegisterDatasetReads(group, exit_code);
+  RegisterDatasetChanges(group, exit_code);
 }
 
 }  // namespace tessera::cli

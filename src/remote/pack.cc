@@ -134,23 +134,66 @@ bool IsIgnored(const std::string& rel, bool is_dir, const std::vector<std::strin
   return false;
 }
 
+namespace {
+
+// What the package leaves out: the usual (kAlwaysIgnored) and the directory's .tesseraignore.
+std::vector<std::string> IgnorePatterns(const std::string& dir) {
+  std::vector<std::string> patterns = kAlwaysIgnored;
+  std::string ignore_file = dir + "/.tesseraignore";
+  int fd = ::open(ignore_file.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    std::string text;
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1 << 20)) text.append(buf, n);
+    ::close(fd);
+    for (auto& p : ParseIgnorePatterns(text)) patterns.push_back(p);
+  }
+  return patterns;
+}
+
+// One entry of the walk into the archive: its header, and a file's bytes (exactly the size in
+// the header). ResourceExhausted when the archive passed its size limit.
+Status WriteEntry(struct archive* a, const std::string& dir, const Entry& e, std::vector<char>* buf) {
+  std::unique_ptr<archive_entry, void (*)(archive_entry*)> ae(archive_entry_new(), archive_entry_free);
+  archive_entry_set_pathname(ae.get(), e.rel.c_str());
+  archive_entry_set_filetype(ae.get(), e.dir ? AE_IFDIR : AE_IFREG);
+  archive_entry_set_perm(ae.get(), e.dir || e.executable ? 0755 : 0644);
+  archive_entry_set_size(ae.get(), e.dir ? 0 : e.size);
+  archive_entry_set_mtime(ae.get(), 0, 0);
+  if (archive_write_header(a, ae.get()) != ARCHIVE_OK) {
+    if (archive_errno(a) == EFBIG) return Status::ResourceExhausted("too big");
+    return Status::Internal("cannot pack " + e.rel + ": " + archive_error_string(a));
+  }
+  if (e.dir) return Status::OK();
+  const std::string path = dir + "/" + e.rel;
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return Status::InvalidArgument("cannot read " + path + ": " + std::strerror(errno));
+  int64_t left = e.size;  // exactly the size in the header, even if the file changes meanwhile
+  Status result;
+  while (left > 0 && result.ok()) {
+    ssize_t n = ::read(fd, buf->data(), static_cast<size_t>(std::min<int64_t>(left, buf->size())));
+    if (n <= 0) {
+      result = Status::Aborted(path + " changed while it was packed; pack again");
+    } else if (archive_write_data(a, buf->data(), static_cast<size_t>(n)) < 0) {
+      result = archive_errno(a) == EFBIG
+                   ? Status::ResourceExhausted("too big")
+                   : Status::Internal("cannot pack " + e.rel + ": " + archive_error_string(a));
+    } else {
+      left -= n;
+    }
+  }
+  ::close(fd);
+  return result;
+}
+
+}  // namespace
+
 StatusOr<Package> PackDirectory(const std::string& dir, const PackLimits& limits) {
   struct stat st;
   if (::stat(dir.c_str(), &st) != 0 || !S_ISDIR(st.st_mode))
     return Status::InvalidArgument(dir + " is not a directory");
-  std::vector<std::string> patterns = kAlwaysIgnored;
-  {
-    std::string ignore_file = dir + "/.tesseraignore";
-    int fd = ::open(ignore_file.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd >= 0) {
-      std::string text;
-      char buf[4096];
-      ssize_t n;
-      while ((n = ::read(fd, buf, sizeof buf)) > 0 && text.size() < (1 << 20)) text.append(buf, n);
-      ::close(fd);
-      for (auto& p : ParseIgnorePatterns(text)) patterns.push_back(p);
-    }
-  }
+  const std::vector<std::string> patterns = IgnorePatterns(dir);
   Walk w{dir, patterns, limits, {}, {}, 0, 0};
   TESSERA_RETURN_IF_ERROR(WalkDir(w, ""));
   if (w.files == 0) return Status::InvalidArgument(dir + " holds no files to pack");
@@ -181,35 +224,9 @@ StatusOr<Package> PackDirectory(const std::string& dir, const PackLimits& limits
   };
   std::vector<char> buf(1 << 16);
   for (const auto& e : w.entries) {
-    std::unique_ptr<archive_entry, void (*)(archive_entry*)> ae(archive_entry_new(), archive_entry_free);
-    archive_entry_set_pathname(ae.get(), e.rel.c_str());
-    archive_entry_set_filetype(ae.get(), e.dir ? AE_IFDIR : AE_IFREG);
-    archive_entry_set_perm(ae.get(), e.dir || e.executable ? 0755 : 0644);
-    archive_entry_set_size(ae.get(), e.dir ? 0 : e.size);
-    archive_entry_set_mtime(ae.get(), 0, 0);
-    if (archive_write_header(a.get(), ae.get()) != ARCHIVE_OK) {
-      if (archive_errno(a.get()) == EFBIG) return too_big();
-      return Status::Internal("cannot pack " + e.rel + ": " + archive_error_string(a.get()));
-    }
-    if (e.dir) continue;
-    const std::string path = dir + "/" + e.rel;
-    int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW);
-    if (fd < 0) return Status::InvalidArgument("cannot read " + path + ": " + std::strerror(errno));
-    int64_t left = e.size;  // exactly the size in the header, even if the file changes meanwhile
-    while (left > 0) {
-      ssize_t n = ::read(fd, buf.data(), static_cast<size_t>(std::min<int64_t>(left, buf.size())));
-      if (n <= 0) {
-        ::close(fd);
-        return Status::Aborted(path + " changed while it was packed; pack again");
-      }
-      if (archive_write_data(a.get(), buf.data(), static_cast<size_t>(n)) < 0) {
-        ::close(fd);
-        if (archive_errno(a.get()) == EFBIG) return too_big();
-        return Status::Internal("cannot pack " + e.rel + ": " + archive_error_string(a.get()));
-      }
-      left -= n;
-    }
-    ::close(fd);
+    Status wrote = WriteEntry(a.get(), dir, e, &buf);
+    if (wrote.code() == StatusCode::kResourceExhausted) return too_big();
+    TESSERA_RETURN_IF_ERROR(wrote);
   }
   if (archive_write_close(a.get()) != ARCHIVE_OK) {
     if (archive_errno(a.get()) == EFBIG) return too_big();
