@@ -47,6 +47,15 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([A-Za-z0-9_]+)/')
 PUBLIC = re.compile(r'^\s*#\s*include\s+"tessera/([A-Za-z0-9_.]+)"')
 
 
+def includes(file):
+    """(line number, the folder it names, the line) of each #include "X/..." of a file."""
+    with open(file, errors="replace") as f:
+        for lineno, line in enumerate(f, 1):
+            m = INCLUDE.match(line)
+            if m:
+                yield lineno, m.group(1), line
+
+
 def public_implementers(src):
     """Each public header (include/tessera/X.h) and the folder that implements it: the one with a
     source file whose own header (its first include) it is. Headers no folder implements (header-
@@ -83,29 +92,24 @@ def check_includes(src, errors):
                 file = os.path.join(root, name)
                 rel = os.path.relpath(file, os.path.dirname(src))
                 is_test = name.endswith("_test.cc")
-                with open(file, errors="replace") as f:
-                    for lineno, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        used = m.group(1)
-                        if used == "tessera":
-                            # A public header is of the layer of the folder that implements it.
-                            header = PUBLIC.match(line)
-                            impl = implementers.get(header.group(1)) if header else None
-                            if impl and impl != folder and RANK[impl] >= RANK[folder]:
-                                where = "the same layer as" if RANK[impl] == RANK[folder] else "a higher layer than"
-                                errors.append(f"{rel}:{lineno}: includes tessera/{header.group(1)}, implemented by "
-                                              f"{impl}/, {where} {folder}/")
-                            continue
-                        if used == folder or used in NOT_FOLDERS or (is_test and used in TEST_ONLY):
-                            continue
-                        if used not in RANK:
-                            errors.append(f"{rel}:{lineno}: includes {used}/, which is not a folder of src/")
-                        elif RANK[used] >= RANK[folder]:
-                            where = "the same layer as" if RANK[used] == RANK[folder] else "a higher layer than"
-                            errors.append(f"{rel}:{lineno}: includes {used}/, {where} {folder}/; move the shared "
-                                          f"piece down instead")
+                for lineno, used, line in includes(file):
+                    if used == "tessera":
+                        # A public header is of the layer of the folder that implements it.
+                        header = PUBLIC.match(line)
+                        impl = implementers.get(header.group(1)) if header else None
+                        if impl and impl != folder and RANK[impl] >= RANK[folder]:
+                            where = "the same layer as" if RANK[impl] == RANK[folder] else "a higher layer than"
+                            errors.append(f"{rel}:{lineno}: includes tessera/{header.group(1)}, implemented by "
+                                          f"{impl}/, {where} {folder}/")
+                        continue
+                    if used == folder or used in NOT_FOLDERS or (is_test and used in TEST_ONLY):
+                        continue
+                    if used not in RANK:
+                        errors.append(f"{rel}:{lineno}: includes {used}/, which is not a folder of src/")
+                    elif RANK[used] >= RANK[folder]:
+                        where = "the same layer as" if RANK[used] == RANK[folder] else "a higher layer than"
+                        errors.append(f"{rel}:{lineno}: includes {used}/, {where} {folder}/; move the shared "
+                                      f"piece down instead")
 
 
 LIBRARY = re.compile(r"tessera_library\(\s*(\w+)(.*?)\)", re.S)
@@ -200,16 +204,11 @@ def check_tests_and_bench(top, errors):
                     continue
                 if not name.endswith((".cc", ".h")):
                     continue
-                with open(file, errors="replace") as f:
-                    for lineno, line in enumerate(f, 1):
-                        m = INCLUDE.match(line)
-                        if not m:
-                            continue
-                        used = m.group(1)
-                        if used in RANK or used in test_folders or used in NOT_FOLDERS or used in TEST_ONLY:
-                            continue
-                        errors.append(f"{rel}:{lineno}: includes {used}/, which is neither a folder of src/ nor of "
-                                      f"tests/")
+                for lineno, used, _ in includes(file):
+                    if used in RANK or used in test_folders or used in NOT_FOLDERS or used in TEST_ONLY:
+                        continue
+                    errors.append(f"{rel}:{lineno}: includes {used}/, which is neither a folder of src/ nor of "
+                                  f"tests/")
 
 
 def check_only_public(folder, rel, what, remedy, errors):
