@@ -18,11 +18,11 @@
 // the rest of that task is cut in equal parts, one for the holder and one for each idle trainer
 // (parts of at least split_min_records): the holder stops at the first cut (Split, once per cut;
 // it is told so in the answer) and each part after it becomes a piece, a work item of its own
-// (id >= tasks()), handed out first. A task is done when its own part and all its pieces are. So the end of a pass does
-// not wait for the slowest trainer to read a whole task alone.
-// Everything that changes the queue is an event that can be replayed (the master persists the
-// event log): Dispatch, Finish, Fail, Expire, TrainerLost, Split. Given the same events in the same
-// order, a replay reaches the same state, epochs included.
+// (id >= tasks()), handed out first. A task is done when its own part and all its pieces are. So the end of a
+// pass does not wait for the slowest trainer to read a whole task alone. Everything that changes the queue is
+// an event that can be replayed (the master persists the event log): Dispatch, Finish, Fail, Expire,
+// TrainerLost, Split. Given the same events in the same order, a replay reaches the same state, epochs
+// included.
 //
 // Following a growing data set (`follow`, one pass, no splits): the pass does not end when every
 // task is done; AddChunks (an event) appends one task per new chunk, handed out after the tasks
@@ -48,6 +48,10 @@
 #include "master/position.h"
 #include "master/task_layout.h"
 #include "tessera/status.h"
+
+namespace tessera {
+class ByteReader;
+}
 
 namespace tessera::master {
 
@@ -186,6 +190,16 @@ class TaskQueue {
   static StatusOr<TaskQueue> Restore(TaskQueueOptions options, std::string_view snapshot);
 
  private:
+  // Restore's sections, each read and checked as Snapshot writes it (task_queue_snapshot.cc).
+  bool ReadTaskId(ByteReader& r, uint64_t* t) const;
+  bool ReadItemId(ByteReader& r, uint64_t* t) const;
+  Status ReadAssignments(ByteReader& r);
+  Status ReadFailures(ByteReader& r);
+  Status ReadRecentAndSkips(ByteReader& r);
+  Status ReadLayout(ByteReader& r);
+  Status ReadPieces(ByteReader& r);
+  Status CheckWorkItems() const;
+
   struct Pending {
     int64_t epoch = 0;
     std::string trainer;
@@ -207,9 +221,9 @@ class TaskQueue {
   TaskQueueOptions options_;
   std::vector<TaskSpan> spans_;  // what each task covers
   int64_t tasks_ = 0;
-  int64_t shuffled_tasks_ = 0;   // the tasks of the chunks at the start (shuffled each pass)
-  bool following_ = false;       // follow, and not stopped yet
-  std::vector<int64_t> added_;   // records of the chunks added since the start
+  int64_t shuffled_tasks_ = 0;  // the tasks of the chunks at the start (shuffled each pass)
+  bool following_ = false;      // follow, and not stopped yet
+  std::vector<int64_t> added_;  // records of the chunks added since the start
   int pass_ = 0;
   bool finished_ = false;
   std::vector<int64_t> order_;  // this pass's permutation of task ids
