@@ -31,10 +31,12 @@ Reason ReasonFor(const Status& s) {
 
 PserverService::PserverService(PserverServiceOptions options)
     : options_(std::move(options)),
+      due_(options_.index, DueSnapshots::Limits{}),
       store_(options_.index, options_.job, options_.slots),
       consistency_(std::make_unique<Consistency>(ConsistencyOptions(), 0)),
       epoch_(options_.epoch),
-      backup_(options_.backup) {
+      backup_(options_.backup),
+      replicas_(options_.job.token, options_.index) {
   if (options_.apply_threads != 1) {
     pool_ = std::make_unique<WorkPool>(options_.apply_threads);
     MutexLock lock(&mu_);
@@ -227,7 +229,7 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
   }
   // A barrier that made a checkpoint due while the last ones are still being written: the step's
   // replies wait for the checkpoint thread.
-  WaitForSnapshotRoom();
+  due_.WaitForRoom(serving_);
   for (auto& x : replies) Send(x);
 }
 

@@ -44,7 +44,9 @@
 #include "job/slot_map.h"
 #include "pserver/checkpoint_file.h"
 #include "pserver/consistency.h"
+#include "pserver/due_snapshots.h"
 #include "pserver/export_cuts.h"
+#include "pserver/replica_log.h"
 #include "pserver/segment_list.h"
 #include "pserver/shard_store.h"
 #include "pserver/step_pieces.h"
@@ -53,24 +55,6 @@
 #include "transport/transport.h"
 
 namespace tessera {
-
-// One record of a shard's replication stream (--replicas > 1), serialized once and sent to every
-// backup: a REPLICATE request header and its payload (the gradients applied).
-struct ReplicaMessage {
-  int64_t seq = 0;
-  std::string header;
-  std::string payload;
-};
-
-// Where a primary's replication records go: the shell's ordered streams, one per backup.
-class ReplicaOutbox {
- public:
-  virtual ~ReplicaOutbox() = default;
-  // Queues `m` on every attached stream, in order. Called under the service's lock: must not
-  // block or call back into the service. Returns false when no stream is attached (the record
-  // then counts at once).
-  virtual bool Publish(std::shared_ptr<const ReplicaMessage> m) = 0;
-};
 
 struct PserverServiceOptions {
   int index = 0;
@@ -135,13 +119,7 @@ class PserverService : public RequestHandler {
   // there is none.
   std::optional<Checkpoint> TakeDueSnapshot();
   // Due snapshots not taken yet.
-  size_t due_snapshots() const { return due_count_.load(); }
-  // Due snapshots waiting to be written before a reply waits for the checkpoint thread, how long
-  // it waits at most, and how many may wait before the oldest is dropped (a checkpoint thread
-  // that has stopped, or a disk that hangs: memory stays bounded).
-  static constexpr size_t kMaxDueSnapshots = 1;
-  static constexpr std::chrono::seconds kSnapshotWait{60};
-  static constexpr size_t kDroppedDueSnapshots = 4;
+  size_t due_snapshots() const { return due_.size(); }
 
   // A trainer's registration disappeared from etcd (epoch 0: any).
   void TrainerLeft(const std::string& trainer, int64_t epoch);
@@ -279,10 +257,6 @@ class PserverService : public RequestHandler {
   // Takes the cuts due at the current version (one copy for all of them). REQUIRES: mu_ held.
   void TakeDueCuts() REQUIRES(mu_);
   void HandleReplicate(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
-  // Replicas: the calls that change the store, recorded for the backups (when an outbox is set).
-  void RecordDense(const std::string& param, int64_t block, const float* grad, int64_t count) REQUIRES(mu_);
-  void RecordSparse(const std::string& table, std::span<const uint64_t> keys, const float* rows,
-                    int64_t floats) REQUIRES(mu_);
   // Publishes what the last event changed (the recorded calls and the consistency state), if
   // anything. REQUIRES: mu_ held.
   void PublishChanges() REQUIRES(mu_);
@@ -355,10 +329,7 @@ class PserverService : public RequestHandler {
   // A copy for a checkpoint, whole or a delta (see SnapshotForCheckpoint).
   Checkpoint CheckpointLocked() REQUIRES(mu_);
   static void Send(Reply& reply);
-  // Before a step's replies go out: while more than kMaxDueSnapshots due snapshots wait to be
-  // written, waits for the checkpoint thread (see snapshot_every). REQUIRES mu_ not held.
-  void WaitForSnapshotRoom();
-  // Queues a due snapshot for the checkpoint thread (at most kDroppedDueSnapshots wait).
+  // Queues a due snapshot for the checkpoint thread (DueSnapshots) and wakes that thread.
   void AddDueSnapshot(Checkpoint c) REQUIRES(mu_);
   static void SendError(Responder& r, const Status& s, wire::DataReply::Reason reason, int64_t resume = 0);
 
@@ -367,6 +338,9 @@ class PserverService : public RequestHandler {
   std::atomic<int> data_in_progress_{0};     // HandleData calls under way
   std::atomic<int64_t> data_overlapped_{0};  // ... begun while another was under way
   std::unique_ptr<WorkPool> pool_;           // null: one thread
+  // Due snapshots for the checkpoint thread (its own lock, taken inside mu_). A step's replies
+  // wait while more than one waits to be written, at most a minute; beyond four the oldest goes.
+  DueSnapshots due_;
 
   mutable Mutex mu_;  // guards everything below
   Status stop_reason_ GUARDED_BY(mu_);
@@ -395,9 +369,6 @@ class PserverService : public RequestHandler {
   std::vector<float*> copy_to_ GUARDED_BY(mu_);
   std::vector<std::pair<PreparedPull*, int>> copied_parts_ GUARDED_BY(mu_);
   Counters counters_ GUARDED_BY(mu_);
-  std::deque<Checkpoint> due_snapshots_ GUARDED_BY(mu_);
-  std::atomic<size_t> due_count_{0};  // due_snapshots_.size(), read without the lock
-  CondVar snapshot_taken_;            // a due snapshot was taken, or serving stopped
   ExportCuts<ShardValues> cuts_ GUARDED_BY(mu_);
   CheckpointChainState chain_ GUARDED_BY(mu_);
   std::chrono::steady_clock::time_point step_opened_
@@ -406,15 +377,10 @@ class PserverService : public RequestHandler {
   // Replicas.
   std::atomic<int64_t> epoch_;  // the registration epoch served (changes on Promote)
   bool backup_ GUARDED_BY(mu_) = false;
-  ReplicaOutbox* outbox_ GUARDED_BY(mu_) = nullptr;
-  int64_t seq_ GUARDED_BY(mu_) = 0;            // primary: the last record published; backup: applied
-  int64_t committed_ GUARDED_BY(mu_) = 0;      // primary: every backup has the records up to this
-  int64_t primary_epoch_ GUARDED_BY(mu_) = 0;  // backup: the newest primary heard from
-  wire::DataRequest record_ GUARDED_BY(mu_);   // the calls recorded since the last publish
-  std::string record_payload_ GUARDED_BY(mu_);
-  float record_scale_ GUARDED_BY(mu_) = 1.0f;
-  Consistency::State published_state_ GUARDED_BY(mu_);
-  std::vector<std::pair<int64_t, Reply>> held_replies_ GUARDED_BY(mu_);  // (seq, reply), in order
+  // The replication record (the store calls recorded, what was published and committed), and the
+  // answers held until their record is committed.
+  ReplicaLog replicas_ GUARDED_BY(mu_);
+  HeldReplies<Reply> held_replies_ GUARDED_BY(mu_);
 };
 
 }  // namespace tessera

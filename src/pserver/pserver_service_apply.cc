@@ -19,16 +19,16 @@ void PserverService::ApplyPush(const SegmentList& list, const float* payload, fl
     const wire::Segment& seg = list.segment(part);
     if (part.dense) {
       dense_updates_.push_back({&seg.param(), seg.block(), payload + part.offset});
-      RecordDense(seg.param(), seg.block(), payload + part.offset, part.floats);
+      replicas_.RecordDense(seg.param(), seg.block(), payload + part.offset, part.floats);
     } else {
       store_.ApplySparse(seg.param(), list.keys(part), payload + part.offset, scale);
-      RecordSparse(seg.param(), list.keys(part), payload + part.offset, part.floats);
+      replicas_.RecordSparse(seg.param(), list.keys(part), payload + part.offset, part.floats);
     }
   }
   AttachPrepared();
   store_.ApplyDenseMany(dense_updates_, scale);
   MarkPreparedWritten();
-  record_scale_ = scale;
+  replicas_.SetScale(scale);
 }
 
 void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
@@ -36,7 +36,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
   for (const auto& c : b.contributors) total += held_[c].samples;
   if (total > 0) {
     const float scale = 1.0f / static_cast<float>(total);
-    record_scale_ = scale;
+    replicas_.SetScale(scale);
     // Every contributor's gradient is summed in trainer-id order, then applied once (StepSums).
     sums_.Begin();
     for (const auto& c : b.contributors) {
@@ -61,14 +61,14 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
     dense_updates_.clear();
     for (const StepSums::Block& sum : sums_.SumDense()) {
       dense_updates_.push_back({sum.param, sum.block, sum.grad});
-      RecordDense(*sum.param, sum.block, sum.grad, sum.count);
+      replicas_.RecordDense(*sum.param, sum.block, sum.grad, sum.count);
     }
     AttachPrepared();
     store_.ApplyDenseMany(dense_updates_, scale);
     MarkPreparedWritten();
     for (const auto& [table, sum] : sums_.sparse()) {
       store_.ApplySparse(table, sum.keys, sum.rows.data(), scale);
-      RecordSparse(table, sum.keys, sum.rows.data(), static_cast<int64_t>(sum.rows.size()));
+      replicas_.RecordSparse(table, sum.keys, sum.rows.data(), static_cast<int64_t>(sum.rows.size()));
     }
   }
   for (const auto& c : b.contributors) {
@@ -80,32 +80,8 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
 }
 
 void PserverService::AddDueSnapshot(Checkpoint c) {
-  due_snapshots_.push_back(std::move(c));
-  if (due_snapshots_.size() > kDroppedDueSnapshots) {
-    // The checkpoint thread is not writing (the replies' wait for it timed out): the oldest goes.
-    spdlog::warn("pserver {}: the checkpoint of version {} was not written before version {} was due",
-                 options_.index, due_snapshots_.front().version, due_snapshots_.back().version);
-    due_snapshots_.pop_front();
-  }
-  due_count_.store(due_snapshots_.size());
+  due_.Add(std::move(c));
   if (options_.snapshot_due) options_.snapshot_due();
-}
-
-void PserverService::WaitForSnapshotRoom() {
-  if (due_count_.load() <= kMaxDueSnapshots) return;
-  const auto until = std::chrono::steady_clock::now() + kSnapshotWait;
-  MutexLock lock(&mu_);
-  while (due_snapshots_.size() > kMaxDueSnapshots && serving_.load()) {
-    const auto left = until - std::chrono::steady_clock::now();
-    if (left <= std::chrono::steady_clock::duration::zero()) {
-      spdlog::warn("pserver {}: {} checkpoints are still to be written after {} s; training goes on",
-                   options_.index, due_snapshots_.size(), kSnapshotWait.count());
-      return;
-    }
-    snapshot_taken_.WaitFor(&mu_, left, [&]() REQUIRES(mu_) {
-      return due_snapshots_.size() <= kMaxDueSnapshots || !serving_.load();
-    });
-  }
 }
 
 void PserverService::ObserveApply(std::chrono::steady_clock::time_point start) {

@@ -166,15 +166,7 @@ int64_t PserverService::CheckpointGen() {
   return store_.checkpoint_gen();
 }
 
-std::optional<Checkpoint> PserverService::TakeDueSnapshot() {
-  MutexLock lock(&mu_);
-  if (due_snapshots_.empty()) return std::nullopt;
-  std::optional<Checkpoint> out = std::move(due_snapshots_.front());
-  due_snapshots_.pop_front();
-  due_count_.store(due_snapshots_.size());
-  snapshot_taken_.NotifyAll();
-  return out;
-}
+std::optional<Checkpoint> PserverService::TakeDueSnapshot() { return due_.Take(); }
 
 Status PserverService::RestoreCheckpoint(const Checkpoint& c) {
   MutexLock lock(&mu_);

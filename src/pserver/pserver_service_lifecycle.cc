@@ -25,17 +25,17 @@ void PserverService::TrainerLeft(const std::string& trainer, int64_t epoch) {
 
 void PserverService::StopServing(const Status& why) {
   std::map<uint64_t, PendingPull> waiting;
-  std::vector<std::pair<int64_t, Reply>> held;
+  std::vector<Reply> held;
   {
     MutexLock lock(&mu_);
     serving_ = false;
     stop_reason_ = why;
-    snapshot_taken_.NotifyAll();  // replies waiting for the checkpoint thread go out (and fail)
     waiting.swap(waiting_);
-    held.swap(held_replies_);  // not committed: the trainers send them again to whoever serves next
+    held = held_replies_.TakeAll();  // not committed: the trainers send them again to whoever serves next
     for (auto& [t, p] : waiting) consistency_->CancelPull(t);
   }
-  for (auto& [seq, rep] : held) {
+  due_.Wake();  // replies waiting for the checkpoint thread go out (and fail)
+  for (auto& rep : held) {
     SendError(*rep.responder,
               Status::Unavailable("pserver " + std::to_string(options_.index) +
                                   " stopped serving: " + why.message()),

@@ -34,7 +34,9 @@ TEST(PushPlanTest, EveryVerdictAndFactsGiveThePlanTheRulesSay) {
       // The push is whole with this request unless it is a piece kept for later.
       EXPECT_EQ(p.hold_complete, p.hold && !f.stored_piece);
       // Counted once: an async piece when its push became whole, anything else unless kept for later.
-      if (p.new_data) EXPECT_EQ(p.counts, f.async_piece ? f.version_moved : !f.stored_piece);
+      if (p.new_data) {
+        EXPECT_EQ(p.counts, f.async_piece ? f.version_moved : !f.stored_piece);
+      }
       // The reply is made before an apply only for a whole push that pulls values.
       EXPECT_EQ(p.prepare_pull, (p.hold || p.apply_now) && !f.in_pieces && f.pulls_floats);
       EXPECT_EQ(p.apply_ready, f.stored_piece);
