@@ -311,8 +311,8 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
     }
   }
   if (plan.prepare_pull) {
-    answer->prepared = PreparePull(*c.pull, r);
-    if (answer->prepared) prepared_.push_back({answer->prepared.get(), &*c.pull});
+    answer->prepared = PullQueue::Prepare(*c.pull, r);
+    if (answer->prepared) pulls_.WriteByNextApply(answer->prepared.get(), &*c.pull);
   }
   if (plan.hold) {
     HoldPiece(req, std::move(*c.push), payload, plan.hold_complete);
@@ -323,7 +323,7 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
   }
   if (plan.apply_ready) ApplyReadyBlocks(replies);
   Drain(replies);
-  prepared_.clear();
+  pulls_.ForgetWrites();
   // Still waiting for the other trainers (or pieces): the push keeps a copy of what it needs.
   if (plan.hold) KeepBorrowed(req.trainer());
   if (plan.wait_for_step) answer->need = std::max(answer->need, req.step() + 1);
@@ -353,19 +353,15 @@ Status PserverService::AnswerData(wire::DataRequest& req, DataCheck& c, std::uni
     ack.responder = std::move(r);
     replies->push_back(std::move(ack));
   } else if (req.pull_size() > 0 || answer.need > 0) {
-    uint64_t ticket = next_ticket_++;
+    uint64_t ticket = pulls_.NextTicket();
     auto now = consistency_->Pull(ticket, req.trainer(), req.trainer_epoch(), answer.need);
     if (!now.ok()) return now.status();
     if (*now) {
       replies->push_back(BuildPullReply(req, pull, std::move(r), answer.prepared.get()));
       replies->back().header.set_resume_step(answer.resume);
     } else {
-      auto it =
-          waiting_
-              .emplace(ticket, PendingPull{piece_pull, req, std::move(pull), std::move(r),
-                                           std::chrono::steady_clock::now(), std::move(answer.prepared)})
-              .first;
-      it->second.pull.Rebind(&it->second.request.pull());
+      pulls_.Park(ticket, piece_pull, req, std::move(pull), std::move(r), std::move(answer.prepared),
+                  std::chrono::steady_clock::now());
     }
   } else {
     Reply ack;

@@ -46,6 +46,7 @@
 #include "pserver/consistency.h"
 #include "pserver/due_snapshots.h"
 #include "pserver/export_cuts.h"
+#include "pserver/pull_queue.h"
 #include "pserver/replica_log.h"
 #include "pserver/segment_list.h"
 #include "pserver/shard_store.h"
@@ -193,23 +194,6 @@ class PserverService : public RequestHandler {
       used = 0;
     }
   };
-  // A pull's reply made before the step it waits for is applied (PreparePull): the apply writes
-  // the new values of the blocks it updates straight into it (ShardStore::DenseUpdate::copy_to),
-  // on the apply's threads, and the reply then copies only what that apply did not write.
-  struct PreparedPull {
-    MutableBuffer payload;  // the responder's (Allocate)
-    // Per part of the pull: the store's dense generation whose values the apply wrote there (0:
-    // none).
-    std::vector<uint64_t> written;
-  };
-  struct PendingPull {
-    bool piece = false;  // a piece's pull: may be answered once its blocks are applied
-    wire::DataRequest request;
-    SegmentList pull;  // over request.pull()
-    std::unique_ptr<Responder> responder;
-    std::chrono::steady_clock::time_point since;
-    std::unique_ptr<PreparedPull> prepared;  // its payload, when made before an apply
-  };
   struct Reply {
     wire::DataReply header;
     MutableBuffer payload;     // lent by the responder (Allocate), or `owned`'s memory
@@ -234,7 +218,7 @@ class PserverService : public RequestHandler {
   struct DataAnswer {
     int64_t need = 0;    // the version the answer waits for
     int64_t resume = 0;  // a late push: where its trainer goes on
-    std::unique_ptr<PreparedPull> prepared;
+    std::unique_ptr<PullQueue::Prepared> prepared;
   };
   // `*payload` is emptied when a non-finite gradient is taken as dropped.
   Status CheckData(wire::DataRequest& req, ConstBuffer* payload, int64_t nonfinite, DataCheck* c)
@@ -269,6 +253,8 @@ class PserverService : public RequestHandler {
 
   // Applies the gradients of one push (async/ssp). REQUIRES: mu_ held.
   void ApplyPush(const SegmentList& list, const float* payload, float scale) REQUIRES(mu_);
+  // Applies dense_updates_, writing the new values into the replies prepared for it (pulls_).
+  void ApplyDenseUpdates(float scale) REQUIRES(mu_);
   // A push whose content was refused with `why`: it counts as the trainer's (empty) push for its
   // step where the consistency rule takes it, so the version moves on as on the other pservers.
   // REQUIRES: mu_ held.
@@ -313,14 +299,7 @@ class PserverService : public RequestHandler {
   void ObserveApply(std::chrono::steady_clock::time_point start);
   // Builds a pull reply from the store, in `prepared`'s payload when given. REQUIRES: mu_ held.
   Reply BuildPullReply(const wire::DataRequest& req, const SegmentList& pull, std::unique_ptr<Responder> r,
-                       PreparedPull* prepared = nullptr) REQUIRES(mu_);
-  // The reply's payload for `pull`, allocated now so the next apply can write into it (null: the
-  // pull has no dense block). REQUIRES: mu_ held.
-  std::unique_ptr<PreparedPull> PreparePull(const SegmentList& pull, Responder& r) const REQUIRES(mu_);
-  // Points dense_updates_ at the prepared replies (prepared_) that pull their blocks; after the
-  // store applied them, MarkPreparedWritten records what was written and forgets prepared_.
-  void AttachPrepared() REQUIRES(mu_);
-  void MarkPreparedWritten() REQUIRES(mu_);
+                       PullQueue::Prepared* prepared = nullptr) REQUIRES(mu_);
   void FillStatus(wire::DataReply* reply, Status s, wire::DataReply::Reason reason) const;
   // A checkpoint's job, index, time and version, without the shard.
   Checkpoint HeaderLocked() const REQUIRES(mu_);
@@ -357,17 +336,10 @@ class PserverService : public RequestHandler {
   // A checkpoint asked for while some blocks were ahead of the version (mixed()): taken at the
   // next barrier instead, as a due snapshot.
   bool snapshot_wanted_ GUARDED_BY(mu_) = false;
-  std::map<uint64_t, PendingPull> waiting_ GUARDED_BY(mu_);
-  uint64_t next_ticket_ GUARDED_BY(mu_) = 1;
+  // The pulls answered later, and the replies the next apply writes into.
+  PullQueue pulls_ GUARDED_BY(mu_);
   StepSums sums_ GUARDED_BY(mu_);  // sync: a barrier's sums, their buffers reused every step
   std::vector<ShardStore::DenseUpdate> dense_updates_ GUARDED_BY(mu_);  // a step's, applied together
-  // The pulls' replies the next apply writes into (with their lists), and AttachPrepared's
-  // scratch, reused: each list's dense blocks by (parameter, block), the destinations and which
-  // part each one is.
-  std::vector<std::pair<PreparedPull*, const SegmentList*>> prepared_ GUARDED_BY(mu_);
-  std::vector<absl::flat_hash_map<std::pair<std::string_view, int64_t>, int>> part_of_ GUARDED_BY(mu_);
-  std::vector<float*> copy_to_ GUARDED_BY(mu_);
-  std::vector<std::pair<PreparedPull*, int>> copied_parts_ GUARDED_BY(mu_);
   Counters counters_ GUARDED_BY(mu_);
   ExportCuts<ShardValues> cuts_ GUARDED_BY(mu_);
   CheckpointChainState chain_ GUARDED_BY(mu_);

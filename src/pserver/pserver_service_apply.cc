@@ -25,10 +25,14 @@ void PserverService::ApplyPush(const SegmentList& list, const float* payload, fl
       replicas_.RecordSparse(seg.param(), list.keys(part), payload + part.offset, part.floats);
     }
   }
-  AttachPrepared();
-  store_.ApplyDenseMany(dense_updates_, scale);
-  MarkPreparedWritten();
+  ApplyDenseUpdates(scale);
   replicas_.SetScale(scale);
+}
+
+void PserverService::ApplyDenseUpdates(float scale) {
+  pulls_.Attach(dense_updates_);
+  store_.ApplyDenseMany(dense_updates_, scale);
+  pulls_.MarkWritten(store_.dense_generation());
 }
 
 void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
@@ -63,9 +67,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
       dense_updates_.push_back({sum.param, sum.block, sum.grad});
       replicas_.RecordDense(*sum.param, sum.block, sum.grad, sum.count);
     }
-    AttachPrepared();
-    store_.ApplyDenseMany(dense_updates_, scale);
-    MarkPreparedWritten();
+    ApplyDenseUpdates(scale);
     for (const auto& [table, sum] : sums_.sparse()) {
       store_.ApplySparse(table, sum.keys, sum.rows.data(), scale);
       replicas_.RecordSparse(table, sum.keys, sum.rows.data(), static_cast<int64_t>(sum.rows.size()));
@@ -108,16 +110,10 @@ void PserverService::Drain(std::vector<Reply>* out) {
       }
       // The pulls this barrier releases get their replies' memory first: the apply writes the
       // new values there as it makes them.
-      for (uint64_t t : ready.pulls) {
-        auto it = waiting_.find(t);
-        if (it == waiting_.end()) continue;
-        PendingPull& w = it->second;
-        if (!w.prepared) w.prepared = PreparePull(w.pull, *w.responder);
-        if (w.prepared) prepared_.push_back({w.prepared.get(), &w.pull});
-      }
+      pulls_.WriteByNextApply(ready.pulls);
       const auto start = std::chrono::steady_clock::now();
       ApplyBarrier(*ready.barrier);
-      prepared_.clear();
+      pulls_.ForgetWrites();
       ObserveApply(start);
       consistency_->BarrierApplied(ready.barrier->step);
       const int64_t v = consistency_->version();
@@ -128,74 +124,22 @@ void PserverService::Drain(std::vector<Reply>* out) {
       if (cuts_.any_pending()) TakeDueCuts();
     }
     for (uint64_t t : ready.pulls) {
-      auto it = waiting_.find(t);
-      if (it == waiting_.end()) continue;
-      if (options_.metrics) {
-        options_.metrics
-            ->GetHistogram("tessera_pserver_pull_wait_seconds", "time a pull waited for its version",
-                           metrics::LatencyBuckets())
-            .Observe(
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - it->second.since).count());
-      }
-      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder),
-                                    it->second.prepared.get()));
-      waiting_.erase(it);
+      pulls_.Release(t, [&](PullQueue::Pending& w) REQUIRES(mu_) {
+        if (options_.metrics) {
+          options_.metrics
+              ->GetHistogram("tessera_pserver_pull_wait_seconds", "time a pull waited for its version",
+                             metrics::LatencyBuckets())
+              .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - w.since).count());
+        }
+        out->push_back(BuildPullReply(w.request, w.pull, std::move(w.responder), w.prepared.get()));
+      });
     }
   }
-}
-
-std::unique_ptr<PserverService::PreparedPull> PserverService::PreparePull(const SegmentList& pull,
-                                                                          Responder& r) const {
-  const auto& parts = pull.parts();
-  if (std::none_of(parts.begin(), parts.end(), [](const SegmentList::Part& p) { return p.dense; }))
-    return nullptr;
-  auto p = std::make_unique<PreparedPull>();
-  p->payload = r.Allocate(pull.bytes());
-  p->written.assign(parts.size(), 0);
-  return p;
-}
-
-void PserverService::AttachPrepared() {
-  copy_to_.clear();
-  copied_parts_.clear();
-  if (prepared_.empty()) return;
-  // Each list's dense blocks (its segments stay put while the apply runs).
-  part_of_.resize(prepared_.size());
-  for (size_t k = 0; k < prepared_.size(); ++k) {
-    const SegmentList& list = *prepared_[k].second;
-    part_of_[k].clear();
-    for (size_t i = 0; i < list.parts().size(); ++i) {
-      const SegmentList::Part& part = list.parts()[i];
-      const wire::Segment& seg = list.segment(part);
-      if (part.dense) part_of_[k].try_emplace({seg.param(), seg.block()}, static_cast<int>(i));
-    }
-  }
-  // Room for every destination first: the updates point into copy_to_, which must not move.
-  copy_to_.reserve(dense_updates_.size() * prepared_.size());
-  for (auto& u : dense_updates_) {
-    u.copy_to = copy_to_.data() + copy_to_.size();
-    for (size_t k = 0; k < prepared_.size(); ++k) {
-      auto it = part_of_[k].find(std::pair<std::string_view, int64_t>(*u.param, u.block));
-      if (it == part_of_[k].end()) continue;
-      PreparedPull* prepared = prepared_[k].first;
-      copy_to_.push_back(static_cast<float*>(prepared->payload.data) +
-                         prepared_[k].second->parts()[it->second].offset);
-      copied_parts_.push_back({prepared, it->second});
-    }
-    u.copies = static_cast<int>(copy_to_.data() + copy_to_.size() - u.copy_to);
-  }
-}
-
-void PserverService::MarkPreparedWritten() {
-  const uint64_t generation = store_.dense_generation();
-  for (const auto& [prepared, part] : copied_parts_) prepared->written[part] = generation;
-  copied_parts_.clear();
-  copy_to_.clear();
-  prepared_.clear();
 }
 
 PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& req, const SegmentList& pull,
-                                                     std::unique_ptr<Responder> r, PreparedPull* prepared) {
+                                                     std::unique_ptr<Responder> r,
+                                                     PullQueue::Prepared* prepared) {
   Reply rep;
   rep.header.set_version(consistency_->version());
   rep.header.set_min_clock(consistency_->min_clock());

@@ -24,13 +24,13 @@ void PserverService::TrainerLeft(const std::string& trainer, int64_t epoch) {
 }
 
 void PserverService::StopServing(const Status& why) {
-  std::map<uint64_t, PendingPull> waiting;
+  std::map<uint64_t, PullQueue::Pending> waiting;
   std::vector<Reply> held;
   {
     MutexLock lock(&mu_);
     serving_ = false;
     stop_reason_ = why;
-    waiting.swap(waiting_);
+    waiting = pulls_.TakeAll();
     held = held_replies_.TakeAll();  // not committed: the trainers send them again to whoever serves next
     for (auto& [t, p] : waiting) consistency_->CancelPull(t);
   }

@@ -90,17 +90,14 @@ void PserverService::ApplyReadyBlocks(std::vector<Reply>* out) {
     }
   }
   // The pieces' pulls that waited only for these blocks.
-  for (auto it = waiting_.begin(); it != waiting_.end();) {
-    if (it->second.piece && PieceAnswerable(it->second.request, it->second.pull)) {
-      consistency_->CancelPull(it->first);
-      out->push_back(BuildPullReply(it->second.request, it->second.pull, std::move(it->second.responder),
-                                    it->second.prepared.get()));
-      out->back().header.set_version(it->second.request.need());
-      it = waiting_.erase(it);
-    } else {
-      ++it;
-    }
-  }
+  pulls_.ReleaseIf(
+      [&](const PullQueue::Pending& w)
+          REQUIRES(mu_) { return w.piece && PieceAnswerable(w.request, w.pull); },
+      [&](uint64_t ticket, PullQueue::Pending& w) REQUIRES(mu_) {
+        consistency_->CancelPull(ticket);
+        out->push_back(BuildPullReply(w.request, w.pull, std::move(w.responder), w.prepared.get()));
+        out->back().header.set_version(w.request.need());
+      });
 }
 
 bool PserverService::PieceAnswerable(const wire::DataRequest& req, const SegmentList& pull) const {

@@ -24,7 +24,7 @@ void PserverService::HandleStatus(std::unique_ptr<Responder> r) {
     h.set_refused(counters_.refused);
     h.set_skipped(counters_.skipped);
     h.set_mode(options_.job.mode.ToString());
-    h.set_waiting_pulls(static_cast<int64_t>(waiting_.size()));
+    h.set_waiting_pulls(static_cast<int64_t>(pulls_.size()));
     for (const auto& m : consistency_->members()) h.add_trainers(m);
     for (const auto& p : store_.Stats()) {
       auto* ps = h.add_params();
