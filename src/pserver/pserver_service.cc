@@ -275,7 +275,7 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
   const bool stored = c.arrival == StepPieces::Arrival::kStored;
   if (c.drop_pieces && consistency_->CheckPiece(req.trainer(), req.trainer_epoch(), req.step()).ok()) {
     pieces_.Drop(req.trainer());
-    if (auto h = held_.find(req.trainer()); h != held_.end()) h->second.Reset();
+    held_.Drop(req.trainer());
   }
   const int64_t version_before = consistency_->version();
   auto verdict = c.piece_verdict && (!c.arrival || stored)
@@ -325,7 +325,7 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
   Drain(replies);
   pulls_.ForgetWrites();
   // Still waiting for the other trainers (or pieces): the push keeps a copy of what it needs.
-  if (plan.hold) KeepBorrowed(req.trainer());
+  if (plan.hold) held_.KeepBorrowed(req.trainer());
   if (plan.wait_for_step) answer->need = std::max(answer->need, req.step() + 1);
   return Status::OK();
 }
@@ -386,42 +386,19 @@ void PserverService::RefusePush(const wire::DataRequest& req, const Status& why,
   auto verdict = consistency_->Push(req.trainer(), req.trainer_epoch(), req.step());
   if (!verdict.ok()) return;
   if (*verdict == Consistency::PushVerdict::kHold) {
-    PendingPush& p = held_[req.trainer()];
-    if (!p.held) {
-      ++held_count_;
-      if (held_count_ == 1) step_opened_ = std::chrono::steady_clock::now();
-    }
     // Pieces it sent before are dropped with it (blocks already applied keep their share).
     pieces_.Drop(req.trainer());
-    p.Reset();
-    p.held = true;
-    p.samples = 0;
+    if (held_.HoldEmpty(req.trainer())) step_opened_ = std::chrono::steady_clock::now();
   }
   Drain(replies);
 }
 
 void PserverService::HoldPiece(wire::DataRequest& req, SegmentList list, ConstBuffer payload, bool counted) {
-  if (held_count_ == 0 && counted) step_opened_ = std::chrono::steady_clock::now();
-  PendingPush& p = held_[req.trainer()];
-  if (!p.held && counted) ++held_count_;
-  p.held = counted;
   // A push standing for a dropped gradient adds no samples to the step, whatever it says.
-  p.samples = req.skipped().empty() ? req.samples() : 0;
-  const int index = req.piece();
-  if (static_cast<int>(p.pieces.size()) <= index) {
-    p.pieces.resize(index + 1);  // moves the pieces: their lists point to their own segments again
-    for (auto& h : p.pieces) h.list.Rebind(&h.segments);
-  }
-  p.used = std::max(p.used, index + 1);
-  HeldPiece& h = p.pieces[index];
-  h.present = true;
-  h.spent = false;
-  h.segments.Swap(req.mutable_push());  // the request's segments are not read after this
-  h.list = std::move(list);
-  h.list.Rebind(&h.segments);
-  h.payload.clear();
-  h.borrowed = static_cast<const char*>(payload.data);
-  h.borrowed_size = payload.size;
+  const int64_t samples = req.skipped().empty() ? req.samples() : 0;
+  // The request's segments are not read after this.
+  if (held_.Hold(req.trainer(), req.piece(), samples, req.mutable_push(), std::move(list), payload, counted))
+    step_opened_ = std::chrono::steady_clock::now();
 }
 
 }  // namespace tessera

@@ -46,6 +46,7 @@
 #include "pserver/consistency.h"
 #include "pserver/due_snapshots.h"
 #include "pserver/export_cuts.h"
+#include "pserver/held_pushes.h"
 #include "pserver/pull_queue.h"
 #include "pserver/replica_log.h"
 #include "pserver/segment_list.h"
@@ -163,37 +164,6 @@ class PserverService : public RequestHandler {
   Counters counters() const;
 
  private:
-  // One piece of a trainer's push held for the open sync step (a push not in pieces is piece 0).
-  struct HeldPiece {
-    bool present = false;
-    // Every dense block in it was applied before the barrier and it holds no sparse rows: its
-    // gradients are not needed again (and not copied).
-    bool spent = false;
-    google::protobuf::RepeatedPtrField<wire::Segment> segments;
-    SegmentList list;  // over `segments`
-    std::string payload;
-    // The request's own payload while the request is being handled (HandleData): a piece used up
-    // there (its step closed, or its blocks applied) is never copied; one still needed after is
-    // copied into `payload`.
-    const char* borrowed = nullptr;
-    size_t borrowed_size = 0;
-    const float* data() const { return reinterpret_cast<const float*>(borrowed ? borrowed : payload.data()); }
-  };
-  // A trainer's push for the open sync step. Entries stay in held_ between steps so their
-  // buffers are reused instead of allocated every step.
-  struct PendingPush {
-    bool held = false;  // the push counts (every piece arrived); the barrier sums it
-    int64_t samples = 0;
-    std::vector<HeldPiece> pieces;  // by piece index
-    int used = 0;                   // pieces[0, used) may be present
-    void Reset() {
-      for (int i = 0; i < used; ++i) {
-        pieces[i].present = pieces[i].spent = false;
-        pieces[i].borrowed = nullptr;
-      }
-      used = 0;
-    }
-  };
   struct Reply {
     wire::DataReply header;
     MutableBuffer payload;     // lent by the responder (Allocate), or `owned`'s memory
@@ -287,8 +257,6 @@ class PserverService : public RequestHandler {
   // A pull of a block applied early for the open step must wait for the barrier (the version it
   // needs is older than the block's values). REQUIRES: mu_ held.
   bool PullsAnEarlyBlock(const SegmentList& pull) const REQUIRES(mu_);
-  // Copies what the pieces of `trainer` still need from the request being handled. REQUIRES: mu_.
-  void KeepBorrowed(const std::string& trainer) REQUIRES(mu_);
   // The step's blocks applied before its barrier, and the pieces held for it, are forgotten.
   void ClearPieces() REQUIRES(mu_);
   bool mixed() const REQUIRES(mu_) { return pieces_.any_applied(); }
@@ -329,8 +297,7 @@ class PserverService : public RequestHandler {
   int64_t restored_version_ GUARDED_BY(mu_) =
       -1;  // the checkpoint's version until the first INIT_DONE, else -1
   bool refill_logged_ GUARDED_BY(mu_) = false;
-  std::map<std::string, PendingPush> held_ GUARDED_BY(mu_);  // sync: pushes held for the open step
-  int held_count_ GUARDED_BY(mu_) = 0;                       // entries of held_ with `held` set
+  HeldPushes held_ GUARDED_BY(mu_);  // sync: the pushes held for the open step
   // sync: the open step's pushes in pieces, and its blocks applied before the barrier.
   StepPieces pieces_ GUARDED_BY(mu_);
   // A checkpoint asked for while some blocks were ahead of the version (mixed()): taken at the

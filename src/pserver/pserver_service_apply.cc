@@ -36,17 +36,16 @@ void PserverService::ApplyDenseUpdates(float scale) {
 }
 
 void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
-  int64_t total = 0;
-  for (const auto& c : b.contributors) total += held_[c].samples;
+  const int64_t total = held_.Samples(b.contributors);
   if (total > 0) {
     const float scale = 1.0f / static_cast<float>(total);
     replicas_.SetScale(scale);
     // Every contributor's gradient is summed in trainer-id order, then applied once (StepSums).
     sums_.Begin();
     for (const auto& c : b.contributors) {
-      const PendingPush& p = held_[c];
+      const HeldPushes::Push& p = held_.of(c);
       for (int piece = 0; piece < p.used; ++piece) {
-        const HeldPiece& h = p.pieces[piece];
+        const HeldPushes::Piece& h = p.pieces[piece];
         if (!h.present) continue;
         const float* payload = h.data();
         for (const auto& part : h.list.parts()) {
@@ -73,11 +72,7 @@ void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
       replicas_.RecordSparse(table, sum.keys, sum.rows.data(), static_cast<int64_t>(sum.rows.size()));
     }
   }
-  for (const auto& c : b.contributors) {
-    PendingPush& p = held_[c];
-    if (p.held) --held_count_;
-    p.held = false;
-  }
+  held_.Release(b.contributors);
   ClearPieces();
 }
 
@@ -101,7 +96,7 @@ void PserverService::Drain(std::vector<Reply>* out) {
     auto ready = consistency_->TakeReady();
     if (ready.empty()) return PublishChanges();
     if (ready.barrier) {
-      if (options_.metrics && held_count_ > 0) {
+      if (options_.metrics && held_.held() > 0) {
         options_.metrics
             ->GetHistogram("tessera_pserver_barrier_seconds",
                            "sync: from the first push of a step to its barrier (waiting for every trainer)",

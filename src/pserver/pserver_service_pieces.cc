@@ -59,7 +59,7 @@ void PserverService::ApplyReadyBlocks(std::vector<Reply>* out) {
   for (const auto& r : ready) {
     if (total <= 0) break;
     for (const auto& [trainer, piece] : r.senders) {
-      const HeldPiece& h = held_[trainer].pieces[piece];
+      const HeldPushes::Piece& h = held_.of(trainer).pieces[piece];
       for (const auto& part : h.list.parts()) {
         const wire::Segment& seg = h.list.segment(part);
         if (part.dense && seg.block() == r.block.block && seg.param() == r.block.param) {
@@ -77,18 +77,9 @@ void PserverService::ApplyReadyBlocks(std::vector<Reply>* out) {
     ObserveApply(start);
   }
   // Pieces whose every block is applied and that hold no sparse rows are not needed again.
-  for (auto& [trainer, p] : held_) {
-    for (int i = 0; i < p.used; ++i) {
-      HeldPiece& h = p.pieces[i];
-      if (!h.present || h.spent) continue;
-      bool spent = true;
-      for (const auto& part : h.list.parts()) {
-        spent = spent && part.dense &&
-                pieces_.applied({h.list.segment(part).param(), h.list.segment(part).block()});
-      }
-      h.spent = spent;
-    }
-  }
+  held_.MarkSpent([&](const std::string& param, int64_t block) REQUIRES(mu_) {
+    return pieces_.applied({param, block});
+  });
   // The pieces' pulls that waited only for these blocks.
   pulls_.ReleaseIf(
       [&](const PullQueue::Pending& w)
@@ -119,18 +110,8 @@ bool PserverService::PullsAnEarlyBlock(const SegmentList& pull) const {
   return false;
 }
 
-void PserverService::KeepBorrowed(const std::string& trainer) {
-  auto it = held_.find(trainer);
-  if (it == held_.end()) return;
-  for (int i = 0; i < it->second.used; ++i) {
-    HeldPiece& h = it->second.pieces[i];
-    if (h.borrowed && h.present && !h.spent) h.payload.assign(h.borrowed, h.borrowed_size);
-    h.borrowed = nullptr;
-  }
-}
-
 void PserverService::ClearPieces() {
-  for (auto& [trainer, p] : held_) p.Reset();
+  held_.Clear();
   pieces_.Clear();
 }
 
