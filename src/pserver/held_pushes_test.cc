@@ -5,21 +5,13 @@
 
 #include <gtest/gtest.h>
 
+#include "pserver/one_shard_for_tests.h"
+
 namespace tessera {
 namespace {
 
-class HeldPushesTest : public ::testing::Test {
+class HeldPushesTest : public OneShardTest {
  protected:
-  HeldPushesTest() : store_(0, Job(), SlotMap::RoundRobin(64, 1)) {
-    EXPECT_TRUE(store_.Declare({"w", false, 25, 0, *OptimizerConfig::Parse("sgd:lr=1")}).ok());
-    EXPECT_TRUE(store_.Declare({"emb", true, 0, 3, *OptimizerConfig::Parse("sgd:lr=1")}).ok());
-  }
-  static JobConfig Job() {
-    JobConfig j;
-    j.slots = 64;
-    j.block_size = 10;
-    return j;
-  }
   // Holds piece `index` of `trainer`'s push of "w" blocks `blocks` (10 floats each, block 2: 5),
   // with gradients `value` borrowed from `buffer`.
   bool HoldBlocks(HeldPushes& held, const std::string& trainer, int index, std::vector<int64_t> blocks,
@@ -44,7 +36,6 @@ class HeldPushesTest : public ::testing::Test {
     return held.Hold(trainer, index, 4, &segs, std::move(*list),
                      {buffer.data(), buffer.size() * sizeof(float)}, counted);
   }
-  ShardStore store_;
 };
 
 TEST_F(HeldPushesTest, TheFirstCountedPushOpensTheStepAndReleaseEndsIt) {

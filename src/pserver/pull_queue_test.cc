@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "pserver/one_shard_for_tests.h"
+
 namespace tessera {
 namespace {
 
@@ -18,18 +20,8 @@ class FakeResponder : public Responder {
 };
 
 // One pserver holding "w" (25 floats in blocks of 10) and the table "emb" (rows of 3).
-class PullQueueTest : public ::testing::Test {
+class PullQueueTest : public OneShardTest {
  protected:
-  PullQueueTest() : store_(0, Job(), SlotMap::RoundRobin(64, 1)) {
-    EXPECT_TRUE(store_.Declare({"w", false, 25, 0, *OptimizerConfig::Parse("sgd:lr=1")}).ok());
-    EXPECT_TRUE(store_.Declare({"emb", true, 0, 3, *OptimizerConfig::Parse("sgd:lr=1")}).ok());
-  }
-  static JobConfig Job() {
-    JobConfig j;
-    j.slots = 64;
-    j.block_size = 10;
-    return j;
-  }
   // A request pulling the dense blocks `blocks` of "w" (and a row of "emb" if `sparse`).
   static wire::DataRequest Pulling(std::vector<int64_t> blocks, bool sparse = false) {
     wire::DataRequest r;
@@ -54,7 +46,6 @@ class PullQueueTest : public ::testing::Test {
     EXPECT_TRUE(l.ok()) << l.status().message();
     return std::move(*l);
   }
-  ShardStore store_;
 };
 
 TEST_F(PullQueueTest, AWaitingPullReadsItsOwnCopyOfTheRequest) {

@@ -4,24 +4,16 @@
 
 #include <gtest/gtest.h>
 
+#include "pserver/one_shard_for_tests.h"
+
 namespace tessera {
 namespace {
 
 using Use = SegmentList::Use;
 
 // One pserver holding everything: "w" (25 floats in blocks of 10) and the table "emb" (rows of 3).
-class SegmentListTest : public ::testing::Test {
+class SegmentListTest : public OneShardTest {
  protected:
-  SegmentListTest() : store_(0, Job(), SlotMap::RoundRobin(64, 1)) {
-    EXPECT_TRUE(store_.Declare({"w", false, 25, 0, *OptimizerConfig::Parse("sgd:lr=1")}).ok());
-    EXPECT_TRUE(store_.Declare({"emb", true, 0, 3, *OptimizerConfig::Parse("sgd:lr=1")}).ok());
-  }
-  static JobConfig Job() {
-    JobConfig j;
-    j.slots = 64;
-    j.block_size = 10;
-    return j;
-  }
   static wire::Segment Dense(const std::string& p, int64_t block, int64_t count) {
     wire::Segment s;
     s.set_param(p);
@@ -37,7 +29,6 @@ class SegmentListTest : public ::testing::Test {
     for (uint64_t k : keys) s.add_keys(k);
     return s;
   }
-  ShardStore store_;
 };
 
 TEST_F(SegmentListTest, EveryInconsistencyIsRefusedWithWhatAndWhere) {
