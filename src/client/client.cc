@@ -12,6 +12,7 @@
 #include "client/handle_state.h"
 #include "client/job_connection.h"
 #include "common/clock.h"
+#include "common/finite.h"
 #include "common/logging.h"
 #include "common/strings.h"
 #include "coord/keys.h"
@@ -155,23 +156,22 @@ Status ClientImpl::AddSparse(const std::string& name, int dim, const Initializer
 }
 
 Handle ClientImpl::Pull() {
-  if (lease_lost_) return Failed(LeaseLost());
-  if (Status s = Realign(); !s.ok()) return Failed(s);
+  if (lease_lost_) return Handle(Failed(LeaseLost()));
+  if (Status s = Realign(); !s.ok()) return Handle(Failed(s));
   auto calls = NewCalls();
   builder_->AddDensePull(&calls);
   for (auto& c : calls) c->req.set_need(PullNeed(step_));
   // A large pull travels in parts, two at a time per pserver: the pserver copies one out of its
   // shard while this process copies the one before into the parameters.
-  return Dispatch(std::move(calls), /*all=*/false, /*recover=*/true, nullptr,
-                  options_.pipeline ? kPartBytes : 0);
+  return Handle(Dispatch(std::move(calls), {.part_bytes = options_.pipeline ? kPartBytes : 0}));
 }
 
 Handle ClientImpl::SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) {
   auto calls = NewCalls();
   Status s = builder_->AddSparsePull(table, keys, out, &calls);
-  if (!s.ok()) return Failed(s);
+  if (!s.ok()) return Handle(Failed(s));
   for (auto& c : calls) c->req.set_need(PullNeed(step_));
-  return Dispatch(std::move(calls), /*all=*/false);
+  return Handle(Dispatch(std::move(calls), {}));
 }
 
 StatusOr<int> ClientImpl::SparseDim(const std::string& table) const {
@@ -204,29 +204,27 @@ Handle ClientImpl::PushPullAndWait(const Gradients& grads) {
   // The caller waits: nothing touches the dense memory until the calls end, so they may go in it.
   ShmWindow::Hold hold(window_.get());
   const int64_t step = step_.load();
-  std::shared_ptr<Handle::State> state;
-  Handle h = DoPush(grads, /*pull=*/true, nullptr, /*caller_waits=*/true, PserverScans() ? &state : nullptr);
-  if (!h.Wait().ok() || !state) return h;
+  std::shared_ptr<Handle::State> state = DoPush(grads, PushMode::kPushPullAndWait);
+  Handle h(state);
+  if (!h.Wait().ok() || WhoScans(job_, options_.allow_nonfinite, /*waited=*/true) != NonFiniteScan::kPserver)
+    return h;
   if (state->dropped.empty()) {
     nonfinite_.Clean();
     return h;
   }
-  // The pserver took the gradient as dropped: the same message and policy as if this trainer had
-  // found it (its own scan names the element within the parameter, not within a block).
-  const std::string bad = builder_->FindNonFinite(grads);
-  Status outcome = DropNonFinite(bad.empty() ? state->dropped : NonFiniteWhy(bad), step);
+  // The pserver took the gradient as dropped: its finding, worded as this trainer's own would be
+  // (NonFiniteGradient), goes through the same log line and policy.
+  Status outcome = DropNonFinite(state->dropped, step);
   std::lock_guard<std::mutex> lock(state->mu);
   state->skipped = true;
   state->outcome = outcome;
   return h;
 }
 
-bool ClientImpl::PserverScans() const {
-  return job_.pservers == 1 && job_.mode.kind != ConsistencyMode::Kind::kAsync && !options_.allow_nonfinite;
-}
-
-std::string ClientImpl::NonFiniteWhy(const std::string& where) {
-  return "gradient for " + where + " is not finite (NaN or infinity)";
+std::string ClientImpl::ScanGradient(const Gradients& grads) const {
+  if (options_.allow_nonfinite) return "";
+  const std::string where = builder_->FindNonFinite(grads);
+  return where.empty() ? "" : NonFiniteGradient(where);
 }
 
 Status ClientImpl::DropNonFinite(const std::string& why, int64_t step) {
@@ -235,46 +233,45 @@ Status ClientImpl::DropNonFinite(const std::string& why, int64_t step) {
   return nonfinite_.Dropped(why);
 }
 
-Handle ClientImpl::DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep,
-                          bool caller_waits, std::shared_ptr<Handle::State>* made) {
+std::shared_ptr<Handle::State> ClientImpl::DoPush(const Gradients& grads, PushMode mode,
+                                                  std::shared_ptr<const void> keep) {
   if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
   if (lease_lost_) return Failed(LeaseLost());
   if (Status s = Realign(); !s.ok()) return Failed(s);
   auto calls = NewCalls();
-  Status s = builder_->AddPush(grads, &calls);
-  if (!s.ok()) return Failed(s);
-  int64_t step = step_.load();
+  if (Status s = builder_->AddPush(grads, &calls); !s.ok()) return Failed(s);
+  const int64_t step = step_.load();
+  const bool pull = mode != PushMode::kPush;
+  const NonFiniteScan scan = WhoScans(job_, options_.allow_nonfinite, mode == PushMode::kPushPullAndWait);
+  Sending how;
   // Sync and ssp: every pserver hears from every trainer every step (empty pushes too).
-  bool all = job_.mode.kind != ConsistencyMode::Kind::kAsync;
-  Status outcome;
-  // The gradient is scanned here, unless the only pserver does it (`made`: PushPullAndWait says
-  // what it found); a 0.8 MB gradient takes 20-60 us, 2-4% of a 1x1 mlp step (bench/README.md).
-  std::string bad = options_.allow_nonfinite || made ? "" : builder_->FindNonFinite(grads);
-  if (!bad.empty()) {
+  how.all = job_.mode.kind != ConsistencyMode::Kind::kAsync;
+  how.caller_waits = mode == PushMode::kPushPullAndWait;
+  const std::string why = scan == NonFiniteScan::kTrainer ? ScanGradient(grads) : "";
+  if (!why.empty()) {
     // Nothing of this gradient is sent anywhere; the step goes on without it everywhere.
-    const std::string why = NonFiniteWhy(bad);
-    outcome = DropNonFinite(why, step);
+    how.dropped = DropNonFinite(why, step);
     calls = NewCalls();
     builder_->AddSkippedPush(why, &calls);
-    all = true;
-  } else if (!made) {
+    how.all = true;
+  } else if (scan == NonFiniteScan::kTrainer) {
     nonfinite_.Clean();
   }
   if (pull) builder_->AddDensePull(&calls);
   for (auto& c : calls) {
     c->req.set_step(step);
     if (pull) c->req.set_need(PullNeed(step + 1));
-    if (made) c->req.set_nonfinite_skips(true);
+    if (scan == NonFiniteScan::kPserver) c->req.set_nonfinite_skips(true);
     c->owner = keep;
   }
   // An async push of a large model travels in pieces, two at a time per pserver: the pserver
   // applies one while the next arrives; a pull with it follows, in parts, once all are done.
   const bool pieces =
-      options_.pipeline && bad.empty() && job_.mode.kind == ConsistencyMode::Kind::kAsync && !job_.hosted();
-  Handle h = Dispatch(std::move(calls), all, /*recover=*/true, bad.empty() ? nullptr : &outcome,
-                      pieces ? kPartBytes : 0, caller_waits, made);
+      options_.pipeline && why.empty() && job_.mode.kind == ConsistencyMode::Kind::kAsync && !job_.hosted();
+  how.part_bytes = pieces ? kPartBytes : 0;
+  auto state = Dispatch(std::move(calls), std::move(how));
   RaiseStep(step + 1);
-  return h;
+  return state;
 }
 
 // ---- Dispatch ---------------------------------------------------------------------------------
@@ -305,15 +302,15 @@ std::vector<std::unique_ptr<LinkCall>> ClientImpl::NewCalls() const {
   return calls;
 }
 
-Handle ClientImpl::Failed(const Status& s) {
+std::shared_ptr<Handle::State> ClientImpl::Failed(const Status& s) {
   auto state = std::make_shared<Handle::State>(1);
   state->Complete(s, 0, 0);
-  return Handle(state);
+  return state;
 }
 
-Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover,
-                            const Status* dropped, size_t part_bytes, bool caller_waits,
-                            std::shared_ptr<Handle::State>* made) {
+std::shared_ptr<Handle::State> ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls,
+                                                    Sending how) {
+  const size_t part_bytes = how.part_bytes;
   // (link, call, overlap group) for every call sent.
   struct Target {
     int link;
@@ -323,7 +320,7 @@ Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool a
   std::vector<Target> targets;
   for (int i = 0; i < static_cast<int>(calls.size()); ++i) {
     const auto& r = calls[i]->req;
-    if (!all && r.push_size() == 0 && r.pull_size() == 0) continue;
+    if (!how.all && r.push_size() == 0 && r.pull_size() == 0) continue;
     if (part_bytes == 0) {  // the common path: one call per pserver, nothing to cut
       targets.push_back({i, std::shared_ptr<LinkCall>(std::move(calls[i])), 0});
       continue;
@@ -345,17 +342,16 @@ Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool a
     }
   }
   auto state = std::make_shared<Handle::State>(static_cast<int>(targets.size()));
-  if (dropped) {
+  if (how.dropped) {
     state->skipped = true;
-    state->outcome = *dropped;
+    state->outcome = *how.dropped;
   }
-  if (made) *made = state;
   // A waiter runs the parts no link thread has picked up yet itself (the link's rule of what may
   // run together still holds); the links are held weakly, a closed client's are gone.
   std::vector<std::pair<std::weak_ptr<PserverLink>, uint64_t>> jobs;
   for (auto& [i, call, g] : targets) {
     uint64_t id = links_[i]->Submit(
-        call, options_.request_timeout, recover,
+        call, options_.request_timeout, how.recover,
         [this, state](const Status& s, const wire::DataReply& r, int64_t resume) {
           if (s.code() == StatusCode::kAborted && resume >= 0) {
             RaiseStep(resume);
@@ -375,7 +371,7 @@ Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool a
           if (!r.dropped().empty()) state->SetDropped(r.dropped());
           state->Complete(s, r.version(), r.min_clock());
         },
-        g, /*wake=*/!(caller_waits && jobs.empty()));
+        g, /*wake=*/!(how.caller_waits && jobs.empty()));
     jobs.emplace_back(links_[i], id);
   }
   state->help = [jobs = std::move(jobs)] {
@@ -383,7 +379,7 @@ Handle ClientImpl::Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool a
       if (auto link = weak.lock()) link->RunInline(id);
     }
   };
-  return Handle(state);
+  return state;
 }
 
 Status ClientImpl::LeaseLost() const {

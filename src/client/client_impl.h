@@ -12,10 +12,12 @@
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "client/client_rules.h"
+#include "client/handle_state.h"
 #include "client/pserver_directory.h"
 #include "client/pserver_link.h"
 #include "client/request_builder.h"
@@ -40,8 +42,8 @@ class ClientImpl : public Client, public PserverLink::Owner {
                    const OptimizerConfig* opt, const TableLimits* limits) override;
   Status Initialize() override;  // client_join.cc
   Handle Pull() override;
-  Handle Push(const Gradients& grads) override { return DoPush(grads, /*pull=*/false); }
-  Handle PushPull(const Gradients& grads) override { return DoPush(grads, /*pull=*/true); }
+  Handle Push(const Gradients& grads) override { return Handle(DoPush(grads, PushMode::kPush)); }
+  Handle PushPull(const Gradients& grads) override { return Handle(DoPush(grads, PushMode::kPushPull)); }
   Handle PushPullAndWait(const Gradients& grads) override;
   Handle SparsePull(const std::string& table, std::span<const uint64_t> keys, float* out) override;
   Handle PushPiece(const Gradients& piece, bool last, bool pull) override;  // client_pieces.cc
@@ -103,32 +105,44 @@ class ClientImpl : public Client, public PserverLink::Owner {
   Status OnEveryLink(const std::function<Status(PserverLink&)>& fn);
   int64_t PullNeed(int64_t step) const;
   std::vector<std::unique_ptr<LinkCall>> NewCalls() const;
-  static Handle Failed(const Status& s);
-  // `keep`: what the gradients' buffers belong to, kept until the requests are done. With
-  // `caller_waits`, see Dispatch. `made` (PushPullAndWait, sync, one pserver): the pserver scans
-  // the gradient for NaN and infinity instead of this trainer (nonfinite_skips), and *made gets
-  // the operation's state, whose `dropped` says what it found.
-  Handle DoPush(const Gradients& grads, bool pull, std::shared_ptr<const void> keep = nullptr,
-                bool caller_waits = false, std::shared_ptr<Handle::State>* made = nullptr);
-  // Whether the job's only pserver may scan a waited push for non-finite values instead of the
-  // trainer (PushPullAndWait): one pserver refuses or takes a push whole, so nothing of a
-  // non-finite gradient can be applied anywhere.
-  bool PserverScans() const;
-  // Why a gradient is dropped that holds a non-finite value at `where` ("'w' element 7").
-  static std::string NonFiniteWhy(const std::string& where);
-  // A gradient dropped at `step` for `why` (NonFiniteWhy): logged; what the push says under the
-  // job's policy.
+  static std::shared_ptr<Handle::State> Failed(const Status& s);
+
+  // How a step's gradient goes out (DoPush).
+  enum class PushMode {
+    kPush,      // the gradient alone
+    kPushPull,  // and the next step's values back with it
+    // ... and the caller waits at once (PushPullAndWait): it runs the first call itself, and the
+    // job's only pserver may scan the gradient for non-finite values instead of this trainer
+    // (ScanAtPserver); its finding comes back with the reply (Handle::State::dropped).
+    kPushPullAndWait,
+  };
+  // `keep`: what the gradients' buffers belong to, kept until the requests are done.
+  std::shared_ptr<Handle::State> DoPush(const Gradients& grads, PushMode mode,
+                                        std::shared_ptr<const void> keep = nullptr);
+  // The trainer's scan of a gradient for NaN and infinity: where the first one is ("'w'
+  // element 7"), or "" (none, or the job allows them).
+  std::string ScanGradient(const Gradients& grads) const;
+  // A gradient dropped at `step` for `why` (NonFiniteGradient), found here or by the pserver:
+  // logged, and what the push says under the job's policy.
   Status DropNonFinite(const std::string& why, int64_t step);
-  // `dropped`: the push stands for a dropped gradient; Wait() says this once the rest succeeded.
-  // `part_bytes`: a plain pull or dense push larger than two parts of this many bytes is cut into
-  // such parts (RequestBuilder::SplitPull, SplitPush), which run two at a time on their link as
-  // one overlap group (PserverLink::Submit) (0: never; a push only where the job takes async
-  // pieces). `caller_waits`: the caller waits on the Handle at once, so the first call is left for
-  // it to run (no link thread is woken for it); the others' link threads start theirs meanwhile.
-  // `made`: set to the operation's state.
-  Handle Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, bool all, bool recover = true,
-                  const Status* dropped = nullptr, size_t part_bytes = 0, bool caller_waits = false,
-                  std::shared_ptr<Handle::State>* made = nullptr);
+
+  // How Dispatch sends an operation's calls, one (or, cut in parts, several) per pserver.
+  struct Sending {
+    // Every pserver gets its call, an empty one too (a sync or ssp step); else empty calls are left out.
+    bool all = false;
+    // A pserver found restarted is made ready again (PserverLink::Owner) and the call sent again.
+    bool recover = true;
+    // The push stands for a dropped gradient: what Wait() says once the rest succeeded.
+    std::optional<Status> dropped;
+    // A plain pull or dense push larger than two parts of this many bytes is cut into such parts
+    // (RequestBuilder::SplitPull, SplitPush), which run two at a time on their link as one
+    // overlap group (PserverLink::Submit) (0: never; a push only where the job takes async pieces).
+    size_t part_bytes = 0;
+    // The caller waits on the Handle at once, so the first call is left for it to run (no link
+    // thread is woken for it); the others' link threads start theirs meanwhile.
+    bool caller_waits = false;
+  };
+  std::shared_ptr<Handle::State> Dispatch(std::vector<std::unique_ptr<LinkCall>> calls, Sending how);
   // A new overlap group for Dispatch.
   uint64_t NewGroup() { return next_group_.fetch_add(1) + 1; }
   // Where the calls of a large pull or async push are cut (ClientOptions::pipeline).

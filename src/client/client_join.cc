@@ -213,7 +213,7 @@ Status ClientImpl::RestoreFromOthers(const Deadline& d, int ready, int64_t* vers
     if (!directory_->Ready(i)) calls[i] = std::make_unique<LinkCall>();  // nothing to pull there
     calls[i]->req.set_need(PullNeed(*version));
   }
-  return Dispatch(std::move(calls), /*all=*/false, /*recover=*/false).Wait();
+  return Handle(Dispatch(std::move(calls), {.recover = false})).Wait();
 }
 
 Status ClientImpl::InitPserver(PserverLink& link, const Deadline& d, int64_t step) {

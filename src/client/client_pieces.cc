@@ -17,11 +17,11 @@ bool ClientImpl::PiecesOnWire() const {
 }
 
 Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
-  if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
-  if (lease_lost_) return Failed(LeaseLost());
+  if (!initialized_) return Handle(Failed(Status::FailedPrecondition("call Initialize() before pushing")));
+  if (lease_lost_) return Handle(Failed(LeaseLost()));
   const int n = job_.pservers;
   if (!piece_.open) {
-    if (Status s = Realign(); !s.ok()) return Failed(s);
+    if (Status s = Realign(); !s.ok()) return Handle(Failed(s));
     piece_.open = true;
     piece_.step = step_.load();
     piece_.next.assign(n, 0);
@@ -39,17 +39,15 @@ Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
   }
   auto calls = NewCalls();
   std::vector<std::vector<RequestBuilder::BlockRef>> blocks;
-  if (Status s = builder_->AddPush(grads, &calls, /*ranges=*/true, &blocks); !s.ok()) return Failed(s);
+  if (Status s = builder_->AddPush(grads, &calls, /*ranges=*/true, &blocks); !s.ok())
+    return Handle(Failed(s));
   const int64_t step = piece_.step;
-  Status outcome;
-  const std::string bad = options_.allow_nonfinite ? "" : builder_->FindNonFinite(grads);
-  if (!bad.empty()) {
+  Sending how{.all = last};
+  const std::string why = ScanGradient(grads);
+  if (!why.empty()) {
     // Nothing more of this step's gradient is sent; its pservers drop what came before.
-    const std::string why = NonFiniteWhy(bad);
-    spdlog::warn(
-        "trainer {} step {}: {}; the step goes on without the rest of this trainer's gradient (policy {})",
-        id_, step, why, NonFinitePolicyName(job_.nonfinite));
-    outcome = nonfinite_.Dropped(why);
+    how.dropped = DropNonFinite(why, step);
+    how.all = true;
     calls = NewCalls();
     builder_->AddSkippedPush(why, &calls);
     blocks.assign(n, {});
@@ -85,8 +83,8 @@ Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
     }
   }
   // Pservers without a part in this piece are left out of it (all=false drops empty calls).
-  Handle h = Dispatch(std::move(calls), /*all=*/last, /*recover=*/true, bad.empty() ? nullptr : &outcome);
-  if (!bad.empty()) {
+  Handle h(Dispatch(std::move(calls), std::move(how)));
+  if (!why.empty()) {
     piece_.dropped = true;
     piece_.dropped_handle = h;
   }
@@ -99,7 +97,7 @@ Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
 
 Handle ClientImpl::GatherPiece(const Gradients& grads, bool last, bool pull) {
   // Checked as a piece would be (names, ranges), then copied: the caller may reuse its buffers.
-  if (Status s = builder_->CheckPush(grads, /*ranges=*/true); !s.ok()) return Failed(s);
+  if (Status s = builder_->CheckPush(grads, /*ranges=*/true); !s.ok()) return Handle(Failed(s));
   if (grads.samples > 0) piece_.samples = grads.samples;
   for (const auto& g : grads.dense) {
     auto& whole = piece_.dense[g.name];
@@ -127,7 +125,7 @@ Handle ClientImpl::GatherPiece(const Gradients& grads, bool last, bool pull) {
   for (const auto& [name, g] : gathered->dense) all.Dense(name, g);
   for (const auto& [table, kr] : gathered->sparse) all.Sparse(table, kr.first, kr.second);
   all.samples = gathered->samples;
-  return DoPush(all, pull, gathered);
+  return Handle(DoPush(all, pull ? PushMode::kPushPull : PushMode::kPush, gathered));
 }
 
 }  // namespace tessera

@@ -37,6 +37,12 @@ Status StartStepAgreement::GiveUpStatus() const {
                          " rounds");
 }
 
+NonFiniteScan WhoScans(const JobConfig& job, bool allow_nonfinite, bool waited) {
+  if (allow_nonfinite) return NonFiniteScan::kNone;
+  const bool pserver = waited && job.pservers == 1 && job.mode.kind != ConsistencyMode::Kind::kAsync;
+  return pserver ? NonFiniteScan::kPserver : NonFiniteScan::kTrainer;
+}
+
 bool MayBeAPredecessor(StatusCode refusal) {
   return refusal == StatusCode::kAlreadyExists || refusal == StatusCode::kAborted;
 }

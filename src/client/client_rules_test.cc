@@ -150,5 +150,33 @@ TEST(LaneRuleTest, TwoCallsRunTogetherOnlyInOneGroupAndTheSecondLaneNeverAlone) 
   EXPECT_FALSE(MayStartOnLane(2, 1, LaneState{}));
 }
 
+// Who scans a gradient for NaN and infinity, for every job shape: the pserver only for a waited
+// push to a job's single pserver that is not async; nobody when the job allows them.
+TEST(ClientRulesTest, WhoScansANonFiniteGradient) {
+  int checked = 0;
+  for (int pservers : {1, 2, 3}) {
+    for (auto kind :
+         {ConsistencyMode::Kind::kSync, ConsistencyMode::Kind::kSsp, ConsistencyMode::Kind::kAsync}) {
+      for (bool allow : {false, true}) {
+        for (bool waited : {false, true}) {
+          JobConfig job;
+          job.pservers = pservers;
+          job.mode.kind = kind;
+          const NonFiniteScan who = WhoScans(job, allow, waited);
+          if (allow) {
+            EXPECT_EQ(who, NonFiniteScan::kNone);
+          } else if (waited && pservers == 1 && kind != ConsistencyMode::Kind::kAsync) {
+            EXPECT_EQ(who, NonFiniteScan::kPserver);
+          } else {
+            EXPECT_EQ(who, NonFiniteScan::kTrainer);
+          }
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 36);
+}
+
 }  // namespace
 }  // namespace tessera

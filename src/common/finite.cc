@@ -46,4 +46,8 @@ int64_t FirstNonFinite(const float* x, size_t n, WorkPool* pool) {
   return -1;
 }
 
+std::string NonFiniteGradient(const std::string& where) {
+  return "gradient for " + where + " is not finite (NaN or infinity)";
+}
+
 }  // namespace tessera

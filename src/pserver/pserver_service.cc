@@ -243,14 +243,14 @@ Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, i
                                    std::to_string(req.samples()));
   }
   if (nonfinite >= 0) {
-    const std::string where = "gradient for " + push->Describe(static_cast<size_t>(nonfinite));
-    if (!TakesNonFiniteAsSkipped(req))
-      return Status::InvalidArgument(where + " is not finite (NaN or infinity); nothing was applied");
+    const std::string why = NonFiniteGradient(push->Describe(static_cast<size_t>(nonfinite)));
+    if (!TakesNonFiniteAsSkipped(req)) return Status::InvalidArgument(why + "; nothing was applied");
     // The trainer left the scan to us: its dropped gradient, the empty push it would have sent
     // itself (the reply says why: `dropped`).
     req.clear_push();
     req.set_samples(0);
-    req.set_skipped(where + " is not finite (NaN or infinity)");
+    req.set_skipped(why);
+    c->found_here = true;
     push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
     *payload = ConstBuffer{};
   }
@@ -306,8 +306,9 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
     counters_.bytes_in += static_cast<int64_t>(payload.size);
     if (!req.skipped().empty()) {
       ++counters_.skipped;
-      spdlog::warn("pserver {}: trainer {} dropped its gradient for step {}: {}", options_.index,
-                   req.trainer(), req.step(), req.skipped());
+      spdlog::warn("pserver {}: trainer {} dropped its gradient for step {}: {}{}", options_.index,
+                   req.trainer(), req.step(), req.skipped(),
+                   c.found_here ? " (found by this pserver's scan)" : "");
     }
   }
   if (plan.prepare_pull) {

@@ -184,6 +184,7 @@ class PserverService : public RequestHandler {
     std::optional<StepPieces::Arrival> arrival;                       // a piece that is kept
     std::optional<StatusOr<Consistency::PushVerdict>> piece_verdict;  // a piece's
     bool drop_pieces = false;  // a piece standing for a dropped gradient
+    bool found_here = false;   // this pserver's scan took a non-finite gradient as dropped
   };
   struct DataAnswer {
     int64_t need = 0;    // the version the answer waits for

@@ -19,6 +19,7 @@ constexpr size_t kMaxFloats = size_t{1} << 40;
 StatusOr<SegmentList> SegmentList::Read(const ShardStore& store, const WireSegments& segments, Use use) {
   SegmentList list;
   list.segments_ = &segments;
+  list.block_size_ = store.block_size();
   list.parts_.reserve(static_cast<size_t>(segments.size()));
   for (int i = 0; i < segments.size(); ++i) {
     const wire::Segment& seg = segments[i];
@@ -76,7 +77,11 @@ std::string SegmentList::Describe(size_t element) const {
     if (element < p.offset || element >= p.offset + p.floats) continue;
     const wire::Segment& seg = segment(p);
     const size_t at = element - p.offset;
-    if (p.dense) return "'" + seg.param() + "' block " + std::to_string(seg.block()) + " element " + std::to_string(at);
+    if (p.dense) {
+      // The element within the parameter, as the trainer knows it (a block is the wire's unit).
+      return "'" + seg.param() + "' element " +
+             std::to_string(seg.block() * block_size_ + static_cast<int64_t>(at));
+    }
     return "'" + seg.param() + "' row of key " + std::to_string(seg.keys(static_cast<int>(at / p.dim)));
   }
   return "element " + std::to_string(element) + " (past the segments)";

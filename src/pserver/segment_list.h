@@ -55,8 +55,8 @@ class SegmentList {
   size_t bytes() const { return floats_ * sizeof(float); }
   bool empty() const { return parts_.empty(); }
 
-  // Where float `element` of the payload belongs: "'w1' block 3 element 17", "'emb' row of key
-  // 42"; for naming a bad value.
+  // Where float `element` of the payload belongs, as the trainer names it: "'w1' element 317" (the
+  // element within the parameter), "'emb' row of key 42"; for naming a bad value.
   std::string Describe(size_t element) const;
 
   // The same segments, moved to `segments` (the list's parts still describe them).
@@ -64,6 +64,7 @@ class SegmentList {
 
  private:
   const WireSegments* segments_ = nullptr;
+  int64_t block_size_ = 0;  // the store's: where a block's elements start in their parameter
   std::vector<Part> parts_;
   size_t floats_ = 0;
 };

@@ -93,8 +93,8 @@ TEST_F(SegmentListTest, EverySegmentKnowsWhereItsValuesAreWhateverComesFirst) {
   auto wrong = list->CheckPayload(80);
   EXPECT_NE(wrong.message().find("payload has 80 bytes but the header describes 84"), std::string::npos) << wrong;
   EXPECT_EQ(list->Describe(4), "'emb' row of key 6");
-  EXPECT_EQ(list->Describe(7), "'w' block 2 element 1");
-  EXPECT_EQ(list->Describe(20), "'w' block 0 element 9");
+  EXPECT_EQ(list->Describe(7), "'w' element 21");  // block 2 element 1: named within the parameter
+  EXPECT_EQ(list->Describe(20), "'w' element 9");
   EXPECT_EQ(list->keys(list->parts()[0]).size(), 2u);
   // Moved segments: the list follows them.
   google::protobuf::RepeatedPtrField<wire::Segment> moved;

@@ -110,6 +110,8 @@ class ShardStore {
 
   // Checks that a dense block reference is valid here and has `count` elements.
   Status CheckDense(const std::string& name, int64_t block, int64_t count) const;
+  // Elements per dense block (the job's block size): block b holds elements [b * size, ...).
+  int64_t block_size() const { return job_.block_size; }
   // Checks that sparse keys of `table` all belong to this pserver.
   Status CheckSparse(const std::string& table, std::span<const uint64_t> keys) const;
   // Row width of a sparse table. REQUIRES: declared and sparse.

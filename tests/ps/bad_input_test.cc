@@ -146,7 +146,7 @@ TEST_P(BadInputTest, NonFiniteGradientNamesTheParameter) {
   auto r = GoodPush();
   std::vector<float> g(64, 1.0f);
   g[17] = std::nanf("");
-  ExpectRefused(Send(r.SerializeAsString(), g), "gradient for 'w' block 0 element 17 is not finite");
+  ExpectRefused(Send(r.SerializeAsString(), g), "gradient for 'w' element 17 is not finite");
   g[17] = INFINITY;
   ExpectRefused(Send(r.SerializeAsString(), g), "not finite");
 }

@@ -140,11 +140,12 @@ class NonFiniteTest : public PsTest {
     return cfg;
   }
 
-  // Whether pserver 0's log says it found the NaN itself: it names the element within its block
-  // (block 1 element 36 is element 100), where a trainer's own scan names it within the parameter.
+  // Whether pserver 0's log says its own scan found the NaN at `where`, named within the
+  // parameter as the trainer's scan names it (one wording, NonFiniteGradient).
   bool PserverFoundIt(const std::string& where) {
     auto log = ReadFile(dir_ + "/pserver0.log");
-    return log.ok() && log->find(where) != std::string::npos;
+    return log.ok() && log->find(where + " is not finite (NaN or infinity) (found by this pserver's scan)") !=
+                           std::string::npos;
   }
 
   int RandomStep() {
@@ -199,7 +200,7 @@ TEST_F(NonFiniteTest, WithOnePserverItFindsTheNanAndTheStepGoesOnWithoutIt) {
   auto out = Train(job, bad, 100, /*pieces=*/false, /*waiting=*/true);
   ExpectSkippedAt(out, bad);
   ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
-  EXPECT_TRUE(PserverFoundIt("gradient for 'w' block 1 element 36 is not finite"));
+  EXPECT_TRUE(PserverFoundIt("gradient for 'w' element 100"));
   EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_skipped_pushes_total"), 1);
   EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_refused_pushes_total"), 0);
 }
@@ -211,7 +212,7 @@ TEST_F(NonFiniteTest, WithOnePserverAndThePolicyErrorTheTrainerIsToldWhereInTheP
   auto out = Train(job, bad, 200, /*pieces=*/false, /*waiting=*/true);
   ExpectErrorAt(out, bad, "gradient for 'w' element 200 is not finite");
   ExpectTogether(job, cfg, out, /*skipped=*/1, /*refused_on_0=*/0);
-  EXPECT_TRUE(PserverFoundIt("gradient for 'w' block 3 element 8 is not finite"));
+  EXPECT_TRUE(PserverFoundIt("gradient for 'w' element 200"));
 }
 
 // Steps the pserver takes as dropped count toward the trainer's "too many in a row" as its own
