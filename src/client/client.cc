@@ -4,7 +4,6 @@
 #include "tessera/client.h"
 
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <latch>
 
@@ -14,9 +13,6 @@
 #include "common/clock.h"
 #include "common/finite.h"
 #include "common/logging.h"
-#include "common/strings.h"
-#include "coord/keys.h"
-#include "coord/registry.h"
 #include "job/job_store.h"
 #include "transport/endpoint_choice.h"
 
@@ -77,28 +73,28 @@ StatusOr<std::unique_ptr<Client>> ClientImpl::Create(const ClientOptions& o, con
   c->transport_.options.window = c->window_;
   TESSERA_ASSIGN_OR_RETURN(c->slots_, LoadSlotMap(c->etcd_.get(), o.connection.job));
   c->nonfinite_ = NonFiniteStreak(c->job_.nonfinite, limits.max_nonfinite_in_a_row);
-  ClientImpl* self = c.get();
-  TESSERA_ASSIGN_OR_RETURN(
-      c->keeper_, LeaseKeeper::Start(c->etcd_.get(), {o.lease_ttl_seconds, {}}, [self](LeaseState st) {
-        if (st != LeaseState::kLost || self->lease_lost_.exchange(true)) return;
-        spdlog::error(
-            "trainer {}'s lease was lost (etcd did not hear from it within {} s): the job "
-            "now counts it as gone; restart the trainer to take part again",
-            self->id_, self->options_.lease_ttl_seconds);
-      }));
-  TESSERA_RETURN_IF_ERROR(c->Register());
+  TESSERA_ASSIGN_OR_RETURN(c->member_, TrainerMembership::Join(c->etcd_.get(),
+                                                               {.job = o.connection.job,
+                                                                .trainer_id = o.trainer_id,
+                                                                .transport = o.transport,
+                                                                .lease_ttl_seconds = o.lease_ttl_seconds,
+                                                                .wait_for_predecessor = o.request_timeout},
+                                                               limits));
   // A library must not write to the program's stdout: unless the program installed its own
   // logger, log to stderr with the job and trainer on every line.
   if (spdlog::default_logger()->name().empty()) {
     LogOptions lo;
     lo.job = o.connection.job;
-    lo.node = "trainer-" + c->id_;
+    lo.node = "trainer-" + c->member_->id();
     (void)InitLogging(lo);
   }
   c->builder_ = std::make_unique<RequestBuilder>(c->job_, c->slots_);
   c->directory_ = std::make_unique<PserverDirectory>(c->etcd_.get(), o.connection.job, c->job_.pservers);
+  c->recovery_ =
+      std::make_unique<LinkRecovery>(c->job_, *c->member_, *c->builder_, *c->directory_, o.allow_nonfinite);
   for (int i = 0; i < c->job_.pservers; ++i) {
-    c->links_.push_back(std::make_shared<PserverLink>(i, c->directory_.get(), c.get(), &c->transport_));
+    c->links_.push_back(
+        std::make_shared<PserverLink>(i, c->directory_.get(), c->recovery_.get(), &c->transport_));
   }
   return std::unique_ptr<Client>(std::move(c));
 }
@@ -110,19 +106,11 @@ StatusOr<std::unique_ptr<Client>> Client::Connect(const ClientOptions& options) 
 Status ClientImpl::Close() {
   if (closed_) return Status::OK();
   closed_ = true;
-  // Deregistering is the goodbye: every pserver watches the trainers' keys and takes this
-  // trainer out of its group at once (no request that could hang on a dead pserver).
   if (directory_) directory_->Interrupt();
   for (auto& l : links_) l->Close();
   links_.clear();
   directory_.reset();
-  if (keeper_) {
-    nlohmann::json left = {{"pid", static_cast<int64_t>(::getpid())}, {"epoch", epoch_}};
-    (void)Registry(etcd_.get(), keys::TrainerPrefix(options_.connection.job))
-        .Deregister(id_, epoch_,
-                    {etcd::Op::Put(keys::TrainerLeft(options_.connection.job, id_), left.dump())});
-    (void)keeper_->Revoke();
-  }
+  if (member_) member_->Leave();
   return Status::OK();
 }
 
@@ -156,7 +144,7 @@ Status ClientImpl::AddSparse(const std::string& name, int dim, const Initializer
 }
 
 Handle ClientImpl::Pull() {
-  if (lease_lost_) return Handle(Failed(LeaseLost()));
+  if (member_->lost()) return Handle(Failed(LeaseLost()));
   if (Status s = Realign(); !s.ok()) return Handle(Failed(s));
   auto calls = NewCalls();
   builder_->AddDensePull(&calls);
@@ -182,22 +170,7 @@ StatusOr<int> ClientImpl::SparseDim(const std::string& table) const {
 }
 
 Status ClientImpl::WaitForTrainers(int n, std::chrono::milliseconds timeout) {
-  auto watch = Registry(etcd_.get(), keys::TrainerPrefix(options_.connection.job)).Watch(nullptr);
-  Deadline d(timeout);
-  bool ok = false;
-  while (!ok && !d.expired()) {
-    if (lease_lost_) return LeaseLost();
-    ok = watch->WaitFor([n](const MemberList& l) { return static_cast<int>(l.members.size()) >= n; },
-                        std::min<std::chrono::milliseconds>(d.remaining(), std::chrono::milliseconds(500)));
-  }
-  MemberList seen = watch->Snapshot();
-  watch->Cancel();
-  if (ok) return Status::OK();
-  std::vector<std::string> names;
-  for (const auto& m : seen.members) names.push_back(m.name);
-  return Status::DeadlineExceeded("fewer than " + std::to_string(n) + " trainers registered in time (saw " +
-                                  std::to_string(seen.members.size()) + " [" + Join(names, ",") +
-                                  "] at revision " + std::to_string(seen.revision) + ")");
+  return member_->WaitForTrainers(n, timeout);
 }
 
 Handle ClientImpl::PushPullAndWait(const Gradients& grads) {
@@ -228,15 +201,15 @@ std::string ClientImpl::ScanGradient(const Gradients& grads) const {
 }
 
 Status ClientImpl::DropNonFinite(const std::string& why, int64_t step) {
-  spdlog::warn("trainer {} step {}: {}; the step goes on without this trainer's gradient (policy {})", id_,
-               step, why, NonFinitePolicyName(job_.nonfinite));
+  spdlog::warn("trainer {} step {}: {}; the step goes on without this trainer's gradient (policy {})",
+               member_->id(), step, why, NonFinitePolicyName(job_.nonfinite));
   return nonfinite_.Dropped(why);
 }
 
 std::shared_ptr<Handle::State> ClientImpl::DoPush(const Gradients& grads, PushMode mode,
                                                   std::shared_ptr<const void> keep) {
   if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
-  if (lease_lost_) return Failed(LeaseLost());
+  if (member_->lost()) return Failed(LeaseLost());
   if (Status s = Realign(); !s.ok()) return Failed(s);
   auto calls = NewCalls();
   if (Status s = builder_->AddPush(grads, &calls); !s.ok()) return Failed(s);
@@ -359,7 +332,7 @@ std::shared_ptr<Handle::State> ClientImpl::Dispatch(std::vector<std::unique_ptr<
             if (job_.mode.kind == ConsistencyMode::Kind::kAsync) {
               // An async push in pieces that met a restarted pserver
               // is dropped there, whole; training goes on.
-              spdlog::warn("trainer {}: {}", id_, s.message());
+              spdlog::warn("trainer {}: {}", member_->id(), s.message());
               state->Complete(Status::OK(), r.version(), r.min_clock());
               return;
             }
@@ -382,9 +355,7 @@ std::shared_ptr<Handle::State> ClientImpl::Dispatch(std::vector<std::unique_ptr<
   return state;
 }
 
-Status ClientImpl::LeaseLost() const {
-  return Status::FailedPrecondition("trainer " + id_ + "'s lease was lost: the job counts it as gone");
-}
+Status ClientImpl::LeaseLost() const { return member_->LostStatus(); }
 
 void ClientImpl::RaiseStep(int64_t to) {
   int64_t cur = step_.load();

@@ -3,8 +3,10 @@
 //   client.cc          connecting, the public operations (push, pull, sparse), dispatch, closing
 //   client_join.cc     registration, initialization under the init lock, the start-step join
 //   pserver_link.cc    one worker per pserver running requests with retry (PserverLink)
-// Thread-safety: as Client (one trainer thread calls it); links call back from their threads
-// through the PserverLink::Owner methods, which touch only immutable state and atomics.
+//   trainer_membership.cc  the lease and the registration
+//   link_recovery.cc   what a link asks when it meets a restarted pserver (PserverLink::Owner)
+// Thread-safety: as Client (one trainer thread calls it); links call LinkRecovery from their
+// threads, which reads only what is fixed once training starts.
 #pragma once
 
 #include <atomic>
@@ -18,11 +20,12 @@
 
 #include "client/client_rules.h"
 #include "client/handle_state.h"
+#include "client/link_recovery.h"
 #include "client/pserver_directory.h"
 #include "client/pserver_link.h"
 #include "client/request_builder.h"
+#include "client/trainer_membership.h"
 #include "coord/etcd_client.h"
-#include "coord/lease_keeper.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
 #include "tessera/client.h"
@@ -30,7 +33,7 @@
 
 namespace tessera {
 
-class ClientImpl : public Client, public PserverLink::Owner {
+class ClientImpl : public Client {
  public:
   ~ClientImpl() override { (void)Close(); }
   static StatusOr<std::unique_ptr<Client>> Create(const ClientOptions& o, const ClientLimits& limits = {});
@@ -50,30 +53,22 @@ class ClientImpl : public Client, public PserverLink::Owner {
   int64_t block_size() const override { return job_.block_size; }
   StatusOr<int> SparseDim(const std::string& table) const override;
   int64_t step() const override { return step_.load(); }
-  const std::string& trainer_id() const override { return id_; }
+  const std::string& trainer_id() const override { return member_->id(); }
   int num_pservers() const override { return job_.pservers; }
   ConsistencyMode mode() const override { return job_.mode; }
   Status WaitForTrainers(int n, std::chrono::milliseconds timeout) override;
   Status Close() override;
 
-  // ---- PserverLink::Owner (client_join.cc) ----
-  void Stamp(wire::DataRequest* req) override;
-  Status Reinitialize(PserverLink& link, const Deadline& d, int64_t step) override;
-  Status Rejoin(PserverLink& link, const Deadline& d, int64_t step) override;
-
  private:
   ClientImpl(const ClientOptions& o, const ClientLimits& limits);
 
   // ---- client_join.cc ----
-  Status Register();
-  Status RegisterFixedId(const std::string& info);
   void RecordTransports();
   std::string TransportsText() const;
   bool AnyReady() const;
   Status InitializePservers(const Deadline& d);
   Status InitializeUnready(const Deadline& d);
   Status RestoreFromOthers(const Deadline& d, int ready, int64_t* version);
-  Status InitPserver(PserverLink& link, const Deadline& d, int64_t step);
   Status JoinAll(const Deadline& d);
   Status Realign();
 
@@ -156,18 +151,16 @@ class ClientImpl : public Client, public PserverLink::Owner {
   PserverLink::Transport transport_;
   // DenseMemory's, shared with the shm connections (transport_.options.window).
   std::shared_ptr<ShmWindow> window_ = std::make_shared<ShmWindow>();
-  nlohmann::json info_;  // this trainer's registration value
   std::unique_ptr<etcd::EtcdClient> etcd_;
-  // Set (once) from the lease keeper's thread when the lease is gone: the registration went
-  // with it, so every later operation fails and says so (a supervisor restarts the trainer).
-  std::atomic<bool> lease_lost_{false};
-  std::unique_ptr<LeaseKeeper> keeper_;
   JobConfig job_;
   SlotMap slots_;
-  std::string id_;
-  int64_t epoch_ = 0;
+  // The trainer's lease and registration. Once the lease is lost the registration went with it,
+  // so every later operation fails and says so (a supervisor restarts the trainer).
+  std::unique_ptr<TrainerMembership> member_;
   std::unique_ptr<RequestBuilder> builder_;
   std::unique_ptr<PserverDirectory> directory_;
+  // What the links ask when they meet a restarted pserver (they call into nothing else).
+  std::unique_ptr<LinkRecovery> recovery_;
   std::vector<std::shared_ptr<PserverLink>> links_;
   std::atomic<int64_t> step_{0};
   // A push was refused on some pserver (the step closed there without us): before the next

@@ -1,87 +1,20 @@
-// How a trainer joins a job (see client_impl.h): it registers (a fixed id, waiting out a dead
-// predecessor, or the lowest free one), makes the pservers ready (one trainer under the init
+// How a trainer joins a job (see client_impl.h), once registered (trainer_membership.h): it makes
+// the pservers ready (one trainer under the init
 // lock for a fresh job; live trainers restore a replaced pserver), and agrees with every pserver
 // on the step it starts at. What to do at each turn is decided by client_rules.h.
 #include <spdlog/spdlog.h>
-#include <unistd.h>
 
 #include <latch>
-#include <thread>
 
 #include "client/client_impl.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "coord/election.h"
 #include "coord/keys.h"
-#include "coord/registry.h"
 
 namespace tessera {
-namespace {
-
-std::string Hostname() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
-}  // namespace
 
 // ---- Registration -----------------------------------------------------------------------------
-
-Status ClientImpl::Register() {
-  info_ = {{"host", Hostname()},
-           {"pid", static_cast<int64_t>(::getpid())},
-           {"started_ms", WallMillis()},
-           {"transport_wanted", options_.transport}};
-  if (!options_.trainer_id.empty()) return RegisterFixedId(info_.dump());
-  Registry reg(etcd_.get(), keys::TrainerPrefix(options_.connection.job));
-  TESSERA_ASSIGN_OR_RETURN(Claim claim, reg.ClaimLowestFree(info_.dump(), keeper_->id()));
-  id_ = std::to_string(claim.index);
-  epoch_ = claim.epoch;
-  return Status::OK();
-}
-
-// A restarted trainer may find its predecessor's key still there until that lease expires: wait
-// for it (a live trainer with the same id is refused at once).
-Status ClientImpl::RegisterFixedId(const std::string& info) {
-  Registry reg(etcd_.get(), keys::TrainerPrefix(options_.connection.job));
-  Deadline deadline(options_.request_timeout);
-  bool said = false;
-  while (true) {
-    auto e = reg.Register(options_.trainer_id, info, keeper_->id());
-    if (e.ok()) {
-      id_ = options_.trainer_id;
-      epoch_ = *e;
-      return Status::OK();
-    }
-    Status refused = e.status().WithContext("trainer id '" + options_.trainer_id + "' of job '" +
-                                            options_.connection.job + "'");
-    if (!MayBeAPredecessor(e.status().code())) return refused;
-    auto kv = etcd_->Get(keys::Trainer(options_.connection.job, options_.trainer_id));
-    if (!kv.ok()) return kv.status();
-    int64_t remaining = -1;
-    if (!kv->kvs.empty()) {
-      auto ttl = etcd_->LeaseTimeToLive(kv->kvs[0].lease);
-      if (!ttl.ok()) return ttl.status();
-      remaining = ttl->ttl_seconds;
-    }
-    switch (JudgePredecessor(!kv->kvs.empty(), remaining, deadline.expired(), options_.lease_ttl_seconds,
-                             limits_)) {
-      case PredecessorVerdict::kRefuse:
-        return refused;
-      case PredecessorVerdict::kWait:
-        if (!said && remaining > 0) {
-          spdlog::info("trainer id {} is still registered by a previous process; waiting {} s for its lease",
-                       options_.trainer_id, remaining);
-          said = true;
-        }
-        break;
-      case PredecessorVerdict::kRetryNow:
-        break;
-    }
-    std::this_thread::sleep_for(limits_.predecessor_poll);
-  }
-}
 
 // "shm" when every pserver is reached over shared memory, else "0:shm,1:tcp".
 std::string ClientImpl::TransportsText() const {
@@ -99,11 +32,7 @@ std::string ClientImpl::TransportsText() const {
 void ClientImpl::RecordTransports() {
   nlohmann::json used = nlohmann::json::object();
   for (const auto& l : links_) used[std::to_string(l->index())] = l->transport_name();
-  if (used == info_["transport"]) return;
-  info_["transport"] = used;
-  Status s = Registry(etcd_.get(), keys::TrainerPrefix(options_.connection.job))
-                 .Update(id_, info_.dump(), epoch_, keeper_->id());
-  if (!s.ok()) spdlog::warn("trainer {}: could not record its transports in etcd: {}", id_, s.ToString());
+  member_->RecordTransports(used);
 }
 
 // ---- Initialization ---------------------------------------------------------------------------
@@ -122,8 +51,8 @@ Status ClientImpl::Initialize() {
   TESSERA_RETURN_IF_ERROR(joined);
   initialized_ = true;
   RecordTransports();
-  spdlog::info("trainer {} joined {} pservers at step {} (mode {}, transport {})", id_, links_.size(),
-               step_.load(), job_.mode.ToString(), TransportsText());
+  spdlog::info("trainer {} joined {} pservers at step {} (mode {}, transport {})", member_->id(),
+               links_.size(), step_.load(), job_.mode.ToString(), TransportsText());
   return Status::OK();
 }
 
@@ -151,8 +80,8 @@ Status ClientImpl::InitializePservers(const Deadline& d) {
     case InitPlan::kTakeLock:
       break;
   }
-  Election lock(etcd_.get(), keys::InitLockPrefix(options_.connection.job), keeper_->id());
-  Status won = lock.Campaign(id_, [&] { return directory_->AllReady() || d.expired(); });
+  Election lock(etcd_.get(), keys::InitLockPrefix(options_.connection.job), member_->lease());
+  Status won = lock.Campaign(member_->id(), [&] { return directory_->AllReady() || d.expired(); });
   if (won.code() == StatusCode::kCancelled) return Status::OK();  // another trainer did it
   TESSERA_RETURN_IF_ERROR(won);
   Status s = InitializeUnready(d);
@@ -187,7 +116,7 @@ Status ClientImpl::InitializeUnready(const Deadline& d) {
           "to avoid this)",
           kNoticeMark, link.index(), version);
     }
-    return InitPserver(link, d, version);
+    return recovery_->InitPserver(link, d, version);
   });
 }
 
@@ -214,16 +143,6 @@ Status ClientImpl::RestoreFromOthers(const Deadline& d, int ready, int64_t* vers
     calls[i]->req.set_need(PullNeed(*version));
   }
   return Handle(Dispatch(std::move(calls), {.recover = false})).Wait();
-}
-
-Status ClientImpl::InitPserver(PserverLink& link, const Deadline& d, int64_t step) {
-  LinkCall init;
-  builder_->BuildInit(link.index(), &init);
-  init.req.set_step(step);
-  TESSERA_RETURN_IF_ERROR(link.Run(init, d, /*recover=*/false).status());
-  LinkCall done;
-  done.req.set_op(wire::DataRequest::INIT_DONE);
-  return link.Run(done, d, /*recover=*/false).status();
 }
 
 // ---- The join ---------------------------------------------------------------------------------
@@ -258,33 +177,6 @@ Status ClientImpl::JoinAll(const Deadline& d) {
 Status ClientImpl::Realign() {
   if (!initialized_ || !realign_.exchange(false)) return Status::OK();
   return JoinAll(Deadline(options_.request_timeout));
-}
-
-// ---- PserverLink::Owner -----------------------------------------------------------------------
-
-void ClientImpl::Stamp(wire::DataRequest* req) {
-  req->set_job_token(job_.token);
-  req->set_trainer(id_);
-  req->set_trainer_epoch(epoch_);
-  req->set_allow_nonfinite(options_.allow_nonfinite);
-}
-
-Status ClientImpl::Reinitialize(PserverLink& link, const Deadline& d, int64_t step) {
-  if (!directory_->Ready(link.index())) {
-    spdlog::warn(
-        "{}pserver {} restarted without its parameters; re-initializing it from trainer {}'s copy at step {} "
-        "(optimizer state and sparse rows on it start over; checkpoints or replicas keep them)",
-        kNoticeMark, link.index(), id_, step);
-    TESSERA_RETURN_IF_ERROR(InitPserver(link, d, step));
-  }
-  return Rejoin(link, d, step);
-}
-
-Status ClientImpl::Rejoin(PserverLink& link, const Deadline& d, int64_t step) {
-  LinkCall call;
-  call.req.set_op(wire::DataRequest::JOIN);
-  call.req.set_step(step);
-  return link.Run(call, d, /*recover=*/false).status();
 }
 
 }  // namespace tessera

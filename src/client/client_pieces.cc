@@ -18,7 +18,7 @@ bool ClientImpl::PiecesOnWire() const {
 
 Handle ClientImpl::PushPiece(const Gradients& grads, bool last, bool pull) {
   if (!initialized_) return Handle(Failed(Status::FailedPrecondition("call Initialize() before pushing")));
-  if (lease_lost_) return Handle(Failed(LeaseLost()));
+  if (member_->lost()) return Handle(Failed(LeaseLost()));
   const int n = job_.pservers;
   if (!piece_.open) {
     if (Status s = Realign(); !s.ok()) return Handle(Failed(s));
