@@ -131,6 +131,7 @@ void RegisterModels(CLI::App& app, int* exit_code) {
   train->add_option("--seed", t->seed, "initialization seed")->capture_default_str();
   train->add_option(flags::kModelArg, t->model_args, "model setting key=value (repeatable), e.g. hidden=256");
   train->add_option(flags::kLeaseTtl, t->lease_ttl, "seconds after which a dead trainer's tasks go back")
+      ->envname(flags::kEnvLeaseTtl)
       ->capture_default_str();
   train
       ->add_option(

@@ -12,6 +12,8 @@
 #include "common/flag_names.h"
 #include "common/math_threads.h"
 #include "common/net.h"
+#include "local/spec_options.h"
+#include "spec/role_argv.h"
 #include "supervise/python_path.h"
 
 namespace tessera::local {
@@ -38,57 +40,52 @@ EtcdCommand EtcdArgv(const LocalOptions& o) {
           "127.0.0.1:" + std::to_string(client)};
 }
 
+// The job's spec as its roles' command lines read it (spec/role_argv.h): the run's checkpoint
+// directory and history file.
+spec::JobSpec RoleSpec(const LocalOptions& o) {
+  spec::JobSpec s = SpecOf(o);
+  s.checkpoints.path = CheckpointDirOf(o);
+  s.history_file = o.run_dir + "/history.jsonl";
+  return s;
+}
+
 std::vector<std::string> PserverArgv(const LocalOptions& o, const std::string& etcd, bool with_checkpoints,
                                      int index) {
-  std::vector<std::string> argv = {o.tessera_bin,     flags::kCommandPserver,
-                                   flags::kEtcd,      etcd,
-                                   flags::kJob,       o.job,
-                                   flags::kIndex,     std::to_string(index),
-                                   flags::kLeaseTtl,  std::to_string(o.lease_ttl_seconds),
-                                   flags::kTransport, o.transport};
-  if (with_checkpoints) argv.insert(argv.end(), {flags::kCheckpointDir, CheckpointDirOf(o)});
-  if (o.checkpoint_every > 0)
-    argv.insert(argv.end(), {flags::kCheckpointEvery, fmt::format("{}", o.checkpoint_every)});
+  const spec::JobSpec s = RoleSpec(o);
+  std::vector<std::string> argv = {o.tessera_bin};
+  for (auto& a : spec::PserverArgs(s, spec::PortChoice::kLocal)) argv.push_back(std::move(a));
+  argv.insert(argv.end(), {flags::kEtcd, etcd, flags::kJob, o.job, flags::kIndex, std::to_string(index)});
+  // A resumed run loads the checkpoints its earlier run kept, whether or not it keeps more.
+  if (with_checkpoints && !s.keeps_checkpoints())
+    argv.insert(argv.end(), {flags::kCheckpointDir, s.checkpoints.path});
   if (auto spin = BusyPoll(o)) argv.insert(argv.end(), {flags::kBusyPoll, std::to_string(*spin)});
   return argv;
 }
 
 std::vector<std::string> MasterArgv(const LocalOptions& o, const std::string& etcd) {
-  std::vector<std::string> argv = {
-      o.tessera_bin, flags::kCommandMaster, flags::kEtcd, etcd, flags::kJob, o.job, flags::kStore, o.store,
-      flags::kDataset, o.dataset, flags::kPasses, std::to_string(o.passes), flags::kChunksPerTask,
-      std::to_string(o.chunks_per_task),
-      // A small data set is cut so that every trainer (and any added later) has work.
-      flags::kMinTasks, std::to_string(std::max(8, 4 * o.trainers)), flags::kMinTaskRecords,
-      std::to_string(o.batch_size), flags::kTaskTimeout, fmt::format("{}", o.task_timeout_s),
-      flags::kMaxFailures, std::to_string(o.max_failures), flags::kLeaseTtl,
-      std::to_string(o.lease_ttl_seconds), flags::kHttpPort, "0", flags::kLogDir, o.run_dir + "/logs",
-      flags::kHistoryFile, o.run_dir + "/history.jsonl"};
+  std::vector<std::string> argv = {o.tessera_bin};
+  for (auto& a : spec::MasterArgs(RoleSpec(o), spec::PortChoice::kLocal)) argv.push_back(std::move(a));
+  argv.insert(argv.end(),
+              {flags::kEtcd, etcd, flags::kJob, o.job,
+               // A small data set is cut so that every trainer (and any added later) has work.
+               flags::kMinTasks, std::to_string(std::max(8, 4 * o.trainers)), flags::kMinTaskRecords,
+               std::to_string(o.batch_size), flags::kLogDir, o.run_dir + "/logs"});
   if (o.follow) argv.push_back("--follow");
   return argv;
 }
 
 std::vector<std::string> TrainerArgv(const LocalOptions& o) {
-  if (o.model.empty()) return {"/bin/sh", "-c", o.trainer_cmd};
-  std::vector<std::string> argv = {
-      o.tessera_bin,     flags::kCommandTrain,         flags::kModel,    o.model,
-      flags::kBatchSize, std::to_string(o.batch_size), flags::kLeaseTtl, std::to_string(o.lease_ttl_seconds)};
-  if (!o.eval_dataset.empty()) argv.insert(argv.end(), {flags::kEvalDataset, o.eval_dataset});
-  for (const auto& a : o.model_args) argv.insert(argv.end(), {flags::kModelArg, a});
-  return argv;
+  spec::TrainerCommand t = spec::TrainerArgs(RoleSpec(o));
+  if (t.builtin) t.argv.insert(t.argv.begin(), o.tessera_bin);
+  return t.argv;
 }
 
 std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::string& etcd, int slot) {
   std::map<std::string, std::string> env = {{flags::kEnvEtcd, etcd},
                                             {flags::kEnvJob, o.job},
                                             {flags::kEnvTrainerId, std::to_string(slot)},
-                                            {flags::kEnvStore, o.store},
-                                            {flags::kEnvDataset, o.dataset},
-                                            {flags::kEnvEvalDataset, o.eval_dataset},
-                                            {flags::kEnvRunDir, o.run_dir},
-                                            {flags::kEnvBatchSize, std::to_string(o.batch_size)},
-                                            {flags::kEnvLeaseTtl, std::to_string(o.lease_ttl_seconds)},
-                                            {flags::kEnvTransport, o.transport}};
+                                            {flags::kEnvRunDir, o.run_dir}};
+  for (auto& [k, v] : spec::TrainerEnv(RoleSpec(o), spec::PortChoice::kLocal)) env[k] = v;
   for (const auto& [k, v] : supervise::PythonPathBeside(o.tessera_bin)) env[k] = v;
   // Each trainer's math libraries get its share of the cores.
   for (const auto& [k, v] : MathThreadEnv(HostCores(), o.trainers + o.pservers, ::getenv)) env[k] = v;

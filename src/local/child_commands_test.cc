@@ -92,5 +92,68 @@ TEST(ChildCommandsTest, BusyPollingReachesThePserversAndTheTrainers) {
   }
 }
 
+// A built-in trainer takes the job's lease TTL from its environment (TESSERA_LEASE_TTL), which is
+// how `tessera local`, `tessera launch` and the pods of `tessera deploy k8s` all give it
+// (spec::TrainerEnv): its command line does not carry it. Before, only `tessera local` passed
+// --lease-ttl, and a launched or deployed trainer kept the default of 10 s whatever the spec said.
+TEST(ChildCommandsTest, TheTrainerReadsTheLeaseTtlItsEnvironmentGives) {
+  const char* build = std::getenv("TESSERA_BUILD_DIR");
+  ASSERT_NE(build, nullptr);
+  LocalOptions o;
+  o.tessera_bin = std::string(build) + "/src/tessera";
+  o.model = "mlp";
+  o.lease_ttl_seconds = 7;
+  EXPECT_EQ(TrainerEnv(o, "e:1", 0).at("TESSERA_LEASE_TTL"), "7");
+  const std::vector<std::string> argv = TrainerArgv(o);
+  EXPECT_EQ(std::find(argv.begin(), argv.end(), "--lease-ttl"), argv.end());
+  const std::string help = Help(o.tessera_bin, "train");
+  const size_t flag = help.find("--lease-ttl");
+  ASSERT_NE(flag, std::string::npos);
+  EXPECT_NE(help.find("TESSERA_LEASE_TTL", flag), std::string::npos) << help;
+}
+
+// tessera local's children are the spec's roles (spec/role_argv.h) plus where they run: the
+// settings come through the spec, so a setting of the spec reaches them without this file.
+TEST(ChildCommandsTest, TheChildrenAreTheSpecsRoles) {
+  LocalOptions o;
+  o.tessera_bin = "/bin/tessera";
+  o.run_dir = "/tmp/run";
+  o.store = "/s";
+  o.dataset = "d";
+  o.model = "mlp";
+  o.passes = 3;
+  o.task_timeout_s = 12.5;
+  o.checkpoint_steps = 4;
+  o.transport = "tcp";
+  auto has = [](const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
+    auto at = std::find(argv.begin(), argv.end(), flag);
+    return at != argv.end() && at + 1 != argv.end() && *(at + 1) == value;
+  };
+  const auto master = MasterArgv(o, "e:1");
+  EXPECT_EQ(master[0], "/bin/tessera");
+  EXPECT_EQ(master[1], "master");
+  EXPECT_TRUE(has(master, "--passes", "3"));
+  EXPECT_TRUE(has(master, "--task-timeout", "12.5"));
+  EXPECT_TRUE(has(master, "--history-file", "/tmp/run/history.jsonl"));
+  EXPECT_TRUE(has(master, "--etcd", "e:1"));
+  EXPECT_EQ(std::find(master.begin(), master.end(), "--listen"), master.end()) << "loopback: the default";
+  const auto ps = PserverArgv(o, "e:1", /*with_checkpoints=*/true, 2);
+  EXPECT_EQ(ps[1], "pserver");
+  EXPECT_TRUE(has(ps, "--transport", "tcp"));
+  EXPECT_TRUE(has(ps, "--index", "2"));
+  EXPECT_EQ(std::count(ps.begin(), ps.end(), "--checkpoint-dir"), 1);
+  EXPECT_TRUE(has(ps, "--checkpoint-dir", "/tmp/run/checkpoints"));
+  // A resumed run without checkpoint settings still loads what its earlier run kept.
+  o.checkpoint_steps = 0;
+  EXPECT_TRUE(
+      has(PserverArgv(o, "e:1", /*with_checkpoints=*/true, 0), "--checkpoint-dir", "/tmp/run/checkpoints"));
+  const auto ps_plain = PserverArgv(o, "e:1", /*with_checkpoints=*/false, 0);
+  EXPECT_EQ(std::find(ps_plain.begin(), ps_plain.end(), "--checkpoint-dir"), ps_plain.end());
+  // A user's command runs through /bin/sh.
+  o.model.clear();
+  o.trainer_cmd = "python3 train.py";
+  EXPECT_EQ(TrainerArgv(o), (std::vector<std::string>{"/bin/sh", "-c", "python3 train.py"}));
+}
+
 }  // namespace
 }  // namespace tessera::local

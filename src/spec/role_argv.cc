@@ -12,6 +12,10 @@ namespace {
 // What a master and a pserver both serve: the main port on every interface, the HTTP endpoints,
 // the lease.
 void AddServing(const JobSpec& s, PortChoice ports, std::vector<std::string>* args) {
+  if (ports == PortChoice::kLocal) {
+    args->insert(args->end(), {flags::kLeaseTtl, std::to_string(s.lease_ttl)});
+    return;
+  }
   const bool fixed = ports == PortChoice::kSpec;
   args->insert(args->end(), {"--listen", "0.0.0.0", "--port", fixed ? std::to_string(s.port) : "0",
                              flags::kHttpHost, "0.0.0.0", flags::kHttpPort,

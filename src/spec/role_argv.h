@@ -1,6 +1,8 @@
 // The command line of each role of a job, built from its spec in one place: the containers of
-// `tessera deploy k8s` and the processes `tessera node` starts for `tessera launch` (MPI, ssh)
-// run exactly these. Arguments come after the program name ("tessera"). Pure functions.
+// `tessera deploy k8s`, the processes `tessera node` starts for `tessera launch` (MPI, ssh) and
+// the children of `tessera local` (and so of the platform's jobs) run exactly these, each place
+// adding only where it is (etcd, the job's name, an index, its run directory). Arguments come after the
+// program name ("tessera"). Pure functions.
 #pragma once
 
 #include <string>
@@ -12,8 +14,10 @@
 namespace tessera::spec {
 
 // Ports: a pod runs one process and has the spec's fixed ports (probes and Services name them);
-// a launched host may run several of a role, so each takes any free port and registers it in etcd.
-enum class PortChoice { kSpec, kAny };
+// a launched host may run several of a role, so each takes any free port on every interface and
+// registers it in etcd; `tessera local` runs every process on one machine, on the commands' own
+// defaults (loopback, any free port).
+enum class PortChoice { kSpec, kAny, kLocal };
 
 // `tessera master ...`: listens on every interface, advertises what the addressing decides.
 std::vector<std::string> MasterArgs(const JobSpec& s, PortChoice ports);
