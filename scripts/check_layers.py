@@ -33,6 +33,8 @@ LAYERS = [
     ["local"],
     ["deploy"],
     ["launch"],
+    ["server_store"],
+    ["server_backends"],
     ["server", "remote"],
     ["cli"],
 ]

@@ -11,8 +11,8 @@
 #include "common/math_threads.h"
 #include "sandbox/job_users.h"
 #include "server/api_server.h"
-#include "server/database.h"
-#include "server/schema.h"
+#include "server_store/database.h"
+#include "server_store/schema.h"
 
 namespace tessera::cli {
 namespace {

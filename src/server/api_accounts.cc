@@ -5,7 +5,7 @@
 #include "common/clock.h"
 #include "server/api_routes.h"
 #include "server/api_server.h"
-#include "server/json_body.h"
+#include "server_store/json_body.h"
 #include "server/login_throttle.h"
 
 namespace tessera::server {

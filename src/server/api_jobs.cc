@@ -14,7 +14,7 @@
 #include "server/api_routes.h"
 #include "server/api_server.h"
 #include "server/jobs.h"
-#include "server/json_body.h"
+#include "server_store/json_body.h"
 
 namespace tessera::server {
 namespace {

@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include "server/accounts.h"
+#include "server_store/accounts.h"
 
 namespace tessera::server {
 

@@ -12,7 +12,7 @@
 #include "common/http_limits.h"
 #include "sandbox/sandbox_process.h"
 #include "server/api_routes.h"
-#include "server/local_backend.h"
+#include "server_backends/local_backend.h"
 
 namespace tessera::server {
 

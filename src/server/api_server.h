@@ -12,11 +12,11 @@
 #include <utility>
 #include <vector>
 
-#include "server/accounts.h"
-#include "server/database.h"
-#include "server/datasets.h"
+#include "server_store/accounts.h"
+#include "server_store/database.h"
+#include "server_store/datasets.h"
 #include "server/jobs.h"
-#include "server/k8s_backend.h"
+#include "server_backends/k8s_backend.h"
 
 namespace httplib {
 class Server;

@@ -15,8 +15,8 @@
 #include "common/files.h"
 #include "common/random.h"
 #include "common/strings.h"
-#include "server/archive.h"
-#include "server/json_body.h"
+#include "server_store/archive.h"
+#include "server_store/json_body.h"
 #include "tessera/params.h"
 
 namespace tessera::server {

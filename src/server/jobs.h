@@ -25,11 +25,11 @@
 
 #include "sandbox/confined_dir.h"
 #include "sandbox/job_users.h"
-#include "server/backend.h"
-#include "server/database.h"
-#include "server/datasets.h"
-#include "server/job_spec.h"
-#include "server/scheduler.h"
+#include "server_backends/backend.h"
+#include "server_store/database.h"
+#include "server_store/datasets.h"
+#include "server_store/job_spec.h"
+#include "server_store/scheduler.h"
 
 namespace tessera::server {
 

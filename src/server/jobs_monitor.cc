@@ -11,7 +11,7 @@
 
 #include "common/files.h"
 #include "common/random.h"
-#include "server/archive.h"
+#include "server_store/archive.h"
 #include "server/jobs.h"
 
 namespace tessera::server {

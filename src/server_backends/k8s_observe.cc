@@ -1,5 +1,5 @@
 // A Kubernetes job's state from kubectl's JSON (see k8s_observe.h).
-#include "server/k8s_observe.h"
+#include "server_backends/k8s_observe.h"
 
 #include <algorithm>
 #include <map>

@@ -1,5 +1,5 @@
 // Strict JSON request bodies (see json_body.h).
-#include "server/json_body.h"
+#include "server_store/json_body.h"
 
 #include "common/strings.h"
 

@@ -1,5 +1,5 @@
 // The authorization table (see authz.h).
-#include "server/authz.h"
+#include "server_store/authz.h"
 
 namespace tessera::server {
 

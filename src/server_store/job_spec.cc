@@ -1,10 +1,10 @@
 // A job's submission and its JSON forms; quotas and usage as JSON (see job_spec.h).
-#include "server/job_spec.h"
+#include "server_store/job_spec.h"
 
 #include <algorithm>
 
 #include "common/strings.h"
-#include "server/json_body.h"
+#include "server_store/json_body.h"
 #include "spec/spec_json.h"
 #include "tessera/params.h"
 

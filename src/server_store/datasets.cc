@@ -1,5 +1,5 @@
 // The platform's uploads and their imports (see datasets.h); the data sets themselves: dataset_catalog.cc.
-#include "server/datasets.h"
+#include "server_store/datasets.h"
 
 #include <fcntl.h>
 #include <spdlog/spdlog.h>
@@ -19,7 +19,7 @@
 #include "common/strings.h"
 #include "dataset/dataset.h"
 #include "dataset/formats.h"
-#include "server/archive.h"
+#include "server_store/archive.h"
 #include "tessera/example.pb.h"
 
 namespace tessera::server {

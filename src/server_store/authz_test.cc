@@ -1,11 +1,11 @@
 // Unit tests of the authorization table and the credentials.
-#include "server/authz.h"
+#include "server_store/authz.h"
 
 #include <gtest/gtest.h>
 
 #include <set>
 
-#include "server/credentials.h"
+#include "server_store/credentials.h"
 
 namespace tessera::server {
 namespace {

@@ -1,5 +1,5 @@
 // Reading users' archives safely (see archive.h).
-#include "server/archive.h"
+#include "server_store/archive.h"
 
 #include <archive.h>
 #include <archive_entry.h>

@@ -1,5 +1,5 @@
 // Jobs as `tessera local` processes on the server's machine (see local_backend.h).
-#include "server/local_backend.h"
+#include "server_backends/local_backend.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -22,7 +22,7 @@
 #include "sandbox/confined_dir.h"
 #include "sandbox/job_users.h"
 #include "sandbox/sandbox_process.h"
-#include "server/job_spec.h"
+#include "server_store/job_spec.h"
 #include "spec/spec_json.h"
 #include "supervise/python_path.h"
 

@@ -1,5 +1,5 @@
 // What every backend shares (see backend.h).
-#include "server/backend.h"
+#include "server_backends/backend.h"
 
 #include <sys/stat.h>
 

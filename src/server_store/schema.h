@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "server/database.h"
+#include "server_store/database.h"
 
 namespace tessera::server {
 

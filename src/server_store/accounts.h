@@ -12,8 +12,8 @@
 #include <string>
 #include <vector>
 
-#include "server/authz.h"
-#include "server/database.h"
+#include "server_store/authz.h"
+#include "server_store/database.h"
 
 namespace tessera::server {
 

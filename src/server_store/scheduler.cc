@@ -1,5 +1,5 @@
 // The job scheduler's rules (see scheduler.h).
-#include "server/scheduler.h"
+#include "server_store/scheduler.h"
 
 #include <algorithm>
 #include <cstdio>

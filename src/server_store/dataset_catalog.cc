@@ -6,7 +6,7 @@
 #include "common/files.h"
 #include "common/random.h"
 #include "dataset/dataset.h"
-#include "server/datasets.h"
+#include "server_store/datasets.h"
 #include "tessera/example.pb.h"
 
 namespace tessera::server {

@@ -1,5 +1,5 @@
 // Jobs on Kubernetes through kubectl (see k8s_backend.h).
-#include "server/k8s_backend.h"
+#include "server_backends/k8s_backend.h"
 
 #include <spdlog/spdlog.h>
 
@@ -11,7 +11,7 @@
 #include "deploy/kubectl.h"
 #include "deploy/yaml_text.h"
 #include "sandbox/confined_dir.h"
-#include "server/k8s_observe.h"
+#include "server_backends/k8s_observe.h"
 
 namespace tessera::server {
 namespace {

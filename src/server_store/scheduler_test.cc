@@ -1,5 +1,5 @@
 // Tests of the scheduler's rules, case by case and as invariants over many random situations.
-#include "server/scheduler.h"
+#include "server_store/scheduler.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // The server's migrations (see schema.h).
-#include "server/schema.h"
+#include "server_store/schema.h"
 
 namespace tessera::server {
 

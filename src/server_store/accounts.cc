@@ -1,8 +1,8 @@
 // Accounts in the database (see accounts.h).
-#include "server/accounts.h"
+#include "server_store/accounts.h"
 
 #include "common/random.h"
-#include "server/credentials.h"
+#include "server_store/credentials.h"
 
 namespace tessera::server {
 namespace {

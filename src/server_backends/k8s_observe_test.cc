@@ -1,12 +1,12 @@
 // The Kubernetes backend's pure parts: a job's state from kubectl's JSON (pods being created,
 // a ready master, a pod that can never start, the trainers' Job complete or failed, the Job
 // gone), log names of pods, and the job spec a launch becomes (namespace, sub-paths, resources).
-#include "server/k8s_observe.h"
+#include "server_backends/k8s_observe.h"
 
 #include <gtest/gtest.h>
 
 #include "deploy/k8s_manifests.h"
-#include "server/k8s_backend.h"
+#include "server_backends/k8s_backend.h"
 
 namespace tessera::server {
 namespace {

@@ -26,7 +26,7 @@
 #include <thread>
 #include <vector>
 
-#include "server/database.h"
+#include "server_store/database.h"
 
 namespace tessera::server {
 

@@ -1,5 +1,5 @@
 // Password hashing and tokens (see credentials.h).
-#include "server/credentials.h"
+#include "server_store/credentials.h"
 
 #include <sodium.h>
 

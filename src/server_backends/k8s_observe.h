@@ -7,7 +7,7 @@
 #include <string>
 #include <vector>
 
-#include "server/backend.h"
+#include "server_backends/backend.h"
 
 namespace tessera::server {
 

@@ -20,7 +20,7 @@
 #include <set>
 
 #include "common/cgroup.h"
-#include "server/backend.h"
+#include "server_backends/backend.h"
 
 namespace tessera::server {
 

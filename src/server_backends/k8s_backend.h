@@ -13,7 +13,7 @@
 #include <mutex>
 #include <string>
 
-#include "server/backend.h"
+#include "server_backends/backend.h"
 #include "spec/job_spec.h"
 
 namespace tessera::server {

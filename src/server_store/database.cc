@@ -1,5 +1,5 @@
 // The two database backends and the migrations (see database.h).
-#include "server/database.h"
+#include "server_store/database.h"
 
 #include <SQLiteCpp/SQLiteCpp.h>
 #include <fmt/format.h>

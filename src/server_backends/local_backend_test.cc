@@ -2,8 +2,8 @@
 // training, placed where the job sees its store and code.
 #include <gtest/gtest.h>
 
-#include "server/job_spec.h"
-#include "server/local_backend.h"
+#include "server_store/job_spec.h"
+#include "server_backends/local_backend.h"
 #include "spec/spec_json.h"
 
 namespace tessera::server {

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "server/scheduler.h"
+#include "server_store/scheduler.h"
 #include "spec/job_spec.h"
 #include "tessera/status.h"
 
