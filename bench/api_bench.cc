@@ -16,11 +16,11 @@
 #include "common/files.h"
 #include "harness/postgres.h"
 #include "harness/subprocess.h"
-#include "server/database.h"
-#include "server/datasets.h"
 #include "server/jobs.h"
-#include "server/local_backend.h"
-#include "server/schema.h"
+#include "server_backends/local_backend.h"
+#include "server_store/database.h"
+#include "server_store/datasets.h"
+#include "server_store/schema.h"
 
 namespace tessera::bench {
 namespace {

@@ -1,11 +1,11 @@
 // Accounts on both database backends: sign-up (with its namespace), login, sessions and API
 // tokens (use, expiry, revocation, another user's token), approval, roles, the audit log.
-#include "server/accounts.h"
+#include "server_store/accounts.h"
 
 #include <gtest/gtest.h>
 
 #include "server/db_fixture.h"
-#include "server/schema.h"
+#include "server_store/schema.h"
 
 namespace tessera::server {
 namespace {

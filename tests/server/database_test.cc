@@ -1,7 +1,7 @@
 // The platform server's database layer against a real SQLite file and a real PostgreSQL (started
 // on a temp dir): the same SQL on both, placeholders, NULLs, unique violations, transactions that
 // roll back, and migrations applied once and refused when the database is newer.
-#include "server/database.h"
+#include "server_store/database.h"
 
 #include <gtest/gtest.h>
 

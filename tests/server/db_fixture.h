@@ -10,7 +10,7 @@
 
 #include "common/files.h"
 #include "harness/postgres.h"
-#include "server/database.h"
+#include "server_store/database.h"
 
 namespace tessera::server {
 
