@@ -26,6 +26,7 @@
 
 #include "bench_etcd.h"
 #include "checkpoint/checkpoint_choice.h"
+#include "checkpoint/checkpoint_file.h"
 #include "client/master_client.h"
 #include "common/clock.h"
 #include "common/files.h"
@@ -36,7 +37,6 @@
 #include "harness/job_probe.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
-#include "pserver/checkpoint_file.h"
 #include "tessera/client.h"
 
 namespace tessera::bench {

@@ -10,13 +10,14 @@
 #include <random>
 
 #include "bench_etcd.h"
+#include "checkpoint/checkpointer.h"
 #include "checkpoint/delta_policy.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/strings.h"
 #include "coord/keys.h"
 #include "harness/etcd_server.h"
-#include "pserver/checkpointer.h"
+#include "pserver/shard_store.h"
 
 namespace tessera::bench {
 namespace {

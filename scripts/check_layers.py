@@ -24,8 +24,9 @@ import sys
 LAYERS = [
     ["common"],
     ["security", "sandbox"],
-    ["coord", "transport", "recordio", "model_file", "checkpoint"],
+    ["coord", "transport", "recordio", "model_file"],
     ["job", "dataset"],
+    ["checkpoint"],
     ["pserver", "client", "spec", "supervise"],
     ["master"],
     ["api"],

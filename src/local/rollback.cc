@@ -6,13 +6,13 @@
 #include <set>
 
 #include "checkpoint/checkpoint_choice.h"
+#include "checkpoint/checkpoint_file.h"
 #include "checkpoint/checkpoint_probe.h"
 #include "common/strings.h"
 #include "coord/keys.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
 #include "master/position.h"
-#include "pserver/checkpoint_file.h"
 
 namespace tessera::local {
 

@@ -1,7 +1,7 @@
 // Incremental checkpoints at the store level: a delta holds exactly the rows changed and the keys
 // dropped since the copy before it, and a base with its deltas applied restores the very shard
 // that was copied, through random pushes, new rows, evictions and budgets, over many rounds.
-#include "pserver/checkpoint_delta.h"
+#include "checkpoint/checkpoint_delta.h"
 
 #include <gtest/gtest.h>
 
@@ -9,7 +9,7 @@
 #include <numeric>
 #include <random>
 
-#include "pserver/checkpoint_file.h"
+#include "checkpoint/checkpoint_file.h"
 
 namespace tessera {
 namespace {

@@ -2,9 +2,9 @@
 // restored from a snapshot equals the original and refuses one that does not fit.
 #include <gtest/gtest.h>
 
+#include "checkpoint/checkpoint_file.h"
 #include "common/files.h"
 #include "job/slot_map.h"
-#include "pserver/checkpoint_file.h"
 
 namespace tessera {
 namespace {

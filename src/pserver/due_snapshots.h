@@ -13,8 +13,8 @@
 #include <deque>
 #include <optional>
 
+#include "checkpoint/checkpoint_file.h"
 #include "common/mutex.h"
-#include "pserver/checkpoint_file.h"
 
 namespace tessera {
 

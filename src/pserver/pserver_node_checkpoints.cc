@@ -2,10 +2,10 @@
 // at the versions its snapshot queue took (consistent checkpoints) or by time and steps.
 #include <spdlog/spdlog.h>
 
+#include "checkpoint/checkpointer.h"
 #include "common/clock.h"
 #include "common/logging.h"
 #include "common/metrics.h"
-#include "pserver/checkpointer.h"
 #include "pserver/pserver_node.h"
 #include "pserver/pserver_service.h"
 

@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
+#include "checkpoint/checkpointer.h"
 #include "common/clock.h"
 #include "coord/registry.h"
 #include "job/replica_map.h"
-#include "pserver/checkpointer.h"
 #include "pserver/pserver_node_startup.h"
 #include "pserver/replica_streams.h"
 #include "pserver/shard_router.h"

@@ -37,12 +37,12 @@
 #include <string_view>
 #include <vector>
 
+#include "checkpoint/checkpoint_file.h"
 #include "checkpoint/delta_policy.h"
 #include "common/metrics.h"
 #include "common/mutex.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
-#include "pserver/checkpoint_file.h"
 #include "pserver/consistency.h"
 #include "pserver/due_snapshots.h"
 #include "pserver/export_cuts.h"

@@ -5,7 +5,7 @@
 // over with Promote().
 #include <spdlog/spdlog.h>
 
-#include "pserver/checkpoint_file.h"
+#include "checkpoint/checkpoint_file.h"
 #include "pserver/pserver_service.h"
 
 namespace tessera {

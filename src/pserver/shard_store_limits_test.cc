@@ -4,7 +4,7 @@
 
 #include <vector>
 
-#include "pserver/checkpoint_file.h"
+#include "checkpoint/checkpoint_file.h"
 #include "pserver/initializer.h"
 #include "pserver/shard_store.h"
 

@@ -8,12 +8,12 @@
 #include <nlohmann/json.hpp>
 #include <regex>
 
+#include "checkpoint/checkpoint_choice.h"
+#include "checkpoint/checkpoint_file.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
 #include "harness/job_probe.h"
 #include "local/local_fixture.h"
-#include "checkpoint/checkpoint_choice.h"
-#include "pserver/checkpoint_file.h"
 
 namespace tessera::testing {
 namespace {

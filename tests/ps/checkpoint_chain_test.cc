@@ -6,9 +6,10 @@
 
 #include <fstream>
 
+#include "checkpoint/checkpointer.h"
 #include "checkpoint/delta_policy.h"
 #include "ps/ps_fixture.h"
-#include "pserver/checkpointer.h"
+#include "pserver/shard_store.h"
 
 namespace tessera::testing {
 namespace {

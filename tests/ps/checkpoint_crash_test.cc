@@ -10,9 +10,9 @@
 #include <random>
 #include <set>
 
+#include "checkpoint/checkpointer.h"
 #include "checkpoint_writer.h"
 #include "ps/ps_fixture.h"
-#include "pserver/checkpointer.h"
 
 namespace tessera::testing {
 namespace {

@@ -16,11 +16,12 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "checkpoint/checkpointer.h"
 #include "checkpoint/delta_policy.h"
 #include "coord/etcd_client.h"
 #include "coord/keys.h"
 #include "job/slot_map.h"
-#include "pserver/checkpointer.h"
+#include "pserver/shard_store.h"
 
 using namespace tessera;
 using namespace tessera::testing;

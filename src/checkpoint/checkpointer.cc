@@ -1,12 +1,12 @@
 // Checkpointer (see checkpointer.h).
-#include "pserver/checkpointer.h"
+#include "checkpoint/checkpointer.h"
 
 #include <spdlog/spdlog.h>
 
 #include <filesystem>
 
+#include "checkpoint/checkpoint_delta.h"
 #include "coord/keys.h"
-#include "pserver/checkpoint_delta.h"
 
 namespace tessera {
 

@@ -4,7 +4,7 @@
 
 #include <span>
 
-#include "pserver/shard_store.h"
+#include "checkpoint/shard_snapshot.h"
 #include "tessera/status.h"
 
 namespace tessera {

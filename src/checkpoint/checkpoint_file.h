@@ -21,7 +21,7 @@
 #include <string>
 
 #include "checkpoint/checkpoint_probe.h"
-#include "pserver/shard_store.h"
+#include "checkpoint/shard_snapshot.h"
 #include "tessera/status.h"
 
 namespace tessera {

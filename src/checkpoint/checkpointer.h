@@ -24,9 +24,9 @@
 #include <string>
 
 #include "checkpoint/checkpoint_choice.h"
+#include "checkpoint/checkpoint_file.h"
 #include "checkpoint/delta_policy.h"
 #include "coord/etcd_client.h"
-#include "pserver/checkpoint_file.h"
 
 namespace tessera {
 

@@ -1,5 +1,5 @@
 // Delta checkpoints applied to their base (see checkpoint_delta.h).
-#include "pserver/checkpoint_delta.h"
+#include "checkpoint/checkpoint_delta.h"
 
 #include <absl/container/flat_hash_map.h>
 

@@ -1,5 +1,5 @@
 // Checkpoint files (see checkpoint_file.h).
-#include "pserver/checkpoint_file.h"
+#include "checkpoint/checkpoint_file.h"
 
 #include <cstring>
 #include <filesystem>
