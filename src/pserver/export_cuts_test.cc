@@ -143,8 +143,12 @@ TEST(ExportCutsTest, RandomHistoriesKeepEveryCutAtItsVersion) {
             ASSERT_EQ(target[id], version);
             for (uint64_t x : c.VersionReached(version)) c.Put(x, std::make_shared<int>(version));
           }
-          if (a == Action::kWait) ASSERT_GT(target[id], version);
-          if (a == Action::kPassed) ASSERT_LT(target[id], version);
+          if (a == Action::kWait) {
+            ASSERT_GT(target[id], version);
+          }
+          if (a == Action::kPassed) {
+            ASSERT_LT(target[id], version);
+          }
           break;
         }
         case 1:  // a barrier
@@ -158,7 +162,9 @@ TEST(ExportCutsTest, RandomHistoriesKeepEveryCutAtItsVersion) {
           c.Release(id);
           break;
         default:
-          if (auto cut = c.Get(id, now)) ASSERT_EQ(*cut, target[id]) << "seed " << seed;
+          if (auto cut = c.Get(id, now)) {
+            ASSERT_EQ(*cut, target[id]) << "seed " << seed;
+          }
       }
       ASSERT_LE(c.size(), 3u);
       ASSERT_FALSE(c.state(id) == State::kReady && target[id] > version);

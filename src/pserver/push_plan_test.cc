@@ -26,7 +26,9 @@ TEST(PushPlanTest, EveryVerdictAndFactsGiveThePlanTheRulesSay) {
       // A retry or a late push changes nothing but the late count and where its trainer goes on.
       EXPECT_EQ(p.late, v == V::kLate);
       EXPECT_EQ(p.new_data, v == V::kHold || v == V::kApply);
-      if (!p.new_data) EXPECT_FALSE(p.counts || p.hold || p.apply_now || p.prepare_pull);
+      if (!p.new_data) {
+        EXPECT_FALSE(p.counts || p.hold || p.apply_now || p.prepare_pull);
+      }
       // Sync holds, async applies at once, and only a gradient with samples.
       EXPECT_EQ(p.hold, v == V::kHold);
       EXPECT_EQ(p.apply_now, v == V::kApply && f.samples > 0);

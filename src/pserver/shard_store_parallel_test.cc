@@ -57,7 +57,9 @@ void Compare(const std::string& optimizer, int dim, int threads, uint32_t seed) 
     }
     ASSERT_EQ(one.Snapshot(), many.Snapshot()) << "round " << round;
     ASSERT_EQ(one.DeltaBytes(), many.DeltaBytes()) << "round " << round;
-    if (round == 6) ASSERT_EQ(one.CheckpointSnapshot(false), many.CheckpointSnapshot(false));
+    if (round == 6) {
+      ASSERT_EQ(one.CheckpointSnapshot(false), many.CheckpointSnapshot(false));
+    }
   }
   ASSERT_EQ(one.CheckpointSnapshot(true), many.CheckpointSnapshot(true));
 }
@@ -225,8 +227,9 @@ TEST(ShardStoreParallelTest, DenseUpdatesWriteTheirNewValuesWhereAsked) {
         const float* values = copying.DenseValues(*updates[u].param, updates[u].block);
         ASSERT_EQ(first[u], std::vector<float>(values, values + first[u].size()))
             << "step " << step << " update " << u;
-        if (to[u].size() == 2)
+        if (to[u].size() == 2) {
           ASSERT_EQ(second[u], std::vector<float>(values, values + second[u].size())) << "step " << step;
+        }
       }
     }
     // The same block twice: the reply gets the values after both.
@@ -343,7 +346,9 @@ TEST(ShardStoreParallelTest, AReplyInPlaceIsWrittenInItsOrderAndSaysHowFarItHasG
     EXPECT_GT(pool.runs(), runs) << c;
     const float* v = told.DenseValues("a", 1);
     EXPECT_EQ(other, std::vector<float>(v, v + 40000)) << c;
-    if (c == 2) EXPECT_TRUE(std::equal(other.begin(), other.end(), reply.begin() + 40000));
+    if (c == 2) {
+      EXPECT_TRUE(std::equal(other.begin(), other.end(), reply.begin() + 40000));
+    }
   }
 }
 
