@@ -179,8 +179,10 @@ Handle ClientImpl::PushPullAndWait(const Gradients& grads) {
   const int64_t step = step_.load();
   std::shared_ptr<Handle::State> state = DoPush(grads, PushMode::kPushPullAndWait);
   Handle h(state);
-  if (!h.Wait().ok() || WhoScans(job_, options_.allow_nonfinite, /*waited=*/true) != NonFiniteScan::kPserver)
-    return h;
+  // Only where the pserver scanned (else DoPush judged the scan itself) does its finding count here.
+  const bool pserver_scanned =
+      WhoScans(job_, options_.allow_nonfinite, /*waited=*/true) == NonFiniteScan::kPserver;
+  if (!h.Wait().ok() || !pserver_scanned) return h;
   if (state->dropped.empty()) {
     nonfinite_.Clean();
     return h;

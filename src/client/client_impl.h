@@ -1,7 +1,7 @@
 // ClientImpl: the trainer client behind include/tessera/client.h, a thin shell around the pure
 // rules of client_rules.h. Its parts live in three files:
 //   client.cc          connecting, the public operations (push, pull, sparse), dispatch, closing
-//   client_join.cc     registration, initialization under the init lock, the start-step join
+//   client_join.cc     initialization under the init lock, the start-step join
 //   pserver_link.cc    one worker per pserver running requests with retry (PserverLink)
 //   trainer_membership.cc  the lease and the registration
 //   link_recovery.cc   what a link asks when it meets a restarted pserver (PserverLink::Owner)

@@ -11,7 +11,9 @@
 namespace tessera {
 
 void PserverService::PublishChanges() {
-  if (backup_) return replicas_.Discard();
+  // Without an outbox (no replicas, the common case) nothing is recorded and the consistency
+  // state is not exported: this runs after every request.
+  if (backup_ || !replicas_.recording()) return replicas_.Discard();
   replicas_.Publish(consistency_->Export(), epoch_.load());
 }
 
