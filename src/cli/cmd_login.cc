@@ -8,6 +8,7 @@
 
 #include "cli/commands.h"
 #include "cli/remote_flags.h"
+#include "common/net.h"
 
 namespace tessera::cli {
 namespace {
@@ -42,12 +43,6 @@ StatusOr<std::string> ReadPassword(bool from_stdin, const std::string& prompt) {
   std::fprintf(stderr, "\n");
   if (!got) return Status::Cancelled("no password given");
   return pw;
-}
-
-std::string HostName() {
-  char h[256] = {0};
-  ::gethostname(h, sizeof h - 1);
-  return h;
 }
 
 StatusOr<std::unique_ptr<remote::ApiClient>> Anonymous(const LoginFlags& f, std::string* server) {

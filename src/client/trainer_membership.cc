@@ -7,21 +7,12 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/net.h"
 #include "common/strings.h"
 #include "coord/keys.h"
 #include "coord/registry.h"
 
 namespace tessera {
-namespace {
-
-std::string Hostname() {
-  char buf[256] = {0};
-  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
-  return buf;
-}
-
-}  // namespace
-
 TrainerMembership::TrainerMembership(etcd::EtcdClient* etcd, Options options, const ClientLimits& limits)
     : etcd_(etcd), options_(std::move(options)), limits_(limits) {}
 
@@ -44,7 +35,7 @@ StatusOr<std::unique_ptr<TrainerMembership>> TrainerMembership::Join(etcd::EtcdC
 }
 
 Status TrainerMembership::Register() {
-  info_ = {{"host", Hostname()},
+  info_ = {{"host", HostName()},
            {"pid", static_cast<int64_t>(::getpid())},
            {"started_ms", WallMillis()},
            {"transport_wanted", options_.transport}};

@@ -119,4 +119,10 @@ int FreePortPair() {
   return 0;
 }
 
+std::string HostName() {
+  char buf[256] = {0};
+  if (::gethostname(buf, sizeof buf - 1) != 0) return "unknown";
+  return buf;
+}
+
 }  // namespace tessera

@@ -32,4 +32,7 @@ Status ProbeTcp(const std::string& address, std::chrono::milliseconds timeout);
 // route leads there.
 StatusOr<std::string> SourceAddressToward(const std::string& address);
 
+// This machine's host name (gethostname), or "unknown" when it cannot be read.
+std::string HostName();
+
 }  // namespace tessera

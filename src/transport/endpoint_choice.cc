@@ -6,6 +6,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "common/net.h"
+
 namespace tessera {
 namespace {
 
@@ -61,13 +63,11 @@ StatusOr<EndpointChoice> ChooseEndpoint(const PserverEndpoints& offered, Transpo
 }
 
 std::string HostIdentity() {
-  char host[256] = {0};
-  ::gethostname(host, sizeof host - 1);
   std::string boot;
   std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
   char ns[128] = {0};
   ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof ns - 1);
-  return std::string(host) + "/" + boot + "/" + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "net:?");
+  return HostName() + "/" + boot + "/" + (n > 0 ? std::string(ns, static_cast<size_t>(n)) : "net:?");
 }
 
 }  // namespace tessera
