@@ -7,17 +7,18 @@
 #include <cstdio>
 #include <filesystem>
 
-#include "cli/spec_flags.h"
-#include "spec/spec_settings.h"
 #include "cli/commands.h"
 #include "cli/etcd_flags.h"
 #include "cli/signals.h"
+#include "cli/spec_flags.h"
 #include "common/busy_poll.h"
 #include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/progress.h"
-#include "local/spec_options.h"
+#include "common/strings.h"
 #include "local/supervisor.h"
+#include "local/trainer_counts.h"
+#include "spec/spec_settings.h"
 
 namespace tessera::cli {
 namespace {
@@ -36,7 +37,7 @@ int RunLocalCmd(local::LocalOptions o) {
     stop = true;
   });
   LogOptions lo;
-  lo.job = o.job;
+  lo.job = o.spec.name;
   lo.node = "local";
   if (Status s = InitLogging(lo); !s.ok()) return Fail("local", s);
   o.tessera_bin = SelfPath();
@@ -44,13 +45,9 @@ int RunLocalCmd(local::LocalOptions o) {
   if (o.resume && o.run_dir.empty()) {
     return Fail("local", Status::InvalidArgument("--resume needs --run DIR (the run to continue)"));
   }
-  if (o.run_dir.empty()) o.run_dir = "runs/" + o.job + "-" + std::to_string(::getpid());
-  o.run_dir = std::filesystem::absolute(o.run_dir).lexically_normal().string();
-  if (!o.store.empty()) o.store = std::filesystem::absolute(o.store).lexically_normal().string();
-  if (!o.checkpoint_dir.empty())
-    o.checkpoint_dir = std::filesystem::absolute(o.checkpoint_dir).lexically_normal().string();
-  if (!o.scale_file.empty())
-    o.scale_file = std::filesystem::absolute(o.scale_file).lexically_normal().string();
+  if (o.run_dir.empty()) o.run_dir = "runs/" + o.spec.name + "-" + std::to_string(::getpid());
+  for (std::string* path : {&o.run_dir, &o.spec.store.path, &o.spec.checkpoints.path, &o.scale_file})
+    if (!path->empty()) *path = std::filesystem::absolute(*path).lexically_normal().string();
   auto r = local::RunLocal(o, &stop, &stop_following);
   if (!r.ok()) return Fail("local", r.status());
   if (!r->completed) {
@@ -58,55 +55,63 @@ int RunLocalCmd(local::LocalOptions o) {
                  o.run_dir.c_str());
     return signals.received() ? 128 + signals.received() : 1;
   }
-  std::printf("job %s finished: %s\nmodel saved to %s\nrun directory %s (logs, result.json)\n", o.job.c_str(),
-              r->metrics.c_str(), r->model_path.c_str(), o.run_dir.c_str());
+  std::printf("job %s finished: %s\nmodel saved to %s\nrun directory %s (logs, result.json)\n",
+              o.spec.name.c_str(), r->metrics.c_str(), r->model_path.c_str(), o.run_dir.c_str());
   return 0;
 }
 
-// With --spec: the options are the spec's, then each flag given on the command line (or by its
-// environment variable) over them. A trainer given by flag replaces the spec's of the other kind.
+// With --spec: the job is the spec's, then each flag given on the command line (or by its
+// environment variable) over it. A trainer given by flag replaces the spec's of the other kind.
 Status OptionsFromSpec(const std::string& path, const std::vector<std::string>& settings, CLI::App* cmd,
                        const CLI::Option* spec_opt, local::LocalOptions* o) {
   TESSERA_ASSIGN_OR_RETURN(auto file, spec::LoadSpecFile(path, settings, spec::Where::kThisMachine));
-  const spec::JobSpec& s = file.spec;
   *o = local::LocalOptions{};
-  TESSERA_RETURN_IF_ERROR(local::ApplySpec(s, o));
+  o->spec = std::move(file.spec);
   for (CLI::Option* opt : cmd->get_options())
     if (opt != spec_opt && opt->count() > 0) opt->run_callback();
   const bool model_flag = cmd->count(flags::kModel) > 0, cmd_flag = cmd->count("--trainer-cmd") > 0;
-  if (model_flag && !cmd_flag) o->trainer_cmd.clear();
-  if (cmd_flag && !model_flag) o->model.clear();
-  // Fewer trainers by flag: the first step cannot wait for more than run.
-  if (cmd->count("--trainers") > 0 && cmd->count("--min-trainers") == 0)
-    o->min_trainers = std::min(o->min_trainers, o->trainers);
+  if (model_flag && !cmd_flag) o->spec.command.clear();
+  if (cmd_flag && !model_flag) o->spec.model.clear();
   return Status::OK();
 }
 
-// The job itself: its trainer, its topology, its training.
-void AddJobFlags(CLI::App* cmd, local::LocalOptions* o) {
-  cmd->add_option(flags::kModel, o->model, "built-in model: mlp, logreg or word2vec");
-  cmd->add_option("--trainer-cmd", o->trainer_cmd, "your trainer command, run through /bin/sh");
-  cmd->add_option(flags::kModelArg, o->model_args, "model setting key=value (repeatable)");
-  cmd->add_option(flags::kBatchSize, o->batch_size, "records per step per trainer")->capture_default_str();
-  cmd->add_option("--pservers", o->pservers,
+// The trainer counts from --trainers and --min-trainers (local/trainer_counts.h).
+void SettleTrainers(const CLI::App& cmd, int min_trainers, bool from_spec, local::LocalOptions* o) {
+  local::TrainerFlags given;
+  if (cmd.count("--trainers") > 0) given.trainers = o->spec.trainers_max;
+  if (cmd.count("--min-trainers") > 0) given.min_trainers = min_trainers;
+  local::SettleTrainerCounts(given, from_spec, &o->spec);
+}
+
+// The job itself: its trainer, its topology, its training. `min_trainers`: --min-trainers' value.
+void AddJobFlags(CLI::App* cmd, local::LocalOptions* o, int* min_trainers) {
+  spec::JobSpec& s = o->spec;
+  cmd->add_option(flags::kModel, s.model, "built-in model: mlp, logreg or word2vec");
+  cmd->add_option_function<std::string>(
+      "--trainer-cmd", [o](const std::string& c) { o->spec.command = spec::ShellCommand(c); },
+      "your trainer command, run through /bin/sh");
+  cmd->add_option(flags::kModelArg, s.model_args, "model setting key=value (repeatable)");
+  cmd->add_option(flags::kBatchSize, s.batch_size, "records per step per trainer")->capture_default_str();
+  cmd->add_option("--pservers", s.pservers,
                   "parameter servers (an elastic job's shards: the most it can run)")
       ->capture_default_str();
   cmd->add_option(
-         "--start-pservers", o->start_pservers,
+         "--start-pservers", s.start_pservers,
          "elastic: start this many pservers (1..--pservers) and add or remove some while the job runs "
          "with `tessera local scale --pservers N`; shards move between them live (0: not elastic)")
       ->capture_default_str();
-  cmd->add_option("--trainers", o->trainers, "trainers")->capture_default_str();
-  cmd->add_option("--min-trainers", o->min_trainers,
+  cmd->add_option("--trainers", s.trainers_max, "trainers")->capture_default_str();
+  cmd->add_option("--min-trainers", *min_trainers,
                   "sync: the first step waits for this many trainers (0: all of --trainers)")
       ->capture_default_str();
-  cmd->add_option("--standby-masters", o->standby_masters, "standby masters")->capture_default_str();
-  cmd->add_option("--mode", o->mode, "sync, async or ssp:S")->capture_default_str();
-  cmd->add_option("--optimizer", o->optimizer,
+  cmd->add_option_function<int>(
+      "--standby-masters", [o](int n) { o->spec.masters = 1 + n; }, "standby masters (default 0)");
+  cmd->add_option("--mode", s.mode, "sync, async or ssp:S")->capture_default_str();
+  cmd->add_option("--optimizer", s.optimizer,
                   "server-side optimizer: sgd, momentum, adagrad, adam or ftrl, with settings, e.g. "
                   "adam:lr=0.001 or ftrl:alpha=0.5,beta=1,l1=0.001,l2=0.001")
       ->capture_default_str();
-  cmd->add_option(flags::kPasses, o->passes, "passes over the data")->capture_default_str();
+  cmd->add_option(flags::kPasses, s.passes, "passes over the data")->capture_default_str();
 }
 
 // How this run goes: following a data set, a secured etcd, scaling by file, resuming.
@@ -128,41 +133,42 @@ void AddRunFlags(CLI::App* cmd, local::LocalOptions* o) {
 
 // Checkpoints, replicas and backups, tasks and leases, the data plane.
 void AddRecoveryAndTransportFlags(CLI::App* cmd, local::LocalOptions* o) {
-  cmd->add_option(flags::kCheckpointEvery, o->checkpoint_every,
+  spec::JobSpec& s = o->spec;
+  cmd->add_option(flags::kCheckpointEvery, s.checkpoint_every,
                   "pservers checkpoint their shards every S seconds (0: no checkpoints)")
       ->capture_default_str();
-  cmd->add_option(flags::kCheckpointDir, o->checkpoint_dir,
+  cmd->add_option(flags::kCheckpointDir, s.checkpoints.path,
                   "where the pservers keep their checkpoints (default RUN/checkpoints)");
   cmd->add_option(
-         "--checkpoint-steps", o->checkpoint_steps,
+         "--checkpoint-steps", s.checkpoint_steps,
          "sync: consistent checkpoints at every multiple of N steps (all pservers at the same version, "
          "with the data position); a lost pserver rolls the whole job back to the newest one, and "
          "--resume continues from it (0: off)")
       ->capture_default_str();
   cmd->add_option(
-         "--backup-trainers", o->backup_trainers,
+         "--backup-trainers", s.backup_trainers,
          "sync: a step closes once all but this many trainers pushed; a later push is dropped and its "
          "trainer goes on (a slow trainer does not hold the job back; < --trainers)")
       ->capture_default_str();
-  cmd->add_option("--replicas", o->replicas,
+  cmd->add_option("--replicas", s.replicas,
                   "copies of every shard, each on a different pserver (1..--pservers): a pserver that is "
                   "lost is replaced by a backup at once, nothing rolled back")
       ->capture_default_str();
   cmd->add_option(
-         "--nonfinite", o->nonfinite,
+         "--nonfinite", s.nonfinite,
          "a gradient with NaN or infinity: skip (the step goes on without it; logged and counted) or "
          "error (the trainer's push fails)")
       ->check(CLI::IsMember({"skip", "error"}))
       ->capture_default_str();
-  cmd->add_option(flags::kChunksPerTask, o->chunks_per_task,
+  cmd->add_option(flags::kChunksPerTask, s.chunks_per_task,
                   "chunks in one task; 0: as many as hold about 4 MiB of records, while a pass keeps at "
                   "least 8 tasks (4 a trainer)")
       ->capture_default_str();
-  cmd->add_option(flags::kTaskTimeout, o->task_timeout_s, "seconds before a pending task is handed out again")
+  cmd->add_option(flags::kTaskTimeout, s.task_timeout, "seconds before a pending task is handed out again")
       ->capture_default_str();
-  cmd->add_option(flags::kLeaseTtl, o->lease_ttl_seconds, "lease TTL of every process, in seconds")
+  cmd->add_option(flags::kLeaseTtl, s.lease_ttl, "lease TTL of every process, in seconds")
       ->capture_default_str();
-  cmd->add_option(flags::kTransport, o->transport,
+  cmd->add_option(flags::kTransport, s.transport,
                   "data plane between trainers and pservers: auto (shared memory here), shm, tcp or grpc")
       ->check(CLI::IsMember({"auto", "tcp", "shm", "grpc"}))
       ->capture_default_str();
@@ -235,16 +241,19 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
   auto spec_settings = std::make_shared<std::vector<std::string>>();
   AddSpecSettings(cmd, spec_opt, spec_settings.get());
   cmd->add_option("--run", o->run_dir, "run directory (default: runs/<job>-<pid>)");
-  cmd->add_option(flags::kJob, o->job, "job name")->capture_default_str();
-  cmd->add_option(flags::kEtcd, o->etcd, "use this etcd (host:port) instead of starting one");
-  cmd->add_option(flags::kStore, o->store, "data set store (required)")->envname(flags::kEnvStore);
-  cmd->add_option(flags::kDataset, o->dataset, "data set to train on (required)");
-  cmd->add_option(flags::kEvalDataset, o->eval_dataset, "held-out data set evaluated after each pass");
-  AddJobFlags(cmd, o.get());
+  cmd->add_option(flags::kJob, o->spec.name, "job name")->capture_default_str();
+  cmd->add_option_function<std::string>(
+      flags::kEtcd, [o](const std::string& e) { o->spec.etcd_endpoints = Split(e, ','); },
+      "use this etcd (host:port[,host:port...]) instead of starting one");
+  cmd->add_option(flags::kStore, o->spec.store.path, "data set store (required)")->envname(flags::kEnvStore);
+  cmd->add_option(flags::kDataset, o->spec.dataset, "data set to train on (required)");
+  cmd->add_option(flags::kEvalDataset, o->spec.eval_dataset, "held-out data set evaluated after each pass");
+  auto min_trainers = std::make_shared<int>(0);
+  AddJobFlags(cmd, o.get(), min_trainers.get());
   AddRunFlags(cmd, o.get());
   AddRecoveryAndTransportFlags(cmd, o.get());
   RegisterLocalScale(cmd, exit_code);
-  cmd->callback([o, cmd, spec_opt, spec_path, spec_settings, exit_code] {
+  cmd->callback([o, cmd, spec_opt, spec_path, spec_settings, min_trainers, exit_code] {
     if (cmd->got_subcommand("scale")) return;
     if (!spec_path->empty()) {
       if (Status s = OptionsFromSpec(*spec_path, *spec_settings, cmd, spec_opt, o.get()); !s.ok()) {
@@ -252,6 +261,7 @@ void RegisterLocal(CLI::App& app, int* exit_code) {
         return;
       }
     }
+    SettleTrainers(*cmd, *min_trainers, /*from_spec=*/!spec_path->empty(), o.get());
     *exit_code = RunLocalCmd(*o);
   });
 }

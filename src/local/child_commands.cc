@@ -12,7 +12,6 @@
 #include "common/flag_names.h"
 #include "common/math_threads.h"
 #include "common/net.h"
-#include "local/spec_options.h"
 #include "spec/role_argv.h"
 #include "supervise/python_path.h"
 
@@ -24,7 +23,7 @@ namespace {
 
 // Every trainer and pserver runs here.
 std::optional<int> BusyPoll(const LocalOptions& o) {
-  return HostBusyPoll(o.busy_poll_us, HostCores(), o.trainers + o.pservers, ::getenv);
+  return HostBusyPoll(o.busy_poll_us, HostCores(), o.spec.trainers_max + o.spec.pservers, ::getenv);
 }
 
 }  // namespace
@@ -43,7 +42,7 @@ EtcdCommand EtcdArgv(const LocalOptions& o) {
 // The job's spec as its roles' command lines read it (spec/role_argv.h): the run's checkpoint
 // directory and history file.
 spec::JobSpec RoleSpec(const LocalOptions& o) {
-  spec::JobSpec s = SpecOf(o);
+  spec::JobSpec s = o.spec;
   s.checkpoints.path = CheckpointDirOf(o);
   s.history_file = o.run_dir + "/history.jsonl";
   return s;
@@ -54,7 +53,8 @@ std::vector<std::string> PserverArgv(const LocalOptions& o, const std::string& e
   const spec::JobSpec s = RoleSpec(o);
   std::vector<std::string> argv = {o.tessera_bin};
   for (auto& a : spec::PserverArgs(s, spec::PortChoice::kLocal)) argv.push_back(std::move(a));
-  argv.insert(argv.end(), {flags::kEtcd, etcd, flags::kJob, o.job, flags::kIndex, std::to_string(index)});
+  argv.insert(argv.end(),
+              {flags::kEtcd, etcd, flags::kJob, o.spec.name, flags::kIndex, std::to_string(index)});
   // A resumed run loads the checkpoints its earlier run kept, whether or not it keeps more.
   if (with_checkpoints && !s.keeps_checkpoints())
     argv.insert(argv.end(), {flags::kCheckpointDir, s.checkpoints.path});
@@ -66,10 +66,10 @@ std::vector<std::string> MasterArgv(const LocalOptions& o, const std::string& et
   std::vector<std::string> argv = {o.tessera_bin};
   for (auto& a : spec::MasterArgs(RoleSpec(o), spec::PortChoice::kLocal)) argv.push_back(std::move(a));
   argv.insert(argv.end(),
-              {flags::kEtcd, etcd, flags::kJob, o.job,
+              {flags::kEtcd, etcd, flags::kJob, o.spec.name,
                // A small data set is cut so that every trainer (and any added later) has work.
-               flags::kMinTasks, std::to_string(std::max(8, 4 * o.trainers)), flags::kMinTaskRecords,
-               std::to_string(o.batch_size), flags::kLogDir, o.run_dir + "/logs"});
+               flags::kMinTasks, std::to_string(std::max(8, 4 * o.spec.trainers_max)), flags::kMinTaskRecords,
+               std::to_string(o.spec.batch_size), flags::kLogDir, o.run_dir + "/logs"});
   if (o.follow) argv.push_back("--follow");
   return argv;
 }
@@ -82,13 +82,14 @@ std::vector<std::string> TrainerArgv(const LocalOptions& o) {
 
 std::map<std::string, std::string> TrainerEnv(const LocalOptions& o, const std::string& etcd, int slot) {
   std::map<std::string, std::string> env = {{flags::kEnvEtcd, etcd},
-                                            {flags::kEnvJob, o.job},
+                                            {flags::kEnvJob, o.spec.name},
                                             {flags::kEnvTrainerId, std::to_string(slot)},
                                             {flags::kEnvRunDir, o.run_dir}};
   for (auto& [k, v] : spec::TrainerEnv(RoleSpec(o), spec::PortChoice::kLocal)) env[k] = v;
   for (const auto& [k, v] : supervise::PythonPathBeside(o.tessera_bin)) env[k] = v;
   // Each trainer's math libraries get its share of the cores.
-  for (const auto& [k, v] : MathThreadEnv(HostCores(), o.trainers + o.pservers, ::getenv)) env[k] = v;
+  for (const auto& [k, v] : MathThreadEnv(HostCores(), o.spec.trainers_max + o.spec.pservers, ::getenv))
+    env[k] = v;
   if (auto spin = BusyPoll(o)) env[flags::kEnvBusyPoll] = std::to_string(*spin);
   return env;
 }

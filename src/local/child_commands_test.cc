@@ -50,12 +50,12 @@ TEST(ChildCommandsTest, EveryFlagTesseraLocalWritesIsOneTheCommandReads) {
   LocalOptions o;
   o.tessera_bin = std::string(build) + "/src/tessera";
   o.run_dir = "/tmp/run";
-  o.store = "/tmp/store";
-  o.dataset = "d";
-  o.eval_dataset = "e";
-  o.model = "mlp";
-  o.model_args = {"hidden=8"};
-  o.checkpoint_every = 2.5;
+  o.spec.store.path = "/tmp/store";
+  o.spec.dataset = "d";
+  o.spec.eval_dataset = "e";
+  o.spec.model = "mlp";
+  o.spec.model_args = {"hidden=8"};
+  o.spec.checkpoint_every = 2.5;
   o.busy_poll_us = 250;
   ExpectAccepted(PserverArgv(o, "127.0.0.1:2379", /*with_checkpoints=*/true, 1));
   ExpectAccepted(MasterArgv(o, "127.0.0.1:2379"));
@@ -67,8 +67,8 @@ TEST(ChildCommandsTest, EveryFlagTesseraLocalWritesIsOneTheCommandReads) {
 TEST(ChildCommandsTest, BusyPollingReachesThePserversAndTheTrainers) {
   LocalOptions o;
   o.tessera_bin = "/bin/tessera";
-  o.trainers = 1;
-  o.pservers = 1;
+  o.spec.trainers_max = 1;
+  o.spec.pservers = 1;
   o.busy_poll_us = 250;
   auto argv = PserverArgv(o, "e:1", false, 0);
   auto at = std::find(argv.begin(), argv.end(), "--busy-poll-us");
@@ -83,7 +83,7 @@ TEST(ChildCommandsTest, BusyPollingReachesThePserversAndTheTrainers) {
   if (std::getenv("TESSERA_BUSY_POLL_US") == nullptr) {
     const int cores = static_cast<int>(std::thread::hardware_concurrency());
     EXPECT_EQ(TrainerEnv(o, "e:1", 0).at("TESSERA_BUSY_POLL_US"), 2 <= cores ? "1000" : "0");
-    o.trainers = 100000;
+    o.spec.trainers_max = 100000;
     EXPECT_EQ(TrainerEnv(o, "e:1", 0).at("TESSERA_BUSY_POLL_US"), "0") << "more processes than cores";
     argv = PserverArgv(o, "e:1", false, 0);
     at = std::find(argv.begin(), argv.end(), "--busy-poll-us");
@@ -101,8 +101,8 @@ TEST(ChildCommandsTest, TheTrainerReadsTheLeaseTtlItsEnvironmentGives) {
   ASSERT_NE(build, nullptr);
   LocalOptions o;
   o.tessera_bin = std::string(build) + "/src/tessera";
-  o.model = "mlp";
-  o.lease_ttl_seconds = 7;
+  o.spec.model = "mlp";
+  o.spec.lease_ttl = 7;
   EXPECT_EQ(TrainerEnv(o, "e:1", 0).at("TESSERA_LEASE_TTL"), "7");
   const std::vector<std::string> argv = TrainerArgv(o);
   EXPECT_EQ(std::find(argv.begin(), argv.end(), "--lease-ttl"), argv.end());
@@ -118,13 +118,13 @@ TEST(ChildCommandsTest, TheChildrenAreTheSpecsRoles) {
   LocalOptions o;
   o.tessera_bin = "/bin/tessera";
   o.run_dir = "/tmp/run";
-  o.store = "/s";
-  o.dataset = "d";
-  o.model = "mlp";
-  o.passes = 3;
-  o.task_timeout_s = 12.5;
-  o.checkpoint_steps = 4;
-  o.transport = "tcp";
+  o.spec.store.path = "/s";
+  o.spec.dataset = "d";
+  o.spec.model = "mlp";
+  o.spec.passes = 3;
+  o.spec.task_timeout = 12.5;
+  o.spec.checkpoint_steps = 4;
+  o.spec.transport = "tcp";
   auto has = [](const std::vector<std::string>& argv, const std::string& flag, const std::string& value) {
     auto at = std::find(argv.begin(), argv.end(), flag);
     return at != argv.end() && at + 1 != argv.end() && *(at + 1) == value;
@@ -144,14 +144,14 @@ TEST(ChildCommandsTest, TheChildrenAreTheSpecsRoles) {
   EXPECT_EQ(std::count(ps.begin(), ps.end(), "--checkpoint-dir"), 1);
   EXPECT_TRUE(has(ps, "--checkpoint-dir", "/tmp/run/checkpoints"));
   // A resumed run without checkpoint settings still loads what its earlier run kept.
-  o.checkpoint_steps = 0;
+  o.spec.checkpoint_steps = 0;
   EXPECT_TRUE(
       has(PserverArgv(o, "e:1", /*with_checkpoints=*/true, 0), "--checkpoint-dir", "/tmp/run/checkpoints"));
   const auto ps_plain = PserverArgv(o, "e:1", /*with_checkpoints=*/false, 0);
   EXPECT_EQ(std::find(ps_plain.begin(), ps_plain.end(), "--checkpoint-dir"), ps_plain.end());
-  // A user's command runs through /bin/sh.
-  o.model.clear();
-  o.trainer_cmd = "python3 train.py";
+  // A user's command runs as given (--trainer-cmd gives it as /bin/sh -c CMD).
+  o.spec.model.clear();
+  o.spec.command = {"/bin/sh", "-c", "python3 train.py"};
   EXPECT_EQ(TrainerArgv(o), (std::vector<std::string>{"/bin/sh", "-c", "python3 train.py"}));
 }
 

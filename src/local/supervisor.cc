@@ -16,6 +16,7 @@
 #include "common/files.h"
 #include "common/flag_names.h"
 #include "common/random.h"
+#include "common/strings.h"
 #include "coord/connection.h"
 #include "coord/keys.h"
 #include "job/job_access.h"
@@ -32,9 +33,19 @@ namespace tessera::local {
 
 namespace fs = std::filesystem;
 
+namespace {
+
+// The trainer as the user gave it: a built-in model's name, a --trainer-cmd's text, or the spec's
+// command.
+std::string TrainerShown(const spec::JobSpec& s) {
+  return s.model.empty() ? spec::ShellLine(s.command) : s.model;
+}
+
+}  // namespace
+
 Status Supervisor::StartEtcd() {
-  if (!o_.etcd.empty()) {
-    etcd_endpoint_ = o_.etcd;
+  if (!o_.given_etcd().empty()) {
+    etcd_endpoint_ = o_.given_etcd();
   } else {
     EtcdCommand cmd = EtcdArgv(o_);
     TESSERA_RETURN_IF_ERROR(Spawn(Add("etcd", Role::kEtcd, 0, std::move(cmd.argv))));
@@ -45,10 +56,10 @@ Status Supervisor::StartEtcd() {
   TESSERA_ASSIGN_OR_RETURN(etcd_, etcd::EtcdClient::Create(eo));
   // Our own etcd may take a while to start on a loaded machine; one given with --etcd is
   // either there or not.
-  auto ping = etcd_->Ping(o_.etcd.empty() ? std::chrono::seconds(30) : std::chrono::seconds(3));
+  auto ping = etcd_->Ping(o_.given_etcd().empty() ? std::chrono::seconds(30) : std::chrono::seconds(3));
   if (!ping.ok()) {
-    if (!o_.etcd.empty())
-      return ping.status().WithContext("cannot reach the etcd given with --etcd " + o_.etcd);
+    if (!o_.given_etcd().empty())
+      return ping.status().WithContext("cannot reach the etcd given with --etcd " + o_.given_etcd());
     const std::string cause = CauseFromLog(TailLines(LogPath("etcd"), 60));
     return ping.status().WithContext("etcd did not come up (see " + LogPath("etcd") + ")" +
                                      (cause.empty() ? "" : "; its log says: " + cause));
@@ -64,7 +75,7 @@ Status Supervisor::SecureEtcd() {
     TESSERA_RETURN_IF_ERROR(etcd_->UserAdd("root", NewUuid() + NewUuid()));
     if (Status r = etcd_->RoleAdd("root"); !r.ok() && r.code() != StatusCode::kAlreadyExists) return r;
     TESSERA_RETURN_IF_ERROR(etcd_->UserGrantRole("root", "root"));
-    TESSERA_ASSIGN_OR_RETURN(JobEtcdUser user, CreateJobEtcdUser(etcd_.get(), o_.job));
+    TESSERA_ASSIGN_OR_RETURN(JobEtcdUser user, CreateJobEtcdUser(etcd_.get(), o_.spec.name));
     TESSERA_RETURN_IF_ERROR(etcd_->AuthEnable());
     TESSERA_RETURN_IF_ERROR(WriteEtcdCredentials(path, user));
   }
@@ -83,12 +94,14 @@ Status Supervisor::CreateJob() {
   job_.token = NewUuid();
   job_.created_ms = WallMillis();
   secret_ = security::JobSecret::Generate();
-  std::vector<etcd::Op> wanted = {etcd::Op::Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers))};
+  std::vector<etcd::Op> wanted = {
+      etcd::Op::Put(keys::LocalTrainers(o_.spec.name), std::to_string(o_.spec.trainers_max))};
   if (elastic())
-    wanted.push_back(etcd::Op::Put(keys::LocalPservers(o_.job), std::to_string(StartPservers())));
-  TESSERA_ASSIGN_OR_RETURN(auto r, etcd_->Commit(CreateJobTxn(o_.job, &job_, secret_, std::move(wanted))));
+    wanted.push_back(etcd::Op::Put(keys::LocalPservers(o_.spec.name), std::to_string(StartPservers())));
+  TESSERA_ASSIGN_OR_RETURN(auto r,
+                           etcd_->Commit(CreateJobTxn(o_.spec.name, &job_, secret_, std::move(wanted))));
   if (!r.succeeded) {
-    return Status::AlreadyExists("job '" + o_.job + "' already exists in etcd at " + etcd_endpoint_ +
+    return Status::AlreadyExists("job '" + o_.spec.name + "' already exists in etcd at " + etcd_endpoint_ +
                                  " (pick another --job, or delete it with `tessera job delete`)");
   }
   return Status::OK();
@@ -107,7 +120,8 @@ Status Supervisor::Setup() {
     spdlog::debug("children are stopped by process group: {}", cgroup.status().message());
   }
   if (o_.resume) {
-    TESSERA_RETURN_IF_ERROR(CheckResumable(o_.run_dir, o_.job, o_.dataset, o_.etcd.empty()));
+    TESSERA_RETURN_IF_ERROR(
+        CheckResumable(o_.run_dir, o_.spec.name, o_.spec.dataset, o_.given_etcd().empty()));
   } else {
     TESSERA_RETURN_IF_ERROR(CheckNewRun(o_.run_dir));
   }
@@ -116,50 +130,48 @@ Status Supervisor::Setup() {
   if (ec) return Status::Unavailable("cannot create " + o_.run_dir + "/logs: " + ec.message());
   TESSERA_RETURN_IF_ERROR(StartEtcd());
   if (o_.resume) {
-    TESSERA_RETURN_IF_ERROR(CheckResumeCheckpoints(etcd_.get(), o_.job, o_.run_dir));
-    TESSERA_ASSIGN_OR_RETURN(auto cfg, etcd_->Get(keys::Config(o_.job)));
+    TESSERA_RETURN_IF_ERROR(CheckResumeCheckpoints(etcd_.get(), o_.spec.name, o_.run_dir));
+    TESSERA_ASSIGN_OR_RETURN(auto cfg, etcd_->Get(keys::Config(o_.spec.name)));
     TESSERA_ASSIGN_OR_RETURN(job_, JobConfig::FromJson(cfg.kvs[0].value));
-    TESSERA_ASSIGN_OR_RETURN(secret_, LoadJobSecret(etcd_.get(), o_.job, job_));
-    TESSERA_RETURN_IF_ERROR(etcd_->Put(keys::LocalTrainers(o_.job), std::to_string(o_.trainers)).status());
+    TESSERA_ASSIGN_OR_RETURN(secret_, LoadJobSecret(etcd_.get(), o_.spec.name, job_));
+    TESSERA_RETURN_IF_ERROR(
+        etcd_->Put(keys::LocalTrainers(o_.spec.name), std::to_string(o_.spec.trainers_max)).status());
     if (elastic()) {
       TESSERA_RETURN_IF_ERROR(
-          etcd_->Put(keys::LocalPservers(o_.job), std::to_string(StartPservers())).status());
+          etcd_->Put(keys::LocalPservers(o_.spec.name), std::to_string(StartPservers())).status());
     }
     if (consistent()) {
       // Whatever the earlier run left registered is dead: free its indices and leadership now.
-      TESSERA_RETURN_IF_ERROR(RevokeJobLeases(etcd_.get(), o_.job));
+      TESSERA_RETURN_IF_ERROR(RevokeJobLeases(etcd_.get(), o_.spec.name));
       TESSERA_RETURN_IF_ERROR(OrderRollback());
     }
   } else {
     TESSERA_RETURN_IF_ERROR(CreateJob());
   }
-  nlohmann::json run = {{"job", o_.job},
-                        {"etcd", etcd_endpoint_},
-                        {"pid", static_cast<int64_t>(::getpid())},
-                        {"store", o_.store},
-                        {"dataset", o_.dataset},
-                        {"model_out", o_.model_out},
-                        {"started_ms", WallMillis()}};
+  nlohmann::json run = {
+      {"job", o_.spec.name},         {"etcd", etcd_endpoint_},     {"pid", static_cast<int64_t>(::getpid())},
+      {"store", o_.spec.store.path}, {"dataset", o_.spec.dataset}, {"model_out", o_.model_out},
+      {"started_ms", WallMillis()}};
   TESSERA_RETURN_IF_ERROR(WriteFileAtomic(o_.run_dir + "/run.json", run.dump(2)));
   // A resumed run loads the checkpoints it has, whatever this run's checkpoint flags say.
-  pserver_checkpoints_ = o_.checkpoint_every > 0 || consistent() || o_.resume;
+  pserver_checkpoints_ = o_.spec.checkpoint_every > 0 || consistent() || o_.resume;
   for (int p = 0; p < StartPservers(); ++p) TESSERA_RETURN_IF_ERROR(Spawn(AddPserver(p)));
-  for (int m = 0; m <= o_.standby_masters; ++m) {
+  for (int m = 0; m < o_.spec.masters; ++m) {
     TESSERA_RETURN_IF_ERROR(
         Spawn(Add("master-" + std::to_string(m), Role::kMaster, m, MasterArgv(o_, etcd_endpoint_))));
   }
-  for (int t = 0; t < o_.trainers; ++t) TESSERA_RETURN_IF_ERROR(Spawn(AddTrainer(t)));
+  for (int t = 0; t < o_.spec.trainers_max; ++t) TESSERA_RETURN_IF_ERROR(Spawn(AddTrainer(t)));
   console_.Event(fmt::format(
       "tessera local: job {} with {} pservers{}, {} trainers ({}), {} master{}; etcd {}; logs in {}/logs",
-      o_.job, StartPservers(),
+      o_.spec.name, StartPservers(),
       elastic() ? fmt::format(" (elastic: {} shards, 1..{} pservers)", job_.pservers, job_.pservers) : "",
-      o_.trainers, o_.model.empty() ? o_.trainer_cmd : o_.model, 1 + o_.standby_masters,
-      o_.standby_masters ? "s (standbys included)" : "", etcd_endpoint_, o_.run_dir));
+      o_.spec.trainers_max, TrainerShown(o_.spec), o_.spec.masters,
+      o_.spec.masters > 1 ? "s (standbys included)" : "", etcd_endpoint_, o_.run_dir));
   return Status::OK();
 }
 
 void Supervisor::ShowConsole() {
-  std::string url = LeaderConsoleUrl(etcd_.get(), o_.job);
+  std::string url = LeaderConsoleUrl(etcd_.get(), o_.spec.name);
   if (url.empty() || url == console_url_) return;
   console_url_ = url;
   console_.Event("web console: " + url);
@@ -167,7 +179,8 @@ void Supervisor::ShowConsole() {
 
 Status Supervisor::OrderRollback() {
   std::string passed_over;
-  TESSERA_ASSIGN_OR_RETURN(auto rb, PrepareRollback(etcd_.get(), o_.job, CheckpointDir(), &passed_over));
+  TESSERA_ASSIGN_OR_RETURN(auto rb,
+                           PrepareRollback(etcd_.get(), o_.spec.name, CheckpointDir(), &passed_over));
   if (!rb) {
     console_.Event(
         "no consistent checkpoint to roll back to yet: the job starts over from its initial state" +
@@ -185,7 +198,7 @@ void Supervisor::RollBackAndRestart(const std::string& why) {
   for (auto& m : procs_) {
     if (m->role() != Role::kEtcd && m->proc) m->proc->Kill();
   }
-  Status s = RevokeJobLeases(etcd_.get(), o_.job);
+  Status s = RevokeJobLeases(etcd_.get(), o_.spec.name);
   if (s.ok()) s = OrderRollback();
   if (!s.ok()) {
     failed_ = s.WithContext("rolling back");
@@ -208,7 +221,7 @@ StatusOr<LocalResult> Supervisor::Run() {
     StopAll();
     return s;
   }
-  master::MasterClient master(etcd_.get(), o_.job, job_.token, secret_);
+  master::MasterClient master(etcd_.get(), o_.spec.name, job_.token, secret_);
   TimePoint next_status = Now(), next_scale = Now(), next_registrations = Now();
   master::StatusReply last;
   bool finished = false;
@@ -225,9 +238,9 @@ StatusOr<LocalResult> Supervisor::Run() {
     }
     if (o_.follow && !follow_stopped_ && stop_following_ && stop_following_->load()) {
       // The master reads the data set once more after it sees the key, then ends the job.
-      if (etcd_->Put(keys::FollowStop(o_.job), "{}").ok()) {
+      if (etcd_->Put(keys::FollowStop(o_.spec.name), "{}").ok()) {
         follow_stopped_ = true;
-        spdlog::info("no more data: the job ends once what landed in {} is trained on", o_.dataset);
+        spdlog::info("no more data: the job ends once what landed in {} is trained on", o_.spec.dataset);
       }
     }
     if (Now() >= next_status) {
@@ -270,13 +283,13 @@ StatusOr<LocalResult> Supervisor::Run() {
     auto st = master.GetStatus(Deadline(std::chrono::seconds(10)));
     if (st.ok()) last = *st;
     result.metrics = FinalMetrics(last);
-    auto model = ExportModel(etcd_.get(), o_.job, secret_, std::chrono::seconds(60));
+    auto model = ExportModel(etcd_.get(), o_.spec.name, secret_, std::chrono::seconds(60));
     if (!model.ok()) {
       failed_ = model.status().WithContext("exporting the model");
     } else if (Status s = models::WriteModelFile(result.model_path, *model); !s.ok()) {
       failed_ = s;
     }
-    nlohmann::json res = ResultJson(o_.job, last, result.model_path);
+    nlohmann::json res = ResultJson(o_.spec.name, last, result.model_path);
     if (failed_.ok()) (void)WriteFileAtomic(o_.run_dir + "/result.json", res.dump(2));
   }
   StopAll();
@@ -284,8 +297,18 @@ StatusOr<LocalResult> Supervisor::Run() {
   return result;
 }
 
+spec::JobSpec LocalJobSpec() {
+  spec::JobSpec s;
+  s.name = "local";
+  s.masters = 1;
+  s.checkpoint_every = 0;
+  return s;
+}
+
+std::string LocalOptions::given_etcd() const { return Join(spec.etcd_endpoints, ","); }
+
 std::string CheckpointDirOf(const LocalOptions& o) {
-  return o.checkpoint_dir.empty() ? o.run_dir + "/checkpoints" : o.checkpoint_dir;
+  return o.spec.checkpoints.path.empty() ? o.run_dir + "/checkpoints" : o.spec.checkpoints.path;
 }
 
 StatusOr<LocalResult> RunLocal(const LocalOptions& options, const std::atomic<bool>* stop,

@@ -84,14 +84,14 @@ void Supervisor::Exited(Managed& m, int code) {
 
 void Supervisor::ReleaseRegistrations(const Managed& m, pid_t pid) {
   if (m.role() == Role::kEtcd || pid <= 0) return;
-  auto n = RevokeLeasesOf(etcd_.get(), o_.job, pid);
+  auto n = RevokeLeasesOf(etcd_.get(), o_.spec.name, pid);
   if (!n.ok()) {
     spdlog::warn("could not release the registrations of {} (pid {}): {}", m.name(), pid,
                  n.status().message());
   } else if (*n > 0) {
     console_.Event(
         fmt::format("{} (pid {}) is gone: its registration released at once, not after its {} s lease",
-                    m.name(), pid, o_.lease_ttl_seconds));
+                    m.name(), pid, o_.spec.lease_ttl));
   }
 }
 
@@ -123,7 +123,7 @@ void Supervisor::Reap() {
 }
 
 void Supervisor::CheckRegistrations() {
-  auto regs = ReadRegistrations(etcd_.get(), o_.job);
+  auto regs = ReadRegistrations(etcd_.get(), o_.spec.name);
   if (!regs.ok()) return;  // etcd unreachable: judge nobody
   const TimePoint now = Now();
   for (auto& m : procs_) {

@@ -133,8 +133,8 @@ class Supervisor {
   bool elastic() const { return job_.initial_pservers > 0; }
   // The pserver processes started: all of the job's pservers, or an elastic job's first ones.
   int StartPservers() const {
-    if (!elastic()) return o_.pservers;
-    return o_.start_pservers > 0 ? o_.start_pservers : job_.initial_pservers;
+    if (!elastic()) return o_.spec.pservers;
+    return o_.spec.start_pservers > 0 ? o_.spec.start_pservers : job_.initial_pservers;
   }
   std::string CheckpointDir() const { return CheckpointDirOf(o_); }
   std::string LogPath(const std::string& name) const { return o_.run_dir + "/logs/" + name + ".log"; }

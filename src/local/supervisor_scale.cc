@@ -25,7 +25,7 @@ void Supervisor::FollowScaleRequests() {
       scale_file_text_ = *text;
       auto n = ParseInt64(Trim(*text), o_.scale_file);
       if (n.ok() && *n >= 0 && *n <= 1000) {
-        (void)etcd_->Put(keys::LocalTrainers(o_.job), std::to_string(*n), 0, quick);
+        (void)etcd_->Put(keys::LocalTrainers(o_.spec.name), std::to_string(*n), 0, quick);
       } else {
         console_.Event(o_.scale_file + " does not hold a number of trainers (0..1000); left as it is");
       }
@@ -39,9 +39,9 @@ void Supervisor::FollowScaleRequests() {
     auto n = ParseInt64(want->kvs[0].value, key);
     if (n.ok() && *n >= 0 && *n <= most) scale(static_cast<int>(*n));
   };
-  follow(keys::LocalTrainers(o_.job), &trainers_revision_, 1000, [&](int n) { ScaleTrainers(n); });
+  follow(keys::LocalTrainers(o_.spec.name), &trainers_revision_, 1000, [&](int n) { ScaleTrainers(n); });
   if (elastic()) {
-    follow(keys::LocalPservers(o_.job), &pservers_revision_, job_.pservers, [&](int n) {
+    follow(keys::LocalPservers(o_.spec.name), &pservers_revision_, job_.pservers, [&](int n) {
       if (n >= 1) ScalePservers(n);
     });
   }

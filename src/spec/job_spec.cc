@@ -355,6 +355,15 @@ Status CheckSharedPaths(const Fields& f, const JobSpec& s) {
 
 }  // namespace
 
+std::vector<std::string> ShellCommand(const std::string& line) { return {"/bin/sh", "-c", line}; }
+
+std::string ShellLine(const std::vector<std::string>& command) {
+  if (command.size() == 3 && command[0] == "/bin/sh" && command[1] == "-c") return command[2];
+  std::vector<std::string> quoted;
+  for (const auto& a : command) quoted.push_back(ShellQuote(a));
+  return Join(quoted, " ");
+}
+
 StatusOr<JobSpec> ParseJobSpec(const std::string& text, const std::string& origin, Where where) {
   YAML::Node root;
   try {

@@ -105,6 +105,13 @@ struct JobSpec {
   std::vector<std::pair<std::string, std::string>> TlsEnv() const;
 };
 
+// A trainer command given as one line for /bin/sh (`--trainer-cmd`, the platform's field form):
+// {"/bin/sh", "-c", line}.
+std::vector<std::string> ShellCommand(const std::string& line);
+// The other way: a command as one /bin/sh line, for people and for what runs it after another
+// command (`cd CODE && ...`): a ShellCommand's line, else each word quoted for the shell.
+std::string ShellLine(const std::vector<std::string>& command);
+
 // The job's configuration in etcd (what `tessera job create` writes) that the spec asks for:
 // its pservers, mode, optimizer, min trainers (1 when async), replicas, elastic start, backup
 // trainers, consistent checkpoints and non-finite policy. Checked (JobConfig::Validate).
