@@ -86,11 +86,11 @@ StatusOr<std::vector<std::string>> Fill(const std::string& where, const std::str
   std::vector<std::string> ids;
   const int64_t t0 = WallMillis() - int64_t{jobs} * 60000;
   for (int i = 0; i < jobs; ++i) {
-    server::JobSpec spec;
-    spec.name = "bench";
-    spec.model = "mlp";
-    spec.dataset = "d";
-    spec.passes = 10;
+    server::Submission spec;
+    spec.training.name = "bench";
+    spec.training.model = "mlp";
+    spec.training.dataset = "d";
+    spec.training.passes = 10;
     TESSERA_ASSIGN_OR_RETURN(server::JobInfo info, j.Submit("ada", owner[0].Text(0), spec, t0 + i * 60000));
     ids.push_back(info.id);
     TESSERA_RETURN_IF_ERROR(db->InTransaction([&](server::Sql& sql) -> Status {

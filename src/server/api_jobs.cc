@@ -80,7 +80,7 @@ void AddSubmitRoutes(ApiRoutes& r, Jobs* jobs) {
   r.Post(kNsPath + "/jobs", "submit job",
          [&r, jobs](const User& u, const httplib::Request& req) -> StatusOr<Reply> {
            TESSERA_RETURN_IF_ERROR(r.Need(u, req.matches[1], Action::kSubmitJob));
-           TESSERA_ASSIGN_OR_RETURN(JobSpec spec, JobSpec::FromBody(req.body));
+           TESSERA_ASSIGN_OR_RETURN(Submission spec, Submission::FromBody(req.body));
            TESSERA_ASSIGN_OR_RETURN(JobInfo j, jobs->Submit(req.matches[1], u.id, spec, WallMillis()));
            return Reply{201, j.ToJson()};
          });

@@ -37,7 +37,7 @@ JobInfo JobFromRow(const Row& r) {
   j.ns = r.Text(1);
   j.name = r.Text(2);
   j.owner = r.Text(3);
-  j.spec = JobSpec::FromJson(ParseJsonOr(r.Text(4), Json::object()));
+  j.spec = Submission::FromJson(ParseJsonOr(r.Text(4), Json::object()));
   j.state = r.Text(5);
   j.reason = r.Text(6);
   j.trainers = static_cast<int>(r.Int(7));
@@ -57,10 +57,10 @@ SchedJob SchedOf(const JobInfo& j) {
   s.priority = j.spec.priority;
   s.submitted_ms = j.submitted_ms;
   s.running = j.state == "starting" || j.state == "running";
-  s.pservers = j.spec.pservers;
+  s.pservers = j.spec.training.pservers;
   s.trainers = j.trainers;
-  s.min_trainers = j.spec.trainers_min;
-  s.max_trainers = j.spec.trainers;
+  s.min_trainers = j.spec.training.trainers_min;
+  s.max_trainers = j.spec.training.trainers_max;
   s.per_process = j.spec.resources;
   return s;
 }
@@ -134,11 +134,12 @@ StatusOr<Json> Jobs::PutPackage(const std::string& ns, const std::string& digest
   return Json{{"digest", digest}, {"bytes", bytes.size()}, {"files", sum->paths}};
 }
 
-StatusOr<JobInfo> Jobs::Submit(const std::string& ns, const std::string& owner_id, const JobSpec& spec,
+StatusOr<JobInfo> Jobs::Submit(const std::string& ns, const std::string& owner_id, const Submission& spec,
                                int64_t now_ms) {
-  TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(ns, spec.dataset));
-  if (!spec.eval_dataset.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(DatasetInfo ev, datasets_->Get(ns, spec.eval_dataset));
+  const spec::JobSpec& t = spec.training;
+  TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(ns, t.dataset));
+  if (!t.eval_dataset.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(DatasetInfo ev, datasets_->Get(ns, t.eval_dataset));
     if (ev.ns != ds.ns)
       return Status::InvalidArgument("eval_dataset: it must be in the same namespace as the data set ('" +
                                      ds.ns + "')");
@@ -153,9 +154,9 @@ StatusOr<JobInfo> Jobs::Submit(const std::string& ns, const std::string& owner_i
   // A job that could never run is refused now, whatever the setting.
   SchedJob me;
   me.ns = ns;
-  me.pservers = spec.pservers;
+  me.pservers = t.pservers;
   me.per_process = spec.resources;
-  const Usage alone = server::UsageOf(me, spec.trainers_min);
+  const Usage alone = server::UsageOf(me, t.trainers_min);
   TESSERA_ASSIGN_OR_RETURN(QuotaLimits q, Quota(ns));
   if (std::string over = OverQuota(alone, q); !over.empty())
     return Status::ResourceExhausted("the job alone exceeds the quota of '" + ns + "': it would use " + over);
@@ -183,7 +184,7 @@ StatusOr<JobInfo> Jobs::Submit(const std::string& ns, const std::string& owner_i
   JobInfo j;
   j.id = ns + "-" + NewUuid().substr(0, 8);
   j.ns = ns;
-  j.name = spec.name.empty() ? (spec.model.empty() ? "code" : spec.model) + "-" + ds.name : spec.name;
+  j.name = t.name.empty() ? (t.model.empty() ? "code" : t.model) + "-" + ds.name : t.name;
   j.spec = spec;
   j.state = "queued";
   j.reason = "waiting to be scheduled";
@@ -286,9 +287,8 @@ Status Jobs::Scale(const std::string& id, int trainers, int64_t now_ms) {
   TESSERA_RETURN_IF_ERROR(CheckRange("trainers", trainers, 1, 256));
   TESSERA_ASSIGN_OR_RETURN(JobInfo j, Get(id));
   if (Terminal(j.state)) return Status::FailedPrecondition("job " + id + " has ended (" + j.state + ")");
-  JobSpec s = j.spec;
-  s.trainers = trainers;
-  s.trainers_min = std::min(s.trainers_min, trainers);
+  Submission s = j.spec;
+  s.ScaleTo(trainers);
   TESSERA_RETURN_IF_ERROR(db_->Exec("UPDATE jobs SET spec = ? WHERE id = ?", {s.ToJson().dump(), id}));
   if ((j.state == "running" || j.state == "starting") && j.trainers > trainers) {
     TESSERA_ASSIGN_OR_RETURN(auto rows, db_->Query("SELECT handle FROM jobs WHERE id = ?", {id}));

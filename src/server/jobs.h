@@ -55,7 +55,7 @@ class Jobs {
   StatusOr<nlohmann::json> PutPackage(const std::string& ns, const std::string& digest,
                                       const std::string& bytes);
 
-  StatusOr<JobInfo> Submit(const std::string& ns, const std::string& owner_id, const JobSpec& spec,
+  StatusOr<JobInfo> Submit(const std::string& ns, const std::string& owner_id, const Submission& spec,
                            int64_t now_ms);
   StatusOr<std::vector<JobInfo>> List(const std::string& ns, const std::string& state, int limit);
   StatusOr<JobInfo> Get(const std::string& id);

@@ -210,12 +210,12 @@ Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
   l.ns = j.ns;
   l.dir = dir;
   l.job = j.spec.Training(j.id);
-  l.whole_spec = j.spec.training.has_value();
-  TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(j.ns, j.spec.dataset));
-  TESSERA_ASSIGN_OR_RETURN(l.store, datasets_->StoreOf(j.ns, j.spec.dataset));
+  l.whole_spec = j.spec.whole_spec;
+  TESSERA_ASSIGN_OR_RETURN(DatasetInfo ds, datasets_->Get(j.ns, l.job.dataset));
+  TESSERA_ASSIGN_OR_RETURN(l.store, datasets_->StoreOf(j.ns, l.job.dataset));
   l.job.dataset = ds.name;
-  if (!j.spec.eval_dataset.empty()) {
-    TESSERA_ASSIGN_OR_RETURN(DatasetInfo ev, datasets_->Get(j.ns, j.spec.eval_dataset));
+  if (!l.job.eval_dataset.empty()) {
+    TESSERA_ASSIGN_OR_RETURN(DatasetInfo ev, datasets_->Get(j.ns, l.job.eval_dataset));
     l.job.eval_dataset = ev.name;
   }
   if (!j.spec.package.empty()) {
@@ -223,7 +223,6 @@ Status Jobs::Launch(const JobInfo& j, int trainers, int64_t now_ms) {
     TESSERA_RETURN_IF_ERROR(ExtractArchive(o_.data_dir + "/packages/" + j.spec.package, l.code_dir,
                                            ArchiveLimits{int64_t{256} << 20, 20000})
                                 .status());
-    l.command = j.spec.command;
   }
   l.trainers = trainers;
   l.cpu = j.spec.resources.cpu;

@@ -25,15 +25,15 @@ struct JobLaunch {
   std::string id;   // also the job's name inside its processes
   std::string ns;   // the platform namespace it runs for
   std::string dir;  // the job's directory (created by the server; the backend's to fill)
-  // The training, in the one job spec (spec/job_spec.h): its name is `id`; its store, code and
-  // trainer command are the backend's to place (below); trainers_max is what to start with.
+  // The training, in the one job spec (spec/job_spec.h): its name is `id`; its store and code are
+  // the backend's to place (below), and a trainer's own command (job.command) runs in the code;
+  // trainers_max is what to start with.
   spec::JobSpec job;
   // Submitted as a whole spec, every setting of `job` is the user's; otherwise a backend keeps its
   // own defaults for what the field-by-field form cannot say (local: no checkpoints).
   bool whole_spec = false;
   std::string store;     // the data set store on this host
-  std::string code_dir;  // the user's code (extracted), run with
-  std::string command;   // this entry command in code_dir (through /bin/sh); empty: job.model
+  std::string code_dir;  // the user's code (extracted), where job.command runs; empty: job.model
   int trainers = 1;      // to start now (the scheduler's choice, up to job.trainers_max)
   double cpu = 0.5;      // each process's share
   int64_t memory_mb = 512, gpus = 0;

@@ -58,7 +58,6 @@ StatusOr<spec::JobSpec> KubernetesBackend::SpecFor(const K8sOptions& o, const Jo
   if (s.model.empty()) {
     TESSERA_ASSIGN_OR_RETURN(std::string code, Inside(o.data_dir, j.code_dir));
     s.code = {"/tessera/code", o.data_claim, "", "", code};
-    s.command = {"/bin/sh", "-c", j.command};
   }
   spec::Resources r;
   r.cpu = std::to_string(static_cast<int64_t>(j.cpu * 1000 + 0.5)) + "m";

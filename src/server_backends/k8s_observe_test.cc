@@ -108,7 +108,7 @@ TEST(K8sBackendSpec, ALaunchBecomesAJobInItsNamespaceOnTheDataVolume) {
   l.store = "/srv/tessera/datasets/bob";  // a data set bob shared
   l.job.dataset = "fm";
   l.code_dir = l.dir + "/code";
-  l.command = "python3 train.py --epochs 2";
+  l.job.command = spec::ShellCommand("python3 train.py --epochs 2");
   l.job.pservers = 2;
   l.trainers = 3;
   l.cpu = 1.5;

@@ -103,7 +103,8 @@ spec::JobSpec LocalBackend::SpecOf(const JobLaunch& j, const JobPaths& p) {
   s.checkpoints = {};
   s.etcd_endpoints.clear();
   s.tls_dir.clear();
-  if (s.model.empty()) s.command = {"/bin/sh", "-c", "cd " + ShellQuote(p.code) + " && " + j.command};
+  if (s.model.empty())
+    s.command = spec::ShellCommand("cd " + ShellQuote(p.code) + " && " + spec::ShellLine(s.command));
   return s;
 }
 

@@ -10,19 +10,20 @@ namespace tessera::server {
 namespace {
 
 JobLaunch Launch() {
-  JobSpec submitted;
-  submitted.dataset = "fm";
-  submitted.mode = "async";
-  submitted.optimizer = "sgd:lr=0.1";
-  submitted.passes = 4;
-  submitted.pservers = 2;
-  submitted.trainers = 3;
-  submitted.trainers_min = 1;
+  Submission submitted;
+  spec::JobSpec& t = submitted.training;
+  t.dataset = "fm";
+  t.mode = "async";
+  t.optimizer = "sgd:lr=0.1";
+  t.passes = 4;
+  t.pservers = 2;
+  t.trainers_max = 3;
+  t.trainers_min = 1;
+  t.command = spec::ShellCommand("python3 train.py --epochs 2");
   JobLaunch l;
   l.id = "ada-1234";
   l.job = submitted.Training(l.id);
   l.trainers = 2;  // the scheduler started two of the three
-  l.command = "python3 train.py --epochs 2";
   return l;
 }
 
@@ -50,7 +51,7 @@ TEST(LocalBackendSpec, ThePlatformsJobRunsItsSpecWhereTheJobSeesItsFiles) {
 TEST(LocalBackendSpec, ABuiltInModelNeedsNoCommand) {
   JobLaunch l = Launch();
   l.job.model = "mlp";
-  l.command.clear();
+  l.job.command.clear();
   const spec::JobSpec s = LocalBackend::SpecOf(l, {"/r", "/c", "/s", "/k"});
   EXPECT_TRUE(s.command.empty());
   EXPECT_EQ(s.model, "mlp");

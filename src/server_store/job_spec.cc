@@ -24,27 +24,55 @@ Status CheckRange(const std::string& field, int64_t v, int64_t lo, int64_t hi) {
   return Status::OK();
 }
 
-JobSpec JobSpec::FromJson(const Json& j) {
-  JobSpec s;
-  s.name = j.value("name", "");
-  s.model = j.value("model", "");
-  s.package = j.value("package", "");
-  s.command = j.value("command", "");
-  s.dataset = j.value("dataset", "");
-  s.eval_dataset = j.value("eval_dataset", "");
-  s.model_args = j.value("model_args", std::vector<std::string>{});
-  s.mode = j.value("mode", "sync");
-  s.optimizer = j.value("optimizer", spec::kDefaultOptimizer);
-  s.passes = j.value("passes", 1);
-  s.batch_size = j.value("batch_size", 64);
-  s.pservers = j.value("pservers", 1);
-  s.trainers = j.value("trainers", 1);
-  s.trainers_min = j.value("trainers_min", s.trainers);
-  s.priority = j.value("priority", int64_t{0});
+spec::JobSpec Submission::FieldFormDefaults() {
+  spec::JobSpec s;
+  s.masters = 1;
+  return s;
+}
+
+std::string Submission::command() const { return spec::ShellLine(training.command); }
+
+spec::JobSpec Submission::Training(const std::string& id) const {
+  spec::JobSpec s = training;
+  s.name = id;
+  return s;
+}
+
+void Submission::ScaleTo(int trainers) {
+  training.trainers_max = trainers;
+  training.trainers_min = std::min(training.trainers_min, trainers);
+}
+
+Submission Submission::FromJson(const Json& j) {
+  Submission s;
   if (j.contains("spec")) {
     auto t = spec::ParseJobSpec(j["spec"].dump(), "the stored spec", spec::Where::kThisMachine);
-    if (t.ok()) s.training = *t;
+    if (t.ok()) {
+      s.training = *t;
+      s.whole_spec = true;
+    }
   }
+  spec::JobSpec& t = s.training;
+  if (!s.whole_spec) {
+    // The field form (and any row whose spec no longer reads): its fields over the defaults.
+    t.name = j.value("name", "");
+    t.model = j.value("model", "");
+    const std::string command = j.value("command", "");
+    if (!command.empty()) t.command = spec::ShellCommand(command);
+    t.dataset = j.value("dataset", "");
+    t.eval_dataset = j.value("eval_dataset", "");
+    t.model_args = j.value("model_args", std::vector<std::string>{});
+    t.mode = j.value("mode", t.mode);
+    t.optimizer = j.value("optimizer", t.optimizer);
+    t.passes = j.value("passes", t.passes);
+    t.batch_size = j.value("batch_size", t.batch_size);
+    t.pservers = j.value("pservers", t.pservers);
+  }
+  // The trainers as last asked for (an older server scaled these fields only).
+  t.trainers_max = j.value("trainers", t.trainers_max);
+  t.trainers_min = std::min(j.value("trainers_min", t.trainers_max), t.trainers_max);
+  s.package = j.value("package", "");
+  s.priority = j.value("priority", int64_t{0});
   if (j.contains("resources")) {
     const Json& r = j["resources"];
     s.resources.cpu = r.value("cpu", 0.5);
@@ -54,48 +82,28 @@ JobSpec JobSpec::FromJson(const Json& j) {
   return s;
 }
 
-spec::JobSpec JobSpec::Training(const std::string& id) const {
-  if (training) {
-    spec::JobSpec s = *training;
-    s.name = id;
-    return s;
-  }
-  spec::JobSpec s;
-  s.name = id;
-  s.masters = 1;
-  s.pservers = pservers;
-  s.trainers_min = trainers_min;
-  s.trainers_max = trainers;
-  s.mode = mode;
-  s.optimizer = optimizer;
-  s.passes = passes;
-  s.dataset = dataset;
-  s.eval_dataset = eval_dataset;
-  s.batch_size = batch_size;
-  s.model = model;
-  s.model_args = model_args;
-  return s;
-}
-
-Json JobSpec::ToJson() const {
+// The fields every reader of a job knows (the console, the CLI, the notebook client, older
+// servers), and the whole spec when it was submitted as one.
+Json Submission::ToJson() const {
+  const spec::JobSpec& t = training;
   Json j = {
-      {"name", name},
-      {"dataset", dataset},
-      {"mode", mode},
-      {"optimizer", optimizer},
-      {"passes", passes},
-      {"batch_size", batch_size},
-      {"pservers", pservers},
-      {"trainers", trainers},
-      {"trainers_min", trainers_min},
+      {"name", t.name},
+      {"dataset", t.dataset},
+      {"mode", t.mode},
+      {"optimizer", t.optimizer},
+      {"passes", t.passes},
+      {"batch_size", t.batch_size},
+      {"pservers", t.pservers},
+      {"trainers", t.trainers_max},
+      {"trainers_min", t.trainers_min},
       {"priority", priority},
-      {"model_args", model_args},
+      {"model_args", t.model_args},
       {"resources", {{"cpu", resources.cpu}, {"memory_mb", resources.memory_mb}, {"gpus", resources.gpus}}}};
-  if (!model.empty()) j["model"] = model;
+  if (!t.model.empty()) j["model"] = t.model;
   if (!package.empty()) j["package"] = package;
-  if (!command.empty()) j["command"] = command;
-  if (!eval_dataset.empty()) j["eval_dataset"] = eval_dataset;
-  if (training) j["spec"] = spec::SpecJson(*training);
+  if (!t.command.empty()) j["command"] = command();
+  if (!t.eval_dataset.empty()) j["eval_dataset"] = t.eval_dataset;
+  if (whole_spec) j["spec"] = spec::SpecJson(t);
   return j;
 }
 
@@ -103,7 +111,7 @@ namespace {
 
 // What the platform decides per job whichever way it is submitted: its priority and each
 // process's share of the machine.
-Status ReadPlatformFields(const JsonBody& b, JobSpec* s) {
+Status ReadPlatformFields(const JsonBody& b, Submission* s) {
   TESSERA_ASSIGN_OR_RETURN(auto prio, b.OptionalInt("priority"));
   if (prio) TESSERA_RETURN_IF_ERROR(CheckRange("priority", *prio, -1000, 1000));
   s->priority = prio.value_or(0);
@@ -144,7 +152,7 @@ Status CheckPlacedByThePlatform(const spec::JobSpec& t) {
 
 // A submission whose training is a whole job spec: read by the one parser (spec/job_spec.h),
 // within the platform's limits; beside it only the code package, the priority and resources.
-StatusOr<JobSpec> FromSpecBody(const JsonBody& b) {
+StatusOr<Submission> FromSpecBody(const JsonBody& b) {
   for (const char* f : {"name", "model", "command", "dataset", "eval_dataset", "model_args", "mode",
                         "optimizer", "passes", "batch_size", "pservers", "trainers", "trainers_min"})
     if (b.json().contains(f))
@@ -157,50 +165,37 @@ StatusOr<JobSpec> FromSpecBody(const JsonBody& b) {
                            spec::ParseJobSpec(given.is_string() ? given.get<std::string>() : given.dump(),
                                               "body.spec", spec::Where::kThisMachine));
   TESSERA_RETURN_IF_ERROR(CheckPlacedByThePlatform(t));
-  JobSpec s;
+  Submission s;
   TESSERA_ASSIGN_OR_RETURN(auto package, b.OptionalString("package"));
   s.package = package.value_or("");
   if (t.command.empty() != s.package.empty())
     return Status::InvalidArgument(
         "body: 'package' (your code) goes with spec's train.command (what runs in it); a built-in model "
-        "needs "
-        "neither");
+        "needs neither");
   TESSERA_RETURN_IF_ERROR(ReadPlatformFields(b, &s));
   TESSERA_RETURN_IF_ERROR(CheckRange("spec.train.passes", t.passes, 1, 1000));
   TESSERA_RETURN_IF_ERROR(CheckRange("spec.train.batch_size", t.batch_size, 1, 1000000));
   TESSERA_RETURN_IF_ERROR(CheckRange("spec.pservers", t.pservers, 1, 64));
   TESSERA_RETURN_IF_ERROR(CheckRange("spec.trainers", t.trainers_max, 1, 256));
   TESSERA_RETURN_IF_ERROR(ValidateName(t.name, "job"));
-  std::vector<std::string> quoted;
-  for (const auto& a : t.command) quoted.push_back(ShellQuote(a));
-  s.command = Join(quoted, " ");
-  if (s.command.size() > 4096)
+  if (spec::ShellLine(t.command).size() > 4096)
     return Status::InvalidArgument("body.spec: train.command is over 4096 characters");
-  s.name = t.name;
-  s.model = t.model;
-  s.dataset = t.dataset;
-  s.eval_dataset = t.eval_dataset;
-  s.model_args = t.model_args;
-  s.mode = t.mode;
-  s.optimizer = t.optimizer;
-  s.passes = t.passes;
-  s.batch_size = t.batch_size;
-  s.pservers = t.pservers;
-  s.trainers = t.trainers_max;
-  s.trainers_min = t.trainers_min;
   s.training = std::move(t);
+  s.whole_spec = true;
   return s;
 }
 
 }  // namespace
 
-StatusOr<JobSpec> JobSpec::FromBody(const std::string& body) {
+StatusOr<Submission> Submission::FromBody(const std::string& body) {
   TESSERA_ASSIGN_OR_RETURN(
       auto b, JsonBody::Parse(body, {"name", "model", "package", "command", "dataset", "eval_dataset",
                                      "model_args", "mode", "optimizer", "passes", "batch_size", "pservers",
                                      "trainers", "trainers_min", "resources", "priority", "spec"}));
   if (b.json().contains("spec")) return FromSpecBody(b);
-  JobSpec s;
+  Submission s;
+  spec::JobSpec& t = s.training;
+  std::string command;
   auto str = [&](const char* f, std::string* out) -> Status {
     TESSERA_ASSIGN_OR_RETURN(auto v, b.OptionalString(f));
     if (v) *out = *v;
@@ -214,46 +209,50 @@ StatusOr<JobSpec> JobSpec::FromBody(const std::string& body) {
     return Status::OK();
   };
   for (auto [f, out] :
-       std::initializer_list<std::pair<const char*, std::string*>>{{"name", &s.name},
-                                                                   {"model", &s.model},
+       std::initializer_list<std::pair<const char*, std::string*>>{{"name", &t.name},
+                                                                   {"model", &t.model},
                                                                    {"package", &s.package},
-                                                                   {"command", &s.command},
-                                                                   {"dataset", &s.dataset},
-                                                                   {"eval_dataset", &s.eval_dataset},
-                                                                   {"mode", &s.mode},
-                                                                   {"optimizer", &s.optimizer}})
+                                                                   {"command", &command},
+                                                                   {"dataset", &t.dataset},
+                                                                   {"eval_dataset", &t.eval_dataset},
+                                                                   {"mode", &t.mode},
+                                                                   {"optimizer", &t.optimizer}})
     TESSERA_RETURN_IF_ERROR(str(f, out));
-  TESSERA_RETURN_IF_ERROR(num("passes", &s.passes, 1, 1000));
-  TESSERA_RETURN_IF_ERROR(num("batch_size", &s.batch_size, 1, 1000000));
-  TESSERA_RETURN_IF_ERROR(num("pservers", &s.pservers, 1, 64));
-  TESSERA_RETURN_IF_ERROR(num("trainers", &s.trainers, 1, 256));
-  s.trainers_min = s.trainers;
-  TESSERA_RETURN_IF_ERROR(num("trainers_min", &s.trainers_min, 1, 256));
-  if (s.trainers_min > s.trainers)
-    return Status::InvalidArgument("body: trainers_min (" + std::to_string(s.trainers_min) +
-                                   ") is above trainers (" + std::to_string(s.trainers) + ")");
+  TESSERA_RETURN_IF_ERROR(num("passes", &t.passes, 1, 1000));
+  TESSERA_RETURN_IF_ERROR(num("batch_size", &t.batch_size, 1, 1000000));
+  TESSERA_RETURN_IF_ERROR(num("pservers", &t.pservers, 1, 64));
+  TESSERA_RETURN_IF_ERROR(num("trainers", &t.trainers_max, 1, 256));
+  t.trainers_min = t.trainers_max;
+  TESSERA_RETURN_IF_ERROR(num("trainers_min", &t.trainers_min, 1, 256));
+  if (t.trainers_min > t.trainers_max)
+    return Status::InvalidArgument("body: trainers_min (" + std::to_string(t.trainers_min) +
+                                   ") is above trainers (" + std::to_string(t.trainers_max) + ")");
   TESSERA_RETURN_IF_ERROR(ReadPlatformFields(b, &s));
   TESSERA_ASSIGN_OR_RETURN(auto args, b.OptionalStrings("model_args"));
-  if (args) s.model_args = *args;
-  if (s.dataset.empty()) return Status::InvalidArgument("body: field 'dataset' is required");
-  if (s.model.empty() == s.package.empty())
+  if (args) t.model_args = *args;
+  if (t.dataset.empty()) return Status::InvalidArgument("body: field 'dataset' is required");
+  if (t.model.empty() == s.package.empty())
     return Status::InvalidArgument(
         "body: give either 'model' (a built-in: mlp, logreg, word2vec) or 'package' and "
         "'command' (your code)");
-  if (!s.model.empty() && std::find(kModels.begin(), kModels.end(), s.model) == kModels.end()) {
-    std::string near = ClosestName(s.model, kModels);
+  if (!t.model.empty() && std::find(kModels.begin(), kModels.end(), t.model) == kModels.end()) {
+    std::string near = ClosestName(t.model, kModels);
     return Status::InvalidArgument(
-        "body: model '" + s.model + "' is not built in (" +
+        "body: model '" + t.model + "' is not built in (" +
         (near.empty() ? "known: mlp, logreg, word2vec" : "did you mean '" + near + "'?") + ")");
   }
-  if (!s.package.empty() && s.command.empty())
+  if (s.package.empty() && !command.empty())
+    return Status::InvalidArgument(
+        "body: 'command' runs your code: it goes with 'package', not with 'model'");
+  if (!s.package.empty() && command.empty())
     return Status::InvalidArgument("body: a package needs its 'command', e.g. \"python3 train.py\"");
-  if (s.command.size() > 4096 || s.command.find('\n') != std::string::npos)
+  if (command.size() > 4096 || command.find('\n') != std::string::npos)
     return Status::InvalidArgument("body: 'command' must be one line of at most 4096 characters");
-  if (!s.name.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(s.name, "job"));
-  if (auto m = ConsistencyMode::Parse(s.mode); !m.ok())
+  if (!s.package.empty()) t.command = spec::ShellCommand(command);
+  if (!t.name.empty()) TESSERA_RETURN_IF_ERROR(ValidateName(t.name, "job"));
+  if (auto m = ConsistencyMode::Parse(t.mode); !m.ok())
     return Status::InvalidArgument("body: mode: " + std::string(m.status().message()));
-  if (auto o = OptimizerConfig::Parse(s.optimizer); !o.ok())
+  if (auto o = OptimizerConfig::Parse(t.optimizer); !o.ok())
     return Status::InvalidArgument("body: optimizer: " + std::string(o.status().message()));
   return s;
 }

@@ -1,4 +1,4 @@
-// JobSpec: what a job submission asks for, read strictly from a request body and kept as JSON;
+// Submission: what a job submission asks for, read strictly from a request body and kept as JSON;
 // JobInfo: a job as the API shows it; quotas and usage as JSON. Pure; thread-safe.
 #pragma once
 
@@ -14,35 +14,41 @@
 
 namespace tessera::server {
 
-struct JobSpec {
-  std::string name;
-  std::string model;    // built-in, or:
-  std::string package;  // SHA-256 of a code package, with
-  std::string command;  // its entry command
-  std::string dataset, eval_dataset;
-  std::vector<std::string> model_args;
-  std::string mode = "sync", optimizer = spec::kDefaultOptimizer;
-  int passes = 1, batch_size = 64, pservers = 1, trainers = 1, trainers_min = 1;
+// What a job submission asks for. Its training is the one job spec (spec/job_spec.h) whichever way
+// it came: a whole spec ("spec" in the body: the job.yaml of `tessera local --spec`, every setting
+// the user's), or the field-by-field form (the console's and the notebook client's: name, model or
+// package and command, data sets, mode, optimizer, passes, batch size, pservers, trainers) over
+// the platform's defaults (FieldFormDefaults). Beside it, what only the platform decides: the code
+// package, the priority and each process's share of the machine. Stored as JSON in the same form
+// older servers wrote and read, so a job submitted before an upgrade still reads after it.
+struct Submission {
+  // The training; its name is the user's (empty: the server names the job). The store, the
+  // checkpoints' directory, the etcd and the code's place are the backend's to fill.
+  spec::JobSpec training = FieldFormDefaults();
+  bool whole_spec = false;  // submitted as a whole spec
+  std::string package;      // SHA-256 of the code package train.command runs in; empty: a built-in model
   Resources resources{0.5, 512, 0};  // per process
   int64_t priority = 0;
-  // Submitted as a whole job spec ("spec" in the body: the job.yaml of `tessera local --spec`),
-  // which then carries every setting; the fields above are read from it (for the scheduler and
-  // the lists). Empty: submitted field by field, with the platform's defaults for the rest.
-  std::optional<spec::JobSpec> training;
-  nlohmann::json ToJson() const;
-  // The training it asks for, in the one job spec (spec/job_spec.h), as job `id`: one master,
-  // the spec's defaults for what a submission cannot say yet; the store, the code and the trainer
-  // command are the backend's to place.
+
+  // The field-by-field form's defaults: the spec's, with one master.
+  static spec::JobSpec FieldFormDefaults();
+  // The trainer's command as one /bin/sh line (spec::ShellLine); empty for a built-in model.
+  std::string command() const;
+  // The training as job `id` (its name in the job's processes).
   spec::JobSpec Training(const std::string& id) const;
+  // Asks for `trainers` trainers from now on (the first step waits for no more than that).
+  void ScaleTo(int trainers);
+  nlohmann::json ToJson() const;
   // Reads and checks a submission (InvalidArgument naming the field).
-  static StatusOr<JobSpec> FromBody(const std::string& body);
-  // A stored spec back (lenient: defaults for what is missing).
-  static JobSpec FromJson(const nlohmann::json& j);
+  static StatusOr<Submission> FromBody(const std::string& body);
+  // A stored submission back, as this server or an older one wrote it (lenient: defaults for what
+  // is missing).
+  static Submission FromJson(const nlohmann::json& j);
 };
 
 struct JobInfo {
   std::string id, ns, name, owner, state, reason, backend;
-  JobSpec spec;
+  Submission spec;
   int trainers = 0;
   int64_t submitted_ms = 0, started_ms = 0, ended_ms = 0;
   nlohmann::json workers, result;
