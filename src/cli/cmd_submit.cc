@@ -110,7 +110,7 @@ StatusOr<spec::JobSpec> SpecWithFlags(const SubmitFlags& f) {
     t.command.clear();
   }
   if (!f.args.empty() || !f.command.empty()) {
-    t.command = !f.args.empty() ? f.args : std::vector<std::string>{"/bin/sh", "-c", f.command};
+    t.command = !f.args.empty() ? f.args : spec::ShellCommand(f.command);
     t.model.clear();
   }
   if (!f.model_args.empty()) t.model_args = f.model_args;
@@ -137,16 +137,14 @@ int RunSubmit(SubmitFlags& f) {
   if (!f.args.empty()) {
     if (!command.empty())
       return FailRemote("submit", Status::InvalidArgument("give the command once: --command or after --"));
-    std::vector<std::string> quoted;
-    for (const auto& a : f.args) quoted.push_back(ShellQuote(a));
-    command = Join(quoted, " ");
+    command = spec::ShellLine(f.args);
   }
   std::optional<spec::JobSpec> whole;
   if (!f.spec_path.empty()) {
     auto t = SpecWithFlags(f);
     if (!t.ok()) return FailRemote("submit", t.status());
     whole = *t;
-    command = Join(t->command, " ");  // what the trainers run (empty: a built-in model)
+    command = spec::ShellLine(t->command);  // what the trainers run (empty: a built-in model)
   } else if (f.model.empty() == command.empty()) {
     return FailRemote("submit",
                       Status::InvalidArgument(
