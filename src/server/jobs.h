@@ -28,7 +28,7 @@
 #include "server_backends/backend.h"
 #include "server_store/database.h"
 #include "server_store/datasets.h"
-#include "server_store/job_spec.h"
+#include "server_store/submission.h"
 #include "server_store/scheduler.h"
 
 namespace tessera::server {

@@ -22,7 +22,7 @@
 #include "sandbox/confined_dir.h"
 #include "sandbox/job_users.h"
 #include "sandbox/sandbox_process.h"
-#include "server_store/job_spec.h"
+#include "server_store/submission.h"
 #include "spec/spec_json.h"
 #include "supervise/python_path.h"
 

@@ -2,7 +2,7 @@
 // training, placed where the job sees its store and code.
 #include <gtest/gtest.h>
 
-#include "server_store/job_spec.h"
+#include "server_store/submission.h"
 #include "server_backends/local_backend.h"
 #include "spec/spec_json.h"
 

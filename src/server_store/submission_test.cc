@@ -2,7 +2,7 @@
 // row an older server wrote (before the submission held a spec) still reads.
 #include <gtest/gtest.h>
 
-#include "server_store/job_spec.h"
+#include "server_store/submission.h"
 #include "spec/spec_json.h"
 
 namespace tessera::server {

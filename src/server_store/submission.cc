@@ -1,5 +1,5 @@
-// A job's submission and its JSON forms; quotas and usage as JSON (see job_spec.h).
-#include "server_store/job_spec.h"
+// A job's submission and its JSON forms; quotas and usage as JSON (see submission.h).
+#include "server_store/submission.h"
 
 #include <algorithm>
 
