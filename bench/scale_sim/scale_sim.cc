@@ -49,8 +49,8 @@ using testing::BuildPath;
 struct SimOptions {
   std::vector<int> trainers = {10, 100};
   std::vector<int> pservers = {10};
-  int steps = 100;  // per trainer per pass
-  int batch = 32;
+  int steps = 500;  // per trainer per pass: four tasks of 125 steps
+  int batch = 4;    // records a step (the control plane reads no more)
   int step_ms = 100;
   int lease_ttl = 10;
   double window_s = 10;  // the steady window
@@ -368,6 +368,7 @@ int Main(int argc, char** argv) {
       ->delimiter(',')
       ->capture_default_str();
   app.add_option("--steps", o.steps, "steps per trainer per pass")->capture_default_str();
+  app.add_option("--batch", o.batch, "records per step")->capture_default_str();
   app.add_option("--step-ms", o.step_ms, "the simulated step, in milliseconds")->capture_default_str();
   app.add_option("--lease-ttl", o.lease_ttl, "every lease's TTL, in seconds")->capture_default_str();
   app.add_option("--window", o.window_s, "seconds of the steady window")->capture_default_str();
@@ -381,6 +382,7 @@ int Main(int argc, char** argv) {
     o.window_s = 2;
     o.lease_ttl = 3;
     o.steps = 200;
+    o.batch = 32;
     o.step_ms = 20;
   }
   // Each simulated trainer holds some 4 connections (2 to etcd, 2 to the master), and the master

@@ -73,13 +73,14 @@ StatusOr<std::unique_ptr<Client>> ClientImpl::Create(const ClientOptions& o, con
   c->transport_.options.window = c->window_;
   TESSERA_ASSIGN_OR_RETURN(c->slots_, LoadSlotMap(c->etcd_.get(), o.connection.job));
   c->nonfinite_ = NonFiniteStreak(c->job_.nonfinite, limits.max_nonfinite_in_a_row);
-  TESSERA_ASSIGN_OR_RETURN(c->member_, TrainerMembership::Join(c->etcd_.get(),
-                                                               {.job = o.connection.job,
-                                                                .trainer_id = o.trainer_id,
-                                                                .transport = o.transport,
-                                                                .lease_ttl_seconds = o.lease_ttl_seconds,
-                                                                .wait_for_predecessor = o.request_timeout},
-                                                               limits));
+  TESSERA_ASSIGN_OR_RETURN(
+      c->member_, TrainerMembership::Join(c->etcd_.get(),
+                                          {.job = o.connection.job,
+                                           .trainer_id = o.trainer_id,
+                                           .transport = o.transport,
+                                           .lease_ttl_seconds = static_cast<int>(o.lease_ttl_seconds),
+                                           .wait_for_predecessor = o.request_timeout},
+                                          limits));
   // A library must not write to the program's stdout: unless the program installed its own
   // logger, log to stderr with the job and trainer on every line.
   if (spdlog::default_logger()->name().empty()) {

@@ -180,12 +180,15 @@ StatusOr<StatusReply> MasterClient::GetStatus(const Deadline& deadline) {
   return reply;
 }
 
-Status MasterClient::Report(const ProgressReport& report, const Deadline& deadline) {
+StatusOr<std::chrono::milliseconds> MasterClient::Report(const ProgressReport& report,
+                                                         const Deadline& deadline) {
   ProgressReport req = report;
   req.set_job_token(token_);
   ProgressReply reply;
-  return Call("report", "Report", req, deadline,
-              [&](Master::Stub& s, grpc::ClientContext* c) { return s.Report(c, req, &reply); });
+  TESSERA_RETURN_IF_ERROR(
+      Call("report", "Report", req, deadline,
+           [&](Master::Stub& s, grpc::ClientContext* c) { return s.Report(c, req, &reply); }));
+  return std::chrono::milliseconds(reply.progress_every_ms());
 }
 
 Status MasterClient::ReportPosition(const PositionReport& report, const Deadline& deadline) {
@@ -196,9 +199,10 @@ Status MasterClient::ReportPosition(const PositionReport& report, const Deadline
               [&](Master::Stub& s, grpc::ClientContext* c) { return s.ReportPosition(c, req, &reply); });
 }
 
-StatusOr<int64_t> MasterClient::ReportTaskProgress(const std::string& trainer, int64_t task, int64_t epoch,
-                                                   int64_t offset, int64_t records,
-                                                   const Deadline& deadline) {
+StatusOr<MasterClient::TaskProgressAnswer> MasterClient::ReportTaskProgress(const std::string& trainer,
+                                                                            int64_t task, int64_t epoch,
+                                                                            int64_t offset, int64_t records,
+                                                                            const Deadline& deadline) {
   TaskProgress req;
   req.set_job_token(token_);
   req.set_trainer(trainer);
@@ -210,7 +214,7 @@ StatusOr<int64_t> MasterClient::ReportTaskProgress(const std::string& trainer, i
   TESSERA_RETURN_IF_ERROR(
       Call("report task progress", "ReportTaskProgress", req, deadline,
            [&](Master::Stub& s, grpc::ClientContext* c) { return s.ReportTaskProgress(c, req, &reply); }));
-  return reply.end_record();
+  return TaskProgressAnswer{reply.end_record(), std::chrono::milliseconds(reply.task_progress_every_ms())};
 }
 
 }  // namespace tessera::master

@@ -40,12 +40,18 @@ class MasterClient {
   StatusOr<bool> Fail(const std::string& trainer, int64_t task, int64_t epoch, const std::string& reason,
                       const Deadline& deadline);
   StatusOr<StatusReply> GetStatus(const Deadline& deadline);
-  Status Report(const ProgressReport& report, const Deadline& deadline);
+  // Returns how long the master asks the trainer to wait before its next report (0: not said).
+  StatusOr<std::chrono::milliseconds> Report(const ProgressReport& report, const Deadline& deadline);
   Status ReportPosition(const PositionReport& report, const Deadline& deadline);
-  // How far `trainer` got in its task: `offset` of `records` read. The record to stop before
-  // when the rest was split off for an idle trainer, or 0 (go on).
-  StatusOr<int64_t> ReportTaskProgress(const std::string& trainer, int64_t task, int64_t epoch,
-                                       int64_t offset, int64_t records, const Deadline& deadline);
+  // How far `trainer` got in its task: `offset` of `records` read. The answer: the record to
+  // stop before when the rest was split off for an idle trainer, or 0 (go on); and how long the
+  // master asks the trainer to wait before its next such report (0: not said).
+  struct TaskProgressAnswer {
+    int64_t end_record = 0;
+    std::chrono::milliseconds next{0};
+  };
+  StatusOr<TaskProgressAnswer> ReportTaskProgress(const std::string& trainer, int64_t task, int64_t epoch,
+                                                  int64_t offset, int64_t records, const Deadline& deadline);
   // The leader's address as last resolved ("" if none yet).
   std::string leader() const;
 

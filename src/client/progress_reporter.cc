@@ -13,7 +13,7 @@ void ProgressReporter::Add(int64_t samples, double cost_sum, int64_t step, int p
   cost_ += cost_sum;
   step_ = step;
   pass_ = pass;
-  if (Now() - last_ >= std::chrono::seconds(1)) Flush();
+  if (Now() - last_ >= every_) Flush();
 }
 
 void ProgressReporter::Flush(const std::vector<std::pair<std::string, double>>& metrics, int metric_pass) {
@@ -30,8 +30,11 @@ void ProgressReporter::Flush(const std::vector<std::pair<std::string, double>>& 
     pm->set_value(value);
     pm->set_pass(metric_pass);
   }
-  Status s = master_->Report(r, Deadline(std::chrono::seconds(10)));
-  if (!s.ok()) spdlog::warn("progress report not delivered: {}", s.ToString());
+  auto next = master_->Report(r, Deadline(std::chrono::seconds(10)));
+  if (!next.ok())
+    spdlog::warn("progress report not delivered: {}", next.status().ToString());
+  else if (next->count() > 0)
+    every_ = *next;  // the master's pace (master/report_pace.h)
   samples_ = 0;
   cost_ = 0;
   last_ = Now();

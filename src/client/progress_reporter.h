@@ -1,5 +1,7 @@
 // ProgressReporter: a trainer's progress (samples, summed cost, step, pass) and evaluation
-// results, sent to the job's master about once a second. Used by the built-in trainer loop and
+// results, sent to the job's master about once a second, or as seldom as the master asks (a job
+// of many trainers is paced so the master gets about the same reports a second whatever their
+// number: master/report_pace.h). Used by the built-in trainer loop and
 // by the Python and C APIs. Not thread-safe (one trainer loop calls it).
 #pragma once
 
@@ -36,6 +38,7 @@ class ProgressReporter {
   int pass_ = 0;
   double cost_ = 0;
   TimePoint last_ = Now();
+  std::chrono::milliseconds every_{1000};  // until the master says otherwise
 };
 
 // Whether `trainer` is the lowest-numbered live trainer of `job` (the one that evaluates at the

@@ -124,14 +124,19 @@ class ReaderImpl : public Reader {
   }
 
   // Every so often, tells the master how far we are in the task; if it split the rest off for
-  // an idle trainer, we stop where it says. (A lost answer at worst trains the rest twice.) In a
-  // pass's tail (the master had no task for us ahead), ten times as often: another trainer may be
+  // an idle trainer, we stop where it says. (A lost answer at worst trains the rest twice.) As
+  // often as the master's last answer asked (it paces its trainers by their number and by whether
+  // the pass is in its tail: master/report_pace.h). A master that does not say: every 250 ms, and
+  // in a pass's tail (it had no task for us ahead) ten times as often: another trainer may be
   // idle, and in sync mode every step waits for its empty one.
   void MaybeReportProgress() {
     if (!have_task_) return;
     const TimePoint now = Now();
-    if (now - last_report_ < (tail_.load(std::memory_order_relaxed) ? kProgressEveryInTail : kProgressEvery))
-      return;
+    const int64_t said = master_pace_ms_.load(std::memory_order_relaxed);
+    const std::chrono::milliseconds every =
+        said > 0 ? std::chrono::milliseconds(said)
+                 : (tail_.load(std::memory_order_relaxed) ? kProgressEveryInTail : kProgressEvery);
+    if (now - last_report_ < every) return;
     last_report_ = now;
     auto end =
         master_->ReportTaskProgress(trainer_, task_.id(), task_.epoch(), static_cast<int64_t>(next_),
@@ -140,10 +145,12 @@ class ReaderImpl : public Reader {
       spdlog::debug("trainer {}: task progress not reported: {}", trainer_, end.status().message());
       return;
     }
-    if (*end > static_cast<int64_t>(next_) && *end < static_cast<int64_t>(records_.size())) {
+    if (end->next.count() > 0) master_pace_ms_.store(end->next.count(), std::memory_order_relaxed);
+    const int64_t stop = end->end_record;
+    if (stop > static_cast<int64_t>(next_) && stop < static_cast<int64_t>(records_.size())) {
       spdlog::info("trainer {}: task {} stops at record {} of {}; an idle trainer has the rest", trainer_,
-                   task_.id(), *end, records_.size());
-      records_.resize(static_cast<size_t>(*end));
+                   task_.id(), stop, records_.size());
+      records_.resize(static_cast<size_t>(stop));
       ++stats_.splits;
     }
   }
@@ -203,6 +210,8 @@ class ReaderImpl : public Reader {
     const TimePoint start = Now();
     while (true) {
       TESSERA_ASSIGN_OR_RETURN(f.reply, master_->GetTask(trainer_, deadline));
+      if (f.reply.task_progress_every_ms() > 0)
+        master_pace_ms_.store(f.reply.task_progress_every_ms(), std::memory_order_relaxed);
       f.seconds = std::chrono::duration<double>(Now() - start).count();
       if (f.reply.kind() != master::GetTaskReply::TASK) return f;
       const std::string dir =
@@ -366,6 +375,9 @@ class ReaderImpl : public Reader {
   TimePoint last_report_{};
   // The fetch ahead heard "wait": every task of the pass is out, or left for trainers with none.
   std::atomic<bool> tail_{false};
+  // How often the master last asked for task progress (0: it did not say). Set by Ask(), which
+  // also runs on the fetch-ahead thread.
+  mutable std::atomic<int64_t> master_pace_ms_{0};
   // The master's last "wait": whether others held tasks; when to ask again.
   bool others_training_ = false;
   static constexpr std::chrono::milliseconds kAskAgainAfterWait{10};

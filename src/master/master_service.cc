@@ -99,6 +99,10 @@ grpc::Status MasterService::Durable(uint64_t ticket) {
   return grpc::Status(grpc::StatusCode::UNAVAILABLE, "master state not persisted: " + s.message());
 }
 
+ReportPace MasterService::Pace() const {
+  return PaceFor(static_cast<int64_t>(live_trainers_.size()), queue_ && queue_->in_tail());
+}
+
 grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskRequest* req,
                                     GetTaskReply* reply) {
   RpcTimer timer(registry_, "GetTask");
@@ -131,6 +135,9 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
     }
     reply->set_pass(queue_->pass());
     reply->set_passes(queue_->passes());
+    const ReportPace pace = Pace();
+    reply->set_progress_every_ms(pace.progress.count());
+    reply->set_task_progress_every_ms(pace.task_progress.count());
     if (next.kind == TaskQueue::NextKind::kWait)
       reply->set_others_training(queue_->OthersHold(req->trainer()));
   }
@@ -204,6 +211,7 @@ grpc::Status MasterService::ReportTaskProgress(grpc::ServerContext* ctx, const T
   {
     MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
+    reply->set_task_progress_every_ms(Pace().task_progress.count());
     for (int64_t at : queue_->ProposeSplit(req->task_id(), req->epoch(), req->offset(), req->records())) {
       if (queue_->Split(req->task_id(), req->epoch(), at, req->records()) < 0) break;
       cut = at;
@@ -291,10 +299,15 @@ grpc::Status MasterService::Summary(StatusReply* reply) {
   return grpc::Status::OK;
 }
 
-grpc::Status MasterService::Report(grpc::ServerContext* ctx, const ProgressReport* req, ProgressReply*) {
+grpc::Status MasterService::Report(grpc::ServerContext* ctx, const ProgressReport* req,
+                                   ProgressReply* reply) {
   RpcTimer timer(registry_, "Report");
   if (auto c = Check(ctx, "Report", *req, req->job_token()); !c.ok()) return c;
   grpc::Status s = AddReport(*req);
+  {
+    MutexLock lock(&mu_);
+    if (active_) reply->set_progress_every_ms(Pace().progress.count());
+  }
   if (s.ok() && req->metrics_size() > 0 && save_evaluations_) save_evaluations_();
   return s;
 }

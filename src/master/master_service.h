@@ -25,6 +25,7 @@
 #include "master/console_state.h"
 #include "master/events.h"
 #include "master/position.h"
+#include "master/report_pace.h"
 #include "master/state_log.h"
 #include "master/task_queue.h"
 #include "security/rpc_auth.h"
@@ -98,6 +99,8 @@ class MasterService final : public tessera::master::Master::Service {
                             const google::protobuf::Message& request);
   grpc::Status Check(grpc::ServerContext* ctx, const char* method, const google::protobuf::Message& request,
                      const std::string& token);
+  // How often trainers are to report now (report_pace.h).
+  ReportPace Pace() const REQUIRES(mu_);
   // Logs `e` (REQUIRES: mu_ held) and returns the ticket to wait for.
   uint64_t Log(const Event& e) REQUIRES(mu_);
   grpc::Status Durable(uint64_t ticket) EXCLUDES(mu_);

@@ -145,6 +145,9 @@ class TaskQueue {
   int pass() const { return pass_; }
   int passes() const { return options_.passes; }
   bool finished() const { return finished_; }
+  // Every task of the pass has been handed out (its tail: a task may be split for an idle
+  // trainer).
+  bool in_tail() const { return !finished_ && cursor_ >= tasks_; }
   int64_t tasks() const { return tasks_; }
   const TaskQueueOptions& options() const { return options_; }
 

@@ -13,10 +13,12 @@
 #include <regex>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "client/master_client.h"
 #include "common/clock.h"
 #include "common/files.h"
+#include "common/net.h"
 #include "common/random.h"
 #include "coord/election.h"
 #include "coord/etcd_fixture.h"
@@ -715,6 +717,72 @@ TEST_F(MasterTest, AnIdleTrainerTakesTheRestOfASlowTrainersTask) {
       "needs about 8 s for its task)\n",
       static_cast<long long>(records(slow)), static_cast<long long>(records(fast)),
       static_cast<long long>(st.splits()), took);
+}
+
+// A job of many trainers is paced: the master asks each for fewer reports, so that it handles
+// about the same number a second whatever their number (master/report_pace.h), and a reader
+// follows what it says. With 200 trainers registered: progress every 4 s, task progress every
+// 4 s before the pass's tail and 400 ms in it; the reader, before the tail, then reports its
+// task's progress at most twice in 3 s of reading (it did every 250 ms: 12 times).
+TEST_F(MasterTest, ManyTrainersAreAskedForFewerReportsAndTheReaderFollows) {
+  MakeDataset("d", 6000, 1 << 20);  // one chunk, cut into 3 tasks
+  const int http = FreeLoopbackPort();
+  StartMaster("d", {"--passes", "1", "--min-tasks", "3", "--min-task-records", "50", "--http-port",
+                    std::to_string(http)});
+  auto lease = client_->GrantLease(30);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  Registry trainers(client_.get(), keys::TrainerPrefix(kJob));
+  for (int i = 0; i < 199; ++i)
+    ASSERT_TRUE(trainers.Register("idle-" + std::to_string(i), "{}", lease->id).ok());
+  std::unique_ptr<Reader> reader = OpenReader();  // the 200th, registered by the reader itself
+  ASSERT_NE(reader, nullptr);
+  master::MasterClient mc(client_.get(), kJob, token_, secret_);
+  // The master's pace once it counts the 200 (its watch may take a moment); a report with
+  // nothing in it changes nothing.
+  std::chrono::milliseconds paced{0};
+  const Deadline counted(std::chrono::seconds(30));
+  while (!counted.expired() && paced.count() != 4000) {
+    auto r = mc.Report(master::ProgressReport(), Deadline(std::chrono::seconds(10)));
+    ASSERT_TRUE(r.ok()) << r.status();
+    paced = *r;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  EXPECT_EQ(paced.count(), 4000) << "200 trainers' progress: about 50 reports a second";
+  auto got = mc.GetTask("idle-0", Deadline(std::chrono::seconds(10)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  const master::GetTaskReply reply = *got;
+  ASSERT_EQ(reply.kind(), master::GetTaskReply::TASK);
+  EXPECT_EQ(reply.progress_every_ms(), 4000);
+  EXPECT_EQ(reply.task_progress_every_ms(), 4000) << "before the tail: only to learn it began";
+  // The reader takes the second task and, reading slowly for 3 s, reports its progress in it as
+  // seldom as told.
+  std::string rec;
+  auto more = reader->Next(&rec);
+  ASSERT_TRUE(more.ok() && *more) << (more.ok() ? "no record" : more.status().ToString());
+  auto reports = [&] {
+    const std::string page =
+        RawHttpUntilClosed("127.0.0.1", http, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1", "");
+    std::smatch m;
+    static const std::regex count(
+        "tessera_master_rpc_seconds_count\\{[^}]*method=\"ReportTaskProgress\"[^}]*\\} ([0-9.e+]+)");
+    return std::regex_search(page, m, count) ? std::stod(m[1]) : 0.0;
+  };
+  const double before = reports();
+  const auto start = Now();
+  while (Now() - start < std::chrono::seconds(3)) {
+    more = reader->Next(&rec);
+    ASSERT_TRUE(more.ok()) << more.status();
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_LE(reports() - before, 2) << "the reader reported more often than the master asked";
+  // The third task out: the pass is in its tail, and task progress may free an idle trainer.
+  got = mc.GetTask("idle-1", Deadline(std::chrono::seconds(10)));
+  ASSERT_TRUE(got.ok()) << got.status();
+  ASSERT_EQ(got->kind(), master::GetTaskReply::TASK);
+  auto progress = mc.ReportTaskProgress("idle-0", reply.task().id(), reply.task().epoch(), 1, 2000,
+                                        Deadline(std::chrono::seconds(10)));
+  ASSERT_TRUE(progress.ok()) << progress.status();
+  EXPECT_EQ(progress->next.count(), 400) << "in the tail: more often, spread over the 200";
 }
 
 TEST_F(MasterTest, MasterRefusesAnotherDataSetsQueue) {
