@@ -301,6 +301,18 @@ StatusOr<Json> Run::Go() {
   TESSERA_RETURN_IF_ERROR(FirstError());
   if (joined < 0) return Status::DeadlineExceeded("not every trainer trained within the join storm's time");
   out["join_storm_s"] = joined;
+  // Where the join's time went: when the last trainer ended each phase, from the storm's start.
+  Json phases = Json::object();
+  const char* names[] = {"connected", "registered", "pservers_ready", "reader_open"};
+  for (int ph = 0; ph < SimTrainer::kPhases; ++ph) {
+    int64_t last = 0;
+    for (const auto& t : trainers_) last = std::max(last, t->phase_ms(static_cast<SimTrainer::Phase>(ph)));
+    phases[names[ph]] = static_cast<double>(last - trainers_.front()->started_ms()) / 1000.0;
+  }
+  int64_t first = 0;
+  for (const auto& t : trainers_) first = std::max(first, t->first_record_ms());
+  phases["first_record"] = static_cast<double>(first - trainers_.front()->started_ms()) / 1000.0;
+  out["join_phases_s"] = phases;
   // A steady window.
   const std::string master_http = "127.0.0.1:" + std::to_string(master_http_);
   TESSERA_ASSIGN_OR_RETURN(EtcdLoad before, ReadLoad(server_->endpoint()));

@@ -57,17 +57,20 @@ Status SimTrainer::Train() {
   c.job = o_.job;
   // The Client's connection: membership, the pservers' directory, progress reports.
   TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(c, std::chrono::seconds(30)));
+  phase_ms_[kConnected] = WallMillis();
   TrainerMembership::Options mo;
   mo.job = o_.job;
   mo.transport = "tcp";
   mo.lease_ttl_seconds = o_.lease_ttl_seconds;
   TESSERA_ASSIGN_OR_RETURN(auto member, TrainerMembership::Join(job.etcd.get(), mo, ClientLimits{}));
+  phase_ms_[kRegistered] = WallMillis();
   auto directory = std::make_shared<PserverDirectory>(job.etcd.get(), o_.job, o_.pservers);
   {
     std::lock_guard<std::mutex> lock(mu_);
     directory_ = directory;
   }
   TESSERA_RETURN_IF_ERROR(directory->WaitAllReady(Deadline(std::chrono::seconds(120))));
+  phase_ms_[kPserversReady] = WallMillis();
   master::MasterClient master(job.etcd.get(), o_.job, job.config.token, job.secret);
   master::ProgressReporter progress(&master, member->id());
   // The Reader's connection, as the Python module and the built-in trainer open it.
@@ -76,6 +79,7 @@ Status SimTrainer::Train() {
   ro.trainer_id = member->id();
   ro.store = o_.store;
   TESSERA_ASSIGN_OR_RETURN(auto reader, Reader::Open(ro));
+  phase_ms_[kReaderOpen] = WallMillis();
   std::string rec;
   int64_t step = 0, in_batch = 0;
   // Bounded by the job's passes (the reader finishes) and by Stop().

@@ -46,6 +46,10 @@ class SimTrainer {
   int64_t records() const { return records_.load(); }
   int64_t started_ms() const { return started_ms_; }
   int64_t first_record_ms() const { return first_record_ms_.load(); }
+  // When each phase of its join ended (0: not yet): connected (the job read), registered (lease
+  // and registration), every pserver ready in its directory, its reader open.
+  enum Phase { kConnected, kRegistered, kPserversReady, kReaderOpen, kPhases };
+  int64_t phase_ms(Phase p) const { return phase_ms_[p].load(); }
   Status error() const;
   // Pserver `index`'s epoch in this trainer's directory now (0: not registered).
   int64_t PserverEpoch(int index) const;
@@ -58,6 +62,7 @@ class SimTrainer {
   std::thread thread_;
   std::atomic<bool> stop_{false}, done_{false};
   std::atomic<int64_t> records_{0}, first_record_ms_{0};
+  std::atomic<int64_t> phase_ms_[kPhases] = {};
   int64_t started_ms_ = 0;
   mutable std::mutex mu_;
   Status error_;

@@ -4,7 +4,9 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <random>
 
+#include "common/random.h"
 #include "common/strings.h"
 #include "coord/keys.h"
 
@@ -63,6 +65,14 @@ StatusOr<MemberList> Registry::List() {
   return MembersFromRange(prefix_, range);
 }
 
+StatusOr<MemberList> Registry::ListKeys() {
+  etcd::GetOptions o;
+  o.prefix = true;
+  o.keys_only = true;
+  TESSERA_ASSIGN_OR_RETURN(auto range, etcd_->Get(prefix_, o));
+  return MembersFromRange(prefix_, range);
+}
+
 StatusOr<Claim> Registry::ClaimIndex(int n, const std::string& value, int64_t lease, int only) {
   if (n < 1) return Status::InvalidArgument("cannot claim an index in [0, " + std::to_string(n) + ")");
   if (only >= n) {
@@ -89,13 +99,26 @@ std::vector<int> LowestFreeIndices(const MemberList& list, int count) {
   return free;
 }
 
+std::vector<int> ClaimCandidates(const MemberList& list, int attempt, int count, uint64_t seed) {
+  if (attempt <= 0) return LowestFreeIndices(list, count);
+  const int window = count << std::min(attempt, 10);
+  std::vector<int> free = LowestFreeIndices(list, window);
+  std::mt19937_64 rng(seed);
+  std::shuffle(free.begin(), free.end(), rng);
+  free.resize(static_cast<size_t>(count));
+  return free;
+}
+
 StatusOr<Claim> Registry::ClaimLowestFree(const std::string& value, int64_t lease, int attempts) {
   // A handful of candidates per transaction: enough that a few racing claimers do not make each
   // other start over, few enough to stay far below etcd's limit on operations per transaction.
   constexpr int kCandidates = 8;
+  const uint64_t seed = RandomSeed();
   for (int attempt = 0; attempt < attempts; ++attempt) {
-    TESSERA_ASSIGN_OR_RETURN(MemberList list, List());
-    TESSERA_ASSIGN_OR_RETURN(Claim claim, ClaimFirstFree(LowestFreeIndices(list, kCandidates), value, lease));
+    TESSERA_ASSIGN_OR_RETURN(MemberList list, ListKeys());
+    TESSERA_ASSIGN_OR_RETURN(
+        Claim claim,
+        ClaimFirstFree(ClaimCandidates(list, attempt, kCandidates, seed + attempt), value, lease));
     if (claim.index >= 0) return claim;
   }
   return Status::Aborted("could not claim a free index under " + prefix_ + ": others took every candidate " +
@@ -129,7 +152,7 @@ StatusOr<Claim> Registry::ClaimFirstFree(const std::vector<int>& candidates, con
     r = r->results[0].txn.get();
   }
   // A transaction retried after a lost reply may have claimed an index already: keep exactly one.
-  TESSERA_ASSIGN_OR_RETURN(MemberList list, List());
+  TESSERA_ASSIGN_OR_RETURN(MemberList list, ListKeys());
   for (const auto& m : list.members) {
     if (m.lease != lease || m.key == claim.key) continue;
     auto idx = ParseInt64(m.name, "index");

@@ -40,6 +40,13 @@ struct MemberList {
 // The `count` lowest numeric member names not in `list`, ascending (pure).
 std::vector<int> LowestFreeIndices(const MemberList& list, int count);
 
+// The indices a claimer of the lowest free index tries, in order (pure). At the first attempt the
+// `count` lowest free ones in order, so a claimer alone gets the lowest. After losing races (every
+// candidate taken by others first), `count` of the count x 2^attempt lowest free ones (at most
+// 8,192), in an order drawn from `seed`: claimers racing at once then spread over ever more
+// indices, and a storm of N joins settles in about log2(N / count) rounds instead of N / count.
+std::vector<int> ClaimCandidates(const MemberList& list, int attempt, int count, uint64_t seed);
+
 struct Claim {
   int index = -1;
   int64_t epoch = 0;
@@ -76,6 +83,9 @@ class Registry {
   Status Deregister(const std::string& name, int64_t epoch, const std::vector<etcd::Op>& also = {});
 
   StatusOr<MemberList> List();
+  // The members without their values (what a claim needs: names, epochs, leases), a fraction of
+  // the bytes when there are many.
+  StatusOr<MemberList> ListKeys();
 
   // Watches the members: calls `on_change` with the full list once at start and after every
   // change. Survives etcd restarts and history compaction (it re-lists).
