@@ -69,6 +69,15 @@ Status SimTrainer::Train() {
     std::lock_guard<std::mutex> lock(mu_);
     directory_ = directory;
   }
+  // The directory's watches use the etcd client: it goes before the client does, however this
+  // returns (the harness's reference too).
+  struct Forget {
+    SimTrainer* self;
+    ~Forget() {
+      std::lock_guard<std::mutex> lock(self->mu_);
+      self->directory_.reset();
+    }
+  } forget{this};
   TESSERA_RETURN_IF_ERROR(directory->WaitAllReady(Deadline(std::chrono::seconds(120))));
   phase_ms_[kPserversReady] = WallMillis();
   master::MasterClient master(job.etcd.get(), o_.job, job.config.token, job.secret);
