@@ -25,6 +25,8 @@
 #include <sstream>
 #include <thread>
 
+#include "client/job_connection.h"
+#include "client/master_client.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/net.h"
@@ -57,6 +59,7 @@ struct SimOptions {
   bool kill_pserver = true;
   bool churn = true;
   bool smoke = false;  // make test: check, do not report
+  int long_passes = 0;  // > 0: the long run instead of the sizes (etcd's database over the passes)
   std::string json_path;
 };
 
@@ -121,6 +124,33 @@ double SecondsUntil(const std::function<bool()>& done, std::chrono::milliseconds
   return std::chrono::duration<double>(Now() - start).count();
 }
 
+// The pass a job's master is in.
+class JobConnectionProbe {
+ public:
+  JobConnectionProbe(etcd::EtcdClient* etcd, std::string endpoint, std::string job)
+      : etcd_(etcd), endpoint_(std::move(endpoint)), job_(std::move(job)) {}
+  StatusOr<int> Pass() {
+    if (!master_) {
+      TESSERA_ASSIGN_OR_RETURN(auto token, ReadJobToken());
+      master_ = std::make_unique<master::MasterClient>(etcd_, job_, token.first, token.second);
+    }
+    TESSERA_ASSIGN_OR_RETURN(auto st, master_->GetStatus(Deadline(std::chrono::seconds(10))));
+    return st.pass();
+  }
+
+ private:
+  StatusOr<std::pair<std::string, security::JobSecret>> ReadJobToken() {
+    ConnectionOptions c;
+    c.etcd_endpoints = {endpoint_};
+    c.job = job_;
+    TESSERA_ASSIGN_OR_RETURN(JobConnection j, ConnectJob(c, std::chrono::seconds(10)));
+    return std::make_pair(j.config.token, j.secret);
+  }
+  etcd::EtcdClient* etcd_;
+  const std::string endpoint_, job_;
+  std::unique_ptr<master::MasterClient> master_;
+};
+
 // One size: a fresh job in the etcd, its data set, pservers, master and trainers.
 class Run {
  public:
@@ -134,6 +164,8 @@ class Run {
   }
 
   StatusOr<Json> Go();
+  // The long run: the pass after pass of a small job, etcd's database size at every fifth pass.
+  StatusOr<Json> Long(int passes);
 
  private:
   Status CreateJob();
@@ -167,12 +199,15 @@ Status Run::CreateJob() {
   TESSERA_RETURN_IF_ERROR(etcd_->Commit(CreateJobTxn(job_, &cfg, security::JobSecret::Generate())).status());
   // Four tasks a trainer a pass, one chunk each.
   const int64_t per_task = std::max<int64_t>(1, int64_t{o_.steps} * o_.batch / 4);
+  // Records long enough that a task's fill a chunk of at least the writer's least (1 KiB).
+  const std::string record(static_cast<size_t>(std::max<int64_t>(1, 1200 / per_task)), 'r');
   dataset::WriterOptions wo;
-  wo.chunk_bytes = static_cast<size_t>(per_task * 6);
+  wo.chunk_bytes =
+      static_cast<size_t>(std::max<int64_t>(1024, per_task * static_cast<int64_t>(record.size() + 5)));
   wo.compressor = recordio::Compressor::kNone;
   TESSERA_ASSIGN_OR_RETURN(auto w, dataset::DatasetWriter::Create(dir_ + "/store", job_, "text", "line", wo));
   const int64_t records = per_task * 4 * n_;
-  for (int64_t i = 0; i < records; ++i) TESSERA_RETURN_IF_ERROR(w->Add("r"));
+  for (int64_t i = 0; i < records; ++i) TESSERA_RETURN_IF_ERROR(w->Add(record));
   return w->Commit(Json::object());
 }
 
@@ -284,6 +319,41 @@ StatusOr<Json> Run::Churn() {
   return Json{{"left_and_joined", k}, {"newcomers_training_s", s}};
 }
 
+StatusOr<Json> Run::Long(int passes) {
+  TESSERA_RETURN_IF_ERROR(CreateJob());
+  TESSERA_RETURN_IF_ERROR(StartPservers());
+  TESSERA_RETURN_IF_ERROR(StartMaster());
+  StartTrainers(n_);
+  etcd::EtcdClient* etcd = etcd_.get();
+  JobConnectionProbe probe(etcd, server_->endpoint(), job_);
+  Json sizes = Json::array();
+  int next = 5;
+  const auto start = Now();
+  // Bounded by the passes asked for and 20 s a pass.
+  while (next <= passes) {
+    if (Now() - start > std::chrono::seconds(20) * passes)
+      return Status::DeadlineExceeded("the long run did not reach pass " + std::to_string(next));
+    TESSERA_RETURN_IF_ERROR(FirstError());
+    auto pass = probe.Pass();
+    if (pass.ok() && *pass >= next) {
+      TESSERA_ASSIGN_OR_RETURN(EtcdLoad load, ReadLoad(server_->endpoint()));
+      TESSERA_ASSIGN_OR_RETURN(auto rev, etcd->Get("/", {}));
+      sizes.push_back({{"pass", *pass},
+                       {"db_mib", load.db_bytes / (1 << 20)},
+                       {"db_in_use_mib", load.db_in_use_bytes / (1 << 20)},
+                       {"revision", rev.revision},
+                       {"seconds", std::chrono::duration<double>(Now() - start).count()}});
+      std::fprintf(stderr, "pass %d: etcd DB %.2f MiB (%.2f in use), revision %lld\n", *pass,
+                   load.db_bytes / (1 << 20), load.db_in_use_bytes / (1 << 20),
+                   static_cast<long long>(rev.revision));
+      next += 5;
+      continue;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return Json{{"trainers", n_}, {"pservers", p_}, {"passes", sizes}};
+}
+
 StatusOr<Json> Run::Go() {
   TESSERA_RETURN_IF_ERROR(CreateJob());
   TESSERA_RETURN_IF_ERROR(StartPservers());
@@ -386,6 +456,10 @@ int Main(int argc, char** argv) {
   app.add_option("--window", o.window_s, "seconds of the steady window")->capture_default_str();
   app.add_flag("--smoke", o.smoke, "a short run that checks every scenario (make test)");
   app.add_option("--json", o.json_path, "also write one JSON object per size to this file");
+  app.add_option(
+      "--long", o.long_passes,
+      "instead of the sizes: the first --trainers and --pservers count run this many short passes, "
+      "etcd's database size printed every 5 passes");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // a thousand trainers' task notes are not the figures
   if (o.smoke) {
@@ -412,6 +486,19 @@ int Main(int argc, char** argv) {
   } cleanup{*dir};
   auto server = testing::EtcdServer::Launch();
   if (!server.ok()) return std::fprintf(stderr, "%s\n", server.status().ToString().c_str()), 1;
+  if (o.long_passes > 0) {
+    // Short passes: four tasks of 10 steps of 5 ms a trainer.
+    o.steps = 40;
+    o.step_ms = 5;
+    Run run(o, server->get(), *dir, o.trainers.front(), o.pservers.front());
+    auto r = run.Long(o.long_passes);
+    if (!r.ok()) {
+      std::fprintf(stderr, "scale_sim --long: %s\n", r.status().ToString().c_str());
+      return 1;
+    }
+    std::printf("%s\n", r->dump(2).c_str());
+    return 0;
+  }
   std::printf(
       "| trainers | pservers | join storm (s) | etcd req/trainer/s | keep-alives/s | puts+txns/s | ranges/s "
       "| "
