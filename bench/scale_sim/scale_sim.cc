@@ -41,6 +41,7 @@
 #include "security/job_secret.h"
 #include "sim_pserver.h"
 #include "sim_trainer.h"
+#include "spec/role_argv.h"
 
 namespace tessera::bench {
 namespace {
@@ -60,6 +61,7 @@ struct SimOptions {
   bool churn = true;
   bool smoke = false;  // make test: check, do not report
   int long_passes = 0;  // > 0: the long run instead of the sizes (etcd's database over the passes)
+  std::string etcd_retention = spec::kEtcdHistoryRetention;  // of etcd's history (auto-compaction)
   std::string json_path;
 };
 
@@ -338,14 +340,23 @@ StatusOr<Json> Run::Long(int passes) {
     if (pass.ok() && *pass >= next) {
       TESSERA_ASSIGN_OR_RETURN(EtcdLoad load, ReadLoad(server_->endpoint()));
       TESSERA_ASSIGN_OR_RETURN(auto rev, etcd->Get("/", {}));
+      // What is live now: every key and its value (the rest of the database is history).
+      etcd::GetOptions all;
+      all.prefix = true;
+      TESSERA_ASSIGN_OR_RETURN(auto live, etcd->Get("/", all));
+      double live_bytes = 0;
+      for (const auto& kv : live.kvs) live_bytes += static_cast<double>(kv.key.size() + kv.value.size());
       sizes.push_back({{"pass", *pass},
                        {"db_mib", load.db_bytes / (1 << 20)},
                        {"db_in_use_mib", load.db_in_use_bytes / (1 << 20)},
                        {"revision", rev.revision},
+                       {"live_keys", live.kvs.size()},
+                       {"live_mib", live_bytes / (1 << 20)},
                        {"seconds", std::chrono::duration<double>(Now() - start).count()}});
-      std::fprintf(stderr, "pass %d: etcd DB %.2f MiB (%.2f in use), revision %lld\n", *pass,
-                   load.db_bytes / (1 << 20), load.db_in_use_bytes / (1 << 20),
-                   static_cast<long long>(rev.revision));
+      std::fprintf(stderr,
+                   "pass %d: etcd DB %.2f MiB (%.2f in use), revision %lld, %zu live keys of %.3f MiB\n",
+                   *pass, load.db_bytes / (1 << 20), load.db_in_use_bytes / (1 << 20),
+                   static_cast<long long>(rev.revision), live.kvs.size(), live_bytes / (1 << 20));
       next += 5;
       continue;
     }
@@ -456,6 +467,10 @@ int Main(int argc, char** argv) {
   app.add_option("--window", o.window_s, "seconds of the steady window")->capture_default_str();
   app.add_flag("--smoke", o.smoke, "a short run that checks every scenario (make test)");
   app.add_option("--json", o.json_path, "also write one JSON object per size to this file");
+  app.add_option("--etcd-retention", o.etcd_retention,
+                 "etcd's history kept before it is compacted, as the etcd a job starts keeps it "
+                 "(spec::EtcdServerFlags); 0: never compacted, as before 2026-11-28")
+      ->capture_default_str();
   app.add_option(
       "--long", o.long_passes,
       "instead of the sizes: the first --trainers and --pservers count run this many short passes, "
@@ -484,7 +499,9 @@ int Main(int argc, char** argv) {
     std::string dir;
     ~Cleanup() { (void)RemoveAll(dir); }
   } cleanup{*dir};
-  auto server = testing::EtcdServer::Launch();
+  testing::EtcdServerOptions eo;
+  if (o.etcd_retention != "0") eo.flags = spec::EtcdServerFlags(o.etcd_retention);
+  auto server = testing::EtcdServer::Launch(eo);
   if (!server.ok()) return std::fprintf(stderr, "%s\n", server.status().ToString().c_str()), 1;
   if (o.long_passes > 0) {
     // Short passes: four tasks of 10 steps of 5 ms a trainer.

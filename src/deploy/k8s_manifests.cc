@@ -206,6 +206,7 @@ Manifest EtcdStatefulSet(const JobSpec& s) {
       {"livenessProbe", HttpProbe("/health", kEtcdClientPort, 10, 6)},
       {"readinessProbe", HttpProbe("/health", kEtcdClientPort, 5, 3)},
       {"volumeMounts", Json::array({Mount("data", VolumeSpec{"/var/lib/etcd", "", "", "", ""})})}};
+  for (const auto& f : spec::EtcdServerFlags()) c["args"].push_back(f);
   if (Json r = Resources(s, "etcd"); !r.empty()) c["resources"] = r;
   return {"11-etcd-statefulset.yaml",
           {{"apiVersion", "apps/v1"},

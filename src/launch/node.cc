@@ -73,6 +73,7 @@ StatusOr<ProcessOptions> EtcdProgram(const NodeOptions& o) {
              "--initial-cluster=" + o.job + "-etcd=" + p,
              "--logger=zap",
              "--log-level=warn"};
+  for (auto& f : spec::EtcdServerFlags()) po.argv.push_back(std::move(f));
   return po;
 }
 

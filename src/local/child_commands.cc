@@ -33,10 +33,13 @@ EtcdCommand EtcdArgv(const LocalOptions& o) {
   while (peer == client) peer = FreeLoopbackPort();
   const std::string c = "http://127.0.0.1:" + std::to_string(client),
                     p = "http://127.0.0.1:" + std::to_string(peer);
-  return {{"/usr/bin/etcd", "--name=local", "--data-dir=" + o.run_dir + "/etcd", "--listen-client-urls=" + c,
-           "--advertise-client-urls=" + c, "--listen-peer-urls=" + p, "--initial-advertise-peer-urls=" + p,
-           "--initial-cluster=local=" + p, "--logger=zap", "--log-level=warn"},
-          "127.0.0.1:" + std::to_string(client)};
+  EtcdCommand cmd{
+      {"/usr/bin/etcd", "--name=local", "--data-dir=" + o.run_dir + "/etcd", "--listen-client-urls=" + c,
+       "--advertise-client-urls=" + c, "--listen-peer-urls=" + p, "--initial-advertise-peer-urls=" + p,
+       "--initial-cluster=local=" + p, "--logger=zap", "--log-level=warn"},
+      "127.0.0.1:" + std::to_string(client)};
+  for (auto& f : spec::EtcdServerFlags()) cmd.argv.push_back(std::move(f));
+  return cmd;
 }
 
 // The job's spec as its roles' command lines read it (spec/role_argv.h): the run's checkpoint

@@ -70,4 +70,8 @@ std::vector<std::pair<std::string, std::string>> TrainerEnv(const JobSpec& s, Po
   return env;
 }
 
+std::vector<std::string> EtcdServerFlags(const std::string& retention) {
+  return {"--auto-compaction-mode=periodic", "--auto-compaction-retention=" + retention};
+}
+
 }  // namespace tessera::spec

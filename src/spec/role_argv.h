@@ -30,6 +30,13 @@ struct TrainerCommand {
   std::vector<std::string> argv;
 };
 TrainerCommand TrainerArgs(const JobSpec& s);
+// What every etcd Tessera starts runs with, beside where it listens and keeps its data (`tessera
+// local`'s, `tessera node`'s, the Kubernetes manifests'): its history compacted after
+// `kEtcdHistoryRetention`, so the database does not grow with every task of a long job (the
+// master's event log writes a revision per task; docs/scale.md). Every watch re-lists after a
+// compaction.
+inline constexpr char kEtcdHistoryRetention[] = "10m";
+std::vector<std::string> EtcdServerFlags(const std::string& retention = kEtcdHistoryRetention);
 // What a trainer learns from its environment (TESSERA_* beyond etcd and the job), in order.
 std::vector<std::pair<std::string, std::string>> TrainerEnv(const JobSpec& s, PortChoice ports);
 

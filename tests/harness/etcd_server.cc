@@ -69,6 +69,7 @@ Status EtcdServer::Start() {
             "--initial-cluster-state=new",
             "--logger=zap",
             "--log-level=warn"};
+  for (const auto& f : options_.flags) o.argv.push_back(f);
   if (options_.tls) {
     o.argv.push_back("--cert-file=" + dir_ + "/server.pem");
     o.argv.push_back("--key-file=" + dir_ + "/server-key.pem");

@@ -15,6 +15,8 @@ struct EtcdServerOptions {
   // Serve clients over TLS with a CA and certificate made for this server (openssl CLI); the CA
   // file is ca_file().
   bool tls = false;
+  // More flags (e.g. spec::EtcdServerFlags(), what the etcd a job starts runs with).
+  std::vector<std::string> flags;
 };
 
 class EtcdServer {
