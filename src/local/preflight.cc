@@ -33,7 +33,7 @@ Status CheckLocalOptions(const LocalOptions& o) {
         "tls: `tessera local` runs every process on this machine and cannot give them the job's "
         "certificates; remove tls: from the spec for a local run, or run it with `tessera launch`");
   TESSERA_RETURN_IF_ERROR(ValidateName(o.spec.name, "--job"));
-  if (o.secure_etcd && !o.given_etcd().empty())
+  if (o.secure_etcd && o.spec.external_etcd())
     return Status::InvalidArgument(
         "--secure-etcd secures the etcd `tessera local` starts; an etcd given with --etcd is secured by its "
         "administrator (`tessera job create --secure` makes the job's user there)");

@@ -44,7 +44,7 @@ std::string TrainerShown(const spec::JobSpec& s) {
 }  // namespace
 
 Status Supervisor::StartEtcd() {
-  if (!o_.given_etcd().empty()) {
+  if (o_.spec.external_etcd()) {
     etcd_endpoint_ = o_.given_etcd();
   } else {
     EtcdCommand cmd = EtcdArgv(o_);
@@ -56,9 +56,9 @@ Status Supervisor::StartEtcd() {
   TESSERA_ASSIGN_OR_RETURN(etcd_, etcd::EtcdClient::Create(eo));
   // Our own etcd may take a while to start on a loaded machine; one given with --etcd is
   // either there or not.
-  auto ping = etcd_->Ping(o_.given_etcd().empty() ? std::chrono::seconds(30) : std::chrono::seconds(3));
+  auto ping = etcd_->Ping(!o_.spec.external_etcd() ? std::chrono::seconds(30) : std::chrono::seconds(3));
   if (!ping.ok()) {
-    if (!o_.given_etcd().empty())
+    if (o_.spec.external_etcd())
       return ping.status().WithContext("cannot reach the etcd given with --etcd " + o_.given_etcd());
     const std::string cause = CauseFromLog(TailLines(LogPath("etcd"), 60));
     return ping.status().WithContext("etcd did not come up (see " + LogPath("etcd") + ")" +
@@ -121,7 +121,7 @@ Status Supervisor::Setup() {
   }
   if (o_.resume) {
     TESSERA_RETURN_IF_ERROR(
-        CheckResumable(o_.run_dir, o_.spec.name, o_.spec.dataset, o_.given_etcd().empty()));
+        CheckResumable(o_.run_dir, o_.spec.name, o_.spec.dataset, !o_.spec.external_etcd()));
   } else {
     TESSERA_RETURN_IF_ERROR(CheckNewRun(o_.run_dir));
   }
