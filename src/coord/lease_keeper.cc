@@ -196,10 +196,11 @@ void LeaseKeeper::Run() {
           if (!stream->rw->Write(req)) break;
           next_send = now + interval_;
         }
-        Evaluate(Now());
+        const TimePoint evaluated = Now();
+        Evaluate(evaluated);
         std::unique_lock<std::mutex> lock(mu_);
-        TimePoint wake = std::min(next_send, tracker_.expiry());
-        cv_.wait_until(lock, wake, [&] { return stop_.load() || stream->broken; });
+        cv_.wait_until(lock, tracker_.WakeAt(next_send, evaluated),
+                       [&] { return stop_.load() || stream->broken; });
         if (stream->broken) break;
         if (tracker_.StateAt(Now()) == LeaseState::kLost) {
           stop_ = true;  // final: nothing left to keep alive
@@ -223,10 +224,10 @@ void LeaseKeeper::Run() {
     // Wait before reconnecting, but wake to report the lease unconfirmed on time.
     TimePoint resume = Now() + backoff.Next();
     while (!stop_ && !impl.shutdown && Now() < resume) {
-      Evaluate(Now());
+      const TimePoint evaluated = Now();
+      Evaluate(evaluated);
       std::unique_lock<std::mutex> lock(mu_);
-      TimePoint wake = std::min(resume, std::max(tracker_.expiry(), Now() + std::chrono::milliseconds(1)));
-      cv_.wait_until(lock, wake, [&] { return stop_.load(); });
+      cv_.wait_until(lock, tracker_.WakeAt(resume, evaluated), [&] { return stop_.load(); });
     }
   }
   Evaluate(Now());

@@ -41,6 +41,13 @@ class LeaseTracker {
   }
   // Until when the lease is known to be alive.
   TimePoint expiry() const { return expiry_; }
+  // When a keeper that plans to act at `planned` should wake, having judged the lease at `now`:
+  // at the expiry if it comes first (the lease turns unconfirmed then, to be reported on time),
+  // else at `planned`. An expiry already judged (at or before `now`) no longer wakes it: waking
+  // for a time that has passed returns at once, round after round.
+  TimePoint WakeAt(TimePoint planned, TimePoint now) const {
+    return expiry_ > now && expiry_ < planned ? expiry_ : planned;
+  }
 
  private:
   TimePoint expiry_;

@@ -57,5 +57,20 @@ TEST(LeaseTrackerTest, ExplicitLoss) {
   EXPECT_EQ(t.StateAt(TimePoint{}), LeaseState::kLost);
 }
 
+TEST(LeaseTrackerTest, WakesForTheExpiryOnlyWhileItIsAhead) {
+  TimePoint t0{};
+  LeaseTracker t(t0, seconds(10));
+  // Ahead and before the plan: wake then, to report it.
+  EXPECT_EQ(t.WakeAt(t0 + seconds(12), t0 + seconds(9)), t0 + seconds(10));
+  // After the plan: the plan.
+  EXPECT_EQ(t.WakeAt(t0 + seconds(3), t0 + seconds(1)), t0 + seconds(3));
+  // Judged already (at the expiry or after): the plan, not a time that has passed.
+  EXPECT_EQ(t.WakeAt(t0 + seconds(12), t0 + seconds(10)), t0 + seconds(12));
+  EXPECT_EQ(t.WakeAt(t0 + seconds(12), t0 + seconds(11)), t0 + seconds(12));
+  // Renewed: the new expiry wakes it again.
+  t.OnKeepAliveAnswered(t0 + seconds(11), seconds(10));
+  EXPECT_EQ(t.WakeAt(t0 + seconds(30), t0 + seconds(11)), t0 + seconds(21));
+}
+
 }  // namespace
 }  // namespace tessera
