@@ -14,7 +14,10 @@
 namespace tessera::etcd {
 namespace {
 
-std::shared_ptr<grpc::Channel> MakeChannel(const EtcdOptions& o, const std::string& address,
+std::atomic<int> clients_per_connection{1};
+std::atomic<int64_t> clients_created{0};
+
+std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t connection_group,
                                            std::shared_ptr<grpc::ChannelCredentials> creds) {
   grpc::ChannelArguments args;
   // Reconnect quickly after an etcd restart; gRPC's default backoff grows to two minutes.
@@ -31,9 +34,14 @@ std::shared_ptr<grpc::Channel> MakeChannel(const EtcdOptions& o, const std::stri
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // this client retries itself, across endpoints
   args.SetMaxReceiveMessageSize(64 << 20);
-  // Each endpoint gets its own connection even when two clients live in one process.
-  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  (void)o;
+  // Each client gets its own connection even when two live in one process; clients of one
+  // group share theirs (ShareConnectionsAmong): gRPC's global pool keys a connection by its
+  // address and arguments, the group's number among them.
+  if (connection_group < 0) {
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  } else {
+    args.SetInt("tessera.etcd_connection_group", static_cast<int>(connection_group));
+  }
   return grpc::CreateCustomChannel(address, creds, args);
 }
 
@@ -185,10 +193,12 @@ StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(EtcdOptions options) {
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  const int sharing = clients_per_connection.load();
+  const int64_t group = sharing <= 1 ? -1 : clients_created.fetch_add(1) / sharing;
   for (const auto& address : options.endpoints) {
     auto ep = std::make_unique<Endpoint>();
     ep->address = address;
-    ep->channel = MakeChannel(options, address, creds);
+    ep->channel = MakeChannel(address, group, creds);
     ep->kv = etcdserverpb::KV::NewStub(ep->channel);
     ep->watch = etcdserverpb::Watch::NewStub(ep->channel);
     ep->lease = etcdserverpb::Lease::NewStub(ep->channel);
@@ -209,6 +219,8 @@ Status EtcdClient::CheckReachable(std::chrono::milliseconds timeout) {
   return Status::Unavailable("cannot reach etcd at " + Join(reasons, "; ") +
                              " (is etcd running there? check --etcd / TESSERA_ETCD)");
 }
+
+void EtcdClient::ShareConnectionsAmong(int clients) { clients_per_connection = std::max(1, clients); }
 
 StatusOr<ServerStatus> EtcdClient::Ping(std::chrono::milliseconds timeout) {
   etcdserverpb::StatusRequest req;

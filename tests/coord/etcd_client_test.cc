@@ -1,5 +1,5 @@
 // EtcdClient against a real etcd: KV, transactions (nested too), leases, failover, reconnect,
-// auth, and clear errors.
+// auth, clear errors, and connections shared among clients only when asked.
 #include "coord/etcd_client.h"
 
 #include <gtest/gtest.h>
@@ -210,6 +210,31 @@ TEST_F(EtcdTest, AuthenticatesWithUserAndPassword) {
 
 namespace tessera::testing {
 namespace {
+
+// Each client connects on its own, unless a simulation asks clients to share (scale_sim): then
+// every `k` of them share one connection, each still with its own calls.
+TEST_F(EtcdTest, ClientsShareConnectionsOnlyWhenAsked) {
+  const int port = std::stoi(server_->endpoint().substr(server_->endpoint().rfind(':') + 1));
+  auto connections_with = [&](int sharing) {
+    etcd::EtcdClient::ShareConnectionsAmong(sharing);
+    std::vector<std::unique_ptr<etcd::EtcdClient>> clients;
+    for (int i = 0; i < 4; ++i) {
+      clients.push_back(NewClient());
+      EXPECT_TRUE(clients.back()->Put("/share/" + std::to_string(i), "x").ok());
+    }
+    etcd::EtcdClient::ShareConnectionsAmong(1);
+    const int before = ConnectionsTo(port);  // the fixture's own client's too
+    clients.clear();
+    int closed = 0;
+    // The closed connections leave the table within seconds.
+    WaitUntil([&] { return (closed = before - ConnectionsTo(port)) >= 4 / sharing; },
+              std::chrono::seconds(10));
+    return closed;
+  };
+  EXPECT_EQ(connections_with(1), 4);
+  EXPECT_EQ(connections_with(2), 2);
+  EXPECT_EQ(connections_with(4), 1);
+}
 
 TEST(EtcdTlsTest, TalksToEtcdOverTlsWithTheGivenCa) {
   EtcdServerOptions so;
