@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <random>
+#include <unordered_set>
 
 #include "common/random.h"
 #include "common/strings.h"
@@ -92,9 +93,16 @@ StatusOr<Claim> Registry::ClaimIndex(int n, const std::string& value, int64_t le
 }
 
 std::vector<int> LowestFreeIndices(const MemberList& list, int count) {
+  // The numeric names in a set first: the lowest `count` free ones are then found in
+  // O(members + count), not one scan of the members per index tried.
+  std::unordered_set<int64_t> taken;
+  for (const auto& m : list.members) {
+    auto i = ParseInt64(m.name, "");
+    if (i.ok()) taken.insert(*i);
+  }
   std::vector<int> free;
   for (int i = 0; static_cast<int>(free.size()) < count; ++i) {
-    if (!list.Find(std::to_string(i))) free.push_back(i);
+    if (!taken.count(i)) free.push_back(i);
   }
   return free;
 }
@@ -113,16 +121,43 @@ StatusOr<Claim> Registry::ClaimLowestFree(const std::string& value, int64_t leas
   // A handful of candidates per transaction: enough that a few racing claimers do not make each
   // other start over, few enough to stay far below etcd's limit on operations per transaction.
   constexpr int kCandidates = 8;
+  // The members are listed again every few lost rounds only: in between, the candidates others
+  // took count as taken. A join storm of N claimers then reads O(N) keys each, not O(N) a round.
+  constexpr int kRelistEvery = 4;
   const uint64_t seed = RandomSeed();
+  MemberList list;
   for (int attempt = 0; attempt < attempts; ++attempt) {
-    TESSERA_ASSIGN_OR_RETURN(MemberList list, ListKeys());
-    TESSERA_ASSIGN_OR_RETURN(
-        Claim claim,
-        ClaimFirstFree(ClaimCandidates(list, attempt, kCandidates, seed + attempt), value, lease));
+    if (attempt % kRelistEvery == 0) {
+      TESSERA_ASSIGN_OR_RETURN(list, ListKeys());
+    }
+    const std::vector<int> candidates = ClaimCandidates(list, attempt, kCandidates, seed + attempt);
+    TESSERA_ASSIGN_OR_RETURN(Claim claim, ClaimFirstFree(candidates, value, lease));
     if (claim.index >= 0) return claim;
+    for (int taken : candidates)
+      list.members.push_back(Member{std::to_string(taken), prefix_ + std::to_string(taken)});
+    SortMembers(&list.members);
   }
   return Status::Aborted("could not claim a free index under " + prefix_ + ": others took every candidate " +
                          std::to_string(attempts) + " times in a row");
+}
+
+StatusOr<std::vector<Member>> Registry::KeysOfLease(int64_t lease, const std::string& except) {
+  std::vector<Member> out;
+  if (lease == 0) {  // no lease to ask: every member without one
+    TESSERA_ASSIGN_OR_RETURN(MemberList list, ListKeys());
+    for (const auto& m : list.members)
+      if (m.lease == 0 && m.key != except) out.push_back(m);
+    return out;
+  }
+  TESSERA_ASSIGN_OR_RETURN(etcd::LeaseInfo info, etcd_->LeaseTimeToLive(lease, /*with_keys=*/true));
+  for (const auto& key : info.keys) {
+    if (key == except || key.rfind(prefix_, 0) != 0 || key.find('/', prefix_.size()) != std::string::npos)
+      continue;
+    TESSERA_ASSIGN_OR_RETURN(auto kv, etcd_->Get(key));  // its epoch (a key the lease lists is rare here)
+    if (kv.kvs.empty() || kv.kvs[0].lease != lease) continue;
+    out.push_back(MemberFromKv(kv.kvs[0]));
+  }
+  return out;
 }
 
 StatusOr<Claim> Registry::ClaimFirstFree(const std::vector<int>& candidates, const std::string& value,
@@ -152,9 +187,9 @@ StatusOr<Claim> Registry::ClaimFirstFree(const std::vector<int>& candidates, con
     r = r->results[0].txn.get();
   }
   // A transaction retried after a lost reply may have claimed an index already: keep exactly one.
-  TESSERA_ASSIGN_OR_RETURN(MemberList list, ListKeys());
-  for (const auto& m : list.members) {
-    if (m.lease != lease || m.key == claim.key) continue;
+  // The lease's own keys say which (etcd lists them per lease: no read of every member).
+  TESSERA_ASSIGN_OR_RETURN(std::vector<Member> ours, KeysOfLease(lease, claim.key));
+  for (const auto& m : ours) {
     auto idx = ParseInt64(m.name, "index");
     if (claim.index < 0 && idx.ok()) {
       claim.index = static_cast<int>(*idx);

@@ -98,6 +98,9 @@ class Registry {
   // The transaction behind both claims: the first of `candidates` that is free, in order.
   // Claim.index < 0 when all were taken.
   StatusOr<Claim> ClaimFirstFree(const std::vector<int>& candidates, const std::string& value, int64_t lease);
+  // The members under this prefix that hold `lease` (without one: every member without a
+  // lease), but `except`.
+  StatusOr<std::vector<Member>> KeysOfLease(int64_t lease, const std::string& except);
 
   std::string prefix_;
 };
