@@ -1,6 +1,7 @@
 // An etcd member's load from its /metrics text (see etcd_load.h).
 #include "etcd_load.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <sstream>
 
@@ -70,6 +71,10 @@ StatusOr<EtcdLoad> ParseEtcdLoad(const std::string& text) {
       load.db_bytes += v;
     } else if (name == "etcd_mvcc_db_total_size_in_use_in_bytes") {
       load.db_in_use_bytes += v;
+    } else if (name == "etcd_debugging_mvcc_compact_revision") {
+      load.compacted_revision = std::max(load.compacted_revision, v);
+    } else if (name == "etcd_debugging_mvcc_db_compaction_total_duration_milliseconds_count") {
+      load.compactions += v;
     }
   }
   if (!seen)
@@ -82,6 +87,8 @@ EtcdLoad RatesBetween(const EtcdLoad& before, const EtcdLoad& after, double seco
   for (const auto& [kind, v] : after.counts) r.counts[kind] = seconds > 0 ? (v - before[kind]) / seconds : 0;
   r.db_bytes = after.db_bytes;
   r.db_in_use_bytes = after.db_in_use_bytes;
+  r.compacted_revision = after.compacted_revision;
+  r.compactions = after.compactions;
   return r;
 }
 
@@ -105,6 +112,8 @@ EtcdLoad Sum(const EtcdLoad& a, const EtcdLoad& b) {
   for (const auto& [kind, v] : b.counts) s.counts[kind] += v;
   s.db_bytes += b.db_bytes;
   s.db_in_use_bytes += b.db_in_use_bytes;
+  s.compacted_revision = std::max(a.compacted_revision, b.compacted_revision);
+  s.compactions = std::max(a.compactions, b.compactions);  // every member compacts the same history
   return s;
 }
 

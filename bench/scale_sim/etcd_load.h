@@ -1,7 +1,8 @@
 // EtcdLoad: what an etcd member has served, by kind, read from its /metrics text (etcd 3.4's
 // gRPC and MVCC counters): unary requests by method (range, put, txn, delete, lease grant and
 // revoke), lease keep-alive messages received, watch messages received (watches created and
-// cancelled) and sent (their events), events sent to watchers, and the database's size. Two
+// cancelled) and sent (their events), events sent to watchers, the database's size and its
+// compactions. Two
 // readings give the rates over the time between them. Pure.
 #pragma once
 
@@ -18,6 +19,8 @@ struct EtcdLoad {
                                          // "watch_responses", "watch_events"
   double db_bytes = 0;                   // etcd_mvcc_db_total_size_in_bytes
   double db_in_use_bytes = 0;            // etcd_mvcc_db_total_size_in_use_in_bytes (NaN-free: 0 if absent)
+  double compacted_revision = -1;        // etcd_debugging_mvcc_compact_revision (-1: never compacted)
+  double compactions = 0;                // compactions done (etcd's compaction duration histogram's count)
 
   double operator[](const std::string& kind) const {
     auto it = counts.find(kind);

@@ -20,6 +20,8 @@ grpc_server_msg_sent_total{grpc_method="Watch",grpc_service="etcdserverpb.Watch"
 etcd_debugging_mvcc_events_total 450
 etcd_mvcc_db_total_size_in_bytes 2.097152e+06
 etcd_mvcc_db_total_size_in_use_in_bytes 1.5e+06
+etcd_debugging_mvcc_compact_revision 812
+etcd_debugging_mvcc_db_compaction_total_duration_milliseconds_count 3
 )";
 
 TEST(EtcdLoadTest, CountsEachKindOfRequest) {
@@ -36,6 +38,8 @@ TEST(EtcdLoadTest, CountsEachKindOfRequest) {
   EXPECT_EQ((*load)["delete"], 0);
   EXPECT_EQ(load->db_bytes, 2097152);
   EXPECT_EQ(load->db_in_use_bytes, 1.5e6);
+  EXPECT_EQ(load->compacted_revision, 812);
+  EXPECT_EQ(load->compactions, 3);
   EXPECT_EQ(load->requests(), 123 + 40 + 7 + 5 + 1000 + 30) << "MemberList is the harness's, not counted";
 }
 

@@ -2,17 +2,23 @@
 // etcd, the real master (`tessera master`), and N trainers and P pservers that run the real
 // coordination code (sim_trainer.h, sim_pserver.h) with the data plane and the compute replaced
 // by a sleep per step. The trainers and pservers are threads of this process, each with the etcd
-// connections its process would have: the coordination code blocks (gRPC calls, watches, lease
+// clients its process would have: the coordination code blocks (gRPC calls, watches, lease
 // keepers each on a thread), so threads run it unchanged, and N = 1,000 is some 8,000 threads
-// that mostly sleep.
+// that mostly sleep. --clients-per-connection lets several clients share a TCP connection (each
+// keeps its own calls, streams and watches), so that a small machine is not also paying for the
+// connections of a thousand processes.
 //
 // Scenarios, in one run for each size: the join storm (all N trainers started at once: time until
 // every one has its first record), a steady window of the pass (etcd's requests per second by
 // kind, the master's CPU and memory), a pserver killed (its lease no longer kept; a replacement
-// waits for the index: time until every trainer's directory shows it), and a tenth of the
-// trainers leaving and coming back (time until the newcomers train). Prints a Markdown row per
-// size, and with --json one JSON object per size.
+// waits for the index: time until every trainer's directory shows it), a tenth of the trainers
+// leaving and coming back (time until the newcomers train), and the leading master killed (a
+// standby takes over: time until it serves, and until every trainer had a task acknowledged).
+// Prints a Markdown row per size, and with --json one JSON object per size. --long: instead, the
+// passes of a small job one after another, and etcd's database every 5 passes.
 #include <httplib.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
 #include <unistd.h>
@@ -21,6 +27,8 @@
 #include <atomic>
 #include <cstdio>
 #include <fstream>
+#include <functional>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
@@ -31,10 +39,13 @@
 #include "common/files.h"
 #include "common/net.h"
 #include "common/random.h"
+#include "common/strings.h"
 #include "coord/etcd_client.h"
 #include "dataset/dataset.h"
 #include "etcd_load.h"
+#include "harness/etcd_cluster.h"
 #include "harness/etcd_server.h"
+#include "harness/ports.h"
 #include "harness/subprocess.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
@@ -59,9 +70,12 @@ struct SimOptions {
   double window_s = 10;  // the steady window
   bool kill_pserver = true;
   bool churn = true;
+  bool kill_master = true;  // a standby master is started beside the leader, and the leader killed
   bool smoke = false;  // make test: check, do not report
   int long_passes = 0;  // > 0: the long run instead of the sizes (etcd's database over the passes)
   std::string etcd_retention = spec::kEtcdHistoryRetention;  // of etcd's history (auto-compaction)
+  int etcd_members = 1;                                      // 3: a cluster on loopback
+  int clients_per_connection = 1;  // etcd clients sharing one connection (EtcdClient::ShareConnectionsAmong)
   std::string json_path;
 };
 
@@ -75,10 +89,37 @@ StatusOr<std::string> Metrics(const std::string& endpoint) {
   return r->body;
 }
 
-// The etcd member's load now.
-StatusOr<EtcdLoad> ReadLoad(const std::string& endpoint) {
-  TESSERA_ASSIGN_OR_RETURN(std::string text, Metrics(endpoint));
-  return ParseEtcdLoad(text);
+// The etcd the job uses: one member, or a cluster's members.
+struct EtcdUnderTest {
+  std::vector<std::string> endpoints;  // host:port
+  std::vector<pid_t> pids;
+  // As a --etcd flag takes them.
+  std::string list() const { return Join(endpoints, ","); }
+  // The CPU seconds its members used so far.
+  double CpuSeconds() const;
+  // The client connections its members hold.
+  int Connections() const {
+    int n = 0;
+    for (const auto& e : endpoints) n += testing::ConnectionsTo(std::stoi(e.substr(e.rfind(':') + 1)));
+    return n;
+  }
+};
+
+// The etcd's load now: the requests its members served, summed; the database, one member's
+// (every member holds the same data).
+StatusOr<EtcdLoad> ReadLoad(const EtcdUnderTest& etcd) {
+  EtcdLoad sum;
+  double db = 0, in_use = 0;
+  for (const auto& e : etcd.endpoints) {
+    TESSERA_ASSIGN_OR_RETURN(std::string text, Metrics(e));
+    TESSERA_ASSIGN_OR_RETURN(EtcdLoad member, ParseEtcdLoad(text));
+    sum = Sum(sum, member);
+    db = std::max(db, member.db_bytes);
+    in_use = std::max(in_use, member.db_in_use_bytes);
+  }
+  sum.db_bytes = db;
+  sum.db_in_use_bytes = in_use;
+  return sum;
 }
 
 // The master's RPCs handled so far, by method.
@@ -104,6 +145,12 @@ double CpuSeconds(pid_t pid) {
     }
   }
   return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
+}
+
+double EtcdUnderTest::CpuSeconds() const {
+  double sum = 0;
+  for (pid_t p : pids) sum += ::tessera::bench::CpuSeconds(p);
+  return sum;
 }
 
 // A process's resident memory in MiB, or -1.
@@ -143,7 +190,7 @@ class JobConnectionProbe {
  private:
   StatusOr<std::pair<std::string, security::JobSecret>> ReadJobToken() {
     ConnectionOptions c;
-    c.etcd_endpoints = {endpoint_};
+    c.etcd_endpoints = Split(endpoint_, ',');
     c.job = job_;
     TESSERA_ASSIGN_OR_RETURN(JobConnection j, ConnectJob(c, std::chrono::seconds(10)));
     return std::make_pair(j.config.token, j.secret);
@@ -156,13 +203,19 @@ class JobConnectionProbe {
 // One size: a fresh job in the etcd, its data set, pservers, master and trainers.
 class Run {
  public:
-  Run(const SimOptions& o, testing::EtcdServer* etcd, std::string dir, int n, int p)
-      : o_(o), server_(etcd), dir_(std::move(dir)), n_(n), p_(p), job_("sim-" + NewUuid().substr(0, 6)) {}
+  Run(const SimOptions& o, EtcdUnderTest etcd, std::string dir, int n, int p)
+      : o_(o),
+        server_(std::move(etcd)),
+        dir_(std::move(dir)),
+        n_(n),
+        p_(p),
+        job_("sim-" + NewUuid().substr(0, 6)) {}
   ~Run() {
     for (auto& t : trainers_) t->Stop();
     trainers_.clear();
     pservers_.clear();
     if (master_) master_->Terminate(std::chrono::seconds(5));
+    if (standby_) standby_->Terminate(std::chrono::seconds(5));
   }
 
   StatusOr<Json> Go();
@@ -172,27 +225,31 @@ class Run {
  private:
   Status CreateJob();
   Status StartPservers();
-  Status StartMaster();
+  // The leading master; with o_.kill_master, once it leads, a standby beside it.
+  Status StartMasters();
+  StatusOr<std::unique_ptr<testing::Subprocess>> StartMaster(int http_port);
   void StartTrainers(int count);
+  // The first trainer's error, or the master's exit.
   Status FirstError() const;
   StatusOr<Json> KillAPserver();
   StatusOr<Json> Churn();
+  StatusOr<Json> KillTheMaster();
 
   const SimOptions& o_;
-  testing::EtcdServer* server_;
+  const EtcdUnderTest server_;
   const std::string dir_;
   const int n_, p_;
   const std::string job_;
   std::unique_ptr<etcd::EtcdClient> etcd_;
   std::vector<std::unique_ptr<SimPserver>> pservers_;
   std::vector<std::unique_ptr<SimTrainer>> trainers_;
-  std::unique_ptr<testing::Subprocess> master_;
-  const int master_http_ = FreeLoopbackPort();
+  std::unique_ptr<testing::Subprocess> master_, standby_;
+  int master_http_ = FreeLoopbackPort(), standby_http_ = FreeLoopbackPort();
 };
 
 Status Run::CreateJob() {
   etcd::EtcdOptions eo;
-  eo.endpoints = {server_->endpoint()};
+  eo.endpoints = server_.endpoints;
   TESSERA_ASSIGN_OR_RETURN(etcd_, etcd::EtcdClient::Create(eo));
   JobConfig cfg;
   cfg.pservers = p_;
@@ -219,7 +276,7 @@ Status Run::StartPservers() {
   std::vector<std::thread> threads;
   for (int i = 0; i < p_; ++i)
     threads.emplace_back([&, i] {
-      started[i] = SimPserver::Start({server_->endpoint(), job_, p_, i, o_.lease_ttl});
+      started[i] = SimPserver::Start({server_.list(), job_, p_, i, o_.lease_ttl});
     });
   for (auto& t : threads) t.join();
   for (auto& s : started) {
@@ -229,12 +286,12 @@ Status Run::StartPservers() {
   return Status::OK();
 }
 
-Status Run::StartMaster() {
+StatusOr<std::unique_ptr<testing::Subprocess>> Run::StartMaster(int http_port) {
   testing::SpawnOptions so;
   so.argv = {BuildPath("src/tessera"),
              "master",
              "--etcd",
-             server_->endpoint(),
+             server_.list(),
              "--job",
              job_,
              "--store",
@@ -248,17 +305,29 @@ Status Run::StartMaster() {
              "--lease-ttl",
              std::to_string(o_.lease_ttl),
              "--http-port",
-             std::to_string(master_http_),
+             std::to_string(http_port),
              "--log-level",
              "warn"};
-  so.log_path = dir_ + "/" + job_ + "-master.log";
-  TESSERA_ASSIGN_OR_RETURN(master_, testing::Subprocess::Spawn(so));
+  so.log_path = dir_ + "/" + job_ + "-master-" + std::to_string(http_port) + ".log";
+  return testing::Subprocess::Spawn(so);
+}
+
+Status Run::StartMasters() {
+  TESSERA_ASSIGN_OR_RETURN(master_, StartMaster(master_http_));
+  if (!o_.kill_master) return Status::OK();
+  // The standby starts once the first leads: the job's status answers.
+  JobConnectionProbe probe(etcd_.get(), server_.list(), job_);
+  const double led =
+      SecondsUntil([&] { return probe.Pass().ok() || !master_->running(); }, std::chrono::seconds(60));
+  TESSERA_RETURN_IF_ERROR(FirstError());
+  if (led < 0) return Status::DeadlineExceeded("the master did not lead within 60 s");
+  TESSERA_ASSIGN_OR_RETURN(standby_, StartMaster(standby_http_));
   return Status::OK();
 }
 
 void Run::StartTrainers(int count) {
   SimTrainerOptions t;
-  t.etcd = server_->endpoint();
+  t.etcd = server_.list();
   t.job = job_;
   t.store = dir_ + "/store";
   t.pservers = p_;
@@ -272,6 +341,8 @@ void Run::StartTrainers(int count) {
 }
 
 Status Run::FirstError() const {
+  if (master_ && !master_->running())
+    return Status::Aborted("the master exited; its output: " + master_->Output());
   for (const auto& t : trainers_)
     if (t->done() && !t->error().ok()) return t->error();
   return Status::OK();
@@ -281,12 +352,12 @@ Status Run::FirstError() const {
 // claims the index once the old key expires; the seconds until every trainer's directory shows
 // the replacement, and the watch events etcd sent meanwhile per trainer.
 StatusOr<Json> Run::KillAPserver() {
-  TESSERA_ASSIGN_OR_RETURN(EtcdLoad before, ReadLoad(server_->endpoint()));
+  TESSERA_ASSIGN_OR_RETURN(EtcdLoad before, ReadLoad(server_));
   const int64_t old_epoch = pservers_[0]->epoch();
   const auto killed = Now();
   pservers_[0]->Crash();
   TESSERA_ASSIGN_OR_RETURN(auto replacement,
-                           SimPserver::Start({server_->endpoint(), job_, p_, 0, o_.lease_ttl,
+                           SimPserver::Start({server_.list(), job_, p_, 0, o_.lease_ttl,
                                               std::chrono::seconds(o_.lease_ttl * 3 + 10)}));
   const int64_t new_epoch = replacement->epoch();
   const double moved = SecondsUntil(
@@ -297,7 +368,7 @@ StatusOr<Json> Run::KillAPserver() {
       },
       std::chrono::seconds(o_.lease_ttl * 3 + 30));
   const double since_kill = moved < 0 ? -1 : std::chrono::duration<double>(Now() - killed).count();
-  TESSERA_ASSIGN_OR_RETURN(EtcdLoad after, ReadLoad(server_->endpoint()));
+  TESSERA_ASSIGN_OR_RETURN(EtcdLoad after, ReadLoad(server_));
   pservers_[0] = std::move(replacement);
   if (old_epoch == new_epoch) return Status::Internal("the replacement kept the old epoch");
   return Json{{"moved_s", since_kill},
@@ -321,13 +392,64 @@ StatusOr<Json> Run::Churn() {
   return Json{{"left_and_joined", k}, {"newcomers_training_s", s}};
 }
 
+// Kills the leading master (SIGKILL: its election key stays until its lease expires). The
+// standby leads then, replays the task log and serves: the seconds until it has handled a task
+// call, and until every trainer has had a task acknowledged since the kill (a trainer finishes
+// the tasks it holds meanwhile, so this includes up to one task's time).
+StatusOr<Json> Run::KillTheMaster() {
+  std::vector<int64_t> done_before;
+  for (const auto& t : trainers_) done_before.push_back(t->tasks_done());
+  const auto killed = Now();
+  master_->Kill();
+  auto since_kill = [&](double waited) {  // each wait started after the one before ended
+    return waited < 0 ? -1 : std::chrono::duration<double>(Now() - killed).count();
+  };
+  const std::string standby_http = "127.0.0.1:" + std::to_string(standby_http_);
+  const auto deadline = std::chrono::seconds(o_.lease_ttl * 3 + 60);
+  const double serving = SecondsUntil(
+      [&] {
+        auto rpcs = MasterRpcs(standby_http);
+        return rpcs.ok() && ((*rpcs)["GetTask"] > 0 || (*rpcs)["FinishTask"] > 0);
+      },
+      deadline);
+  const double serving_s = since_kill(serving);
+  // When each trainer's first acknowledgement since the kill came, in seconds from the kill.
+  std::vector<double> acked(done_before.size(), -1);
+  const double every_trainer = SecondsUntil(
+      [&] {
+        bool all = true;
+        for (size_t i = 0; i < done_before.size(); ++i) {
+          if (acked[i] >= 0 || trainers_[i]->done()) continue;
+          if (trainers_[i]->tasks_done() > done_before[i]) {
+            acked[i] = std::chrono::duration<double>(Now() - killed).count();
+          } else {
+            all = false;
+          }
+        }
+        return all;
+      },
+      deadline);
+  std::vector<double> seen;
+  for (double a : acked)
+    if (a >= 0) seen.push_back(a);
+  std::sort(seen.begin(), seen.end());
+  const double median_acked = seen.empty() ? -1 : seen[seen.size() / 2];
+  const double acked_s = since_kill(every_trainer);
+  master_ = std::move(standby_);
+  std::swap(master_http_, standby_http_);
+  TESSERA_RETURN_IF_ERROR(FirstError());
+  return Json{{"standby_serving_s", serving_s},
+              {"median_trainer_acked_s", median_acked},
+              {"every_trainer_acked_s", acked_s}};
+}
+
 StatusOr<Json> Run::Long(int passes) {
   TESSERA_RETURN_IF_ERROR(CreateJob());
   TESSERA_RETURN_IF_ERROR(StartPservers());
-  TESSERA_RETURN_IF_ERROR(StartMaster());
+  TESSERA_RETURN_IF_ERROR(StartMasters());
   StartTrainers(n_);
   etcd::EtcdClient* etcd = etcd_.get();
-  JobConnectionProbe probe(etcd, server_->endpoint(), job_);
+  JobConnectionProbe probe(etcd, server_.list(), job_);
   Json sizes = Json::array();
   int next = 5;
   const auto start = Now();
@@ -338,25 +460,38 @@ StatusOr<Json> Run::Long(int passes) {
     TESSERA_RETURN_IF_ERROR(FirstError());
     auto pass = probe.Pass();
     if (pass.ok() && *pass >= next) {
-      TESSERA_ASSIGN_OR_RETURN(EtcdLoad load, ReadLoad(server_->endpoint()));
+      TESSERA_ASSIGN_OR_RETURN(EtcdLoad load, ReadLoad(server_));
       TESSERA_ASSIGN_OR_RETURN(auto rev, etcd->Get("/", {}));
       // What is live now: every key and its value (the rest of the database is history).
       etcd::GetOptions all;
       all.prefix = true;
       TESSERA_ASSIGN_OR_RETURN(auto live, etcd->Get("/", all));
       double live_bytes = 0;
-      for (const auto& kv : live.kvs) live_bytes += static_cast<double>(kv.key.size() + kv.value.size());
+      std::map<std::string, double> by_prefix;  // what the live bytes are: /tessera/<job>/<kind>
+      for (const auto& kv : live.kvs) {
+        const double bytes = static_cast<double>(kv.key.size() + kv.value.size());
+        live_bytes += bytes;
+        size_t cut = 0;
+        for (int slashes = 0; slashes < 4 && cut != std::string::npos; ++slashes)
+          cut = kv.key.find('/', cut + 1);
+        by_prefix[kv.key.substr(0, cut)] += bytes;
+      }
       sizes.push_back({{"pass", *pass},
                        {"db_mib", load.db_bytes / (1 << 20)},
                        {"db_in_use_mib", load.db_in_use_bytes / (1 << 20)},
                        {"revision", rev.revision},
+                       {"compacted_revision", load.compacted_revision},
+                       {"compactions", load.compactions},
                        {"live_keys", live.kvs.size()},
                        {"live_mib", live_bytes / (1 << 20)},
+                       {"live_bytes_by_prefix", by_prefix},
                        {"seconds", std::chrono::duration<double>(Now() - start).count()}});
       std::fprintf(stderr,
-                   "pass %d: etcd DB %.2f MiB (%.2f in use), revision %lld, %zu live keys of %.3f MiB\n",
+                   "pass %d: etcd DB %.2f MiB (%.2f in use), revision %lld (compacted to %.0f, %.0f "
+                   "compactions), %zu live keys of %.3f MiB\n",
                    *pass, load.db_bytes / (1 << 20), load.db_in_use_bytes / (1 << 20),
-                   static_cast<long long>(rev.revision), live.kvs.size(), live_bytes / (1 << 20));
+                   static_cast<long long>(rev.revision), load.compacted_revision, load.compactions,
+                   live.kvs.size(), live_bytes / (1 << 20));
       next += 5;
       continue;
     }
@@ -368,9 +503,11 @@ StatusOr<Json> Run::Long(int passes) {
 StatusOr<Json> Run::Go() {
   TESSERA_RETURN_IF_ERROR(CreateJob());
   TESSERA_RETURN_IF_ERROR(StartPservers());
-  TESSERA_RETURN_IF_ERROR(StartMaster());
+  TESSERA_RETURN_IF_ERROR(StartMasters());
   Json out = {{"trainers", n_}, {"pservers", p_}, {"step_ms", o_.step_ms}, {"lease_ttl", o_.lease_ttl}};
   // The join storm.
+  TESSERA_ASSIGN_OR_RETURN(EtcdLoad before_join, ReadLoad(server_));
+  const double cpu_join[] = {CpuSeconds(::getpid()), server_.CpuSeconds(), CpuSeconds(master_->pid())};
   StartTrainers(n_);
   const double joined = SecondsUntil(
       [&] {
@@ -382,6 +519,21 @@ StatusOr<Json> Run::Go() {
   TESSERA_RETURN_IF_ERROR(FirstError());
   if (joined < 0) return Status::DeadlineExceeded("not every trainer trained within the join storm's time");
   out["join_storm_s"] = joined;
+  {
+    // What the storm asked of etcd, per trainer.
+    TESSERA_ASSIGN_OR_RETURN(EtcdLoad after_join, ReadLoad(server_));
+    const EtcdLoad per = RatesBetween(before_join, after_join, n_);
+    Json kinds = Json::object();
+    for (const auto& [kind, v] : per.counts)
+      if (v > 0) kinds[kind] = v;
+    out["join_etcd_per_trainer"] = kinds;
+    // The CPU the storm took, per trainer, in milliseconds: the simulated trainers' own (this
+    // process), etcd's and the master's. On this machine they share its cores; in a cluster
+    // only etcd's and the master's are shared.
+    out["join_cpu_ms_per_trainer"] = {{"trainers", 1000 * (CpuSeconds(::getpid()) - cpu_join[0]) / n_},
+                                      {"etcd", 1000 * (server_.CpuSeconds() - cpu_join[1]) / n_},
+                                      {"master", 1000 * (CpuSeconds(master_->pid()) - cpu_join[2]) / n_}};
+  }
   // Where the join's time went: when the last trainer ended each phase, from the storm's start.
   Json phases = Json::object();
   const char* names[] = {"connected", "registered", "pservers_ready", "reader_open"};
@@ -396,13 +548,13 @@ StatusOr<Json> Run::Go() {
   out["join_phases_s"] = phases;
   // A steady window.
   const std::string master_http = "127.0.0.1:" + std::to_string(master_http_);
-  TESSERA_ASSIGN_OR_RETURN(EtcdLoad before, ReadLoad(server_->endpoint()));
+  TESSERA_ASSIGN_OR_RETURN(EtcdLoad before, ReadLoad(server_));
   TESSERA_ASSIGN_OR_RETURN(auto rpcs0, MasterRpcs(master_http));
   const double cpu0 = CpuSeconds(master_->pid());
   const auto t0 = Now();
   std::this_thread::sleep_for(std::chrono::duration<double>(o_.window_s));
   const double seconds = std::chrono::duration<double>(Now() - t0).count();
-  TESSERA_ASSIGN_OR_RETURN(EtcdLoad after, ReadLoad(server_->endpoint()));
+  TESSERA_ASSIGN_OR_RETURN(EtcdLoad after, ReadLoad(server_));
   const double cpu1 = CpuSeconds(master_->pid());
   TESSERA_ASSIGN_OR_RETURN(auto rpcs1, MasterRpcs(master_http));
   TESSERA_RETURN_IF_ERROR(FirstError());
@@ -424,28 +576,75 @@ StatusOr<Json> Run::Go() {
   out["master_cpu_pct"] = 100 * (cpu1 - cpu0) / seconds;
   out["master_rss_mib"] = ResidentMiB(master_->pid());
   out["etcd_db_mib"] = after.db_bytes / (1 << 20);
-  if (o_.kill_pserver) {
-    TESSERA_ASSIGN_OR_RETURN(out["pserver_killed"], KillAPserver());
+  out["etcd_connections"] = server_.Connections();
+  // The faults, one after another: one that does not settle is recorded, and ends the run
+  // (what follows would measure a job already broken).
+  const std::pair<const char*, std::function<StatusOr<Json>()>> faults[] = {
+      {"pserver_killed", [&] { return o_.kill_pserver ? KillAPserver() : StatusOr<Json>(Json()); }},
+      {"churn", [&] { return o_.churn ? Churn() : StatusOr<Json>(Json()); }},
+      {"master_killed", [&] { return o_.kill_master ? KillTheMaster() : StatusOr<Json>(Json()); }}};
+  for (const auto& [name, fault] : faults) {
+    auto r = fault();
+    if (r.ok()) r = FirstError().ok() ? r : StatusOr<Json>(FirstError());
+    if (!r.ok()) {
+      out[name] = {{"error", r.status().ToString()}};
+      std::fprintf(stderr, "scale_sim: %d trainers, %d pservers: %s: %s\n", n_, p_, name,
+                   r.status().ToString().c_str());
+      break;
+    }
+    if (!r->is_null()) out[name] = *r;
   }
-  if (o_.churn) {
-    TESSERA_ASSIGN_OR_RETURN(out["churn"], Churn());
-  }
-  TESSERA_RETURN_IF_ERROR(FirstError());
   return out;
 }
 
+// On Ctrl-C or SIGTERM: etcd killed and the temporary directories removed before exiting (the
+// master and any other child end with this process). A thread waits for the signals, which every
+// other thread blocks.
+class InterruptCleanup {
+ public:
+  InterruptCleanup() {
+    sigemptyset(&signals_);
+    sigaddset(&signals_, SIGINT);
+    sigaddset(&signals_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);  // before any thread starts: inherited
+    std::thread([this] {
+      int sig = 0;
+      if (sigwait(&signals_, &sig) != 0) return;
+      std::fprintf(stderr, "scale_sim: interrupted; removing its temporary files\n");
+      std::lock_guard<std::mutex> lock(mu_);
+      for (pid_t p : etcd_pids_) ::kill(p, SIGKILL);
+      for (const auto& d : dirs_) (void)RemoveAll(d);
+      std::_Exit(128 + sig);
+    }).detach();
+  }
+  void Add(const std::string& dir, std::vector<pid_t> etcd_pids = {}) {
+    std::lock_guard<std::mutex> lock(mu_);
+    dirs_.push_back(dir);
+    etcd_pids_.insert(etcd_pids_.end(), etcd_pids.begin(), etcd_pids.end());
+  }
+
+ private:
+  sigset_t signals_;
+  std::mutex mu_;
+  std::vector<std::string> dirs_;
+  std::vector<pid_t> etcd_pids_;
+};
+
 std::string Row(const Json& r) {
-  char line[512];
+  char line[640];
   const Json& k = r.value("pserver_killed", Json::object());
   const Json& c = r.value("churn", Json::object());
+  const Json& m = r.value("master_killed", Json::object());
   std::snprintf(line, sizeof line,
-                "| %d | %d | %.2f | %.2f | %.0f | %.0f | %.0f | %.1f | %.0f | %.2f | %.2f | %.1f | %.1f |",
+                "| %d | %d | %.2f | %.2f | %.0f | %.0f | %.0f | %.1f | %.0f | %.2f | %.2f | %.1f | %.1f | "
+                "%.1f | %.1f |",
                 r["trainers"].get<int>(), r["pservers"].get<int>(), r["join_storm_s"].get<double>(),
                 r["etcd_requests_per_trainer_s"].get<double>(), r["etcd_per_s"].value("keepalive", 0.0),
                 r["etcd_per_s"].value("txn", 0.0) + r["etcd_per_s"].value("put", 0.0),
                 r["etcd_per_s"].value("range", 0.0), r["master_cpu_pct"].get<double>(),
                 r["master_rss_mib"].get<double>(), r["etcd_db_mib"].get<double>(), k.value("moved_s", -1.0),
-                k.value("watch_events_per_trainer", -1.0), c.value("newcomers_training_s", -1.0));
+                k.value("watch_events_per_trainer", -1.0), c.value("newcomers_training_s", -1.0),
+                m.value("standby_serving_s", -1.0), m.value("every_trainer_acked_s", -1.0));
   return line;
 }
 
@@ -471,12 +670,29 @@ int Main(int argc, char** argv) {
                  "etcd's history kept before it is compacted, as the etcd a job starts keeps it "
                  "(spec::EtcdServerFlags); 0: never compacted, as before 2026-11-28")
       ->capture_default_str();
+  app.add_option("--etcd-members", o.etcd_members, "etcd's members: 1, or a cluster of 3 (or 5) on loopback")
+      ->check(CLI::IsMember({1, 3, 5}))
+      ->capture_default_str();
+  app.add_option("--clients-per-connection", o.clients_per_connection,
+                 "etcd clients that share one connection (each keeps its own calls and watches): "
+                 "more than 1 spares a small machine the simulated processes' connections")
+      ->capture_default_str();
   app.add_option(
       "--long", o.long_passes,
       "instead of the sizes: the first --trainers and --pservers count run this many short passes, "
       "etcd's database size printed every 5 passes");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // a thousand trainers' task notes are not the figures
+  etcd::EtcdClient::ShareConnectionsAmong(o.clients_per_connection);
+  // The master's binary is found beside this one's when the build tree is not named.
+  if (const char* b = std::getenv("TESSERA_BUILD_DIR"); b == nullptr || *b == '\0') {
+    char self[4096];
+    const ssize_t len = ::readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) {
+      const std::string exe(self, static_cast<size_t>(len));  // <build>/bench/scale_sim
+      ::setenv("TESSERA_BUILD_DIR", exe.substr(0, exe.rfind("/bench/")).c_str(), 1);
+    }
+  }
   if (o.smoke) {
     o.trainers = {10};
     o.pservers = {2};
@@ -493,21 +709,39 @@ int Main(int argc, char** argv) {
     files.rlim_cur = files.rlim_max;
     (void)::setrlimit(RLIMIT_NOFILE, &files);
   }
+  static InterruptCleanup* interrupted = new InterruptCleanup;  // lives until the process ends
   auto dir = MakeTempDir("scale-sim-");
   if (!dir.ok()) return std::fprintf(stderr, "%s\n", dir.status().ToString().c_str()), 1;
+  interrupted->Add(*dir);
   struct Cleanup {
     std::string dir;
     ~Cleanup() { (void)RemoveAll(dir); }
   } cleanup{*dir};
-  testing::EtcdServerOptions eo;
-  if (o.etcd_retention != "0") eo.flags = spec::EtcdServerFlags(o.etcd_retention);
-  auto server = testing::EtcdServer::Launch(eo);
-  if (!server.ok()) return std::fprintf(stderr, "%s\n", server.status().ToString().c_str()), 1;
+  const std::vector<std::string> etcd_flags =
+      o.etcd_retention == "0" ? std::vector<std::string>{} : spec::EtcdServerFlags(o.etcd_retention);
+  EtcdUnderTest etcd;
+  std::unique_ptr<testing::EtcdServer> single;
+  std::unique_ptr<testing::EtcdCluster> cluster;
+  if (o.etcd_members == 1) {
+    testing::EtcdServerOptions eo;
+    eo.flags = etcd_flags;
+    auto server = testing::EtcdServer::Launch(eo);
+    if (!server.ok()) return std::fprintf(stderr, "%s\n", server.status().ToString().c_str()), 1;
+    single = std::move(*server);
+    interrupted->Add(single->dir(), {single->pid()});
+    etcd = {{single->endpoint()}, {single->pid()}};
+  } else {
+    auto launched = testing::EtcdCluster::Launch({o.etcd_members, etcd_flags});
+    if (!launched.ok()) return std::fprintf(stderr, "%s\n", launched.status().ToString().c_str()), 1;
+    cluster = std::move(*launched);
+    interrupted->Add(cluster->dir(), cluster->pids());
+    etcd = {cluster->endpoints(), cluster->pids()};
+  }
   if (o.long_passes > 0) {
     // Short passes: four tasks of 10 steps of 5 ms a trainer.
     o.steps = 40;
     o.step_ms = 5;
-    Run run(o, server->get(), *dir, o.trainers.front(), o.pservers.front());
+    Run run(o, etcd, *dir, o.trainers.front(), o.pservers.front());
     auto r = run.Long(o.long_passes);
     if (!r.ok()) {
       std::fprintf(stderr, "scale_sim --long: %s\n", r.status().ToString().c_str());
@@ -520,14 +754,15 @@ int Main(int argc, char** argv) {
       "| trainers | pservers | join storm (s) | etcd req/trainer/s | keep-alives/s | puts+txns/s | ranges/s "
       "| "
       "master CPU %% | master MiB | etcd DB MiB | pserver killed: moved (s) | watch events/trainer | churn: "
-      "newcomers (s) |\n|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "newcomers (s) | master killed: standby serves (s) | every trainer acked (s) "
+      "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   std::ofstream json_out;
   if (!o.json_path.empty()) json_out.open(o.json_path);
   int code = 0;
   for (int p : o.pservers) {
     for (int n : o.trainers) {
-      Run run(o, server->get(), *dir, n, p);
+      Run run(o, etcd, *dir, n, p);
       auto r = run.Go();
       if (!r.ok()) {
         std::fprintf(stderr, "scale_sim: %d trainers, %d pservers: %s\n", n, p,
@@ -539,10 +774,16 @@ int Main(int argc, char** argv) {
       std::fflush(stdout);
       if (json_out) json_out << r->dump() << "\n";
       if (o.smoke) {
-        // Every scenario settled: the replacement reached every trainer, the newcomers trained.
-        const double moved = (*r)["pserver_killed"]["moved_s"],
-                     newcomers = (*r)["churn"]["newcomers_training_s"];
-        if (moved < 0 || newcomers < 0 || (*r)["etcd_per_s"].value("keepalive", 0.0) <= 0) {
+        // Every scenario settled: the replacement reached every trainer, the newcomers trained,
+        // every trainer had a task acknowledged by the standby master.
+        auto figure = [&](const char* scenario, const char* name) {
+          return r->value(scenario, Json::object()).value(name, -1.0);
+        };
+        const double moved = figure("pserver_killed", "moved_s"),
+                     newcomers = figure("churn", "newcomers_training_s"),
+                     failed_over = figure("master_killed", "every_trainer_acked_s");
+        if (moved < 0 || newcomers < 0 || failed_over < 0 ||
+            (*r)["etcd_per_s"].value("keepalive", 0.0) <= 0) {
           std::fprintf(stderr, "scale_sim --smoke: a scenario did not settle: %s\n", r->dump().c_str());
           code = 1;
         }

@@ -5,6 +5,7 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "common/strings.h"
 #include "coord/keys.h"
 
 namespace tessera::bench {
@@ -12,7 +13,7 @@ namespace tessera::bench {
 StatusOr<std::unique_ptr<SimPserver>> SimPserver::Start(const SimPserverOptions& o) {
   std::unique_ptr<SimPserver> p(new SimPserver());
   etcd::EtcdOptions eo;
-  eo.endpoints = {o.etcd};
+  eo.endpoints = Split(o.etcd, ',');
   TESSERA_ASSIGN_OR_RETURN(p->etcd_, etcd::EtcdClient::Create(eo));
   TESSERA_ASSIGN_OR_RETURN(p->keeper_, LeaseKeeper::Start(p->etcd_.get(), {o.lease_ttl_seconds, {}}));
   // What a real pserver registers, with an address nothing listens on.

@@ -20,7 +20,7 @@
 namespace tessera::bench {
 
 struct SimPserverOptions {
-  std::string etcd;  // host:port
+  std::string etcd;  // host:port, or several joined by commas
   std::string job;
   int pservers = 1;
   int index = -1;  // -1: the lowest free

@@ -5,6 +5,7 @@
 #include "client/master_client.h"
 #include "client/progress_reporter.h"
 #include "client/trainer_membership.h"
+#include "common/strings.h"
 #include "tessera/reader.h"
 
 namespace tessera::bench {
@@ -53,7 +54,7 @@ void SimTrainer::Run() {
 
 Status SimTrainer::Train() {
   ConnectionOptions c;
-  c.etcd_endpoints = {o_.etcd};
+  c.etcd_endpoints = Split(o_.etcd, ',');
   c.job = o_.job;
   // The Client's connection: membership, the pservers' directory, progress reports.
   TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(c, std::chrono::seconds(30)));
@@ -102,6 +103,7 @@ Status SimTrainer::Train() {
     // A step: the batch (or an empty one while others hold the pass's last tasks).
     std::this_thread::sleep_for(o_.step);
     TESSERA_RETURN_IF_ERROR(reader->Trained());
+    tasks_done_ = reader->stats().tasks_done;
     progress.Add(in_batch, 0.5 * static_cast<double>(in_batch), ++step, reader->pass());
     in_batch = 0;
   }
