@@ -446,6 +446,9 @@ void MasterService::Tick(int64_t now_ms) {
 }
 
 void MasterService::TrainersChanged(const MemberList& trainers) {
+  // A watch that has not listed the trainers yet (revision 0) knows nothing of them: taken as
+  // "none left", it made a new leader return every live trainer's tasks to the queue.
+  if (trainers.revision == 0) return;
   std::set<std::string> live;
   for (const auto& m : trainers.members) live.insert(m.name);
   {

@@ -197,7 +197,7 @@ TEST_F(MasterTest, StandbyTakesOverWhenTheLeaderIsKilledAndNoTaskIsLost) {
   const int64_t tasks = static_cast<int64_t>(m->chunks.size());
   Subprocess& first = StartMaster("d", {"--passes", "2", "--task-timeout", "20"});
   ASSERT_TRUE(WaitUntil([&] { return LeaderPid() == first.pid(); }, std::chrono::seconds(30)));
-  StartMaster("d", {"--passes", "2", "--task-timeout", "20"});  // standby
+  Subprocess& standby = StartMaster("d", {"--passes", "2", "--task-timeout", "20"});
   std::vector<Subprocess*> consumers;
   for (int i = 0; i < 3; ++i) consumers.push_back(&StartConsumer({"--batch", "20", "--sleep-ms", "15"}));
   // Kill the leader while the consumers are mid-way through the first pass.
@@ -239,6 +239,9 @@ TEST_F(MasterTest, StandbyTakesOverWhenTheLeaderIsKilledAndNoTaskIsLost) {
       static_cast<long long>(tasks), static_cast<long long>(executions), static_cast<long long>(duplicates),
       took);
   EXPECT_GE(duplicates, 0);
+  // Every consumer stayed registered: the new leader took back none of their tasks (it once did,
+  // all of them, when it judged the trainers before its watch had listed them).
+  EXPECT_EQ(standby.Output().find("is gone"), std::string::npos) << standby.Output();
 }
 
 // Fencing of a real master: a leader stalled (SIGSTOP) past its lease TTL is replaced; when it
