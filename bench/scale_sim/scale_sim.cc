@@ -398,7 +398,11 @@ StatusOr<Json> Run::Churn() {
 // the tasks it holds meanwhile, so this includes up to one task's time).
 StatusOr<Json> Run::KillTheMaster() {
   std::vector<int64_t> done_before;
-  for (const auto& t : trainers_) done_before.push_back(t->tasks_done());
+  int64_t stale_before = 0;
+  for (const auto& t : trainers_) {
+    done_before.push_back(t->tasks_done());
+    stale_before += t->tasks_stale();
+  }
   const auto killed = Now();
   master_->Kill();
   auto since_kill = [&](double waited) {  // each wait started after the one before ended
@@ -435,12 +439,16 @@ StatusOr<Json> Run::KillTheMaster() {
   std::sort(seen.begin(), seen.end());
   const double median_acked = seen.empty() ? -1 : seen[seen.size() / 2];
   const double acked_s = since_kill(every_trainer);
+  int64_t stale = -stale_before;
+  for (const auto& t : trainers_) stale += t->tasks_stale();
   master_ = std::move(standby_);
   std::swap(master_http_, standby_http_);
   TESSERA_RETURN_IF_ERROR(FirstError());
-  return Json{{"standby_serving_s", serving_s},
-              {"median_trainer_acked_s", median_acked},
-              {"every_trainer_acked_s", acked_s}};
+  return Json{
+      {"standby_serving_s", serving_s},
+      {"median_trainer_acked_s", median_acked},
+      {"every_trainer_acked_s", acked_s},
+      {"acks_refused_per_trainer", static_cast<double>(stale) / static_cast<double>(trainers_.size())}};
 }
 
 StatusOr<Json> Run::Long(int passes) {

@@ -103,7 +103,9 @@ Status SimTrainer::Train() {
     // A step: the batch (or an empty one while others hold the pass's last tasks).
     std::this_thread::sleep_for(o_.step);
     TESSERA_RETURN_IF_ERROR(reader->Trained());
-    tasks_done_ = reader->stats().tasks_done;
+    const ReaderStats stats = reader->stats();
+    tasks_done_ = stats.tasks_done;
+    tasks_stale_ = stats.stale;
     progress.Add(in_batch, 0.5 * static_cast<double>(in_batch), ++step, reader->pass());
     in_batch = 0;
   }

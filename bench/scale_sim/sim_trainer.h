@@ -44,8 +44,10 @@ class SimTrainer {
   bool training() const { return first_record_ms_.load() > 0; }
   bool done() const { return done_.load(); }
   int64_t records() const { return records_.load(); }
-  // Tasks acknowledged to the master so far (the reader's count).
+  // Tasks acknowledged to the master so far, and acknowledgements it refused (the task had been
+  // handed out again meanwhile): the reader's counts.
   int64_t tasks_done() const { return tasks_done_.load(); }
+  int64_t tasks_stale() const { return tasks_stale_.load(); }
   int64_t started_ms() const { return started_ms_; }
   int64_t first_record_ms() const { return first_record_ms_.load(); }
   // When each phase of its join ended (0: not yet): connected (the job read), registered (lease
@@ -63,7 +65,7 @@ class SimTrainer {
   const SimTrainerOptions o_;
   std::thread thread_;
   std::atomic<bool> stop_{false}, done_{false};
-  std::atomic<int64_t> records_{0}, first_record_ms_{0}, tasks_done_{0};
+  std::atomic<int64_t> records_{0}, first_record_ms_{0}, tasks_done_{0}, tasks_stale_{0};
   std::atomic<int64_t> phase_ms_[kPhases] = {};
   int64_t started_ms_ = 0;
   mutable std::mutex mu_;
