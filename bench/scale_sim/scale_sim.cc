@@ -40,6 +40,7 @@
 #include "common/net.h"
 #include "common/random.h"
 #include "common/strings.h"
+#include "coord/connection_sharing.h"
 #include "coord/etcd_client.h"
 #include "dataset/dataset.h"
 #include "etcd_load.h"
@@ -75,7 +76,7 @@ struct SimOptions {
   int long_passes = 0;  // > 0: the long run instead of the sizes (etcd's database over the passes)
   std::string etcd_retention = spec::kEtcdHistoryRetention;  // of etcd's history (auto-compaction)
   int etcd_members = 1;                                      // 3: a cluster on loopback
-  int clients_per_connection = 1;  // etcd clients sharing one connection (EtcdClient::ShareConnectionsAmong)
+  int clients_per_connection = 1;  // clients sharing one connection (coord/connection_sharing.h)
   std::string json_path;
 };
 
@@ -682,7 +683,7 @@ int Main(int argc, char** argv) {
       ->check(CLI::IsMember({1, 3, 5}))
       ->capture_default_str();
   app.add_option("--clients-per-connection", o.clients_per_connection,
-                 "etcd clients that share one connection (each keeps its own calls and watches): "
+                 "etcd and master clients that share one connection (each keeps its own calls and watches): "
                  "more than 1 spares a small machine the simulated processes' connections")
       ->capture_default_str();
   app.add_option(
@@ -691,7 +692,7 @@ int Main(int argc, char** argv) {
       "etcd's database size printed every 5 passes");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // a thousand trainers' task notes are not the figures
-  etcd::EtcdClient::ShareConnectionsAmong(o.clients_per_connection);
+  ShareConnectionsAmong(o.clients_per_connection);
   // The master's binary is found beside this one's when the build tree is not named.
   if (const char* b = std::getenv("TESSERA_BUILD_DIR"); b == nullptr || *b == '\0') {
     char self[4096];

@@ -8,6 +8,7 @@
 
 #include "common/backoff.h"
 #include "common/clock.h"
+#include "coord/connection_sharing.h"
 #include "coord/election.h"
 #include "coord/keys.h"
 #include "security/grpc_tls.h"
@@ -56,7 +57,7 @@ Status MasterClient::Resolve(const Deadline& deadline) {
     grpc::ChannelArguments args;
     args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
     args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    ApplyConnectionGroup(&args, connection_group_);  // its own connection, or its group's
     security::AddGrpcTlsArgs(&args, tls_.get());
     channel_ = grpc::CreateCustomChannel(address_, security::GrpcChannelCredentials(tls_.get()), args);
     stub_ = Master::NewStub(channel_);

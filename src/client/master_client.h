@@ -14,6 +14,7 @@
 #include <string>
 
 #include "common/clock.h"
+#include "coord/connection_sharing.h"
 #include "coord/etcd_client.h"
 #include "coord/registry.h"
 #include "security/rpc_auth.h"
@@ -69,6 +70,7 @@ class MasterClient {
   const std::string token_;
   std::optional<security::RpcAuth> auth_;
   std::shared_ptr<const security::TlsConfig> tls_;
+  const int64_t connection_group_ = NextConnectionGroup();  // -1: a connection of its own
   mutable std::mutex mu_;  // serializes calls; guards the fields below it
   std::string address_;
   std::shared_ptr<grpc::Channel> channel_;

@@ -8,14 +8,12 @@
 #include "common/files.h"
 #include "common/net.h"
 #include "common/strings.h"
+#include "coord/connection_sharing.h"
 #include "coord/etcd_internal.h"
 #include "coord/etcd_watch.h"
 
 namespace tessera::etcd {
 namespace {
-
-std::atomic<int> clients_per_connection{1};
-std::atomic<int64_t> clients_created{0};
 
 std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t connection_group,
                                            std::shared_ptr<grpc::ChannelCredentials> creds) {
@@ -34,14 +32,9 @@ std::shared_ptr<grpc::Channel> MakeChannel(const std::string& address, int64_t c
   args.SetInt(GRPC_ARG_HTTP2_MAX_PINGS_WITHOUT_DATA, 0);
   args.SetInt(GRPC_ARG_ENABLE_RETRIES, 0);  // this client retries itself, across endpoints
   args.SetMaxReceiveMessageSize(64 << 20);
-  // Each client gets its own connection even when two live in one process; clients of one
-  // group share theirs (ShareConnectionsAmong): gRPC's global pool keys a connection by its
-  // address and arguments, the group's number among them.
-  if (connection_group < 0) {
-    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  } else {
-    args.SetInt("tessera.etcd_connection_group", static_cast<int>(connection_group));
-  }
+  // A connection of its own, as the client's own process would have (or its group's, in a
+  // simulation of many processes in one).
+  ApplyConnectionGroup(&args, connection_group);
   return grpc::CreateCustomChannel(address, creds, args);
 }
 
@@ -193,8 +186,7 @@ StatusOr<std::unique_ptr<EtcdClient>> EtcdClient::Create(EtcdOptions options) {
   }
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  const int sharing = clients_per_connection.load();
-  const int64_t group = sharing <= 1 ? -1 : clients_created.fetch_add(1) / sharing;
+  const int64_t group = NextConnectionGroup();
   for (const auto& address : options.endpoints) {
     auto ep = std::make_unique<Endpoint>();
     ep->address = address;
@@ -219,8 +211,6 @@ Status EtcdClient::CheckReachable(std::chrono::milliseconds timeout) {
   return Status::Unavailable("cannot reach etcd at " + Join(reasons, "; ") +
                              " (is etcd running there? check --etcd / TESSERA_ETCD)");
 }
-
-void EtcdClient::ShareConnectionsAmong(int clients) { clients_per_connection = std::max(1, clients); }
 
 StatusOr<ServerStatus> EtcdClient::Ping(std::chrono::milliseconds timeout) {
   etcdserverpb::StatusRequest req;

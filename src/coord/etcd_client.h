@@ -72,12 +72,6 @@ class EtcdClient {
  public:
   // Creates a client; does not contact etcd (see Ping()). Fails only on bad options.
   static StatusOr<std::unique_ptr<EtcdClient>> Create(EtcdOptions options);
-
-  // For a simulation of many processes in one (bench/scale_sim): from now on, every `clients`
-  // clients created in this process share their connections (one TCP connection per endpoint
-  // among them), while each keeps its own calls, streams and watches. 1 (the default): every
-  // client connects on its own, as a process of its own would.
-  static void ShareConnectionsAmong(int clients);
   ~EtcdClient();
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;

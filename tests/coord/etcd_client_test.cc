@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 
+#include "coord/connection_sharing.h"
 #include "coord/etcd_fixture.h"
 #include "harness/ports.h"
 
@@ -216,13 +217,13 @@ namespace {
 TEST_F(EtcdTest, ClientsShareConnectionsOnlyWhenAsked) {
   const int port = std::stoi(server_->endpoint().substr(server_->endpoint().rfind(':') + 1));
   auto connections_with = [&](int sharing) {
-    etcd::EtcdClient::ShareConnectionsAmong(sharing);
+    ShareConnectionsAmong(sharing);
     std::vector<std::unique_ptr<etcd::EtcdClient>> clients;
     for (int i = 0; i < 4; ++i) {
       clients.push_back(NewClient());
       EXPECT_TRUE(clients.back()->Put("/share/" + std::to_string(i), "x").ok());
     }
-    etcd::EtcdClient::ShareConnectionsAmong(1);
+    ShareConnectionsAmong(1);
     const int before = ConnectionsTo(port);  // the fixture's own client's too
     clients.clear();
     int closed = 0;
