@@ -136,9 +136,40 @@ void LeaseKeeper::NoteReachable() {
   }
 }
 
-// Longer than our usual (about 90 lines), for a reason: one keep-alive stream's life (open on
-// the current endpoint, send, read, judge the lease's state, fail over, back off) reads best
-// whole, and its state lives on the loop's stack between retries.
+std::unique_lock<std::mutex> LeaseKeeper::JudgeThenWait(TimePoint planned,
+                                                        const std::function<bool()>& wake) {
+  const TimePoint judged = Now();
+  Evaluate(judged);
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, tracker_.WakeAt(planned, judged), wake);
+  return lock;
+}
+
+void LeaseKeeper::SendKeepAlives(Stream& stream) {
+  TimePoint next_send = Now();
+  while (!stop_) {
+    const TimePoint now = Now();
+    if (now >= next_send) {
+      etcdserverpb::LeaseKeepAliveRequest req;
+      req.set_id(id_);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        stream.in_flight.push_back(now);
+      }
+      if (!stream.rw->Write(req)) return;
+      next_send = now + interval_;
+    }
+    auto lock = JudgeThenWait(next_send, [&] { return stop_.load() || stream.broken; });
+    if (stream.broken) return;
+    if (tracker_.StateAt(Now()) == LeaseState::kLost) {
+      stop_ = true;  // final: nothing left to keep alive
+      return;
+    }
+  }
+}
+
+// One keep-alive stream's life after another: open it on the current endpoint, read its answers
+// on a thread of its own while SendKeepAlives sends, then fail over and back off.
 void LeaseKeeper::Run() {
   auto& impl = *etcd_->impl();
   Backoff backoff({std::chrono::milliseconds(100), std::chrono::milliseconds(1000), 2.0, 0.2});
@@ -183,30 +214,7 @@ void LeaseKeeper::Run() {
         stream->broken = true;
         cv_.notify_all();
       });
-      TimePoint next_send = Now();
-      while (!stop_) {
-        TimePoint now = Now();
-        if (now >= next_send) {
-          etcdserverpb::LeaseKeepAliveRequest req;
-          req.set_id(id_);
-          {
-            std::lock_guard<std::mutex> lock(mu_);
-            stream->in_flight.push_back(now);
-          }
-          if (!stream->rw->Write(req)) break;
-          next_send = now + interval_;
-        }
-        const TimePoint evaluated = Now();
-        Evaluate(evaluated);
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_until(lock, tracker_.WakeAt(next_send, evaluated),
-                       [&] { return stop_.load() || stream->broken; });
-        if (stream->broken) break;
-        if (tracker_.StateAt(Now()) == LeaseState::kLost) {
-          stop_ = true;  // final: nothing left to keep alive
-          break;
-        }
-      }
+      SendKeepAlives(*stream);
       stream->ctx.TryCancel();
       reader.join();
       grpc::Status fs = stream->rw->Finish();
@@ -223,12 +231,7 @@ void LeaseKeeper::Run() {
     }
     // Wait before reconnecting, but wake to report the lease unconfirmed on time.
     TimePoint resume = Now() + backoff.Next();
-    while (!stop_ && !impl.shutdown && Now() < resume) {
-      const TimePoint evaluated = Now();
-      Evaluate(evaluated);
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_until(lock, tracker_.WakeAt(resume, evaluated), [&] { return stop_.load(); });
-    }
+    while (!stop_ && !impl.shutdown && Now() < resume) JudgeThenWait(resume, [&] { return stop_.load(); });
   }
   Evaluate(Now());
 }

@@ -66,6 +66,13 @@ class LeaseKeeper {
   LeaseKeeper(etcd::EtcdClient* etcd, int64_t id, int64_t ttl, TimePoint granted_sent_at,
               std::chrono::milliseconds interval, Listener listener);
   void Run();
+  struct Stream;
+  // Sends a keep-alive every interval on `stream` until it breaks, a write fails, the keeper
+  // stops or the lease is lost.
+  void SendKeepAlives(Stream& stream);
+  // Judges the lease now, then waits under mu_ until `planned`, the lease's expiry if that is
+  // still ahead and comes first, or `wake()`; returns with mu_ held.
+  std::unique_lock<std::mutex> JudgeThenWait(TimePoint planned, const std::function<bool()>& wake);
   // Re-evaluates the state at `now`; notifies the listener on change. REQUIRES: mu_ not held.
   void Evaluate(TimePoint now);
   // An outage began (logged once) / etcd answered again (logged if there was one).
@@ -86,7 +93,6 @@ class LeaseKeeper {
   std::atomic<bool> stop_{false};
   std::atomic<int64_t> renewals_{0};
 
-  struct Stream;
   std::shared_ptr<Stream> stream_;  // guarded by mu_
   std::thread thread_;
 };
