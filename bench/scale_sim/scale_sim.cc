@@ -1,12 +1,14 @@
 // scale_sim: the control plane of a job with N trainers and P pservers, on this machine. A real
 // etcd, the real master (`tessera master`), and N trainers and P pservers that run the real
 // coordination code (sim_trainer.h, sim_pserver.h) with the data plane and the compute replaced
-// by a sleep per step. The trainers and pservers are threads of this process, each with the etcd
-// clients its process would have: the coordination code blocks (gRPC calls, watches, lease
-// keepers each on a thread), so threads run it unchanged, and N = 1,000 is some 8,000 threads
-// that mostly sleep. --clients-per-connection lets several clients share a TCP connection (each
-// keeps its own calls, streams and watches), so that a small machine is not also paying for the
-// connections of a thousand processes.
+// by a sleep per step. Each trainer and pserver is a thread with the etcd clients its process
+// would have: the coordination code blocks (gRPC calls, watches, lease keepers each on a thread),
+// so threads run it unchanged. The pservers are threads of this process; the trainers are spread
+// over trainer host processes of --trainers-per-process each (trainer_fleet.h): 1,000 trainers
+// are some 8,000 threads, and in one process their gRPC pollers alone took both cores (with a
+// poller per blocked call, each woken on every event). --clients-per-connection lets several
+// clients share a TCP connection (each keeps its own calls, streams and watches), so that a small
+// machine is not also paying for the connections of a thousand processes.
 //
 // Scenarios, in one run for each size: the join storm (all N trainers started at once: time until
 // every one has its first record), a steady window of the pass (etcd's requests per second by
@@ -51,10 +53,12 @@
 #include "harness/subprocess.h"
 #include "job/job_config.h"
 #include "job/job_store.h"
+#include "proc_stats.h"
 #include "security/job_secret.h"
 #include "sim_pserver.h"
 #include "sim_trainer.h"
 #include "spec/role_argv.h"
+#include "trainer_fleet.h"
 
 namespace tessera::bench {
 namespace {
@@ -77,8 +81,9 @@ struct SimOptions {
   int long_passes = 0;  // > 0: the long run instead of the sizes (etcd's database over the passes)
   std::string etcd_retention = spec::kEtcdHistoryRetention;  // of etcd's history (auto-compaction)
   int etcd_members = 1;                                      // 3: a cluster on loopback
-  int clients_per_connection = 1;
-  bool no_deadlock_checks = false;  // clients sharing one connection (coord/connection_sharing.h)
+  int clients_per_connection = 1;  // clients sharing one connection (coord/connection_sharing.h)
+  int trainers_per_process = 250;  // 0: the trainers are threads of this process
+  bool no_deadlock_checks = false;
   std::string json_path;
 };
 
@@ -131,38 +136,10 @@ StatusOr<std::map<std::string, double>> MasterRpcs(const std::string& endpoint) 
   return CountsByLabel(text, "tessera_master_rpc_seconds_count", "method");
 }
 
-// A process's CPU seconds (user + system) from /proc/PID/stat, or -1.
-double CpuSeconds(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
-  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const size_t close = text.rfind(')');
-  if (close == std::string::npos) return -1;
-  std::istringstream fields(text.substr(close + 2));
-  std::string f;
-  double utime = 0, stime = 0;
-  for (int i = 3; fields >> f; ++i) {  // field 3 is the state
-    if (i == 14) utime = std::stod(f);
-    if (i == 15) {
-      stime = std::stod(f);
-      break;
-    }
-  }
-  return (utime + stime) / static_cast<double>(::sysconf(_SC_CLK_TCK));
-}
-
 double EtcdUnderTest::CpuSeconds() const {
   double sum = 0;
   for (pid_t p : pids) sum += ::tessera::bench::CpuSeconds(p);
   return sum;
-}
-
-// A process's resident memory in MiB, or -1.
-double ResidentMiB(pid_t pid) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line))
-    if (line.rfind("VmRSS:", 0) == 0) return std::atof(line.c_str() + 6) / 1024.0;
-  return -1;
 }
 
 // Waits until `done()` or `timeout`; returns the seconds it took, or -1 at the timeout.
@@ -214,8 +191,7 @@ class Run {
         p_(p),
         job_("sim-" + NewUuid().substr(0, 6)) {}
   ~Run() {
-    for (auto& t : trainers_) t->Stop();
-    trainers_.clear();
+    fleet_.reset();
     pservers_.clear();
     if (master_) master_->Terminate(std::chrono::seconds(5));
     if (standby_) standby_->Terminate(std::chrono::seconds(5));
@@ -231,7 +207,7 @@ class Run {
   // The leading master; with o_.kill_master, once it leads, a standby beside it.
   Status StartMasters();
   StatusOr<std::unique_ptr<testing::Subprocess>> StartMaster(int http_port);
-  void StartTrainers(int count);
+  Status StartTrainers(int count);
   // The first trainer's error, or the master's exit.
   Status FirstError() const;
   StatusOr<Json> KillAPserver();
@@ -245,7 +221,7 @@ class Run {
   const std::string job_;
   std::unique_ptr<etcd::EtcdClient> etcd_;
   std::vector<std::unique_ptr<SimPserver>> pservers_;
-  std::vector<std::unique_ptr<SimTrainer>> trainers_;
+  std::unique_ptr<TrainerFleet> fleet_;
   std::unique_ptr<testing::Subprocess> master_, standby_;
   int master_http_ = FreeLoopbackPort(), standby_http_ = FreeLoopbackPort();
 };
@@ -328,8 +304,15 @@ Status Run::StartMasters() {
   return Status::OK();
 }
 
-void Run::StartTrainers(int count) {
-  SimTrainerOptions t;
+Status Run::StartTrainers(int count) {
+  if (fleet_) return fleet_->Start(count);
+  FleetOptions f;
+  f.per_process = o_.trainers_per_process;
+  f.dir = dir_;
+  f.host_binary = BuildPath("bench/scale_sim_host");
+  f.clients_per_connection = o_.clients_per_connection;
+  f.no_deadlock_checks = o_.no_deadlock_checks;
+  SimTrainerOptions& t = f.trainer;
   t.etcd = server_.list();
   t.job = job_;
   t.store = dir_ + "/store";
@@ -337,18 +320,14 @@ void Run::StartTrainers(int count) {
   t.lease_ttl_seconds = o_.lease_ttl;
   t.batch = o_.batch;
   t.step = std::chrono::milliseconds(o_.step_ms);
-  for (int i = 0; i < count; ++i) {
-    trainers_.push_back(std::make_unique<SimTrainer>(t));
-    trainers_.back()->Start();
-  }
+  fleet_ = std::make_unique<TrainerFleet>(f);
+  return fleet_->Start(count);
 }
 
 Status Run::FirstError() const {
   if (master_ && !master_->running())
     return Status::Aborted("the master exited; its output: " + master_->Output());
-  for (const auto& t : trainers_)
-    if (t->done() && !t->error().ok()) return t->error();
-  return Status::OK();
+  return fleet_ ? fleet_->FirstError() : Status::OK();
 }
 
 // Kills pserver 0 (as kill -9: its lease is no longer kept) and starts its replacement, which
@@ -365,8 +344,8 @@ StatusOr<Json> Run::KillAPserver() {
   const int64_t new_epoch = replacement->epoch();
   const double moved = SecondsUntil(
       [&] {
-        for (const auto& t : trainers_)
-          if (!t->done() && t->PserverEpoch(0) != new_epoch) return false;
+        for (size_t i = 0; i < fleet_->size(); ++i)
+          if (!(*fleet_)[i].ended() && (*fleet_)[i].pserver0_epoch.load() != new_epoch) return false;
         return true;
       },
       std::chrono::seconds(o_.lease_ttl * 3 + 30));
@@ -381,14 +360,22 @@ StatusOr<Json> Run::KillAPserver() {
 // A tenth of the trainers leave; as many new ones join: the seconds until every newcomer trains.
 StatusOr<Json> Run::Churn() {
   const int k = std::max(1, n_ / 10);
-  for (int i = 0; i < k; ++i) trainers_[i]->Stop();
-  for (int i = 0; i < k; ++i) trainers_[i]->Join();
-  const size_t first_new = trainers_.size();
-  StartTrainers(k);
+  TrainerFleet& fleet = *fleet_;
+  for (int i = 0; i < k; ++i) fleet.RequestStop(i);
+  const double left = SecondsUntil(
+      [&] {
+        for (int i = 0; i < k; ++i)
+          if (!fleet[i].ended()) return false;
+        return true;
+      },
+      std::chrono::seconds(60));
+  if (left < 0) return Status::DeadlineExceeded("the leaving trainers did not end within 60 s");
+  const size_t first_new = fleet.size();
+  TESSERA_RETURN_IF_ERROR(StartTrainers(k));
   const double s = SecondsUntil(
       [&] {
-        for (size_t i = first_new; i < trainers_.size(); ++i)
-          if (!trainers_[i]->training() && !trainers_[i]->done()) return false;
+        for (size_t i = first_new; i < fleet.size(); ++i)
+          if (!fleet[i].training() && !fleet[i].ended()) return false;
         return true;
       },
       std::chrono::seconds(60 + n_ / 10));
@@ -402,9 +389,10 @@ StatusOr<Json> Run::Churn() {
 StatusOr<Json> Run::KillTheMaster() {
   std::vector<int64_t> done_before;
   int64_t stale_before = 0;
-  for (const auto& t : trainers_) {
-    done_before.push_back(t->tasks_done());
-    stale_before += t->tasks_stale();
+  const TrainerFleet& fleet = *fleet_;
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    done_before.push_back(fleet[i].tasks_done.load());
+    stale_before += fleet[i].tasks_stale.load();
   }
   const auto killed = Now();
   master_->Kill();
@@ -426,8 +414,8 @@ StatusOr<Json> Run::KillTheMaster() {
       [&] {
         bool all = true;
         for (size_t i = 0; i < done_before.size(); ++i) {
-          if (acked[i] >= 0 || trainers_[i]->done()) continue;
-          if (trainers_[i]->tasks_done() > done_before[i]) {
+          if (acked[i] >= 0 || fleet[i].ended()) continue;
+          if (fleet[i].tasks_done.load() > done_before[i]) {
             acked[i] = std::chrono::duration<double>(Now() - killed).count();
           } else {
             all = false;
@@ -443,22 +431,21 @@ StatusOr<Json> Run::KillTheMaster() {
   const double median_acked = seen.empty() ? -1 : seen[seen.size() / 2];
   const double acked_s = since_kill(every_trainer);
   int64_t stale = -stale_before;
-  for (const auto& t : trainers_) stale += t->tasks_stale();
+  for (size_t i = 0; i < fleet.size(); ++i) stale += fleet[i].tasks_stale.load();
   master_ = std::move(standby_);
   std::swap(master_http_, standby_http_);
   TESSERA_RETURN_IF_ERROR(FirstError());
-  return Json{
-      {"standby_serving_s", serving_s},
-      {"median_trainer_acked_s", median_acked},
-      {"every_trainer_acked_s", acked_s},
-      {"acks_refused_per_trainer", static_cast<double>(stale) / static_cast<double>(trainers_.size())}};
+  return Json{{"standby_serving_s", serving_s},
+              {"median_trainer_acked_s", median_acked},
+              {"every_trainer_acked_s", acked_s},
+              {"acks_refused_per_trainer", static_cast<double>(stale) / static_cast<double>(fleet.size())}};
 }
 
 StatusOr<Json> Run::Long(int passes) {
   TESSERA_RETURN_IF_ERROR(CreateJob());
   TESSERA_RETURN_IF_ERROR(StartPservers());
   TESSERA_RETURN_IF_ERROR(StartMasters());
-  StartTrainers(n_);
+  TESSERA_RETURN_IF_ERROR(StartTrainers(n_));
   etcd::EtcdClient* etcd = etcd_.get();
   JobConnectionProbe probe(etcd, server_.list(), job_);
   Json sizes = Json::array();
@@ -519,11 +506,12 @@ StatusOr<Json> Run::Go() {
   // The join storm.
   TESSERA_ASSIGN_OR_RETURN(EtcdLoad before_join, ReadLoad(server_));
   const double cpu_join[] = {CpuSeconds(::getpid()), server_.CpuSeconds(), CpuSeconds(master_->pid())};
-  StartTrainers(n_);
+  TESSERA_RETURN_IF_ERROR(StartTrainers(n_));
+  const TrainerFleet& fleet = *fleet_;
   const double joined = SecondsUntil(
       [&] {
-        for (const auto& t : trainers_)
-          if (!t->training() && !t->done()) return false;
+        for (size_t i = 0; i < fleet.size(); ++i)
+          if (!fleet[i].training() && !fleet[i].ended()) return false;
         return true;
       },
       std::chrono::seconds(120 + n_ / 5));
@@ -538,10 +526,11 @@ StatusOr<Json> Run::Go() {
     for (const auto& [kind, v] : per.counts)
       if (v > 0) kinds[kind] = v;
     out["join_etcd_per_trainer"] = kinds;
-    // The CPU the storm took, per trainer, in milliseconds: the simulated trainers' own (this
-    // process), etcd's and the master's. On this machine they share its cores; in a cluster
-    // only etcd's and the master's are shared.
-    out["join_cpu_ms_per_trainer"] = {{"trainers", 1000 * (CpuSeconds(::getpid()) - cpu_join[0]) / n_},
+    // The CPU the storm took, per trainer, in milliseconds: the simulated trainers' own (their
+    // processes and this one, whose pservers' threads are busy too), etcd's and the master's. On
+    // this machine they share its cores; in a cluster only etcd's and the master's are shared.
+    // (The hosts started with the storm: their CPU is all the storm's.)
+    out["join_cpu_ms_per_trainer"] = {{"trainers", 1000 * (fleet.CpuSeconds() - cpu_join[0]) / n_},
                                       {"etcd", 1000 * (server_.CpuSeconds() - cpu_join[1]) / n_},
                                       {"master", 1000 * (CpuSeconds(master_->pid()) - cpu_join[2]) / n_}};
   }
@@ -550,12 +539,13 @@ StatusOr<Json> Run::Go() {
   const char* names[] = {"connected", "registered", "pservers_ready", "reader_open"};
   for (int ph = 0; ph < SimTrainer::kPhases; ++ph) {
     int64_t last = 0;
-    for (const auto& t : trainers_) last = std::max(last, t->phase_ms(static_cast<SimTrainer::Phase>(ph)));
-    phases[names[ph]] = static_cast<double>(last - trainers_.front()->started_ms()) / 1000.0;
+    for (size_t i = 0; i < fleet.size(); ++i) last = std::max(last, fleet[i].phase_ms[ph].load());
+    phases[names[ph]] = static_cast<double>(last - fleet[0].started_ms.load()) / 1000.0;
   }
   int64_t first = 0;
-  for (const auto& t : trainers_) first = std::max(first, t->first_record_ms());
-  phases["first_record"] = static_cast<double>(first - trainers_.front()->started_ms()) / 1000.0;
+  for (size_t i = 0; i < fleet.size(); ++i) first = std::max(first, fleet[i].first_record_ms.load());
+  phases["first_record"] = static_cast<double>(first - fleet[0].started_ms.load()) / 1000.0;
+  out["trainer_processes"] = fleet.processes();
   out["join_phases_s"] = phases;
   // A steady window.
   const std::string master_http = "127.0.0.1:" + std::to_string(master_http_);
@@ -688,6 +678,11 @@ int Main(int argc, char** argv) {
                  "etcd and master clients that share one connection (each keeps its own calls and watches): "
                  "more than 1 spares a small machine the simulated processes' connections")
       ->capture_default_str();
+  app.add_option("--trainers-per-process", o.trainers_per_process,
+                 "simulated trainers per trainer process (scale_sim_host); 0: all of them threads of "
+                 "this process")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
   app.add_flag("--no-deadlock-checks", o.no_deadlock_checks,
                "turn off absl's lock-order checks in this process (gRPC's mutexes)");
   app.add_option(
@@ -710,6 +705,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (o.smoke) {
+    // Three trainer processes, so that the smoke goes through the hosts' shared slots.
+    if (app.count("--trainers-per-process") == 0) o.trainers_per_process = 4;
     o.trainers = {10};
     o.pservers = {2};
     o.window_s = 2;
