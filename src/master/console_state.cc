@@ -18,8 +18,11 @@ void Enter(NodeView& n, const std::string& state, int64_t now_ms) {
 
 }  // namespace
 
-std::vector<std::string> NodeTracker::Departing(const std::string& kind,
-                                                const std::vector<Live>& live) const {
+std::vector<std::string> NodeTracker::Departing(const std::string& kind, const std::vector<Live>& live,
+                                                int64_t revision) const {
+  if (auto newest = revision_.find(kind);
+      revision > 0 && newest != revision_.end() && revision < newest->second)
+    return {};
   std::set<std::string> present;
   for (const auto& l : live) present.insert(l.name);
   std::vector<std::string> out;

@@ -46,8 +46,11 @@ class NodeTracker {
   // watch event must not make a node that is there "lost". Returns whether it was taken.
   bool Update(const std::string& kind, const std::vector<Live>& live, int64_t now_ms,
               const std::map<std::string, int64_t>& left = {}, int64_t revision = 0);
-  // The nodes of `kind` that `live` no longer lists (and are not marked gone yet).
-  std::vector<std::string> Departing(const std::string& kind, const std::vector<Live>& live) const;
+  // The nodes of `kind` that `live` no longer lists (and are not marked gone yet). None when
+  // `live` is older (`revision`) than a list already taken: Update would ignore it, and a late
+  // watch event lacks the nodes that joined since, which are not departing.
+  std::vector<std::string> Departing(const std::string& kind, const std::vector<Live>& live,
+                                     int64_t revision = 0) const;
   std::vector<NodeView> Nodes() const;
   bool Known(const std::string& kind, const std::string& name) const;
 

@@ -112,4 +112,19 @@ TEST(NodeTrackerTest, AnOlderListAfterANewerOneChangesNothing) {
   EXPECT_TRUE(t.Update("pserver", {{"0", 3, "a:1", "{}"}}, 2000, {}, 5));
 }
 
+TEST(NodeTrackerTest, AnOlderListDepartsNobody) {
+  // The master's trainers watch lags behind its periodic listing: the watch's list, older,
+  // lacks the trainers that joined since. They are not departing (the master would read each
+  // one's trainers-left record, on every lagging event: at 1,000 trainers, hundreds a second).
+  NodeTracker t;
+  EXPECT_TRUE(
+      t.Update("trainer", {{"0", 7, "", "{}"}, {"1", 8, "", "{}"}, {"2", 9, "", "{}"}}, 1000, {}, 20));
+  const std::vector<NodeTracker::Live> older = {{"0", 7, "", "{}"}};
+  EXPECT_TRUE(t.Departing("trainer", older, 19).empty());
+  EXPECT_EQ(t.Departing("trainer", older, 20), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(t.Departing("trainer", older, 21), (std::vector<std::string>{"1", "2"}));
+  EXPECT_EQ(t.Departing("trainer", older), (std::vector<std::string>{"1", "2"})) << "revision unknown";
+  EXPECT_EQ(t.Departing("pserver", older, 1), std::vector<std::string>{}) << "kinds are apart";
+}
+
 }  // namespace tessera::master

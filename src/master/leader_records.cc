@@ -118,7 +118,9 @@ std::vector<NodeTracker::Live> LiveNodes(const MemberList& l) {
 void UpdateTrainers(etcd::EtcdClient* etcd, const std::string& job, const MemberList& l, NodeTracker* nodes) {
   auto live = LiveNodes(l);
   std::map<std::string, int64_t> left;
-  for (const auto& name : nodes->Departing("trainer", live)) {
+  // One read per trainer gone; none for a list older than the last taken (a watch that lags
+  // behind the periodic listing would otherwise read one for every trainer that joined since).
+  for (const auto& name : nodes->Departing("trainer", live, l.revision)) {
     auto kv = etcd->Get(keys::TrainerLeft(job, name));
     if (!kv.ok() || kv->kvs.empty()) continue;
     auto j = nlohmann::json::parse(kv->kvs[0].value, nullptr, false);
