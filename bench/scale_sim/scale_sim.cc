@@ -83,6 +83,7 @@ struct SimOptions {
   int etcd_members = 1;                                      // 3: a cluster on loopback
   int clients_per_connection = 1;  // clients sharing one connection (coord/connection_sharing.h)
   int trainers_per_process = 250;  // 0: the trainers are threads of this process
+  bool given_ids = false;          // trainer ids given, as by a launcher; else claimed
   bool no_deadlock_checks = false;
   std::string json_path;
 };
@@ -308,6 +309,7 @@ Status Run::StartTrainers(int count) {
   if (fleet_) return fleet_->Start(count);
   FleetOptions f;
   f.per_process = o_.trainers_per_process;
+  f.given_ids = o_.given_ids;
   f.dir = dir_;
   f.host_binary = BuildPath("bench/scale_sim_host");
   f.clients_per_connection = o_.clients_per_connection;
@@ -387,11 +389,12 @@ StatusOr<Json> Run::Churn() {
 // call, and until every trainer has had a task acknowledged since the kill (a trainer finishes
 // the tasks it holds meanwhile, so this includes up to one task's time).
 StatusOr<Json> Run::KillTheMaster() {
-  std::vector<int64_t> done_before;
+  std::vector<int64_t> done_before, records_before;
   int64_t stale_before = 0;
   const TrainerFleet& fleet = *fleet_;
   for (size_t i = 0; i < fleet.size(); ++i) {
     done_before.push_back(fleet[i].tasks_done.load());
+    records_before.push_back(fleet[i].records.load());
     stale_before += fleet[i].tasks_stale.load();
   }
   const auto killed = Now();
@@ -432,12 +435,22 @@ StatusOr<Json> Run::KillTheMaster() {
   const double acked_s = since_kill(every_trainer);
   int64_t stale = -stale_before;
   for (size_t i = 0; i < fleet.size(); ++i) stale += fleet[i].tasks_stale.load();
+  // The trainers still without an acknowledgement at the deadline, and how many of them read
+  // records since the kill (training, but their tasks not acknowledged) or none (given nothing).
+  int not_acked = 0, not_acked_reading = 0;
+  for (size_t i = 0; i < acked.size(); ++i) {
+    if (acked[i] >= 0 || fleet[i].ended()) continue;
+    ++not_acked;
+    if (fleet[i].records.load() > records_before[i]) ++not_acked_reading;
+  }
   master_ = std::move(standby_);
   std::swap(master_http_, standby_http_);
   TESSERA_RETURN_IF_ERROR(FirstError());
   return Json{{"standby_serving_s", serving_s},
               {"median_trainer_acked_s", median_acked},
               {"every_trainer_acked_s", acked_s},
+              {"trainers_not_acked", not_acked},
+              {"trainers_not_acked_but_reading", not_acked_reading},
               {"acks_refused_per_trainer", static_cast<double>(stale) / static_cast<double>(fleet.size())}};
 }
 
@@ -502,7 +515,11 @@ StatusOr<Json> Run::Go() {
   TESSERA_RETURN_IF_ERROR(CreateJob());
   TESSERA_RETURN_IF_ERROR(StartPservers());
   TESSERA_RETURN_IF_ERROR(StartMasters());
-  Json out = {{"trainers", n_}, {"pservers", p_}, {"step_ms", o_.step_ms}, {"lease_ttl", o_.lease_ttl}};
+  Json out = {{"trainers", n_},
+              {"pservers", p_},
+              {"step_ms", o_.step_ms},
+              {"lease_ttl", o_.lease_ttl},
+              {"trainer_ids", o_.given_ids ? "given" : "claimed"}};
   // The join storm.
   TESSERA_ASSIGN_OR_RETURN(EtcdLoad before_join, ReadLoad(server_));
   const double cpu_join[] = {CpuSeconds(::getpid()), server_.CpuSeconds(), CpuSeconds(master_->pid())};
@@ -683,6 +700,9 @@ int Main(int argc, char** argv) {
                  "this process")
       ->check(CLI::NonNegativeNumber)
       ->capture_default_str();
+  app.add_flag("--given-trainer-ids", o.given_ids,
+               "give each trainer its id (0, 1, ...), as a launcher does (a pod's index, an MPI rank), "
+               "instead of each claiming the lowest free one");
   app.add_flag("--no-deadlock-checks", o.no_deadlock_checks,
                "turn off absl's lock-order checks in this process (gRPC's mutexes)");
   app.add_option(

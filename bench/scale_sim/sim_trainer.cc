@@ -63,6 +63,7 @@ Status SimTrainer::Train() {
   mo.job = o_.job;
   mo.transport = "tcp";
   mo.lease_ttl_seconds = o_.lease_ttl_seconds;
+  mo.trainer_id = o_.trainer_id;
   TESSERA_ASSIGN_OR_RETURN(auto member, TrainerMembership::Join(job.etcd.get(), mo, ClientLimits{}));
   phase_ms_[kRegistered] = WallMillis();
   auto directory = std::make_shared<PserverDirectory>(job.etcd.get(), o_.job, o_.pservers);

@@ -29,6 +29,9 @@ struct SimTrainerOptions {
   int lease_ttl_seconds = 10;
   int batch = 32;
   std::chrono::milliseconds step{100};
+  // The trainer id, as a launcher gives it (a Kubernetes pod's index, an MPI rank); empty: the
+  // trainer claims the lowest free one, as one started by hand does.
+  std::string trainer_id;
 };
 
 class SimTrainer {

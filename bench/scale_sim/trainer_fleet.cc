@@ -25,6 +25,8 @@ StatusOr<std::unique_ptr<TrainerFleet::Host>> TrainerFleet::NewHost(int capacity
   const int k = static_cast<int>(hosts_.size());
   const std::string path = o_.per_process > 0 ? o_.dir + "/trainers-" + std::to_string(k) + ".region" : "";
   TESSERA_ASSIGN_OR_RETURN(MappedRegion region, MappedRegion::Create(path, capacity));
+  if (o_.given_ids) region->first_id = slots_;  // ids in the order of the slots
+  slots_ += capacity;
   auto host = std::unique_ptr<Host>(new Host{std::move(region), nullptr, nullptr, 0});
   if (o_.per_process == 0) {
     host->local = std::make_unique<TrainerHost>(host->region.get(), o_.trainer);

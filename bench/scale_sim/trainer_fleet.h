@@ -20,6 +20,9 @@ namespace tessera::bench {
 struct FleetOptions {
   SimTrainerOptions trainer;
   int per_process = 0;      // 0: in this process
+  // Each trainer's id given (0, 1, ... in the order of the slots), as a launcher gives them;
+  // else each claims the lowest free one.
+  bool given_ids = false;
   std::string dir;          // the regions' files and the hosts' logs
   std::string host_binary;  // scale_sim_host
   int clients_per_connection = 1;
@@ -57,6 +60,7 @@ class TrainerFleet {
   const FleetOptions o_;
   std::vector<std::unique_ptr<Host>> hosts_;
   std::vector<std::pair<size_t, int>> index_;  // trainer i: its host and slot
+  int64_t slots_ = 0;                          // in every host so far
 };
 
 }  // namespace tessera::bench

@@ -36,7 +36,10 @@ void TrainerHost::Round() {
       static_cast<size_t>(std::clamp<int64_t>(region_->wanted.load(), 0, region_->capacity.load()));
   // Bounded by the region's capacity.
   while (!stop_ && trainers_.size() < wanted) {
-    trainers_.push_back(std::make_unique<SimTrainer>(o_));
+    SimTrainerOptions o = o_;
+    if (const int64_t first = region_->first_id.load(); first >= 0)
+      o.trainer_id = std::to_string(first + static_cast<int64_t>(trainers_.size()));
+    trainers_.push_back(std::make_unique<SimTrainer>(o));
     trainers_.back()->Start();
     TrainerSlot& s = region_->slots[trainers_.size() - 1];
     s.started_ms = trainers_.back()->started_ms();

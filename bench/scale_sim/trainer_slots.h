@@ -36,6 +36,7 @@ struct TrainerRegion {
   std::atomic<int64_t> wanted{0};        // trainers the host is to run (it starts the ones missing)
   std::atomic<int64_t> capacity{0};      // slots in the region
   std::atomic<int64_t> heartbeat_ms{0};  // the host's last round
+  std::atomic<int64_t> first_id{-1};     // >= 0: slot i's trainer has id first_id + i; else it claims one
   TrainerSlot slots[1];                  // `capacity` of them
 };
 
