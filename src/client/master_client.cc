@@ -129,10 +129,19 @@ Status MasterClient::Call(const char* what, const char* method, const google::pr
   return last;
 }
 
-StatusOr<GetTaskReply> MasterClient::GetTask(const std::string& trainer, const Deadline& deadline) {
+StatusOr<GetTaskReply> MasterClient::GetTask(const std::string& trainer, const Deadline& deadline,
+                                             const std::vector<std::pair<int64_t, int64_t>>* held) {
   GetTaskRequest req;
   req.set_job_token(token_);
   req.set_trainer(trainer);
+  if (held != nullptr) {
+    req.set_held_listed(true);
+    for (const auto& [id, epoch] : *held) {
+      HeldTask* h = req.add_held();
+      h->set_id(id);
+      h->set_epoch(epoch);
+    }
+  }
   GetTaskReply reply;
   TESSERA_RETURN_IF_ERROR(
       Call("get task", "GetTask", req, deadline, [&](Master::Stub& s, grpc::ClientContext* c) {

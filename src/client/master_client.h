@@ -12,6 +12,8 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/clock.h"
 #include "coord/connection_sharing.h"
@@ -33,7 +35,11 @@ class MasterClient {
                const security::JobSecret& secret, std::shared_ptr<const security::TlsConfig> tls = nullptr);
   ~MasterClient();
 
-  StatusOr<GetTaskReply> GetTask(const std::string& trainer, const Deadline& deadline);
+  // `held`: the tasks (id, epoch) the trainer holds, so that one dispatched to it whose answer
+  // was lost is handed out again (GetTaskRequest.held); null: not said (such a task waits for
+  // its timeout).
+  StatusOr<GetTaskReply> GetTask(const std::string& trainer, const Deadline& deadline,
+                                 const std::vector<std::pair<int64_t, int64_t>>* held = nullptr);
   // True if accepted; false if stale (the task had been handed to someone else).
   // `step`: the trainer's step now (every record of the task is in the model at it), or -1.
   StatusOr<bool> Finish(const std::string& trainer, int64_t task, int64_t epoch, const Deadline& deadline,

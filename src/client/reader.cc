@@ -103,6 +103,13 @@ class ReaderImpl : public Reader {
     return out;
   }
 
+  // Held(), as the master names them: (task, epoch).
+  std::vector<std::pair<int64_t, int64_t>> HeldIds() const {
+    std::vector<std::pair<int64_t, int64_t>> out;
+    for (const auto& h : Held()) out.emplace_back(h.task, h.epoch);
+    return out;
+  }
+
   bool finished() const override { return finished_; }
   bool others_training() const override { return others_training_; }
   int pass() const override { return pass_; }
@@ -203,13 +210,16 @@ class ReaderImpl : public Reader {
   // reason, and the next one asked for. Touches no member but the (thread-safe) master client,
   // so it also runs on the fetch-ahead thread.
   // `reuse`: buffers of an earlier task, to read into without allocating again.
-  StatusOr<Fetched> Ask(const Deadline& deadline,
-                        std::vector<std::pair<std::string, std::string>> reuse) const {
+  // `held`: the tasks this reader holds (HeldIds()), so that the master hands out again one whose
+  // answer never came (this reader gave up on a call the master had answered, or the master
+  // that answered died).
+  StatusOr<Fetched> Ask(const Deadline& deadline, std::vector<std::pair<std::string, std::string>> reuse,
+                        const std::vector<std::pair<int64_t, int64_t>>& held) const {
     Fetched f;
     f.buffers = std::move(reuse);
     const TimePoint start = Now();
     while (true) {
-      TESSERA_ASSIGN_OR_RETURN(f.reply, master_->GetTask(trainer_, deadline));
+      TESSERA_ASSIGN_OR_RETURN(f.reply, master_->GetTask(trainer_, deadline, &held));
       if (f.reply.task_progress_every_ms() > 0)
         master_pace_ms_.store(f.reply.task_progress_every_ms(), std::memory_order_relaxed);
       f.seconds = std::chrono::duration<double>(Now() - start).count();
@@ -237,12 +247,13 @@ class ReaderImpl : public Reader {
     // timeout, when the records run out (and a closing reader does not wait long for it).
     const auto timeout =
         std::min<std::chrono::milliseconds>(options_.request_timeout, std::chrono::seconds(5));
-    ahead_ = std::async(std::launch::async, [this, timeout, reuse = std::move(spare_)]() mutable {
-      StatusOr<Fetched> f = Ask(Deadline(timeout), std::move(reuse));
-      if (f.ok() && f->reply.kind() == master::GetTaskReply::WAIT)
-        tail_.store(true, std::memory_order_relaxed);
-      return f;
-    });
+    ahead_ = std::async(std::launch::async,
+                        [this, timeout, reuse = std::move(spare_), held = HeldIds()]() mutable {
+                          StatusOr<Fetched> f = Ask(Deadline(timeout), std::move(reuse), held);
+                          if (f.ok() && f->reply.kind() == master::GetTaskReply::WAIT)
+                            tail_.store(true, std::memory_order_relaxed);
+                          return f;
+                        });
   }
 
   // Gets the next task and its records: the one fetched ahead if there is one, else asked for
@@ -269,7 +280,8 @@ class ReaderImpl : public Reader {
       // its last task's acknowledgement, a trainer alone would hear "wait" for its own task and
       // take one more step (a run would no longer repeat itself step for step).
       TESSERA_RETURN_IF_ERROR(CollectAcks(true));
-      TESSERA_ASSIGN_OR_RETURN(Fetched f, Ask(Deadline(options_.request_timeout), std::move(spare_)));
+      TESSERA_ASSIGN_OR_RETURN(Fetched f,
+                               Ask(Deadline(options_.request_timeout), std::move(spare_), HeldIds()));
       stats_.tasks_failed += f.failed;
       got = std::move(f);
     }

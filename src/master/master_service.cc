@@ -115,10 +115,26 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
   {
     MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
-    // A trainer fetching ahead waits while the tasks left are needed by trainers without one.
-    if (!queue_->HoldBackAhead(req->trainer(), live_trainers_))
+    // A task dispatched to this trainer that never reached it goes first (GetTaskRequest.held):
+    // as it was, once its dispatch is durable (the answer may have been lost before it was).
+    std::optional<TaskQueue::Dispatched> again;
+    if (req->held_listed()) {
+      std::set<std::pair<int64_t, int64_t>> held;
+      for (const auto& h : req->held()) held.insert({h.id(), h.epoch()});
+      again = queue_->Undelivered(req->trainer(), held, SteadyMillis());
+    }
+    if (again) {
+      next.kind = TaskQueue::NextKind::kTask;
+      next.task = *again;
+      ticket = log_->LastTicket();
+      spdlog::info(
+          "task {} (epoch {}) handed to trainer {} again: the answer that dispatched it did not reach it",
+          again->task, again->epoch, req->trainer());
+    } else if (!queue_->HoldBackAhead(req->trainer(), live_trainers_)) {
+      // A trainer fetching ahead waits while the tasks left are needed by trainers without one.
       next = queue_->Dispatch(req->trainer(), SteadyMillis());
-    if (next.kind == TaskQueue::NextKind::kTask &&
+    }
+    if (next.kind == TaskQueue::NextKind::kTask && !again &&
         next.task.first_chunk + next.task.chunks > static_cast<int64_t>(chunks_.size())) {
       // Cannot happen (chunks are known before their tasks exist); hand it back, logged like any
       // dispatch and failure (a replay must reproduce it), rather than read past the list.
@@ -129,7 +145,8 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
       return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the task's " + why + " yet");
     }
     if (next.kind == TaskQueue::NextKind::kTask) {
-      ticket = Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
+      if (!again)
+        ticket = Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
       chunks.assign(chunks_.begin() + next.task.first_chunk,
                     chunks_.begin() + next.task.first_chunk + next.task.chunks);
     }

@@ -125,6 +125,11 @@ uint64_t StateLog::Compact(std::string snapshot) {
   return t;
 }
 
+uint64_t StateLog::LastTicket() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return next_ticket_ - 1;
+}
+
 Status StateLog::WaitDurable(uint64_t ticket) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return durable_ >= ticket || !failure_.ok() || stop_; });

@@ -58,6 +58,8 @@ class StateLog {
   // Blocks until the ticket is durable; Aborted if the master was deposed, Unavailable if etcd
   // could not be written.
   Status WaitDurable(uint64_t ticket);
+  // The ticket of the last item queued (0: none): waiting for it waits for everything so far.
+  uint64_t LastTicket() const;
   // The first write error (deposed or etcd unreachable), or OK.
   Status failure() const;
   void Stop();

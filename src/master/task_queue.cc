@@ -120,19 +120,37 @@ TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) 
     dispatched_[task] = true;
   }
   n.kind = NextKind::kTask;
-  n.task.task = task;
-  n.task.epoch = epoch;
-  n.task.pass = pass_;
-  const TaskSpan& span = spans_[static_cast<size_t>(TaskOf(task))];
-  n.task.first_chunk = span.first_chunk;
-  n.task.chunks = span.chunks;
-  n.task.first_record = span.first_record;
-  n.task.records = span.records;
-  n.task.deadline_ms = now_ms + options_.timeout_ms;
-  const auto [from, end] = RangeOf(task);
-  n.task.skip_records = from;
-  n.task.end_record = end > 0 ? end : 0;
+  n.task = DispatchedOf(task, epoch, now_ms + options_.timeout_ms);
   return n;
+}
+
+TaskQueue::Dispatched TaskQueue::DispatchedOf(int64_t task, int64_t epoch, int64_t deadline_ms) const {
+  Dispatched d;
+  d.task = task;
+  d.epoch = epoch;
+  d.pass = pass_;
+  const TaskSpan& span = spans_[static_cast<size_t>(TaskOf(task))];
+  d.first_chunk = span.first_chunk;
+  d.chunks = span.chunks;
+  d.first_record = span.first_record;
+  d.records = span.records;
+  d.deadline_ms = deadline_ms;
+  const auto [from, end] = RangeOf(task);
+  d.skip_records = from;
+  d.end_record = end > 0 ? end : 0;
+  return d;
+}
+
+std::optional<TaskQueue::Dispatched> TaskQueue::Undelivered(const std::string& trainer,
+                                                            const std::set<std::pair<int64_t, int64_t>>& held,
+                                                            int64_t now_ms) {
+  for (auto& [task, p] : pending_) {
+    if (p.trainer != trainer || held.count({task, p.epoch})) continue;
+    p.deadline_ms = now_ms + options_.timeout_ms;  // a fresh deadline, as a dispatch gets
+    idle_.erase(trainer);
+    return DispatchedOf(task, p.epoch, p.deadline_ms);
+  }
+  return std::nullopt;
 }
 
 bool TaskQueue::HoldBackAhead(const std::string& trainer, const std::set<std::string>& live) const {

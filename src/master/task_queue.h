@@ -99,6 +99,13 @@ class TaskQueue {
   };
 
   Next Dispatch(const std::string& trainer, int64_t now_ms);
+  // A task pending at `trainer` that it does not hold (`held`: the work items and epochs its
+  // reader lists), i.e. a dispatch whose answer never reached it: the call timed out at the
+  // trainer, or the master that made it died before answering. Returned as it was dispatched
+  // (the same epoch; its range as splits left it), with a fresh deadline. Not an event: the log
+  // has its dispatch, and deadlines are not replayed. nullopt when there is none.
+  std::optional<Dispatched> Undelivered(const std::string& trainer,
+                                        const std::set<std::pair<int64_t, int64_t>>& held, int64_t now_ms);
   // Whether `trainer`, asking while it already holds a task (a reader fetching ahead), should
   // wait instead: the tasks left to hand out are no more than the `live` trainers holding none,
   // who need them first (else two readers fetching ahead can hold a small pass's every task).
@@ -209,6 +216,8 @@ class TaskQueue {
     int64_t deadline_ms = 0;
   };
   void StartPass(int pass);
+  // Work item `task` as dispatched at `epoch`.
+  Dispatched DispatchedOf(int64_t task, int64_t epoch, int64_t deadline_ms) const;
   // The task went back to todo after a failure of some kind.
   void Requeue(int64_t task, const std::string& reason);
   void MaybeEndPass();

@@ -37,6 +37,38 @@ TEST(TaskQueueTest, EveryTaskOncePerPassInAShuffledOrderAndChunksGroupedByTask) 
   EXPECT_EQ(q.Dispatch("t0", 0).kind, TaskQueue::NextKind::kWait);  // all pending
 }
 
+// A dispatch whose answer never reached its trainer (the call timed out there, or the master died
+// before answering) is handed to it again when it asks next and does not list the task, as it
+// was: same epoch, same records. Before, the task stayed pending until its timeout, and at a
+// pass's end every trainer waited for it.
+TEST(TaskQueueTest, ATaskWhoseAnswerWasLostIsHandedToItsTrainerAgain) {
+  TaskQueue q(Opts(6, 1, 1));
+  const auto a = q.Dispatch("t0", 0);     // received
+  const auto lost = q.Dispatch("t0", 0);  // its answer lost
+  const auto other = q.Dispatch("t1", 0);
+  ASSERT_EQ(lost.kind, TaskQueue::NextKind::kTask);
+  const std::set<std::pair<int64_t, int64_t>> held = {{a.task.task, a.task.epoch}};
+  auto again = q.Undelivered("t0", held, 500);
+  ASSERT_TRUE(again.has_value());
+  EXPECT_EQ(again->task, lost.task.task);
+  EXPECT_EQ(again->epoch, lost.task.epoch) << "the same dispatch: its acknowledgement is accepted";
+  EXPECT_EQ(again->first_chunk, lost.task.first_chunk);
+  EXPECT_EQ(again->chunks, lost.task.chunks);
+  EXPECT_EQ(again->deadline_ms, 1500) << "a fresh deadline";
+  EXPECT_TRUE(q.Overdue(1200).size() == 2u) << "the two others are overdue at 1200, not the one handed again";
+  // Held by another trainer, or listed: not handed again.
+  EXPECT_FALSE(q.Undelivered("t1", {{other.task.task, other.task.epoch}}, 0).has_value());
+  EXPECT_FALSE(q.Undelivered("t2", {}, 0).has_value());
+  EXPECT_FALSE(q.Undelivered("t0", {{a.task.task, a.task.epoch}, {lost.task.task, lost.task.epoch}}, 0));
+  // A stale epoch in the list does not hide the current dispatch.
+  EXPECT_TRUE(q.Undelivered("t0", {{a.task.task, a.task.epoch}, {lost.task.task, lost.task.epoch - 100}}, 0));
+  // Done: nothing to hand again; the counts never saw a second dispatch.
+  EXPECT_TRUE(q.Finish(lost.task.task, lost.task.epoch));
+  EXPECT_FALSE(q.Undelivered("t0", held, 0).has_value());
+  EXPECT_EQ(q.stats().dispatches, 3);
+  EXPECT_EQ(q.stats().duplicates, 0);
+}
+
 // Readers fetch their next task ahead. With four tasks and three trainers, two readers fetching
 // ahead could hold every task while the third trains nothing: a trainer that already holds a task
 // waits while the tasks left are no more than the live trainers holding none.

@@ -81,6 +81,17 @@ class MasterTest : public EtcdTest {
     return *procs_.back();
   }
 
+  // A data set "d" of 600 records, trainer t0 registered as a trainer registers (the master
+  // returns the tasks of a trainer that is not registered whenever the trainers change, which on
+  // a loaded machine can come after its first task was handed out), and a master for one pass.
+  void StartOnePassWithTrainerT0() {
+    MakeDataset("d", 600, 4096);
+    auto lease = client_->GrantLease(60);
+    ASSERT_TRUE(lease.ok()) << lease.status();
+    ASSERT_TRUE(Registry(client_.get(), keys::TrainerPrefix(kJob)).Register("t0", "{}", lease->id).ok());
+    StartMaster("d", {"--passes", "1"});
+  }
+
   Subprocess& StartConsumer(std::vector<std::string> extra = {}) {
     SpawnOptions o;
     o.argv = {BuildPath("tests/task_consumer"), "--etcd", server_->endpoint(), "--job", kJob};
@@ -154,14 +165,7 @@ class MasterTest : public EtcdTest {
 // Task calls from a process without the job's secret, or with another job's, are refused and
 // leave the queue as it was; the refusals are counted in the master's /metrics.
 TEST_F(MasterTest, TaskCallsWithoutTheJobSecretOrWithAnotherJobsAreRefusedAndTheQueueIsUnchanged) {
-  MakeDataset("d", 600, 4096);
-  // t0 registers as a trainer does: the master returns the tasks of a trainer that is not
-  // registered whenever the trainers change (which, on a loaded machine, can come after the
-  // first task was handed out).
-  auto lease = client_->GrantLease(60);
-  ASSERT_TRUE(lease.ok()) << lease.status();
-  ASSERT_TRUE(Registry(client_.get(), keys::TrainerPrefix(kJob)).Register("t0", "{}", lease->id).ok());
-  StartMaster("d", {"--passes", "1"});
+  ASSERT_NO_FATAL_FAILURE(StartOnePassWithTrainerT0());
   master::MasterClient job_client(client_.get(), kJob, token_, secret_);
   auto first = job_client.GetTask("t0", Deadline(std::chrono::seconds(30)));
   ASSERT_TRUE(first.ok()) << first.status();
@@ -188,6 +192,43 @@ TEST_F(MasterTest, TaskCallsWithoutTheJobSecretOrWithAnotherJobsAreRefusedAndThe
       job_client.Finish("t0", first->task().id(), first->task().epoch(), Deadline(std::chrono::seconds(30)));
   ASSERT_TRUE(fin.ok()) << fin.status();
   EXPECT_TRUE(*fin) << "the job's own trainer finishes its task";
+}
+
+// A trainer whose GetTask answer was lost (its call timed out while the master dispatched, or the
+// master died before answering) asks again listing what it holds: the master hands it the same
+// task, not a new one while that one waits out its timeout (60 s by default; at a pass's end
+// every trainer waits for it). A reader that lists nothing (an older one) is answered as before.
+TEST_F(MasterTest, ATaskWhoseAnswerWasLostIsHandedToItsTrainerAgain) {
+  ASSERT_NO_FATAL_FAILURE(StartOnePassWithTrainerT0());
+  master::MasterClient mc(client_.get(), kJob, token_, secret_);
+  const Deadline d(std::chrono::seconds(30));
+  const std::vector<std::pair<int64_t, int64_t>> none;
+  auto lost = mc.GetTask("t0", d, &none);
+  ASSERT_TRUE(lost.ok()) << lost.status();
+  ASSERT_EQ(lost->kind(), master::GetTaskReply::TASK);
+  auto again = mc.GetTask("t0", d, &none);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_EQ(again->kind(), master::GetTaskReply::TASK);
+  EXPECT_EQ(again->task().id(), lost->task().id());
+  EXPECT_EQ(again->task().epoch(), lost->task().epoch());
+  EXPECT_EQ(again->task().chunks_size(), lost->task().chunks_size());
+  // Listed as held: the next one is new.
+  const std::vector<std::pair<int64_t, int64_t>> held = {{lost->task().id(), lost->task().epoch()}};
+  auto next = mc.GetTask("t0", d, &held);
+  ASSERT_TRUE(next.ok()) << next.status();
+  ASSERT_EQ(next->kind(), master::GetTaskReply::TASK);
+  EXPECT_NE(next->task().id(), lost->task().id());
+  // Not listing at all: a new one too, as before.
+  auto old_style = mc.GetTask("t0", d);
+  ASSERT_TRUE(old_style.ok()) << old_style.status();
+  EXPECT_NE(old_style->task().id(), lost->task().id());
+  EXPECT_NE(old_style->task().id(), next->task().id());
+  auto fin = mc.Finish("t0", lost->task().id(), lost->task().epoch(), d);
+  ASSERT_TRUE(fin.ok()) << fin.status();
+  EXPECT_TRUE(*fin) << "the task handed again is the same dispatch: its acknowledgement counts";
+  const auto st = MasterStatus();
+  EXPECT_EQ(st.pending(), 2) << "the two new tasks; the one handed again counted once";
+  EXPECT_EQ(st.done(), 1);
 }
 
 TEST_F(MasterTest, StandbyTakesOverWhenTheLeaderIsKilledAndNoTaskIsLost) {
