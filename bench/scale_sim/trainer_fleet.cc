@@ -23,7 +23,9 @@ TrainerFleet::~TrainerFleet() {
 
 StatusOr<std::unique_ptr<TrainerFleet::Host>> TrainerFleet::NewHost(int capacity) {
   const int k = static_cast<int>(hosts_.size());
-  const std::string path = o_.per_process > 0 ? o_.dir + "/trainers-" + std::to_string(k) + ".region" : "";
+  // Named after the job: the sizes of one run share the directory, each with a job of its own.
+  const std::string name = o_.dir + "/" + o_.trainer.job + "-trainers-" + std::to_string(k);
+  const std::string path = o_.per_process > 0 ? name + ".region" : "";
   TESSERA_ASSIGN_OR_RETURN(MappedRegion region, MappedRegion::Create(path, capacity));
   if (o_.given_ids) region->first_id = slots_;  // ids in the order of the slots
   slots_ += capacity;
@@ -55,7 +57,7 @@ StatusOr<std::unique_ptr<TrainerFleet::Host>> TrainerFleet::NewHost(int capacity
              "--clients-per-connection",
              std::to_string(o_.clients_per_connection)};
   if (o_.no_deadlock_checks) po.argv.push_back("--no-deadlock-checks");
-  po.log_path = o_.dir + "/trainers-" + std::to_string(k) + ".log";
+  po.log_path = name + ".log";
   TESSERA_ASSIGN_OR_RETURN(host->process, Process::Spawn(po));
   // Ready once it has done a round; bounded by 30 s.
   const Deadline ready(std::chrono::seconds(30));
