@@ -47,6 +47,12 @@ bool MayBeAPredecessor(StatusCode refusal) {
   return refusal == StatusCode::kAlreadyExists || refusal == StatusCode::kAborted;
 }
 
+bool LeaseGoneBeforeRegistering(const Status& refusal, bool keeper_lost) {
+  if (refusal.ok()) return false;
+  return keeper_lost || (refusal.code() == StatusCode::kNotFound &&
+                         refusal.message().find("lease not found") != std::string::npos);
+}
+
 PredecessorVerdict JudgePredecessor(bool key_present, int64_t remaining_ttl_seconds, bool expired,
                                     int64_t lease_ttl_seconds, const ClientLimits& limits) {
   if (expired) return PredecessorVerdict::kRefuse;

@@ -80,6 +80,11 @@ class StartStepAgreement {
 // A fixed trainer id was refused. Only a refusal for the key being taken (AlreadyExists, or
 // Aborted by a racing transaction) can be a dead predecessor's registration still there.
 bool MayBeAPredecessor(StatusCode refusal);
+// Whether a registration that failed with `refusal` failed because the trainer's lease was gone
+// before it registered (its keeper saw it lost, or etcd said the lease is not found), as a join
+// that takes longer than the TTL on an overloaded etcd can: the join takes a new lease and
+// registers again.
+bool LeaseGoneBeforeRegistering(const Status& refusal, bool keeper_lost);
 enum class PredecessorVerdict {
   kRefuse,    // a live holder (or our deadline passed): return the refusal
   kWait,      // a dying predecessor: look again after predecessor_poll

@@ -64,6 +64,19 @@ TEST(ClientRulesTest, StartStepAgreementAsksForTheLatestStepUntilAllAgree) {
   EXPECT_NE(stuck.GiveUpStatus().message().find("3 rounds"), std::string::npos);
 }
 
+TEST(ClientRulesTest, AJoinTakesANewLeaseOnlyWhenItsLeaseWasGone) {
+  const Status gone = Status::NotFound(
+      "etcd 127.0.0.1:2379: txn on /tessera/j/trainers/7: etcdserver: "
+      "requested lease not found");
+  EXPECT_TRUE(LeaseGoneBeforeRegistering(gone, false));
+  EXPECT_TRUE(LeaseGoneBeforeRegistering(Status::Unavailable("etcd did not answer"), true))
+      << "its keeper saw it";
+  EXPECT_FALSE(LeaseGoneBeforeRegistering(Status::NotFound("job 'j' not found"), false));
+  EXPECT_FALSE(LeaseGoneBeforeRegistering(Status::AlreadyExists("trainer id '7' is held"), false));
+  EXPECT_FALSE(LeaseGoneBeforeRegistering(Status::Unavailable("etcd did not answer"), false));
+  EXPECT_FALSE(LeaseGoneBeforeRegistering(Status::OK(), true));
+}
+
 TEST(ClientRulesTest, OnlyADyingPredecessorIsWaitedFor) {
   ClientLimits limits;  // TTL 10 s: a predecessor with more than 25 s left is alive
   EXPECT_TRUE(MayBeAPredecessor(StatusCode::kAlreadyExists));

@@ -21,17 +21,33 @@ TrainerMembership::~TrainerMembership() { Leave(); }
 StatusOr<std::unique_ptr<TrainerMembership>> TrainerMembership::Join(etcd::EtcdClient* etcd, Options options,
                                                                      const ClientLimits& limits) {
   std::unique_ptr<TrainerMembership> m(new TrainerMembership(etcd, std::move(options), limits));
-  TrainerMembership* self = m.get();
+  // A join in a storm (hundreds of trainers claiming ids at once, on an overloaded etcd) can
+  // outlast its lease: then it takes a new lease and registers again, a few times at most.
+  constexpr int kLeases = 3;
+  for (int lease = 1;; ++lease) {
+    TESSERA_RETURN_IF_ERROR(m->StartLease());
+    Status s = m->Register();
+    if (s.ok()) break;
+    if (lease == kLeases || !LeaseGoneBeforeRegistering(s, m->lost_.load())) return s;
+    spdlog::warn("trainer of job {}: its lease was gone before it registered ({}); taking a new one",
+                 m->options_.job, s.message());
+  }
+  m->registered_ = true;
+  return m;
+}
+
+Status TrainerMembership::StartLease() {
+  keeper_.reset();
+  lost_ = false;
   TESSERA_ASSIGN_OR_RETURN(
-      m->keeper_, LeaseKeeper::Start(etcd, {self->options_.lease_ttl_seconds, {}}, [self](LeaseState st) {
-        if (st != LeaseState::kLost || self->lost_.exchange(true)) return;
+      keeper_, LeaseKeeper::Start(etcd_, {options_.lease_ttl_seconds, {}}, [this](LeaseState st) {
+        if (st != LeaseState::kLost || lost_.exchange(true) || !registered_) return;
         spdlog::error(
             "trainer {}'s lease was lost (etcd did not hear from it within {} s): the job "
             "now counts it as gone; restart the trainer to take part again",
-            self->id_, self->options_.lease_ttl_seconds);
+            id_, options_.lease_ttl_seconds);
       }));
-  TESSERA_RETURN_IF_ERROR(m->Register());
-  return m;
+  return Status::OK();
 }
 
 Status TrainerMembership::Register() {

@@ -29,7 +29,8 @@ class TrainerMembership {
     int lease_ttl_seconds = 10;
     std::chrono::milliseconds wait_for_predecessor{30000};  // a fixed id's predecessor, at most
   };
-  // Takes a lease and registers the trainer under it.
+  // Takes a lease and registers the trainer under it; if the lease is gone before the
+  // registration (a join longer than the TTL), takes a new one, up to 3 leases in all.
   static StatusOr<std::unique_ptr<TrainerMembership>> Join(etcd::EtcdClient* etcd, Options options,
                                                            const ClientLimits& limits);
   ~TrainerMembership();
@@ -50,6 +51,8 @@ class TrainerMembership {
 
  private:
   TrainerMembership(etcd::EtcdClient* etcd, Options options, const ClientLimits& limits);
+  // A new lease (the one before, if any, is let go).
+  Status StartLease();
   Status Register();
   Status RegisterFixedId(const std::string& info);
 
@@ -57,6 +60,7 @@ class TrainerMembership {
   const Options options_;
   const ClientLimits limits_;
   std::atomic<bool> lost_{false};
+  std::atomic<bool> registered_{false};  // Join succeeded: a lost lease from then on is the trainer's end
   std::unique_ptr<LeaseKeeper> keeper_;
   nlohmann::json info_;  // the registration's value
   std::string id_;

@@ -401,6 +401,19 @@ StatusOr<LeaseInfo> EtcdClient::LeaseTimeToLive(int64_t id, bool with_keys, cons
   return info;
 }
 
+StatusOr<std::vector<int64_t>> EtcdClient::ListLeases(const CallOptions& call) {
+  etcdserverpb::LeaseLeasesRequest req;
+  etcdserverpb::LeaseLeasesResponse resp;
+  Status s = CallWithRetry(*impl_, "list leases", req, &resp, call,
+                           [](Endpoint& ep, grpc::ClientContext* ctx, const auto& r, auto* o) {
+                             return ep.lease->LeaseLeases(ctx, r, o);
+                           });
+  if (!s.ok()) return s;
+  std::vector<int64_t> ids;
+  for (const auto& l : resp.leases()) ids.push_back(l.id());
+  return ids;
+}
+
 std::unique_ptr<Watcher> EtcdClient::Watch(const std::string& key, const WatchOptions& options,
                                            std::function<void(const WatchUpdate&)> callback) {
   return std::unique_ptr<Watcher>(new Watcher(this, key, options, std::move(callback)));

@@ -98,6 +98,8 @@ class EtcdClient {
   StatusOr<LeaseGrant> GrantLease(int64_t ttl_seconds, const CallOptions& call = {});
   Status RevokeLease(int64_t id, const CallOptions& call = {});
   StatusOr<LeaseInfo> LeaseTimeToLive(int64_t id, bool with_keys = false, const CallOptions& call = {});
+  // Every lease etcd holds now (their ids).
+  StatusOr<std::vector<int64_t>> ListLeases(const CallOptions& call = {});
 
   // Starts a watch (see etcd_watch.h). The callback runs on the watcher's own thread.
   std::unique_ptr<Watcher> Watch(const std::string& key, const WatchOptions& options,
