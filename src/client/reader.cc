@@ -136,7 +136,15 @@ class ReaderImpl : public Reader {
   // the pass is in its tail: master/report_pace.h). A master that does not say: every 250 ms, and
   // in a pass's tail (it had no task for us ahead) ten times as often: another trainer may be
   // idle, and in sync mode every step waits for its empty one.
+  // The report goes on a thread of its own, one at a time, and its answer is taken at a later
+  // record: reading never waits for the master (while one failed over, each report held the
+  // reader for its 2 s deadline, nearly the whole outage). An answer that comes after the cut
+  // it names was read past is a lost answer.
   void MaybeReportProgress() {
+    if (progress_.valid()) {
+      if (progress_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+      TakeProgressAnswer(progress_.get());
+    }
     if (!have_task_) return;
     const TimePoint now = Now();
     const int64_t said = master_pace_ms_.load(std::memory_order_relaxed);
@@ -145,14 +153,22 @@ class ReaderImpl : public Reader {
                  : (tail_.load(std::memory_order_relaxed) ? kProgressEveryInTail : kProgressEvery);
     if (now - last_report_ < every) return;
     last_report_ = now;
-    auto end =
-        master_->ReportTaskProgress(trainer_, task_.id(), task_.epoch(), static_cast<int64_t>(next_),
-                                    static_cast<int64_t>(records_.size()), Deadline(std::chrono::seconds(2)));
+    progress_for_ = {task_.id(), task_.epoch()};
+    progress_ = std::async(std::launch::async, [master = master_.get(), trainer = trainer_, task = task_.id(),
+                                                epoch = task_.epoch(), offset = static_cast<int64_t>(next_),
+                                                records = static_cast<int64_t>(records_.size())] {
+      return master->ReportTaskProgress(trainer, task, epoch, offset, records,
+                                        Deadline(std::chrono::seconds(2)));
+    });
+  }
+
+  void TakeProgressAnswer(const StatusOr<master::MasterClient::TaskProgressAnswer>& end) {
     if (!end.ok()) {
       spdlog::debug("trainer {}: task progress not reported: {}", trainer_, end.status().message());
       return;
     }
     if (end->next.count() > 0) master_pace_ms_.store(end->next.count(), std::memory_order_relaxed);
+    if (!have_task_ || progress_for_ != std::make_pair(task_.id(), task_.epoch())) return;  // another task's
     const int64_t stop = end->end_record;
     if (stop > static_cast<int64_t>(next_) && stop < static_cast<int64_t>(records_.size())) {
       spdlog::info("trainer {}: task {} stops at record {} of {}; an idle trainer has the rest", trainer_,
@@ -402,6 +418,9 @@ class ReaderImpl : public Reader {
   // task, being fetched ahead; the acknowledgement under way.
   std::future<StatusOr<Fetched>> ahead_;
   std::future<StatusOr<Acked>> acking_;
+  // A task-progress report on its way, and the task (id, epoch) it is about.
+  std::future<StatusOr<master::MasterClient::TaskProgressAnswer>> progress_;
+  std::pair<int64_t, int64_t> progress_for_{-1, -1};
 };
 
 }  // namespace

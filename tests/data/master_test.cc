@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "client/master_client.h"
+#include "client/progress_reporter.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "common/net.h"
@@ -229,6 +230,49 @@ TEST_F(MasterTest, ATaskWhoseAnswerWasLostIsHandedToItsTrainerAgain) {
   const auto st = MasterStatus();
   EXPECT_EQ(st.pending(), 2) << "the two new tasks; the one handed again counted once";
   EXPECT_EQ(st.done(), 1);
+}
+
+// A trainer's progress report goes on a thread of its own: while no master answers (one failing
+// over), the training loop goes on, and what the report carried reaches the master later. Before,
+// each report held the loop until the master answered or 10 s passed.
+TEST_F(MasterTest, ProgressReportsDoNotHoldTheTrainingLoopWhileNoMasterAnswers) {
+  MakeDataset("d", 600, 4096);
+  master::MasterClient mc(client_.get(), kJob, token_, secret_);
+  {
+    master::ProgressReporter reporter(&mc, "t0");
+    const auto start = Now();
+    reporter.Add(32, 16.0, 1, 0);
+    reporter.FlushPending();  // no master yet
+    const double held = std::chrono::duration<double>(Now() - start).count();
+    EXPECT_LT(held, 5.0) << "the loop waited " << held << " s for a master that is not there";
+    StartMaster("d", {"--passes", "1"});
+    reporter.Add(32, 16.0, 2, 0);
+    reporter.Flush();  // waits for the first report, then sends the rest
+  }
+  EXPECT_EQ(MasterStatus().samples(), 64) << "both reports' samples, the first delivered late or sent again";
+}
+
+// Reading a task's records does not wait for the master: with the master gone (as while one
+// fails over), each record comes at once. Before, every task-progress report (4 a second) held
+// the reader for its 2 s deadline, and 4 records a step of 300 ms took over 6 s.
+TEST_F(MasterTest, ATaskIsReadOnWhileNoMasterAnswersItsProgressReports) {
+  MakeDataset("d", 2000, 4096);
+  Subprocess& master = StartMaster("d");
+  auto reader = OpenReader();
+  ASSERT_TRUE(reader);
+  std::string rec;
+  auto got = reader->Next(&rec);
+  ASSERT_TRUE(got.ok() && *got) << (got.ok() ? "no record" : got.status().ToString());
+  master.Kill();
+  const auto start = Now();
+  for (int i = 0; i < 4; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(300));  // a step's training
+    auto more = reader->NextInTask(&rec);
+    ASSERT_TRUE(more.ok()) << more.status();
+    ASSERT_TRUE(*more) << "the task has more records";
+  }
+  const double took = std::chrono::duration<double>(Now() - start).count();
+  EXPECT_LT(took, 3.5) << "4 steps of 0.3 s took " << took << " s: the reader waited for the master";
 }
 
 TEST_F(MasterTest, StandbyTakesOverWhenTheLeaderIsKilledAndNoTaskIsLost) {
