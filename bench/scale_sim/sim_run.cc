@@ -275,12 +275,13 @@ StatusOr<Json> Run::Churn() {
 // call, and until every trainer has had a task acknowledged since the kill (a trainer finishes
 // the tasks it holds meanwhile, so this includes up to one task's time).
 StatusOr<Json> Run::KillTheMaster() {
-  std::vector<int64_t> done_before, records_before;
+  std::vector<int64_t> done_before, records_before, left_before;
   int64_t stale_before = 0;
   const TrainerFleet& fleet = *fleet_;
   for (size_t i = 0; i < fleet.size(); ++i) {
     done_before.push_back(fleet[i].tasks_done.load());
     records_before.push_back(fleet[i].records.load());
+    left_before.push_back(fleet[i].task_left.load());
     stale_before += fleet[i].tasks_stale.load();
   }
   const auto killed = Now();
@@ -318,6 +319,23 @@ StatusOr<Json> Run::KillTheMaster() {
     if (a >= 0) seen.push_back(a);
   std::sort(seen.begin(), seen.end());
   const double median_acked = seen.empty() ? -1 : seen[seen.size() / 2];
+  // How much later than it could have been each trainer's acknowledgement came: not before the
+  // standby serves, nor before the task it held at the kill was read to its end (its records left
+  // at the step-rate). The late ones are what the model misses.
+  std::vector<double> late;
+  const double records_per_s = 1000.0 * o_.batch / std::max(1, o_.step_ms);
+  for (size_t i = 0; i < acked.size(); ++i) {
+    if (acked[i] < 0 || left_before[i] < 0) continue;
+    const double earliest = std::max(serving_s, static_cast<double>(left_before[i]) / records_per_s);
+    late.push_back(acked[i] - earliest);
+  }
+  std::sort(late.begin(), late.end());
+  const Json lateness =
+      late.empty()
+          ? Json::object()
+          : Json{{"median_s", late[late.size() / 2]},
+                 {"max_s", late.back()},
+                 {"over_3s", std::count_if(late.begin(), late.end(), [](double l) { return l > 3; })}};
   const double acked_s = since_kill(every_trainer);
   int64_t stale = -stale_before;
   for (size_t i = 0; i < fleet.size(); ++i) stale += fleet[i].tasks_stale.load();
@@ -336,6 +354,7 @@ StatusOr<Json> Run::KillTheMaster() {
               {"median_trainer_acked_s", median_acked},
               {"every_trainer_acked_s", acked_s},
               {"trainers_not_acked", not_acked},
+              {"ack_later_than_possible", lateness},
               {"trainers_not_acked_but_reading", not_acked_reading},
               {"acks_refused_per_trainer", static_cast<double>(stale) / static_cast<double>(fleet.size())}};
 }

@@ -107,6 +107,8 @@ Status SimTrainer::Train() {
     const ReaderStats stats = reader->stats();
     tasks_done_ = stats.tasks_done;
     tasks_stale_ = stats.stale;
+    const auto held = reader->Held();
+    task_left_ = held.empty() ? 0 : held.back().records - held.back().offset;
     progress.Add(in_batch, 0.5 * static_cast<double>(in_batch), ++step, reader->pass());
     in_batch = 0;
   }

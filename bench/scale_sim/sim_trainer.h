@@ -51,6 +51,8 @@ class SimTrainer {
   // handed out again meanwhile): the reader's counts.
   int64_t tasks_done() const { return tasks_done_.load(); }
   int64_t tasks_stale() const { return tasks_stale_.load(); }
+  // Records left in the task it reads now, as of its last step (-1: none yet).
+  int64_t task_left() const { return task_left_.load(); }
   int64_t started_ms() const { return started_ms_; }
   int64_t first_record_ms() const { return first_record_ms_.load(); }
   // When each phase of its join ended (0: not yet): connected (the job read), registered (lease
@@ -68,7 +70,7 @@ class SimTrainer {
   const SimTrainerOptions o_;
   std::thread thread_;
   std::atomic<bool> stop_{false}, done_{false};
-  std::atomic<int64_t> records_{0}, first_record_ms_{0}, tasks_done_{0}, tasks_stale_{0};
+  std::atomic<int64_t> records_{0}, first_record_ms_{0}, tasks_done_{0}, tasks_stale_{0}, task_left_{-1};
   std::atomic<int64_t> phase_ms_[kPhases] = {};
   int64_t started_ms_ = 0;
   mutable std::mutex mu_;

@@ -53,6 +53,7 @@ void TrainerHost::Round() {
     s.records = t.records();
     s.tasks_done = t.tasks_done();
     s.tasks_stale = t.tasks_stale();
+    s.task_left = t.task_left();
     s.first_record_ms = t.first_record_ms();
     for (int p = 0; p < SimTrainer::kPhases; ++p)
       s.phase_ms[p] = t.phase_ms(static_cast<SimTrainer::Phase>(p));

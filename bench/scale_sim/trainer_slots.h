@@ -21,6 +21,7 @@ struct TrainerSlot {
   std::atomic<int64_t> done{0};     // it ended; `error` says why when it failed
   std::atomic<int64_t> failed{0};
   std::atomic<int64_t> records{0}, tasks_done{0}, tasks_stale{0};
+  std::atomic<int64_t> task_left{-1};  // records left in its current task at its last step
   std::atomic<int64_t> started_ms{0}, first_record_ms{0};
   std::atomic<int64_t> phase_ms[4] = {};   // SimTrainer::Phase
   std::atomic<int64_t> pserver0_epoch{0};  // pserver 0's epoch in its directory (0: none yet)
