@@ -4,9 +4,8 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <thread>
 
-#include "common/clock.h"
+#include "harness/wait.h"
 #include "proc_stats.h"
 
 namespace tessera::bench {
@@ -59,16 +58,13 @@ StatusOr<std::unique_ptr<TrainerFleet::Host>> TrainerFleet::NewHost(int capacity
   if (o_.no_deadlock_checks) po.argv.push_back("--no-deadlock-checks");
   po.log_path = name + ".log";
   TESSERA_ASSIGN_OR_RETURN(host->process, Process::Spawn(po));
-  // Ready once it has done a round; bounded by 30 s.
-  const Deadline ready(std::chrono::seconds(30));
-  while (host->region->heartbeat_ms.load() == 0) {
-    if (!host->process->running())
-      return Status::Aborted("a trainer host exited as it started; its output: " + host->process->Output());
-    if (ready.expired())
-      return Status::DeadlineExceeded("a trainer host did not start within 30 s; its output: " +
-                                      host->process->Output());
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  // Ready once it has done a round.
+  Process& p = *host->process;
+  const bool over = testing::WaitUntil([&] { return host->region->heartbeat_ms.load() > 0 || !p.running(); },
+                                       std::chrono::seconds(30), std::chrono::milliseconds(10));
+  if (!p.running()) return Status::Aborted("a trainer host exited as it started; its output: " + p.Output());
+  if (!over)
+    return Status::DeadlineExceeded("a trainer host did not start within 30 s; its output: " + p.Output());
   return host;
 }
 

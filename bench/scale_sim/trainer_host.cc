@@ -43,7 +43,6 @@ void TrainerHost::Round() {
     trainers_.back()->Start();
     TrainerSlot& s = region_->slots[trainers_.size() - 1];
     s.started_ms = trainers_.back()->started_ms();
-    s.started = 1;
   }
   for (size_t i = 0; i < trainers_.size(); ++i) {
     SimTrainer& t = *trainers_[i];

@@ -17,7 +17,6 @@ namespace tessera::bench {
 
 struct TrainerSlot {
   std::atomic<int64_t> stop{0};     // the simulator asks the trainer to leave
-  std::atomic<int64_t> started{0};  // the host started it
   std::atomic<int64_t> done{0};     // it ended; `error` says why when it failed
   std::atomic<int64_t> failed{0};
   std::atomic<int64_t> records{0}, tasks_done{0}, tasks_stale{0};

@@ -61,7 +61,7 @@ TEST_F(TrainerSlotsTest, AnAnonymousRegionStartsZeroed) {
   EXPECT_EQ((*r)->capacity.load(), 5);
   for (int i = 0; i < 5; ++i) {
     EXPECT_FALSE((*r)->slots[i].ended());
-    EXPECT_EQ((*r)->slots[i].started.load(), 0);
+    EXPECT_EQ((*r)->slots[i].started_ms.load(), 0);
   }
 }
 

@@ -39,8 +39,7 @@ void ProgressReporter::Collect(bool wait) {
   spdlog::warn("progress report not delivered (it goes with the next one): {}", next.status().ToString());
   samples_ += sending_report_.samples();
   cost_ += sending_report_.cost_sum();
-  last_ -= std::chrono::duration_cast<SteadyClock::duration>(
-      std::chrono::duration<double>(sending_report_.seconds()));
+  last_ = sending_since_;  // the next report covers its time too
 }
 
 void ProgressReporter::Add(int64_t samples, double cost_sum, int64_t step, int pass) {
@@ -59,6 +58,7 @@ void ProgressReporter::FlushPending() {
 
 void ProgressReporter::Send() {
   if (sending_.valid()) return;  // one at a time: the next one takes what accumulates meanwhile
+  sending_since_ = last_;
   sending_report_ = Take();
   sending_ = std::async(std::launch::async, [master = master_, r = sending_report_] {
     return master->Report(r, Deadline(kReportDeadline));

@@ -53,6 +53,7 @@ class ProgressReporter {
   TimePoint last_ = Now();
   std::chrono::milliseconds every_{1000};  // until the master says otherwise
   ProgressReport sending_report_;          // on its way
+  TimePoint sending_since_;                // the start of the time it covers
   std::future<StatusOr<std::chrono::milliseconds>> sending_;
 };
 

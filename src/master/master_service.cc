@@ -134,22 +134,21 @@ grpc::Status MasterService::GetTask(grpc::ServerContext* ctx, const GetTaskReque
       // A trainer fetching ahead waits while the tasks left are needed by trainers without one.
       next = queue_->Dispatch(req->trainer(), SteadyMillis());
     }
-    if (next.kind == TaskQueue::NextKind::kTask && !again &&
-        next.task.first_chunk + next.task.chunks > static_cast<int64_t>(chunks_.size())) {
-      // Cannot happen (chunks are known before their tasks exist); hand it back, logged like any
-      // dispatch and failure (a replay must reproduce it), rather than read past the list.
-      const std::string why = "its chunks are not known to this master";
-      (void)Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
-      (void)queue_->Fail(next.task.task, next.task.epoch, why);
-      (void)Log(Event{Event::Type::kFail, req->trainer(), next.task.task, next.task.epoch, why});
-      return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the task's " + why + " yet");
+    if (next.kind == TaskQueue::NextKind::kTask && !again) {
+      if (next.task.first_chunk + next.task.chunks > static_cast<int64_t>(chunks_.size())) {
+        // Cannot happen (chunks are known before their tasks exist); hand it back, logged like any
+        // dispatch and failure (a replay must reproduce it), rather than read past the list.
+        const std::string why = "its chunks are not known to this master";
+        (void)Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
+        (void)queue_->Fail(next.task.task, next.task.epoch, why);
+        (void)Log(Event{Event::Type::kFail, req->trainer(), next.task.task, next.task.epoch, why});
+        return grpc::Status(grpc::StatusCode::UNAVAILABLE, "the task's " + why + " yet");
+      }
+      ticket = Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
     }
-    if (next.kind == TaskQueue::NextKind::kTask) {
-      if (!again)
-        ticket = Log(Event{Event::Type::kDispatch, req->trainer(), next.task.task, next.task.epoch, ""});
+    if (next.kind == TaskQueue::NextKind::kTask)
       chunks.assign(chunks_.begin() + next.task.first_chunk,
                     chunks_.begin() + next.task.first_chunk + next.task.chunks);
-    }
     reply->set_pass(queue_->pass());
     reply->set_passes(queue_->passes());
     const ReportPace pace = Pace();

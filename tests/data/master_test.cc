@@ -549,7 +549,9 @@ TEST_F(MasterTest, AReaderAloneWaitsOnceAtEachPassEnd) {
     ASSERT_TRUE(more.ok()) << more.status();
     if (*more) ++records;
     // A batch of 50 trained, or what is held when there is nothing more now.
-    if (!*more || records % 50 == 0) ASSERT_TRUE(reader->Trained().ok());
+    if (!*more || records % 50 == 0) {
+      ASSERT_TRUE(reader->Trained().ok());
+    }
     if (!*more && !reader->finished()) ++waits;
   }
   EXPECT_TRUE(reader->finished());
