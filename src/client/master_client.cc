@@ -212,6 +212,7 @@ Status MasterClient::ReportPosition(const PositionReport& report, const Deadline
 StatusOr<MasterClient::TaskProgressAnswer> MasterClient::ReportTaskProgress(const std::string& trainer,
                                                                             int64_t task, int64_t epoch,
                                                                             int64_t offset, int64_t records,
+                                                                            int64_t read_ahead,
                                                                             const Deadline& deadline) {
   TaskProgress req;
   req.set_job_token(token_);
@@ -220,6 +221,7 @@ StatusOr<MasterClient::TaskProgressAnswer> MasterClient::ReportTaskProgress(cons
   req.set_epoch(epoch);
   req.set_offset(offset);
   req.set_records(records);
+  req.set_read_ahead(read_ahead);
   TaskProgressReply reply;
   TESSERA_RETURN_IF_ERROR(
       Call("report task progress", "ReportTaskProgress", req, deadline,

@@ -50,15 +50,17 @@ class MasterClient {
   // Returns how long the master asks the trainer to wait before its next report (0: not said).
   StatusOr<std::chrono::milliseconds> Report(const ProgressReport& report, const Deadline& deadline);
   Status ReportPosition(const PositionReport& report, const Deadline& deadline);
-  // How far `trainer` got in its task: `offset` of `records` read. The answer: the record to
-  // stop before when the rest was split off for an idle trainer, or 0 (go on); and how long the
+  // How far `trainer` got in its task: `offset` of `records` read, and it may read `read_ahead`
+  // more before it takes the answer. The answer: the record to stop before (after offset +
+  // read_ahead) when the rest was split off for an idle trainer, or 0 (go on); and how long the
   // master asks the trainer to wait before its next such report (0: not said).
   struct TaskProgressAnswer {
     int64_t end_record = 0;
     std::chrono::milliseconds next{0};
   };
   StatusOr<TaskProgressAnswer> ReportTaskProgress(const std::string& trainer, int64_t task, int64_t epoch,
-                                                  int64_t offset, int64_t records, const Deadline& deadline);
+                                                  int64_t offset, int64_t records, int64_t read_ahead,
+                                                  const Deadline& deadline);
   // The leader's address as last resolved ("" if none yet).
   std::string leader() const;
 

@@ -49,6 +49,7 @@ class ReaderImpl : public Reader {
   }
 
   StatusOr<bool> Next(std::string* record) override {
+    MaybeReportProgress();
     while (next_ >= records_.size()) {
       if (have_task_) {
         trained_wait_.push_back(ReaderHeldTask{task_.id(), task_.epoch(), task_.pass(),
@@ -65,6 +66,7 @@ class ReaderImpl : public Reader {
   }
 
   StatusOr<bool> NextInTask(std::string* record) override {
+    MaybeReportProgress();
     if (!have_task_ || next_ >= records_.size()) return false;
     Take(record);
     return true;
@@ -122,30 +124,40 @@ class ReaderImpl : public Reader {
  private:
   ReaderImpl() = default;
 
-  // Hands out the task's next record (REQUIRES: one is left; a split by the master keeps it).
+  // Hands out the task's next record (REQUIRES: one is left).
   void Take(std::string* record) {
-    MaybeReportProgress();
     record->assign(records_[next_++]);
     MaybeFetchAhead();
     ++stats_.records;
   }
 
   // Every so often, tells the master how far we are in the task; if it split the rest off for
-  // an idle trainer, we stop where it says. (A lost answer at worst trains the rest twice.) As
-  // often as the master's last answer asked (it paces its trainers by their number and by whether
-  // the pass is in its tail: master/report_pace.h). A master that does not say: every 250 ms, and
-  // in a pass's tail (it had no task for us ahead) ten times as often: another trainer may be
-  // idle, and in sync mode every step waits for its empty one.
+  // an idle trainer, we stop where it says. As often as the master's last answer asked (it paces
+  // its trainers by their number and by whether the pass is in its tail: master/report_pace.h).
+  // A master that does not say: every 250 ms, and in a pass's tail (it had no task for us ahead)
+  // ten times as often: another trainer may be idle, and in sync mode every step waits for its
+  // empty one.
   // The report goes on a thread of its own, one at a time, and its answer is taken at a later
-  // record: reading never waits for the master (while one failed over, each report held the
-  // reader for its 2 s deadline, nearly the whole outage). An answer that comes after the cut
-  // it names was read past is a lost answer.
+  // record: reading does not wait for the master (while one failed over, each report held the
+  // reader for its 2 s deadline, nearly the whole outage). The report says how far we may read
+  // before we take the answer (as many records as since the report before), the master cuts no
+  // sooner, and we wait for the answer if we get there first: no record is read twice. After a
+  // report failed we wait for none until one is answered again, so an outage holds the reader
+  // once, for one report's deadline. A cut answered late (or lost) is taken where we are: the
+  // records read past it are trained twice, here and by the idle trainer.
   void MaybeReportProgress() {
     if (progress_.valid()) {
-      if (progress_.wait_for(std::chrono::seconds(0)) != std::future_status::ready) return;
+      const bool must_wait = progress_binding_ &&
+                             progress_for_ == std::make_pair(task_.id(), task_.epoch()) &&
+                             static_cast<int64_t>(next_) >= progress_until_;
+      if (progress_.wait_until(must_wait ? progress_deadline_ : Now()) != std::future_status::ready) {
+        // Not answered within its deadline (the client was busy with another call): as failed.
+        if (must_wait) progress_binding_ = false;
+        return;
+      }
       TakeProgressAnswer(progress_.get());
     }
-    if (!have_task_) return;
+    if (!have_task_ || next_ >= records_.size()) return;
     const TimePoint now = Now();
     const int64_t said = master_pace_ms_.load(std::memory_order_relaxed);
     const std::chrono::milliseconds every =
@@ -153,16 +165,21 @@ class ReaderImpl : public Reader {
                  : (tail_.load(std::memory_order_relaxed) ? kProgressEveryInTail : kProgressEvery);
     if (now - last_report_ < every) return;
     last_report_ = now;
+    const int64_t read_ahead = std::max<int64_t>(1, stats_.records - records_at_report_);
+    records_at_report_ = stats_.records;
     progress_for_ = {task_.id(), task_.epoch()};
+    progress_until_ = static_cast<int64_t>(next_) + read_ahead;
+    progress_deadline_ = now + kProgressDeadline;
     progress_ = std::async(std::launch::async, [master = master_.get(), trainer = trainer_, task = task_.id(),
                                                 epoch = task_.epoch(), offset = static_cast<int64_t>(next_),
-                                                records = static_cast<int64_t>(records_.size())] {
-      return master->ReportTaskProgress(trainer, task, epoch, offset, records,
-                                        Deadline(std::chrono::seconds(2)));
+                                                records = static_cast<int64_t>(records_.size()), read_ahead] {
+      return master->ReportTaskProgress(trainer, task, epoch, offset, records, read_ahead,
+                                        Deadline(kProgressDeadline));
     });
   }
 
   void TakeProgressAnswer(const StatusOr<master::MasterClient::TaskProgressAnswer>& end) {
+    progress_binding_ = end.ok();
     if (!end.ok()) {
       spdlog::debug("trainer {}: task progress not reported: {}", trainer_, end.status().message());
       return;
@@ -170,12 +187,19 @@ class ReaderImpl : public Reader {
     if (end->next.count() > 0) master_pace_ms_.store(end->next.count(), std::memory_order_relaxed);
     if (!have_task_ || progress_for_ != std::make_pair(task_.id(), task_.epoch())) return;  // another task's
     const int64_t stop = end->end_record;
-    if (stop > static_cast<int64_t>(next_) && stop < static_cast<int64_t>(records_.size())) {
+    if (stop <= 0 || stop >= static_cast<int64_t>(records_.size())) return;
+    if (stop < static_cast<int64_t>(next_)) {
+      spdlog::warn(
+          "trainer {}: task {} was cut at record {} in an answer taken after record {} was read: records {} "
+          "to {} "
+          "are trained twice, here and by an idle trainer",
+          trainer_, task_.id(), stop, next_ - 1, stop, next_ - 1);
+    } else {
       spdlog::info("trainer {}: task {} stops at record {} of {}; an idle trainer has the rest", trainer_,
                    task_.id(), stop, records_.size());
-      records_.resize(static_cast<size_t>(stop));
-      ++stats_.splits;
     }
+    records_.resize(std::max(static_cast<size_t>(stop), next_));
+    ++stats_.splits;
   }
 
   struct Acked {
@@ -400,6 +424,7 @@ class ReaderImpl : public Reader {
   TimePoint task_start_{};
   FetchAheadRule ahead_rule_{0};
   static constexpr std::chrono::milliseconds kProgressEvery{250}, kProgressEveryInTail{25};
+  static constexpr std::chrono::milliseconds kProgressDeadline{2000};
   TimePoint last_report_{};
   // The fetch ahead heard "wait": every task of the pass is out, or left for trainers with none.
   std::atomic<bool> tail_{false};
@@ -421,6 +446,12 @@ class ReaderImpl : public Reader {
   // A task-progress report on its way, and the task (id, epoch) it is about.
   std::future<StatusOr<master::MasterClient::TaskProgressAnswer>> progress_;
   std::pair<int64_t, int64_t> progress_for_{-1, -1};
+  // The record (of that task) not to read before its answer is taken, if the report binds (the
+  // one before was answered); the records read when it was sent.
+  int64_t progress_until_ = 0;
+  TimePoint progress_deadline_{};
+  bool progress_binding_ = true;
+  int64_t records_at_report_ = 0;
 };
 
 }  // namespace

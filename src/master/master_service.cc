@@ -217,18 +217,21 @@ grpc::Status MasterService::ReportTaskProgress(grpc::ServerContext* ctx, const T
                                                TaskProgressReply* reply) {
   RpcTimer timer(registry_, "ReportTaskProgress");
   if (auto c = Check(ctx, "ReportTaskProgress", *req, req->job_token()); !c.ok()) return c;
-  if (req->offset() < 0 || req->records() < 0 || req->offset() > req->records()) {
-    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "task progress: offset " +
-                                                                std::to_string(req->offset()) + " of " +
-                                                                std::to_string(req->records()) + " records");
+  if (req->offset() < 0 || req->records() < 0 || req->offset() > req->records() || req->read_ahead() < 0) {
+    return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                        "task progress: offset " + std::to_string(req->offset()) + " of " +
+                            std::to_string(req->records()) + " records, read ahead " +
+                            std::to_string(req->read_ahead()));
   }
+  // Where the reader may be by the time it takes the answer: no cut before it.
+  const int64_t reader_at = req->offset() + std::min(req->read_ahead(), req->records() - req->offset());
   uint64_t ticket = 0;
   int64_t cut = 0;
   {
     MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
     reply->set_task_progress_every_ms(Pace().task_progress.count());
-    for (int64_t at : queue_->ProposeSplit(req->task_id(), req->epoch(), req->offset(), req->records())) {
+    for (int64_t at : queue_->ProposeSplit(req->task_id(), req->epoch(), reader_at, req->records())) {
       if (queue_->Split(req->task_id(), req->epoch(), at, req->records()) < 0) break;
       cut = at;
       Event e{Event::Type::kSplit, req->trainer(), req->task_id(), req->epoch(), ""};
@@ -238,8 +241,9 @@ grpc::Status MasterService::ReportTaskProgress(grpc::ServerContext* ctx, const T
     }
     if (cut == 0) return grpc::Status::OK;
     spdlog::info(
-        "task {} at trainer {} (record {} of {}): the records from {} on split off for idle trainers",
-        req->task_id(), req->trainer(), req->offset(), req->records(), cut);
+        "task {} at trainer {} (record {} of {}, read on to {} before the answer): the records from {} on "
+        "split off for idle trainers",
+        req->task_id(), req->trainer(), req->offset(), req->records(), reader_at, cut);
   }
   // The holder is told only once the split is durable: a master taking over knows of it.
   if (auto d = Durable(ticket); !d.ok()) return d;
