@@ -36,10 +36,9 @@ StatusOr<std::unique_ptr<SimPserver>> SimPserver::Start(const SimPserverOptions&
   }
   SimPserver* self = p.get();
   p->trainer_watch_ =
-      Registry(p->etcd_.get(), keys::TrainerPrefix(o.job)).Watch([self](const MemberList& list) {
+      Registry(p->etcd_.get(), keys::TrainerPrefix(o.job)).WatchChanges([self](const MemberChanges& c) {
         std::lock_guard<std::mutex> lock(self->mu_);
-        self->trainers_.clear();
-        for (const auto& m : list.members) self->trainers_[m.name] = m.epoch;
+        (void)self->trainers_.Apply(c);
         self->trainer_lists_.fetch_add(1);
       });
   p->self_watch_ = registry.Watch([](const MemberList&) {});

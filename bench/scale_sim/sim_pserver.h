@@ -47,7 +47,7 @@ class SimPserver {
   Claim claim_;
   std::unique_ptr<MemberWatch> trainer_watch_, self_watch_;
   std::mutex mu_;
-  std::map<std::string, int64_t> trainers_;  // name -> epoch, as the real pserver follows them
+  MemberEpochs trainers_;  // as the real pserver follows them
   std::atomic<int64_t> trainer_lists_{0};
   bool crashed_ = false;
 };

@@ -17,21 +17,9 @@ using etcd::Compare;
 using etcd::Op;
 using etcd::Txn;
 
-const Member* MemberList::Find(const std::string& name) const {
-  for (const auto& m : members) {
-    if (m.name == name) return &m;
-  }
-  return nullptr;
-}
-
 static void SortMembers(std::vector<Member>* members) {
-  std::sort(members->begin(), members->end(), [](const Member& a, const Member& b) {
-    auto na = ParseInt64(a.name, "");
-    auto nb = ParseInt64(b.name, "");
-    if (na.ok() && nb.ok()) return *na < *nb;
-    if (na.ok() != nb.ok()) return na.ok();
-    return a.name < b.name;
-  });
+  std::sort(members->begin(), members->end(),
+            [](const Member& a, const Member& b) { return MemberNameLess(a.name, b.name); });
 }
 
 static Member MemberFromKv(const etcd::KeyValue& kv) {
@@ -247,14 +235,22 @@ Status Registry::Deregister(const std::string& name, int64_t epoch, const std::v
 }
 
 std::unique_ptr<MemberWatch> Registry::Watch(std::function<void(const MemberList&)> on_change) {
-  return std::unique_ptr<MemberWatch>(new MemberWatch(etcd_, prefix_, std::move(on_change)));
+  return std::unique_ptr<MemberWatch>(new MemberWatch(etcd_, prefix_, std::move(on_change), nullptr));
+}
+
+std::unique_ptr<MemberWatch> Registry::WatchChanges(std::function<void(const MemberChanges&)> on_changes) {
+  return std::unique_ptr<MemberWatch>(new MemberWatch(etcd_, prefix_, nullptr, std::move(on_changes)));
 }
 
 // ---- MemberWatch ------------------------------------------------------------------------------
 
 MemberWatch::MemberWatch(etcd::EtcdClient* etcd, std::string prefix,
-                         std::function<void(const MemberList&)> cb)
-    : etcd_(etcd), prefix_(std::move(prefix)), on_change_(std::move(cb)) {
+                         std::function<void(const MemberList&)> on_change,
+                         std::function<void(const MemberChanges&)> on_changes)
+    : etcd_(etcd),
+      prefix_(std::move(prefix)),
+      on_change_(std::move(on_change)),
+      on_changes_(std::move(on_changes)) {
   thread_ = std::thread([this] { Run(); });
 }
 
@@ -282,6 +278,7 @@ bool MemberWatch::WaitFor(const std::function<bool(const MemberList&)>& pred,
 
 void MemberWatch::Apply(const etcd::WatchUpdate& u) {
   MemberList copy;
+  MemberChanges changes;
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (!u.status.ok()) {
@@ -289,29 +286,43 @@ void MemberWatch::Apply(const etcd::WatchUpdate& u) {
       cv_.notify_all();
       return;
     }
-    if (u.events.empty()) {
-      list_.revision = std::max(list_.revision, u.revision);
-      return;
-    }
+    list_.revision = std::max(list_.revision, u.revision);
+    if (u.events.empty()) return;
+    // Each event in O(log N) (and a move of the members after it): a storm of N joins costs a
+    // watcher O(N log N), not O(N^2 log N).
     for (const auto& ev : u.events) {
       if (ev.kv.key.find('/', prefix_.size()) != std::string::npos) continue;
       std::string name(keys::LastElement(ev.kv.key));
-      auto it = std::find_if(list_.members.begin(), list_.members.end(),
-                             [&](const Member& m) { return m.name == name; });
+      auto it =
+          std::lower_bound(list_.members.begin(), list_.members.end(), name,
+                           [](const Member& m, const std::string& n) { return MemberNameLess(m.name, n); });
+      const bool found = it != list_.members.end() && it->name == name;
       if (ev.type == etcd::WatchEvent::Type::kDelete) {
-        if (it != list_.members.end()) list_.members.erase(it);
-      } else if (it != list_.members.end()) {
-        *it = MemberFromKv(ev.kv);
+        if (!found) continue;
+        if (on_changes_) {
+          MemberChange c;
+          c.removed = true;
+          c.member.name = std::move(name);
+          c.member.key = ev.kv.key;
+          changes.changes.push_back(std::move(c));
+        }
+        list_.members.erase(it);
+        continue;
+      }
+      Member m = MemberFromKv(ev.kv);
+      if (on_changes_) changes.changes.push_back(MemberChange{false, m});
+      if (found) {
+        *it = std::move(m);
       } else {
-        list_.members.push_back(MemberFromKv(ev.kv));
+        list_.members.insert(it, std::move(m));
       }
     }
-    SortMembers(&list_.members);
-    list_.revision = std::max(list_.revision, u.revision);
-    copy = list_;
+    changes.revision = list_.revision;
+    if (on_change_) copy = list_;
   }
   cv_.notify_all();
   if (on_change_) on_change_(copy);
+  if (on_changes_ && !changes.changes.empty()) on_changes_(changes);
 }
 
 void MemberWatch::Run() {
@@ -334,6 +345,14 @@ void MemberWatch::Run() {
     }
     cv_.notify_all();
     if (on_change_) on_change_(copy);
+    if (on_changes_) {
+      MemberChanges all;
+      all.relisted = true;
+      all.revision = copy.revision;
+      all.changes.reserve(copy.members.size());
+      for (auto& m : copy.members) all.changes.push_back(MemberChange{false, std::move(m)});
+      on_changes_(all);
+    }
     etcd::WatchOptions wo;
     wo.prefix = true;
     wo.start_revision = copy.revision + 1;

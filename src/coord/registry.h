@@ -19,23 +19,10 @@
 
 #include "coord/etcd_client.h"
 #include "coord/etcd_watch.h"
+#include "coord/member.h"
 #include "tessera/status.h"
 
 namespace tessera {
-
-struct Member {
-  std::string name;   // the key's last element: "0", "trainer-3", ...
-  std::string key;    // the full key
-  std::string value;  // what the member registered (JSON by convention)
-  int64_t epoch = 0;  // create revision of the key
-  int64_t lease = 0;
-};
-
-struct MemberList {
-  std::vector<Member> members;  // sorted by name (numerically when names are numbers)
-  int64_t revision = 0;         // the store revision this list reflects
-  const Member* Find(const std::string& name) const;
-};
 
 // The `count` lowest numeric member names not in `list`, ascending (pure).
 std::vector<int> LowestFreeIndices(const MemberList& list, int count);
@@ -90,6 +77,10 @@ class Registry {
   // Watches the members: calls `on_change` with the full list once at start and after every
   // change. Survives etcd restarts and history compaction (it re-lists).
   std::unique_ptr<MemberWatch> Watch(std::function<void(const MemberList&)> on_change);
+  // The same, but `on_changes` gets what changed (the whole list only when it was read whole):
+  // O(changes) a call where Watch's callback gets a copy of all N members. For the watchers of
+  // a job's trainers, whose every join would otherwise cost each of them O(N).
+  std::unique_ptr<MemberWatch> WatchChanges(std::function<void(const MemberChanges&)> on_changes);
 
   const std::string& prefix() const { return prefix_; }
 
@@ -118,13 +109,15 @@ class MemberWatch {
 
  private:
   friend class Registry;
-  MemberWatch(etcd::EtcdClient* etcd, std::string prefix, std::function<void(const MemberList&)> cb);
+  MemberWatch(etcd::EtcdClient* etcd, std::string prefix, std::function<void(const MemberList&)> on_change,
+              std::function<void(const MemberChanges&)> on_changes);
   void Run();
   void Apply(const etcd::WatchUpdate& u);
 
   etcd::EtcdClient* etcd_;
   const std::string prefix_;
   std::function<void(const MemberList&)> on_change_;
+  std::function<void(const MemberChanges&)> on_changes_;
 
   mutable std::mutex mu_;  // guards list_, restart_, and is the lock for cv_
   MemberList list_;

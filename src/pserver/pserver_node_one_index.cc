@@ -128,15 +128,9 @@ Status PserverNode::OneIndex::StartService() {
 void PserverNode::OneIndex::Watch() {
   // Trainers whose registration disappears leave the consistency group.
   trainer_watch_ =
-      Registry(up_->etcd(), keys::TrainerPrefix(up_->job())).Watch([this](const MemberList& list) {
+      Registry(up_->etcd(), keys::TrainerPrefix(up_->job())).WatchChanges([this](const MemberChanges& c) {
         std::lock_guard<std::mutex> lock(trainers_mu_);
-        std::map<std::string, int64_t> now;
-        for (const auto& m : list.members) now[m.name] = m.epoch;
-        for (const auto& [name, epoch] : trainers_) {
-          auto it = now.find(name);
-          if (it == now.end() || it->second != epoch) service_->TrainerLeft(name, epoch);
-        }
-        trainers_ = std::move(now);
+        for (const auto& left : trainers_.Apply(c)) service_->TrainerLeft(left.name, left.epoch);
       });
   // Our own key going away (revoked, expired, deleted) means we must stop at once.
   self_watch_ = registry_.Watch([this](const MemberList& list) {

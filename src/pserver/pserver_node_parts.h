@@ -48,7 +48,7 @@ class PserverNode::OneIndex {
   std::unique_ptr<Checkpointer> checkpointer_;
   std::thread checkpoint_thread_;
   std::mutex trainers_mu_;
-  std::map<std::string, int64_t> trainers_;  // guarded by trainers_mu_
+  MemberEpochs trainers_;  // guarded by trainers_mu_
   std::unique_ptr<MemberWatch> trainer_watch_, self_watch_;
 };
 
@@ -102,7 +102,7 @@ class PserverNode::ReplicatedHost {
   ShardRouter router_;
   std::mutex live_mu_;
   std::map<int, Member> live_;               // host index -> registration; guarded by live_mu_
-  std::map<std::string, int64_t> trainers_;  // the trainer watch's own
+  MemberEpochs trainers_;                    // the trainer watch's own
   std::unique_ptr<MemberWatch> host_watch_, trainer_watch_;
   std::map<int, Claim> claims_;                           // shard registrations held
   std::map<int, std::unique_ptr<ShardOutbox>> outboxes_;  // shards served as primary

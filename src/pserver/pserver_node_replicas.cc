@@ -151,17 +151,13 @@ void PserverNode::ReplicatedHost::Watch() {
       node_->MarkLost(Status::Aborted("registration " + host_.key + " is gone"));
     }
   });
-  trainer_watch_ = Registry(up_->etcd(), keys::TrainerPrefix(job_)).Watch([this](const MemberList& list) {
-    std::map<std::string, int64_t> now;
-    for (const auto& m : list.members) now[m.name] = m.epoch;
-    for (const auto& [name, epoch] : trainers_) {
-      auto it = now.find(name);
-      if (it != now.end() && it->second == epoch) continue;
-      for (auto& s : router_.All())
-        if (s && !s->backup()) s->TrainerLeft(name, epoch);
-    }
-    trainers_ = std::move(now);
-  });
+  trainer_watch_ =
+      Registry(up_->etcd(), keys::TrainerPrefix(job_)).WatchChanges([this](const MemberChanges& c) {
+        for (const auto& left : trainers_.Apply(c)) {
+          for (auto& s : router_.All())
+            if (s && !s->backup()) s->TrainerLeft(left.name, left.epoch);
+        }
+      });
 }
 
 StatusOr<PserverNode::ReplicatedHost::MapAt> PserverNode::ReplicatedHost::ReadMap(

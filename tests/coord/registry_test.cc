@@ -17,6 +17,7 @@
 #include "coord/lease_keeper.h"
 #include "harness/metrics_scrape.h"
 #include "harness/subprocess.h"
+#include "harness/wait.h"
 
 namespace tessera::testing {
 namespace {
@@ -296,6 +297,60 @@ TEST_F(EtcdTest, MemberWatchSeesJoinsAndLeavesWithEpochs) {
       watch->WaitFor([](const MemberList& l) { return l.members.empty(); }, std::chrono::seconds(10)));
   std::lock_guard<std::mutex> lock(mu);
   EXPECT_EQ(sizes.front(), 0u);
+}
+
+// WatchChanges hands its callback what changed, in order (the whole list only when it was read
+// whole), and its members' epochs followed that way agree with the list kept beside them, across
+// joins, a value replaced, a rejoin with a new epoch, leaves and many members at once.
+TEST_F(EtcdTest, MemberWatchChangesCarryEachJoinAndLeaveOnce) {
+  Registry reg(client_.get(), "/tessera/j/trainers/");
+  std::mutex mu;
+  MemberEpochs epochs;
+  std::vector<std::string> left;
+  int relists = 0;
+  size_t most_in_a_call = 0;
+  auto watch = reg.WatchChanges([&](const MemberChanges& c) {
+    std::lock_guard<std::mutex> lock(mu);
+    relists += c.relisted;
+    if (!c.relisted) most_in_a_call = std::max(most_in_a_call, c.changes.size());
+    for (const auto& l : epochs.Apply(c)) left.push_back(l.name + "@" + std::to_string(l.epoch));
+  });
+  auto lease = client_->GrantLease(30);
+  ASSERT_TRUE(lease.ok()) << lease.status();
+  ASSERT_TRUE(watch->WaitFor([](const MemberList& l) { return l.revision > 0; }, std::chrono::seconds(10)));
+  auto a = reg.Register("a", "1", lease->id);
+  ASSERT_TRUE(a.ok()) << a.status();
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(reg.Register(std::to_string(i), "{}", lease->id).ok()) << i;
+  ASSERT_TRUE(client_->Put("/tessera/j/trainers/a", "2", lease->id).ok());  // same key: same epoch
+  ASSERT_TRUE(client_->Delete("/tessera/j/trainers/7").ok());
+  auto again = reg.Register("7", "{}", lease->id);
+  ASSERT_TRUE(again.ok()) << again.status();
+  ASSERT_TRUE(client_->Put("/tessera/j/trainers/a/extra", "x").ok());  // nested: not a member
+  auto followed = [&](size_t n) {  // the callback has seen what the list holds (it runs after)
+    return WaitUntil(
+        [&] {
+          std::lock_guard<std::mutex> lock(mu);
+          return epochs.size() == n && epochs.EpochOf("7") == (n ? *again : 0);
+        },
+        std::chrono::seconds(10));
+  };
+  ASSERT_TRUE(followed(201));
+  auto snap = watch->Snapshot();
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    EXPECT_EQ(relists, 1);
+    EXPECT_LT(most_in_a_call, 201u) << "a change's call carries the change, not the list";
+    ASSERT_EQ(epochs.size(), snap.members.size());
+    for (const auto& m : snap.members) EXPECT_EQ(epochs.EpochOf(m.name), m.epoch) << m.name;
+    EXPECT_EQ(epochs.EpochOf("a"), *a);
+    EXPECT_EQ(epochs.EpochOf("7"), *again);
+    std::vector<std::string> want = {"7@" + std::to_string(snap.Find("6")->epoch + 1)};
+    EXPECT_EQ(left, want) << "member 7 left once, with the epoch it first had";
+  }
+  ASSERT_TRUE(client_->RevokeLease(lease->id).ok());
+  ASSERT_TRUE(followed(0));
+  std::lock_guard<std::mutex> lock(mu);
+  EXPECT_EQ(left.size(), 1u + 201u) << "each member leaves once more when the lease goes";
 }
 
 }  // namespace
