@@ -3,7 +3,8 @@
 // 10.213.X.0/24 and, if asked, an /etc/hosts of its own (`ip netns exec` bind-mounts
 // /etc/netns/<ns>/hosts), so names such as Kubernetes Service names resolve. Processes started on
 // a host run under `ip netns exec`; a host can be cut off (its switch port down) or killed (every
-// process in it SIGKILLed). Everything is removed by the destructor, even after a failed assertion.
+// process in it SIGKILLed), and its link given a cluster's rate and latency (ShapeLink: tc tbf, netem).
+// Everything is removed by the destructor, even after a failed assertion.
 // Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN): Open() says why not, and the test skips.
 #pragma once
 
@@ -11,6 +12,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -113,6 +115,47 @@ class NetLab {
     if (Sh("ip -n " + Ns("sw") + " link set " + Port(host) + (up ? " up" : " down"), &out) != 0)
       return ::testing::AssertionFailure() << out;
     return ::testing::AssertionSuccess();
+  }
+
+  // Makes the host's link to the switch a cluster's link: at most `mbit` Mbit/s each way, by a
+  // token bucket (tc tbf) on both of its ends (the host's interface and its switch port), and
+  // `delay_us` more latency each way (tc netem, where the kernel has it: HasNetem()). A path
+  // between two shaped hosts crosses two links: its rate is the smaller, its one-way latency the
+  // sum; several hosts sending to one share its link, as on a switch. Replaces an earlier shape.
+  ::testing::AssertionResult ShapeLink(const std::string& host, int64_t mbit, int64_t delay_us = 0) {
+    if (mbit <= 0 || delay_us < 0)
+      return ::testing::AssertionFailure() << "a rate of " << mbit << " Mbit/s, " << delay_us << " us";
+    // The bucket holds 1 ms of the rate (at least a 64 KiB segment that the veth hands over
+    // whole); the queue at most 20 ms, as a switch port's buffer.
+    const int64_t burst = std::max<int64_t>(128 << 10, mbit * 1000000 / 8 / 1000);
+    for (const auto& [ns, dev] : {std::pair{Ns(host), tag_ + host + "a"}, std::pair{Ns("sw"), Port(host)}}) {
+      std::vector<std::string> cmds = {"tc -n " + ns + " qdisc del dev " + dev + " root 2>/dev/null; true"};
+      const std::string tbf =
+          "tbf rate " + std::to_string(mbit) + "mbit burst " + std::to_string(burst) + " latency 20ms";
+      if (delay_us > 0) {
+        cmds.push_back("tc -n " + ns + " qdisc add dev " + dev + " root handle 1: netem delay " +
+                       std::to_string(delay_us) + "us limit 100000");
+        cmds.push_back("tc -n " + ns + " qdisc add dev " + dev + " parent 1:1 handle 10: " + tbf);
+      } else {
+        cmds.push_back("tc -n " + ns + " qdisc add dev " + dev + " root handle 1: " + tbf);
+      }
+      for (const auto& cmd : cmds) {
+        std::string out;
+        if (Sh(cmd, &out) != 0) return ::testing::AssertionFailure() << cmd << ": " << out;
+      }
+    }
+    return ::testing::AssertionSuccess();
+  }
+
+  // Whether this kernel can delay packets (the netem qdisc; some VMs' kernels are built without
+  // it, and then ShapeLink gives rates only). Tries it on a veth pair of its own.
+  bool HasNetem() {
+    const std::string ns = Ns("probe"), a = tag_ + "pra", b = tag_ + "prb";
+    if (Sh("ip netns add " + ns) != 0) return false;
+    namespaces_.push_back(ns);
+    const bool ok = Sh("ip -n " + ns + " link add " + a + " type veth peer name " + b) == 0 &&
+                    Sh("tc -n " + ns + " qdisc add dev " + a + " root netem delay 100us") == 0;
+    return ok;
   }
 
   // SIGKILLs every process in the host's namespace, as if the machine had lost power.
