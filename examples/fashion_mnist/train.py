@@ -53,11 +53,11 @@ class Net(torch.nn.Module):
         return self.fc2(F.relu(self.fc1(x)))
 
 
-def evaluate(model, dataset, dtype):
+def evaluate(model, dataset, dtype, store=None):
     correct = total = 0
     loss = 0.0
     with torch.no_grad():
-        for batch in tessera.reader(dataset).batches(1000):
+        for batch in tessera.reader(dataset, store).batches(1000):
             x, y = to_tensors(batch)
             out = model(x.to(dtype)).float()
             loss += F.cross_entropy(out, y, reduction="sum").item()
@@ -102,11 +102,16 @@ def main():
         opt.zero_grad()
         loss.backward()
         opt.step(samples=len(batch), cost=loss.item())
-    if args.save and tessera.is_evaluator():
-        tessera.save_model(args.save)
-        print("model saved to", args.save, flush=True)
-    tessera.finish()
+    save_and_finish(args.save)
     return 0
+
+
+def save_and_finish(path):
+    """Saves the trained model to `path` (if given, from one trainer) and ends this trainer."""
+    if path and tessera.is_evaluator():
+        tessera.save_model(path)
+        print("model saved to", path, flush=True)
+    tessera.finish()
 
 
 if __name__ == "__main__":
