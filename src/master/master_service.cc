@@ -231,6 +231,7 @@ grpc::Status MasterService::ReportTaskProgress(grpc::ServerContext* ctx, const T
     MutexLock lock(&mu_);
     if (!active_) return grpc::Status(grpc::StatusCode::UNAVAILABLE, "not the leading master");
     reply->set_task_progress_every_ms(Pace().task_progress.count());
+    queue_->Progressed(req->task_id(), req->epoch(), SteadyMillis());
     for (int64_t at : queue_->ProposeSplit(req->task_id(), req->epoch(), reader_at, req->records())) {
       if (queue_->Split(req->task_id(), req->epoch(), at, req->records()) < 0) break;
       cut = at;

@@ -226,6 +226,13 @@ bool TaskQueue::Expire(int64_t task, int64_t epoch) {
   return true;
 }
 
+bool TaskQueue::Progressed(int64_t task, int64_t epoch, int64_t now_ms) {
+  auto it = pending_.find(task);
+  if (it == pending_.end() || it->second.epoch != epoch) return false;
+  it->second.deadline_ms = std::max(it->second.deadline_ms, now_ms + options_.timeout_ms);
+  return true;
+}
+
 int TaskQueue::TrainerLost(const std::string& trainer) {
   idle_.erase(trainer);
   std::vector<int64_t> lost;

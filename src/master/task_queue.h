@@ -120,6 +120,11 @@ class TaskQueue {
   // The pending dispatches whose deadline is <= now; the caller Expire()s each (and logs it).
   std::vector<std::pair<int64_t, int64_t>> Overdue(int64_t now_ms) const;
   bool Expire(int64_t task, int64_t epoch);
+  // Its holder reported progress on work item `task` (dispatch `epoch`): the task is being
+  // trained, so its deadline is `now_ms` + the timeout again (a task longer than the timeout
+  // is not taken from a trainer that is still reading it). False if the dispatch is stale.
+  // Deadlines are not in the log: a master taking over gives every pending task a fresh one.
+  bool Progressed(int64_t task, int64_t epoch, int64_t now_ms);
   // Returns every task pending at `trainer` to todo (failure counted); returns how many.
   int TrainerLost(const std::string& trainer);
   // The trainer holding work item `task` (dispatch `epoch`) has trained `offset` of its task's

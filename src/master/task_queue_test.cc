@@ -177,6 +177,27 @@ TEST(TaskQueueTest, TimeoutsComeFromTicksAndReturnTasksAheadOfUntouchedOnes) {
   EXPECT_EQ(q.stats().timeouts, 1);
 }
 
+// A task longer than the timeout is not taken from a trainer that reports progress on it; a
+// stale dispatch's progress changes nothing, and a silent holder still times out.
+TEST(TaskQueueTest, ProgressOnATaskPutsItsDeadlineATimeoutAhead) {
+  TaskQueue q(Opts(5));
+  auto a = q.Dispatch("t0", 100);
+  auto b = q.Dispatch("t1", 100);
+  for (int64_t now = 600; now <= 5100; now += 500) {
+    ASSERT_TRUE(q.Progressed(a.task.task, a.task.epoch, now));
+    auto overdue = q.Overdue(now + 1);
+    for (const auto& [task, epoch] : overdue) EXPECT_NE(task, a.task.task) << "at " << now;
+    for (const auto& [task, epoch] : overdue) (void)q.Expire(task, epoch);
+  }
+  EXPECT_EQ(q.stats().timeouts, 1) << "only the silent holder's task";
+  EXPECT_FALSE(q.Progressed(b.task.task, b.task.epoch, 5200)) << "expired: its dispatch is stale";
+  EXPECT_FALSE(q.Progressed(a.task.task, a.task.epoch + 100, 5200));
+  EXPECT_TRUE(q.Overdue(6100).size() == 1u) << "a timeout after the last progress (5100)";
+  EXPECT_TRUE(q.Progressed(a.task.task, a.task.epoch, 1000)) << "an older report moves no deadline back";
+  EXPECT_EQ(q.Overdue(6099).size(), 0u);
+  EXPECT_TRUE(q.Finish(a.task.task, a.task.epoch));
+}
+
 TEST(TaskQueueTest, FailuresPastTheLimitMoveTheTaskToFailedNotRetriedThisPass) {
   TaskQueue q(Opts(3, 1, 1, /*max_failures=*/1));
   auto a = q.Dispatch("t0", 0);
