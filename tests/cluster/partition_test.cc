@@ -47,12 +47,7 @@ TEST_F(PartitionTest, CutOffPserverIsReplacedAndFencedWhenItsHostComesBack) {
   const std::string store = dir_ + "/store";
   ASSERT_TRUE(UploadFashionMnist(store));
   const std::string tessera = BuildPath("src/tessera"), etcd = Ip(1) + ":2379", ttl = "2";
-  Subprocess& etcd_proc = Start(
-      "etcd", "core",
-      {"/usr/bin/etcd", "--name=part", "--data-dir=" + dir_ + "/etcd", "--listen-client-urls=http://" + etcd,
-       "--advertise-client-urls=http://" + etcd, "--listen-peer-urls=http://" + Ip(1) + ":2380",
-       "--initial-advertise-peer-urls=http://" + Ip(1) + ":2380",
-       "--initial-cluster=part=http://" + Ip(1) + ":2380", "--log-level=warn"});
+  Subprocess& etcd_proc = Start("etcd", "core", lab_->EtcdArgv("core", dir_ + "/etcd"));
   (void)etcd_proc;
   ASSERT_TRUE(WaitUntil(
       [&] {

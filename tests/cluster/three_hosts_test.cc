@@ -38,15 +38,10 @@ TEST_F(ThreeHostsTest, JobSpansHostsOverTcpAndSurvivesAPserverHostBeingKilled) {
 
   const std::string store = dir_ + "/store";
   ASSERT_TRUE(UploadFashionMnist(store));
-  const std::string tessera = BuildPath("src/tessera"), core = lab.Ip("core"), etcd = core + ":2379";
+  const std::string tessera = BuildPath("src/tessera"), core = lab.Ip("core"),
+                    etcd = lab.EtcdEndpoint("core");
   const std::string passes = "3", ttl = "3", ckpt = dir_ + "/checkpoints";  // ckpt: the shared disk
-  lab.Start(
-      "core",
-      {"/usr/bin/etcd", "--name=three", "--data-dir=" + dir_ + "/etcd", "--listen-client-urls=http://" + etcd,
-       "--advertise-client-urls=http://" + etcd, "--listen-peer-urls=http://" + core + ":2380",
-       "--initial-advertise-peer-urls=http://" + core + ":2380",
-       "--initial-cluster=three=http://" + core + ":2380", "--log-level=warn"},
-      dir_ + "/etcd.log");
+  lab.Start("core", lab.EtcdArgv("core", dir_ + "/etcd"), dir_ + "/etcd.log");
   std::string out;
   ASSERT_TRUE(WaitUntil(
       [&] {

@@ -109,6 +109,22 @@ class NetLab {
     return *procs_.back();
   }
 
+  // The command line of a one-member etcd on `host` (clients at EtcdEndpoint(host)), its data in
+  // `data_dir`.
+  std::vector<std::string> EtcdArgv(const std::string& host, const std::string& data_dir) const {
+    const std::string ip = Ip(host), client = "http://" + EtcdEndpoint(host), peer = "http://" + ip + ":2380";
+    return {"/usr/bin/etcd",
+            "--name=" + host,
+            "--data-dir=" + data_dir,
+            "--listen-client-urls=" + client,
+            "--advertise-client-urls=" + client,
+            "--listen-peer-urls=" + peer,
+            "--initial-advertise-peer-urls=" + peer,
+            "--initial-cluster=" + host + "=" + peer,
+            "--log-level=warn"};
+  }
+  std::string EtcdEndpoint(const std::string& host) const { return Ip(host) + ":2379"; }
+
   // Cuts the host off the switch (or puts it back).
   ::testing::AssertionResult SetLink(const std::string& host, bool up) {
     std::string out;
@@ -145,6 +161,18 @@ class NetLab {
       }
     }
     return ::testing::AssertionSuccess();
+  }
+
+  // Takes a ShapeLink shape off the host's link (nothing to take off is fine).
+  bool Unshape(const std::string& host) {
+    for (const auto& [ns, dev] : {std::pair{Ns(host), tag_ + host + "a"}, std::pair{Ns("sw"), Port(host)}}) {
+      std::string out;
+      if (Sh("tc -n " + ns + " qdisc del dev " + dev + " root", &out) != 0 &&
+          out.find("No such file") == std::string::npos &&
+          out.find("Cannot delete qdisc with handle of zero") == std::string::npos)
+        return false;
+    }
+    return true;
   }
 
   // Whether this kernel can delay packets (the netem qdisc; some VMs' kernels are built without

@@ -1,0 +1,158 @@
+// A job over a cluster's links: 2 trainers and 2 pservers, each on a host of its own (network
+// namespaces, tests/harness/netns.h), etcd and the master on a fifth, every host's link shaped to a
+// rate (tc tbf; this VM's kernel has no netem, so no added latency). For each link and model size:
+// one pass of the built-in mlp over Fashion-MNIST's 10,000 test images, sync; the samples a second
+// over the longest trainer's training loop, and where the trainers' time went.
+// Root only. Issue 53's wire formats will be measured here against float32.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdio>
+#include <filesystem>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/files.h"
+#include "harness/netns.h"
+#include "harness/wait.h"
+
+namespace tessera::testing {
+namespace {
+
+struct Run {
+  double seconds = -1;   // from the trainers' start to the last one's end (with their start and join)
+  double training = -1;  // the longest trainer's loop: reading, computing, exchanging, acknowledging
+  long long samples = 0;
+  double compute = 0, exchange = 0;  // summed over the trainers, seconds
+};
+
+constexpr const char* kJobHosts[] = {"core", "ps0", "ps1", "tr0", "tr1"};
+
+// One pass of the mlp (hidden units `hidden`) with every host's link at `mbit` (0: unshaped).
+Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int hidden, int64_t mbit, int n) {
+  Run r;
+  for (const char* h : kJobHosts) {
+    if (mbit > 0 ? !lab.ShapeLink(h, mbit) : !lab.Unshape(h)) {
+      std::fprintf(stderr, "link_bench: cannot shape %s\n", h);
+      return r;
+    }
+  }
+  const std::string tessera = BuildPath("src/tessera"), core = lab.Ip("core"),
+                    etcd = lab.EtcdEndpoint("core");
+  const std::string job = "links" + std::to_string(n), run = dir + "/" + job;
+  std::filesystem::create_directories(run);
+  lab.Start("core", lab.EtcdArgv("core", run + "/etcd"), run + "/etcd.log");
+  std::string out;
+  const bool created = WaitUntil(
+      [&] {
+        return NetLab::Sh("ip netns exec " + lab.Ns("core") + " " + tessera + " job create --etcd " + etcd +
+                              " --job " + job +
+                              " --pservers 2 --mode sync --optimizer adam:lr=0.001 --min-trainers 2",
+                          &out) == 0;
+      },
+      std::chrono::seconds(30), std::chrono::milliseconds(200));
+  if (!created) {
+    std::fprintf(stderr, "link_bench: job create: %s\n", out.c_str());
+    return r;
+  }
+  lab.Start("core",
+            {tessera, "master", "--etcd", etcd, "--job", job, "--store", store, "--dataset", "fm-test",
+             "--passes", "1", "--listen", "0.0.0.0", "--advertise", core},
+            run + "/master.log");
+  std::vector<Subprocess*> pservers, trainers;
+  for (const char* h : {"ps0", "ps1"})
+    pservers.push_back(
+        &lab.Start(h, {tessera, "pserver", "--etcd", etcd, "--job", job}, run + "/" + h + ".log"));
+  for (Subprocess* p : pservers) {
+    if (!p->WaitForOutput("serving at", std::chrono::seconds(30))) {
+      std::fprintf(stderr, "link_bench: a pserver did not serve: %s\n", p->Output().c_str());
+      return r;
+    }
+  }
+  const auto start = Now();
+  for (int t = 0; t < 2; ++t) {
+    const std::string h = "tr" + std::to_string(t);
+    trainers.push_back(
+        &lab.Start(h,
+                   {tessera, "train", "--etcd", etcd, "--job", job, "--model", "mlp", "--trainer-id",
+                    std::to_string(t), "--store", store, "--model-arg", "hidden=" + std::to_string(hidden)},
+                   run + "/" + h + ".log"));
+  }
+  static const std::regex done(
+      "trainer done: \\d+ steps, (\\d+) samples;.*read ([0-9.]+) s, compute ([0-9.]+) s, exchange ([0-9.]+) "
+      "s, "
+      "acknowledge ([0-9.]+) s");
+  for (Subprocess* t : trainers) {
+    auto code = t->Wait(std::chrono::seconds(900));
+    std::smatch m;
+    const std::string log = t->Output();
+    if (!code || *code != 0 || !std::regex_search(log, m, done)) {
+      std::fprintf(stderr, "link_bench: a trainer failed: %s\n", log.c_str());
+      return r;
+    }
+    r.samples += std::stoll(m[1]);
+    r.compute += std::stod(m[3]);
+    r.exchange += std::stod(m[4]);
+    r.training = std::max(r.training, std::stod(m[2]) + std::stod(m[3]) + std::stod(m[4]) + std::stod(m[5]));
+  }
+  r.seconds = std::chrono::duration<double>(Now() - start).count();
+  for (const char* h : kJobHosts) lab.KillHost(h);
+  return r;
+}
+
+int Main(int argc, char** argv) {
+  CLI::App app{"link_bench: 2 trainers x 2 pservers of the mlp over links of a set rate (root only)"};
+  std::vector<int> hidden = {256, 4096, 32768};
+  std::vector<int64_t> mbits = {0, 10000, 1000};
+  app.add_option("--hidden", hidden,
+                 "the mlp's hidden units (one layer): 256 is 0.20 M parameters, 4096 is 3.3 M, 32768 is 26 M")
+      ->delimiter(',');
+  app.add_option("--mbit", mbits, "link rates in Mbit/s (0: unshaped)")->delimiter(',');
+  CLI11_PARSE(app, argc, argv);
+  NetLab lab;
+  std::string why;
+  if (!lab.Open(&why)) {
+    std::fprintf(stderr, "link_bench: network namespaces cannot be made here: %s\n", why.c_str());
+    return 1;
+  }
+  int n = 1;
+  for (const char* h : kJobHosts) {
+    if (!lab.AddHost(h, n++)) return 1;
+  }
+  auto dir = MakeTempDir("link-bench-");
+  if (!dir.ok()) return 1;
+  const std::string store = *dir + "/store";
+  std::string out;
+  if (NetLab::Sh(BuildPath("src/tessera") + " upload --store " + store +
+                     " --dataset fm-test --format idx --images "
+                     "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --labels "
+                     "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz",
+                 &out) != 0) {
+    std::fprintf(stderr, "link_bench: upload: %s\n", out.c_str());
+    return 1;
+  }
+  std::printf(
+      "| hidden | parameters (M) | link | whole run (s) | training (s) | samples trained | samples/s | "
+      "trainers' compute (s) | trainers' exchange (s) |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  int k = 0;
+  for (int h : hidden) {
+    const double params = (784.0 * h + h + 10.0 * h + 10) / 1e6;  // w1, b1, w2, b2
+    for (int64_t mbit : mbits) {
+      const Run r = OnePass(lab, *dir, store, h, mbit, ++k);
+      const std::string link = mbit > 0 ? std::to_string(mbit / 1000.0).substr(0, 4) + " Gbit/s" : "unshaped";
+      std::printf("| %d | %.2f | %s | %.1f | %.2f | %lld | %.0f | %.2f | %.2f |\n", h, params, link.c_str(),
+                  r.seconds, r.training, r.samples, r.training > 0 ? r.samples / r.training : 0.0, r.compute,
+                  r.exchange);
+      std::fflush(stdout);
+    }
+  }
+  (void)RemoveAll(*dir);
+  return 0;
+}
+
+}  // namespace
+}  // namespace tessera::testing
+
+int main(int argc, char** argv) { return tessera::testing::Main(argc, argv); }
