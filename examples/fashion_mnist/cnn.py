@@ -4,13 +4,13 @@
 Through Tessera (every trainer of a job runs it as-is; the pservers apply the job's optimizer):
 
     tessera local --store S --dataset fm --eval-dataset fm-test --pservers 2 --trainers 2 \\
-        --mode sync --passes 12 --optimizer adam:lr=0.001 \\
-        --trainer-cmd "python3 examples/fashion_mnist/cnn.py"
+        --mode sync --passes 15 --optimizer adam:lr=0.001 \\
+        --trainer-cmd "/usr/bin/python3 examples/fashion_mnist/cnn.py"
 
 The same model in one process, for comparison (torch's own Adam, the same batch per step as the
 job's 2 trainers of 64 together):
 
-    python3 examples/fashion_mnist/cnn.py --one-process --store S --passes 12 --batch-size 128
+    /usr/bin/python3 examples/fashion_mnist/cnn.py --one-process --store S --passes 15 --batch-size 128
 
 (Upload fm and fm-test first, as examples/fashion_mnist/train.py says.) Both print the test
 accuracy and the time after every pass. The network: three 3x3 convolutions (16, 32, 64
@@ -128,16 +128,23 @@ def main():
     ap.add_argument("--one-process", action="store_true", help="train without Tessera, for comparison")
     ap.add_argument("--store", default=None, help="--one-process: the data store")
     ap.add_argument("--dataset", default="fm", help="--one-process: the training set (default fm)")
-    ap.add_argument("--passes", type=int, default=12, help="--one-process: passes over the data (default 12)")
+    ap.add_argument("--passes", type=int, default=15, help="--one-process: passes over the data (default 15)")
     ap.add_argument("--lr", type=float, default=0.001, help="--one-process: Adam's learning rate (default 0.001)")
     args = ap.parse_args()
     if args.batch_size <= 0:
         ap.error("--batch-size must be positive")
     torch.manual_seed(0)
-    if args.one_process:
-        args.eval_dataset = args.eval_dataset or "fm-test"
-        return one_process(args)
-    return through_tessera(args)
+    try:
+        if args.one_process:
+            args.eval_dataset = args.eval_dataset or "fm-test"
+            return one_process(args)
+        return through_tessera(args)
+    except tessera.Error as e:
+        hint = ""
+        if "TESSERA_ETCD" in str(e):
+            hint = ("\n(it runs as a job's trainer: tessera local ... --trainer-cmd \"/usr/bin/python3 %s\"; "
+                    "or alone with --one-process --store S)" % sys.argv[0])
+        sys.exit("cnn.py: %s%s" % (e, hint))
 
 
 if __name__ == "__main__":
