@@ -41,7 +41,7 @@ int MisspeltFlag(const CLI::App& app, const CLI::ExtrasError& e, int argc, char*
     std::string arg = argv[i];
     arg = arg.substr(0, arg.find('='));
     if (arg.rfind("--", 0) != 0 || std::find(flags.begin(), flags.end(), arg) != flags.end()) continue;
-    std::string guess = tessera::ClosestName(arg, flags);
+    std::string guess = tessera::ClosestFlag(arg, flags);
     if (!guess.empty()) hint += " (did you mean '" + guess + "' for '" + arg + "'?)";
   }
   std::fprintf(stderr, "tessera %s: %s%s\nRun `tessera %s --help` for its flags.\n", path.c_str(), e.what(),

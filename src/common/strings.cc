@@ -163,6 +163,28 @@ std::string ClosestName(std::string_view typed, const std::vector<std::string>& 
   return best;
 }
 
+std::string ClosestFlag(std::string_view typed, const std::vector<std::string>& flags) {
+  if (std::string typo = ClosestName(typed, flags); !typo.empty()) return typo;
+  std::string longer_words;
+  for (const auto& f : flags) {
+    if (typed.size() > f.size() + 1 && typed.substr(0, f.size()) == f && typed[f.size()] == '-' &&
+        f.size() > longer_words.size())
+      longer_words = f;
+  }
+  if (!longer_words.empty()) return longer_words;
+  std::string started;
+  int starting = 0;
+  if (typed.size() >= 6) {  // "--" and 4 letters
+    for (const auto& f : flags) {
+      if (f.size() > typed.size() && std::string_view(f).substr(0, typed.size()) == typed) {
+        started = f;
+        ++starting;
+      }
+    }
+  }
+  return starting == 1 ? started : "";
+}
+
 std::string ShellQuote(std::string_view s) {
   bool safe = !s.empty();
   for (char c : s) {

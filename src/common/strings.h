@@ -45,6 +45,10 @@ Status ValidateName(std::string_view name, std::string_view what);
 // swaps of neighbours), if it is close enough to be a likely typo (at most a third of its
 // length, and at most 2); "" if none is.
 std::string ClosestName(std::string_view typed, const std::vector<std::string>& candidates);
+// The flag `typed` (e.g. "--run-dir") most likely meant among `flags`: ClosestName's typo, else
+// the longest flag that `typed` extends by more words ("--run" for "--run-dir"), else the one
+// flag that starts with `typed` (at least 4 letters: "--pserv" for "--pservers"); "" if none.
+std::string ClosestFlag(std::string_view typed, const std::vector<std::string>& flags);
 
 // `s` as one word for a POSIX shell: unchanged when it is made of safe characters only
 // ([A-Za-z0-9_@%+=:,./-]), otherwise in single quotes ('' for the empty string).

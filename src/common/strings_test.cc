@@ -50,6 +50,26 @@ TEST(StringsTest, HumanBytes) {
   EXPECT_EQ(HumanBytes(64.0 * 1024 * 1024), "64.0 MiB");
 }
 
+TEST(StringsTest, ClosestFlagFindsTyposExtraWordsAndUniquePrefixes) {
+  const std::vector<std::string> flags = {"--run",         "--store",    "--pservers",   "--passes",
+                                          "--pserver-cmd", "--trainers", "--trainer-cmd"};
+  struct Case {
+    const char* typed;
+    const char* expected;
+  } cases[] = {
+      {"--pservrs", "--pservers"},  // a typo
+      {"--run-dir", "--run"},       // more words than the flag
+      {"--store-path", "--store"},
+      {"--trainer-cmd-x", "--trainer-cmd"},  // the longest flag it extends
+      {"--pas", ""},                         // too short a prefix to guess
+      {"--pass", "--passes"},                // a unique prefix
+      {"--pserv", ""},                       // two flags start so: no guess
+      {"--model", ""},
+      {"--runner", ""},  // not more words: "--run" + "ner"
+  };
+  for (const auto& c : cases) EXPECT_EQ(ClosestFlag(c.typed, flags), c.expected) << c.typed;
+}
+
 TEST(StringsTest, ClosestNameSuggestsOnlyLikelyTypos) {
   const std::vector<std::string> commands = {"local", "status", "pserver", "master", "upload", "download"};
   struct Case {

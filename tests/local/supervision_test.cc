@@ -298,6 +298,24 @@ TEST_F(SupervisionTest, EveryMistakeInTheRequestIsRefusedWithinSecondsNamingItsC
   }
 }
 
+// A misspelt flag is refused before anything starts, naming the flag it most likely meant: a typo,
+// or a flag with words added ("--run-dir" for "--run").
+TEST_F(SupervisionTest, AMisspeltFlagIsRefusedNamingTheFlagItLooksLike) {
+  const std::vector<std::pair<std::vector<std::string>, std::string>> cases = {
+      {{"--run-dir", dir_ + "/x"}, "did you mean '--run' for '--run-dir'?"},
+      {{"--pservrs", "2"}, "did you mean '--pservers' for '--pservrs'?"},
+  };
+  for (const auto& [args, says] : cases) {
+    std::vector<std::string> all = {"local", "--store", store(), "--dataset", "fm", "--model", "mlp"};
+    all.insert(all.end(), args.begin(), args.end());
+    auto r = Tessera(all, seconds(60));
+    EXPECT_EQ(r.code, 2) << r.out;
+    EXPECT_NE(r.out.find(says), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("Run `tessera local --help` for its flags."), std::string::npos) << r.out;
+  }
+  EXPECT_FALSE(std::filesystem::exists(dir_ + "/x")) << "nothing was started";
+}
+
 // ---- The run directory ------------------------------------------------------------------------
 
 TEST_F(SupervisionTest, ASecondLocalOnALiveRunSaysItIsAlreadyRunning) {
