@@ -4,9 +4,14 @@
 // one pass of the built-in mlp over Fashion-MNIST's 10,000 test images, sync; the samples a second
 // over the longest trainer's training loop, and where the trainers' time went.
 // Root only. Issue 53's wire formats will be measured here against float32.
+#include <pthread.h>
+#include <signal.h>
+
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
+#include <mutex>
+#include <thread>
 #include <filesystem>
 #include <regex>
 #include <string>
@@ -32,6 +37,12 @@ constexpr const char* kJobHosts[] = {"core", "ps0", "ps1", "tr0", "tr1"};
 // One pass of the mlp (hidden units `hidden`) with every host's link at `mbit` (0: unshaped).
 Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int hidden, int64_t mbit, int n) {
   Run r;
+  struct KillHosts {  // every way out: nothing of this run is left for the next
+    NetLab& lab;
+    ~KillHosts() {
+      for (const char* h : kJobHosts) lab.KillHost(h);
+    }
+  } kill_hosts{lab};
   for (const char* h : kJobHosts) {
     if (mbit > 0 ? !lab.ShapeLink(h, mbit) : !lab.Unshape(h)) {
       std::fprintf(stderr, "link_bench: cannot shape %s\n", h);
@@ -80,9 +91,8 @@ Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int h
                    run + "/" + h + ".log"));
   }
   static const std::regex done(
-      "trainer done: \\d+ steps, (\\d+) samples;.*read ([0-9.]+) s, compute ([0-9.]+) s, exchange ([0-9.]+) "
-      "s, "
-      "acknowledge ([0-9.]+) s");
+      "trainer done: \\d+ steps, (\\d+) samples;.*"
+      "read ([0-9.]+) s, compute ([0-9.]+) s, exchange ([0-9.]+) s, acknowledge ([0-9.]+) s");
   for (Subprocess* t : trainers) {
     auto code = t->Wait(std::chrono::seconds(900));
     std::smatch m;
@@ -97,7 +107,6 @@ Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int h
     r.training = std::max(r.training, std::stod(m[2]) + std::stod(m[3]) + std::stod(m[4]) + std::stod(m[5]));
   }
   r.seconds = std::chrono::duration<double>(Now() - start).count();
-  for (const char* h : kJobHosts) lab.KillHost(h);
   return r;
 }
 
@@ -110,7 +119,26 @@ int Main(int argc, char** argv) {
       ->delimiter(',');
   app.add_option("--mbit", mbits, "link rates in Mbit/s (0: unshaped)")->delimiter(',');
   CLI11_PARSE(app, argc, argv);
+  // Ctrl-C (or SIGTERM): every process on the hosts killed, the namespaces and files removed.
+  sigset_t stop;
+  sigemptyset(&stop);
+  sigaddset(&stop, SIGINT);
+  sigaddset(&stop, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &stop, nullptr);  // before any thread starts: inherited
   NetLab lab;
+  std::string dir_to_remove;
+  std::mutex dir_mu;
+  std::thread([&lab, &dir_to_remove, &dir_mu, stop] {
+    int sig = 0;
+    if (sigwait(&stop, &sig) != 0) return;
+    std::fprintf(stderr, "link_bench: interrupted; stopping the job and removing its hosts\n");
+    for (const char* h : kJobHosts) lab.KillHost(h);
+    for (const char* ns : {"core", "ps0", "ps1", "tr0", "tr1", "sw", "probe"})
+      (void)NetLab::Sh("ip netns del " + lab.Ns(ns) + " 2>/dev/null");
+    std::lock_guard<std::mutex> lock(dir_mu);
+    if (!dir_to_remove.empty()) (void)RemoveAll(dir_to_remove);
+    std::_Exit(128 + sig);
+  }).detach();
   std::string why;
   if (!lab.Open(&why)) {
     std::fprintf(stderr, "link_bench: network namespaces cannot be made here: %s\n", why.c_str());
@@ -122,6 +150,14 @@ int Main(int argc, char** argv) {
   }
   auto dir = MakeTempDir("link-bench-");
   if (!dir.ok()) return 1;
+  {
+    std::lock_guard<std::mutex> lock(dir_mu);
+    dir_to_remove = *dir;
+  }
+  struct RemoveDir {
+    std::string dir;
+    ~RemoveDir() { (void)RemoveAll(dir); }
+  } remove_dir{*dir};
   const std::string store = *dir + "/store";
   std::string out;
   if (NetLab::Sh(BuildPath("src/tessera") + " upload --store " + store +
@@ -148,7 +184,6 @@ int Main(int argc, char** argv) {
       std::fflush(stdout);
     }
   }
-  (void)RemoveAll(*dir);
   return 0;
 }
 

@@ -189,11 +189,9 @@ class ReaderImpl : public Reader {
     const int64_t stop = end->end_record;
     if (stop <= 0 || stop >= static_cast<int64_t>(records_.size())) return;
     if (stop < static_cast<int64_t>(next_)) {
-      spdlog::warn(
-          "trainer {}: task {} was cut at record {} in an answer taken after record {} was read: records {} "
-          "to {} "
-          "are trained twice, here and by an idle trainer",
-          trainer_, task_.id(), stop, next_ - 1, stop, next_ - 1);
+      spdlog::warn("trainer {}: task {} was cut at record {} in an answer taken after record {} was read: "
+                   "records {} to {} are trained twice, here and by an idle trainer",
+                   trainer_, task_.id(), stop, next_ - 1, stop, next_ - 1);
     } else {
       spdlog::info("trainer {}: task {} stops at record {} of {}; an idle trainer has the rest", trainer_,
                    task_.id(), stop, records_.size());
