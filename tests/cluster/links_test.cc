@@ -104,6 +104,13 @@ TEST_F(LinksTest, AShapedLinkCarriesNoMoreThanItsRateEachWay) {
   ASSERT_EQ(NetLab::Sh("tc -n " + lab.Ns("sw") + " qdisc show dev " + lab.Port("b"), &qdiscs), 0) << qdiscs;
   EXPECT_NE(qdiscs.find("rate 1Gbit"), std::string::npos) << qdiscs;
   EXPECT_EQ(qdiscs.find("tbf"), qdiscs.rfind("tbf")) << "one token bucket: " << qdiscs;
+  // Unshaped again: no token bucket left on either end, and taking none off is fine too.
+  ASSERT_TRUE(lab.Unshape("b"));
+  ASSERT_EQ(NetLab::Sh("tc -n " + lab.Ns("sw") + " qdisc show dev " + lab.Port("b"), &qdiscs), 0) << qdiscs;
+  EXPECT_EQ(qdiscs.find("tbf"), std::string::npos) << qdiscs;
+  ASSERT_EQ(NetLab::Sh("tc -n " + lab.Ns("b") + " qdisc show", &qdiscs), 0) << qdiscs;
+  EXPECT_EQ(qdiscs.find("tbf"), std::string::npos) << qdiscs;
+  EXPECT_TRUE(lab.Unshape("b"));
   EXPECT_FALSE(lab.ShapeLink("a", 0));
   EXPECT_FALSE(lab.ShapeLink("a", 100, -1));
 }
