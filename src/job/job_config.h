@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "job/wire_format.h"
 #include "tessera/params.h"
 #include "tessera/status.h"
 
@@ -38,6 +39,9 @@ struct JobConfig {
   // belong together (docs/design-notes.md, "Consistent checkpoints").
   int64_t checkpoint_steps = 0;
   NonFinitePolicy nonfinite = NonFinitePolicy::kSkip;
+  // How gradients and values travel between trainers and pservers (wire_format.h): float32, half
+  // precision, or pushes sparsified (top-k) or as signs with error feedback on the trainer.
+  WireFormat wire;
   std::string token;       // random; every data-plane message must carry it
   int64_t created_ms = 0;  // wall-clock creation time
   // JobSecret::Fingerprint of the job's secret (stored beside the configuration, job_store.h);

@@ -20,6 +20,7 @@ TEST(JobConfigTest, JsonRoundTrip) {
   c.min_trainers = 2;
   c.token = "tok";
   c.created_ms = 42;
+  c.wire = *WireFormat::Parse("topk:0.01");
   auto back = JobConfig::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->pservers, 3);
@@ -29,6 +30,12 @@ TEST(JobConfigTest, JsonRoundTrip) {
   EXPECT_EQ(back->optimizer, c.optimizer);
   EXPECT_EQ(back->min_trainers, 2);
   EXPECT_EQ(back->token, "tok");
+  EXPECT_EQ(back->wire, c.wire);
+  // A job written before wire formats travels in float32.
+  JobConfig old;
+  old.token = "t";
+  ASSERT_EQ(old.ToJson().find("wire"), std::string::npos);
+  EXPECT_TRUE(JobConfig::FromJson(old.ToJson())->wire.plain());
 }
 
 TEST(JobConfigTest, RejectsBadValuesAndCorruptJson) {

@@ -1,0 +1,84 @@
+// WireFormat (see wire_format.h).
+#include "job/wire_format.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace tessera {
+
+StatusOr<WireFormat> WireFormat::Parse(std::string_view text) {
+  WireFormat w;
+  if (text == "f32" || text == "float32") return w;
+  if (text == "bf16" || text == "bfloat16") {
+    w.kind = Kind::kBf16;
+    return w;
+  }
+  if (text == "f16" || text == "float16") {
+    w.kind = Kind::kF16;
+    return w;
+  }
+  if (text == "sign") {
+    w.kind = Kind::kSign;
+    return w;
+  }
+  if (text.starts_with("topk:")) {
+    const std::string r(text.substr(5));
+    char* end = nullptr;
+    const double ratio = r.empty() ? NAN : std::strtod(r.c_str(), &end);
+    if (!std::isfinite(ratio) || end != r.c_str() + r.size() || ratio <= 0 || ratio > 1) {
+      return Status::InvalidArgument("wire format '" + std::string(text) +
+                                     "': topk needs the fraction of elements sent, above 0 and at most 1 "
+                                     "(e.g. topk:0.01)");
+    }
+    w.kind = Kind::kTopK;
+    w.ratio = ratio;
+    return w;
+  }
+  return Status::InvalidArgument(
+      "wire format '" + std::string(text) +
+      "' is not f32, bf16, f16, topk:R (R the fraction sent, e.g. topk:0.01) or sign");
+}
+
+std::string WireFormat::ToString() const {
+  switch (kind) {
+    case Kind::kF32:
+      return "f32";
+    case Kind::kBf16:
+      return "bf16";
+    case Kind::kF16:
+      return "f16";
+    case Kind::kSign:
+      return "sign";
+    case Kind::kTopK: {
+      char buf[48];
+      std::snprintf(buf, sizeof buf, "topk:%g", ratio);
+      return buf;
+    }
+  }
+  return "f32";
+}
+
+wire::DType WireFormat::dtype() const {
+  switch (kind) {
+    case Kind::kBf16:
+      return wire::BFLOAT16;
+    case Kind::kF16:
+      return wire::FLOAT16;
+    default:
+      return wire::FLOAT32;
+  }
+}
+
+wire::Coding WireFormat::dense_push_coding() const {
+  switch (kind) {
+    case Kind::kTopK:
+      return wire::TOP_K;
+    case Kind::kSign:
+      return wire::SIGNS;
+    default:
+      return wire::PLAIN;
+  }
+}
+
+}  // namespace tessera
