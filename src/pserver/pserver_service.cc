@@ -3,11 +3,13 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
 #include "common/finite.h"
 #include "common/strings.h"
+#include "job/wire_codec.h"
 #include "pserver/optimizer.h"
 #include "pserver/push_plan.h"
 
@@ -189,7 +191,10 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
   // Finiteness first, without the lock: a pass over the payload at memory speed. Always: a
   // non-finite value would poison the model whatever the trainer says.
   int64_t nonfinite = -1;
-  if (payload.size % sizeof(float) == 0) {
+  const bool wire_format = std::any_of(req.push().begin(), req.push().end(), Encoded);
+  if (wire_format) {
+    nonfinite = kNotScanned;
+  } else if (payload.size % sizeof(float) == 0) {
     nonfinite =
         FirstNonFinite(static_cast<const float*>(payload.data), payload.size / sizeof(float), pool_.get());
   }
@@ -235,9 +240,17 @@ void PserverService::HandleData(wire::DataRequest& req, ConstBuffer payload, std
 
 Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, int64_t nonfinite,
                                  DataCheck* c) {
-  auto push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
+  auto push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush, /*wire_formats=*/true);
   TESSERA_RETURN_IF_ERROR(push.status());
   TESSERA_RETURN_IF_ERROR(push->CheckPayload(payload->size));
+  if (push->encoded()) {
+    // Decoded into float32 before anything reads it; the pserver's state stays float32.
+    TESSERA_RETURN_IF_ERROR(push->Widen(payload->data, req.mutable_push(), &c->widened));
+    *payload = ConstBuffer{c->widened.data(), c->widened.size() * sizeof(float)};
+    nonfinite = FirstNonFinite(c->widened.data(), c->widened.size(), pool_.get());
+  } else if (nonfinite == kNotScanned) {
+    nonfinite = -1;  // nothing to scan: no push segments
+  }
   if (req.is_push() && !push->empty() && req.samples() < 1) {
     return Status::InvalidArgument("a push with gradients needs a sample count >= 1, got " +
                                    std::to_string(req.samples()));
@@ -254,7 +267,7 @@ Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, i
     push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush);
     *payload = ConstBuffer{};
   }
-  auto pull = SegmentList::Read(store_, req.pull(), SegmentList::Use::kPull);
+  auto pull = SegmentList::Read(store_, req.pull(), SegmentList::Use::kPull, /*wire_formats=*/true);
   TESSERA_RETURN_IF_ERROR(pull.status());
   c->push.emplace(std::move(*push));
   c->pull.emplace(std::move(*pull));
@@ -311,7 +324,7 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
                    c.found_here ? " (found by this pserver's scan)" : "");
     }
   }
-  if (plan.prepare_pull) {
+  if (plan.prepare_pull && !c.pull->encoded()) {  // values written by the apply are float32
     answer->prepared = PullQueue::Prepare(*c.pull, r);
     if (answer->prepared) pulls_.WriteByNextApply(answer->prepared.get(), &*c.pull);
   }

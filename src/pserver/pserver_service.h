@@ -185,13 +185,17 @@ class PserverService : public RequestHandler {
     std::optional<StatusOr<Consistency::PushVerdict>> piece_verdict;  // a piece's
     bool drop_pieces = false;  // a piece standing for a dropped gradient
     bool found_here = false;   // this pserver's scan took a non-finite gradient as dropped
+    std::vector<float> widened;  // a push in a wire format, decoded (the payload points here)
   };
   struct DataAnswer {
     int64_t need = 0;    // the version the answer waits for
     int64_t resume = 0;  // a late push: where its trainer goes on
     std::unique_ptr<PullQueue::Prepared> prepared;
   };
-  // `*payload` is emptied when a non-finite gradient is taken as dropped.
+  // `*payload` is emptied when a non-finite gradient is taken as dropped, and points at
+  // c->widened when the push was in a wire format. `nonfinite`: the first non-finite float of the
+  // payload, -1 for none, kNotScanned when the payload is not float32 (scanned once widened).
+  static constexpr int64_t kNotScanned = -2;
   Status CheckData(wire::DataRequest& req, ConstBuffer* payload, int64_t nonfinite, DataCheck* c)
       REQUIRES(mu_);
   // An error is the push's refusal (answer->resume: where the trainer goes on).
@@ -200,6 +204,8 @@ class PserverService : public RequestHandler {
   // Takes `r` unless it fails (a pull the consistency refuses).
   Status AnswerData(wire::DataRequest& req, DataCheck& c, std::unique_ptr<Responder>& r, DataAnswer& answer,
                     std::vector<Reply>* replies) REQUIRES(mu_);
+  // A pull in half precision (a job's wire format): its values, narrowed into the reply at `out`.
+  void NarrowPullReply(const SegmentList& pull, char* out) REQUIRES(mu_);
   void HandleInit(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   void HandleMembership(const wire::DataRequest& req, std::unique_ptr<Responder> r);  // JOIN, LEAVE
   void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);

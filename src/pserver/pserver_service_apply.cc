@@ -9,6 +9,7 @@
 
 #include <algorithm>
 
+#include "job/wire_codec.h"
 #include "pserver/pserver_service.h"
 
 namespace tessera {
@@ -142,10 +143,17 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
   if (prepared) {
     rep.payload = prepared->payload;
   } else if (pull.floats() > 0) {
-    rep.payload = r->Allocate(pull.bytes());
+    rep.payload = r->Allocate(pull.wire_bytes());
+  }
+  *rep.header.mutable_pull() = req.pull();
+  if (pull.encoded()) {
+    NarrowPullReply(pull, static_cast<char*>(rep.payload.data));
+    ++counters_.pulls;
+    counters_.bytes_out += static_cast<int64_t>(pull.wire_bytes());
+    rep.responder = std::move(r);
+    return rep;
   }
   float* out = static_cast<float*>(rep.payload.data);
-  *rep.header.mutable_pull() = req.pull();
   std::vector<DeferredCopies::Part> dense;
   const uint64_t generation = store_.dense_generation();
   for (size_t i = 0; i < pull.parts().size(); ++i) {
@@ -167,6 +175,23 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
   counters_.bytes_out += static_cast<int64_t>(pull.bytes());
   rep.responder = std::move(r);
   return rep;
+}
+
+void PserverService::NarrowPullReply(const SegmentList& pull, char* out) {
+  // Under the lock: the values are narrowed as they are read (no deferred copy; a job chooses a
+  // half-precision wire for links where the bytes cost more than this pass).
+  thread_local std::vector<float> rows;
+  for (const SegmentList::Part& part : pull.parts()) {
+    const wire::Segment& seg = pull.segment(part);
+    if (part.dense) {
+      NarrowValues({store_.DenseValues(seg.param(), seg.block()), part.floats}, seg.dtype(),
+                   out + part.wire_offset);
+    } else {
+      rows.resize(part.floats);
+      store_.ReadSparse(seg.param(), pull.keys(part), rows.data());
+      NarrowValues(rows, seg.dtype(), out + part.wire_offset);
+    }
+  }
 }
 
 }  // namespace tessera

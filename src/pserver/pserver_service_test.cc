@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "job/wire_codec.h"
 #include "job/wire_convert.h"
 #include "tessera/data.pb.h"
 
@@ -40,6 +41,26 @@ class Capture : public Responder {
  private:
   wire::DataReply* out_;
   std::vector<float>* payload_;
+  std::string buf_;
+};
+
+// A reply's payload as bytes (a pull in half precision).
+class ByteCapture : public Responder {
+ public:
+  ByteCapture(wire::DataReply* out, std::string* payload) : out_(out), payload_(payload) {}
+  MutableBuffer Allocate(size_t bytes) override {
+    buf_.resize(bytes);
+    return {buf_.data(), bytes};
+  }
+  void Send(std::string_view header, std::span<const ConstBuffer> payload) override {
+    out_->ParseFromArray(header.data(), static_cast<int>(header.size()));
+    payload_->clear();
+    for (const auto& b : payload) payload_->append(static_cast<const char*>(b.data), b.size);
+  }
+
+ private:
+  wire::DataReply* out_;
+  std::string* payload_;
   std::string buf_;
 };
 
@@ -422,6 +443,82 @@ TEST(AsyncServiceTest, PullsCopiedAfterTheLockHoldTheValuesOfTheVersionTheyName)
   EXPECT_EQ(last, kPushes);
   EXPECT_EQ(wrong, 0) << "of " << pulls << " pulls";
   EXPECT_EQ(pusher_wrong.load(), 0) << "of " << kPushes << " pushes with pulls";
+}
+
+}  // namespace
+}  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A job's wire formats (job/wire_codec.h): a push in bfloat16 and one sparsified (TOP_K) close a
+// step as their float32 values would; a pull in bfloat16 comes back narrowed; a TOP_K push whose
+// index is past its block, or a float16 push that overflowed, is refused naming the segment and
+// counted as the trainer's empty push (nothing of it applied).
+TEST_F(SyncServiceTest, PushesInAWireFormatApplyTheirValuesAndPullsComeBackNarrowed) {
+  ASSERT_NO_FATAL_FAILURE(Start());
+  auto push = [&](const std::string& trainer, int64_t step, wire::Segment seg, const std::string& bytes) {
+    auto r = Request(wire::DataRequest::DATA, trainer);
+    r.set_is_push(true);
+    r.set_step(step);
+    r.set_samples(1);
+    *r.add_push() = seg;
+    wire::DataReply reply;
+    std::string h = r.SerializeAsString(), unused;
+    service_->Handle(h, ConstBuffer{bytes.data(), bytes.size()},
+                     std::make_unique<ByteCapture>(&reply, &unused));
+    return reply;
+  };
+  auto half = W();
+  half.set_dtype(wire::BFLOAT16);
+  std::string a(8, '\0');
+  NarrowValues(std::vector<float>{1, 2, 3, 4}, wire::BFLOAT16, a.data());
+  ASSERT_EQ(push("a", 0, half, a).code(), 0);
+  auto topk = W();
+  topk.set_coding(wire::TOP_K);
+  topk.set_nonzeros(2);
+  const uint32_t idx[2] = {1, 3};
+  const float val[2] = {4, 8};
+  std::string b(reinterpret_cast<const char*>(idx), sizeof idx);
+  b.append(reinterpret_cast<const char*>(val), sizeof val);
+  auto rb = push("b", 0, topk, b);
+  ASSERT_EQ(rb.code(), 0) << rb.message();
+  // SGD, lr 1, 2 samples: w = 1 - (a + b) / 2.
+  const std::vector<float> w = {0.5f, -2.0f, -0.5f, -5.0f};
+  EXPECT_EQ(Values(), w);
+  auto pull = Request(wire::DataRequest::DATA, "a");
+  *pull.add_pull() = half;
+  wire::DataReply pr;
+  std::string h = pull.SerializeAsString(), narrowed;
+  service_->Handle(h, ConstBuffer{}, std::make_unique<ByteCapture>(&pr, &narrowed));
+  ASSERT_EQ(pr.code(), 0) << pr.message();
+  ASSERT_EQ(narrowed.size(), 8u);
+  std::vector<float> back(4);
+  WidenValues(narrowed.data(), 4, wire::BFLOAT16, back.data());
+  EXPECT_EQ(back, w);
+
+  // Step 1: b's TOP_K index 4 is past the 4 elements; a's float16 overflowed to infinity.
+  const uint32_t past[2] = {1, 4};
+  b.replace(0, sizeof past, reinterpret_cast<const char*>(past), sizeof past);
+  auto bad = push("b", 1, topk, b);
+  EXPECT_EQ(bad.reason(), wire::DataReply::BAD_REQUEST);
+  EXPECT_NE(bad.message().find("'w' block 0: TOP_K index 4 (entry 1) is past the block's 4 elements"),
+            std::string::npos)
+      << bad.message();
+  half.set_dtype(wire::FLOAT16);
+  std::string inf(8, '\0');
+  NarrowValues(std::vector<float>{0, 1e6f, 0, 0}, wire::FLOAT16, inf.data());
+  auto overflow = push("a", 1, half, inf);
+  EXPECT_NE(overflow.message().find("gradient for 'w' element 1 is not finite"), std::string::npos)
+      << overflow.message();
+  EXPECT_EQ(Status().version(), 2);
+  EXPECT_EQ(Status().refused(), 2);
+  EXPECT_EQ(Values(), w);  // both empty: nothing applied
+  // A payload that does not add up to the coded segments is refused before anything is read.
+  auto short_payload = push("a", 2, topk, b.substr(0, 12));
+  EXPECT_NE(short_payload.message().find("payload has 12 bytes but the header describes 16"),
+            std::string::npos)
+      << short_payload.message();
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 
 #include <limits>
 
+#include "job/wire_codec.h"
+
 namespace tessera {
 namespace {
 
@@ -16,16 +18,21 @@ constexpr size_t kMaxFloats = size_t{1} << 40;
 
 }  // namespace
 
-StatusOr<SegmentList> SegmentList::Read(const ShardStore& store, const WireSegments& segments, Use use) {
+StatusOr<SegmentList> SegmentList::Read(const ShardStore& store, const WireSegments& segments, Use use,
+                                        bool wire_formats) {
   SegmentList list;
   list.segments_ = &segments;
   list.block_size_ = store.block_size();
   list.parts_.reserve(static_cast<size_t>(segments.size()));
   for (int i = 0; i < segments.size(); ++i) {
     const wire::Segment& seg = segments[i];
-    if (seg.dtype() != wire::FLOAT32) {
+    if (!wire_formats && seg.dtype() != wire::FLOAT32) {
       return Status::InvalidArgument("parameter '" + seg.param() + "': dtype " + DTypeName(seg.dtype()) +
-                                     " is not supported (parameters are FLOAT32)");
+                                     " is not supported here (parameters are FLOAT32)");
+    }
+    if (seg.coding() != wire::PLAIN && (!wire_formats || use != Use::kPush)) {
+      return Status::InvalidArgument("parameter '" + seg.param() + "': coding " +
+                                     wire::Coding_Name(seg.coding()) + " is for pushes only");
     }
     Part p;
     p.index = i;
@@ -60,6 +67,12 @@ StatusOr<SegmentList> SegmentList::Read(const ShardStore& store, const WireSegme
     if (p.floats > kMaxFloats - list.floats_) {
       return Status::InvalidArgument("the segments describe more than " + std::to_string(kMaxFloats) + " values");
     }
+    auto wire_bytes = SegmentWireBytes(seg, p.floats);
+    TESSERA_RETURN_IF_ERROR(wire_bytes.status());
+    p.wire_offset = list.wire_bytes_;
+    p.wire_bytes = *wire_bytes;
+    list.wire_bytes_ += p.wire_bytes;
+    list.encoded_ = list.encoded_ || Encoded(seg);
     list.floats_ += p.floats;
     list.parts_.push_back(p);
   }
@@ -67,9 +80,30 @@ StatusOr<SegmentList> SegmentList::Read(const ShardStore& store, const WireSegme
 }
 
 Status SegmentList::CheckPayload(size_t payload_bytes) const {
-  if (payload_bytes == bytes()) return Status::OK();
-  return Status::InvalidArgument("payload has " + std::to_string(payload_bytes) + " bytes but the header describes " +
-                                 std::to_string(bytes()));
+  if (payload_bytes == wire_bytes_) return Status::OK();
+  return Status::InvalidArgument("payload has " + std::to_string(payload_bytes) +
+                                 " bytes but the header describes " + std::to_string(wire_bytes_));
+}
+
+Status SegmentList::Widen(const void* payload, WireSegments* segments, std::vector<float>* floats) {
+  floats->resize(floats_);
+  const auto* in = static_cast<const char*>(payload);
+  for (const Part& p : parts_) {
+    TESSERA_RETURN_IF_ERROR(
+        DecodeSegment((*segments)[p.index], in + p.wire_offset, p.floats, floats->data() + p.offset));
+  }
+  for (Part& p : parts_) {
+    wire::Segment& seg = (*segments)[p.index];
+    seg.set_dtype(wire::FLOAT32);
+    seg.set_coding(wire::PLAIN);
+    seg.clear_nonzeros();
+    p.wire_offset = p.offset * sizeof(float);
+    p.wire_bytes = p.floats * sizeof(float);
+  }
+  segments_ = segments;
+  wire_bytes_ = bytes();
+  encoded_ = false;
+  return Status::OK();
 }
 
 std::string SegmentList::Describe(size_t element) const {

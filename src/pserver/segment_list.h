@@ -36,14 +36,29 @@ class SegmentList {
     int dim = 1;        // floats per sparse row
     size_t offset = 0;  // floats from the start of the payload (push, INIT) or the reply (pull)
     size_t floats = 0;  // floats of this segment
+    // Where it is on the wire: bytes from the start of the payload or reply, and how many (a job's
+    // wire format may narrow or code them; floats * 4 when it is PLAIN FLOAT32).
+    size_t wire_offset = 0;
+    size_t wire_bytes = 0;
   };
 
-  // InvalidArgument naming the segment (its parameter, block or key) and what is wrong.
-  static StatusOr<SegmentList> Read(const ShardStore& store, const WireSegments& segments, Use use);
+  // InvalidArgument naming the segment (its parameter, block or key) and what is wrong. Segments
+  // in a wire format other than PLAIN FLOAT32 are refused unless `wire_formats` (a DATA request's
+  // push or pull; job/wire_codec.h): a push may be coded, a pull may ask for half precision.
+  static StatusOr<SegmentList> Read(const ShardStore& store, const WireSegments& segments, Use use,
+                                    bool wire_formats = false);
   SegmentList() = default;
 
-  // For a push or INIT: the payload holds exactly the floats the segments describe.
+  // For a push or INIT: the payload holds exactly the bytes the segments describe.
   Status CheckPayload(size_t payload_bytes) const;
+  // A push in a wire format: decodes `payload` into `floats` (floats() of them) and makes
+  // `segments` (the list's own) PLAIN FLOAT32 to match, so that everything after (the scan for
+  // non-finite values, holding, applying, replicating) reads float32. InvalidArgument naming the
+  // segment when a coded one is malformed. REQUIRES: CheckPayload passed.
+  Status Widen(const void* payload, WireSegments* segments, std::vector<float>* floats);
+  // Whether any segment is in a wire format other than PLAIN FLOAT32.
+  bool encoded() const { return encoded_; }
+  size_t wire_bytes() const { return wire_bytes_; }
 
   const std::vector<Part>& parts() const { return parts_; }
   const wire::Segment& segment(const Part& p) const { return (*segments_)[p.index]; }
@@ -67,6 +82,8 @@ class SegmentList {
   int64_t block_size_ = 0;  // the store's: where a block's elements start in their parameter
   std::vector<Part> parts_;
   size_t floats_ = 0;
+  size_t wire_bytes_ = 0;
+  bool encoded_ = false;  // a segment is not PLAIN FLOAT32 (its bytes may still add up alike)
 };
 
 }  // namespace tessera
