@@ -1,9 +1,11 @@
 // A job over a cluster's links: 2 trainers and 2 pservers, each on a host of its own (network
 // namespaces, tests/harness/netns.h), etcd and the master on a fifth, every host's link shaped to a
 // rate (tc tbf; this VM's kernel has no netem, so no added latency). For each link and model size:
-// one pass of the built-in mlp over Fashion-MNIST's 10,000 test images, sync; the samples a second
-// over the longest trainer's training loop, and where the trainers' time went.
-// Root only. Issue 53's wire formats will be measured here against float32.
+// and wire format (job/wire_format.h): passes of the built-in mlp over Fashion-MNIST (its 10,000
+// test images by default, or its 60,000 training images), sync; the samples a second over the
+// longest trainer's training loop, against float32's on the same link in the same run, where the
+// trainers' time went, and (--eval) the test accuracy after the last pass.
+// Root only.
 #include <pthread.h>
 #include <signal.h>
 
@@ -30,12 +32,24 @@ struct Run {
   double training = -1;  // the longest trainer's loop: reading, computing, exchanging, acknowledging
   long long samples = 0;
   double compute = 0, exchange = 0;  // summed over the trainers, seconds
+  double accuracy = -1;              // on fm-test after the last pass (--eval)
+};
+
+// What one run trains.
+struct Setup {
+  int hidden = 256;
+  int64_t mbit = 0;  // every host's link (0: unshaped)
+  std::string wire = "f32";
+  std::string dataset = "fm-test";
+  int passes = 1;
+  bool eval = false;
 };
 
 constexpr const char* kJobHosts[] = {"core", "ps0", "ps1", "tr0", "tr1"};
 
-// One pass of the mlp (hidden units `hidden`) with every host's link at `mbit` (0: unshaped).
-Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int hidden, int64_t mbit, int n) {
+// One run of the mlp as `setup` says.
+Run OneRun(NetLab& lab, const std::string& dir, const std::string& store, const Setup& setup, int n) {
+  const int64_t mbit = setup.mbit;
   Run r;
   struct KillHosts {  // every way out: nothing of this run is left for the next
     NetLab& lab;
@@ -59,7 +73,8 @@ Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int h
       [&] {
         return NetLab::Sh("ip netns exec " + lab.Ns("core") + " " + tessera + " job create --etcd " + etcd +
                               " --job " + job +
-                              " --pservers 2 --mode sync --optimizer adam:lr=0.001 --min-trainers 2",
+                              " --pservers 2 --mode sync --optimizer adam:lr=0.001 --min-trainers 2 --wire " +
+                              setup.wire,
                           &out) == 0;
       },
       std::chrono::seconds(30), std::chrono::milliseconds(200));
@@ -68,8 +83,8 @@ Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int h
     return r;
   }
   lab.Start("core",
-            {tessera, "master", "--etcd", etcd, "--job", job, "--store", store, "--dataset", "fm-test",
-             "--passes", "1", "--listen", "0.0.0.0", "--advertise", core},
+            {tessera, "master", "--etcd", etcd, "--job", job, "--store", store, "--dataset", setup.dataset,
+             "--passes", std::to_string(setup.passes), "--listen", "0.0.0.0", "--advertise", core},
             run + "/master.log");
   std::vector<Subprocess*> pservers, trainers;
   for (const char* h : {"ps0", "ps1"})
@@ -84,12 +99,17 @@ Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int h
   const auto start = Now();
   for (int t = 0; t < 2; ++t) {
     const std::string h = "tr" + std::to_string(t);
-    trainers.push_back(
-        &lab.Start(h,
-                   {tessera, "train", "--etcd", etcd, "--job", job, "--model", "mlp", "--trainer-id",
-                    std::to_string(t), "--store", store, "--model-arg", "hidden=" + std::to_string(hidden)},
-                   run + "/" + h + ".log"));
+    std::vector<std::string> argv = {tessera,        "train",
+                                     "--etcd",       etcd,
+                                     "--job",        job,
+                                     "--model",      "mlp",
+                                     "--trainer-id", std::to_string(t),
+                                     "--store",      store,
+                                     "--model-arg",  "hidden=" + std::to_string(setup.hidden)};
+    if (setup.eval) argv.insert(argv.end(), {"--eval-dataset", "fm-test"});
+    trainers.push_back(&lab.Start(h, argv, run + "/" + h + ".log"));
   }
+  static const std::regex evaluated("pass (\\d+) evaluated on fm-test:.* accuracy=([0-9.]+)");
   static const std::regex done(
       "trainer done: \\d+ steps, (\\d+) samples;.*"
       "read ([0-9.]+) s, compute ([0-9.]+) s, exchange ([0-9.]+) s, acknowledge ([0-9.]+) s");
@@ -100,6 +120,9 @@ Run OnePass(NetLab& lab, const std::string& dir, const std::string& store, int h
     if (!code || *code != 0 || !std::regex_search(log, m, done)) {
       std::fprintf(stderr, "link_bench: a trainer failed: %s\n", log.c_str());
       return r;
+    }
+    for (std::sregex_iterator it(log.begin(), log.end(), evaluated), end; it != end; ++it) {
+      if (std::stoi((*it)[1]) == setup.passes) r.accuracy = std::stod((*it)[2]);
     }
     r.samples += std::stoll(m[1]);
     r.compute += std::stod(m[3]);
@@ -114,10 +137,19 @@ int Main(int argc, char** argv) {
   CLI::App app{"link_bench: 2 trainers x 2 pservers of the mlp over links of a set rate (root only)"};
   std::vector<int> hidden = {256, 4096, 32768};
   std::vector<int64_t> mbits = {0, 10000, 1000};
+  std::vector<std::string> wires = {"f32", "bf16", "topk:0.01"};
+  Setup base;
   app.add_option("--hidden", hidden,
                  "the mlp's hidden units (one layer): 256 is 0.20 M parameters, 4096 is 3.3 M, 32768 is 26 M")
       ->delimiter(',');
   app.add_option("--mbit", mbits, "link rates in Mbit/s (0: unshaped)")->delimiter(',');
+  app.add_option("--wire", wires, "wire formats, each against the first (f32) on the same link")
+      ->delimiter(',');
+  app.add_option("--dataset", base.dataset, "fm-test (10,000 images) or fm (60,000)")
+      ->check(CLI::IsMember({"fm", "fm-test"}));
+  app.add_option("--passes", base.passes, "passes over the data set")->check(CLI::Range(1, 100));
+  app.add_flag("--eval", base.eval,
+               "evaluate on fm-test after each pass; the table shows the last pass's accuracy");
   CLI11_PARSE(app, argc, argv);
   // Ctrl-C (or SIGTERM): every process on the hosts killed, the namespaces and files removed.
   sigset_t stop;
@@ -160,28 +192,46 @@ int Main(int argc, char** argv) {
   } remove_dir{*dir};
   const std::string store = *dir + "/store";
   std::string out;
-  if (NetLab::Sh(BuildPath("src/tessera") + " upload --store " + store +
-                     " --dataset fm-test --format idx --images "
-                     "/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz --labels "
-                     "/usr/share/datasets/fashion-mnist/t10k-labels-idx1-ubyte.gz",
-                 &out) != 0) {
-    std::fprintf(stderr, "link_bench: upload: %s\n", out.c_str());
-    return 1;
+  for (const auto& [name, file] : {std::pair<std::string, std::string>{"fm-test", "t10k"}, {"fm", "train"}}) {
+    if (name != "fm-test" && name != base.dataset) continue;
+    if (NetLab::Sh(BuildPath("src/tessera") + " upload --store " + store + " --dataset " + name +
+                       " --format idx --images /usr/share/datasets/fashion-mnist/" + file +
+                       "-images-idx3-ubyte.gz --labels /usr/share/datasets/fashion-mnist/" + file +
+                       "-labels-idx1-ubyte.gz",
+                   &out) != 0) {
+      std::fprintf(stderr, "link_bench: upload: %s\n", out.c_str());
+      return 1;
+    }
   }
+  std::printf("%d pass(es) over %s, 2 trainers x 2 pservers, sync, adam\n\n", base.passes,
+              base.dataset.c_str());
   std::printf(
-      "| hidden | parameters (M) | link | whole run (s) | training (s) | samples trained | samples/s | "
-      "trainers' compute (s) | trainers' exchange (s) |\n");
-  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+      "| hidden | parameters (M) | link | wire | whole run (s) | training (s) | samples trained | samples/s "
+      "| "
+      "x %s | trainers' compute (s) | trainers' exchange (s) | accuracy |\n",
+      wires.front().c_str());
+  std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   int k = 0;
   for (int h : hidden) {
     const double params = (784.0 * h + h + 10.0 * h + 10) / 1e6;  // w1, b1, w2, b2
     for (int64_t mbit : mbits) {
-      const Run r = OnePass(lab, *dir, store, h, mbit, ++k);
-      const std::string link = mbit > 0 ? std::to_string(mbit / 1000.0).substr(0, 4) + " Gbit/s" : "unshaped";
-      std::printf("| %d | %.2f | %s | %.1f | %.2f | %lld | %.0f | %.2f | %.2f |\n", h, params, link.c_str(),
-                  r.seconds, r.training, r.samples, r.training > 0 ? r.samples / r.training : 0.0, r.compute,
-                  r.exchange);
-      std::fflush(stdout);
+      double first = 0;
+      for (const std::string& wire : wires) {
+        Setup setup = base;
+        setup.hidden = h;
+        setup.mbit = mbit;
+        setup.wire = wire;
+        const Run r = OneRun(lab, *dir, store, setup, ++k);
+        const std::string link =
+            mbit > 0 ? std::to_string(mbit / 1000.0).substr(0, 4) + " Gbit/s" : "unshaped";
+        const double rate = r.training > 0 ? r.samples / r.training : 0.0;
+        if (wire == wires.front()) first = rate;
+        std::printf("| %d | %.2f | %s | %s | %.1f | %.2f | %lld | %.0f | %.2f | %.2f | %.2f | %s |\n", h,
+                    params, link.c_str(), wire.c_str(), r.seconds, r.training, r.samples, rate,
+                    first > 0 ? rate / first : 0.0, r.compute, r.exchange,
+                    r.accuracy >= 0 ? std::to_string(r.accuracy).substr(0, 6).c_str() : "-");
+        std::fflush(stdout);
+      }
     }
   }
   return 0;

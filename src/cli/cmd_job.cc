@@ -31,6 +31,7 @@ struct JobFlags {
   int start_pservers = 0;
   int64_t checkpoint_steps = 0;
   std::string nonfinite = "skip";
+  std::string wire = "f32";
   bool force = false;
   bool if_absent = false;
   bool secure = false;
@@ -56,6 +57,7 @@ std::string Differs(const JobConfig& have, const JobConfig& want) {
     return "backup trainers " + std::to_string(have.backup_trainers);
   if (have.nonfinite != want.nonfinite)
     return std::string("nonfinite ") + NonFinitePolicyName(have.nonfinite);
+  if (have.wire != want.wire) return "wire " + have.wire.ToString();
   return "";
 }
 
@@ -92,6 +94,9 @@ int RunCreate(const JobFlags& f) {
   auto nonfinite = ParseNonFinitePolicy(f.nonfinite);
   if (!nonfinite.ok()) return Fail("job create", nonfinite.status());
   c.nonfinite = *nonfinite;
+  auto wire = WireFormat::Parse(f.wire);
+  if (!wire.ok()) return Fail("job create", wire.status());
+  c.wire = *wire;
   c.token = NewUuid();
   c.created_ms = WallMillis();
   c.tls = f.tls;
@@ -172,6 +177,7 @@ int RunShow(const JobFlags& f) {
     std::printf("  backup trainers %d (a step closes without its last %d pushes)\n", c->backup_trainers,
                 c->backup_trainers);
   std::printf("  non-finite    %s\n", NonFinitePolicyName(c->nonfinite));
+  std::printf("  wire          %s\n", c->wire.Describe().c_str());
   if (c->checkpoint_steps > 0) {
     std::printf("  consistent checkpoints every %lld steps\n", static_cast<long long>(c->checkpoint_steps));
   }
@@ -273,6 +279,13 @@ void RegisterJob(CLI::App& app, int* exit_code) {
                    "a gradient with NaN or infinity: skip (the step goes on without it; logged and counted) "
                    "or error (the trainer's push fails); see docs/design-notes.md")
       ->check(CLI::IsMember({"skip", "error"}))
+      ->capture_default_str();
+  create
+      ->add_option(
+          "--wire", f->wire,
+          "how gradients and values travel: f32; bf16 or f16 (half precision both ways); topk:R "
+          "(a push sends the fraction R of each block's largest gradients, e.g. topk:0.01) or sign "
+          "(one bit per gradient), both keeping what was not sent for the next step (docs/protocol.md)")
       ->capture_default_str();
   create->add_flag("--secure", f->secure,
                    "give the job its own etcd user, allowed the job's keys (its secret included) and nothing "

@@ -160,6 +160,11 @@ void AddRecoveryAndTransportFlags(CLI::App* cmd, local::LocalOptions* o) {
          "error (the trainer's push fails)")
       ->check(CLI::IsMember({"skip", "error"}))
       ->capture_default_str();
+  cmd->add_option("--wire", s.wire,
+                  "how gradients and values travel between trainers and pservers: f32; bf16 or f16 (half "
+                  "precision both ways); topk:R (a push sends the fraction R of each block's largest "
+                  "gradients) or sign (one bit each), keeping what was not sent for the next step")
+      ->capture_default_str();
   cmd->add_option(flags::kChunksPerTask, s.chunks_per_task,
                   "chunks in one task; 0: as many as hold about 4 MiB of records, while a pass keeps at "
                   "least 8 tasks (4 a trainer)")

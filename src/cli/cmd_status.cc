@@ -128,6 +128,7 @@ struct JobView {
   MemberList pservers, trainers, hosts;
   std::optional<Member> leader;
   etcd::RangeResult config;
+  std::optional<JobConfig> job;        // the configuration, when present and readable
   std::optional<ReplicaMap> replicas;  // a job with replicas: which host holds each shard
   bool elastic = false;
   PserverHosts host_states;  // pserver hosts registered, and those handing their shards over
@@ -152,6 +153,7 @@ StatusOr<JobView> ReadJobView(etcd::EtcdClient& etcd, const StatusFlags& f) {
   if (!v.config.kvs.empty()) {
     auto jc = JobConfig::FromJson(v.config.kvs[0].value);
     v.elastic = jc.ok() && jc->initial_pservers > 0;
+    if (jc.ok()) v.job = *jc;
   }
   std::vector<std::pair<std::string, std::string>> registrations;
   for (const auto& m : v.hosts.members) registrations.emplace_back(m.name, m.value);
@@ -164,6 +166,11 @@ void PrintJobJson(const StatusFlags& f, const JobView& v) {
   out["job"] = f.etcd.job;
   out["etcd"] = {{"endpoint", v.etcd.endpoint}, {"version", v.etcd.version}, {"revision", v.etcd.revision}};
   out["configured"] = !v.config.kvs.empty();
+  if (v.job) {
+    out["mode"] = v.job->mode.ToString();
+    out["optimizer"] = v.job->optimizer.ToString();
+    out["wire"] = v.job->wire.ToString();
+  }
   out["master"] = v.leader ? nlohmann::json{{"epoch", v.leader->epoch}, {"value", v.leader->value}}
                            : nlohmann::json(nullptr);
   out["pservers"] = MembersJson(v.pservers);
@@ -211,7 +218,15 @@ int RunStatus(const StatusFlags& f) {
   }
   std::printf("job %s (etcd %s, version %s, revision %lld)\n", f.etcd.job.c_str(), v.etcd.endpoint.c_str(),
               v.etcd.version.c_str(), static_cast<long long>(v.etcd.revision));
-  std::printf("config: %s\n", v.config.kvs.empty() ? "not created (see `tessera job create`)" : "present");
+  if (v.job) {
+    std::printf("config: %s, %s, %d pserver%s; wire %s\n", v.job->mode.ToString().c_str(),
+                v.job->optimizer.ToString().c_str(), v.job->pservers, v.job->pservers == 1 ? "" : "s",
+                v.job->wire.Describe().c_str());
+  } else {
+    std::printf("config: %s\n", v.config.kvs.empty()
+                                    ? "not created (see `tessera job create`)"
+                                    : "present but unreadable (`tessera job show` says why)");
+  }
   if (v.leader) {
     std::printf("master: %s (epoch %lld)\n", v.leader->value.c_str(),
                 static_cast<long long>(v.leader->epoch));

@@ -10,6 +10,7 @@
 #include "client/client_impl.h"
 #include "client/handle_state.h"
 #include "client/job_connection.h"
+#include "client/wire_coder.h"
 #include "common/clock.h"
 #include "common/finite.h"
 #include "common/logging.h"
@@ -90,6 +91,8 @@ StatusOr<std::unique_ptr<Client>> ClientImpl::Create(const ClientOptions& o, con
     (void)InitLogging(lo);
   }
   c->builder_ = std::make_unique<RequestBuilder>(c->job_, c->slots_);
+  if (!c->job_.wire.plain())
+    c->transport_.coder = std::make_shared<WireCoder>(*c->builder_, c->job_.wire, c->job_.block_size);
   c->directory_ = std::make_unique<PserverDirectory>(c->etcd_.get(), o.connection.job, c->job_.pservers);
   c->recovery_ =
       std::make_unique<LinkRecovery>(c->job_, *c->member_, *c->builder_, *c->directory_, o.allow_nonfinite);

@@ -3,6 +3,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include "client/wire_coder.h"
 #include "common/backoff.h"
 #include "job/wire_convert.h"
 #include "transport/transport_factory.h"
@@ -228,8 +229,20 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
     owner_->Stamp(&call.req);
     call.req.set_pserver_index(index_);
     call.req.set_pserver_epoch(lane.own_target().epoch);
+    // In a wire format: encoded once (the header says how many elements a TOP_K push sends), and
+    // sent and answered through the call's own bytes.
+    const bool coded = transport_->coder && WireCoder::Applies(call);
+    if (coded) TESSERA_RETURN_IF_ERROR(transport_->coder->Encode(&call));
+    const ConstBuffer coded_payload{call.wire_payload.data(), call.wire_payload.size()};
+    const MutableBuffer coded_reply{call.wire_reply.data(), call.wire_reply.size()};
     std::string header = call.req.SerializeAsString();
-    auto result = (*conn)->Call(header, call.payload, call.reply, deadline.remaining());
+    auto result = coded ? (*conn)->Call(header,
+                                        coded_payload.size ? std::span<const ConstBuffer>(&coded_payload, 1)
+                                                           : std::span<const ConstBuffer>{},
+                                        coded_reply.size ? std::span<const MutableBuffer>(&coded_reply, 1)
+                                                         : std::span<const MutableBuffer>{},
+                                        deadline.remaining())
+                        : (*conn)->Call(header, call.payload, call.reply, deadline.remaining());
     if (!result.ok()) {
       last = result.status();
       // A reply too large, a request past the limits, or the job's secret refused: retrying
@@ -258,12 +271,14 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
     Status s = ReplyStatus(reply);
     if (s.ok()) {
       // A piece's pull that the pserver left for the last piece (pull_deferred) has no values.
-      if (result->payload_bytes != TotalSize(call.reply) &&
-          !(reply.pull_deferred() && result->payload_bytes == 0)) {
+      const size_t expected = coded ? coded_reply.size : TotalSize(call.reply);
+      const bool deferred = reply.pull_deferred() && result->payload_bytes == 0;
+      if (result->payload_bytes != expected && !deferred) {
         return Status::DataLoss("pserver " + std::to_string(index_) + " sent " +
                                 std::to_string(result->payload_bytes) + " payload bytes for a pull of " +
-                                std::to_string(TotalSize(call.reply)));
+                                std::to_string(expected));
       }
+      if (coded && !deferred) transport_->coder->DecodeReply(&call);
       return reply;
     }
     last = s;

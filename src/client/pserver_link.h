@@ -49,6 +49,8 @@ class PserverLink {
     TransportKind wanted = TransportKind::kAuto;
     std::string host_id;  // this process's HostIdentity()
     TransportOptions options;
+    // The job's wire format, when it is not float32: calls in it are encoded and decoded here.
+    std::shared_ptr<class WireCoder> coder;
   };
 
   // Called with the outcome; for a refused push (Aborted: the step closed) `resume_step` says

@@ -59,6 +59,29 @@ std::string WireFormat::ToString() const {
   return "f32";
 }
 
+std::string WireFormat::Describe() const {
+  switch (kind) {
+    case Kind::kF32:
+      return "f32: every value as float32";
+    case Kind::kBf16:
+      return "bf16: pushes and pulls in bfloat16";
+    case Kind::kF16:
+      return "f16: pushes and pulls in float16";
+    case Kind::kSign:
+      return "sign: pushes as one bit per gradient and a scale, the rest kept for the next step; pulls in "
+             "float32";
+    case Kind::kTopK: {
+      char buf[160];
+      std::snprintf(buf, sizeof buf,
+                    "%s: pushes send the largest %g%% of each block's gradients, the rest kept for the next "
+                    "step; pulls in float32",
+                    ToString().c_str(), ratio * 100);
+      return buf;
+    }
+  }
+  return ToString();
+}
+
 wire::DType WireFormat::dtype() const {
   switch (kind) {
     case Kind::kBf16:

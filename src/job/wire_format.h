@@ -30,6 +30,8 @@ struct WireFormat {
   // "f32", "bf16", "f16", "topk:0.01", "sign"; InvalidArgument saying what is accepted.
   static StatusOr<WireFormat> Parse(std::string_view text);
   std::string ToString() const;
+  // ToString with what it means, for people ("bf16: pushes and pulls in bfloat16").
+  std::string Describe() const;
   bool operator==(const WireFormat&) const = default;
 
   bool plain() const { return kind == Kind::kF32; }

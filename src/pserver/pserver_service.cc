@@ -243,6 +243,7 @@ Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, i
   auto push = SegmentList::Read(store_, req.push(), SegmentList::Use::kPush, /*wire_formats=*/true);
   TESSERA_RETURN_IF_ERROR(push.status());
   TESSERA_RETURN_IF_ERROR(push->CheckPayload(payload->size));
+  c->received_bytes = payload->size;
   if (push->encoded()) {
     // Decoded into float32 before anything reads it; the pserver's state stays float32.
     TESSERA_RETURN_IF_ERROR(push->Widen(payload->data, req.mutable_push(), &c->widened));
@@ -316,7 +317,7 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
         options_.index, req.trainer(), req.step(), answer->resume);
   } else if (plan.new_data) {
     counters_.pushes += plan.counts ? 1 : 0;
-    counters_.bytes_in += static_cast<int64_t>(payload.size);
+    counters_.bytes_in += static_cast<int64_t>(c.received_bytes);
     if (!req.skipped().empty()) {
       ++counters_.skipped;
       spdlog::warn("pserver {}: trainer {} dropped its gradient for step {}: {}{}", options_.index,

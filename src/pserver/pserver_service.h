@@ -186,6 +186,7 @@ class PserverService : public RequestHandler {
     bool drop_pieces = false;  // a piece standing for a dropped gradient
     bool found_here = false;   // this pserver's scan took a non-finite gradient as dropped
     std::vector<float> widened;  // a push in a wire format, decoded (the payload points here)
+    size_t received_bytes = 0;   // the push's payload as it came (counted in bytes_in)
   };
   struct DataAnswer {
     int64_t need = 0;    // the version the answer waits for

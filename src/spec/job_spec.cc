@@ -141,6 +141,7 @@ std::vector<std::string> JobSpec::JobCreateArgs() const {
   if (checkpoint_steps > 0) args.insert(args.end(), {"--checkpoint-steps", std::to_string(checkpoint_steps)});
   if (backup_trainers > 0) args.insert(args.end(), {"--backup-trainers", std::to_string(backup_trainers)});
   if (nonfinite != "skip") args.insert(args.end(), {"--nonfinite", nonfinite});
+  if (wire != "f32") args.insert(args.end(), {"--wire", wire});
   if (replicas > 1) args.insert(args.end(), {"--replicas", std::to_string(replicas)});
   if (start_pservers > 0) args.insert(args.end(), {"--start-pservers", std::to_string(start_pservers)});
   return args;
@@ -158,6 +159,7 @@ StatusOr<JobConfig> JobConfigOf(const JobSpec& s) {
   c.initial_pservers = s.start_pservers;
   c.tls = s.tls();
   TESSERA_ASSIGN_OR_RETURN(c.nonfinite, ParseNonFinitePolicy(s.nonfinite));
+  TESSERA_ASSIGN_OR_RETURN(c.wire, WireFormat::Parse(s.wire));
   TESSERA_RETURN_IF_ERROR(c.Validate());
   return c;
 }
@@ -248,6 +250,7 @@ Status CheckTrain(const Fields& g, const JobSpec& s) {
   if (s.checkpoint_steps < 0) return g.Fail("checkpoint_steps", "must not be negative (0: off)");
   if (s.backup_trainers < 0) return g.Fail("backup_trainers", "must not be negative");
   if (s.nonfinite != "skip" && s.nonfinite != "error") return g.Fail("nonfinite", "must be skip or error");
+  if (auto w = WireFormat::Parse(s.wire); !w.ok()) return g.Fail("wire", w.status().message());
   if (!(s.task_timeout > 0)) return g.Fail("task_timeout", "must be a positive number of seconds");
   if (s.max_failures < 0) return g.Fail("max_failures", "must not be negative");
   if (s.chunks_per_task < 0) return g.Fail("chunks_per_task", "must not be negative (0: the master's choice)");
@@ -277,6 +280,7 @@ Status ReadTrain(Fields& f, JobSpec* s, const std::string& origin) {
   TESSERA_RETURN_IF_ERROR(g.Read("checkpoint_steps", &s->checkpoint_steps));
   TESSERA_RETURN_IF_ERROR(g.Read("backup_trainers", &s->backup_trainers));
   TESSERA_RETURN_IF_ERROR(g.Read("nonfinite", &s->nonfinite));
+  TESSERA_RETURN_IF_ERROR(g.Read("wire", &s->wire));
   TESSERA_RETURN_IF_ERROR(g.Read("task_timeout", &s->task_timeout));
   TESSERA_RETURN_IF_ERROR(g.Read("max_failures", &s->max_failures));
   TESSERA_RETURN_IF_ERROR(g.Read("chunks_per_task", &s->chunks_per_task));

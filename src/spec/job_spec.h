@@ -69,6 +69,7 @@ struct JobSpec {
   int64_t checkpoint_steps = 0;
   int backup_trainers = 0;         // sync: a step closes once all but this many trainers pushed
   std::string nonfinite = "skip";  // a gradient with NaN or infinity: skip or error
+  std::string wire = "f32";        // how gradients and values travel (job/wire_format.h)
   double task_timeout = 60;        // seconds before a pending task is handed out again
   int max_failures = 3;            // failures of a task before it is given up for the pass
   int chunks_per_task = 0;         // 0: the master's choice (about 4 MiB of records a task)

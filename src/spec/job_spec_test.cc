@@ -154,6 +154,8 @@ TEST(JobSpecTest, EveryBadValueNamesItsField) {
       {"store: {", "tls: {secert: x}\nstore: {", "tls.secert: unknown field (did you mean 'secret'?)"},
       {"passes: 3", "passes: 3\n  nonfinite: ignore", "train.nonfinite: must be skip or error"},
       {"passes: 3", "passes: 3\n  task_timeout: 0", "train.task_timeout"},
+      {"passes: 3", "passes: 3\n  wire: fp8", "train.wire: wire format 'fp8' is not f32, bf16"},
+      {"passes: 3", "passes: 3\n  wire: topk:5", "train.wire: wire format 'topk:5': topk needs the fraction"},
       {"passes: 3", "passes: 3\n  max_failures: -1", "train.max_failures"},
       {"passes: 3", "passes: 3\n  chunks_per_task: -2", "train.chunks_per_task"},
       {"passes: 3", "passes: 3\n  checkpoint_steps: x", "train.checkpoint_steps: 'x' is not a whole number"},
@@ -186,6 +188,7 @@ TEST(JobSpecTest, TheJobsSettingsGoToItsConfigurationAndTheMaster) {
   checkpoint_steps: 50
   backup_trainers: 1
   nonfinite: error
+  wire: topk:0.01
   task_timeout: 12.5
   max_failures: 7
   chunks_per_task: 2)"),
@@ -198,8 +201,10 @@ TEST(JobSpecTest, TheJobsSettingsGoToItsConfigurationAndTheMaster) {
   EXPECT_EQ(c->checkpoint_steps, 50);
   EXPECT_EQ(c->backup_trainers, 1);
   EXPECT_EQ(c->nonfinite, NonFinitePolicy::kError);
+  EXPECT_EQ(c->wire.ToString(), "topk:0.01");
   const std::vector<std::string> create = s->JobCreateArgs();
-  for (const char* want : {"--checkpoint-steps", "50", "--backup-trainers", "1", "--nonfinite", "error"})
+  for (const char* want :
+       {"--checkpoint-steps", "50", "--backup-trainers", "1", "--nonfinite", "error", "--wire", "topk:0.01"})
     EXPECT_NE(std::find(create.begin(), create.end(), want), create.end()) << want;
   // Consistent checkpoints alone still give the pservers their directory.
   s->checkpoint_every = 0;

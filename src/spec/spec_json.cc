@@ -24,6 +24,7 @@ Json TrainJson(const JobSpec& s) {
             {"checkpoint_steps", s.checkpoint_steps},
             {"backup_trainers", s.backup_trainers},
             {"nonfinite", s.nonfinite},
+            {"wire", s.wire},
             {"task_timeout", s.task_timeout},
             {"max_failures", s.max_failures},
             {"chunks_per_task", s.chunks_per_task},

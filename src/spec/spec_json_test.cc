@@ -34,6 +34,7 @@ train:
   checkpoint_steps: 20
   backup_trainers: 1
   nonfinite: error
+  wire: bf16
   task_timeout: 11.5
   max_failures: 6
   chunks_per_task: 3
@@ -65,6 +66,7 @@ TEST(SpecJsonTest, EveryFieldSurvivesTheRoundTrip) {
   EXPECT_EQ(b->checkpoint_steps, 20);
   EXPECT_EQ(b->backup_trainers, 1);
   EXPECT_EQ(b->nonfinite, "error");
+  EXPECT_EQ(b->wire, "bf16");
   EXPECT_EQ(b->task_timeout, 11.5);
   EXPECT_EQ(b->max_failures, 6);
   EXPECT_EQ(b->chunks_per_task, 3);

@@ -63,7 +63,7 @@ function showJob(j) {
   $("tasks").textContent = `${t.done} / ${t.pending} / ${t.todo} / ${t.failed}`;
   $("rate").textContent = Math.round(j.samples_per_second).toLocaleString();
   $("time").textContent = `${fmtSeconds(j.elapsed_seconds)} · ${fmtSeconds(j.eta_seconds)}`;
-  $("config").textContent = `${j.config.mode} · ${j.config.optimizer}`;
+  $('config').textContent = `${j.config.mode} · ${j.config.optimizer} · ${j.config.wire || 'f32'}`;
   $("progress-bar").style.width = `${(100 * j.progress).toFixed(1)}%`;
   $("status-line").textContent =
     `${j.dataset} · step ${j.step} · ${j.samples.toLocaleString()} samples · last cost ${j.last_cost.toFixed(4)}`;

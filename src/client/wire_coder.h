@@ -1,0 +1,50 @@
+// WireCoder: the trainer's side of a job's wire format (job/wire_format.h). A link hands it each
+// call whose segments the RequestBuilder made in the format: it encodes the push (half precision,
+// top-k or signs) from the caller's float32 gradients into bytes the call keeps, so a retried call
+// sends the same bytes and the error feedback counts a gradient once; and it widens a pull's reply
+// (half precision) into the caller's value buffers. It keeps the error feedback: per dense
+// parameter, what earlier pushes did not send, added to the next push of the same elements.
+//
+// Thread-safety: links call it from their threads at once; every dense block belongs to one link
+// at a time (its pserver), so two calls never encode the same elements together.
+#pragma once
+
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "client/request_builder.h"
+#include "common/mutex.h"
+#include "job/wire_format.h"
+
+namespace tessera {
+
+class WireCoder {
+ public:
+  // `builder` declares the parameters (read at each call: declared before the first).
+  explicit WireCoder(const RequestBuilder& builder, WireFormat format, int64_t block_size)
+      : builder_(builder), format_(format), block_size_(block_size) {}
+
+  // Whether `call` has segments in a wire format.
+  static bool Applies(const LinkCall& call);
+  // Encodes the call's push into call->wire_payload and sizes call->wire_reply for its pull,
+  // once per call (later calls do nothing). InvalidArgument when its payload does not hold the
+  // floats its segments describe.
+  Status Encode(LinkCall* call);
+  // Widens the reply in call->wire_reply into the call's reply buffers.
+  void DecodeReply(LinkCall* call) const;
+
+ private:
+  // The floats segment `s` stands for (a dense block's count, a sparse segment's rows x dim).
+  size_t Elements(const wire::Segment& s) const;
+  // Residuals of dense parameter `name` (its size), made zero at first use.
+  float* Residual(const std::string& name);
+
+  const RequestBuilder& builder_;
+  const WireFormat format_;
+  const int64_t block_size_;
+  Mutex mu_;
+  std::unordered_map<std::string, std::vector<float>> residuals_ GUARDED_BY(mu_);
+};
+
+}  // namespace tessera

@@ -1,0 +1,126 @@
+// A job's wire format (job/wire_format.h) between real trainers and pserver processes: half
+// precision halves the bytes while the pservers' state stays float32 (values the wire carries
+// exactly come out exactly), and top-k and sign pushes lose nothing over steps (error feedback on
+// the trainer): every element moves, although a step sends a quarter of them or their signs.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <numeric>
+#include <thread>
+
+#include "job/wire_codec.h"
+#include "ps/ps_fixture.h"
+
+namespace tessera::testing {
+namespace {
+
+class WireTest : public PsTest {
+ protected:
+  static constexpr int kDim = 256;  // 4 blocks of 64: two on each pserver
+
+  // A sync job on 2 pservers in wire format `wire`, SGD at `lr`, with `trainers` trainers running
+  // `steps` steps of gradient grad(id, j); returns trainer 0's values at the end.
+  std::vector<float> Train(const std::string& job, const std::string& wire, const std::string& lr,
+                           int trainers, int steps, const std::function<float(int, int)>& grad) {
+    wire_ = *WireFormat::Parse(wire);
+    MakeJob(job, 2, "sync", "sgd:lr=" + lr, 64, trainers);
+    for (int p = 0; p < 2; ++p) StartPserver(job);
+    EXPECT_TRUE(WaitForPservers(job, 2));
+    std::vector<float> out;
+    auto trainer = [&](int id) {
+      auto c = Client::Connect(ClientFor(job, std::to_string(id)));
+      ASSERT_TRUE(c.ok()) << c.status();
+      std::vector<float> w(kDim, 0.5f);
+      ASSERT_TRUE((*c)->AddDense("w", w.data(), w.size()).ok());
+      ASSERT_TRUE((*c)->Initialize().ok());
+      std::vector<float> g(kDim);
+      for (int s = 0; s < steps; ++s) {
+        for (int j = 0; j < kDim; ++j) g[j] = grad(id, j);
+        Gradients grads;
+        grads.Dense("w", g);
+        grads.samples = 1;
+        Status st = (*c)->PushPull(grads).Wait();
+        ASSERT_TRUE(st.ok()) << "trainer " << id << " step " << s << ": " << st;
+      }
+      if (id == 0) out = w;
+      EXPECT_TRUE((*c)->Close().ok());
+    };
+    std::vector<std::thread> others;
+    for (int id = 1; id < trainers; ++id) others.emplace_back(trainer, id);
+    trainer(0);
+    for (auto& t : others) t.join();
+    return out;
+  }
+};
+
+// Gradients and values that bfloat16 and float16 carry exactly: the model is exactly the float32
+// one, and each pserver received 2 bytes a gradient (half of float32's).
+TEST_F(WireTest, HalfPrecisionSendsHalfTheBytesAndKeepsWhatItCarriesExact) {
+  constexpr int kSteps = 8;
+  auto grad = [](int id, int j) { return static_cast<float>((j % 5) - 2) / 8 + static_cast<float>(id) / 16; };
+  for (const char* wire : {"bf16", "f16"}) {
+    SCOPED_TRACE(wire);
+    const std::string job = std::string("wire-") + wire;
+    auto w = Train(job, wire, "0.5", 2, kSteps, grad);
+    ASSERT_EQ(w.size(), static_cast<size_t>(kDim));
+    for (int j = 0; j < kDim; ++j) {
+      float want = 0.5f;
+      for (int s = 0; s < kSteps; ++s) want -= 0.5f * (grad(0, j) + grad(1, j)) / 2;
+      ASSERT_EQ(w[j], want) << "element " << j;
+    }
+    // 2 trainers x 8 steps x 256 elements x 2 bytes, over both pservers (the blocks are placed by
+    // hash: not always two on each).
+    EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_received_bytes_total") +
+                  PserverMetric(job, 1, "tessera_pserver_received_bytes_total"),
+              2 * kSteps * kDim * 2);
+  }
+}
+
+// A constant gradient, larger for later elements of each block. Top-k (a quarter) without error
+// feedback would send the same 16 largest of each block every step and never move the rest; with
+// it every element moves, and what was applied is nearly what was computed.
+// Signs alike: every element would move by the same scale; with feedback the larger gradients
+// move further.
+TEST_F(WireTest, TopKAndSignPushesLoseNothingOverSteps) {
+  constexpr int kSteps = 40;
+  auto grad = [](int, int j) { return static_cast<float>(j % 64 + 16) / 64; };  // 0.25 .. 1.23
+  for (const char* wire : {"topk:0.25", "sign"}) {
+    SCOPED_TRACE(wire);
+    const std::string job = std::string("wire-") + (wire[0] == 't' ? "topk" : "sign");
+    auto w = Train(job, wire, "1", 1, kSteps, grad);
+    ASSERT_EQ(w.size(), static_cast<size_t>(kDim));
+    double applied = 0, computed = 0, max_off = 0;
+    for (int j = 0; j < kDim; ++j) {
+      const double moved = 0.5 - w[j];
+      EXPECT_GT(moved, 0) << "element " << j << " never moved";
+      // What is kept is a remainder of a few steps' gradient: top-k's is never negative (it only
+      // holds back), a sign's may be (a step may send more than the element's gradient).
+      if (wire[0] == 't') {
+        EXPECT_LE(moved, kSteps * grad(0, j) + 1e-3) << "element " << j;
+      } else {
+        max_off = std::max(max_off, std::fabs(moved - kSteps * grad(0, j)));
+      }
+      applied += moved;
+      computed += kSteps * grad(0, j);
+    }
+    std::printf("%s: applied %.1f of %.1f computed; a sign's remainder at most %.2f\n", wire, applied,
+                computed, max_off);
+    EXPECT_GT(applied, 0.85 * computed);
+    EXPECT_LT(applied, 1.1 * computed);
+    // One bit and one scale for 64 different gradients: the remainder is bounded, not small (it
+    // grows as the square root of the steps while they are few; ~4.9 here, of ~30 computed).
+    EXPECT_LT(max_off, 8.0) << "a sign push's remainder grew past what error feedback bounds";
+    // The largest gradient of a block (79/64) moved further than the smallest (16/64), in
+    // proportion.
+    EXPECT_GT((0.5 - w[63]) / (0.5 - w[0]), 3.5);
+    // Top-k: 16 of each block's 64 as index and float32 value (8 bytes); signs: a scale and 8
+    // bytes of bits. 4 blocks a step, over both pservers.
+    const double per_step = wire[0] == 't' ? 4 * 16 * 8 : 4 * (4 + 8);
+    EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_received_bytes_total") +
+                  PserverMetric(job, 1, "tessera_pserver_received_bytes_total"),
+              kSteps * per_step);
+  }
+}
+
+}  // namespace
+}  // namespace tessera::testing
