@@ -41,6 +41,7 @@ struct Setup {
   int64_t mbit = 0;  // every host's link (0: unshaped)
   std::string wire = "f32";
   std::string dataset = "fm-test";
+  std::string optimizer = "adam:lr=0.001";
   int passes = 1;
   bool eval = false;
 };
@@ -72,9 +73,8 @@ Run OneRun(NetLab& lab, const std::string& dir, const std::string& store, const 
   const bool created = WaitUntil(
       [&] {
         return NetLab::Sh("ip netns exec " + lab.Ns("core") + " " + tessera + " job create --etcd " + etcd +
-                              " --job " + job +
-                              " --pservers 2 --mode sync --optimizer adam:lr=0.001 --min-trainers 2 --wire " +
-                              setup.wire,
+                              " --job " + job + " --pservers 2 --mode sync --optimizer " + setup.optimizer +
+                              " --min-trainers 2 --wire " + setup.wire,
                           &out) == 0;
       },
       std::chrono::seconds(30), std::chrono::milliseconds(200));
@@ -148,6 +148,9 @@ int Main(int argc, char** argv) {
   app.add_option("--dataset", base.dataset, "fm-test (10,000 images) or fm (60,000)")
       ->check(CLI::IsMember({"fm", "fm-test"}));
   app.add_option("--passes", base.passes, "passes over the data set")->check(CLI::Range(1, 100));
+  app.add_option(
+      "--optimizer", base.optimizer,
+      "the job's optimizer (with sgd or adagrad, pulls in a topk or sign job carry only what changed)");
   app.add_flag("--eval", base.eval,
                "evaluate on fm-test after each pass; the table shows the last pass's accuracy");
   CLI11_PARSE(app, argc, argv);
@@ -203,8 +206,8 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("%d pass(es) over %s, 2 trainers x 2 pservers, sync, adam\n\n", base.passes,
-              base.dataset.c_str());
+  std::printf("%d pass(es) over %s, 2 trainers x 2 pservers, sync, %s\n\n", base.passes, base.dataset.c_str(),
+              base.optimizer.c_str());
   std::printf(
       "| hidden | parameters (M) | link | wire | whole run (s) | training (s) | samples trained | samples/s "
       "| "

@@ -231,7 +231,7 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
     call.req.set_pserver_epoch(lane.own_target().epoch);
     // In a wire format: encoded once (the header says how many elements a TOP_K push sends), and
     // sent and answered through the call's own bytes.
-    const bool coded = transport_->coder && WireCoder::Applies(call);
+    const bool coded = transport_->coder && transport_->coder->Applies(call);
     if (coded) TESSERA_RETURN_IF_ERROR(transport_->coder->Encode(&call));
     const ConstBuffer coded_payload{call.wire_payload.data(), call.wire_payload.size()};
     const MutableBuffer coded_reply{call.wire_reply.data(), call.wire_reply.size()};
@@ -271,14 +271,16 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
     Status s = ReplyStatus(reply);
     if (s.ok()) {
       // A piece's pull that the pserver left for the last piece (pull_deferred) has no values.
-      const size_t expected = coded ? coded_reply.size : TotalSize(call.reply);
       const bool deferred = reply.pull_deferred() && result->payload_bytes == 0;
-      if (result->payload_bytes != expected && !deferred) {
+      if (coded && !deferred && call.req.pull_size() > 0) {
+        // Its size depends on what changed: checked against the reply's own segments.
+        Status d = transport_->coder->DecodeReply(&call, reply, result->payload_bytes);
+        if (!d.ok()) return Status::DataLoss("pserver " + std::to_string(index_) + ": " + d.message());
+      } else if (!coded && result->payload_bytes != TotalSize(call.reply) && !deferred) {
         return Status::DataLoss("pserver " + std::to_string(index_) + " sent " +
                                 std::to_string(result->payload_bytes) + " payload bytes for a pull of " +
-                                std::to_string(expected));
+                                std::to_string(TotalSize(call.reply)));
       }
-      if (coded && !deferred) transport_->coder->DecodeReply(&call);
       return reply;
     }
     last = s;

@@ -53,9 +53,22 @@ class FloatCursor {
 
 }  // namespace
 
-bool WireCoder::Applies(const LinkCall& call) {
+bool WireCoder::Applies(const LinkCall& call) const {
+  if (call.req.op() != wire::DataRequest::DATA) return false;
+  if (format_.error_feedback() && call.req.pull_size() > 0) return true;  // pulls of changes
   return std::any_of(call.req.push().begin(), call.req.push().end(), Encoded) ||
          std::any_of(call.req.pull().begin(), call.req.pull().end(), Encoded);
+}
+
+uint64_t WireCoder::Token(const wire::Segment& s) {
+  MutexLock lock(&mu_);
+  auto it = tokens_.find({s.param(), s.block()});
+  return it == tokens_.end() ? 0 : it->second;
+}
+
+void WireCoder::SetToken(const wire::Segment& s, uint64_t token) {
+  MutexLock lock(&mu_);
+  tokens_[{s.param(), s.block()}] = token;
 }
 
 size_t WireCoder::Elements(const wire::Segment& s) const {
@@ -111,32 +124,82 @@ Status WireCoder::Encode(LinkCall* call) {
         return Status::InvalidArgument("push: segment '" + seg.param() + "' has an unknown coding");
     }
   }
-  size_t reply_bytes = 0;
-  for (const auto& seg : call->req.pull()) reply_bytes += Elements(seg) * ValueBytes(seg.dtype());
+  size_t reply_bytes = 0;  // the most it may be: every value
+  for (wire::Segment& seg : *call->req.mutable_pull()) {
+    reply_bytes += Elements(seg) * ValueBytes(seg.dtype());
+    if (format_.error_feedback() && seg.block() >= 0) seg.set_since(Token(seg));
+  }
   call->wire_reply.resize(reply_bytes);
   call->wire_encoded = true;
   return Status::OK();
 }
 
-void WireCoder::DecodeReply(LinkCall* call) const {
+Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, size_t bytes) {
+  const auto& asked = call->req.pull();
+  const auto& said = reply.pull();
+  if (said.size() != asked.size()) {
+    return Status::DataLoss("the reply lists " + std::to_string(said.size()) + " segments for a pull of " +
+                            std::to_string(asked.size()));
+  }
+  // Every segment checked before anything is written.
+  size_t need = 0;
+  for (int i = 0; i < said.size(); ++i) {
+    const wire::Segment& s = said[i];
+    if (s.param() != asked[i].param() || s.block() != asked[i].block() || s.count() != asked[i].count() ||
+        (s.coding() != wire::PLAIN && (s.coding() != wire::TOP_K || s.block() < 0))) {
+      return Status::DataLoss("the reply's segment " + std::to_string(i) + " is not the one pulled ('" +
+                              asked[i].param() + "')");
+    }
+    auto b = SegmentWireBytes(s, Elements(s));
+    if (!b.ok())
+      return Status::DataLoss("the reply's segment " + std::to_string(i) + ": " + b.status().message());
+    need += *b;
+  }
+  if (need != bytes) {
+    return Status::DataLoss("the reply has " + std::to_string(bytes) +
+                            " payload bytes, its segments describe " + std::to_string(need));
+  }
   const char* in = call->wire_reply.data();
   size_t buf = 0, off = 0;  // where the next value goes: call->reply[buf], byte `off`
-  for (const auto& seg : call->req.pull()) {
-    size_t n = Elements(seg);
-    const size_t vb = ValueBytes(seg.dtype());
-    while (n > 0 && buf < call->reply.size()) {
-      MutableBuffer& b = call->reply[buf];
-      const size_t take = std::min(n, (b.size - off) / sizeof(float));
-      WidenValues(in, take, seg.dtype(), reinterpret_cast<float*>(static_cast<char*>(b.data) + off));
-      in += take * vb;
-      n -= take;
-      off += take * sizeof(float);
-      if (off >= b.size) {
-        ++buf;
-        off = 0;
+  thread_local std::vector<float> whole;
+  for (const wire::Segment& s : said) {
+    const size_t n = Elements(s);
+    const size_t vb = ValueBytes(s.dtype());
+    if (s.coding() == wire::TOP_K) {
+      // Changes: the block's values as held, with the elements sent replaced. A dense block is one
+      // reply buffer (RequestBuilder).
+      if (buf >= call->reply.size() || off != 0 || call->reply[buf].size != n * sizeof(float)) {
+        return Status::DataLoss("a reply of changes to '" + s.param() + "' does not match its buffer");
+      }
+      auto* values = static_cast<float*>(call->reply[buf].data);
+      const auto k = static_cast<size_t>(s.nonzeros());
+      const char* v = in + k * sizeof(uint32_t);
+      for (size_t j = 0; j < k; ++j) {
+        uint32_t at;
+        std::memcpy(&at, in + j * sizeof at, sizeof at);
+        if (at >= n) return Status::DataLoss("a change to '" + s.param() + "' is past its block");
+        WidenValues(v + j * vb, 1, s.dtype(), values + at);
+      }
+      in += k * (sizeof(uint32_t) + vb);
+      ++buf;
+    } else {
+      size_t left = n;
+      while (left > 0 && buf < call->reply.size()) {
+        MutableBuffer& b = call->reply[buf];
+        const size_t take = std::min(left, (b.size - off) / sizeof(float));
+        WidenValues(in, take, s.dtype(), reinterpret_cast<float*>(static_cast<char*>(b.data) + off));
+        in += take * vb;
+        left -= take;
+        off += take * sizeof(float);
+        if (off >= b.size) {
+          ++buf;
+          off = 0;
+        }
       }
     }
+    if (s.block() >= 0 && s.since() != 0) SetToken(s, s.since());
   }
+  return Status::OK();
 }
 
 }  // namespace tessera

@@ -3,12 +3,15 @@
 // top-k or signs) from the caller's float32 gradients into bytes the call keeps, so a retried call
 // sends the same bytes and the error feedback counts a gradient once; and it widens a pull's reply
 // (half precision) into the caller's value buffers. It keeps the error feedback: per dense
-// parameter, what earlier pushes did not send, added to the next push of the same elements.
+// parameter, what earlier pushes did not send, added to the next push of the same elements. With
+// top-k or sign pushes it also asks pulls for the changes since the values it holds (each dense
+// block's token from its last reply), and applies a reply of changes to them.
 //
 // Thread-safety: links call it from their threads at once; every dense block belongs to one link
 // at a time (its pserver), so two calls never encode the same elements together.
 #pragma once
 
+#include <map>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -25,14 +28,16 @@ class WireCoder {
   explicit WireCoder(const RequestBuilder& builder, WireFormat format, int64_t block_size)
       : builder_(builder), format_(format), block_size_(block_size) {}
 
-  // Whether `call` has segments in a wire format.
-  static bool Applies(const LinkCall& call);
+  // Whether `call` goes through the coder (a DATA request with segments in the format).
+  bool Applies(const LinkCall& call) const;
   // Encodes the call's push into call->wire_payload and sizes call->wire_reply for its pull,
   // once per call (later calls do nothing). InvalidArgument when its payload does not hold the
   // floats its segments describe.
   Status Encode(LinkCall* call);
-  // Widens the reply in call->wire_reply into the call's reply buffers.
-  void DecodeReply(LinkCall* call) const;
+  // Writes the reply (`bytes` of call->wire_reply, its segments in `reply`) into the call's reply
+  // buffers: widened, or changes applied where it sent changes. DataLoss when the reply does not
+  // match the pull (its segments or their sizes).
+  Status DecodeReply(LinkCall* call, const wire::DataReply& reply, size_t bytes);
 
  private:
   // The floats segment `s` stands for (a dense block's count, a sparse segment's rows x dim).
@@ -43,8 +48,13 @@ class WireCoder {
   const RequestBuilder& builder_;
   const WireFormat format_;
   const int64_t block_size_;
+  // The token of a dense block's values as last pulled ("" and 0: none).
+  uint64_t Token(const wire::Segment& s);
+  void SetToken(const wire::Segment& s, uint64_t token);
+
   Mutex mu_;
   std::unordered_map<std::string, std::vector<float>> residuals_ GUARDED_BY(mu_);
+  std::map<std::pair<std::string, int64_t>, uint64_t> tokens_ GUARDED_BY(mu_);
 };
 
 }  // namespace tessera

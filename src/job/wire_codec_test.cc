@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -87,6 +88,44 @@ TEST(WireCodecTest, RoundsToTheNearestHalfAndTiesToEven) {
   EXPECT_EQ(ToBfloat16(FromBits(0x7f7fffff)), 0x7f80);
   EXPECT_TRUE(std::isnan(FromFloat16(ToFloat16(NAN))));
   EXPECT_TRUE(std::isnan(FromBfloat16(ToBfloat16(NAN))));
+}
+
+// The run conversions (vectorized) give the one-value functions' results: for every half value,
+// and for a million floats of random bits (NaNs, infinities, subnormals, overflows among them).
+TEST(WireCodecTest, RunsConvertAsOneValueAtATime) {
+  std::mt19937 rng(3);
+  std::vector<float> floats;
+  for (uint32_t h = 0; h < 0x10000; ++h) {
+    floats.push_back(FromFloat16(static_cast<uint16_t>(h)));
+    floats.push_back(FromBfloat16(static_cast<uint16_t>(h)));
+  }
+  for (int i = 0; i < 1000000; ++i) floats.push_back(FromBits(static_cast<uint32_t>(rng())));
+  std::vector<uint16_t> halves(0x10000);
+  for (uint32_t h = 0; h < 0x10000; ++h) halves[h] = static_cast<uint16_t>(h);
+  for (wire::DType t : {wire::BFLOAT16, wire::FLOAT16}) {
+    const bool bf = t == wire::BFLOAT16;
+    std::vector<uint16_t> narrow(floats.size());
+    NarrowValues(floats, t, narrow.data());
+    for (size_t i = 0; i < floats.size(); ++i) {
+      const uint16_t one = bf ? ToBfloat16(floats[i]) : ToFloat16(floats[i]);
+      if (std::isnan(floats[i])) {
+        ASSERT_TRUE(std::isnan(bf ? FromBfloat16(narrow[i]) : FromFloat16(narrow[i]))) << i;
+      } else {
+        ASSERT_EQ(narrow[i], one) << "type " << t << " float bits " << std::hex
+                                  << std::bit_cast<uint32_t>(floats[i]);
+      }
+    }
+    std::vector<float> wide(halves.size());
+    WidenValues(halves.data(), halves.size(), t, wide.data());
+    for (uint32_t h = 0; h < 0x10000; ++h) {
+      const float one = bf ? FromBfloat16(static_cast<uint16_t>(h)) : FromFloat16(static_cast<uint16_t>(h));
+      if (std::isnan(one)) {
+        ASSERT_TRUE(std::isnan(wide[h])) << h;
+      } else {
+        ASSERT_EQ(std::memcmp(&wide[h], &one, sizeof one), 0) << "type " << t << " half " << h;
+      }
+    }
+  }
 }
 
 TEST(WireCodecTest, PlainHalfValuesTravelAndComeBackRounded) {

@@ -43,6 +43,7 @@
 #include "common/mutex.h"
 #include "job/job_config.h"
 #include "job/slot_map.h"
+#include "pserver/change_stamps.h"
 #include "pserver/consistency.h"
 #include "pserver/due_snapshots.h"
 #include "pserver/export_cuts.h"
@@ -205,8 +206,16 @@ class PserverService : public RequestHandler {
   // Takes `r` unless it fails (a pull the consistency refuses).
   Status AnswerData(wire::DataRequest& req, DataCheck& c, std::unique_ptr<Responder>& r, DataAnswer& answer,
                     std::vector<Reply>* replies) REQUIRES(mu_);
-  // A pull in half precision (a job's wire format): its values, narrowed into the reply at `out`.
-  void NarrowPullReply(const SegmentList& pull, char* out) REQUIRES(mu_);
+  // Whether a pull is answered in a wire format (CodedPullReply): half precision, or dense
+  // blocks' changes since the trainer's `since` (a job whose pushes are topk or sign).
+  bool CodedPull(const wire::DataRequest& req, const SegmentList& pull) const REQUIRES(mu_);
+  // Writes such a reply's values at `out` (room for pull.wire_bytes()) and its segments in
+  // `header`: each dense block whole or, where smaller, as the elements changed since the
+  // trainer's `since` (ChangeStamps; TOP_K), with the token of the values sent. Returns the bytes.
+  size_t CodedPullReply(const SegmentList& pull, char* out, wire::DataReply* header) REQUIRES(mu_);
+  // The change stamps in step with the store: reset when its dense values changed otherwise than
+  // by a stamped apply (initialized, restored, moved in).
+  void SyncChangeStamps() REQUIRES(mu_);
   void HandleInit(const wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);
   void HandleMembership(const wire::DataRequest& req, std::unique_ptr<Responder> r);  // JOIN, LEAVE
   void HandleInitDone(const wire::DataRequest& req, std::unique_ptr<Responder> r);
@@ -314,6 +323,11 @@ class PserverService : public RequestHandler {
   // The pulls answered later, and the replies the next apply writes into.
   PullQueue pulls_ GUARDED_BY(mu_);
   StepSums sums_ GUARDED_BY(mu_);  // sync: a barrier's sums, their buffers reused every step
+  // A job whose pushes are topk or sign: which dense elements each apply changed (pulls of the
+  // changes only), valid while the store's dense generation is stamps_generation_.
+  ChangeStamps stamps_ GUARDED_BY(mu_){NewStampId()};
+  uint64_t stamps_generation_ GUARDED_BY(mu_) = 0;
+  static uint32_t NewStampId();
   std::vector<ShardStore::DenseUpdate> dense_updates_ GUARDED_BY(mu_);  // a step's, applied together
   Counters counters_ GUARDED_BY(mu_);
   ExportCuts<ShardValues> cuts_ GUARDED_BY(mu_);

@@ -8,6 +8,8 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cstring>
+#include <random>
 
 #include "job/wire_codec.h"
 #include "pserver/pserver_service.h"
@@ -31,9 +33,19 @@ void PserverService::ApplyPush(const SegmentList& list, const float* payload, fl
 }
 
 void PserverService::ApplyDenseUpdates(float scale) {
+  const bool stamp = options_.job.wire.error_feedback();
+  if (stamp) SyncChangeStamps();
   pulls_.Attach(dense_updates_);
   store_.ApplyDenseMany(dense_updates_, scale);
   pulls_.MarkWritten(store_.dense_generation());
+  if (!stamp) return;
+  // The elements each gradient touched changed (for blocks whose optimizer leaves the others).
+  stamps_.BeginApply();
+  for (const auto& u : dense_updates_) {
+    if (store_.ZeroGradientKeepsValues(*u.param))
+      stamps_.Applied(*u.param, u.block, u.grad, static_cast<size_t>(store_.DenseLength(*u.param, u.block)));
+  }
+  stamps_generation_ = store_.dense_generation();
 }
 
 void PserverService::ApplyBarrier(const Consistency::Barrier& b) {
@@ -146,10 +158,10 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
     rep.payload = r->Allocate(pull.wire_bytes());
   }
   *rep.header.mutable_pull() = req.pull();
-  if (pull.encoded()) {
-    NarrowPullReply(pull, static_cast<char*>(rep.payload.data));
+  if (CodedPull(req, pull)) {
+    rep.payload.size = CodedPullReply(pull, static_cast<char*>(rep.payload.data), &rep.header);
     ++counters_.pulls;
-    counters_.bytes_out += static_cast<int64_t>(pull.wire_bytes());
+    counters_.bytes_out += static_cast<int64_t>(rep.payload.size);
     rep.responder = std::move(r);
     return rep;
   }
@@ -177,21 +189,66 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
   return rep;
 }
 
-void PserverService::NarrowPullReply(const SegmentList& pull, char* out) {
-  // Under the lock: the values are narrowed as they are read (no deferred copy; a job chooses a
-  // half-precision wire for links where the bytes cost more than this pass).
+bool PserverService::CodedPull(const wire::DataRequest& req, const SegmentList& pull) const {
+  if (pull.encoded()) return true;
+  if (!options_.job.wire.error_feedback()) return false;
+  // Blocks whose changes are tracked: every pull of them says the token of its values.
+  return std::any_of(pull.parts().begin(), pull.parts().end(), [&](const SegmentList::Part& p) {
+    return p.dense && store_.ZeroGradientKeepsValues(pull.segment(p).param());
+  });
+}
+
+uint32_t PserverService::NewStampId() {
+  std::random_device rd;
+  uint32_t id = 0;
+  while (id == 0) id = rd();
+  return id;
+}
+
+void PserverService::SyncChangeStamps() {
+  if (store_.dense_generation() == stamps_generation_) return;
+  stamps_.Reset(NewStampId());
+  stamps_generation_ = store_.dense_generation();
+}
+
+size_t PserverService::CodedPullReply(const SegmentList& pull, char* out, wire::DataReply* header) {
+  // Under the lock: the values are narrowed or picked as they are read (no deferred copy; a job
+  // chooses such a wire for links where the bytes cost more than this pass).
+  const bool changes = options_.job.wire.error_feedback();
+  if (changes) SyncChangeStamps();
   thread_local std::vector<float> rows;
+  thread_local std::vector<uint32_t> changed;
+  size_t at = 0;
   for (const SegmentList::Part& part : pull.parts()) {
     const wire::Segment& seg = pull.segment(part);
-    if (part.dense) {
-      NarrowValues({store_.DenseValues(seg.param(), seg.block()), part.floats}, seg.dtype(),
-                   out + part.wire_offset);
-    } else {
+    wire::Segment& said = *header->mutable_pull(part.index);
+    if (!part.dense) {
       rows.resize(part.floats);
       store_.ReadSparse(seg.param(), pull.keys(part), rows.data());
-      NarrowValues(rows, seg.dtype(), out + part.wire_offset);
+      NarrowValues(rows, seg.dtype(), out + at);
+      at += part.floats * ValueBytes(seg.dtype());
+      continue;
     }
+    const float* values = store_.DenseValues(seg.param(), seg.block());
+    const bool tracked = changes && store_.ZeroGradientKeepsValues(seg.param());
+    if (tracked) said.set_since(stamps_.token());
+    if (tracked && stamps_.ChangedSince(seg.param(), seg.block(), seg.since(), &changed) &&
+        changed.size() * (sizeof(uint32_t) + sizeof(float)) < part.floats * ValueBytes(seg.dtype())) {
+      said.set_coding(wire::TOP_K);
+      said.set_dtype(wire::FLOAT32);
+      said.set_nonzeros(static_cast<int64_t>(changed.size()));
+      std::memcpy(out + at, changed.data(), changed.size() * sizeof(uint32_t));
+      at += changed.size() * sizeof(uint32_t);
+      for (uint32_t i : changed) {
+        std::memcpy(out + at, values + i, sizeof(float));
+        at += sizeof(float);
+      }
+      continue;
+    }
+    NarrowValues({values, part.floats}, seg.dtype(), out + at);
+    at += part.floats * ValueBytes(seg.dtype());
   }
+  return at;
 }
 
 }  // namespace tessera

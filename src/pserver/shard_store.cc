@@ -181,6 +181,16 @@ const float* ShardStore::DenseValues(const std::string& name, int64_t block) con
   return dense_.at(name)->blocks.at(block).data.data();
 }
 
+int64_t ShardStore::DenseLength(const std::string& name, int64_t block) const {
+  return dense_.at(name)->blocks.at(block).length;
+}
+
+bool ShardStore::ZeroGradientKeepsValues(const std::string& name) const {
+  const OptimizerConfig& o = dense_.at(name)->decl.optimizer;
+  return o.weight_decay == 0 &&
+         (o.type == OptimizerConfig::Type::kSgd || o.type == OptimizerConfig::Type::kAdagrad);
+}
+
 void ShardStore::ReadSparse(const std::string& table, std::span<const uint64_t> keys, float* out) {
   Sparse& s = *sparse_.at(table);
   if (Parallel(s, keys.size())) return ReadSparseParallel(s, keys, out);

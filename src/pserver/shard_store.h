@@ -97,6 +97,10 @@ class ShardStore {
   void ApplySparse(const std::string& table, std::span<const uint64_t> keys, const float* grads, float scale);
   // The current values of a dense block (stable until the next Set/Apply on it).
   const float* DenseValues(const std::string& name, int64_t block) const;
+  int64_t DenseLength(const std::string& name, int64_t block) const;
+  // Whether a zero gradient leaves a dense parameter's values as they are (its optimizer keeps
+  // no momentum and no weight decay: sgd, adagrad): then a push changes only what it touches.
+  bool ZeroGradientKeepsValues(const std::string& name) const;
   // Copies of dense values (DenseValues) into pull replies, to be done after the caller's lock
   // is released (deferred_copies.h): Declare, SetDense, ApplyDense(Many) and Restore first
   // finish every copy registered here, so a copy always gets the values it was registered with.

@@ -49,8 +49,9 @@ class GrpcResponder : public Responder {
     if (auth_)
       ctx_->AddInitialMetadata(security::kRpcAuthMetadata, auth_->Token(kReplyMethod, header, WallMillis()));
     std::string* p = reply_->mutable_payload();
-    if (payload.size() == 1 && payload[0].data == p->data() && payload[0].size == p->size()) {
-      reactor_->Finish(grpc::Status::OK);  // built in place by Allocate
+    if (payload.size() == 1 && payload[0].data == p->data() && payload[0].size <= p->size()) {
+      p->resize(payload[0].size);  // built in place by Allocate (a reply may use less of it)
+      reactor_->Finish(grpc::Status::OK);
       return;
     }
     p->resize(TotalSize(payload));

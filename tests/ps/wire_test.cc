@@ -51,6 +51,24 @@ class WireTest : public PsTest {
     for (auto& t : others) t.join();
     return out;
   }
+
+  // The pservers' values, pulled whole by a new trainer.
+  std::vector<float> PulledWhole(const std::string& job) {
+    auto c = Client::Connect(ClientFor(job, "check"));
+    EXPECT_TRUE(c.ok()) << c.status();
+    if (!c.ok()) return {};
+    std::vector<float> w(kDim, 0.0f);
+    EXPECT_TRUE((*c)->AddDense("w", w.data(), w.size()).ok());
+    Status st = (*c)->Initialize();
+    EXPECT_TRUE(st.ok()) << st;
+    st = (*c)->Pull().Wait();
+    EXPECT_TRUE(st.ok()) << st;
+    EXPECT_TRUE((*c)->Close().ok());
+    return w;
+  }
+  double Metric(const std::string& job, const std::string& name) {
+    return PserverMetric(job, 0, name) + PserverMetric(job, 1, name);
+  }
 };
 
 // Gradients and values that bfloat16 and float16 carry exactly: the model is exactly the float32
@@ -78,7 +96,9 @@ TEST_F(WireTest, HalfPrecisionSendsHalfTheBytesAndKeepsWhatItCarriesExact) {
 
 // A constant gradient, larger for later elements of each block. Top-k (a quarter) without error
 // feedback would send the same 16 largest of each block every step and never move the rest; with
-// it every element moves, and what was applied is nearly what was computed.
+// it every element moves, and what was applied is nearly what was computed. With SGD a pull
+// carries only the elements that changed since the trainer's last (top-k: a quarter, as index and
+// value), and the trainer's copy is still exactly the pservers' values.
 // Signs alike: every element would move by the same scale; with feedback the larger gradients
 // move further.
 TEST_F(WireTest, TopKAndSignPushesLoseNothingOverSteps) {
@@ -116,9 +136,16 @@ TEST_F(WireTest, TopKAndSignPushesLoseNothingOverSteps) {
     // Top-k: 16 of each block's 64 as index and float32 value (8 bytes); signs: a scale and 8
     // bytes of bits. 4 blocks a step, over both pservers.
     const double per_step = wire[0] == 't' ? 4 * 16 * 8 : 4 * (4 + 8);
-    EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_received_bytes_total") +
-                  PserverMetric(job, 1, "tessera_pserver_received_bytes_total"),
-              kSteps * per_step);
+    EXPECT_EQ(Metric(job, "tessera_pserver_received_bytes_total"), kSteps * per_step);
+    // Pulls: top-k changed 16 elements of a block a step (8 bytes each: half of the block's 256
+    // bytes); a sign changes every element, sent whole. Plus a first pull whole (Initialize).
+    const double sent = Metric(job, "tessera_pserver_sent_bytes_total");
+    if (wire[0] == 't') {
+      EXPECT_LE(sent, kSteps * 4 * 16 * 8 + 2 * kDim * 4) << "pulls of changes only";
+    } else {
+      EXPECT_GE(sent, kSteps * kDim * 4);
+    }
+    EXPECT_EQ(PulledWhole(job), w) << "the trainer's copy, made of changes, is the pservers' values";
   }
 }
 

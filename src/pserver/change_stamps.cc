@@ -1,0 +1,35 @@
+// ChangeStamps (see change_stamps.h).
+#include "pserver/change_stamps.h"
+
+namespace tessera {
+
+void ChangeStamps::Reset(uint32_t new_id) {
+  id_ = new_id;
+  stamps_.clear();
+  base_ = ++stamp_;
+}
+
+void ChangeStamps::Applied(const std::string& param, int64_t block, const float* grad, size_t n) {
+  std::vector<uint32_t>& s = stamps_[{param, block}];
+  if (s.size() != n) s.assign(n, 0);
+  for (size_t i = 0; i < n; ++i) {
+    if (grad[i] != 0.0f) s[i] = stamp_;
+  }
+}
+
+bool ChangeStamps::ChangedSince(const std::string& param, int64_t block, uint64_t since,
+                                std::vector<uint32_t>* out) const {
+  out->clear();
+  const auto since_id = static_cast<uint32_t>(since >> 32);
+  const auto since_stamp = static_cast<uint32_t>(since);
+  if (since_id != id_ || since_stamp < base_ || since_stamp > stamp_) return false;
+  auto it = stamps_.find({param, block});
+  if (it == stamps_.end()) return true;  // not touched since the tracking began
+  const std::vector<uint32_t>& s = it->second;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] > since_stamp) out->push_back(static_cast<uint32_t>(i));
+  }
+  return true;
+}
+
+}  // namespace tessera

@@ -1,0 +1,47 @@
+// ChangeStamps: the elements a gradient touched since a token, and every token that cannot be
+// answered so (another tracker's, from before a reset, zero, from the future) answered whole.
+#include "pserver/change_stamps.h"
+
+#include <gtest/gtest.h>
+
+namespace tessera {
+namespace {
+
+TEST(ChangeStampsTest, APullGetsWhatChangedSinceItsTokenAndNothingElse) {
+  ChangeStamps s(7);
+  std::vector<uint32_t> out;
+  const uint64_t start = s.token();
+  ASSERT_TRUE(s.ChangedSince("w", 0, start, &out));
+  EXPECT_TRUE(out.empty());  // nothing applied yet
+  s.BeginApply();
+  const float g1[6] = {0, 1, 0, 0, -2, 0};
+  s.Applied("w", 0, g1, 6);
+  const uint64_t after1 = s.token();
+  s.BeginApply();
+  const float g2[6] = {0, 0, 0, 3, 0, 0};
+  s.Applied("w", 0, g2, 6);
+  s.Applied("w", 1, g2, 6);
+  ASSERT_TRUE(s.ChangedSince("w", 0, start, &out));
+  EXPECT_EQ(out, (std::vector<uint32_t>{1, 3, 4}));
+  ASSERT_TRUE(s.ChangedSince("w", 0, after1, &out));
+  EXPECT_EQ(out, (std::vector<uint32_t>{3}));
+  ASSERT_TRUE(s.ChangedSince("w", 0, s.token(), &out));
+  EXPECT_TRUE(out.empty());
+  ASSERT_TRUE(s.ChangedSince("v", 2, after1, &out));  // a block never touched
+  EXPECT_TRUE(out.empty());
+
+  // Tokens it cannot answer: none yet (0), another tracker's, from the future, and after a reset
+  // anything handed out before it.
+  EXPECT_FALSE(s.ChangedSince("w", 0, 0, &out));
+  EXPECT_FALSE(s.ChangedSince("w", 0, (uint64_t{8} << 32) | 2, &out));
+  EXPECT_FALSE(s.ChangedSince("w", 0, s.token() + 1, &out));
+  const uint64_t before_reset = s.token();
+  s.Reset(9);
+  EXPECT_FALSE(s.ChangedSince("w", 0, before_reset, &out));
+  EXPECT_FALSE(s.ChangedSince("w", 0, after1 & 0xffffffffu | (uint64_t{9} << 32), &out));
+  ASSERT_TRUE(s.ChangedSince("w", 0, s.token(), &out));
+  EXPECT_TRUE(out.empty());
+}
+
+}  // namespace
+}  // namespace tessera
