@@ -117,9 +117,45 @@ void Update(const OptimizerConfig& c, float* w, const float* g, float scale, siz
 
 }  // namespace
 
+namespace {
+
+// Whether a zero gradient leaves an element and its state as they are (ShardStore's
+// ZeroGradientKeepsValues: sgd and adagrad without weight decay).
+bool SkipsZeros(const OptimizerConfig& c) {
+  return c.weight_decay == 0 &&
+         (c.type == OptimizerConfig::Type::kSgd || c.type == OptimizerConfig::Type::kAdagrad);
+}
+
+bool AllZero(const float* g, size_t n) {
+  for (size_t i = 0; i < n; ++i) {
+    if (g[i] != 0.0f) return false;
+  }
+  return true;
+}
+
+// Runs of a gradient checked for zeros: a sparsified push (top-k) leaves most of them zero.
+constexpr size_t kZeroRun = 512;
+
+}  // namespace
+
 void ApplyUpdate(const OptimizerConfig& c, float* w, const float* g, float scale, size_t n, float* s1,
                  float* s2, int64_t t, float* out) {
   const ScopedFlushDenormals flush;  // decaying state must not crawl through denormals
+  if (SkipsZeros(c) && n > kZeroRun) {
+    // Runs of zeros change nothing: skipped (the values copied where a reply waits for them).
+    for (size_t i = 0; i < n; i += kZeroRun) {
+      const size_t m = std::min(kZeroRun, n - i);
+      float* o = out ? out + i : nullptr;
+      if (AllZero(g + i, m)) {
+        if (o) std::memcpy(o, w + i, m * sizeof(float));
+      } else if (o) {
+        Update<true>(c, w + i, g + i, scale, m, s1 ? s1 + i : nullptr, s2 ? s2 + i : nullptr, t, o);
+      } else {
+        Update<false>(c, w + i, g + i, scale, m, s1 ? s1 + i : nullptr, s2 ? s2 + i : nullptr, t, nullptr);
+      }
+    }
+    return;
+  }
   if (out) return Update<true>(c, w, g, scale, n, s1, s2, t, out);
   Update<false>(c, w, g, scale, n, s1, s2, t, nullptr);
 }

@@ -180,3 +180,31 @@ TEST(OptimizerTest, SpecsParseValidateAndRoundTrip) {
 
 }  // namespace
 }  // namespace tessera
+
+namespace tessera {
+namespace {
+
+// A gradient with long runs of zeros (a top-k push): for sgd and adagrad the runs are skipped, and
+// the values, the state and a reply written by the apply are what applying every element gives.
+TEST(OptimizerTest, RunsOfZeroGradientsChangeNothingAndAreSkipped) {
+  for (const char* spec : {"sgd:lr=0.1", "adagrad:lr=0.05", "adam:lr=0.01"}) {
+    SCOPED_TRACE(spec);
+    const OptimizerConfig c = *OptimizerConfig::Parse(spec);
+    const size_t n = 4096;
+    std::vector<float> g(n, 0.0f);
+    for (size_t i = 0; i < n; i += 997) g[i] = 0.25f * static_cast<float>(i % 7) - 0.5f;  // sparse
+    std::vector<float> w(n), s1(n), s2(n);
+    for (size_t i = 0; i < n; ++i) w[i] = 0.001f * static_cast<float>(i);
+    InitState(c, s1.data(), s2.data(), n);
+    std::vector<float> w_one = w, s1_one = s1, s2_one = s2, out(n, -1.0f);
+    ApplyUpdate(c, w.data(), g.data(), 0.5f, n, s1.data(), s2.data(), 1, out.data());
+    for (size_t i = 0; i < n; ++i)  // element by element: nothing to skip
+      ApplyUpdate(c, &w_one[i], &g[i], 0.5f, 1, &s1_one[i], &s2_one[i], 1);
+    EXPECT_EQ(w, w_one);
+    EXPECT_EQ(s1, s1_one);
+    EXPECT_EQ(out, w) << "a reply written by the apply holds every value";
+  }
+}
+
+}  // namespace
+}  // namespace tessera
