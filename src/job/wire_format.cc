@@ -69,12 +69,12 @@ std::string WireFormat::Describe() const {
       return "f16: pushes and pulls in float16";
     case Kind::kSign:
       return "sign: pushes as one bit per gradient and a scale, the rest kept for the next step; pulls in "
-             "float32";
+             "float32 of the values that changed (every one, as a rule)";
     case Kind::kTopK: {
-      char buf[160];
+      char buf[224];
       std::snprintf(buf, sizeof buf,
                     "%s: pushes send the largest %g%% of each block's gradients, the rest kept for the next "
-                    "step; pulls in float32",
+                    "step; pulls in float32 of the values that changed (with sgd or adagrad: a few)",
                     ToString().c_str(), ratio * 100);
       return buf;
     }

@@ -52,12 +52,18 @@ void HeldPushes::Drop(const std::string& trainer) {
   if (auto it = pushes_.find(trainer); it != pushes_.end()) Reset(it->second);
 }
 
-void HeldPushes::KeepBorrowed(const std::string& trainer) {
+void HeldPushes::KeepBorrowed(const std::string& trainer, std::string* owned) {
   auto it = pushes_.find(trainer);
   if (it == pushes_.end()) return;
   for (int i = 0; i < it->second.used; ++i) {
     Piece& h = it->second.pieces[i];
-    if (h.borrowed && h.present && !h.spent) h.payload.assign(h.borrowed, h.borrowed_size);
+    if (h.borrowed && h.present && !h.spent) {
+      if (owned && h.borrowed == owned->data() && h.borrowed_size == owned->size()) {
+        h.payload.swap(*owned);
+      } else {
+        h.payload.assign(h.borrowed, h.borrowed_size);
+      }
+    }
     h.borrowed = nullptr;
   }
 }

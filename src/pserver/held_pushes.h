@@ -52,8 +52,10 @@ class HeldPushes {
   bool HoldEmpty(const std::string& trainer);
   // Forgets the pieces `trainer` sent for the step (a push that stands for a dropped gradient).
   void Drop(const std::string& trainer);
-  // Copies what `trainer`'s pieces still need from the request being handled.
-  void KeepBorrowed(const std::string& trainer);
+  // Copies what `trainer`'s pieces still need from the request being handled; a piece borrowing
+  // `owned` (the request's push decoded from a wire format) takes that buffer instead, leaving
+  // the piece's old one in its place (its memory reused next time).
+  void KeepBorrowed(const std::string& trainer, std::string* owned = nullptr);
   // Marks spent every present piece whose parts are all dense blocks `applied` says are done.
   void MarkSpent(const std::function<bool(const std::string& param, int64_t block)>& applied);
 

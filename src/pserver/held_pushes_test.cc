@@ -92,6 +92,26 @@ TEST_F(HeldPushesTest, BorrowedGradientsAreCopiedOnlyWhenStillNeeded) {
   EXPECT_EQ(held.of("t0").used, 0);
 }
 
+// A push decoded from a wire format is in the handling thread's buffer: the held piece takes that
+// buffer (no copy) and gives back the one it had, which the thread reuses.
+TEST_F(HeldPushesTest, APieceInTheThreadsDecodedBufferTakesItInsteadOfACopy) {
+  HeldPushes held;
+  std::vector<float> unused;
+  HoldBlocks(held, "t0", 0, {0}, unused, 3, false);  // piece 0 held from a buffer of its own...
+  std::string owned(reinterpret_cast<const char*>(unused.data()), unused.size() * sizeof(float));
+  held.Release(std::vector<std::string>{"t0"});
+  HoldBlocks(held, "t0", 0, {0}, unused, 0, false);
+  // ... now borrowing `owned` (what Widen wrote), whose memory is the piece's from here on.
+  auto& piece = const_cast<HeldPushes::Piece&>(held.of("t0").pieces[0]);
+  piece.borrowed = owned.data();
+  piece.borrowed_size = owned.size();
+  const char* memory = owned.data();
+  held.KeepBorrowed("t0", &owned);
+  EXPECT_EQ(held.of("t0").pieces[0].payload.data(), memory) << "taken, not copied";
+  EXPECT_EQ(held.of("t0").pieces[0].data()[3], 3.0f);
+  EXPECT_NE(owned.data(), memory);
+}
+
 TEST_F(HeldPushesTest, DropForgetsOneTrainersPieces) {
   HeldPushes held;
   std::vector<float> a, b;

@@ -246,9 +246,12 @@ Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, i
   c->received_bytes = payload->size;
   if (push->encoded()) {
     // Decoded into float32 before anything reads it; the pserver's state stays float32.
-    TESSERA_RETURN_IF_ERROR(push->Widen(payload->data, req.mutable_push(), &c->widened));
-    *payload = ConstBuffer{c->widened.data(), c->widened.size() * sizeof(float)};
-    nonfinite = FirstNonFinite(c->widened.data(), c->widened.size(), pool_.get());
+    thread_local std::string widened;  // grown once per connection's thread
+    c->widened = &widened;
+    TESSERA_RETURN_IF_ERROR(push->Widen(payload->data, req.mutable_push(), c->widened));
+    *payload = ConstBuffer{widened.data(), widened.size()};
+    nonfinite = FirstNonFinite(reinterpret_cast<const float*>(widened.data()), widened.size() / sizeof(float),
+                               pool_.get());
   } else if (nonfinite == kNotScanned) {
     nonfinite = -1;  // nothing to scan: no push segments
   }
@@ -340,7 +343,7 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
   Drain(replies);
   pulls_.ForgetWrites();
   // Still waiting for the other trainers (or pieces): the push keeps a copy of what it needs.
-  if (plan.hold) held_.KeepBorrowed(req.trainer());
+  if (plan.hold) held_.KeepBorrowed(req.trainer(), c.widened);
   if (plan.wait_for_step) answer->need = std::max(answer->need, req.step() + 1);
   return Status::OK();
 }

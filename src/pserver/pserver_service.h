@@ -186,7 +186,9 @@ class PserverService : public RequestHandler {
     std::optional<StatusOr<Consistency::PushVerdict>> piece_verdict;  // a piece's
     bool drop_pieces = false;  // a piece standing for a dropped gradient
     bool found_here = false;   // this pserver's scan took a non-finite gradient as dropped
-    std::vector<float> widened;  // a push in a wire format, decoded (the payload points here)
+    // A push in a wire format, decoded into float32 (the payload points here): the handling
+    // thread's buffer, which a held push takes instead of a copy (giving its old one back).
+    std::string* widened = nullptr;
     size_t received_bytes = 0;   // the push's payload as it came (counted in bytes_in)
   };
   struct DataAnswer {

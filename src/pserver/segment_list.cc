@@ -85,12 +85,13 @@ Status SegmentList::CheckPayload(size_t payload_bytes) const {
                                  " bytes but the header describes " + std::to_string(wire_bytes_));
 }
 
-Status SegmentList::Widen(const void* payload, WireSegments* segments, std::vector<float>* floats) {
-  floats->resize(floats_);
+Status SegmentList::Widen(const void* payload, WireSegments* segments, std::string* floats) {
+  floats->resize(floats_ * sizeof(float));  // from operator new: aligned for floats
+  auto* out = reinterpret_cast<float*>(floats->data());
   const auto* in = static_cast<const char*>(payload);
   for (const Part& p : parts_) {
     TESSERA_RETURN_IF_ERROR(
-        DecodeSegment((*segments)[p.index], in + p.wire_offset, p.floats, floats->data() + p.offset));
+        DecodeSegment((*segments)[p.index], in + p.wire_offset, p.floats, out + p.offset));
   }
   for (Part& p : parts_) {
     wire::Segment& seg = (*segments)[p.index];

@@ -51,11 +51,11 @@ class SegmentList {
 
   // For a push or INIT: the payload holds exactly the bytes the segments describe.
   Status CheckPayload(size_t payload_bytes) const;
-  // A push in a wire format: decodes `payload` into `floats` (floats() of them) and makes
+  // A push in a wire format: decodes `payload` into `floats` (floats() of them, as bytes) and makes
   // `segments` (the list's own) PLAIN FLOAT32 to match, so that everything after (the scan for
   // non-finite values, holding, applying, replicating) reads float32. InvalidArgument naming the
   // segment when a coded one is malformed. REQUIRES: CheckPayload passed.
-  Status Widen(const void* payload, WireSegments* segments, std::vector<float>* floats);
+  Status Widen(const void* payload, WireSegments* segments, std::string* floats);
   // Whether any segment is in a wire format other than PLAIN FLOAT32.
   bool encoded() const { return encoded_; }
   size_t wire_bytes() const { return wire_bytes_; }
