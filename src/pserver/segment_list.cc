@@ -26,9 +26,11 @@ StatusOr<SegmentList> SegmentList::Read(const ShardStore& store, const WireSegme
   list.parts_.reserve(static_cast<size_t>(segments.size()));
   for (int i = 0; i < segments.size(); ++i) {
     const wire::Segment& seg = segments[i];
-    if (!wire_formats && seg.dtype() != wire::FLOAT32) {
+    if (wire_formats ? ValueBytes(seg.dtype()) == 0 : seg.dtype() != wire::FLOAT32) {
       return Status::InvalidArgument("parameter '" + seg.param() + "': dtype " + DTypeName(seg.dtype()) +
-                                     " is not supported here (parameters are FLOAT32)");
+                                     " is not supported " +
+                                     (wire_formats ? "(the wire carries FLOAT32, BFLOAT16 and FLOAT16)"
+                                                   : "here (parameters are FLOAT32)"));
     }
     if (seg.coding() != wire::PLAIN && (!wire_formats || use != Use::kPush)) {
       return Status::InvalidArgument("parameter '" + seg.param() + "': coding " +
