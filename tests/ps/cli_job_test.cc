@@ -36,7 +36,7 @@ class CliJobTest : public PsTest {
 TEST_F(CliJobTest, CreateShowRefuseDuplicateAndDelete) {
   const std::string e = server_->endpoint();
   auto created = Tessera({"job", "create", "--etcd", e, "--job", "j", "--pservers", "3", "--mode", "ssp:2",
-                          "--optimizer", "adam:lr=0.001", "--slots", "96"});
+                          "--optimizer", "adam:lr=0.001", "--slots", "96", "--wire", "topk:0.01"});
   ASSERT_EQ(created.code, 0) << created.text;
   auto cfg = JobConfig::FromJson(client_->Get(keys::Config("j"))->kvs[0].value);
   ASSERT_TRUE(cfg.ok());
@@ -52,6 +52,19 @@ TEST_F(CliJobTest, CreateShowRefuseDuplicateAndDelete) {
   EXPECT_EQ(show.code, 0);
   EXPECT_NE(show.text.find("ssp:2"), std::string::npos) << show.text;
   EXPECT_NE(show.text.find("pserver 2: 32 slots"), std::string::npos) << show.text;
+  EXPECT_NE(show.text.find("wire          topk:0.01: pushes send the largest 1% of each block's gradients"),
+            std::string::npos)
+      << show.text;
+  // `tessera status` says it too, and --json gives it whole.
+  auto status = Tessera({"status", "--etcd", e, "--job", "j"});
+  EXPECT_NE(status.text.find("3 pservers; wire topk:0.01: pushes send"), std::string::npos) << status.text;
+  auto json = Tessera({"status", "--etcd", e, "--job", "j", "--json"});
+  EXPECT_NE(json.text.find("\"wire\": \"topk:0.01\""), std::string::npos) << json.text;
+  auto typo = Tessera({"job", "create", "--etcd", e, "--job", "k", "--wire", "topk"});
+  EXPECT_EQ(typo.code, 1);
+  EXPECT_NE(typo.text.find("wire format 'topk' is not f32, bf16, f16, topk:R"), std::string::npos)
+      << typo.text;
+  EXPECT_TRUE(client_->Get(keys::Config("k"))->kvs.empty()) << "nothing written for a refused job";
 
   auto dup = Tessera({"job", "create", "--etcd", e, "--job", "j", "--pservers", "1"});
   EXPECT_EQ(dup.code, 1);
