@@ -226,13 +226,8 @@ int RunDelete(const JobFlags& f) {
   return 0;
 }
 
-}  // namespace
-
-void RegisterJob(CLI::App& app, int* exit_code) {
-  auto* job = app.add_subcommand("job", "Create, show or delete a job's configuration in etcd");
-  job->require_subcommand(1);
-  auto f = std::make_shared<JobFlags>();
-  auto* create = job->add_subcommand("create", "Write a new job's configuration and slot map (once)");
+// `job create`'s flags: the configuration it writes and how.
+void AddCreateFlags(CLI::App* create, JobFlags* f) {
   AddEtcdFlags(create, &f->etcd);
   create->add_option("--pservers", f->pservers, "number of parameter servers")->capture_default_str();
   create->add_flag("--if-absent", f->if_absent,
@@ -298,6 +293,16 @@ void RegisterJob(CLI::App& app, int* exit_code) {
   create->add_option(
       "--credentials-out", f->credentials_out,
       "--secure: where the job user's credentials go (mode 0600; default ./JOB.etcd-credentials)");
+}
+
+}  // namespace
+
+void RegisterJob(CLI::App& app, int* exit_code) {
+  auto* job = app.add_subcommand("job", "Create, show or delete a job's configuration in etcd");
+  job->require_subcommand(1);
+  auto f = std::make_shared<JobFlags>();
+  auto* create = job->add_subcommand("create", "Write a new job's configuration and slot map (once)");
+  AddCreateFlags(create, f.get());
   create->callback([f, exit_code] { *exit_code = RunCreate(*f); });
 
   auto g = std::make_shared<JobFlags>();

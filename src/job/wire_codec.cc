@@ -15,18 +15,6 @@
 namespace tessera {
 namespace {
 
-uint32_t Bits(float f) {
-  uint32_t x;
-  std::memcpy(&x, &f, sizeof x);
-  return x;
-}
-
-float FromBits(uint32_t x) {
-  float f;
-  std::memcpy(&f, &x, sizeof f);
-  return f;
-}
-
 std::string Name(const wire::Segment& s) {
   return s.block() >= 0 ? "'" + s.param() + "' block " + std::to_string(s.block())
                         : "'" + s.param() + "' rows";
@@ -47,23 +35,23 @@ size_t ValueBytes(wire::DType t) {
 }
 
 uint16_t ToBfloat16(float f) {
-  uint32_t x = Bits(f);
+  uint32_t x = std::bit_cast<uint32_t>(f);
   if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // a quiet NaN
   x += 0x7fffu + ((x >> 16) & 1u);
   return static_cast<uint16_t>(x >> 16);
 }
 
-float FromBfloat16(uint16_t h) { return FromBits(static_cast<uint32_t>(h) << 16); }
+float FromBfloat16(uint16_t h) { return std::bit_cast<float>(static_cast<uint32_t>(h) << 16); }
 
 uint16_t ToFloat16(float f) {
-  const uint32_t x = Bits(f);
+  const uint32_t x = std::bit_cast<uint32_t>(f);
   const uint32_t sign = (x >> 16) & 0x8000u;
   const uint32_t abs = x & 0x7fffffffu;
   if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
   if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // 65520 and up round to infinity
   if (abs < 0x38800000u) {
     // Below float16's smallest normal (2^-14): a multiple of 2^-24, rounded to even (exact product).
-    const auto m = static_cast<uint32_t>(std::nearbyint(FromBits(abs) * 16777216.0f));
+    const auto m = static_cast<uint32_t>(std::nearbyint(std::bit_cast<float>(abs) * 16777216.0f));
     return static_cast<uint16_t>(sign | m);
   }
   const uint32_t r = abs + 0xfffu + ((abs >> 13) & 1u) - 0x38000000u;  // exponent 127 -> 15
@@ -78,8 +66,8 @@ float FromFloat16(uint16_t h) {
     const float v = static_cast<float>(m) * (1.0f / 16777216.0f);
     return sign ? -v : v;
   }
-  if (e == 31) return FromBits(sign | 0x7f800000u | (m << 13));
-  return FromBits(sign | ((e + 112u) << 23) | (m << 13));
+  if (e == 31) return std::bit_cast<float>(sign | 0x7f800000u | (m << 13));
+  return std::bit_cast<float>(sign | ((e + 112u) << 23) | (m << 13));
 }
 
 namespace {

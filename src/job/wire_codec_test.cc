@@ -15,12 +15,6 @@
 namespace tessera {
 namespace {
 
-float FromBits(uint32_t x) {
-  float f;
-  std::memcpy(&f, &x, sizeof f);
-  return f;
-}
-
 TEST(WireFormatTest, ParsesEveryFormatAndSaysWhatIsAccepted) {
   for (const char* text : {"f32", "bf16", "f16", "sign", "topk:0.01", "topk:1"}) {
     auto w = WireFormat::Parse(text);
@@ -85,7 +79,7 @@ TEST(WireCodecTest, RoundsToTheNearestHalfAndTiesToEven) {
   EXPECT_EQ(ToFloat16(65519.0f), 0x7bff);
   EXPECT_EQ(ToFloat16(65520.0f), 0x7c00);  // infinity: refused as non-finite where it arrives
   EXPECT_EQ(ToFloat16(1e30f), 0x7c00);
-  EXPECT_EQ(ToBfloat16(FromBits(0x7f7fffff)), 0x7f80);
+  EXPECT_EQ(ToBfloat16(std::bit_cast<float>(0x7f7fffff)), 0x7f80);
   EXPECT_TRUE(std::isnan(FromFloat16(ToFloat16(NAN))));
   EXPECT_TRUE(std::isnan(FromBfloat16(ToBfloat16(NAN))));
 }
@@ -99,7 +93,7 @@ TEST(WireCodecTest, RunsConvertAsOneValueAtATime) {
     floats.push_back(FromFloat16(static_cast<uint16_t>(h)));
     floats.push_back(FromBfloat16(static_cast<uint16_t>(h)));
   }
-  for (int i = 0; i < 1000000; ++i) floats.push_back(FromBits(static_cast<uint32_t>(rng())));
+  for (int i = 0; i < 1000000; ++i) floats.push_back(std::bit_cast<float>(static_cast<uint32_t>(rng())));
   std::vector<uint16_t> halves(0x10000);
   for (uint32_t h = 0; h < 0x10000; ++h) halves[h] = static_cast<uint16_t>(h);
   for (wire::DType t : {wire::BFLOAT16, wire::FLOAT16}) {

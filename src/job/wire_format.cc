@@ -4,23 +4,20 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 namespace tessera {
 
 StatusOr<WireFormat> WireFormat::Parse(std::string_view text) {
+  static constexpr std::pair<std::string_view, Kind> kNamed[] = {
+      {"f32", Kind::kF32}, {"float32", Kind::kF32}, {"bf16", Kind::kBf16}, {"bfloat16", Kind::kBf16},
+      {"f16", Kind::kF16}, {"float16", Kind::kF16}, {"sign", Kind::kSign}};
   WireFormat w;
-  if (text == "f32" || text == "float32") return w;
-  if (text == "bf16" || text == "bfloat16") {
-    w.kind = Kind::kBf16;
-    return w;
-  }
-  if (text == "f16" || text == "float16") {
-    w.kind = Kind::kF16;
-    return w;
-  }
-  if (text == "sign") {
-    w.kind = Kind::kSign;
-    return w;
+  for (const auto& [name, kind] : kNamed) {
+    if (text == name) {
+      w.kind = kind;
+      return w;
+    }
   }
   if (text.starts_with("topk:")) {
     const std::string r(text.substr(5));

@@ -252,8 +252,6 @@ Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, i
     *payload = ConstBuffer{widened.data(), widened.size()};
     nonfinite = FirstNonFinite(reinterpret_cast<const float*>(widened.data()), widened.size() / sizeof(float),
                                pool_.get());
-  } else if (nonfinite == kNotScanned) {
-    nonfinite = -1;  // nothing to scan: no push segments
   }
   if (req.is_push() && !push->empty() && req.samples() < 1) {
     return Status::InvalidArgument("a push with gradients needs a sample count >= 1, got " +

@@ -9,8 +9,8 @@
 
 #include <algorithm>
 #include <cstring>
-#include <random>
 
+#include "common/random.h"
 #include "job/wire_codec.h"
 #include "pserver/pserver_service.h"
 
@@ -199,10 +199,8 @@ bool PserverService::CodedPull(const wire::DataRequest& req, const SegmentList& 
 }
 
 uint32_t PserverService::NewStampId() {
-  std::random_device rd;
-  uint32_t id = 0;
-  while (id == 0) id = rd();
-  return id;
+  const auto id = static_cast<uint32_t>(RandomSeed());
+  return id == 0 ? 1 : id;
 }
 
 void PserverService::SyncChangeStamps() {
