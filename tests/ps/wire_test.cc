@@ -19,16 +19,19 @@ class WireTest : public PsTest {
   static constexpr int kDim = 256;  // 4 blocks of 64: two on each pserver
 
   // A sync job on 2 pservers in wire format `wire`, SGD at `lr`, with `trainers` trainers running
-  // `steps` steps of gradient grad(id, j); returns trainer 0's values at the end.
+  // `steps` steps of gradient grad(id, j) over `transport`; returns trainer 0's values at the end.
   std::vector<float> Train(const std::string& job, const std::string& wire, const std::string& lr,
-                           int trainers, int steps, const std::function<float(int, int)>& grad) {
+                           int trainers, int steps, const std::function<float(int, int)>& grad,
+                           const std::string& transport = "auto") {
     wire_ = *WireFormat::Parse(wire);
     MakeJob(job, 2, "sync", "sgd:lr=" + lr, 64, trainers);
     for (int p = 0; p < 2; ++p) StartPserver(job);
     EXPECT_TRUE(WaitForPservers(job, 2));
     std::vector<float> out;
     auto trainer = [&](int id) {
-      auto c = Client::Connect(ClientFor(job, std::to_string(id)));
+      ClientOptions o = ClientFor(job, std::to_string(id));
+      o.transport = transport;
+      auto c = Client::Connect(o);
       ASSERT_TRUE(c.ok()) << c.status();
       std::vector<float> w(kDim, 0.5f);
       ASSERT_TRUE((*c)->AddDense("w", w.data(), w.size()).ok());
@@ -146,6 +149,21 @@ TEST_F(WireTest, TopKAndSignPushesLoseNothingOverSteps) {
       EXPECT_GE(sent, kSteps * kDim * 4);
     }
     EXPECT_EQ(PulledWhole(job), w) << "the trainer's copy, made of changes, is the pservers' values";
+  }
+}
+
+// Replies of changes are shorter than the room the pserver allocated for the whole block: every
+// transport sends what was written (gRPC and TCP here; shared memory above), and the trainer's
+// copy is the pservers' values.
+TEST_F(WireTest, PullsOfChangesTravelOverEveryTransport) {
+  auto grad = [](int, int j) { return static_cast<float>(j % 64 + 16) / 64; };
+  for (const char* transport : {"grpc", "tcp"}) {
+    SCOPED_TRACE(transport);
+    const std::string job = std::string("wire-") + transport;
+    auto w = Train(job, "topk:0.25", "1", 1, 10, grad, transport);
+    ASSERT_EQ(w.size(), static_cast<size_t>(kDim));
+    EXPECT_LE(Metric(job, "tessera_pserver_sent_bytes_total"), 10 * 4 * 16 * 8 + 2 * kDim * 4);
+    EXPECT_EQ(PulledWhole(job), w);
   }
 }
 
