@@ -18,7 +18,6 @@
 // standby takes over: time until it serves, and until every trainer had a task acknowledged).
 // Prints a Markdown row per size, and with --json one JSON object per size. --long: instead, the
 // passes of a small job one after another, and etcd's database every 5 passes.
-#include <absl/synchronization/mutex.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
@@ -31,6 +30,7 @@
 #include <mutex>
 #include <thread>
 
+#include "common/deadlock_checks.h"
 #include "common/files.h"
 #include "coord/connection_sharing.h"
 #include "harness/etcd_cluster.h"
@@ -78,16 +78,18 @@ std::string Row(const Json& r) {
   const Json& k = r.value("pserver_killed", Json::object());
   const Json& c = r.value("churn", Json::object());
   const Json& m = r.value("master_killed", Json::object());
-  std::snprintf(line, sizeof line,
-                "| %d | %d | %.2f | %.2f | %.0f | %.0f | %.0f | %.1f | %.0f | %.2f | %.2f | %.1f | %.1f | "
-                "%.1f | %.1f |",
-                r["trainers"].get<int>(), r["pservers"].get<int>(), r["join_storm_s"].get<double>(),
-                r["etcd_requests_per_trainer_s"].get<double>(), r["etcd_per_s"].value("keepalive", 0.0),
-                r["etcd_per_s"].value("txn", 0.0) + r["etcd_per_s"].value("put", 0.0),
-                r["etcd_per_s"].value("range", 0.0), r["master_cpu_pct"].get<double>(),
-                r["master_rss_mib"].get<double>(), r["etcd_db_mib"].get<double>(), k.value("moved_s", -1.0),
-                k.value("watch_events_per_trainer", -1.0), c.value("newcomers_training_s", -1.0),
-                m.value("standby_serving_s", -1.0), m.value("every_trainer_acked_s", -1.0));
+  std::snprintf(
+      line, sizeof line,
+      "| %d | %d | %.2f | %.2f | %.2f | %.0f | %.0f | %.0f | %.1f | %.0f | %.2f | %.2f | %.1f | %.1f | "
+      "%.1f | %.1f |",
+      r["trainers"].get<int>(), r["pservers"].get<int>(), r["join_storm_s"].get<double>(),
+      r["etcd_requests_per_trainer_s"].get<double>(), r.value("etcd_trainer_requests_per_trainer_s", -1.0),
+      r["etcd_per_s"].value("keepalive", 0.0),
+      r["etcd_per_s"].value("txn", 0.0) + r["etcd_per_s"].value("put", 0.0),
+      r["etcd_per_s"].value("range", 0.0), r["master_cpu_pct"].get<double>(),
+      r["master_rss_mib"].get<double>(), r["etcd_db_mib"].get<double>(), k.value("moved_s", -1.0),
+      k.value("watch_events_per_trainer", -1.0), c.value("newcomers_training_s", -1.0),
+      m.value("standby_serving_s", -1.0), m.value("every_trainer_acked_s", -1.0));
   return line;
 }
 
@@ -128,17 +130,19 @@ int Main(int argc, char** argv) {
   app.add_flag("--given-trainer-ids", o.given_ids,
                "give each trainer its id (0, 1, ...), as a launcher does (a pod's index, an MPI rank), "
                "instead of each claiming the lowest free one");
-  app.add_flag("--no-deadlock-checks", o.no_deadlock_checks,
-               "turn off absl's lock-order checks in this process (gRPC's mutexes)");
+  app.add_flag(
+      "--deadlock-checks", o.deadlock_checks,
+      "leave absl's lock-order checks on (gRPC's mutexes) in the simulator and its trainer processes, "
+      "as every Tessera process had them before 2026-11-29 (the real master and pservers have them off)");
   app.add_option(
       "--long", o.long_passes,
       "instead of the sizes: the first --trainers and --pservers count run this many short passes, "
       "etcd's database size printed every 5 passes");
   CLI11_PARSE(app, argc, argv);
   spdlog::set_level(spdlog::level::warn);  // a thousand trainers' task notes are not the figures
-  // gRPC's mutexes are absl's, and this absl checks every lock order for deadlocks: with
-  // thousands of threads that bookkeeping showed up in the simulator's profile.
-  if (o.no_deadlock_checks) absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  // Off as in every Tessera process (common/deadlock_checks.h): the simulated trainers and
+  // pservers are threads of these processes.
+  if (!o.deadlock_checks) TurnOffDeadlockChecks();
   ShareConnectionsAmong(o.clients_per_connection);
   // The master's binary is found beside this one's when the build tree is not named.
   if (const char* b = std::getenv("TESSERA_BUILD_DIR"); b == nullptr || *b == '\0') {
@@ -209,11 +213,12 @@ int Main(int argc, char** argv) {
     return 0;
   }
   std::printf(
-      "| trainers | pservers | join storm (s) | etcd req/trainer/s | keep-alives/s | puts+txns/s | ranges/s "
+      "| trainers | pservers | join storm (s) | etcd req/trainer/s | the trainers' own | keep-alives/s | "
+      "puts+txns/s | ranges/s "
       "| "
       "master CPU %% | master MiB | etcd DB MiB | pserver killed: moved (s) | watch events/trainer | churn: "
       "newcomers (s) | master killed: standby serves (s) | every trainer acked (s) "
-      "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+      "|\n|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   std::fflush(stdout);
   std::ofstream json_out;
   if (!o.json_path.empty()) json_out.open(o.json_path);

@@ -2,7 +2,6 @@
 // It maps the region scale_sim made for it (trainer_slots.h) and runs the trainers it asks for
 // (trainer_host.h) until scale_sim ends it (SIGTERM, or SIGKILL when scale_sim dies). Not meant
 // to be run by hand.
-#include <absl/synchronization/mutex.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/resource.h>
@@ -10,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <cstdio>
 
+#include "common/deadlock_checks.h"
 #include "coord/connection_sharing.h"
 #include "trainer_host.h"
 
@@ -20,7 +20,7 @@ int Main(int argc, char** argv) {
   std::string region_path;
   SimTrainerOptions t;
   int step_ms = 100, clients_per_connection = 1;
-  bool no_deadlock_checks = false;
+  bool deadlock_checks = false;
   CLI::App app{"scale_sim_host: a process of scale_sim's simulated trainers (started by scale_sim)"};
   app.add_option("--region", region_path, "the trainer region scale_sim made for this process")->required();
   app.add_option("--etcd", t.etcd, "etcd's endpoints, joined by commas")->required();
@@ -31,11 +31,11 @@ int Main(int argc, char** argv) {
   app.add_option("--batch", t.batch, "records per step")->required();
   app.add_option("--step-ms", step_ms, "the simulated step, in milliseconds")->required();
   app.add_option("--clients-per-connection", clients_per_connection, "clients sharing one connection");
-  app.add_flag("--no-deadlock-checks", no_deadlock_checks, "absl's lock-order checks off");
+  app.add_flag("--deadlock-checks", deadlock_checks, "absl's lock-order checks left on");
   CLI11_PARSE(app, argc, argv);
   t.step = std::chrono::milliseconds(step_ms);
   spdlog::set_level(spdlog::level::warn);
-  if (no_deadlock_checks) absl::SetMutexDeadlockDetectionMode(absl::OnDeadlockCycle::kIgnore);
+  if (!deadlock_checks) TurnOffDeadlockChecks();
   ShareConnectionsAmong(clients_per_connection);
   rlimit files{};
   if (::getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {

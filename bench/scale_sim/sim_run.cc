@@ -199,7 +199,7 @@ Status Run::StartTrainers(int count) {
   f.dir = dir_;
   f.host_binary = BuildPath("bench/scale_sim_host");
   f.clients_per_connection = o_.clients_per_connection;
-  f.no_deadlock_checks = o_.no_deadlock_checks;
+  f.deadlock_checks = o_.deadlock_checks;
   SimTrainerOptions& t = f.trainer;
   t.etcd = server_.list();
   t.job = job_;
@@ -416,16 +416,19 @@ StatusOr<Json> Run::Long(int passes) {
   return Json{{"trainers", n_}, {"pservers", p_}, {"passes", sizes}};
 }
 
-StatusOr<Json> Run::Go() {
-  TESSERA_RETURN_IF_ERROR(CreateJob());
-  TESSERA_RETURN_IF_ERROR(StartPservers());
-  TESSERA_RETURN_IF_ERROR(StartMasters());
-  Json out = {{"trainers", n_},
-              {"pservers", p_},
-              {"step_ms", o_.step_ms},
-              {"lease_ttl", o_.lease_ttl},
-              {"trainer_ids", o_.given_ids ? "given" : "claimed"}};
-  // The join storm.
+Status Run::FixedLoad(Json* out) {
+  const double seconds = std::min(5.0, o_.window_s);
+  TESSERA_ASSIGN_OR_RETURN(EtcdLoad before, ReadLoad(server_));
+  const auto t0 = Now();
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  TESSERA_ASSIGN_OR_RETURN(EtcdLoad after, ReadLoad(server_));
+  fixed_requests_per_s_ =
+      RatesBetween(before, after, std::chrono::duration<double>(Now() - t0).count()).requests();
+  (*out)["etcd_fixed_per_s"] = fixed_requests_per_s_;
+  return Status::OK();
+}
+
+Status Run::JoinStorm(Json* out) {
   TESSERA_ASSIGN_OR_RETURN(EtcdLoad before_join, ReadLoad(server_));
   const double cpu_join[] = {CpuSeconds(::getpid()), server_.CpuSeconds(), CpuSeconds(master_->pid())};
   TESSERA_RETURN_IF_ERROR(StartTrainers(n_));
@@ -439,7 +442,7 @@ StatusOr<Json> Run::Go() {
       std::chrono::seconds(120 + n_ / 5));
   TESSERA_RETURN_IF_ERROR(FirstError());
   if (joined < 0) return Status::DeadlineExceeded("not every trainer trained within the join storm's time");
-  out["join_storm_s"] = joined;
+  (*out)["join_storm_s"] = joined;
   {
     // What the storm asked of etcd, per trainer.
     TESSERA_ASSIGN_OR_RETURN(EtcdLoad after_join, ReadLoad(server_));
@@ -447,14 +450,14 @@ StatusOr<Json> Run::Go() {
     Json kinds = Json::object();
     for (const auto& [kind, v] : per.counts)
       if (v > 0) kinds[kind] = v;
-    out["join_etcd_per_trainer"] = kinds;
+    (*out)["join_etcd_per_trainer"] = kinds;
     // The CPU the storm took, per trainer, in milliseconds: the simulated trainers' own (their
     // processes and this one, whose pservers' threads are busy too), etcd's and the master's. On
     // this machine they share its cores; in a cluster only etcd's and the master's are shared.
     // (The hosts started with the storm: their CPU is all the storm's.)
-    out["join_cpu_ms_per_trainer"] = {{"trainers", 1000 * (fleet.CpuSeconds() - cpu_join[0]) / n_},
-                                      {"etcd", 1000 * (server_.CpuSeconds() - cpu_join[1]) / n_},
-                                      {"master", 1000 * (CpuSeconds(master_->pid()) - cpu_join[2]) / n_}};
+    (*out)["join_cpu_ms_per_trainer"] = {{"trainers", 1000 * (fleet.CpuSeconds() - cpu_join[0]) / n_},
+                                         {"etcd", 1000 * (server_.CpuSeconds() - cpu_join[1]) / n_},
+                                         {"master", 1000 * (CpuSeconds(master_->pid()) - cpu_join[2]) / n_}};
   }
   // Where the join's time went: when the last trainer ended each phase, from the storm's start.
   Json phases = Json::object();
@@ -467,9 +470,12 @@ StatusOr<Json> Run::Go() {
   int64_t first = 0;
   for (size_t i = 0; i < fleet.size(); ++i) first = std::max(first, fleet[i].first_record_ms.load());
   phases["first_record"] = static_cast<double>(first - fleet[0].started_ms.load()) / 1000.0;
-  out["trainer_processes"] = fleet.processes();
-  out["join_phases_s"] = phases;
-  // A steady window.
+  (*out)["trainer_processes"] = fleet.processes();
+  (*out)["join_phases_s"] = phases;
+  return Status::OK();
+}
+
+Status Run::SteadyWindow(Json* out) {
   const std::string master_http = "127.0.0.1:" + std::to_string(master_http_);
   TESSERA_ASSIGN_OR_RETURN(EtcdLoad before, ReadLoad(server_));
   TESSERA_ASSIGN_OR_RETURN(auto rpcs0, MasterRpcs(master_http));
@@ -489,17 +495,35 @@ StatusOr<Json> Run::Go() {
     if (rate > 0) methods[method] = rate;
     all_rpcs += rate;
   }
-  out["master_rpcs_per_s"] = methods;
-  out["master_rpcs_per_trainer_s"] = all_rpcs / n_;
+  (*out)["master_rpcs_per_s"] = methods;
+  (*out)["master_rpcs_per_trainer_s"] = all_rpcs / n_;
   const EtcdLoad rate = RatesBetween(before, after, seconds);
   Json kinds = Json::object();
   for (const auto& [kind, v] : rate.counts) kinds[kind] = v;
-  out["etcd_per_s"] = kinds;
-  out["etcd_requests_per_trainer_s"] = rate.requests() / n_;
-  out["master_cpu_pct"] = 100 * (cpu1 - cpu0) / seconds;
-  out["master_rss_mib"] = ResidentMiB(master_->pid());
-  out["etcd_db_mib"] = after.db_bytes / (1 << 20);
-  out["etcd_connections"] = server_.Connections();
+  (*out)["etcd_per_s"] = kinds;
+  (*out)["etcd_requests_per_trainer_s"] = rate.requests() / n_;
+  // The trainers' own share: what etcd served beyond the pservers' and masters' load before they
+  // came (those stay the same whatever N is).
+  (*out)["etcd_trainer_requests_per_trainer_s"] = (rate.requests() - fixed_requests_per_s_) / n_;
+  (*out)["master_cpu_pct"] = 100 * (cpu1 - cpu0) / seconds;
+  (*out)["master_rss_mib"] = ResidentMiB(master_->pid());
+  (*out)["etcd_db_mib"] = after.db_bytes / (1 << 20);
+  (*out)["etcd_connections"] = server_.Connections();
+  return Status::OK();
+}
+
+StatusOr<Json> Run::Go() {
+  TESSERA_RETURN_IF_ERROR(CreateJob());
+  TESSERA_RETURN_IF_ERROR(StartPservers());
+  TESSERA_RETURN_IF_ERROR(StartMasters());
+  Json out = {{"trainers", n_},
+              {"pservers", p_},
+              {"step_ms", o_.step_ms},
+              {"lease_ttl", o_.lease_ttl},
+              {"trainer_ids", o_.given_ids ? "given" : "claimed"}};
+  TESSERA_RETURN_IF_ERROR(FixedLoad(&out));
+  TESSERA_RETURN_IF_ERROR(JoinStorm(&out));
+  TESSERA_RETURN_IF_ERROR(SteadyWindow(&out));
   // The faults, one after another: one that does not settle is recorded, and ends the run
   // (what follows would measure a job already broken).
   const std::pair<const char*, std::function<StatusOr<Json>()>> faults[] = {

@@ -41,7 +41,7 @@ struct SimOptions {
   int clients_per_connection = 1;  // clients sharing one connection (coord/connection_sharing.h)
   int trainers_per_process = 250;  // 0: the trainers are threads of this process
   bool given_ids = false;          // trainer ids given, as by a launcher; else claimed
-  bool no_deadlock_checks = false;
+  bool deadlock_checks = false;    // absl's, on in every process (off in real ones: deadlock_checks.h)
   std::string json_path;
 };
 
@@ -85,6 +85,12 @@ class Run {
   Status StartMasters();
   StatusOr<std::unique_ptr<Process>> StartMaster(int http_port);
   Status StartTrainers(int count);
+  // What etcd serves a second with no trainer yet: the pservers' and masters' share, which
+  // the steady window's per-trainer figure then leaves out ("etcd_fixed_per_s").
+  Status FixedLoad(Json* out);
+  // All N trainers started at once, until each has its first record.
+  Status JoinStorm(Json* out);
+  Status SteadyWindow(Json* out);
   // The first trainer's error, or the master's exit.
   Status FirstError() const;
   StatusOr<Json> KillAPserver();
@@ -101,6 +107,7 @@ class Run {
   std::unique_ptr<TrainerFleet> fleet_;
   std::unique_ptr<Process> master_, standby_;
   int master_http_ = FreeLoopbackPort(), standby_http_ = FreeLoopbackPort();
+  double fixed_requests_per_s_ = 0;
 };
 
 }  // namespace tessera::bench

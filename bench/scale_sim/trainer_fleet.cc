@@ -55,7 +55,7 @@ StatusOr<std::unique_ptr<TrainerFleet::Host>> TrainerFleet::NewHost(int capacity
              std::to_string(t.step.count()),
              "--clients-per-connection",
              std::to_string(o_.clients_per_connection)};
-  if (o_.no_deadlock_checks) po.argv.push_back("--no-deadlock-checks");
+  if (o_.deadlock_checks) po.argv.push_back("--deadlock-checks");
   po.log_path = name + ".log";
   TESSERA_ASSIGN_OR_RETURN(host->process, Process::Spawn(po));
   // Ready once it has done a round.

@@ -26,7 +26,7 @@ struct FleetOptions {
   std::string dir;          // the regions' files and the hosts' logs
   std::string host_binary;  // scale_sim_host
   int clients_per_connection = 1;
-  bool no_deadlock_checks = false;
+  bool deadlock_checks = false;
 };
 
 class TrainerFleet {

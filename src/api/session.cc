@@ -14,6 +14,7 @@
 #include "client/master_client.h"
 #include "client/progress_reporter.h"
 #include "common/busy_poll.h"
+#include "common/deadlock_checks.h"
 #include "common/flag_names.h"
 #include "common/logging.h"
 #include "common/strings.h"
@@ -90,6 +91,7 @@ Session::Session(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) { client_ 
 Session::~Session() { (void)Close(); }
 
 StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
+  TurnOffDeadlockChecks();  // a trainer from Python or C is a process of its own (deadlock_checks.h)
   TESSERA_RETURN_IF_ERROR(o.ResolveFromEnvironment());
   auto impl = std::make_unique<Impl>();
   if (o.http_port >= 0) {

@@ -11,6 +11,7 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "common/deadlock_checks.h"
 #include "common/strings.h"
 #include "common/version.h"
 
@@ -52,6 +53,7 @@ int MisspeltFlag(const CLI::App& app, const CLI::ExtrasError& e, int argc, char*
 }  // namespace
 
 int main(int argc, char** argv) {
+  tessera::TurnOffDeadlockChecks();  // before gRPC takes its first lock (deadlock_checks.h)
   // gRPC stays initialized for the whole process: otherwise it shuts itself down whenever its
   // last object goes (an etcd client closed mid-command) while a poller thread may still run,
   // which prints "backup_poller ... Timer list shutdown" at the end of `tessera local`. The
