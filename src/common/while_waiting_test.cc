@@ -65,13 +65,14 @@ TEST(WhileWaitingTest, AReplyWrittenUpToAPlaceIsWaitedForUntilTheReplyComesOrThe
   int fds[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds), 0);
   std::atomic<uint64_t> word{0};
-  char room[1000];
+  char buffer[2000];  // the room is its first half: the places beyond it are still in the array
+  char* room = buffer;
   WaitingCall call;
   call.reply_fd = fds[0];
   call.deadline = Now() + std::chrono::seconds(30);
   call.progress = &word;
   call.reply_base = room;
-  call.reply_room = sizeof room;
+  call.reply_room = 1000;
 
   std::thread writer([&] {
     for (uint64_t w = 100; w <= 1000; w += 100) {
