@@ -1,8 +1,9 @@
 // ReplyProgress: where a reply being written in place tells its reader how far it has got. The
-// shared-memory transport sets it for the thread handling a request whose reply goes in the
-// trainer's window with a progress word (WindowDescriptor::progress_offset); the pserver's apply,
-// writing new values into that reply, stores the bytes written so far, in order, with release
-// semantics, so a trainer may read the first values before the whole reply is there.
+// shared-memory transport hands a progress word with the reply buffer of a request answered in
+// the trainer's window (MutableBuffer::progress, from WindowDescriptor::progress_offset); the
+// pserver's apply, writing new values into that reply, stores the bytes written so far, in order,
+// with release semantics, so a trainer may read the first values before the whole reply is there.
+// Each reply has its own: an apply at a barrier writes several trainers' replies and tells each.
 #pragma once
 
 #include <atomic>
@@ -16,8 +17,6 @@ struct ReplyProgress {
   size_t room = 0;
   std::atomic<uint64_t>* word = nullptr;
 
-  // This thread's (all null when none).
-  static ReplyProgress& Here();
   // Whether `p` (the end of something written) lies in the room, past its start.
   bool Covers(const void* p) const {
     const char* c = static_cast<const char*>(p);
@@ -28,10 +27,5 @@ struct ReplyProgress {
     word->store(static_cast<uint64_t>(static_cast<const char*>(p) - base), std::memory_order_release);
   }
 };
-
-inline ReplyProgress& ReplyProgress::Here() {
-  static thread_local ReplyProgress here;
-  return here;
-}
 
 }  // namespace tessera

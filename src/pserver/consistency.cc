@@ -285,7 +285,7 @@ void Consistency::MaybeCompleteBarrier() {
       if (m.start <= version_) return;
     }
     applying_ = true;
-    ready_.barrier = Barrier{version_, {}};
+    ready_.barrier = Barrier{version_, {}, ReleasedByBarrier()};
     return;
   }
   int64_t eligible = 0, waiting = 0;
@@ -306,8 +306,16 @@ void Consistency::MaybeCompleteBarrier() {
   b.step = version_;
   for (const auto& [id, e] : pushed_) b.contributors.push_back(id);
   std::sort(b.contributors.begin(), b.contributors.end(), TrainerIdLess);
+  b.releases = ReleasedByBarrier();
   applying_ = true;
   ready_.barrier = std::move(b);
+}
+
+std::vector<uint64_t> Consistency::ReleasedByBarrier() const {
+  std::vector<uint64_t> out;
+  for (const auto& [ticket, need] : waiting_)
+    if (need <= version_ + 1) out.push_back(ticket);
+  return out;
 }
 
 void Consistency::BarrierApplied(int64_t step) {

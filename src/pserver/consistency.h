@@ -55,6 +55,9 @@ class Consistency {
   struct Barrier {
     int64_t step = 0;
     std::vector<std::string> contributors;  // in trainer-id order
+    // The waiting pulls BarrierApplied will release (they wait for the version this barrier
+    // makes): the shell has the apply write their replies as it makes the values.
+    std::vector<uint64_t> releases;
   };
 
   struct Ready {
@@ -174,6 +177,8 @@ class Consistency {
   };
 
   void MaybeCompleteBarrier();
+  // The waiting pulls a barrier at this version releases once applied (Barrier::releases).
+  std::vector<uint64_t> ReleasedByBarrier() const;
   // Push()'s sync rule for a member `m` (no change).
   StatusOr<PushVerdict> CheckSyncPush(const std::string& trainer, const Member& m, int64_t step) const;
   void ReleasePulls();

@@ -65,7 +65,10 @@ TEST(ConsistencySyncTest, PullsForTheNextVersionWaitUntilTheBarrier) {
   EXPECT_FALSE(Drain(c, &released));
   EXPECT_TRUE(released.empty());
   ASSERT_TRUE(c.Push("1", 1, 0).ok());
-  ASSERT_TRUE(Drain(c, &released));
+  auto barrier = Drain(c, &released);
+  ASSERT_TRUE(barrier);
+  // The barrier names the pulls its apply will release, so their replies can be written by it.
+  EXPECT_EQ(barrier->releases, std::vector<uint64_t>{101});
   EXPECT_EQ(released, std::vector<uint64_t>{101});
   EXPECT_EQ(c.waiting_pulls(), 0u);
 }

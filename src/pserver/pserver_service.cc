@@ -326,7 +326,7 @@ Status PserverService::CountPush(wire::DataRequest& req, ConstBuffer payload, Da
                    c.found_here ? " (found by this pserver's scan)" : "");
     }
   }
-  if (plan.prepare_pull && !CodedPull(req, *c.pull)) {  // the apply writes float32 values, all of them
+  if (plan.prepare_pull && !CodedPull(*c.pull)) {  // the apply writes float32 values, all of them
     answer->prepared = PullQueue::Prepare(*c.pull, r);
     if (answer->prepared) pulls_.WriteByNextApply(answer->prepared.get(), &*c.pull);
   }

@@ -210,7 +210,7 @@ class PserverService : public RequestHandler {
                     std::vector<Reply>* replies) REQUIRES(mu_);
   // Whether a pull is answered in a wire format (CodedPullReply): half precision, or dense
   // blocks' changes since the trainer's `since` (a job whose pushes are topk or sign).
-  bool CodedPull(const wire::DataRequest& req, const SegmentList& pull) const REQUIRES(mu_);
+  bool CodedPull(const SegmentList& pull) const REQUIRES(mu_);
   // Writes such a reply's values at `out` (room for pull.wire_bytes()) and its segments in
   // `header`: each dense block whole or, where smaller, as the elements changed since the
   // trainer's `since` (ChangeStamps; TOP_K), with the token of the values sent. Returns the bytes.

@@ -116,9 +116,12 @@ void PserverService::Drain(std::vector<Reply>* out) {
                            metrics::LatencyBuckets())
             .Observe(std::chrono::duration<double>(std::chrono::steady_clock::now() - step_opened_).count());
       }
-      // The pulls this barrier releases get their replies' memory first: the apply writes the
-      // new values there as it makes them.
-      pulls_.WriteByNextApply(ready.pulls);
+      // The pulls answerable now and those this barrier releases get their replies' memory
+      // first: the apply writes the new values there as it makes them (a pull in a wire format
+      // other than float32 is narrowed or coded when answered instead).
+      auto plain = [&](const PullQueue::Pending& w) REQUIRES(mu_) { return !CodedPull(w.pull); };
+      pulls_.WriteByNextApply(ready.pulls, plain);
+      pulls_.WriteByNextApply(ready.barrier->releases, plain);
       const auto start = std::chrono::steady_clock::now();
       ApplyBarrier(*ready.barrier);
       pulls_.ForgetWrites();
@@ -158,7 +161,7 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
     rep.payload = r->Allocate(pull.wire_bytes());
   }
   *rep.header.mutable_pull() = req.pull();
-  if (CodedPull(req, pull)) {
+  if (CodedPull(pull)) {
     rep.payload.size = CodedPullReply(pull, static_cast<char*>(rep.payload.data), &rep.header);
     ++counters_.pulls;
     counters_.bytes_out += static_cast<int64_t>(rep.payload.size);
@@ -189,7 +192,7 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
   return rep;
 }
 
-bool PserverService::CodedPull(const wire::DataRequest& req, const SegmentList& pull) const {
+bool PserverService::CodedPull(const SegmentList& pull) const {
   if (pull.encoded()) return true;
   if (!options_.job.wire.error_feedback()) return false;
   // Blocks whose changes are tracked: every pull of them says the token of its values.

@@ -25,10 +25,11 @@ std::unique_ptr<PullQueue::Prepared> PullQueue::Prepare(const SegmentList& pull,
   return p;
 }
 
-void PullQueue::WriteByNextApply(std::span<const uint64_t> tickets) {
+void PullQueue::WriteByNextApply(std::span<const uint64_t> tickets,
+                                 const std::function<bool(const Pending&)>& writable) {
   for (uint64_t t : tickets) {
     auto it = waiting_.find(t);
-    if (it == waiting_.end()) continue;
+    if (it == waiting_.end() || !writable(it->second)) continue;
     Pending& w = it->second;
     if (!w.prepared) w.prepared = Prepare(w.pull, *w.responder);
     if (w.prepared) next_.push_back({w.prepared.get(), &w.pull});
@@ -37,11 +38,15 @@ void PullQueue::WriteByNextApply(std::span<const uint64_t> tickets) {
 
 void PullQueue::Attach(std::vector<ShardStore::DenseUpdate>& updates) {
   copy_to_.clear();
+  told_.clear();
   copied_parts_.clear();
   if (next_.empty()) return;
-  // Each list's dense blocks (its segments stay put while the apply runs).
+  // Each list's dense blocks (its segments stay put while the apply runs), and its reply's progress.
   part_of_.resize(next_.size());
+  rooms_.clear();
   for (size_t k = 0; k < next_.size(); ++k) {
+    const MutableBuffer& payload = next_[k].first->payload;
+    rooms_.push_back({static_cast<char*>(payload.data), payload.size, payload.progress});
     const SegmentList& list = *next_[k].second;
     part_of_[k].clear();
     for (size_t i = 0; i < list.parts().size(); ++i) {
@@ -52,14 +57,17 @@ void PullQueue::Attach(std::vector<ShardStore::DenseUpdate>& updates) {
   }
   // Room for every destination first: the updates point into copy_to_, which must not move.
   copy_to_.reserve(updates.size() * next_.size());
+  told_.reserve(updates.size() * next_.size());
   for (auto& u : updates) {
     u.copy_to = copy_to_.data() + copy_to_.size();
+    u.told = told_.data() + told_.size();
     for (size_t k = 0; k < next_.size(); ++k) {
       auto it = part_of_[k].find(std::pair<std::string_view, int64_t>(*u.param, u.block));
       if (it == part_of_[k].end()) continue;
       Prepared* prepared = next_[k].first;
       copy_to_.push_back(static_cast<float*>(prepared->payload.data) +
                          next_[k].second->parts()[it->second].offset);
+      told_.push_back(rooms_[k].word ? &rooms_[k] : nullptr);
       copied_parts_.push_back({prepared, it->second});
     }
     u.copies = static_cast<int>(copy_to_.data() + copy_to_.size() - u.copy_to);
@@ -70,6 +78,7 @@ void PullQueue::MarkWritten(uint64_t generation) {
   for (const auto& [prepared, part] : copied_parts_) prepared->written[part] = generation;
   copied_parts_.clear();
   copy_to_.clear();
+  told_.clear();
   next_.clear();
 }
 

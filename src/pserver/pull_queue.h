@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <span>
@@ -80,10 +81,13 @@ class PullQueue {
   static std::unique_ptr<Prepared> Prepare(const SegmentList& pull, Responder& r);
   // The next apply writes into `prepared` (the reply of `pull`; both stay put until then).
   void WriteByNextApply(Prepared* prepared, const SegmentList* pull) { next_.push_back({prepared, pull}); }
-  // ... and into the replies of the waiting pulls `tickets` (prepared now where they were not).
-  void WriteByNextApply(std::span<const uint64_t> tickets);
+  // ... and into the replies of the waiting pulls `tickets` that `writable(pending)` says take the
+  // apply's float32 values as they are (prepared now where they were not).
+  void WriteByNextApply(std::span<const uint64_t> tickets,
+                        const std::function<bool(const Pending&)>& writable);
   // Points `updates` at the replies the next apply writes into (each update's copy_to and
-  // copies); the pointers stay valid until MarkWritten.
+  // copies, and told: the progress of each reply its trainer reads as it comes); the pointers
+  // stay valid until MarkWritten.
   void Attach(std::vector<ShardStore::DenseUpdate>& updates);
   // The apply ran: records which parts it wrote (at the store's `generation`) and forgets the
   // replies it was to write.
@@ -99,6 +103,8 @@ class PullQueue {
   std::vector<std::pair<Prepared*, const SegmentList*>> next_;
   std::vector<absl::flat_hash_map<std::pair<std::string_view, int64_t>, int>> part_of_;
   std::vector<float*> copy_to_;
+  std::vector<ReplyProgress> rooms_;        // per reply in next_: its progress (word null: none)
+  std::vector<const ReplyProgress*> told_;  // per destination in copy_to_: its reply's, or null
   std::vector<std::pair<Prepared*, int>> copied_parts_;
 };
 

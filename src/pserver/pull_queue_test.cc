@@ -137,8 +137,15 @@ TEST_F(PullQueueTest, WaitingPullsArePreparedWhenAnApplyIsToWriteIntoThem) {
   const wire::DataRequest a = Pulling({1});
   q.Park(1, false, a, ListOf(a), std::make_unique<FakeResponder>(), nullptr, {});
   const uint64_t tickets[] = {1, 5};  // 5 does not wait
-  q.WriteByNextApply(tickets);
   const std::string w = "w";
+  // One its filter says takes no float32 values written by the apply (a pull in a wire format):
+  // left alone, not prepared.
+  q.WriteByNextApply(tickets, [](const PullQueue::Pending&) { return false; });
+  std::vector<ShardStore::DenseUpdate> none = {{&w, 1, nullptr}};
+  q.Attach(none);
+  EXPECT_EQ(none[0].copies, 0);
+  q.ForgetWrites();
+  q.WriteByNextApply(tickets, [](const PullQueue::Pending&) { return true; });
   std::vector<ShardStore::DenseUpdate> updates = {{&w, 1, nullptr}};
   q.Attach(updates);
   EXPECT_EQ(updates[0].copies, 1);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "checkpoint/shard_snapshot.h"
+#include "common/reply_progress.h"
 #include "common/work_pool.h"
 #include "job/job_config.h"
 #include "job/placement.h"
@@ -82,13 +83,17 @@ class ShardStore {
   // they are many (kParallelFloats): the same bits as one by one.
   // With `copy_to`, the block's new values are also written to each of those `copies` places
   // (a pull's reply waiting for this step), a few thousand elements at a time as they are
-  // computed: no second pass over the block after.
+  // computed: no second pass over the block after. `told[c]`, where not null, is the progress of
+  // the reply copy c lies in, read as it comes (common/reply_progress.h): when every copy of
+  // every block is in such a reply, the blocks are updated in the order of the replies and each
+  // reply's progress told as it goes.
   struct DenseUpdate {
     const std::string* param;
     int64_t block;
     const float* grad;
     float* const* copy_to = nullptr;
     int copies = 0;
+    const ReplyProgress* const* told = nullptr;
   };
   void ApplyDenseMany(std::span<const DenseUpdate> updates, float scale);
   static constexpr int64_t kParallelFloats = int64_t{1} << 16;
@@ -241,9 +246,13 @@ class ShardStore {
     int64_t begin;  // the block's first element in the update's element space
     float* const* copy_to;
     int copies;
+    const ReplyProgress* const* told;
   };
   std::vector<DensePiece> pieces_;
   std::vector<const DensePiece*> reply_order_;  // ApplyDenseMany's pieces in the order of a reply in place
+  // ApplyDenseMany's replies told as they are written, each with where its written prefix ends
+  // (null: past a gap, told no more until the reply is sent).
+  std::vector<std::pair<const ReplyProgress*, const char*>> told_next_;
   std::vector<const DenseBlock*> blocks_;  // ApplyDenseMany's check for a block named twice
 };
 

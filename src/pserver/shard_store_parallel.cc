@@ -13,7 +13,6 @@
 #include <algorithm>
 
 #include "common/denormals.h"
-#include "common/reply_progress.h"
 #include "job/placement.h"
 #include "pserver/optimizer.h"
 #include "pserver/shard_store.h"
@@ -47,7 +46,7 @@ void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scal
   for (const auto& u : updates) {
     Dense& d = *dense_.at(*u.param);
     DenseBlock& b = d.blocks.at(u.block);
-    pieces_.push_back({&d.decl.optimizer, &b, u.grad, total, u.copy_to, u.copies});
+    pieces_.push_back({&d.decl.optimizer, &b, u.grad, total, u.copy_to, u.copies, u.told});
     total += b.length;
   }
   // A block named twice (a push may) is updated twice, in order: one by one.
@@ -94,30 +93,45 @@ void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scal
     }
   };
   if (total == 0) return;
-  // A reply written in place whose trainer reads it as it comes (common/reply_progress.h), and
-  // every block going there alone: the blocks in the order the reply holds them, on this
-  // thread, the bytes written so far told after each run. The order changes no bit (each block
-  // is updated alone), and the pool's second thread would only take the core the trainer now
-  // computes on. (Blocks going to several replies, two trainers at a barrier: the pool's way.)
-  const ReplyProgress& progress = ReplyProgress::Here();
-  auto in_reply = [&](const DensePiece& p) {
-    return p.copies == 1 && progress.Covers(p.copy_to[0] + p.block->length) &&
-           reinterpret_cast<const char*>(p.copy_to[0]) >= progress.base;
+  // Replies written in place whose trainers read them as they come (common/reply_progress.h),
+  // and every copy of every block going to such a reply: the blocks in the order the first
+  // reply holds them, on this thread, each reply's bytes written so far told after each run. At
+  // a barrier that releases several trainers, each reply is told (the others' blocks come in the
+  // same order as theirs are pulled alike). The order changes no bit (each block is updated
+  // alone), and the pool's second thread would only take the core a trainer now computes on.
+  auto in_replies = [](const DensePiece& p) {
+    if (p.copies == 0 || !p.told) return false;
+    for (int c = 0; c < p.copies; ++c) {
+      const ReplyProgress* r = p.told[c];
+      if (!r || !r->Covers(p.copy_to[c] + p.block->length) ||
+          reinterpret_cast<const char*>(p.copy_to[c]) < r->base)
+        return false;
+    }
+    return true;
   };
-  if (progress.word && std::all_of(pieces_.begin(), pieces_.end(), in_reply)) {
+  if (!pieces_.empty() && std::all_of(pieces_.begin(), pieces_.end(), in_replies)) {
     reply_order_.resize(pieces_.size());
     for (size_t i = 0; i < reply_order_.size(); ++i) reply_order_[i] = &pieces_[i];
     std::sort(reply_order_.begin(), reply_order_.end(),
               [](const DensePiece* a, const DensePiece* b) { return a->copy_to[0] < b->copy_to[0]; });
-    const char* next = progress.base;  // where the reply's written prefix ends (null: a gap)
+    told_next_.clear();
+    auto next_of = [&](const ReplyProgress* r) -> const char*& {
+      for (auto& [reply, next] : told_next_)
+        if (reply == r) return next;
+      told_next_.push_back({r, r->base});
+      return told_next_.back().second;
+    };
     for (const DensePiece* p : reply_order_) {
       for (int64_t x = 0; x < p->block->length; x += kProgressRun) {
         const int64_t y = std::min(p->block->length, x + kProgressRun);
         apply(p->begin + x, p->begin + y);
-        if (reinterpret_cast<const char*>(p->copy_to[0] + x) != next) next = nullptr;
-        if (!next) continue;
-        next = reinterpret_cast<const char*>(p->copy_to[0] + y);
-        progress.WrittenUpTo(next);
+        for (int c = 0; c < p->copies; ++c) {
+          const char*& next = next_of(p->told[c]);
+          if (reinterpret_cast<const char*>(p->copy_to[c] + x) != next) next = nullptr;
+          if (!next) continue;
+          next = reinterpret_cast<const char*>(p->copy_to[c] + y);
+          p->told[c]->WrittenUpTo(next);
+        }
       }
     }
     return;

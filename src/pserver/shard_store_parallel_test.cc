@@ -5,6 +5,7 @@
 // in the order of a reply in place when its reader watches how far it has got.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <random>
 #include <thread>
@@ -251,26 +252,45 @@ TEST(ShardStoreParallelTest, DenseUpdatesWriteTheirNewValuesWhereAsked) {
   }
 }
 
+// Two stores of the same parameters (Adam, blocks of 40,000) sharing a pool of 2: one updated
+// block by block, the other by ApplyDenseMany with replies told as they are written.
+struct PlainAndTold {
+  explicit PlainAndTold(const std::vector<std::pair<std::string, int64_t>>& params)
+      : job(Blocks(40000)),
+        plain(0, job, SlotMap::RoundRobin(64, 1)),
+        told(0, job, SlotMap::RoundRobin(64, 1)) {
+    plain.SetPool(&pool);
+    told.SetPool(&pool);
+    for (const auto& [name, size] : params) {
+      ParamDecl d{name, false, size, 0, *OptimizerConfig::Parse("adam:lr=0.01")};
+      EXPECT_TRUE(plain.Declare(d).ok());
+      EXPECT_TRUE(told.Declare(d).ok());
+    }
+  }
+  static JobConfig Blocks(int64_t size) {
+    JobConfig j = Job();
+    j.block_size = size;
+    return j;
+  }
+  JobConfig job;
+  WorkPool pool{2};
+  ShardStore plain, told;
+};
+
 // With a reply written in place whose reader waits on a progress word (common/reply_progress.h),
 // the blocks are updated in the order the reply holds them, and after each run the word says how
 // much of the reply is written: only ever a prefix that holds its final values, ending at the
 // reply's end. The store's bits are those of the pool's way. A block whose values go to two
 // replies (the reply's order unknown) stops the word where it is.
 TEST(ShardStoreParallelTest, AReplyInPlaceIsWrittenInItsOrderAndSaysHowFarItHasGot) {
-  JobConfig job = Job();
-  job.block_size = 40000;
-  WorkPool pool(2);
-  ShardStore plain(0, job, SlotMap::RoundRobin(64, 1));
-  ShardStore told(0, job, SlotMap::RoundRobin(64, 1));
-  plain.SetPool(&pool);
-  told.SetPool(&pool);
   // "b" sorts first, but the reply holds "a"'s blocks first, as a trainer's memory may.
   const std::vector<std::pair<std::string, int64_t>> params{{"b", 5}, {"a", 100000}};
-  for (const auto& [name, size] : params) {
-    ParamDecl d{name, false, size, 0, *OptimizerConfig::Parse("adam:lr=0.01")};
-    ASSERT_TRUE(plain.Declare(d).ok());
-    ASSERT_TRUE(told.Declare(d).ok());
-  }
+  PlainAndTold stores(params);
+  ASSERT_FALSE(HasFailure());
+  JobConfig& job = stores.job;
+  WorkPool& pool = stores.pool;
+  ShardStore& plain = stores.plain;
+  ShardStore& told = stores.told;
   std::vector<std::vector<float>> grads;
   std::vector<ShardStore::DenseUpdate> updates = EveryBlock(params, job.block_size, &grads);
   ASSERT_EQ(updates.size(), 4u);  // b 0, a 0, a 1, a 2
@@ -278,6 +298,8 @@ TEST(ShardStoreParallelTest, AReplyInPlaceIsWrittenInItsOrderAndSaysHowFarItHasG
   std::vector<float> reply(100005);
   float* at[] = {reply.data() + 100000, reply.data(), reply.data() + 40000, reply.data() + 80000};
   std::atomic<uint64_t> word{0};
+  const ReplyProgress room{reinterpret_cast<char*>(reply.data()), reply.size() * sizeof(float), &word};
+  const ReplyProgress* told_one[] = {&room};
   // What the word said after each run, and whether the prefix it named was final then.
   struct Seen {
     uint64_t bytes;
@@ -289,13 +311,12 @@ TEST(ShardStoreParallelTest, AReplyInPlaceIsWrittenInItsOrderAndSaysHowFarItHasG
       updates[u].grad = grads[u].data();
       updates[u].copy_to = &at[u];
       updates[u].copies = 1;
+      updates[u].told = told_one;
     }
     std::fill(reply.begin(), reply.end(), -7.0f);
     word = 0;
     for (const auto& u : updates) plain.ApplyDense(*u.param, u.block, u.grad, 0.5f);
-    ReplyProgress::Here() = {reinterpret_cast<char*>(reply.data()), reply.size() * sizeof(float), &word};
     told.ApplyDenseMany(updates, 0.5f);
-    ReplyProgress::Here() = {};
     ASSERT_EQ(plain.Snapshot(), told.Snapshot()) << "step " << step;
     EXPECT_EQ(word.load(), reply.size() * sizeof(float)) << "step " << step;
     std::vector<float> want(reply.size());
@@ -321,33 +342,97 @@ TEST(ShardStoreParallelTest, AReplyInPlaceIsWrittenInItsOrderAndSaysHowFarItHasG
       last = b;
     }
   });
-  ReplyProgress::Here() = {reinterpret_cast<char*>(reply.data()), reply.size() * sizeof(float), &word};
   told.ApplyDenseMany(updates, 0.5f);
-  ReplyProgress::Here() = {};
   done = true;
   watcher.join();
   for (const Seen& s : seen) EXPECT_TRUE(s.final) << s.bytes;
   EXPECT_EQ(word.load(), reply.size() * sizeof(float));
 
-  // A block going to two replies (two trainers at a barrier), or to a reply elsewhere: the pool's
+  // A block going to a second reply not read as it comes, or to a reply elsewhere: the pool's
   // way, the word left alone, the values all there.
   std::vector<float> other(40000);
   float* two[] = {reply.data() + 40000, other.data()};
+  const ReplyProgress* told_first_only[] = {&room, nullptr};
   float* elsewhere[] = {other.data()};
   for (int c : {2, 1}) {
     updates[2].copy_to = c == 2 ? two : elsewhere;
     updates[2].copies = c;
+    updates[2].told = c == 2 ? told_first_only : told_one;
     word = 0;
     const int64_t runs = pool.runs();
-    ReplyProgress::Here() = {reinterpret_cast<char*>(reply.data()), reply.size() * sizeof(float), &word};
     told.ApplyDenseMany(updates, 0.5f);
-    ReplyProgress::Here() = {};
     EXPECT_EQ(word.load(), 0u) << c;
     EXPECT_GT(pool.runs(), runs) << c;
     const float* v = told.DenseValues("a", 1);
     EXPECT_EQ(other, std::vector<float>(v, v + 40000)) << c;
     if (c == 2) {
       EXPECT_TRUE(std::equal(other.begin(), other.end(), reply.begin() + 40000));
+    }
+  }
+}
+
+// A barrier that releases two trainers: the apply writes both replies, and each reply's own word
+// says how far it has got, a prefix already final, up to its end; the store's bits are the
+// pool's. A second reply that holds the blocks in another order is told up to its first gap only.
+TEST(ShardStoreParallelTest, AtABarrierEachReplyInPlaceIsToldHowFarItHasGot) {
+  const std::vector<std::pair<std::string, int64_t>> params{{"a", 100000}};
+  PlainAndTold stores(params);
+  ASSERT_FALSE(HasFailure());
+  JobConfig& job = stores.job;
+  WorkPool& pool = stores.pool;
+  ShardStore& plain = stores.plain;
+  ShardStore& told = stores.told;
+  std::vector<std::vector<float>> grads;
+  std::vector<ShardStore::DenseUpdate> updates = EveryBlock(params, job.block_size, &grads);
+  ASSERT_EQ(updates.size(), 3u);  // a 0, a 1, a 2
+  for (bool same_order : {true, false}) {
+    std::vector<float> first(100000, -7.0f), second(100000, -7.0f);
+    std::atomic<uint64_t> first_word{0}, second_word{0};
+    const ReplyProgress rooms[] = {
+        {reinterpret_cast<char*>(first.data()), first.size() * sizeof(float), &first_word},
+        {reinterpret_cast<char*>(second.data()), second.size() * sizeof(float), &second_word}};
+    // Where each block goes in each reply; the second reply's other order puts block 1 first.
+    const int64_t in_second[] = {same_order ? 0 : 40000, same_order ? 40000 : 0, 80000};
+    std::vector<std::array<float*, 2>> to(updates.size());
+    std::vector<std::array<const ReplyProgress*, 2>> by(updates.size());
+    std::mt19937 rng(9);
+    for (size_t u = 0; u < updates.size(); ++u) {
+      for (auto& g : grads[u]) g = static_cast<float>(static_cast<int>(rng() % 2001) - 1000) / 500.0f;
+      to[u] = {first.data() + 40000 * u, second.data() + in_second[u]};
+      by[u] = {&rooms[0], &rooms[1]};
+      updates[u].grad = grads[u].data();
+      updates[u].copy_to = to[u].data();
+      updates[u].copies = 2;
+      updates[u].told = by[u].data();
+    }
+    for (const auto& u : updates) plain.ApplyDense(*u.param, u.block, u.grad, 0.5f);
+    // Both words watched from another thread: each value they named was final then.
+    std::atomic<bool> done{false}, every_told_final{true};
+    std::thread watcher([&] {
+      for (int i = 0; i < 100000000 && !done.load(); ++i) {
+        for (const auto* r : {&first, &second}) {
+          const uint64_t b = (r == &first ? first_word : second_word).load(std::memory_order_acquire);
+          for (uint64_t f = 0; f < b / sizeof(float); f += 997)
+            if ((*r)[f] == -7.0f) every_told_final = false;
+        }
+      }
+    });
+    const int64_t runs = pool.runs();
+    told.ApplyDenseMany(updates, 0.5f);
+    done = true;
+    watcher.join();
+    ASSERT_EQ(plain.Snapshot(), told.Snapshot()) << same_order;
+    EXPECT_TRUE(every_told_final.load()) << same_order;
+    EXPECT_EQ(pool.runs(), runs) << "one thread, in the replies' order";
+    EXPECT_EQ(first_word.load(), first.size() * sizeof(float)) << same_order;
+    // In the other order the second reply's first run is block 1's, at 40,000 elements from its
+    // start: not a prefix, so it is not told (the reply is whole once it is sent).
+    EXPECT_EQ(second_word.load(), same_order ? second.size() * sizeof(float) : 0u);
+    for (size_t u = 0; u < updates.size(); ++u) {
+      const float* v = told.DenseValues("a", static_cast<int64_t>(u));
+      const size_t n = grads[u].size();
+      EXPECT_TRUE(std::equal(v, v + n, first.data() + 40000 * u)) << u;
+      EXPECT_TRUE(std::equal(v, v + n, second.data() + in_second[u])) << u;
     }
   }
 }

@@ -11,7 +11,6 @@
 #include <optional>
 #include <random>
 
-#include "common/reply_progress.h"
 #include "common/while_waiting.h"
 #include "security/peer_cred.h"
 #include "transport/frame_auth.h"
@@ -62,7 +61,6 @@ class ShmChannel : public MessageChannel {
     if (p.kind != FrameKind::kRequest) return Status::InvalidArgument("a reply frame was sent to the server");
     reply_room_ = {};
     reply_in_window_ = false;
-    ReplyProgress::Here() = {};
     const bool new_region = p.flags & kFrameFlagNewRegion;
     const bool new_window = p.flags & kFrameFlagNewWindow;
     const bool in_window = p.flags & kFrameFlagInWindow;
@@ -118,12 +116,11 @@ class ShmChannel : public MessageChannel {
     reply_in_window_ = reply_room_.reply_room > 0 && bytes <= reply_room_.reply_room;
     if (reply_in_window_) {
       char* at = window_.writable_data() + reply_room_.reply_offset;
-      if (reply_room_.progress_offset != 0) {
-        auto* word =
+      std::atomic<uint64_t>* word = nullptr;
+      if (reply_room_.progress_offset != 0)
+        word =
             reinterpret_cast<std::atomic<uint64_t>*>(window_.writable_data() + reply_room_.progress_offset);
-        ReplyProgress::Here() = {at, bytes, word};
-      }
-      return {at, bytes};
+      return {at, bytes, word};
     }
     // Room for the header too (most fit in 64 KiB; a larger one grows the region in WriteReply).
     Status s = own_.Ensure(PayloadAlign(bytes) + 65536, 0, MaxRegionBytes(limits_));
@@ -137,7 +134,6 @@ class ShmChannel : public MessageChannel {
 
   Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
                     const Deadline& deadline) override {
-    ReplyProgress::Here() = {};
     if (!broken_.ok()) return broken_;
     const bool in_window = reply_in_window_ && payload_bytes > 0;
     const size_t region_payload = in_window ? 0 : payload_bytes;

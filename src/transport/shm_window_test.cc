@@ -231,7 +231,7 @@ class WindowHandler : public RequestHandler {
   // test has seen it, at most 10 s) the rest.
   void Progress(size_t n, std::unique_ptr<Responder> r) {
     MutableBuffer out = r->Allocate(n);
-    const ReplyProgress progress = ReplyProgress::Here();
+    const ReplyProgress progress{static_cast<char*>(out.data), n, out.progress};
     had_progress = progress.word != nullptr;
     char* o = static_cast<char*>(out.data);
     for (size_t i = 0; i < n; ++i) {
@@ -417,6 +417,57 @@ TEST_F(ShmWindowCallTest, ACallWhoseWindowWasRenewedUnderItFails) {
   EXPECT_NE(waiting.status().message().find("renewed"), std::string::npos) << waiting.status();
   EXPECT_EQ(base_[65536], 'k');
   for (auto& h : handler_.TakeHeld()) h.responder.reset();
+}
+
+// A reply's progress word comes with its buffer, not with the thread that took it: a held reply
+// (a trainer waiting at a barrier) written by another thread (the pserver's thread of the trainer
+// that completes the barrier) tells its own trainer how far it has got.
+TEST_F(ShmWindowCallTest, AHeldReplyWrittenByAnotherThreadTellsItsProgress) {
+  ShmWindow::Hold hold(window_.get());
+  EchoThroughTheWindow(1000, 'a');
+  EchoThroughTheWindow(1000, 'b');
+  const size_t n = 100000;
+  char* room = base_ + (256 << 10);
+  std::memset(room, 0, n);
+  std::atomic<bool> seen_half{false};
+  bool first_half = false, whole = false;
+  StatusOr<CallResult> waiting = Status::Unknown("not run");
+  std::thread caller([&] {
+    WhileWaiting work(
+        [&](const WaitingCall& call) {
+          first_half = call.ReplyWrittenUpTo(room + n / 2);
+          for (size_t i = 0; i < n / 2; ++i) first_half = first_half && room[i] == static_cast<char>(i % 251);
+          EXPECT_EQ(room[n - 1], 0) << "the second half was written before the first was seen";
+          seen_half = true;
+          whole = call.ReplyWrittenUpTo(room + n);
+        },
+        /*wants_progress=*/true);
+    MutableBuffer in[] = {{room, n}};
+    waiting = conn_->Call("hold 100000", {}, in, std::chrono::seconds(30));
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (handler_.held() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ASSERT_EQ(handler_.held(), 1u);
+  auto held = handler_.TakeHeld();
+  MutableBuffer out = held[0].memory;
+  ASSERT_NE(out.progress, nullptr) << "the held reply's buffer has no progress word";
+  const ReplyProgress progress{static_cast<char*>(out.data), out.size, out.progress};
+  char* o = static_cast<char*>(out.data);
+  for (size_t i = 0; i < n / 2; ++i) o[i] = static_cast<char>(i % 251);
+  progress.WrittenUpTo(o + n / 2);
+  for (int k = 0; k < 2000 && !seen_half.load(); ++k)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  EXPECT_TRUE(seen_half.load());
+  for (size_t i = n / 2; i < n; ++i) o[i] = static_cast<char>(i % 251);
+  progress.WrittenUpTo(o + n);
+  ConstBuffer b{out.data, n};
+  held[0].responder->Send("re:hold", {&b, 1});
+  caller.join();
+  ASSERT_TRUE(waiting.ok()) << waiting.status();
+  EXPECT_TRUE(first_half);
+  EXPECT_TRUE(whole);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(room[i], static_cast<char>(i % 251)) << i;
 }
 
 // Work beside a call in place (WhileWaiting) gets a progress word: it sees the first half of the

@@ -14,8 +14,10 @@
 // ServerTransport calls its handler from any number of threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <ostream>
 #include <span>
@@ -72,6 +74,9 @@ struct ConstBuffer {
 struct MutableBuffer {
   void* data = nullptr;
   size_t size = 0;
+  // A reply's buffer whose reader reads it as it is written (shm, in the trainer's window): where
+  // whoever writes it tells how far it has got (common/reply_progress.h). Null otherwise.
+  std::atomic<uint64_t>* progress = nullptr;
 };
 
 inline size_t TotalSize(std::span<const ConstBuffer> bufs) {

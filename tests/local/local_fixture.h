@@ -7,6 +7,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -106,13 +107,16 @@ class LocalTest : public TempDirTest {
     }
   }
 
-  // Starts `tessera local` with `args` (after --run, --store and --lease-ttl) as a process.
-  Subprocess& StartLocal(const std::vector<std::string>& args, int lease_ttl = 3) {
+  // Starts `tessera local` with `args` (after --run, --store and --lease-ttl) as a process, with
+  // `env` beside the build directory in its environment.
+  Subprocess& StartLocal(const std::vector<std::string>& args, int lease_ttl = 3,
+                         const std::map<std::string, std::string>& env = {}) {
     SpawnOptions o;
     o.argv = {BuildPath("src/tessera"), "local", "--run", run(), "--store", store(), "--lease-ttl",
               std::to_string(lease_ttl)};
     o.argv.insert(o.argv.end(), args.begin(), args.end());
     o.log_path = dir_ + "/local" + std::to_string(starts_++) + ".log";  // one per run: Output() is its own
+    o.env = env;
     o.env["TESSERA_BUILD_DIR"] = BuildPath("");
     auto p = Subprocess::Spawn(o);
     EXPECT_TRUE(p.ok());

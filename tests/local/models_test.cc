@@ -128,6 +128,31 @@ TEST_F(LocalTest, MlpOverSharedMemoryTrainsInItsWindowWithTheBitsOfTcp) {
   ExpectSameParameters(*shm, *tcp);
 }
 
+// Two trainers at one pserver's barrier: the pserver writes both trainers' replies in place as it
+// applies the step and tells each its own progress, so both begin their next step on the values
+// as they arrive. Before, only the trainer whose push completed the barrier was told (its
+// thread's reply), and the other's reply was copied after the apply: about half the steps began
+// ahead. Busy polling is set by hand (the launcher leaves it off for 4 processes on 2 cores), as
+// the trainers work ahead only where it is on.
+TEST_F(LocalTest, TwoTrainersAtABarrierBothBeginTheirStepsOnValuesArrivingInPlace) {
+  UploadFashionMnist(/*test_set=*/false);
+  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--model-arg", "hidden=32", "--pservers",
+                              "1", "--trainers", "2", "--passes", "1", "--transport", "shm", "--job", "w"},
+                             3, {{"TESSERA_BUSY_POLL_US", "50"}});
+  auto code = p.Wait(std::chrono::seconds(240));
+  ASSERT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail(30);
+  for (const char* trainer : {"trainer-0", "trainer-1"}) {
+    auto log = ReadFile(run() + "/logs/" + trainer + ".log");
+    ASSERT_TRUE(log.ok());
+    std::smatch steps, ahead;
+    ASSERT_TRUE(std::regex_search(*log, steps, std::regex(R"(trainer done: (\d+) steps)"))) << *log;
+    ASSERT_TRUE(
+        std::regex_search(*log, ahead, std::regex(R"((\d+) steps begun on values arriving in place)")))
+        << *log;
+    EXPECT_GE(std::stod(ahead[1]), 0.8 * std::stod(steps[1])) << trainer << ": " << *log;
+  }
+}
+
 TEST_F(LocalTest, LogregApproachesTheBestAchievableAuc) {
   const double best =
       UploadCtr({"--rows", "60000", "--eval-rows", "10000", "--features", "20000", "--per-row", "15"},
