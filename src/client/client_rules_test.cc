@@ -146,13 +146,22 @@ TEST(LaneRuleTest, TwoCallsRunTogetherOnlyInOneGroupAndTheSecondLaneNeverAlone) 
               SCOPED_TRACE(::testing::Message() << "running " << r0 << r1 << " groups " << s.group[0]
                                                 << s.group[1] << " next " << next << " lane " << lane);
               ++checked;
-              if (s.running[lane]) EXPECT_FALSE(may);
-              if (may && s.running[other]) EXPECT_TRUE(next != 0 && s.group[other] == next);
-              if (lane == 1 && may) EXPECT_TRUE(s.running[0]);
-              if (!s.running[0] && !s.running[1]) EXPECT_EQ(may, lane == 0);
+              if (s.running[lane]) {
+                EXPECT_FALSE(may);
+              }
+              if (may && s.running[other]) {
+                EXPECT_TRUE(next != 0 && s.group[other] == next);
+              }
+              if (lane == 1 && may) {
+                EXPECT_TRUE(s.running[0]);
+              }
+              if (!s.running[0] && !s.running[1]) {
+                EXPECT_EQ(may, lane == 0);
+              }
               // The other lane runs a call of the same group: this lane may join it.
-              if (!s.running[lane] && s.running[other] && next != 0 && s.group[other] == next)
+              if (!s.running[lane] && s.running[other] && next != 0 && s.group[other] == next) {
                 EXPECT_TRUE(may);
+              }
             }
           }
         }

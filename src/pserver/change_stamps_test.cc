@@ -38,7 +38,7 @@ TEST(ChangeStampsTest, APullGetsWhatChangedSinceItsTokenAndNothingElse) {
   const uint64_t before_reset = s.token();
   s.Reset(9);
   EXPECT_FALSE(s.ChangedSince("w", 0, before_reset, &out));
-  EXPECT_FALSE(s.ChangedSince("w", 0, after1 & 0xffffffffu | (uint64_t{9} << 32), &out));
+  EXPECT_FALSE(s.ChangedSince("w", 0, (after1 & 0xffffffffu) | (uint64_t{9} << 32), &out));
   ASSERT_TRUE(s.ChangedSince("w", 0, s.token(), &out));
   EXPECT_TRUE(out.empty());
 }

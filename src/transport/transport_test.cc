@@ -535,8 +535,9 @@ TEST(SpinUntilReadableTest, ReturnsWhenReadableOrClosedElseAfterItsTime) {
   SpinUntilReadable(a.get(), spin);
   const SpinCounters after = SpinCountersNow();
   // Early only when it stepped aside (spin_governor.h): it was backing off, or lost its core.
-  if (after.skipped == before.skipped && after.back_offs == before.back_offs)
+  if (after.skipped == before.skipped && after.back_offs == before.back_offs) {
     EXPECT_GE(std::chrono::steady_clock::now() - t0, spin) << "returned before its time with nothing to read";
+  }
   EXPECT_FALSE(readable());
 
   std::thread writer([&] {
