@@ -56,7 +56,7 @@ void TaskQueue::StartPass(int pass) {
   }
   cursor_ = 0;
   requeued_.clear();
-  pending_.clear();
+  ClearPending();
   done_.assign(tasks_, false);
   dispatched_.assign(tasks_, false);
   failures_.clear();
@@ -113,7 +113,7 @@ TaskQueue::Next TaskQueue::Dispatch(const std::string& trainer, int64_t now_ms) 
   }
   idle_.erase(trainer);
   int64_t epoch = next_epoch_++;
-  pending_[task] = Pending{epoch, trainer, now_ms + options_.timeout_ms};
+  SetPending(task, Pending{epoch, trainer, now_ms + options_.timeout_ms});
   ++stats_.dispatches;
   if (task < tasks_) {
     if (dispatched_[task]) ++stats_.duplicates;
@@ -144,8 +144,11 @@ TaskQueue::Dispatched TaskQueue::DispatchedOf(int64_t task, int64_t epoch, int64
 std::optional<TaskQueue::Dispatched> TaskQueue::Undelivered(const std::string& trainer,
                                                             const std::set<std::pair<int64_t, int64_t>>& held,
                                                             int64_t now_ms) {
-  for (auto& [task, p] : pending_) {
-    if (p.trainer != trainer || held.count({task, p.epoch})) continue;
+  auto mine = held_by_.find(trainer);
+  if (mine == held_by_.end()) return std::nullopt;
+  for (int64_t task : mine->second) {  // in task order, as pending_ is
+    Pending& p = pending_.at(task);
+    if (held.count({task, p.epoch})) continue;
     p.deadline_ms = now_ms + options_.timeout_ms;  // a fresh deadline, as a dispatch gets
     idle_.erase(trainer);
     return DispatchedOf(task, p.epoch, p.deadline_ms);
@@ -154,14 +157,15 @@ std::optional<TaskQueue::Dispatched> TaskQueue::Undelivered(const std::string& t
 }
 
 bool TaskQueue::HoldBackAhead(const std::string& trainer, const std::set<std::string>& live) const {
-  std::set<std::string> holders;
-  for (const auto& [item, p] : pending_) holders.insert(p.trainer);
-  if (!holders.count(trainer)) return false;
-  int64_t without = 0;
-  for (const auto& t : live) without += t != trainer && !holders.count(t);
+  if (!held_by_.count(trainer)) return false;
   // What Dispatch could hand out now (counting a task dispatched ahead of its turn too: at
   // worst we hold back less).
   const int64_t left = static_cast<int64_t>(requeued_.size()) + (tasks_ - cursor_);
+  // More left than live trainers: more than those without a task, whoever they are (the
+  // common case, answered without counting them).
+  if (left > static_cast<int64_t>(live.size())) return false;
+  int64_t without = 0;
+  for (const auto& t : live) without += t != trainer && !held_by_.count(t);
   return without > 0 && left <= without;
 }
 
@@ -173,7 +177,7 @@ bool TaskQueue::OthersHold(const std::string& trainer) const {
 bool TaskQueue::Finish(int64_t task, int64_t epoch, int64_t step) {
   auto it = pending_.find(task);
   if (it == pending_.end() || it->second.epoch != epoch) return false;
-  pending_.erase(it);
+  ErasePending(it);
   ItemDone(task);
   if (step >= 0 && task < tasks_) {
     recent_.push_back(Finished{task, pass_, step});
@@ -200,7 +204,7 @@ void TaskQueue::Requeue(int64_t task, const std::string& reason) {
 bool TaskQueue::Fail(int64_t task, int64_t epoch, const std::string& reason) {
   auto it = pending_.find(task);
   if (it == pending_.end() || it->second.epoch != epoch) return false;
-  pending_.erase(it);
+  ErasePending(it);
   ++stats_.failures;
   Requeue(task, reason.empty() ? "failed" : reason);
   MaybeEndPass();
@@ -219,7 +223,7 @@ bool TaskQueue::Expire(int64_t task, int64_t epoch) {
   auto it = pending_.find(task);
   if (it == pending_.end() || it->second.epoch != epoch) return false;
   std::string trainer = it->second.trainer;
-  pending_.erase(it);
+  ErasePending(it);
   ++stats_.timeouts;
   Requeue(task, "timed out at trainer " + trainer);
   MaybeEndPass();
@@ -236,11 +240,10 @@ bool TaskQueue::Progressed(int64_t task, int64_t epoch, int64_t now_ms) {
 int TaskQueue::TrainerLost(const std::string& trainer) {
   idle_.erase(trainer);
   std::vector<int64_t> lost;
-  for (const auto& [task, p] : pending_) {
-    if (p.trainer == trainer) lost.push_back(task);
-  }
+  if (auto mine = held_by_.find(trainer); mine != held_by_.end())
+    lost.assign(mine->second.begin(), mine->second.end());
   for (int64_t t : lost) {
-    pending_.erase(t);
+    ErasePending(pending_.find(t));
     ++stats_.lost;
     Requeue(t, "trainer " + trainer + " was lost");
   }
@@ -392,6 +395,25 @@ Status TaskQueue::Rewind(const DataPosition& p, int64_t generation) {
   rewind_generation_ = generation;
   MaybeEndPass();
   return Status::OK();
+}
+
+void TaskQueue::SetPending(int64_t task, Pending p) {
+  if (auto was = pending_.find(task); was != pending_.end()) ErasePending(was);
+  held_by_[p.trainer].insert(task);
+  pending_.emplace(task, std::move(p));
+}
+
+std::map<int64_t, TaskQueue::Pending>::iterator TaskQueue::ErasePending(
+    std::map<int64_t, Pending>::iterator it) {
+  auto mine = held_by_.find(it->second.trainer);
+  mine->second.erase(it->first);
+  if (mine->second.empty()) held_by_.erase(mine);
+  return pending_.erase(it);
+}
+
+void TaskQueue::ClearPending() {
+  pending_.clear();
+  held_by_.clear();
 }
 
 }  // namespace tessera::master

@@ -150,7 +150,9 @@ TEST(TaskQueueFollowTest, UnderRandomFaultsEveryChunkIsDoneExactlyOnce) {
       now += 10;
       switch (rng() % 8) {
         case 0:
-          if (q->following() && q->chunks() < 200) ASSERT_TRUE(q->AddChunks({int64_t(rng() % 500)}).ok());
+          if (q->following() && q->chunks() < 200) {
+            ASSERT_TRUE(q->AddChunks({int64_t(rng() % 500)}).ok());
+          }
           break;
         case 1:
         case 2: {

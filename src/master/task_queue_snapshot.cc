@@ -182,7 +182,7 @@ Status TaskQueue::ReadAssignments(ByteReader& r) {
     uint64_t t, e;
     std::string trainer;
     if (!ReadItemId(r, &t) || !r.GetVarint(&e) || !r.GetString(&trainer)) return Corrupt("bad pending task");
-    pending_[static_cast<int64_t>(t)] = Pending{static_cast<int64_t>(e), trainer, 0};
+    SetPending(static_cast<int64_t>(t), Pending{static_cast<int64_t>(e), trainer, 0});
   }
   if (!r.GetBits(&done_, static_cast<uint64_t>(tasks_)) || static_cast<int64_t>(done_.size()) != tasks_ ||
       !r.GetBits(&dispatched_, static_cast<uint64_t>(tasks_)) ||

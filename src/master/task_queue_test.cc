@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 #include <zstd.h>
 
+#include <map>
+#include <optional>
 #include <random>
 #include <set>
 
@@ -86,6 +88,72 @@ TEST(TaskQueueTest, ATrainerFetchingAheadWaitsWhileOthersHaveNoTask) {
   EXPECT_FALSE(q.HoldBackAhead("t1", {})) << "live trainers unknown: as before";
   ASSERT_EQ(q.Dispatch("t0", 0).kind, TaskQueue::NextKind::kTask);
   EXPECT_FALSE(q.HoldBackAhead("t2", live)) << "every trainer has one";
+}
+
+// The queue keeps each trainer's pending tasks beside the pending list (Undelivered and
+// HoldBackAhead read them on every GetTask, without a scan of every trainer's). Over random
+// histories of dispatches, finishes, failures, timeouts, lost trainers, passes and a snapshot's
+// restore, each trainer's undelivered task is the lowest it holds, as a scan of the list gave.
+TEST(TaskQueueTest, EachTrainersTasksFollowEveryWayATaskComesAndGoes) {
+  const std::vector<std::string> trainers = {"t0", "t1", "t2", "t3", "t4"};
+  for (uint64_t seed = 0; seed < 40; ++seed) {
+    SCOPED_TRACE(seed);
+    std::mt19937_64 rng(seed);
+    const TaskQueueOptions o = Opts(12, 1, 4, 3);
+    TaskQueue q(o);
+    std::map<int64_t, std::pair<int64_t, std::string>> pending;  // task -> (epoch, trainer): the model
+    int64_t now = 0;
+    // Bounded: 300 operations, or the job's end.
+    for (int op = 0; op < 300 && !q.finished(); ++op) {
+      const std::string& t = trainers[rng() % trainers.size()];
+      const int kind = static_cast<int>(rng() % 10);
+      std::optional<std::pair<int64_t, int64_t>> some;  // a pending (task, epoch), at random
+      if (!pending.empty()) {
+        auto it = std::next(pending.begin(), static_cast<long>(rng() % pending.size()));
+        some = std::make_pair(it->first, it->second.first);
+      }
+      if (kind < 4) {
+        auto n = q.Dispatch(t, now);
+        if (n.kind == TaskQueue::NextKind::kTask) pending[n.task.task] = {n.task.epoch, t};
+      } else if (kind < 6 && some) {
+        ASSERT_TRUE(q.Finish(some->first, some->second));
+        pending.erase(some->first);
+      } else if (kind < 7 && some) {
+        ASSERT_TRUE(q.Fail(some->first, some->second, "x"));
+        pending.erase(some->first);
+      } else if (kind < 8) {
+        now += o.timeout_ms;
+        for (const auto& [task, epoch] : q.Overdue(now)) {
+          ASSERT_TRUE(q.Expire(task, epoch));
+          pending.erase(task);
+        }
+      } else if (kind < 9) {
+        q.TrainerLost(t);
+        std::erase_if(pending, [&](const auto& p) { return p.second.second == t; });
+      } else if (kind == 9) {
+        auto restored = TaskQueue::Restore(o, q.Snapshot());
+        ASSERT_TRUE(restored.ok()) << restored.status();
+        q = std::move(*restored);
+      }
+      // Each trainer's undelivered task (it lists none as held) is the lowest it holds.
+      for (const auto& tr : trainers) {
+        std::optional<int64_t> lowest;
+        for (const auto& [task, e] : pending) {
+          if (e.second == tr) {
+            lowest = task;
+            break;
+          }
+        }
+        auto u = q.Undelivered(tr, {}, now);
+        ASSERT_EQ(u.has_value(), lowest.has_value()) << tr << " at operation " << op;
+        if (u) {
+          EXPECT_EQ(u->task, *lowest) << tr;
+        } else {
+          EXPECT_FALSE(q.HoldBackAhead(tr, {trainers.begin(), trainers.end()})) << tr << " holds nothing";
+        }
+      }
+    }
+  }
 }
 
 TEST(TaskQueueTest, OthersHoldSaysWhetherAnotherTrainerHasATask) {

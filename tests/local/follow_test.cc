@@ -138,7 +138,9 @@ void FollowTest::Run(bool kill_master) {
         << p.Output() << LogsTail(30);
     tasks = st.tasks();
     // Progress reports sent while no master leads are lost: samples count only without a kill.
-    if (!kill_master) EXPECT_EQ(st.samples(), landed) << "slice " << k << ": a record was trained twice";
+    if (!kill_master) {
+      EXPECT_EQ(st.samples(), landed) << "slice " << k << ": a record was trained twice";
+    }
     // The model as it is now, taken while the job runs.
     const std::string out = dir_ + "/model" + std::to_string(k) + ".tsm";
     auto x = Tessera({"export", "--etcd", endpoint, "--job", "online", "--out", out});
@@ -156,8 +158,9 @@ void FollowTest::Run(bool kill_master) {
   ASSERT_EQ(*code, 0) << p.Output() << LogsTail(30);
   EXPECT_NE(p.Output().find("taking no more new data"), std::string::npos) << p.Output();
   auto r = Result();
-  if (!kill_master)
+  if (!kill_master) {
     EXPECT_EQ(r["samples"].get<int64_t>(), kSlices * kSliceRows) << "every record exactly once";
+  }
   EXPECT_EQ(r["tasks"].get<int64_t>(), tasks);
   EXPECT_EQ(r["failed_tasks"], 0);
   for (int k = 1; k < kSlices; ++k) EXPECT_GT(aucs[k], aucs[k - 1]) << "slice " << k;
