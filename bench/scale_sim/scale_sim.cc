@@ -250,6 +250,15 @@ int Main(int argc, char** argv) {
           std::fprintf(stderr, "scale_sim --smoke: a scenario did not settle: %s\n", r->dump().c_str());
           code = 1;
         }
+        // One etcd connection a trainer: its reader's is its own (client/reader_on.h). Beside
+        // them: a pserver's each, two masters', this process's and a little room.
+        const int connections = r->value("etcd_connections", 0);
+        const int most = r->value("trainers", 0) + r->value("pservers", 0) + 6;
+        if (connections > most) {
+          std::fprintf(stderr, "scale_sim --smoke: etcd holds %d connections, more than %d: %s\n",
+                       connections, most, r->dump().c_str());
+          code = 1;
+        }
       }
     }
   }

@@ -4,6 +4,7 @@
 #include "client/job_connection.h"
 #include "client/master_client.h"
 #include "client/progress_reporter.h"
+#include "client/reader_on.h"
 #include "client/trainer_membership.h"
 #include "common/strings.h"
 #include "tessera/reader.h"
@@ -84,12 +85,13 @@ Status SimTrainer::Train() {
   phase_ms_[kPserversReady] = WallMillis();
   master::MasterClient master(job.etcd.get(), o_.job, job.config.token, job.secret);
   master::ProgressReporter progress(&master, member->id());
-  // The Reader's connection, as the Python module and the built-in trainer open it.
+  // The Reader, on this trainer's etcd connection, as the Python module and the built-in trainer
+  // open it (api::Session).
   ReaderOptions ro;
   ro.connection = c;
   ro.trainer_id = member->id();
   ro.store = o_.store;
-  TESSERA_ASSIGN_OR_RETURN(auto reader, Reader::Open(ro));
+  TESSERA_ASSIGN_OR_RETURN(auto reader, OpenReaderOn(ro, {job.etcd.get(), job.config, job.secret, job.tls}));
   phase_ms_[kReaderOpen] = WallMillis();
   std::string rec;
   int64_t step = 0, in_batch = 0;

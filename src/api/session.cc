@@ -13,6 +13,7 @@
 #include "client/job_connection.h"
 #include "client/master_client.h"
 #include "client/progress_reporter.h"
+#include "client/reader_on.h"
 #include "common/busy_poll.h"
 #include "common/deadlock_checks.h"
 #include "common/flag_names.h"
@@ -74,6 +75,7 @@ Status SessionOptions::ResolveFromEnvironment() {
 struct Session::Impl {
   std::unique_ptr<Client> client;
   std::unique_ptr<etcd::EtcdClient> etcd;
+  TrainerConnection job;  // on `etcd`: the reader's too (client/reader_on.h)
   std::unique_ptr<master::MasterClient> master;
   std::unique_ptr<master::ProgressReporter> reporter;
   std::unique_ptr<Reader> reader;
@@ -100,6 +102,7 @@ StatusOr<std::unique_ptr<Session>> Session::Open(SessionOptions o) {
   }
   TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
   impl->etcd = std::move(job.etcd);
+  impl->job = {impl->etcd.get(), job.config, job.secret, job.tls};
   ClientOptions co;
   co.connection = o.connection;
   co.trainer_id = o.trainer_id;
@@ -164,7 +167,7 @@ Status Session::OpenReader() {
   ro.store = options_.store;
   ro.request_timeout = options_.request_timeout;
   ro.lease_ttl_seconds = options_.lease_ttl_seconds;
-  TESSERA_ASSIGN_OR_RETURN(impl_->reader, Reader::Open(ro));
+  TESSERA_ASSIGN_OR_RETURN(impl_->reader, OpenReaderOn(ro, impl_->job));
   return Status::OK();
 }
 

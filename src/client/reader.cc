@@ -14,6 +14,7 @@
 #include "client/fetch_ahead.h"
 #include "client/job_connection.h"
 #include "client/master_client.h"
+#include "client/reader_on.h"
 #include "common/clock.h"
 #include "coord/keys.h"
 #include "coord/lease_keeper.h"
@@ -28,23 +29,30 @@ namespace {
 
 class ReaderImpl : public Reader {
  public:
-  static StatusOr<std::unique_ptr<Reader>> Create(const ReaderOptions& o) {
+  // A reader on a connection of its own (`shared` null) or on its trainer's (reader_on.h).
+  static StatusOr<std::unique_ptr<Reader>> Create(const ReaderOptions& o, const TrainerConnection* shared) {
     std::unique_ptr<ReaderImpl> r(new ReaderImpl());
     r->options_ = o;
     r->ahead_rule_ = FetchAheadRule(o.fetch_ahead_records);
-    TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
-    r->etcd_ = std::move(job.etcd);
+    TrainerConnection own;
+    if (!shared) {
+      TESSERA_ASSIGN_OR_RETURN(JobConnection job, ConnectJob(o.connection, o.connect_timeout));
+      r->own_etcd_ = std::move(job.etcd);
+      own = {r->own_etcd_.get(), std::move(job.config), std::move(job.secret), std::move(job.tls)};
+      shared = &own;
+    }
+    r->etcd_ = shared->etcd;
+    r->master_ = std::make_unique<master::MasterClient>(r->etcd_, o.connection.job, shared->config.token,
+                                                        shared->secret, shared->tls);
     r->trainer_ = o.trainer_id;
     if (r->trainer_.empty()) {
       // A reader on its own registers a trainer id, so the master can return its tasks if it dies.
-      TESSERA_ASSIGN_OR_RETURN(r->keeper_, LeaseKeeper::Start(r->etcd_.get(), {o.lease_ttl_seconds, {}}));
-      Registry reg(r->etcd_.get(), keys::TrainerPrefix(o.connection.job));
+      TESSERA_ASSIGN_OR_RETURN(r->keeper_, LeaseKeeper::Start(r->etcd_, {o.lease_ttl_seconds, {}}));
+      Registry reg(r->etcd_, keys::TrainerPrefix(o.connection.job));
       nlohmann::json info = {{"pid", static_cast<int64_t>(::getpid())}, {"reader", true}};
       TESSERA_ASSIGN_OR_RETURN(Claim claim, reg.ClaimLowestFree(info.dump(), r->keeper_->id()));
       r->trainer_ = std::to_string(claim.index);
     }
-    r->master_ = std::make_unique<master::MasterClient>(r->etcd_.get(), o.connection.job, job.config.token,
-                                                        job.secret, job.tls);
     return std::unique_ptr<Reader>(std::move(r));
   }
 
@@ -403,10 +411,13 @@ class ReaderImpl : public Reader {
   }
 
   ReaderOptions options_;
-  std::unique_ptr<etcd::EtcdClient> etcd_;
+  // Its own etcd client, or its trainer's (which outlives it); an own one goes last, after the
+  // keeper and the master client.
+  std::unique_ptr<etcd::EtcdClient> own_etcd_;
+  etcd::EtcdClient* etcd_ = nullptr;
+  std::unique_ptr<master::MasterClient> master_;
   std::unique_ptr<LeaseKeeper> keeper_;
   std::string trainer_;
-  std::unique_ptr<master::MasterClient> master_;
   master::Task task_;
   bool have_task_ = false;
   bool finished_ = false;
@@ -455,7 +466,13 @@ class ReaderImpl : public Reader {
 }  // namespace
 
 StatusOr<std::unique_ptr<Reader>> Reader::Open(const ReaderOptions& options) {
-  return ReaderImpl::Create(options);
+  return ReaderImpl::Create(options, nullptr);
+}
+
+StatusOr<std::unique_ptr<Reader>> OpenReaderOn(const ReaderOptions& options,
+                                               const TrainerConnection& trainer) {
+  if (!trainer.etcd) return Status::InvalidArgument("OpenReaderOn: the trainer's etcd client is null");
+  return ReaderImpl::Create(options, &trainer);
 }
 
 }  // namespace tessera
