@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <fstream>
+#include <map>
 #include <regex>
 
 #include "common/clock.h"
@@ -36,6 +37,7 @@ using testing::BuildPath;
 struct Measured {
   double samples_per_s = 0;
   double read_ms = 0, compute_ms = 0, exchange_ms = 0, acknowledge_ms = 0;
+  int64_t steps = 0, steps_ahead = 0;  // every trainer's; those begun on values arriving in place
 };
 
 StatusOr<Measured> InProcess(const std::string& store, int hidden, int batch, const std::string& opt) {
@@ -73,7 +75,8 @@ StatusOr<Measured> InProcess(const std::string& store, int hidden, int batch, co
 // trainer 0's phases per step (its "trainer done" line's times).
 StatusOr<Measured> ThroughTessera(const std::string& dir, const std::string& store, int hidden, int batch,
                                   const std::string& opt, int pservers, int trainers,
-                                  const std::string& transport, const std::string& suffix = "") {
+                                  const std::string& transport, const std::string& suffix = "",
+                                  const std::map<std::string, std::string>& env = {}) {
   std::string run =
       dir + "/run-" + std::to_string(pservers) + "x" + std::to_string(trainers) + "-" + transport + suffix;
   testing::SpawnOptions so;
@@ -83,13 +86,15 @@ StatusOr<Measured> ThroughTessera(const std::string& dir, const std::string& sto
                   std::to_string(batch), "--optimizer", opt, "--pservers", std::to_string(pservers),
                   "--trainers", std::to_string(trainers), "--passes", "1", "--transport", transport});
   so.log_path = run + ".log";
+  for (const auto& [k, v] : env) so.env[k] = v;
   TESSERA_ASSIGN_OR_RETURN(auto p, testing::Subprocess::Spawn(so));
   auto code = p->Wait(std::chrono::minutes(10));
   if (!code || *code != 0) return Status::Internal("tessera local failed: " + p->Output());
   double first = 1e18, last = 0;
-  int64_t samples = 0;
+  int64_t samples = 0, steps_all = 0;
   Measured out;
   std::regex done_re("trainer done: (\\d+) steps, (\\d+) samples");
+  std::regex ahead_re("(\\d+) steps begun on values arriving in place");
   for (int t = 0; t < trainers; ++t) {
     std::ifstream log(run + "/logs/trainer-" + std::to_string(t) + ".log");
     std::string line;
@@ -99,7 +104,9 @@ StatusOr<Measured> ThroughTessera(const std::string& dir, const std::string& sto
       if (std::regex_search(line, m, done_re)) {
         last = std::max(last, testing::LogLineSeconds(line));
         samples += std::stoll(m[2]);
+        steps_all += std::stoll(m[1]);
         const double steps = std::max(1.0, std::stod(m[1]));
+        if (std::smatch a; std::regex_search(line, a, ahead_re)) out.steps_ahead += std::stoll(a[1]);
         if (auto phases = models::PhasesFromLine(line); t == 0 && phases) {
           out.read_ms = 1e3 * phases->read / steps;
           out.compute_ms = 1e3 * phases->compute / steps;
@@ -111,6 +118,7 @@ StatusOr<Measured> ThroughTessera(const std::string& dir, const std::string& sto
   }
   if (samples == 0 || last <= first) return Status::Internal("could not read the trainers' logs in " + run);
   out.samples_per_s = samples / (last - first);
+  out.steps = steps_all;
   return out;
 }
 
@@ -147,7 +155,39 @@ void Pairs(const std::string& dir, const std::string& store, int hidden, int bat
               100 * median, n);
 }
 
-int Run(int hidden, int batch, const std::string& opt, int pairs) {
+// 2 trainers and `pservers` pservers (shm, sync) with the trainers beginning their next step on
+// values arriving in place (TESSERA_WORK_AHEAD=1) and without (0), alternated `pairs` times.
+void AheadPairs(const std::string& dir, const std::string& store, int hidden, int batch,
+                const std::string& opt, int pservers, int pairs) {
+  std::printf(
+      "| pair | samples/s, ahead | samples/s, off | gain | steps begun ahead | trainer 0 exchange ms, ahead "
+      "| off |\n|---|---|---|---|---|---|---|\n");
+  std::vector<double> gains;
+  for (int i = 1; i <= pairs; ++i) {
+    const std::string n = std::to_string(i);
+    auto on = ThroughTessera(dir, store, hidden, batch, opt, pservers, 2, "shm", "-ahead-" + n,
+                             {{"TESSERA_WORK_AHEAD", "1"}});
+    auto off = ThroughTessera(dir, store, hidden, batch, opt, pservers, 2, "shm", "-off-" + n,
+                              {{"TESSERA_WORK_AHEAD", "0"}});
+    if (!on.ok() || !off.ok()) {
+      std::printf("| %d | failed: %s |\n", i, (!on.ok() ? on.status() : off.status()).ToString().c_str());
+      continue;
+    }
+    gains.push_back(on->samples_per_s / off->samples_per_s - 1);
+    std::printf("| %d | %.0f | %.0f | %+.0f%% | %lld of %lld | %.3f | %.3f |\n", i, on->samples_per_s,
+                off->samples_per_s, 100 * gains.back(), static_cast<long long>(on->steps_ahead),
+                static_cast<long long>(on->steps), on->exchange_ms, off->exchange_ms);
+    std::fflush(stdout);
+  }
+  if (gains.empty()) return;
+  double sum = 0;
+  for (double g : gains) sum += g;
+  std::sort(gains.begin(), gains.end());
+  std::printf("\n%dx2 begun ahead against not: mean %+.1f%%, median %+.1f%%, %zu pairs\n", pservers,
+              100 * sum / gains.size(), 100 * gains[gains.size() / 2], gains.size());
+}
+
+int Run(int hidden, int batch, const std::string& opt, int pairs, int ahead_pairs, int ahead_pservers) {
   auto dir = MakeTempDir("mlp-bench-");
   if (!dir.ok()) return 1;
   const std::string store = *dir + "/store";
@@ -157,8 +197,9 @@ int Run(int hidden, int batch, const std::string& opt, int pairs) {
   }
   std::printf("mlp (784-%d-10), batch %d, %s, 1 pass of Fashion-MNIST (60000 samples)\n\n", hidden, batch,
               opt.c_str());
-  if (pairs > 0) {
-    Pairs(*dir, store, hidden, batch, opt, pairs);
+  if (pairs > 0 || ahead_pairs > 0) {
+    if (pairs > 0) Pairs(*dir, store, hidden, batch, opt, pairs);
+    if (ahead_pairs > 0) AheadPairs(*dir, store, hidden, batch, opt, ahead_pservers, ahead_pairs);
     (void)RemoveAll(*dir);
     return 0;
   }
@@ -218,6 +259,14 @@ int main(int argc, char** argv) {
                  "instead of the table: one process and the shm 1x1 job alternated this many times, "
                  "with each pair's ratio")
       ->check(CLI::Range(1, 100));
+  int ahead_pairs = 0;
+  app.add_option("--ahead-pairs", ahead_pairs,
+                 "instead of the table: a 2-trainer shm job with its trainers beginning steps ahead and "
+                 "without (TESSERA_WORK_AHEAD), alternated this many times")
+      ->check(CLI::Range(1, 100));
+  int ahead_pservers = 1;
+  app.add_option("--ahead-pservers", ahead_pservers, "pservers of --ahead-pairs' job")
+      ->check(CLI::Range(1, 8));
   CLI11_PARSE(app, argc, argv);
-  return tessera::bench::Run(hidden, batch, opt, pairs);
+  return tessera::bench::Run(hidden, batch, opt, pairs, ahead_pairs, ahead_pservers);
 }

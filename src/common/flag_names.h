@@ -57,6 +57,8 @@ inline constexpr char kEnvLeaseTtl[] = "TESSERA_LEASE_TTL";
 inline constexpr char kEnvTransport[] = "TESSERA_TRANSPORT";
 inline constexpr char kEnvPipeline[] = "TESSERA_PIPELINE";  // 0: ClientOptions::pipeline off
 inline constexpr char kEnvBusyPoll[] = "TESSERA_BUSY_POLL_US";  // common/busy_poll.h
+inline constexpr char kEnvWorkAhead[] =
+    "TESSERA_WORK_AHEAD";  // 1/0: a built-in trainer begins its next step ahead, or not
 inline constexpr char kEnvHttpPort[] = "TESSERA_HTTP_PORT";
 // How to reach the job (include/tessera/connection.h).
 inline constexpr char kEnvEtcdUser[] = "TESSERA_ETCD_USER";

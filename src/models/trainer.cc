@@ -8,6 +8,7 @@
 
 #include "common/busy_poll.h"
 #include "common/clock.h"
+#include "common/flag_names.h"
 #include "common/while_waiting.h"
 #include "models/ahead_policy.h"
 #include "tessera/session.h"
@@ -113,9 +114,13 @@ Status TrainerRun::Open() {
   TESSERA_RETURN_IF_ERROR(session_->Initialize());
   me_ = client_->trainer_id();
   // Only where the pserver has a core to apply on while this trainer computes: the launcher's
-  // judgement, which turns busy polling on (common/busy_poll.h).
+  // judgement, which turns busy polling on (common/busy_poll.h); TESSERA_WORK_AHEAD=1 or 0 says
+  // so by hand (a bench comparing both).
   auto busy_poll = BusyPollFromEnvironment(::getenv);
-  ahead_policy_.emplace(busy_poll.ok() && busy_poll->count() > 0);
+  bool ahead = busy_poll.ok() && busy_poll->count() > 0;
+  if (const char* w = ::getenv(flags::kEnvWorkAhead); w != nullptr && *w != '\0')
+    ahead = std::string(w) == "1";
+  ahead_policy_.emplace(ahead);
   return Status::OK();
 }
 

@@ -128,17 +128,17 @@ TEST_F(LocalTest, MlpOverSharedMemoryTrainsInItsWindowWithTheBitsOfTcp) {
   ExpectSameParameters(*shm, *tcp);
 }
 
-// Two trainers at one pserver's barrier: the pserver writes both trainers' replies in place as it
-// applies the step and tells each its own progress, so both begin their next step on the values
-// as they arrive. Before, only the trainer whose push completed the barrier was told (its
+// Two trainers at one pserver's barrier: the pserver writes both trainers' replies in place as
+// it applies the step and tells each its own progress, so both begin their next step on the
+// values as they arrive. Before, only the trainer whose push completed the barrier was told (its
 // thread's reply), and the other's reply was copied after the apply: about half the steps began
-// ahead. Busy polling is set by hand (the launcher leaves it off for 4 processes on 2 cores), as
-// the trainers work ahead only where it is on.
+// ahead. The work is turned on by hand (TESSERA_WORK_AHEAD; the launcher turns it on with busy
+// polling, only where each process has a core).
 TEST_F(LocalTest, TwoTrainersAtABarrierBothBeginTheirStepsOnValuesArrivingInPlace) {
   UploadFashionMnist(/*test_set=*/false);
-  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--model-arg", "hidden=32", "--pservers",
-                              "1", "--trainers", "2", "--passes", "1", "--transport", "shm", "--job", "w"},
-                             3, {{"TESSERA_BUSY_POLL_US", "50"}});
+  Subprocess& p = StartLocal({"--dataset", "fm", "--model", "mlp", "--pservers", "1", "--trainers", "2",
+                              "--passes", "1", "--transport", "shm", "--job", "w"},
+                             3, {{"TESSERA_WORK_AHEAD", "1"}});
   auto code = p.Wait(std::chrono::seconds(240));
   ASSERT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail(30);
   for (const char* trainer : {"trainer-0", "trainer-1"}) {
