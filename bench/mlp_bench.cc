@@ -183,8 +183,9 @@ void AheadPairs(const std::string& dir, const std::string& store, int hidden, in
   double sum = 0;
   for (double g : gains) sum += g;
   std::sort(gains.begin(), gains.end());
-  std::printf("\n%dx2 begun ahead against not: mean %+.1f%%, median %+.1f%%, %zu pairs\n", pservers,
-              100 * sum / gains.size(), 100 * gains[gains.size() / 2], gains.size());
+  std::printf(
+      "\n2 trainers x %d pservers, begun ahead against not: mean %+.1f%%, median %+.1f%%, %zu pairs\n",
+      pservers, 100 * sum / gains.size(), 100 * gains[gains.size() / 2], gains.size());
 }
 
 int Run(int hidden, int batch, const std::string& opt, int pairs, int ahead_pairs, int ahead_pservers) {
