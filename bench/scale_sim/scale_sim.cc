@@ -100,15 +100,25 @@ int Main(int argc, char** argv) {
       "compute)"};
   app.add_option("--trainers", o.trainers, "trainer counts to run, each a size (e.g. 10,100,1000)")
       ->delimiter(',')
+      ->check(CLI::Range(1, 100000))
       ->capture_default_str();
   app.add_option("--pservers", o.pservers, "pserver counts to run with each trainer count")
       ->delimiter(',')
+      ->check(CLI::Range(1, 10000))
       ->capture_default_str();
-  app.add_option("--steps", o.steps, "steps per trainer per pass")->capture_default_str();
-  app.add_option("--batch", o.batch, "records per step")->capture_default_str();
-  app.add_option("--step-ms", o.step_ms, "the simulated step, in milliseconds")->capture_default_str();
-  app.add_option("--lease-ttl", o.lease_ttl, "every lease's TTL, in seconds")->capture_default_str();
-  app.add_option("--window", o.window_s, "seconds of the steady window")->capture_default_str();
+  app.add_option("--steps", o.steps, "steps per trainer per pass")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--batch", o.batch, "records per step")->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--step-ms", o.step_ms, "the simulated step, in milliseconds")
+      ->check(CLI::NonNegativeNumber)
+      ->capture_default_str();
+  app.add_option("--lease-ttl", o.lease_ttl, "every lease's TTL, in seconds")
+      ->check(CLI::Range(2, 3600))
+      ->capture_default_str();
+  app.add_option("--window", o.window_s, "seconds of the steady window")
+      ->check(CLI::Range(0.5, 3600.0))
+      ->capture_default_str();
   app.add_flag("--smoke", o.smoke, "a short run that checks every scenario (make test)");
   app.add_option("--json", o.json_path, "also write one JSON object per size to this file");
   app.add_option("--etcd-retention", o.etcd_retention,
@@ -121,6 +131,7 @@ int Main(int argc, char** argv) {
   app.add_option("--clients-per-connection", o.clients_per_connection,
                  "etcd and master clients that share one connection (each keeps its own calls and watches): "
                  "more than 1 spares a small machine the simulated processes' connections")
+      ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--trainers-per-process", o.trainers_per_process,
                  "simulated trainers per trainer process (scale_sim_host); 0: all of them threads of "
