@@ -97,7 +97,7 @@ std::vector<int> LowestFreeIndices(const MemberList& list, int count) {
 
 std::vector<int> ClaimCandidates(const MemberList& list, int attempt, int count, uint64_t seed) {
   if (attempt <= 0) return LowestFreeIndices(list, count);
-  const int window = count << std::min(attempt, 10);
+  const int window = count << std::min(2 * attempt, 10);
   std::vector<int> free = LowestFreeIndices(list, window);
   std::mt19937_64 rng(seed);
   std::shuffle(free.begin(), free.end(), rng);

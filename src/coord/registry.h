@@ -29,9 +29,9 @@ std::vector<int> LowestFreeIndices(const MemberList& list, int count);
 
 // The indices a claimer of the lowest free index tries, in order (pure). At the first attempt the
 // `count` lowest free ones in order, so a claimer alone gets the lowest. After losing races (every
-// candidate taken by others first), `count` of the count x 2^attempt lowest free ones (at most
-// 8,192), in an order drawn from `seed`: claimers racing at once then spread over ever more
-// indices, and a storm of N joins settles in about log2(N / count) rounds instead of N / count.
+// candidate taken by others first), `count` of the count x 4^attempt lowest free ones (at most
+// count x 1,024), in an order drawn from `seed`: claimers racing at once then spread over ever
+// more indices, and a storm of N joins settles in about log4(N / count) rounds instead of N / count.
 std::vector<int> ClaimCandidates(const MemberList& list, int attempt, int count, uint64_t seed);
 
 struct Claim {
