@@ -403,12 +403,11 @@ void TaskQueue::SetPending(int64_t task, Pending p) {
   pending_.emplace(task, std::move(p));
 }
 
-std::map<int64_t, TaskQueue::Pending>::iterator TaskQueue::ErasePending(
-    std::map<int64_t, Pending>::iterator it) {
+void TaskQueue::ErasePending(std::map<int64_t, Pending>::iterator it) {
   auto mine = held_by_.find(it->second.trainer);
   mine->second.erase(it->first);
   if (mine->second.empty()) held_by_.erase(mine);
-  return pending_.erase(it);
+  pending_.erase(it);
 }
 
 void TaskQueue::ClearPending() {

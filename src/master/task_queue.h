@@ -239,7 +239,7 @@ class TaskQueue {
   TaskQueueOptions options_;
   std::vector<TaskSpan> spans_;  // what each task covers
   void SetPending(int64_t task, Pending p);
-  std::map<int64_t, Pending>::iterator ErasePending(std::map<int64_t, Pending>::iterator it);
+  void ErasePending(std::map<int64_t, Pending>::iterator it);
   void ClearPending();
 
   int64_t tasks_ = 0;

@@ -118,8 +118,15 @@ Status TrainerRun::Open() {
   // so by hand (a bench comparing both).
   auto busy_poll = BusyPollFromEnvironment(::getenv);
   bool ahead = busy_poll.ok() && busy_poll->count() > 0;
-  if (const char* w = ::getenv(flags::kEnvWorkAhead); w != nullptr && *w != '\0')
-    ahead = std::string(w) == "1";
+  if (const char* w = ::getenv(flags::kEnvWorkAhead); w != nullptr && *w != '\0') {
+    const std::string v = w;
+    if (v == "1" || v == "0") {
+      ahead = v == "1";
+    } else {
+      spdlog::warn("{}={} is neither 1 nor 0: ignored (the work ahead stays {})", flags::kEnvWorkAhead, v,
+                   ahead ? "on" : "off");
+    }
+  }
   ahead_policy_.emplace(ahead);
   return Status::OK();
 }

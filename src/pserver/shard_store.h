@@ -249,6 +249,10 @@ class ShardStore {
     const ReplyProgress* const* told;
   };
   std::vector<DensePiece> pieces_;
+  // ApplyDenseMany's way for replies read as they come (shard_store_parallel.cc).
+  bool EveryCopyInAReplyReadAsItComes() const;
+  template <class Apply>
+  void ApplyInReplyOrder(const Apply& apply);
   std::vector<const DensePiece*> reply_order_;  // ApplyDenseMany's pieces in the order of a reply in place
   // ApplyDenseMany's replies told as they are written, each with where its written prefix ends
   // (null: past a gap, told no more until the reply is sent).

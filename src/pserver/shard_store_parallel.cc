@@ -36,9 +36,56 @@ int OwnerOf(uint64_t key, int n) {
 
 }  // namespace
 
-// Longer than our usual (about 90 lines), for a reason: the step's hot path (how the blocks are
-// cut into parts, which thread applies which, how the reply's progress is told) is measured as
-// one piece (bench/ps_bench); split, its cost would hide across calls.
+// Replies written in place whose trainers read them as they come (common/reply_progress.h):
+// whether every copy of every block goes to one of them, at the place its reply holds it.
+bool ShardStore::EveryCopyInAReplyReadAsItComes() const {
+  auto in_replies = [](const DensePiece& p) {
+    if (p.copies == 0 || !p.told) return false;
+    for (int c = 0; c < p.copies; ++c) {
+      const ReplyProgress* r = p.told[c];
+      if (!r || !r->Covers(p.copy_to[c] + p.block->length) ||
+          reinterpret_cast<const char*>(p.copy_to[c]) < r->base)
+        return false;
+    }
+    return true;
+  };
+  return !pieces_.empty() && std::all_of(pieces_.begin(), pieces_.end(), in_replies);
+}
+
+// The blocks in the order the first reply holds them, on this thread, each reply's bytes written
+// so far told after each run (`apply` updates elements [from, to) and writes their copies). At a
+// barrier that releases several trainers, each reply is told (the others' blocks come in the same
+// order, as theirs are pulled alike; a reply in another order is told up to its first gap). The
+// order changes no bit (each block is updated alone), and the pool's second thread would only
+// take the core a trainer now computes on.
+template <class Apply>
+void ShardStore::ApplyInReplyOrder(const Apply& apply) {
+  reply_order_.resize(pieces_.size());
+  for (size_t i = 0; i < reply_order_.size(); ++i) reply_order_[i] = &pieces_[i];
+  std::sort(reply_order_.begin(), reply_order_.end(),
+            [](const DensePiece* a, const DensePiece* b) { return a->copy_to[0] < b->copy_to[0]; });
+  told_next_.clear();
+  auto next_of = [&](const ReplyProgress* r) -> const char*& {
+    for (auto& [reply, next] : told_next_)
+      if (reply == r) return next;
+    told_next_.push_back({r, r->base});
+    return told_next_.back().second;
+  };
+  for (const DensePiece* p : reply_order_) {
+    for (int64_t x = 0; x < p->block->length; x += kProgressRun) {
+      const int64_t y = std::min(p->block->length, x + kProgressRun);
+      apply(p->begin + x, p->begin + y);
+      for (int c = 0; c < p->copies; ++c) {
+        const char*& next = next_of(p->told[c]);
+        if (reinterpret_cast<const char*>(p->copy_to[c] + x) != next) next = nullptr;
+        if (!next) continue;
+        next = reinterpret_cast<const char*>(p->copy_to[c] + y);
+        p->told[c]->WrittenUpTo(next);
+      }
+    }
+  }
+}
+
 void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scale) {
   BeforeDenseChange();
   pieces_.clear();
@@ -93,49 +140,7 @@ void ShardStore::ApplyDenseMany(std::span<const DenseUpdate> updates, float scal
     }
   };
   if (total == 0) return;
-  // Replies written in place whose trainers read them as they come (common/reply_progress.h),
-  // and every copy of every block going to such a reply: the blocks in the order the first
-  // reply holds them, on this thread, each reply's bytes written so far told after each run. At
-  // a barrier that releases several trainers, each reply is told (the others' blocks come in the
-  // same order as theirs are pulled alike). The order changes no bit (each block is updated
-  // alone), and the pool's second thread would only take the core a trainer now computes on.
-  auto in_replies = [](const DensePiece& p) {
-    if (p.copies == 0 || !p.told) return false;
-    for (int c = 0; c < p.copies; ++c) {
-      const ReplyProgress* r = p.told[c];
-      if (!r || !r->Covers(p.copy_to[c] + p.block->length) ||
-          reinterpret_cast<const char*>(p.copy_to[c]) < r->base)
-        return false;
-    }
-    return true;
-  };
-  if (!pieces_.empty() && std::all_of(pieces_.begin(), pieces_.end(), in_replies)) {
-    reply_order_.resize(pieces_.size());
-    for (size_t i = 0; i < reply_order_.size(); ++i) reply_order_[i] = &pieces_[i];
-    std::sort(reply_order_.begin(), reply_order_.end(),
-              [](const DensePiece* a, const DensePiece* b) { return a->copy_to[0] < b->copy_to[0]; });
-    told_next_.clear();
-    auto next_of = [&](const ReplyProgress* r) -> const char*& {
-      for (auto& [reply, next] : told_next_)
-        if (reply == r) return next;
-      told_next_.push_back({r, r->base});
-      return told_next_.back().second;
-    };
-    for (const DensePiece* p : reply_order_) {
-      for (int64_t x = 0; x < p->block->length; x += kProgressRun) {
-        const int64_t y = std::min(p->block->length, x + kProgressRun);
-        apply(p->begin + x, p->begin + y);
-        for (int c = 0; c < p->copies; ++c) {
-          const char*& next = next_of(p->told[c]);
-          if (reinterpret_cast<const char*>(p->copy_to[c] + x) != next) next = nullptr;
-          if (!next) continue;
-          next = reinterpret_cast<const char*>(p->copy_to[c] + y);
-          p->told[c]->WrittenUpTo(next);
-        }
-      }
-    }
-    return;
-  }
+  if (EveryCopyInAReplyReadAsItComes()) return ApplyInReplyOrder(apply);
   if (!pool_ || pool_->size() < 2 || total < kParallelFloats) return apply(0, total);
   const int n = pool_->size() * kPartsPerThread;
   pool_->Run(n, [&](int p) {

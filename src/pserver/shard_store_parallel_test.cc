@@ -287,10 +287,7 @@ TEST(ShardStoreParallelTest, AReplyInPlaceIsWrittenInItsOrderAndSaysHowFarItHasG
   const std::vector<std::pair<std::string, int64_t>> params{{"b", 5}, {"a", 100000}};
   PlainAndTold stores(params);
   ASSERT_FALSE(HasFailure());
-  JobConfig& job = stores.job;
-  WorkPool& pool = stores.pool;
-  ShardStore& plain = stores.plain;
-  ShardStore& told = stores.told;
+  auto& [job, pool, plain, told] = stores;
   std::vector<std::vector<float>> grads;
   std::vector<ShardStore::DenseUpdate> updates = EveryBlock(params, job.block_size, &grads);
   ASSERT_EQ(updates.size(), 4u);  // b 0, a 0, a 1, a 2
@@ -378,10 +375,7 @@ TEST(ShardStoreParallelTest, AtABarrierEachReplyInPlaceIsToldHowFarItHasGot) {
   const std::vector<std::pair<std::string, int64_t>> params{{"a", 100000}};
   PlainAndTold stores(params);
   ASSERT_FALSE(HasFailure());
-  JobConfig& job = stores.job;
-  WorkPool& pool = stores.pool;
-  ShardStore& plain = stores.plain;
-  ShardStore& told = stores.told;
+  auto& [job, pool, plain, told] = stores;
   std::vector<std::vector<float>> grads;
   std::vector<ShardStore::DenseUpdate> updates = EveryBlock(params, job.block_size, &grads);
   ASSERT_EQ(updates.size(), 3u);  // a 0, a 1, a 2

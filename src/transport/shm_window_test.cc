@@ -259,6 +259,13 @@ class WindowHandler : public RequestHandler {
     std::lock_guard<std::mutex> lock(mu_);
     return held_.size();
   }
+  // The responders held once one is (at most 20 s).
+  size_t WaitForHeld() {
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+    while (held() == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return held();
+  }
 
  private:
   std::mutex mu_;
@@ -399,10 +406,7 @@ TEST_F(ShmWindowCallTest, ACallWhoseWindowWasRenewedUnderItFails) {
   MutableBuffer in[] = {{base_ + 65536, 100}};
   StatusOr<CallResult> waiting = Status::Unknown("not run");
   std::thread t([&] { waiting = other->Call("hold 100", {}, in, std::chrono::seconds(30)); });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (handler_.held() == 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(handler_.held(), 1u);
+  ASSERT_EQ(handler_.WaitForHeld(), 1u);
   auto held = handler_.TakeHeld();
   // This connection's call fails (its deadline passes with the pserver holding the reply).
   MutableBuffer mine[] = {{base_ + 131072, 100}};
@@ -445,10 +449,7 @@ TEST_F(ShmWindowCallTest, AHeldReplyWrittenByAnotherThreadTellsItsProgress) {
     MutableBuffer in[] = {{room, n}};
     waiting = conn_->Call("hold 100000", {}, in, std::chrono::seconds(30));
   });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
-  while (handler_.held() == 0 && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ASSERT_EQ(handler_.held(), 1u);
+  ASSERT_EQ(handler_.WaitForHeld(), 1u);
   auto held = handler_.TakeHeld();
   MutableBuffer out = held[0].memory;
   ASSERT_NE(out.progress, nullptr) << "the held reply's buffer has no progress word";
