@@ -234,7 +234,11 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
     const bool coded = transport_->coder && transport_->coder->Applies(call);
     if (coded) TESSERA_RETURN_IF_ERROR(transport_->coder->Encode(&call));
     const ConstBuffer coded_payload{call.wire_payload.data(), call.wire_payload.size()};
-    const MutableBuffer coded_reply{call.wire_reply.data(), call.wire_reply.size()};
+    // The reply's bytes come into the lane's buffer, kept from call to call: a fresh one of tens of
+    // MB, zeroed, each step cost the trainer more than the decoding.
+    if (coded && lane.coded_reply.size() < call.wire_reply_bytes)
+      lane.coded_reply.resize(call.wire_reply_bytes);
+    const MutableBuffer coded_reply{lane.coded_reply.data(), coded ? call.wire_reply_bytes : 0};
     std::string header = call.req.SerializeAsString();
     auto result = coded ? (*conn)->Call(header,
                                         coded_payload.size ? std::span<const ConstBuffer>(&coded_payload, 1)
@@ -274,7 +278,8 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
       const bool deferred = reply.pull_deferred() && result->payload_bytes == 0;
       if (coded && !deferred && call.req.pull_size() > 0) {
         // Its size depends on what changed: checked against the reply's own segments.
-        Status d = transport_->coder->DecodeReply(&call, reply, result->payload_bytes);
+        Status d =
+            transport_->coder->DecodeReply(&call, reply, lane.coded_reply.data(), result->payload_bytes);
         if (!d.ok()) return Status::DataLoss("pserver " + std::to_string(index_) + ": " + d.message());
       } else if (!coded && result->payload_bytes != TotalSize(call.reply) && !deferred) {
         return Status::DataLoss("pserver " + std::to_string(index_) + " sent " +

@@ -19,6 +19,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <thread>
 
 #include "client/client_rules.h"
@@ -106,6 +107,7 @@ class PserverLink {
     int64_t aborted_epoch GUARDED_BY(mu) = 0;  // the connection to this registration was abandoned
     EndpointChoice chosen;
     int64_t shm_failed_epoch = -1;  // auto: shared memory could not connect to this registration
+    std::string coded_reply;        // the runner's: a reply in a wire format, before it is decoded
     // The lane's runner reads conn and target without the lock (it is their only writer).
     ClientConnection* own_conn() const NO_THREAD_SAFETY_ANALYSIS { return conn.get(); }
     const PserverAddress& own_target() const NO_THREAD_SAFETY_ANALYSIS { return target; }

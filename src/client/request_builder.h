@@ -54,10 +54,11 @@ struct LinkCall {
   std::function<void(const wire::DataReply&)> after_reply;
   std::shared_ptr<const void> owner;  // what `payload` points into, when the call must keep it
   // A job's wire format (WireCoder): the push as it goes out, encoded once (a retry sends the
-  // same bytes), and the pull's reply as it comes back, before it is widened into `reply`.
+  // same bytes), and the most bytes the pull's reply may take as it comes back (into the link's
+  // buffer), before it is widened into `reply`.
   bool wire_encoded = false;
   std::string wire_payload;
-  std::string wire_reply;
+  size_t wire_reply_bytes = 0;
 };
 
 class RequestBuilder {

@@ -129,12 +129,12 @@ Status WireCoder::Encode(LinkCall* call) {
     reply_bytes += Elements(seg) * ValueBytes(seg.dtype());
     if (format_.error_feedback() && seg.block() >= 0) seg.set_since(Token(seg));
   }
-  call->wire_reply.resize(reply_bytes);
+  call->wire_reply_bytes = reply_bytes;
   call->wire_encoded = true;
   return Status::OK();
 }
 
-Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, size_t bytes) {
+Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, const char* in, size_t bytes) {
   const auto& asked = call->req.pull();
   const auto& said = reply.pull();
   if (said.size() != asked.size()) {
@@ -159,7 +159,6 @@ Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, size
     return Status::DataLoss("the reply has " + std::to_string(bytes) +
                             " payload bytes, its segments describe " + std::to_string(need));
   }
-  const char* in = call->wire_reply.data();
   size_t buf = 0, off = 0;  // where the next value goes: call->reply[buf], byte `off`
   thread_local std::vector<float> whole;
   for (const wire::Segment& s : said) {

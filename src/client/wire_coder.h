@@ -30,14 +30,14 @@ class WireCoder {
 
   // Whether `call` goes through the coder (a DATA request with segments in the format).
   bool Applies(const LinkCall& call) const;
-  // Encodes the call's push into call->wire_payload and sizes call->wire_reply for its pull,
+  // Encodes the call's push into call->wire_payload and sets call->wire_reply_bytes for its pull,
   // once per call (later calls do nothing). InvalidArgument when its payload does not hold the
   // floats its segments describe.
   Status Encode(LinkCall* call);
-  // Writes the reply (`bytes` of call->wire_reply, its segments in `reply`) into the call's reply
-  // buffers: widened, or changes applied where it sent changes. DataLoss when the reply does not
-  // match the pull (its segments or their sizes).
-  Status DecodeReply(LinkCall* call, const wire::DataReply& reply, size_t bytes);
+  // Writes the reply (`bytes` at `in`, its segments in `reply`) into the call's reply buffers:
+  // widened, or changes applied where it sent changes. DataLoss when the reply does not match the
+  // pull (its segments or their sizes).
+  Status DecodeReply(LinkCall* call, const wire::DataReply& reply, const char* in, size_t bytes);
 
  private:
   // The floats segment `s` stands for (a dense block's count, a sparse segment's rows x dim).

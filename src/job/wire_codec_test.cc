@@ -182,6 +182,40 @@ TEST(WireCodecTest, ErrorFeedbackKeepsEverythingNotSent) {
   }
 }
 
+// The signs' encoder and decoder work 32 elements to a word: every size, and the tails after the
+// last full word, give the bits of the definition (bit i % 8 of byte i / 8 set where the residual
+// is >= 0, -0.0 included), and the values +-scale from them.
+TEST(WireCodecTest, SignsAreTheDefinitionsBitsAtEverySize) {
+  std::mt19937 rng(11);
+  wire::Segment s;
+  s.set_block(0);
+  s.set_param("w");
+  s.set_coding(wire::SIGNS);
+  for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{31}, size_t{32}, size_t{33}, size_t{63},
+                   size_t{64}, size_t{65}, size_t{100}, size_t{1031}}) {
+    auto g = Gradient(rng, n);
+    if (n > 3) g[3] = -0.0f;
+    std::vector<float> residual(n, 0.0f), expect_residual(n);
+    std::string bytes;
+    EncodeSigns(g.data(), residual.data(), n, &bytes);
+    ASSERT_EQ(bytes.size(), sizeof(float) + (n + 7) / 8) << n;
+    float scale;
+    std::memcpy(&scale, bytes.data(), sizeof scale);
+    const auto* bits = reinterpret_cast<const unsigned char*>(bytes.data() + sizeof scale);
+    std::vector<float> decoded(n);
+    ASSERT_TRUE(DecodeSegment(s, bytes.data(), n, decoded.data()).ok());
+    for (size_t i = 0; i < n; ++i) {
+      const bool up = g[i] >= 0;  // the residual was zero: it is the gradient
+      ASSERT_EQ((bits[i / 8] >> (i % 8)) & 1u, up ? 1u : 0u) << n << " " << i;
+      ASSERT_EQ(decoded[i], up ? scale : -scale) << n << " " << i;
+      const float left = g[i] - (up ? scale : -scale);
+      ASSERT_EQ(residual[i], left) << n << " " << i;
+    }
+    for (size_t i = n; i < (n + 7) / 8 * 8; ++i)
+      ASSERT_EQ((bits[i / 8] >> (i % 8)) & 1u, 0u) << n << " pad " << i;
+  }
+}
+
 TEST(WireCodecTest, TopKSendsTheLargestMagnitudesInOrderOfIndex) {
   std::vector<float> g = {0.1f, -5.0f, 0.2f, 3.0f, -0.3f, 4.0f};
   std::vector<float> residual(g.size(), 0.0f);

@@ -35,15 +35,20 @@ class ChangeStamps {
   uint64_t token() const { return (uint64_t{id_} << 32) | stamp_; }
 
   // The elements of (param, block) changed after `since`, ascending, into `out`; false when
-  // `since` cannot be answered so (another tracker's, from before the tracking began, or 0).
-  bool ChangedSince(const std::string& param, int64_t block, uint64_t since,
-                    std::vector<uint32_t>* out) const;
+  // `since` cannot be answered so (another tracker's, from before the tracking began, or 0), or
+  // when more than `most` changed (the scan stops there: the whole block is the smaller answer).
+  bool ChangedSince(const std::string& param, int64_t block, uint64_t since, std::vector<uint32_t>* out,
+                    size_t most = SIZE_MAX) const;
 
  private:
   uint32_t id_;
   uint32_t stamp_ = 1;  // stamps start above 0 (a block's elements start at 0: unchanged)
   uint32_t base_ = 1;   // tokens before this were handed out before the last Reset
-  std::map<std::pair<std::string, int64_t>, std::vector<uint32_t>> stamps_;
+  struct Block {
+    std::vector<uint32_t> stamps;  // per element: the last apply that changed it
+    uint32_t every = 0;            // the last apply that changed every element (0: none)
+  };
+  std::map<std::pair<std::string, int64_t>, Block> stamps_;
 };
 
 }  // namespace tessera

@@ -43,5 +43,51 @@ TEST(ChangeStampsTest, APullGetsWhatChangedSinceItsTokenAndNothingElse) {
   EXPECT_TRUE(out.empty());
 }
 
+// A pull whose changes would outweigh the block stops scanning at `most` and is answered whole.
+TEST(ChangeStampsTest, MoreChangesThanTheLimitAnswerWhole) {
+  ChangeStamps s(7);
+  std::vector<uint32_t> out;
+  const uint64_t start = s.token();
+  s.BeginApply();
+  const float g[6] = {1, 0, 2, 3, 0, 4};
+  s.Applied("w", 0, g, 6);
+  ASSERT_TRUE(s.ChangedSince("w", 0, start, &out, 4));
+  EXPECT_EQ(out, (std::vector<uint32_t>{0, 2, 3, 5}));
+  EXPECT_FALSE(s.ChangedSince("w", 0, start, &out, 3));
+  EXPECT_TRUE(out.empty());
+  EXPECT_FALSE(s.ChangedSince("w", 0, start, &out, 0));
+  ASSERT_TRUE(s.ChangedSince("w", 0, s.token(), &out, 0));  // nothing since: within any limit
+  EXPECT_TRUE(out.empty());
+}
+
+// An apply that changed every element of a block answers without a scan, and the same as one.
+TEST(ChangeStampsTest, AnApplyThatChangedEveryElementAnswersAllOfThem) {
+  ChangeStamps s(7);
+  std::vector<uint32_t> out;
+  const uint64_t start = s.token();
+  s.BeginApply();
+  const float some[4] = {0, 1, 0, 2};
+  s.Applied("w", 0, some, 4);
+  const uint64_t after_some = s.token();
+  s.BeginApply();
+  const float all[4] = {1, -1, 3, 2};
+  s.Applied("w", 0, all, 4);
+  const uint64_t after_all = s.token();
+  ASSERT_TRUE(s.ChangedSince("w", 0, start, &out));
+  EXPECT_EQ(out, (std::vector<uint32_t>{0, 1, 2, 3}));
+  ASSERT_TRUE(s.ChangedSince("w", 0, after_some, &out));
+  EXPECT_EQ(out, (std::vector<uint32_t>{0, 1, 2, 3}));
+  EXPECT_FALSE(s.ChangedSince("w", 0, after_some, &out, 3));
+  ASSERT_TRUE(s.ChangedSince("w", 0, after_all, &out));
+  EXPECT_TRUE(out.empty());
+  // A later apply that changes some: since then only those, since before it every element.
+  s.BeginApply();
+  s.Applied("w", 0, some, 4);
+  ASSERT_TRUE(s.ChangedSince("w", 0, after_all, &out));
+  EXPECT_EQ(out, (std::vector<uint32_t>{1, 3}));
+  ASSERT_TRUE(s.ChangedSince("w", 0, after_some, &out));
+  EXPECT_EQ(out, (std::vector<uint32_t>{0, 1, 2, 3}));
+}
+
 }  // namespace
 }  // namespace tessera

@@ -213,8 +213,11 @@ class PserverService : public RequestHandler {
   bool CodedPull(const SegmentList& pull) const REQUIRES(mu_);
   // Writes such a reply's values at `out` (room for pull.wire_bytes()) and its segments in
   // `header`: each dense block whole or, where smaller, as the elements changed since the
-  // trainer's `since` (ChangeStamps; TOP_K), with the token of the values sent. Returns the bytes.
-  size_t CodedPullReply(const SegmentList& pull, char* out, wire::DataReply* header) REQUIRES(mu_);
+  // trainer's `since` (ChangeStamps; TOP_K), with the token of the values sent. A block sent whole
+  // in float32 is left to `later`, to be copied after the lock like a plain pull's. Returns the
+  // bytes.
+  size_t CodedPullReply(const SegmentList& pull, char* out, wire::DataReply* header,
+                        std::vector<DeferredCopies::Part>* later) REQUIRES(mu_);
   // The change stamps in step with the store: reset when its dense values changed otherwise than
   // by a stamped apply (initialized, restored, moved in).
   void SyncChangeStamps() REQUIRES(mu_);

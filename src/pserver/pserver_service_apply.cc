@@ -161,15 +161,16 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
     rep.payload = r->Allocate(pull.wire_bytes());
   }
   *rep.header.mutable_pull() = req.pull();
+  std::vector<DeferredCopies::Part> dense;
   if (CodedPull(pull)) {
-    rep.payload.size = CodedPullReply(pull, static_cast<char*>(rep.payload.data), &rep.header);
+    rep.payload.size = CodedPullReply(pull, static_cast<char*>(rep.payload.data), &rep.header, &dense);
+    if (!dense.empty()) rep.copy = store_.DeferDenseCopies(std::move(dense));
     ++counters_.pulls;
     counters_.bytes_out += static_cast<int64_t>(rep.payload.size);
     rep.responder = std::move(r);
     return rep;
   }
   float* out = static_cast<float*>(rep.payload.data);
-  std::vector<DeferredCopies::Part> dense;
   const uint64_t generation = store_.dense_generation();
   for (size_t i = 0; i < pull.parts().size(); ++i) {
     const SegmentList::Part& part = pull.parts()[i];
@@ -212,9 +213,11 @@ void PserverService::SyncChangeStamps() {
   stamps_generation_ = store_.dense_generation();
 }
 
-size_t PserverService::CodedPullReply(const SegmentList& pull, char* out, wire::DataReply* header) {
-  // Under the lock: the values are narrowed or picked as they are read (no deferred copy; a job
-  // chooses such a wire for links where the bytes cost more than this pass).
+size_t PserverService::CodedPullReply(const SegmentList& pull, char* out, wire::DataReply* header,
+                                      std::vector<DeferredCopies::Part>* later) {
+  // Under the lock: the values are narrowed or picked as they are read (a job chooses such a
+  // wire for links where the bytes cost more than this pass); float32 blocks sent whole are
+  // copied after it.
   const bool changes = options_.job.wire.error_feedback();
   if (changes) SyncChangeStamps();
   thread_local std::vector<float> rows;
@@ -233,8 +236,11 @@ size_t PserverService::CodedPullReply(const SegmentList& pull, char* out, wire::
     const float* values = store_.DenseValues(seg.param(), seg.block());
     const bool tracked = changes && store_.ZeroGradientKeepsValues(seg.param());
     if (tracked) said.set_since(stamps_.token());
-    if (tracked && stamps_.ChangedSince(seg.param(), seg.block(), seg.since(), &changed) &&
-        changed.size() * (sizeof(uint32_t) + sizeof(float)) < part.floats * ValueBytes(seg.dtype())) {
+    // The changes go where they are fewer bytes than the block: at most `most` of them (the scan
+    // stops there; where every element changed, as with sign pushes, at once).
+    const size_t whole = part.floats * ValueBytes(seg.dtype());
+    const size_t most = whole == 0 ? 0 : (whole - 1) / (sizeof(uint32_t) + sizeof(float));
+    if (tracked && stamps_.ChangedSince(seg.param(), seg.block(), seg.since(), &changed, most)) {
       said.set_coding(wire::TOP_K);
       said.set_dtype(wire::FLOAT32);
       said.set_nonzeros(static_cast<int64_t>(changed.size()));
@@ -246,8 +252,12 @@ size_t PserverService::CodedPullReply(const SegmentList& pull, char* out, wire::
       }
       continue;
     }
-    NarrowValues({values, part.floats}, seg.dtype(), out + at);
-    at += part.floats * ValueBytes(seg.dtype());
+    if (seg.dtype() == wire::FLOAT32) {
+      later->push_back({values, reinterpret_cast<float*>(out + at), static_cast<size_t>(part.floats)});
+    } else {
+      NarrowValues({values, part.floats}, seg.dtype(), out + at);
+    }
+    at += whole;
   }
   return at;
 }
