@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "tessera/background_step.h"
 #include "tessera/example.pb.h"
 #include "tessera/model_file.h"
 #include "tessera/session.h"
@@ -219,13 +221,19 @@ class PySession {
   }
 
   // wait=false: returns true at once, the push and pull on their way as the step's one piece
-  // (wait_piece(0) / settle() wait for it); the arrays stay referenced until then.
+  // (wait_piece(0) / settle() wait for it, values_ready for a part of it); the arrays stay
+  // referenced until then. The step runs on a thread of its own (api::BackgroundStep), where it
+  // may go in place in the dense memory and have its values written as the pserver makes them.
   bool PushPull(const py::list& dense, const py::list& sparse, int64_t samples, bool wait) {
     if (samples < 0) throw py::value_error("samples is negative");
+    JoinBackground();  // a step still on its way reads the request StepGradients may replace
     if (!wait) {
       const Gradients& g = StepGradients(dense, sparse, samples, &piece_keep_);
       py::gil_scoped_release release;
-      pieces_.push_back(session_->client().PushPull(g));
+      if (!background_) background_ = std::make_unique<api::BackgroundStep>();
+      Client* client = &session_->client();
+      background_->Start([client, &g] { return client->PushPullAndWait(g); });
+      background_pending_ = true;
       return true;
     }
     std::vector<py::object> keep;  // the arrays stay referenced until the push is done
@@ -244,6 +252,7 @@ class PySession {
   // One piece of the step's push (Client::PushPiece, pulling its parameters back); the arrays
   // stay referenced until Settle().
   void PushPiece(const py::list& dense, const py::list& sparse, int64_t samples, bool last) {
+    JoinBackground();
     Gradients g = ToGradients(dense, sparse, samples, &piece_keep_);
     py::gil_scoped_release release;
     pieces_.push_back(session_->client().PushPiece(g, last, /*pull=*/true));
@@ -252,6 +261,7 @@ class PySession {
   // Waits for piece i (in push order) pushed since the last Settle: true if its parameters
   // now hold the next version; false on an error or a dropped gradient (settle() says which).
   bool WaitPiece(size_t i) {
+    JoinBackground();
     if (i >= pieces_.size()) {
       throw py::index_error("piece " + std::to_string(i) + " of " + std::to_string(pieces_.size()) +
                             " pushed this step");
@@ -263,6 +273,7 @@ class PySession {
 
   // Waits for every piece pushed since the last Settle: as push_pull returns.
   bool Settle() {
+    JoinBackground();
     Status first;
     bool skipped = false;
     {
@@ -374,16 +385,54 @@ class PySession {
 
   api::Session& session() { return *session_; }
 
+  // Whether the values of the dense parameters `names` (declared one after another) hold the
+  // version of the step on its way (push_pull with wait=false): true as soon as the pserver has
+  // written them in place, the step still going on; false when the step has ended (settle()
+  // says how) or nothing could tell before it did.
+  bool ValuesReady(const std::vector<std::string>& names) {
+    if (!background_pending_ || names.empty()) return false;
+    const float* begin = nullptr;
+    const float* end = nullptr;
+    for (const std::string& name : names) {
+      auto it = std::find_if(dense_.begin(), dense_.end(), [&](const auto& d) { return d.first == name; });
+      if (it == dense_.end()) throw py::key_error("no dense parameter '" + name + "' was added");
+      const float* b = it->second.data();
+      const float* e = b + it->second.size();
+      begin = begin == nullptr ? b : std::min(begin, b);
+      end = end == nullptr ? e : std::max(end, e);
+    }
+    py::gil_scoped_release release;
+    return background_->ValuesReady(begin, end);
+  }
+
+  // Steps whose values a forward began on while they were being written (values_ready true).
+  uint64_t StepsAhead() const { return background_ ? background_->steps_ahead() : 0; }
+
   // A step still on its way reads the arrays in piece_keep_ and writes the parameters: it ends
   // (or fails at the client's deadline) before they go.
   ~PySession() {
+    if (background_pending_) {
+      py::gil_scoped_release release;
+      pieces_.push_back(background_->Wait());
+      background_pending_ = false;
+    }
     if (pieces_.empty()) return;
     py::gil_scoped_release release;
     for (const Handle& h : pieces_) (void)h.Wait();
   }
 
  private:
+  // The background step, once it has ended, as the step's one piece.
+  void JoinBackground() {
+    if (!background_pending_) return;
+    py::gil_scoped_release release;
+    pieces_.push_back(background_->Wait());
+    background_pending_ = false;
+  }
+
   std::unique_ptr<api::Session> session_;
+  std::unique_ptr<api::BackgroundStep> background_;  // push_pull(wait=false)'s thread, once used
+  bool background_pending_ = false;                  // its step is not in pieces_ yet
   std::vector<Handle> pieces_;          // pushed since the last Settle()
   std::vector<py::object> piece_keep_;  // their arrays
   std::unique_ptr<StepRequest> step_request_;  // the last push_pull's, for the next
@@ -604,6 +653,8 @@ PYBIND11_MODULE(_tessera, m) {
            py::arg("last"))
       .def("wait_piece", &PySession::WaitPiece, py::arg("i"))
       .def("settle", &PySession::Settle)
+      .def("values_ready", &PySession::ValuesReady, py::arg("names"))
+      .def("steps_ahead", &PySession::StepsAhead)
       .def("sparse_pull", &PySession::SparsePull, py::arg("table"), py::arg("keys"), py::arg("out"))
       .def("next_record", &PySession::NextRecord)
       .def("next_records", &PySession::NextRecords, py::arg("n"))

@@ -358,8 +358,11 @@ class Optimizer:
 
     step(samples, cost, wait=False) returns at once, with the pulls still on their way: read
     and decode the next batch meanwhile. The model's forward then waits, module by module, only
-    for the parameters that module uses (forward pre-hooks, set on the first such step).
-    opt.wait() waits for all of them and returns what step() would have returned. Call it before
+    for the parameters that module uses (forward pre-hooks, set on the first such step). Where
+    the step goes in place in the dense memory (float32 CPU parameters, a pserver on this host
+    holding all of them), the pserver writes the values in order as its update makes them, and
+    the first layer's forward begins as soon as its own are written, while the pserver still
+    writes the others; the values are the same as after a waiting step. opt.wait() waits for all of them and returns what step() would have returned. Call it before
     reading the parameters any other way (state_dict, torch.save, your own code); tessera's own
     calls (backward, step, save_model, load_into, an Embedding lookup, finish) wait by themselves,
     and so does an event with callbacks (batch_end, pass_end) before it calls them.
@@ -400,6 +403,7 @@ class Optimizer:
         # those waited for, and the result of the last step waited for.
         self._piece_of, self._pieces, self._waited = {}, 0, set()
         self._in_flight = False
+        self._background = False  # the step in flight is one push_pull(wait=False), run in the background
         self._took = True
         self._hooked = False
         if self._overlap:
@@ -531,6 +535,7 @@ class Optimizer:
             if not self._pushed:
                 raise Error("with overlap=True, call opt.backward(loss, samples) before step()")
             self._pushed = False
+            self._background = False
             return self._sent(s, samples, cost, wait)
         self.wait()
         scale = float(samples) if self._loss == "mean" else 1.0
@@ -542,6 +547,7 @@ class Optimizer:
             sparse.extend(e._take_grads(scale))
         self._piece_of, self._pieces, self._waited = {}, 0, set()
         took = s.push_pull(dense, sparse, int(samples), wait)
+        self._background = not wait
         if wait:
             # Done already: what push_pull says is the step's answer (there is nothing to settle).
             self._unstage()
@@ -611,6 +617,13 @@ class Optimizer:
             if not self._in_flight:
                 return None
             s = session()
+            if self._background:
+                # One push and pull a step: where it went in place in the dense memory, the pserver
+                # writes the values in order as it makes them, and this module begins as soon as
+                # its own are there (the first layer's while the others are still being written).
+                if not s.values_ready(names):
+                    self.wait()  # the step ended first (or nothing could tell): settle it
+                return None
             last = self._pieces
             for name in names:
                 i = self._piece_of.get(name, last)
