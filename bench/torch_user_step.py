@@ -95,6 +95,7 @@ def run_one(a):
                     lambda n, cost: opt.step(n, cost, wait=not a.no_wait))
     opt.wait()
     out["threads"] = torch.get_num_threads()
+    out["ahead"] = tessera.session().steps_ahead()  # forwards begun on values written in place
     path = os.path.join(os.environ["TESSERA_RUN_DIR"], "user-step-%s.json" % os.environ["TESSERA_TRAINER_ID"])
     with open(path + ".tmp", "w") as f:
         json.dump(out, f)
@@ -212,14 +213,15 @@ def compare(a):
     print("\nPyTorch MLP 784-%d-%d-10, batch %d, Adam; each trainer's median step over the pass "
           "(zero_grad, forward, backward, step), ms; %d rounds\n" % (a.hidden, a.hidden, a.batch, a.rounds))
     print("| setup | median step ms, each run | zero_grad / forward / backward / step (last run) "
-          "| against one process |")
-    print("|---|---|---|---|")
+          "| against one process | forwards begun ahead (last run) |")
+    print("|---|---|---|---|---|")
     for name, runs in rows.items():
         medians = [f["median_ms"] for fs in runs for f in fs]
         last = runs[-1][0]
         split = " / ".join("%.3f" % last[k + "_median_ms"] for k in PHASES)
-        print("| %s | %s | %s | %.2fx |" % (name, ", ".join("%.3f" % m for m in medians), split,
-                                            statistics.median(medians) / ref))
+        ahead = ", ".join("%d of %d" % (f["ahead"], f["steps"] + WARMUP) for f in runs[-1]) if "ahead" in last else ""
+        print("| %s | %s | %s | %.2fx | %s |" % (name, ", ".join("%.3f" % m for m in medians), split,
+                                                 statistics.median(medians) / ref, ahead))
     return 0
 
 
