@@ -94,7 +94,7 @@ int RunCreate(const JobFlags& f) {
   auto nonfinite = ParseNonFinitePolicy(f.nonfinite);
   if (!nonfinite.ok()) return Fail("job create", nonfinite.status());
   c.nonfinite = *nonfinite;
-  auto wire = WireFormat::Parse(f.wire);
+  auto wire = WireChoice::Parse(f.wire);
   if (!wire.ok()) return Fail("job create", wire.status());
   c.wire = *wire;
   c.token = NewUuid();
@@ -276,11 +276,11 @@ void AddCreateFlags(CLI::App* create, JobFlags* f) {
       ->check(CLI::IsMember({"skip", "error"}))
       ->capture_default_str();
   create
-      ->add_option(
-          "--wire", f->wire,
-          "how gradients and values travel: f32; bf16 or f16 (half precision both ways); topk:R "
-          "(a push sends the fraction R of each block's largest gradients, e.g. topk:0.01) or sign "
-          "(one bit per gradient), both keeping what was not sent for the next step (docs/protocol.md)")
+      ->add_option("--wire", f->wire,
+                   "how gradients and values travel: f32; bf16 or f16 (half precision both ways); topk:R "
+                   "(a push sends the fraction R of each block's largest gradients, e.g. topk:0.01) or sign "
+                   "(one bit per gradient), both keeping what was not sent for the next step; per parameter "
+                   "after the first, e.g. bf16,emb=f32,fc1.weight=topk:0.01 (docs/protocol.md)")
       ->capture_default_str();
   create->add_flag("--secure", f->secure,
                    "give the job its own etcd user, allowed the job's keys (its secret included) and nothing "

@@ -163,7 +163,8 @@ void AddRecoveryAndTransportFlags(CLI::App* cmd, local::LocalOptions* o) {
   cmd->add_option("--wire", s.wire,
                   "how gradients and values travel between trainers and pservers: f32; bf16 or f16 (half "
                   "precision both ways); topk:R (a push sends the fraction R of each block's largest "
-                  "gradients) or sign (one bit each), keeping what was not sent for the next step")
+                  "gradients) or sign (one bit each), keeping what was not sent for the next step; per "
+                  "parameter after the first, e.g. bf16,emb=f32,fc1.weight=topk:0.01")
       ->capture_default_str();
   cmd->add_option(flags::kChunksPerTask, s.chunks_per_task,
                   "chunks in one task; 0: as many as hold about 4 MiB of records, while a pass keeps at "

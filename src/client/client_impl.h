@@ -66,6 +66,8 @@ class ClientImpl : public Client {
   void RecordTransports();
   std::string TransportsText() const;
   bool AnyReady() const;
+  // InvalidArgument when the job's wire names a parameter this trainer did not declare.
+  Status CheckWireNames() const;
   Status InitializePservers(const Deadline& d);
   Status InitializeUnready(const Deadline& d);
   Status RestoreFromOthers(const Deadline& d, int ready, int64_t* version);

@@ -37,7 +37,30 @@ void ClientImpl::RecordTransports() {
 
 // ---- Initialization ---------------------------------------------------------------------------
 
+// A wire format the job gives a parameter by name must name one: a misspelt name would leave
+// that parameter in the format of the rest, unseen.
+Status ClientImpl::CheckWireNames() const {
+  std::string declared;
+  auto is_declared = [&](const std::string& name) {
+    for (const auto& d : builder_->dense())
+      if (d.name == name) return true;
+    for (const auto& t : builder_->sparse())
+      if (t.name == name) return true;
+    return false;
+  };
+  for (const auto& [name, format] : job_.wire.params) {
+    if (is_declared(name)) continue;
+    for (const auto& d : builder_->dense()) declared += (declared.empty() ? "" : ", ") + d.name;
+    for (const auto& t : builder_->sparse()) declared += (declared.empty() ? "" : ", ") + t.name;
+    return Status::InvalidArgument("the job's wire gives '" + name + "' the format " + format.ToString() +
+                                   ", but this trainer declared no parameter of that name (it declared: " +
+                                   (declared.empty() ? "none" : declared) + ")");
+  }
+  return Status::OK();
+}
+
 Status ClientImpl::Initialize() {
+  TESSERA_RETURN_IF_ERROR(CheckWireNames());
   Deadline d(options_.request_timeout);
   Status joined = Status::OK();
   // A pserver may be replaced while this runs (seen ready, then gone): start over, a few times.

@@ -152,8 +152,8 @@ Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_p
       LinkCall& c = *(*calls)[p];
       for (int64_t b : d.blocks_of[p]) {
         if (d.layout.begin(b) < g.offset || d.layout.begin(b) >= end) continue;
-        *c.req.add_push() =
-            DenseSegment(d.name, b, d.layout.length(b), job_.wire.dtype(), job_.wire.dense_push_coding());
+        *c.req.add_push() = DenseSegment(d.name, b, d.layout.length(b), job_.wire.For(d.name).dtype(),
+                                         job_.wire.For(d.name).dense_push_coding());
         c.payload.push_back({g.grad.data() + (d.layout.begin(b) - g.offset),
                              static_cast<size_t>(d.layout.length(b)) * sizeof(float)});
         if (pushed) (*pushed)[p].push_back({index, b});
@@ -194,7 +194,7 @@ Status RequestBuilder::AddPush(const Gradients& grads, std::vector<std::unique_p
       seg->set_param(t.name);
       seg->set_block(-1);
       seg->set_count(static_cast<int64_t>(keys[p].size()));
-      seg->set_dtype(job_.wire.dtype());
+      seg->set_dtype(job_.wire.For(t.name).dtype());
       seg->mutable_keys()->Add(keys[p].begin(), keys[p].end());
       c.send_scratch.insert(c.send_scratch.end(), rows[p].begin(), rows[p].end());
     }
@@ -215,7 +215,7 @@ void RequestBuilder::AddDensePull(std::vector<std::unique_ptr<LinkCall>>* calls)
     for (int p = 0; p < slots_.pservers(); ++p) {
       LinkCall& c = *(*calls)[p];
       for (int64_t b : d.blocks_of[p]) {
-        *c.req.add_pull() = DenseSegment(d.name, b, d.layout.length(b), job_.wire.dtype());
+        *c.req.add_pull() = DenseSegment(d.name, b, d.layout.length(b), job_.wire.For(d.name).dtype());
         c.reply.push_back(
             {d.values + d.layout.begin(b), static_cast<size_t>(d.layout.length(b)) * sizeof(float)});
       }
@@ -328,7 +328,8 @@ std::vector<std::unique_ptr<LinkCall>> RequestBuilder::SplitPush(std::unique_ptr
 void RequestBuilder::AddDensePullBlocks(std::span<const BlockRef> blocks, LinkCall* call) const {
   for (const auto& r : blocks) {
     const DenseParamInfo& d = dense_[r.param];
-    *call->req.add_pull() = DenseSegment(d.name, r.block, d.layout.length(r.block), job_.wire.dtype());
+    *call->req.add_pull() =
+        DenseSegment(d.name, r.block, d.layout.length(r.block), job_.wire.For(d.name).dtype());
     call->reply.push_back(
         {d.values + d.layout.begin(r.block), static_cast<size_t>(d.layout.length(r.block)) * sizeof(float)});
   }
@@ -374,7 +375,7 @@ Status RequestBuilder::AddSparsePull(const std::string& table, std::span<const u
     seg->set_param(table);
     seg->set_block(-1);
     seg->set_count(static_cast<int64_t>((*unique)[p].size()));
-    seg->set_dtype(job_.wire.dtype());
+    seg->set_dtype(job_.wire.For(table).dtype());
     seg->mutable_keys()->Add((*unique)[p].begin(), (*unique)[p].end());
     c.recv_scratch.resize((*unique)[p].size() * dim);
     c.reply.push_back({c.recv_scratch.data(), c.recv_scratch.size() * sizeof(float)});

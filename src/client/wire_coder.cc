@@ -55,7 +55,10 @@ class FloatCursor {
 
 bool WireCoder::Applies(const LinkCall& call) const {
   if (call.req.op() != wire::DataRequest::DATA) return false;
-  if (format_.error_feedback() && call.req.pull_size() > 0) return true;  // pulls of changes
+  if (std::any_of(call.req.pull().begin(), call.req.pull().end(), [&](const wire::Segment& s) {
+        return s.block() >= 0 && format_.For(s.param()).error_feedback();  // a pull of changes
+      }))
+    return true;
   return std::any_of(call.req.push().begin(), call.req.push().end(), Encoded) ||
          std::any_of(call.req.pull().begin(), call.req.pull().end(), Encoded);
 }
@@ -113,8 +116,8 @@ Status WireCoder::Encode(LinkCall* call) {
       }
       case wire::TOP_K: {
         float* r = Residual(seg.param()) + seg.block() * block_size_;
-        seg.set_nonzeros(static_cast<int64_t>(
-            EncodeTopK(g, r, n, TopKCount(format_.ratio, n), seg.dtype(), &call->wire_payload)));
+        seg.set_nonzeros(static_cast<int64_t>(EncodeTopK(
+            g, r, n, TopKCount(format_.For(seg.param()).ratio, n), seg.dtype(), &call->wire_payload)));
         break;
       }
       case wire::SIGNS:
@@ -127,7 +130,7 @@ Status WireCoder::Encode(LinkCall* call) {
   size_t reply_bytes = 0;  // the most it may be: every value
   for (wire::Segment& seg : *call->req.mutable_pull()) {
     reply_bytes += Elements(seg) * ValueBytes(seg.dtype());
-    if (format_.error_feedback() && seg.block() >= 0) seg.set_since(Token(seg));
+    if (seg.block() >= 0 && format_.For(seg.param()).error_feedback()) seg.set_since(Token(seg));
   }
   call->wire_reply_bytes = reply_bytes;
   call->wire_encoded = true;

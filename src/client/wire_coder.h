@@ -25,7 +25,7 @@ namespace tessera {
 class WireCoder {
  public:
   // `builder` declares the parameters (read at each call: declared before the first).
-  explicit WireCoder(const RequestBuilder& builder, WireFormat format, int64_t block_size)
+  explicit WireCoder(const RequestBuilder& builder, WireChoice format, int64_t block_size)
       : builder_(builder), format_(format), block_size_(block_size) {}
 
   // Whether `call` goes through the coder (a DATA request with segments in the format).
@@ -46,7 +46,7 @@ class WireCoder {
   float* Residual(const std::string& name);
 
   const RequestBuilder& builder_;
-  const WireFormat format_;
+  const WireChoice format_;
   const int64_t block_size_;
   // The token of a dense block's values as last pulled ("" and 0: none).
   uint64_t Token(const wire::Segment& s);

@@ -89,7 +89,7 @@ StatusOr<JobConfig> JobConfig::FromJson(const std::string& json) {
     c.min_trainers = j.value("min_trainers", 1);
     c.checkpoint_steps = j.value("checkpoint_steps", int64_t{0});
     TESSERA_ASSIGN_OR_RETURN(c.nonfinite, ParseNonFinitePolicy(j.value("nonfinite", std::string("skip"))));
-    TESSERA_ASSIGN_OR_RETURN(c.wire, WireFormat::Parse(j.value("wire", std::string("f32"))));
+    TESSERA_ASSIGN_OR_RETURN(c.wire, WireChoice::Parse(j.value("wire", std::string("f32"))));
     c.token = j.at("token").get<std::string>();
     c.created_ms = j.value("created_ms", int64_t{0});
     c.secret_fingerprint = j.value("secret_fingerprint", std::string());

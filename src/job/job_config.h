@@ -40,8 +40,9 @@ struct JobConfig {
   int64_t checkpoint_steps = 0;
   NonFinitePolicy nonfinite = NonFinitePolicy::kSkip;
   // How gradients and values travel between trainers and pservers (wire_format.h): float32, half
-  // precision, or pushes sparsified (top-k) or as signs with error feedback on the trainer.
-  WireFormat wire;
+  // precision, or pushes sparsified (top-k) or as signs with error feedback on the trainer; for
+  // every parameter, or per parameter named.
+  WireChoice wire;
   std::string token;       // random; every data-plane message must carry it
   int64_t created_ms = 0;  // wall-clock creation time
   // JobSecret::Fingerprint of the job's secret (stored beside the configuration, job_store.h);

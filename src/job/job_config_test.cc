@@ -20,7 +20,7 @@ TEST(JobConfigTest, JsonRoundTrip) {
   c.min_trainers = 2;
   c.token = "tok";
   c.created_ms = 42;
-  c.wire = *WireFormat::Parse("topk:0.01");
+  c.wire = *WireChoice::Parse("topk:0.01,emb=bf16");
   auto back = JobConfig::FromJson(c.ToJson());
   ASSERT_TRUE(back.ok()) << back.status();
   EXPECT_EQ(back->pservers, 3);

@@ -128,6 +128,17 @@ void NarrowValues(std::span<const float> in, wire::DType t, void* out) {
   }
 }
 
+NarrowFn NarrowFunction(wire::DType t) {
+  switch (t) {
+    case wire::BFLOAT16:
+      return [](const float* in, size_t n, void* out) { NarrowValues({in, n}, wire::BFLOAT16, out); };
+    case wire::FLOAT16:
+      return [](const float* in, size_t n, void* out) { NarrowValues({in, n}, wire::FLOAT16, out); };
+    default:
+      return nullptr;
+  }
+}
+
 void WidenValues(const void* in, size_t n, wire::DType t, float* out) {
   if (t == wire::FLOAT32) {
     std::memcpy(out, in, n * sizeof(float));

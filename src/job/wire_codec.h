@@ -25,6 +25,10 @@ float FromFloat16(uint16_t h);
 
 // `in` as type t at `out` (ValueBytes(t) * in.size() bytes), and back.
 void NarrowValues(std::span<const float> in, wire::DType t, void* out);
+// NarrowValues to t as a plain function (for copies made later, pserver/deferred_copies.h); null
+// for FLOAT32 (a copy) and for a type the wire does not carry.
+using NarrowFn = void (*)(const float* in, size_t n, void* out);
+NarrowFn NarrowFunction(wire::DType t);
 void WidenValues(const void* in, size_t n, wire::DType t, float* out);
 
 // The bytes segment `s` takes in a payload when it stands for `elements` values, or

@@ -36,6 +36,38 @@ TEST(WireFormatTest, ParsesEveryFormatAndSaysWhatIsAccepted) {
   EXPECT_NE(WireFormat::Parse("fp8").status().message().find("bf16"), std::string::npos);
 }
 
+// A format for every parameter and others by name; each mistake names the item.
+TEST(WireChoiceTest, ParsesAFormatForAllAndOthersByName) {
+  auto c = WireChoice::Parse("bf16,emb=f32,fc1.weight=topk:0.01");
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(c->all.kind, WireFormat::Kind::kBf16);
+  EXPECT_EQ(c->For("emb").kind, WireFormat::Kind::kF32);
+  EXPECT_DOUBLE_EQ(c->For("fc1.weight").ratio, 0.01);
+  EXPECT_EQ(c->For("fc2.weight").kind, WireFormat::Kind::kBf16);
+  EXPECT_EQ(c->ToString(), "bf16,emb=f32,fc1.weight=topk:0.01");
+  EXPECT_EQ(WireChoice::Parse(c->ToString()).value(), *c);
+  EXPECT_TRUE(c->error_feedback());
+  EXPECT_FALSE(c->plain());
+  EXPECT_NE(c->Describe().find("fc1.weight: topk:0.01"), std::string::npos) << c->Describe();
+  // Only names: the rest in float32; one format: as before.
+  EXPECT_EQ(WireChoice::Parse("emb=bf16")->all.kind, WireFormat::Kind::kF32);
+  EXPECT_FALSE(WireChoice::Parse("emb=bf16")->plain());
+  EXPECT_TRUE(WireChoice::Parse("f32,emb=f32")->plain());
+  EXPECT_EQ(WireChoice::Parse("sign")->ToString(), "sign");
+  EXPECT_FALSE(WireChoice::Parse("bf16,emb=f16")->error_feedback());
+  for (const auto& [bad, says] :
+       {std::pair<const char*, const char*>{"bf16,f16", "item 2 ('f16') names no parameter"},
+        {"bf16,=f32", "no parameter name"},
+        {"bf16,emb=fp8", "parameter 'emb': wire format 'fp8'"},
+        {"bf16,emb=f32,emb=f16", "'emb' is named twice"},
+        {"bf16,", "item 2 ('') names no parameter"},
+        {"fp8,emb=f32", "wire format 'fp8'"}}) {
+    auto w = WireChoice::Parse(bad);
+    ASSERT_FALSE(w.ok()) << bad;
+    EXPECT_NE(w.status().message().find(says), std::string::npos) << bad << ": " << w.status();
+  }
+}
+
 TEST(WireCodecTest, EveryHalfValueComesBackAsItself) {
   for (uint32_t h = 0; h < 0x10000; ++h) {
     const float b = FromBfloat16(static_cast<uint16_t>(h));

@@ -1,6 +1,7 @@
 // WireFormat (see wire_format.h).
 #include "job/wire_format.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -77,6 +78,72 @@ std::string WireFormat::Describe() const {
     }
   }
   return ToString();
+}
+
+StatusOr<WireChoice> WireChoice::Parse(std::string_view text) {
+  WireChoice c;
+  size_t at = 0;
+  for (int item = 0; at <= text.size(); ++item) {
+    const size_t comma = std::min(text.find(',', at), text.size());
+    const std::string_view one = text.substr(at, comma - at);
+    at = comma + 1;
+    const size_t eq = one.find('=');
+    if (eq == std::string_view::npos) {
+      if (item > 0) {
+        return Status::InvalidArgument("wire '" + std::string(text) + "': item " + std::to_string(item + 1) +
+                                       " ('" + std::string(one) +
+                                       "') names no parameter: after the first, each item is "
+                                       "NAME=FORMAT (e.g. bf16,emb=f32)");
+      }
+      TESSERA_ASSIGN_OR_RETURN(c.all, WireFormat::Parse(one));
+      continue;
+    }
+    const std::string name(one.substr(0, eq));
+    if (name.empty()) {
+      return Status::InvalidArgument("wire '" + std::string(text) + "': item '" + std::string(one) +
+                                     "' has no parameter name before '='");
+    }
+    auto f = WireFormat::Parse(one.substr(eq + 1));
+    if (!f.ok()) {
+      return Status::InvalidArgument("wire '" + std::string(text) + "', parameter '" + name +
+                                     "': " + f.status().message());
+    }
+    if (!c.params.emplace(name, *f).second) {
+      return Status::InvalidArgument("wire '" + std::string(text) + "': parameter '" + name +
+                                     "' is named twice");
+    }
+  }
+  return c;
+}
+
+std::string WireChoice::ToString() const {
+  std::string s = all.ToString();
+  for (const auto& [name, f] : params) s += "," + name + "=" + f.ToString();
+  return s;
+}
+
+std::string WireChoice::Describe() const {
+  std::string s = all.Describe();
+  if (params.empty()) return s;
+  s = "every parameter but those named: " + s;
+  for (const auto& [name, f] : params) s += "; " + name + ": " + f.Describe();
+  return s;
+}
+
+bool WireChoice::plain() const {
+  if (!all.plain()) return false;
+  for (const auto& [name, f] : params) {
+    if (!f.plain()) return false;
+  }
+  return true;
+}
+
+bool WireChoice::error_feedback() const {
+  if (all.error_feedback()) return true;
+  for (const auto& [name, f] : params) {
+    if (f.error_feedback()) return true;
+  }
+  return false;
 }
 
 wire::DType WireFormat::dtype() const {

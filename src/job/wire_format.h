@@ -11,9 +11,12 @@
 //    float32.
 //  - sign: a dense block's push is one bit per element and one scale (the mean magnitude), with
 //    error feedback as for topk. Pulls and sparse rows are float32.
-// A value type; pure.
+// A job may choose a format per parameter (WireChoice): one for every parameter, others for
+// parameters (dense ones, or sparse tables) it names.
+// Value types; pure.
 #pragma once
 
+#include <map>
 #include <string>
 #include <string_view>
 
@@ -41,6 +44,35 @@ struct WireFormat {
   wire::Coding dense_push_coding() const;
   // Whether the trainer keeps what a push did not send (topk, sign).
   bool error_feedback() const { return kind == Kind::kTopK || kind == Kind::kSign; }
+};
+
+// A job's wire formats: `all` for every parameter but those `params` names.
+struct WireChoice {
+  WireChoice() = default;
+  WireChoice(WireFormat f) : all(f) {}  // NOLINT: implicit: one format for every parameter
+
+  WireFormat all;
+  std::map<std::string, WireFormat, std::less<>> params;
+
+  // "bf16", or the format for every parameter followed by NAME=FORMAT for the ones that differ:
+  // "bf16,emb=f32,fc1.weight=topk:0.01" (the first item may be left out: "emb=f32" keeps f32 for
+  // the rest). InvalidArgument saying which item is wrong (a bad format, an empty or repeated
+  // name, an item after the first without a name).
+  static StatusOr<WireChoice> Parse(std::string_view text);
+  // As Parse takes it; the named ones in name order.
+  std::string ToString() const;
+  // For people: what `all` means, and each named parameter's format.
+  std::string Describe() const;
+  bool operator==(const WireChoice&) const = default;
+
+  const WireFormat& For(std::string_view param) const {
+    auto it = params.find(param);
+    return it == params.end() ? all : it->second;
+  }
+  // Every parameter in float32: no format to code.
+  bool plain() const;
+  // Some parameter's pushes keep what they did not send (topk or sign).
+  bool error_feedback() const;
 };
 
 }  // namespace tessera

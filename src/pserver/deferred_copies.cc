@@ -17,7 +17,13 @@ class DeferredCopies::Job {
   void RunOrWait() {
     int s = kPending;
     if (state_.compare_exchange_strong(s, kRunning, std::memory_order_acquire)) {
-      for (const Part& p : parts_) std::memcpy(p.to, p.from, p.floats * sizeof(float));
+      for (const Part& p : parts_) {
+        if (p.convert) {
+          p.convert(p.from, p.floats, p.to);
+        } else {
+          std::memcpy(p.to, p.from, p.floats * sizeof(float));
+        }
+      }
       state_.store(kDone, std::memory_order_release);
       state_.notify_all();
       return;

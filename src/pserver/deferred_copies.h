@@ -1,6 +1,6 @@
-// DeferredCopies: copies of shard values into pull replies, done after the pserver lets go of its
-// lock. A reply's copy is registered under the lock (Add) with the values as they are then; it is
-// done by whichever comes first:
+// DeferredCopies: copies of shard values into pull replies (as they are, or narrowed to a wire
+// format's half precision), done after the pserver lets go of its lock. A reply's copy is registered under
+// the lock (Add) with the values as they are then; it is done by whichever comes first:
 //  - the thread that sends the reply, after unlocking (Ticket::Run): pulls copy in parallel with
 //    each other and with the handling of other requests;
 //  - a writer about to change or move values, still under the lock (Flush): it runs the copies
@@ -23,8 +23,11 @@ class DeferredCopies {
  public:
   struct Part {
     const float* from = nullptr;
-    float* to = nullptr;
+    void* to = nullptr;
     size_t floats = 0;
+    // Writes the floats at `to` in another form (narrowed to half precision: a pull in a wire
+    // format); null: copied as they are.
+    void (*convert)(const float* from, size_t floats, void* to) = nullptr;
   };
 
   class Job;

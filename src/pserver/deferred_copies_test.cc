@@ -9,6 +9,8 @@
 #include <thread>
 #include <vector>
 
+#include "job/wire_codec.h"
+
 namespace tessera {
 namespace {
 
@@ -24,6 +26,24 @@ TEST(DeferredCopiesTest, TheSenderCopiesOnceAndAFlushAfterDoesNothing) {
   dst.assign(4, 9);
   copies.Flush();
   EXPECT_EQ(dst, (std::vector<float>{9, 9, 9, 9}));
+}
+
+// A pull in a wire format: its copy narrows as it goes, by the sender or by a writer's Flush, with
+// the values it was registered with.
+TEST(DeferredCopiesTest, ACopyMayNarrowTheValuesOnTheWay) {
+  DeferredCopies copies;
+  std::vector<float> src = {1.0f, -2.5f, 3.0f};
+  std::vector<uint16_t> by_sender(3, 0), by_writer(3, 0);
+  auto a = copies.Add({{src.data(), by_sender.data(), 3, NarrowFunction(wire::BFLOAT16)}});
+  auto b = copies.Add({{src.data(), by_writer.data(), 3, NarrowFunction(wire::BFLOAT16)}});
+  a.Run();
+  copies.Flush();
+  src = {7, 8, 9};
+  b.Run();
+  const std::vector<uint16_t> bf16 = {ToBfloat16(1.0f), ToBfloat16(-2.5f), ToBfloat16(3.0f)};
+  EXPECT_EQ(by_sender, bf16);
+  EXPECT_EQ(by_writer, bf16);
+  EXPECT_EQ(NarrowFunction(wire::FLOAT32), nullptr) << "float32 is copied as it is";
 }
 
 TEST(DeferredCopiesTest, AWriterFlushesFirstAndTheReplyKeepsTheValuesItWasRegisteredWith) {

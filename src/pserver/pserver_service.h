@@ -209,15 +209,19 @@ class PserverService : public RequestHandler {
   Status AnswerData(wire::DataRequest& req, DataCheck& c, std::unique_ptr<Responder>& r, DataAnswer& answer,
                     std::vector<Reply>* replies) REQUIRES(mu_);
   // Whether a pull is answered in a wire format (CodedPullReply): half precision, or dense
-  // blocks' changes since the trainer's `since` (a job whose pushes are topk or sign).
+  // blocks' changes since the trainer's `since` (parameters whose pushes are topk or sign).
   bool CodedPull(const SegmentList& pull) const REQUIRES(mu_);
   // Writes such a reply's values at `out` (room for pull.wire_bytes()) and its segments in
   // `header`: each dense block whole or, where smaller, as the elements changed since the
   // trainer's `since` (ChangeStamps; TOP_K), with the token of the values sent. A block sent whole
-  // in float32 is left to `later`, to be copied after the lock like a plain pull's. Returns the
+  // is left to `later`, to be copied (narrowed) after the lock like a plain pull's. Returns the
   // bytes.
   size_t CodedPullReply(const SegmentList& pull, char* out, wire::DataReply* header,
                         std::vector<DeferredCopies::Part>* later) REQUIRES(mu_);
+  // Whether the changes to a dense parameter's values are stamped (ChangeStamps): its pushes keep
+  // what they did not send (topk, sign), and its optimizer leaves an element a zero gradient
+  // does not touch as it was.
+  bool Tracked(const std::string& param) const REQUIRES(mu_);
   // The change stamps in step with the store: reset when its dense values changed otherwise than
   // by a stamped apply (initialized, restored, moved in).
   void SyncChangeStamps() REQUIRES(mu_);

@@ -42,7 +42,7 @@ void PserverService::ApplyDenseUpdates(float scale) {
   // The elements each gradient touched changed (for blocks whose optimizer leaves the others).
   stamps_.BeginApply();
   for (const auto& u : dense_updates_) {
-    if (store_.ZeroGradientKeepsValues(*u.param))
+    if (options_.job.wire.For(*u.param).error_feedback() && store_.ZeroGradientKeepsValues(*u.param))
       stamps_.Applied(*u.param, u.block, u.grad, static_cast<size_t>(store_.DenseLength(*u.param, u.block)));
   }
   stamps_generation_ = store_.dense_generation();
@@ -197,9 +197,12 @@ bool PserverService::CodedPull(const SegmentList& pull) const {
   if (pull.encoded()) return true;
   if (!options_.job.wire.error_feedback()) return false;
   // Blocks whose changes are tracked: every pull of them says the token of its values.
-  return std::any_of(pull.parts().begin(), pull.parts().end(), [&](const SegmentList::Part& p) {
-    return p.dense && store_.ZeroGradientKeepsValues(pull.segment(p).param());
-  });
+  return std::any_of(pull.parts().begin(), pull.parts().end(),
+                     [&](const SegmentList::Part& p) { return p.dense && Tracked(pull.segment(p).param()); });
+}
+
+bool PserverService::Tracked(const std::string& param) const {
+  return options_.job.wire.For(param).error_feedback() && store_.ZeroGradientKeepsValues(param);
 }
 
 uint32_t PserverService::NewStampId() {
@@ -215,9 +218,8 @@ void PserverService::SyncChangeStamps() {
 
 size_t PserverService::CodedPullReply(const SegmentList& pull, char* out, wire::DataReply* header,
                                       std::vector<DeferredCopies::Part>* later) {
-  // Under the lock: the values are narrowed or picked as they are read (a job chooses such a
-  // wire for links where the bytes cost more than this pass); float32 blocks sent whole are
-  // copied after it.
+  // Under the lock: the changes are picked as they are read; blocks sent whole are copied (and
+  // narrowed) after it, each reply by the thread that sends it, as plain pulls are.
   const bool changes = options_.job.wire.error_feedback();
   if (changes) SyncChangeStamps();
   thread_local std::vector<float> rows;
@@ -234,7 +236,7 @@ size_t PserverService::CodedPullReply(const SegmentList& pull, char* out, wire::
       continue;
     }
     const float* values = store_.DenseValues(seg.param(), seg.block());
-    const bool tracked = changes && store_.ZeroGradientKeepsValues(seg.param());
+    const bool tracked = changes && Tracked(seg.param());
     if (tracked) said.set_since(stamps_.token());
     // The changes go where they are fewer bytes than the block: at most `most` of them (the scan
     // stops there; where every element changed, as with sign pushes, at once).
@@ -252,11 +254,7 @@ size_t PserverService::CodedPullReply(const SegmentList& pull, char* out, wire::
       }
       continue;
     }
-    if (seg.dtype() == wire::FLOAT32) {
-      later->push_back({values, reinterpret_cast<float*>(out + at), static_cast<size_t>(part.floats)});
-    } else {
-      NarrowValues({values, part.floats}, seg.dtype(), out + at);
-    }
+    later->push_back({values, out + at, static_cast<size_t>(part.floats), NarrowFunction(seg.dtype())});
     at += whole;
   }
   return at;

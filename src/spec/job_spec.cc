@@ -159,7 +159,7 @@ StatusOr<JobConfig> JobConfigOf(const JobSpec& s) {
   c.initial_pservers = s.start_pservers;
   c.tls = s.tls();
   TESSERA_ASSIGN_OR_RETURN(c.nonfinite, ParseNonFinitePolicy(s.nonfinite));
-  TESSERA_ASSIGN_OR_RETURN(c.wire, WireFormat::Parse(s.wire));
+  TESSERA_ASSIGN_OR_RETURN(c.wire, WireChoice::Parse(s.wire));
   TESSERA_RETURN_IF_ERROR(c.Validate());
   return c;
 }
@@ -250,7 +250,7 @@ Status CheckTrain(const Fields& g, const JobSpec& s) {
   if (s.checkpoint_steps < 0) return g.Fail("checkpoint_steps", "must not be negative (0: off)");
   if (s.backup_trainers < 0) return g.Fail("backup_trainers", "must not be negative");
   if (s.nonfinite != "skip" && s.nonfinite != "error") return g.Fail("nonfinite", "must be skip or error");
-  if (auto w = WireFormat::Parse(s.wire); !w.ok()) return g.Fail("wire", w.status().message());
+  if (auto w = WireChoice::Parse(s.wire); !w.ok()) return g.Fail("wire", w.status().message());
   if (!(s.task_timeout > 0)) return g.Fail("task_timeout", "must be a positive number of seconds");
   if (s.max_failures < 0) return g.Fail("max_failures", "must not be negative");
   if (s.chunks_per_task < 0) return g.Fail("chunks_per_task", "must not be negative (0: the master's choice)");

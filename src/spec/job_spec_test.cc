@@ -156,6 +156,8 @@ TEST(JobSpecTest, EveryBadValueNamesItsField) {
       {"passes: 3", "passes: 3\n  task_timeout: 0", "train.task_timeout"},
       {"passes: 3", "passes: 3\n  wire: fp8", "train.wire: wire format 'fp8' is not f32, bf16"},
       {"passes: 3", "passes: 3\n  wire: topk:5", "train.wire: wire format 'topk:5': topk needs the fraction"},
+      {"passes: 3", "passes: 3\n  wire: bf16,f16",
+       "train.wire: wire 'bf16,f16': item 2 ('f16') names no parameter"},
       {"passes: 3", "passes: 3\n  max_failures: -1", "train.max_failures"},
       {"passes: 3", "passes: 3\n  chunks_per_task: -2", "train.chunks_per_task"},
       {"passes: 3", "passes: 3\n  checkpoint_steps: x", "train.checkpoint_steps: 'x' is not a whole number"},

@@ -238,7 +238,7 @@ class PsTest : public EtcdTest {
   int replicas_ = 1;          // jobs made from here on keep this many copies of each shard
   int backup_trainers_ = 0;   // and close a sync step without this many trainers' pushes
   int initial_pservers_ = 0;  // and start elastic with this many pserver processes (0: not elastic)
-  WireFormat wire_;           // and send gradients and values in this wire format
+  WireChoice wire_;           // and send gradients and values in this wire format
   std::vector<std::unique_ptr<Subprocess>> procs_;
 };
 

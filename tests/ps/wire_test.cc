@@ -23,7 +23,7 @@ class WireTest : public PsTest {
   std::vector<float> Train(const std::string& job, const std::string& wire, const std::string& lr,
                            int trainers, int steps, const std::function<float(int, int)>& grad,
                            const std::string& transport = "auto") {
-    wire_ = *WireFormat::Parse(wire);
+    wire_ = *WireChoice::Parse(wire);
     MakeJob(job, 2, "sync", "sgd:lr=" + lr, 64, trainers);
     for (int p = 0; p < 2; ++p) StartPserver(job);
     EXPECT_TRUE(WaitForPservers(job, 2));
@@ -95,6 +95,37 @@ TEST_F(WireTest, HalfPrecisionSendsHalfTheBytesAndKeepsWhatItCarriesExact) {
                   PserverMetric(job, 1, "tessera_pserver_received_bytes_total"),
               2 * kSteps * kDim * 2);
   }
+}
+
+// A format per parameter: the one named travels in its own format, whatever the job's for the
+// rest; a name no trainer declared is refused at Initialize, naming what was declared.
+TEST_F(WireTest, AParameterNamedTravelsInItsOwnFormat) {
+  constexpr int kSteps = 4;
+  auto grad = [](int id, int j) { return static_cast<float>((j % 5) - 2) / 8 + static_cast<float>(id) / 16; };
+  for (const auto& [wire, bytes] : {std::pair<std::string, int>{"sign,w=bf16", 2}, {"bf16,w=f32", 4}}) {
+    SCOPED_TRACE(wire);
+    const std::string job = "wire-per-param-" + std::to_string(bytes);
+    auto w = Train(job, wire, "0.5", 2, kSteps, grad);
+    ASSERT_EQ(w.size(), static_cast<size_t>(kDim));
+    for (int j = 0; j < kDim; ++j) {
+      float want = 0.5f;
+      for (int s = 0; s < kSteps; ++s) want -= 0.5f * (grad(0, j) + grad(1, j)) / 2;
+      ASSERT_EQ(w[j], want) << "element " << j << ": w was not sent in its own format (exact in both)";
+    }
+    EXPECT_EQ(Metric(job, "tessera_pserver_received_bytes_total"), 2 * kSteps * kDim * bytes);
+  }
+  wire_ = *WireChoice::Parse("bf16,ww=f32");
+  MakeJob("wire-misspelt", 2, "sync", "sgd:lr=0.5", 64, 1);
+  for (int p = 0; p < 2; ++p) StartPserver("wire-misspelt");
+  ASSERT_TRUE(WaitForPservers("wire-misspelt", 2));
+  auto c = Client::Connect(ClientFor("wire-misspelt", "0"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<float> w(kDim, 0.5f);
+  ASSERT_TRUE((*c)->AddDense("w", w.data(), w.size()).ok());
+  Status st = (*c)->Initialize();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st;
+  EXPECT_NE(st.message().find("'ww'"), std::string::npos) << st;
+  EXPECT_NE(st.message().find("declared: w"), std::string::npos) << st;
 }
 
 // A constant gradient, larger for later elements of each block. Top-k (a quarter) without error
