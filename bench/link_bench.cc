@@ -12,11 +12,12 @@
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cstdio>
-#include <mutex>
-#include <thread>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common/clock.h"
@@ -153,6 +154,11 @@ int Main(int argc, char** argv) {
       "the job's optimizer (with sgd or adagrad, pulls in a topk or sign job carry only what changed)");
   app.add_flag("--eval", base.eval,
                "evaluate on fm-test after each pass; the table shows the last pass's accuracy");
+  int rounds = 1;
+  app.add_option("--rounds", rounds,
+                 "runs of the whole --wire list on each link, one after another (each format against the "
+                 "first of its round); with more than one, the median of each format's ratio follows")
+      ->check(CLI::Range(1, 20));
   CLI11_PARSE(app, argc, argv);
   // Ctrl-C (or SIGTERM): every process on the hosts killed, the namespaces and files removed.
   sigset_t stop;
@@ -215,28 +221,51 @@ int Main(int argc, char** argv) {
       wires.front().c_str());
   std::printf("|---|---|---|---|---|---|---|---|---|---|---|---|\n");
   int k = 0;
+  std::vector<std::string> summary;  // with --rounds: each link's medians, after the table
   for (int h : hidden) {
     const double params = (784.0 * h + h + 10.0 * h + 10) / 1e6;  // w1, b1, w2, b2
     for (int64_t mbit : mbits) {
-      double first = 0;
-      for (const std::string& wire : wires) {
-        Setup setup = base;
-        setup.hidden = h;
-        setup.mbit = mbit;
-        setup.wire = wire;
-        const Run r = OneRun(lab, *dir, store, setup, ++k);
-        const std::string link =
-            mbit > 0 ? std::to_string(mbit / 1000.0).substr(0, 4) + " Gbit/s" : "unshaped";
-        const double rate = r.training > 0 ? r.samples / r.training : 0.0;
-        if (wire == wires.front()) first = rate;
-        std::printf("| %d | %.2f | %s | %s | %.1f | %.2f | %lld | %.0f | %.2f | %.2f | %.2f | %s |\n", h,
-                    params, link.c_str(), wire.c_str(), r.seconds, r.training, r.samples, rate,
-                    first > 0 ? rate / first : 0.0, r.compute, r.exchange,
-                    r.accuracy >= 0 ? std::to_string(r.accuracy).substr(0, 6).c_str() : "-");
-        std::fflush(stdout);
+      std::map<std::string, std::vector<double>> ratios;  // per format, one per round
+      for (int round = 0; round < rounds; ++round) {
+        double first = 0;
+        for (const std::string& wire : wires) {
+          Setup setup = base;
+          setup.hidden = h;
+          setup.mbit = mbit;
+          setup.wire = wire;
+          const Run r = OneRun(lab, *dir, store, setup, ++k);
+          const std::string link =
+              mbit > 0 ? std::to_string(mbit / 1000.0).substr(0, 4) + " Gbit/s" : "unshaped";
+          const double rate = r.training > 0 ? r.samples / r.training : 0.0;
+          if (wire == wires.front()) first = rate;
+          std::printf("| %d | %.2f | %s | %s | %.1f | %.2f | %lld | %.0f | %.2f | %.2f | %.2f | %s |\n", h,
+                      params, link.c_str(), wire.c_str(), r.seconds, r.training, r.samples, rate,
+                      first > 0 ? rate / first : 0.0, r.compute, r.exchange,
+                      r.accuracy >= 0 ? std::to_string(r.accuracy).substr(0, 6).c_str() : "-");
+          std::fflush(stdout);
+          if (first > 0) ratios[wire].push_back(rate / first);
+        }
+      }
+      if (rounds > 1) {
+        std::string line = "hidden " + std::to_string(h) + ", " +
+                           (mbit > 0 ? std::to_string(mbit) + " Mbit/s" : std::string("unshaped")) +
+                           ": the median x " + wires.front() + " over " + std::to_string(rounds) +
+                           " rounds (range):";
+        for (const std::string& wire : wires) {
+          std::vector<double>& v = ratios[wire];
+          if (v.empty()) continue;
+          std::sort(v.begin(), v.end());
+          const double median = v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+          char buf[96];
+          std::snprintf(buf, sizeof buf, " %s %.2f (%.2f-%.2f);", wire.c_str(), median, v.front(), v.back());
+          line += buf;
+        }
+        summary.push_back(line);
       }
     }
   }
+  if (!summary.empty()) std::printf("\n");
+  for (const std::string& line : summary) std::printf("%s\n", line.c_str());
   return 0;
 }
 

@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -245,6 +246,51 @@ TEST(WireCodecTest, SignsAreTheDefinitionsBitsAtEverySize) {
     }
     for (size_t i = n; i < (n + 7) / 8 * 8; ++i)
       ASSERT_EQ((bits[i / 8] >> (i % 8)) & 1u, 0u) << n << " pad " << i;
+  }
+}
+
+// A block larger than kExactTopKUpTo: the elements sent are those at or above the sample's
+// quantile of residual + gradient (at most k, the largest when more), in ascending order, and
+// every residual is what was not sent; the tail after the last 16 elements included.
+TEST(WireCodecTest, TopKOfALargeBlockSendsWhatReachesTheSamplesQuantile) {
+  std::mt19937 rng(5);
+  for (size_t k : {size_t{656}, size_t{5}}) {
+    const size_t n = 65536 + 5;
+    auto g = Gradient(rng, n);
+    std::vector<float> residual = Gradient(rng, n), sum(n);
+    for (size_t i = 0; i < n; ++i) sum[i] = residual[i] + g[i];
+    std::vector<float> sample(kTopKSample);
+    const size_t stride = n / kTopKSample;
+    for (size_t j = 0; j < kTopKSample; ++j) sample[j] = std::fabs(sum[j * stride + stride / 2]);
+    const size_t above = std::max<size_t>(1, (k * kTopKSample + n - 1) / n);
+    std::nth_element(sample.begin(), sample.begin() + static_cast<long>(above - 1), sample.end(),
+                     std::greater<float>());
+    const float threshold = sample[above - 1];
+    std::vector<uint32_t> reach;
+    for (size_t i = 0; i < n; ++i)
+      if (std::fabs(sum[i]) >= threshold) reach.push_back(static_cast<uint32_t>(i));
+    std::string bytes;
+    const size_t sent = EncodeTopK(g.data(), residual.data(), n, k, wire::FLOAT32, &bytes);
+    ASSERT_EQ(sent, std::min(k, reach.size())) << k;
+    std::vector<uint32_t> idx(sent);
+    std::memcpy(idx.data(), bytes.data(), sent * sizeof(uint32_t));
+    ASSERT_TRUE(std::is_sorted(idx.begin(), idx.end()) &&
+                std::adjacent_find(idx.begin(), idx.end()) == idx.end());
+    float smallest_sent = INFINITY;
+    for (uint32_t i : idx) {
+      ASSERT_TRUE(std::binary_search(reach.begin(), reach.end(), i)) << i << " is below the quantile";
+      smallest_sent = std::min(smallest_sent, std::fabs(sum[i]));
+    }
+    for (size_t i = 0; i < n; ++i) {
+      const bool was_sent = std::binary_search(idx.begin(), idx.end(), static_cast<uint32_t>(i));
+      ASSERT_EQ(residual[i], was_sent ? 0.0f : sum[i]) << i;
+      if (!was_sent && std::fabs(sum[i]) >= threshold) {
+        ASSERT_LE(std::fabs(sum[i]), smallest_sent) << i;
+      }
+    }
+    if (reach.size() <= k) {
+      EXPECT_EQ(idx, reach);
+    }
   }
 }
 

@@ -1,7 +1,42 @@
-// ChangeStamps (see change_stamps.h).
+// ChangeStamps (see change_stamps.h). Built for this machine's CPU (src/pserver/CMakeLists.txt).
 #include "pserver/change_stamps.h"
 
+#if defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include <bit>
+
 namespace tessera {
+namespace {
+
+// Writes the indices i (ascending) with s[i] > since at `at` (room for n + 16), stopping once more
+// than `most` are found; returns how many were written. With AVX-512, 16 stamps at a time
+// (compressed stores): a branch per element costs a misprediction for each change.
+size_t StampsAbove(const uint32_t* s, size_t n, uint32_t since, size_t most, uint32_t* at) {
+  size_t m = 0, i = 0;
+#if defined(__AVX512F__)
+  const __m512i v = _mm512_set1_epi32(static_cast<int>(since));
+  __m512i idx = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+  const __m512i sixteen = _mm512_set1_epi32(16);
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 later = _mm512_cmpgt_epu32_mask(_mm512_loadu_si512(s + i), v);
+    _mm512_mask_compressstoreu_epi32(at + m, later, idx);
+    m += static_cast<size_t>(std::popcount(static_cast<unsigned>(later)));
+    if (m > most) return m;
+    idx = _mm512_add_epi32(idx, sixteen);
+  }
+#endif
+  for (; i < n; ++i) {
+    if (s[i] > since) {
+      at[m++] = static_cast<uint32_t>(i);
+      if (m > most) return m;
+    }
+  }
+  return m;
+}
+
+}  // namespace
 
 void ChangeStamps::Reset(uint32_t new_id) {
   id_ = new_id;
@@ -38,15 +73,12 @@ bool ChangeStamps::ChangedSince(const std::string& param, int64_t block, uint64_
     for (size_t i = 0; i < s.size(); ++i) (*out)[i] = static_cast<uint32_t>(i);
     return true;
   }
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] > since_stamp) {
-      if (out->size() == most) {
-        out->clear();
-        return false;
-      }
-      out->push_back(static_cast<uint32_t>(i));
-    }
-  }
+  // The indices of the stamps above `since`, into a buffer grown once; more than `most`: stop.
+  thread_local std::vector<uint32_t> found;
+  if (found.size() < s.size() + 16) found.resize(s.size() + 16);
+  const size_t m = StampsAbove(s.data(), s.size(), since_stamp, most, found.data());
+  if (m > most) return false;
+  out->assign(found.begin(), found.begin() + static_cast<std::ptrdiff_t>(m));
   return true;
 }
 

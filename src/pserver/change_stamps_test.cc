@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <vector>
+
 namespace tessera {
 namespace {
 
@@ -87,6 +90,37 @@ TEST(ChangeStampsTest, AnApplyThatChangedEveryElementAnswersAllOfThem) {
   EXPECT_EQ(out, (std::vector<uint32_t>{1, 3}));
   ASSERT_TRUE(s.ChangedSince("w", 0, after_some, &out));
   EXPECT_EQ(out, (std::vector<uint32_t>{0, 1, 2, 3}));
+}
+
+// A block of many elements (scanned 16 at a time where the CPU allows, the tail one at a time):
+// the same indices as a plain scan, and the limit stops it at the same count.
+TEST(ChangeStampsTest, ALargeBlockAnswersAsAPlainScanWould) {
+  ChangeStamps s(7);
+  const size_t n = 1000 + 9;
+  std::vector<float> g(n, 0.0f);
+  std::vector<uint32_t> expect, out;
+  const uint64_t start = s.token();
+  for (size_t i = 0; i < n; i += 7) g[i] = 1;
+  s.BeginApply();
+  s.Applied("w", 0, g.data(), n);
+  const uint64_t middle = s.token();
+  std::fill(g.begin(), g.end(), 0.0f);
+  for (size_t i = 3; i < n; i += 11) g[i] = -1;
+  g[n - 1] = 2;
+  s.BeginApply();
+  s.Applied("w", 0, g.data(), n);
+  for (size_t i = 0; i < n; ++i)
+    if (i % 7 == 0 || (i >= 3 && (i - 3) % 11 == 0) || i == n - 1) expect.push_back(static_cast<uint32_t>(i));
+  ASSERT_TRUE(s.ChangedSince("w", 0, start, &out));
+  EXPECT_EQ(out, expect);
+  ASSERT_TRUE(s.ChangedSince("w", 0, start, &out, expect.size()));
+  EXPECT_EQ(out, expect);
+  EXPECT_FALSE(s.ChangedSince("w", 0, start, &out, expect.size() - 1));
+  expect.clear();
+  for (size_t i = 3; i < n; i += 11) expect.push_back(static_cast<uint32_t>(i));
+  expect.push_back(static_cast<uint32_t>(n - 1));
+  ASSERT_TRUE(s.ChangedSince("w", 0, middle, &out));
+  EXPECT_EQ(out, expect);
 }
 
 }  // namespace
