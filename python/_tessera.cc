@@ -411,11 +411,7 @@ class PySession {
   // A step still on its way reads the arrays in piece_keep_ and writes the parameters: it ends
   // (or fails at the client's deadline) before they go.
   ~PySession() {
-    if (background_pending_) {
-      py::gil_scoped_release release;
-      pieces_.push_back(background_->Wait());
-      background_pending_ = false;
-    }
+    JoinBackground();
     if (pieces_.empty()) return;
     py::gil_scoped_release release;
     for (const Handle& h : pieces_) (void)h.Wait();

@@ -49,9 +49,8 @@ class BackgroundStep {
   // Steps whose values were given out early (ValuesReady true) since this object was made.
   uint64_t steps_ahead() const;
 
-  // How long a waiter spins (yielding its core) while the written prefix does not move, before it
-  // sleeps in slices of kSleep between looks.
-  static constexpr std::chrono::microseconds kStillSpin{1000};
+  // A waiter spins (yielding its core) while the written prefix moves; after 1 ms without a move
+  // it sleeps in slices of kSleep between looks (common/while_waiting.h, WaitForProgress).
   static constexpr std::chrono::microseconds kSleep{100};
 
  private:

@@ -362,8 +362,9 @@ class Optimizer:
     the step goes in place in the dense memory (float32 CPU parameters, a pserver on this host
     holding all of them), the pserver writes the values in order as its update makes them, and
     the first layer's forward begins as soon as its own are written, while the pserver still
-    writes the others; the values are the same as after a waiting step. opt.wait() waits for all of them and returns what step() would have returned. Call it before
-    reading the parameters any other way (state_dict, torch.save, your own code); tessera's own
+    writes the others; the values are the same as after a waiting step. opt.wait() waits for
+    all of them and returns what step() would have returned. Call it before reading the
+    parameters any other way (state_dict, torch.save, your own code); tessera's own
     calls (backward, step, save_model, load_into, an Embedding lookup, finish) wait by themselves,
     and so does an event with callbacks (batch_end, pass_end) before it calls them.
 

@@ -2,8 +2,6 @@
 // include/tessera/background_step.h.
 #include "tessera/background_step.h"
 
-#include <sched.h>
-
 #include <atomic>
 #include <condition_variable>
 #include <mutex>
@@ -114,25 +112,20 @@ bool BackgroundStep::ValuesReady(const void* begin, const void* end) {
     return false;
   }
   lock.unlock();
-  const auto need = static_cast<uint64_t>(e - call.reply_base);
-  auto written = [&] { return call.progress->load(std::memory_order_acquire); };
-  uint64_t seen = written();
-  TimePoint moved = Now();
-  // Bounded by the step's end (every call ends, at the latest at its deadline).
-  while (seen < need) {
-    if (m.ended()) return false;
-    if (Now() - moved < kStillSpin) {
-      sched_yield();  // the pserver (or the other trainer) may want this core
-    } else {
-      lock.lock();
-      m.cv.wait_for(lock, kSleep, [&] { return m.ended(); });
-      lock.unlock();
-    }
-    if (const uint64_t w = written(); w != seen) {
-      seen = w;
-      moved = Now();
-    }
-  }
+  // Bounded by the step's end (every call ends, at the latest at its deadline); the reply's socket
+  // is the step thread's, and may be closed and its number reused once the step ends, so the end
+  // is what this wait watches.
+  bool ended = false;
+  const bool written =
+      WaitForProgress(*call.progress, static_cast<uint64_t>(e - call.reply_base), [&](bool still) {
+        if (still) {
+          lock.lock();
+          m.cv.wait_for(lock, kSleep, [&] { return m.ended(); });
+          lock.unlock();
+        }
+        return ended = m.ended();
+      });
+  if (ended || !written) return false;
   lock.lock();
   if (!m.ahead_this_step) {
     m.ahead_this_step = true;

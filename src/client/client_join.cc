@@ -4,11 +4,15 @@
 // on the step it starts at. What to do at each turn is decided by client_rules.h.
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <latch>
+#include <string>
+#include <vector>
 
 #include "client/client_impl.h"
 #include "common/clock.h"
 #include "common/logging.h"
+#include "common/strings.h"
 #include "coord/election.h"
 #include "coord/keys.h"
 
@@ -40,21 +44,15 @@ void ClientImpl::RecordTransports() {
 // A wire format the job gives a parameter by name must name one: a misspelt name would leave
 // that parameter in the format of the rest, unseen.
 Status ClientImpl::CheckWireNames() const {
-  std::string declared;
-  auto is_declared = [&](const std::string& name) {
-    for (const auto& d : builder_->dense())
-      if (d.name == name) return true;
-    for (const auto& t : builder_->sparse())
-      if (t.name == name) return true;
-    return false;
-  };
+  if (job_.wire.params.empty()) return Status::OK();
+  std::vector<std::string> declared;
+  for (const auto& d : builder_->dense()) declared.push_back(d.name);
+  for (const auto& t : builder_->sparse()) declared.push_back(t.name);
   for (const auto& [name, format] : job_.wire.params) {
-    if (is_declared(name)) continue;
-    for (const auto& d : builder_->dense()) declared += (declared.empty() ? "" : ", ") + d.name;
-    for (const auto& t : builder_->sparse()) declared += (declared.empty() ? "" : ", ") + t.name;
+    if (std::find(declared.begin(), declared.end(), name) != declared.end()) continue;
     return Status::InvalidArgument("the job's wire gives '" + name + "' the format " + format.ToString() +
                                    ", but this trainer declared no parameter of that name (it declared: " +
-                                   (declared.empty() ? "none" : declared) + ")");
+                                   (declared.empty() ? "none" : Join(declared, ", ")) + ")");
   }
   return Status::OK();
 }

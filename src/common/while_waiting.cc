@@ -2,7 +2,6 @@
 #include "common/while_waiting.h"
 
 #include <poll.h>
-#include <sched.h>
 
 #include <algorithm>
 #include <utility>
@@ -29,26 +28,14 @@ void WhileWaiting::RunHere(const WaitingCall& call) {
 bool WaitingCall::ReplyWrittenUpTo(const void* p) const {
   const char* c = static_cast<const char*>(p);
   if (!progress || c <= reply_base || c > reply_base + reply_room) return false;
-  const uint64_t need = static_cast<uint64_t>(c - reply_base);
-  auto written = [&] { return progress->load(std::memory_order_acquire); };
-  uint64_t seen = written();
-  TimePoint moved = Now();
   // Bounded by the deadline, and by the reply's coming (which ends every call that gets one).
-  while (seen < need) {
-    pollfd pf{reply_fd, POLLIN, 0};
+  return WaitForProgress(*progress, static_cast<uint64_t>(c - reply_base), [&](bool still) {
     const TimePoint now = Now();
-    if (reply_fd < 0 || now >= deadline) return written() >= need;
-    const bool still = now - moved >= kStillSpin;
+    if (reply_fd < 0 || now >= deadline) return true;
     const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - now).count() + 1;
-    if (::poll(&pf, 1, still ? static_cast<int>(std::min<int64_t>(left, 1000)) : 0) != 0)
-      return written() >= need;
-    if (!still) sched_yield();
-    if (const uint64_t w = written(); w != seen) {
-      seen = w;
-      moved = Now();
-    }
-  }
-  return true;
+    pollfd pf{reply_fd, POLLIN, 0};
+    return ::poll(&pf, 1, still ? static_cast<int>(std::min<int64_t>(left, 1000)) : 0) != 0;
+  });
 }
 
 bool WhileWaiting::WantsProgress() {

@@ -9,6 +9,8 @@
 // never runs it.
 #pragma once
 
+#include <sched.h>
+
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
@@ -37,6 +39,29 @@ struct WaitingCall {
   bool ReplyWrittenUpTo(const void* p) const;
   static constexpr std::chrono::microseconds kStillSpin{1000};
 };
+
+// The wait on a progress word that ReplyWrittenUpTo and api::BackgroundStep share: until `word`
+// reaches `need` (true), it spins, yielding its core to any thread ready there, while the word
+// moves. Between spins it asks `over(false)`, which must not block; after kStillSpin without a
+// move it asks `over(true)`, which may sleep a while. `over` returns true when the wait is over
+// without the word (the reply came, the call ended, its deadline passed): the result is then
+// whether the word reached `need` all the same.
+template <class Over>
+bool WaitForProgress(const std::atomic<uint64_t>& word, uint64_t need, Over over) {
+  auto written = [&] { return word.load(std::memory_order_acquire); };
+  uint64_t seen = written();
+  TimePoint moved = Now();
+  while (seen < need) {
+    const bool still = Now() - moved >= WaitingCall::kStillSpin;
+    if (over(still)) return written() >= need;
+    if (!still) sched_yield();
+    if (const uint64_t w = written(); w != seen) {
+      seen = w;
+      moved = Now();
+    }
+  }
+  return true;
+}
 
 class WhileWaiting {
  public:
