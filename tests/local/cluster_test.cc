@@ -207,10 +207,18 @@ TEST_F(LocalTest, KilledLocalRunIsResumedFromItsSavedStateAndCheckpoints) {
   Subprocess& first = StartLocal(args);
   auto etcd = JobEtcd();
   ASSERT_NE(etcd, nullptr);
+  // Killed once both pservers have a checkpoint past the initial values (version >= 1): each is
+  // to load its own on resume. (Waiting for pserver 0's alone let the kill come while pserver 1
+  // had only its version 0, and the resumed trainers, at pserver 0's step, could not pull from it.)
   ASSERT_TRUE(WaitUntil(
       [&] {
-        auto rec = etcd->Get(keys::Checkpoint("resume", 0));
-        return MasterStatus(etcd.get(), "resume").pass() >= 1 && rec.ok() && !rec->kvs.empty();
+        for (int p = 0; p < 2; ++p) {
+          auto rec = etcd->Get(keys::Checkpoint("resume", p));
+          if (!rec.ok() || rec->kvs.empty()) return false;
+          auto records = DecodeCheckpointRecords(rec->kvs[0].value);
+          if (!records.ok() || records->empty() || records->front().version < 1) return false;
+        }
+        return MasterStatus(etcd.get(), "resume").pass() >= 1;
       },
       std::chrono::seconds(120), std::chrono::milliseconds(100)))
       << first.Output();
