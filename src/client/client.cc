@@ -14,6 +14,7 @@
 #include "common/clock.h"
 #include "common/finite.h"
 #include "common/logging.h"
+#include "common/while_waiting.h"
 #include "job/job_store.h"
 #include "transport/endpoint_choice.h"
 
@@ -137,7 +138,17 @@ StatusOr<std::span<float>> ClientImpl::DenseMemory(size_t floats) {
     return Status::InvalidArgument("dense memory of " + std::to_string(floats) + " floats is more than " +
                                    std::to_string(kMaxWindowBytes) + " bytes");
   }
-  TESSERA_ASSIGN_OR_RETURN(char* m, window_->Allocate(floats * sizeof(float)));
+  // With several pservers, two runs as large as the model's memory follow it: the values and the
+  // gradients a step moves fit each (ArrivingValues). Address space until a step stages a call.
+  const size_t bytes = floats * sizeof(float);
+  const size_t runs = job_.pservers > 1 ? 2 : 0;
+  if (bytes > kMaxWindowBytes / (1 + runs)) {
+    return Status::InvalidArgument("dense memory of " + std::to_string(floats) +
+                                   " floats, with room to stage it for " + std::to_string(job_.pservers) +
+                                   " pservers, is more than " + std::to_string(kMaxWindowBytes) + " bytes");
+  }
+  TESSERA_ASSIGN_OR_RETURN(char* m, window_->Allocate(bytes * (1 + runs)));
+  if (runs > 0) staging_ = {m + bytes, m + 2 * bytes, bytes};
   return std::span<float>(reinterpret_cast<float*>(m), floats);
 }
 
@@ -181,12 +192,22 @@ Handle ClientImpl::PushPullAndWait(const Gradients& grads) {
   // The caller waits: nothing touches the dense memory until the calls end, so they may go in it.
   ShmWindow::Hold hold(window_.get());
   const int64_t step = step_.load();
-  std::shared_ptr<Handle::State> state = DoPush(grads, PushMode::kPushPullAndWait);
+  const uint64_t generation = window_->generation();
+  std::shared_ptr<ArrivingValues> arriving;
+  std::shared_ptr<Handle::State> state = DoPush(grads, PushMode::kPushPullAndWait, nullptr, &arriving);
   Handle h(state);
+  Status waited;
+  {
+    // Work this thread runs beside its call reads the values as they arrive over every call.
+    WhileWaiting::Arrivals values(arriving.get());
+    waited = h.Wait();
+  }
+  // What was staged lands in the values (all of it again if a call was sent anew after a failure).
+  if (arriving) arriving->Finish(waited.ok(), window_->generation() != generation);
   // Only where the pserver scanned (else DoPush judged the scan itself) does its finding count here.
   const bool pserver_scanned =
       WhoScans(job_, options_.allow_nonfinite, /*waited=*/true) == NonFiniteScan::kPserver;
-  if (!h.Wait().ok() || !pserver_scanned) return h;
+  if (!waited.ok() || !pserver_scanned) return h;
   if (state->dropped.empty()) {
     nonfinite_.Clean();
     return h;
@@ -213,7 +234,8 @@ Status ClientImpl::DropNonFinite(const std::string& why, int64_t step) {
 }
 
 std::shared_ptr<Handle::State> ClientImpl::DoPush(const Gradients& grads, PushMode mode,
-                                                  std::shared_ptr<const void> keep) {
+                                                  std::shared_ptr<const void> keep,
+                                                  std::shared_ptr<ArrivingValues>* arriving) {
   if (!initialized_) return Failed(Status::FailedPrecondition("call Initialize() before pushing"));
   if (member_->lost()) return Failed(LeaseLost());
   if (Status s = Realign(); !s.ok()) return Failed(s);
@@ -248,6 +270,12 @@ std::shared_ptr<Handle::State> ClientImpl::DoPush(const Gradients& grads, PushMo
   const bool pieces =
       options_.pipeline && why.empty() && job_.mode.kind == ConsistencyMode::Kind::kAsync && !job_.hosted();
   how.part_bytes = pieces ? kPartBytes : 0;
+  // Work waiting beside the step reads the values as they arrive: where they come over several
+  // pservers' calls in place, the calls are tracked (and staged where their blocks alternate).
+  if (arriving && pull && why.empty() && !pieces && !transport_.coder && staging_.bytes > 0 &&
+      window_->held() && WhileWaiting::WantsProgress()) {
+    *arriving = ArrivingValues::Track(calls, *window_, staging_);
+  }
   auto state = Dispatch(std::move(calls), std::move(how));
   RaiseStep(step + 1);
   return state;
@@ -331,7 +359,8 @@ std::shared_ptr<Handle::State> ClientImpl::Dispatch(std::vector<std::unique_ptr<
   for (auto& [i, call, g] : targets) {
     uint64_t id = links_[i]->Submit(
         call, options_.request_timeout, how.recover,
-        [this, state](const Status& s, const wire::DataReply& r, int64_t resume) {
+        [this, state, on_end = call->on_end](const Status& s, const wire::DataReply& r, int64_t resume) {
+          if (on_end) on_end();
           if (s.code() == StatusCode::kAborted && resume >= 0) {
             RaiseStep(resume);
             realign_ = true;

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "client/arriving_values.h"
 #include "client/client_rules.h"
 #include "client/handle_state.h"
 #include "client/link_recovery.h"
@@ -114,8 +115,11 @@ class ClientImpl : public Client {
     kPushPullAndWait,
   };
   // `keep`: what the gradients' buffers belong to, kept until the requests are done.
+  // `arriving` (kPushPullAndWait only): where the step's values are tracked as they arrive over
+  // several calls in place, when they are (ArrivingValues::Track; null otherwise).
   std::shared_ptr<Handle::State> DoPush(const Gradients& grads, PushMode mode,
-                                        std::shared_ptr<const void> keep = nullptr);
+                                        std::shared_ptr<const void> keep = nullptr,
+                                        std::shared_ptr<ArrivingValues>* arriving = nullptr);
   // The trainer's scan of a gradient for NaN and infinity: where the first one is ("'w'
   // element 7"), or "" (none, or the job allows them).
   std::string ScanGradient(const Gradients& grads) const;
@@ -153,6 +157,9 @@ class ClientImpl : public Client {
   PserverLink::Transport transport_;
   // DenseMemory's, shared with the shm connections (transport_.options.window).
   std::shared_ptr<ShmWindow> window_ = std::make_shared<ShmWindow>();
+  // In the window after the model's memory, where a job has several pservers: room for the
+  // calls of a step that cannot go in place in the model's memory (ArrivingValues).
+  ArrivingValues::Staging staging_;
   std::unique_ptr<etcd::EtcdClient> etcd_;
   JobConfig job_;
   SlotMap slots_;

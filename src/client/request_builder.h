@@ -52,6 +52,8 @@ struct LinkCall {
   // it on the link finished), `after_reply` with a successful reply.
   std::function<void(LinkCall&)> before;
   std::function<void(const wire::DataReply&)> after_reply;
+  // Run by the client once the call has finished, well or not (before its Handle hears of it).
+  std::function<void()> on_end;
   std::shared_ptr<const void> owner;  // what `payload` points into, when the call must keep it
   // A job's wire format (WireCoder): the push as it goes out, encoded once (a retry sends the
   // same bytes), and the most bytes the pull's reply may take as it comes back (into the link's

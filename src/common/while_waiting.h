@@ -20,6 +20,20 @@
 
 namespace tessera {
 
+struct WaitingCall;
+
+// Where a step's values arrive when they come from several calls at once (a trainer's step to
+// two pservers, each reply written in place with its own progress word): the client's, which
+// alone knows which call writes which values. Installed for the calling thread for the scope of
+// an Arrivals (below); WaitingCall::ReplyWrittenUpTo asks it instead of the one call's word.
+class ValuesArrival {
+ public:
+  virtual ~ValuesArrival() = default;
+  // As WaitingCall::ReplyWrittenUpTo, for the values before model address `p`; `here` is the call
+  // the asking thread runs (its reply's socket ends a wait on its own word).
+  virtual bool WrittenUpTo(const void* p, const WaitingCall& here) const = 0;
+};
+
 // What the work may know of the call it runs beside.
 struct WaitingCall {
   int reply_fd = -1;     // readable once the reply (or a failure) has come
@@ -30,14 +44,24 @@ struct WaitingCall {
   const std::atomic<uint64_t>* progress = nullptr;
   const char* reply_base = nullptr;
   size_t reply_room = 0;
+  // The progress word the caller gave with its first reply buffer (MutableBuffer::progress), told
+  // or not (over TCP never): which of the caller's calls this is. Null when it gave none.
+  const std::atomic<uint64_t>* caller_word = nullptr;
+  // The step's values as they arrive over all its calls, when the client tracks them (above).
+  const ValuesArrival* arrival = nullptr;
 
   // Waits until the reply is written in place up to `p` (true), or until it cannot tell before
   // the call ends: no progress word, `p` outside the reply room, the reply come (or the
   // connection closed) short of `p`, or the call's deadline passed (false). It spins, yielding
   // its core to any thread ready there, while the word moves; after kStillSpin without a move it
   // sleeps until the reply comes (a pserver that does not tell, or waits at a barrier).
+  // With an `arrival`, it answers instead, for the values before `p` wherever they come from.
   bool ReplyWrittenUpTo(const void* p) const;
   static constexpr std::chrono::microseconds kStillSpin{1000};
+  // For a wait on this call's word (WaitForProgress's `over`): whether the call has ended (its
+  // reply come, or the connection closed) or its deadline passed. `still`: it may sleep until
+  // the reply comes (at most a second).
+  bool Over(bool still) const;
 };
 
 // The wait on a progress word that ReplyWrittenUpTo and api::BackgroundStep share: until `word`
@@ -79,6 +103,18 @@ class WhileWaiting {
   static void RunHere(const WaitingCall& call);
   // Whether this thread has work that has not run yet and wants a progress word.
   static bool WantsProgress();
+
+  // For its scope, the work this thread runs sees `arrival` in its WaitingCall (null: none).
+  class Arrivals {
+   public:
+    explicit Arrivals(const ValuesArrival* arrival);
+    ~Arrivals();
+    Arrivals(const Arrivals&) = delete;
+    Arrivals& operator=(const Arrivals&) = delete;
+
+   private:
+    const ValuesArrival* outer_;
+  };
 
  private:
   std::function<void(const WaitingCall&)> work_;

@@ -221,12 +221,22 @@ class ShmConnection : public ClientConnection {
     const size_t hoff = place ? 0 : PayloadAlign(n);
     if (Status s = own_.Ensure(hoff + descriptor + header.size(), 0, MaxRegionBytes(limits_)); !s.ok())
       return Fail(s, "region");
-    // Work waiting to run beside this call may read the reply as it is written (a progress word).
+    // Work waiting to run beside this call may read the reply as it is written (a progress word):
+    // the one the caller gave with its reply buffers (a client tracking several calls at once),
+    // or the window's own for work on this thread.
     std::atomic<uint64_t>* progress = nullptr;
-    if (place && place->reply_room > 0 && WhileWaiting::WantsProgress()) {
-      progress = window_->progress_word();
-      progress->store(0, std::memory_order_relaxed);
-      place->progress_offset = window_->progress_offset();
+    if (place && place->reply_room > 0) {
+      const int64_t given = reply_buffers.empty() || !reply_buffers[0].progress
+                                ? -1
+                                : window_->OffsetOf(reply_buffers[0].progress, sizeof(uint64_t));
+      if (given >= 0) {
+        progress = reply_buffers[0].progress;
+        place->progress_offset = static_cast<uint64_t>(given);
+      } else if (WhileWaiting::WantsProgress()) {
+        progress = window_->progress_word();
+        place->progress_offset = window_->progress_offset();
+      }
+      if (progress) progress->store(0, std::memory_order_relaxed);
     }
     if (place) {
       EncodeWindowDescriptor(*place, reinterpret_cast<uint8_t*>(own_.data()));
@@ -259,6 +269,7 @@ class ShmConnection : public ClientConnection {
       WaitingCall call;
       call.reply_fd = sock_.get();
       call.deadline = d.at();
+      if (!reply_buffers.empty()) call.caller_word = reply_buffers[0].progress;
       if (progress) {
         call.progress = progress;
         call.reply_base = window_->base() + place->reply_offset;

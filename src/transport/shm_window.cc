@@ -48,8 +48,8 @@ StatusOr<char*> ShmWindow::Allocate(size_t bytes) {
     return Status::InvalidArgument("a window of " + std::to_string(bytes) + " bytes is more than the " +
                                    std::to_string(kMaxWindowBytes) + " a pserver maps");
   }
-  // The last cache line is the progress word's (never inside the caller's `bytes`).
-  const size_t size = RoundToPages(bytes + kProgressBytes);
+  // The last cache lines are the progress words' (never inside the caller's `bytes`).
+  const size_t size = RoundToPages(bytes + kProgressBytes * (kProgressSlots + 1));
   UniqueFd fd;
   void* m = MapNew(size, &fd);
   if (m == MAP_FAILED) return ShmErrno("mmap of a " + std::to_string(size) + "-byte window");
@@ -65,6 +65,12 @@ std::atomic<uint64_t>* ShmWindow::progress_word() const {
   char* b = base_.load(std::memory_order_acquire);
   if (!b) return nullptr;
   return reinterpret_cast<std::atomic<uint64_t>*>(b + progress_offset());
+}
+
+std::atomic<uint64_t>* ShmWindow::progress_slot(int i) const {
+  char* b = base_.load(std::memory_order_acquire);
+  if (!b || i < 0 || i >= kProgressSlots) return nullptr;
+  return reinterpret_cast<std::atomic<uint64_t>*>(b + progress_offset() - kProgressBytes * (i + 1));
 }
 
 int64_t ShmWindow::OffsetOf(const void* p, size_t n) const {

@@ -50,6 +50,10 @@ class ShmWindow {
   static constexpr size_t kProgressBytes = 64;
   uint64_t progress_offset() const { return size() - kProgressBytes; }
   std::atomic<uint64_t>* progress_word() const;
+  // More such words, each in a cache line of its own before that one, for calls that run at once
+  // (a step's call to each pserver): slot i < kProgressSlots, null before Allocate.
+  static constexpr int kProgressSlots = 64;
+  std::atomic<uint64_t>* progress_slot(int i) const;
 
   // Where [p, p + n) lies in the window: its offset, or -1 when it does not lie wholly inside.
   int64_t OffsetOf(const void* p, size_t n) const;

@@ -29,7 +29,13 @@ TEST(ShmWindowTest, AllocatesOnceZeroedAndFindsRunsInside) {
   auto m = w.Allocate(10000);
   ASSERT_TRUE(m.ok()) << m.status();
   EXPECT_TRUE(w.shared());
-  EXPECT_EQ(w.size(), 12288u);  // whole pages
+  EXPECT_EQ(w.size(), 16384u);  // whole pages, with the progress words' 65 cache lines after the 10000
+  // Each progress word in a cache line of its own, after the caller's bytes.
+  const char* words = reinterpret_cast<const char*>(w.progress_slot(ShmWindow::kProgressSlots - 1));
+  EXPECT_GE(words, *m + 10000);
+  EXPECT_EQ(reinterpret_cast<const char*>(w.progress_slot(0)) + ShmWindow::kProgressBytes,
+            reinterpret_cast<const char*>(w.progress_word()));
+  EXPECT_EQ(w.progress_slot(ShmWindow::kProgressSlots), nullptr);
   EXPECT_EQ(reinterpret_cast<uintptr_t>(*m) % 4096, 0u);
   for (size_t i = 0; i < w.size(); ++i) ASSERT_EQ((*m)[i], 0) << i;
   EXPECT_EQ(w.Allocate(10).status().code(), StatusCode::kFailedPrecondition);

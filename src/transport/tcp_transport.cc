@@ -258,6 +258,7 @@ class TcpConnection : public ClientConnection {
       WaitingCall call;
       call.reply_fd = fd_.get();
       call.deadline = d.at();
+      if (!reply_buffers.empty()) call.caller_word = reply_buffers[0].progress;
       WhileWaiting::RunHere(call);
     }
     reader_.AwaitMessage(busy_poll_, /*own_work=*/1);

@@ -75,7 +75,9 @@ struct MutableBuffer {
   void* data = nullptr;
   size_t size = 0;
   // A reply's buffer whose reader reads it as it is written (shm, in the trainer's window): where
-  // whoever writes it tells how far it has got (common/reply_progress.h). Null otherwise.
+  // whoever writes it tells how far it has got (common/reply_progress.h). Null otherwise. A
+  // caller may give one with its first reply buffer, a word in its window (ShmWindow::
+  // progress_slot): a call answered there in place is told in it.
   std::atomic<uint64_t>* progress = nullptr;
 };
 

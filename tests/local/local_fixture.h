@@ -9,6 +9,7 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <random>
 #include <string>
 #include <vector>
@@ -122,6 +123,20 @@ class LocalTest : public TempDirTest {
     EXPECT_TRUE(p.ok());
     local_ = std::move(*p);
     return *local_;
+  }
+
+  // Runs `tessera local` with `args` (StartLocal's) as run `name` to its end, and reads the model
+  // it saved (nullopt, with the failure recorded, when it failed).
+  std::optional<models::ModelFile> TrainToModel(const std::string& name, const std::vector<std::string>& args,
+                                                const std::map<std::string, std::string>& env = {}) {
+    run_name_ = name;
+    Subprocess& p = StartLocal(args, 3, env);
+    auto code = p.Wait(std::chrono::seconds(240));
+    EXPECT_TRUE(code.has_value() && *code == 0) << p.Output() << LogsTail(30);
+    auto m = models::ReadModelFile(run() + "/model.tsm");
+    EXPECT_TRUE(m.ok()) << m.status();
+    if (!m.ok()) return std::nullopt;
+    return *m;
   }
 
   // result.json of the finished run.
