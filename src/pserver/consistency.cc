@@ -17,10 +17,15 @@ bool TrainerIdLess(const std::string& a, const std::string& b) {
   return a < b;
 }
 
-Consistency::Consistency(Options options, int64_t version) : options_(options), version_(version) {
-  // A pserver that starts past version 0 (restored or re-initialized mid-job) joins a group that
-  // formed long ago: waiting for `min_trainers` again could wait for trainers that already left.
-  started_ = version > 0;
+Consistency::Consistency(Options options, int64_t version) : Consistency(options, version, version > 0) {}
+
+Consistency::Consistency(Options options, int64_t version, bool mid_job)
+    : options_(options), version_(version) {
+  // A pserver restored or re-initialized mid-job joins a group that formed long ago: waiting for
+  // `min_trainers` again could wait for trainers that already left, and a step nobody takes part
+  // in must close (below) however old the checkpoint (version 0 too: a job killed before this
+  // pserver wrote a newer one, while another did).
+  started_ = mid_job;
   clock_floor_ = version;
   if (options_.mode.kind != ConsistencyMode::Kind::kSync) clock_floor_ = 0;
 }

@@ -12,7 +12,8 @@
 //    waited for (a push it already made still counts). A joining trainer takes part from the
 //    current step if nobody has pushed for it yet, otherwise from the next one; before the first
 //    barrier, the step waits until `min_trainers` have pushed, and joiners enter the current step
-//    (a Consistency created past version 0 is restored mid-job and does not wait). When every
+//    (a Consistency created past version 0, or restored from a checkpoint of version 0, is
+//    restored mid-job and does not wait). When every
 //    member starts only at a later step, the open step closes with an empty Barrier.
 //    With backup trainers b (Options), a step closes once all but b eligible members pushed; a
 //    push for a step that closed without it is kLate (dropped; the trainer resumes at the open
@@ -73,7 +74,10 @@ class Consistency {
     kLate,       // sync with backup trainers: its step closed without it; drop it, resume at ResumeStep()
   };
 
+  // `mid_job`: restored into a job that ran already (from a checkpoint, or re-initialized by a
+  // trainer), so it does not wait for `min_trainers` again; by default, any version past 0.
   explicit Consistency(Options options, int64_t version = 0);
+  Consistency(Options options, int64_t version, bool mid_job);
 
   // The counted state between events, for a backup replica to take over with (--replicas):
   // members, the last counted push of each trainer, the version. Pushes held for the open sync

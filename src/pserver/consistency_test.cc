@@ -184,6 +184,33 @@ TEST(ConsistencySyncTest, RestoredMidJobDoesNotWaitForMinTrainers) {
   EXPECT_EQ(b->contributors, std::vector<std::string>{"1"});
 }
 
+TEST(ConsistencySyncTest, RestoredAtVersionZeroCatchesUpWithTrainersAhead) {
+  // The job was killed before this pserver wrote a checkpoint past its initial values, while
+  // another pserver wrote one of version 85: on resume the trainers agree on step 85 with it.
+  // Before, a restore at version 0 waited as a new job's group does, and steps 0..84 never
+  // closed ("pull for version 86 is more than one step ahead of the pserver (at version 0)").
+  Consistency c({ConsistencyMode{}, 2}, 0, /*mid_job=*/true);
+  EXPECT_EQ(*c.Join("0", 1, 85), 85);
+  auto b = Drain(c);  // steps 0..84 close with nobody (the shell applies them between events)
+  ASSERT_TRUE(b);
+  EXPECT_TRUE(b->contributors.empty());
+  EXPECT_EQ(c.version(), 85);
+  EXPECT_EQ(*c.Join("1", 1, 85), 85);
+  EXPECT_FALSE(Drain(c));
+  ASSERT_TRUE(c.Push("0", 1, 85).ok());
+  EXPECT_TRUE(*c.Pull(3, "0", 1, 86) == false);
+  ASSERT_TRUE(c.Push("1", 1, 85).ok());
+  std::vector<uint64_t> released;
+  b = Drain(c, &released);
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->contributors, (std::vector<std::string>{"0", "1"}));
+  EXPECT_EQ(released, std::vector<uint64_t>{3});
+  // A new job's pserver at version 0 still waits for its group (MinTrainersHoldsTheFirstStep...).
+  Consistency fresh({ConsistencyMode{}, 2}, 0);
+  EXPECT_EQ(*fresh.Join("0", 1, 85), 85);
+  EXPECT_FALSE(Drain(fresh));
+}
+
 TEST(ConsistencySyncTest, StepsNobodyTakesPartInCloseEmpty) {
   // Both trainers agreed with another pserver to go on at step 3 while this one is at step 1.
   Consistency c({ConsistencyMode{}, 1}, 1);

@@ -172,7 +172,7 @@ Status PserverService::RestoreCheckpoint(const Checkpoint& c) {
   MutexLock lock(&mu_);
   if (initialized_) return Status::FailedPrecondition("the shard is already initialized");
   TESSERA_RETURN_IF_ERROR(store_.Restore(c.shard));
-  consistency_ = std::make_unique<Consistency>(ConsistencyOptions(), c.version);
+  consistency_ = std::make_unique<Consistency>(ConsistencyOptions(), c.version, /*mid_job=*/true);
   restored_version_ = c.version;
   return Status::OK();
 }
