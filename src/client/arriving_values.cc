@@ -62,7 +62,7 @@ std::shared_ptr<ArrivingValues> ArrivingValues::Track(std::vector<std::unique_pt
       const char* from = stage_reply ? pull_at + at : values;
       // In one run, a piece's place in the room is its distance from the run's start.
       const size_t begin = stage_reply ? at : static_cast<size_t>(values - room);
-      a->pieces_.push_back({values, from, b.size, begin + b.size, static_cast<int>(i), stage_reply, false});
+      a->pieces_.push_back({values, from, b.size, begin + b.size, static_cast<int>(i), stage_reply, 0});
       at += b.size;
     }
     if (stage_reply) {
@@ -112,15 +112,15 @@ bool ArrivingValues::WrittenUpTo(const void* p, const WaitingCall& here) const {
   for (; next_ < pieces_.size(); ++next_) {
     Piece& pc = pieces_[next_];
     if (pc.values >= until) return true;  // the rest lie after p
-    // A staged piece is copied whole; one written in place may be read as far as it has come.
-    const size_t want = pc.staged ? pc.bytes : std::min(pc.bytes, static_cast<size_t>(until - pc.values));
+    // A piece may be read as far as it has come; a staged one is copied that far first.
+    const size_t want = std::min(pc.bytes, static_cast<size_t>(until - pc.values));
     if (!Await(pc, pc.end - pc.bytes + want, here)) return false;
-    if (want < pc.bytes) return true;
-    if (pc.staged) {
-      std::memcpy(pc.values, pc.from, pc.bytes);
-      pc.copied = true;
-      ++copied_ahead_;
+    if (pc.staged && pc.copied < want) {
+      std::memcpy(pc.values + pc.copied, pc.from + pc.copied, want - pc.copied);
+      pc.copied = want;
+      copied_ahead_ += want == pc.bytes;
     }
+    if (want < pc.bytes) return true;
   }
   return true;
 }
@@ -132,9 +132,10 @@ void ArrivingValues::Ended(int call) {
 void ArrivingValues::Finish(bool ok, bool again) {
   if (!ok) return;
   for (Piece& pc : pieces_) {
-    if (!pc.staged || (pc.copied && !again)) continue;
-    std::memcpy(pc.values, pc.from, pc.bytes);
-    pc.copied = true;
+    if (!pc.staged) continue;
+    const size_t from = again ? 0 : pc.copied;
+    if (from < pc.bytes) std::memcpy(pc.values + from, pc.from + from, pc.bytes - from);
+    pc.copied = pc.bytes;
   }
 }
 

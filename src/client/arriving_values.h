@@ -7,7 +7,8 @@
 // two pservers they do not: the dense blocks alternate between them in the model's memory. Such a
 // call is *staged*: its push gathered into a run of the window's staging area (by the link,
 // before it is sent), its reply written into another run, and each block copied from there into
-// the model's values once written -- by the work that needs it first, or by Finish after the call.
+// the model's values as far as it is written and needed -- by the work that needs it first, the
+// rest by Finish after the call.
 // Copying through the staging area costs what a copied call costs (the push gathered, the reply
 // copied once), and tells the values' progress, which a copied call cannot.
 //
@@ -54,7 +55,7 @@ class ArrivingValues : public ValuesArrival {
   // failure: its reply was written anew). Nothing without `ok`.
   void Finish(bool ok, bool again);
 
-  // For tests: how many calls are staged, and how many pieces were copied by WrittenUpTo.
+  // For tests: how many calls are staged, and how many pieces WrittenUpTo copied whole.
   int staged_calls() const { return staged_calls_; }
   size_t copied_ahead() const { return copied_ahead_; }
 
@@ -66,7 +67,7 @@ class ArrivingValues : public ValuesArrival {
     size_t end = 0;  // its end, in bytes from its call's reply room
     int call = 0;
     bool staged = false;
-    bool copied = false;
+    size_t copied = 0;  // a staged piece's bytes copied into the values so far
   };
   struct Call {
     std::atomic<uint64_t>* word = nullptr;

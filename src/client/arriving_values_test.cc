@@ -123,6 +123,30 @@ TEST(ArrivingValuesTest, TheValuesComeAsEachCallHasWrittenThem) {
   EXPECT_FALSE(a->WrittenUpTo(t.EndOfBlock(4), here));
 }
 
+TEST(ArrivingValuesTest, AStagedBlockIsCopiedAsFarAsItIsWrittenAndNeeded) {
+  TwoPservers t;
+  auto a = ArrivingValues::Track(t.calls, t.window, t.staging);
+  ASSERT_NE(a, nullptr);
+  auto* room0 = static_cast<float*>(t.calls[0]->reply[0].data);
+  std::fill(room0, room0 + kBlock, 0.5f);  // block 0 whole in the room, told up to its half
+  t.calls[0]->reply[0].progress->store(kBlock / 2 * sizeof(float));
+  EXPECT_TRUE(a->WrittenUpTo(t.values + kBlock / 4, Elsewhere()));
+  EXPECT_EQ(t.values[kBlock / 4 - 1], 0.5f);
+  EXPECT_EQ(t.values[kBlock / 4], 0.0f) << "not needed yet";
+  EXPECT_TRUE(a->WrittenUpTo(t.values + kBlock / 2, Elsewhere()));
+  EXPECT_EQ(t.values[kBlock / 2 - 1], 0.5f);
+  EXPECT_EQ(t.values[kBlock / 2], 0.0f) << "not told yet";
+  EXPECT_EQ(a->copied_ahead(), 0u);
+  a->Ended(0);
+  a->Ended(1);
+  EXPECT_FALSE(a->WrittenUpTo(t.values + kBlock / 2 + 1, Elsewhere()));
+  t.Write(0, kBlocks / 2);
+  t.Write(1, kBlocks / 2);
+  a->Finish(/*ok=*/true, /*again=*/false);
+  EXPECT_EQ(t.values[kBlock - 1], 0.5f) << "the rest, after the step";
+  EXPECT_EQ(t.values[kBlock], 1.5f);
+}
+
 TEST(ArrivingValuesTest, FinishCopiesTheRestAndEverythingAgainAfterACallWasSentAnew) {
   TwoPservers t;
   auto a = ArrivingValues::Track(t.calls, t.window, t.staging);
