@@ -196,8 +196,10 @@ TEST(ArrivingValuesTest, ACallInOneRunIsReadAsFarAsItHasComeWithoutACopy) {
   EXPECT_EQ(a->copied_ahead(), 0u);
 }
 
-// Over TCP nothing tells the values: the thread's own call (known by the word its caller gave)
-// ends when its reply comes, not when Ended says so, which cannot come while the thread waits.
+// A call that tells nothing (not placed in the window: a new connection's first call brings its
+// region; or over TCP): the thread's own call, known by the word its caller gave, ends when its
+// reply comes, not when Ended says so, which cannot come while the thread waits. Before, the work
+// waited for itself until the deadline (an ssh job mixing shm and tcp stalled at 0 tasks).
 TEST(ArrivingValuesTest, ACallOfThisThreadThatTellsNothingEndsWithItsReply) {
   TwoPservers t;
   auto a = ArrivingValues::Track(t.calls, t.window, t.staging);

@@ -5,6 +5,7 @@
 
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <latch>
 
 #include "client/client_impl.h"
@@ -273,12 +274,19 @@ std::shared_ptr<Handle::State> ClientImpl::DoPush(const Gradients& grads, PushMo
   // Work waiting beside the step reads the values as they arrive: where they come over several
   // pservers' calls in place, the calls are tracked (and staged where their blocks alternate).
   if (arriving && pull && why.empty() && !pieces && !transport_.coder && staging_.bytes > 0 &&
-      window_->held() && WhileWaiting::WantsProgress()) {
+      window_->held() && WhileWaiting::WantsProgress() && AllOverShm()) {
     *arriving = ArrivingValues::Track(calls, *window_, staging_);
   }
   auto state = Dispatch(std::move(calls), std::move(how));
   RaiseStep(step + 1);
   return state;
+}
+
+// Whether every pserver is reached over shared memory now: a call over TCP is never told how far
+// its reply has come, and tracking it would only copy its reply once more, through the staging.
+bool ClientImpl::AllOverShm() const {
+  return std::all_of(links_.begin(), links_.end(),
+                     [](const std::shared_ptr<PserverLink>& l) { return l->transport_name() == "shm"; });
 }
 
 // ---- Dispatch ---------------------------------------------------------------------------------

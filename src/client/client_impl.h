@@ -101,6 +101,7 @@ class ClientImpl : public Client {
 
   // ---- client.cc ----
   Status OnEveryLink(const std::function<Status(PserverLink&)>& fn);
+  bool AllOverShm() const;
   int64_t PullNeed(int64_t step) const;
   std::vector<std::unique_ptr<LinkCall>> NewCalls() const;
   static std::shared_ptr<Handle::State> Failed(const Status& s);

@@ -161,8 +161,7 @@ TEST_F(LocalTest, TwoTrainersAtABarrierBothBeginTheirStepsOnValuesArrivingInPlac
 // One trainer and two pservers, whose dense blocks alternate in the trainer's memory: each
 // step's values come over both calls, staged where they alternate, and the next step begins on
 // them as they arrive, whichever call brings them. The model ends bit for bit as the same job
-// over TCP, where the work is tried too but nothing tells it of the values: it must see its own
-// call's reply come (a wait for that call's end would wait for itself, and the job stalled).
+// over TCP, where the work is tried too but nothing tells it of the values.
 TEST_F(LocalTest, TwoPserversValuesArrivingOverBothCallsGiveTheBitsOfTcp) {
   UploadFashionMnist(/*test_set=*/false);
   auto train = [&](const std::string& transport) {
