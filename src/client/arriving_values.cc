@@ -26,17 +26,25 @@ constexpr std::chrono::microseconds kStillNap{100};
 std::shared_ptr<ArrivingValues> ArrivingValues::Track(std::vector<std::unique_ptr<LinkCall>>& calls,
                                                       const ShmWindow& window, const Staging& staging) {
   if (!window.shared() || calls.size() > static_cast<size_t>(ShmWindow::kProgressSlots)) return nullptr;
+  // Where each call's reply and payload lie: one run's offset, or -1 (staged).
+  struct Runs {
+    int64_t reply = -1, payload = -1;
+  };
+  std::vector<Runs> runs(calls.size());
   int pulling = 0;
   size_t push_bytes = 0, pull_bytes = 0;
-  for (const auto& c : calls) {
-    if (c->before || c->on_end || !AllInWindow(window, c->payload) || !AllInWindow(window, c->reply))
+  for (size_t i = 0; i < calls.size(); ++i) {
+    const LinkCall& c = *calls[i];
+    if (c.before || c.on_end || !AllInWindow(window, c.payload) || !AllInWindow(window, c.reply))
       return nullptr;
-    const size_t reply = TotalSize(c->reply);
+    const size_t reply = TotalSize(c.reply);
     if (reply == 0) continue;
     ++pulling;
-    if (WindowRunOf(window, std::span<const MutableBuffer>(c->reply)) < 0) pull_bytes += reply;
-    if (!c->payload.empty() && WindowRunOf(window, std::span<const ConstBuffer>(c->payload)) < 0)
-      push_bytes += TotalSize(c->payload);
+    runs[i].reply = WindowRunOf(window, std::span<const MutableBuffer>(c.reply));
+    if (runs[i].reply < 0) pull_bytes += reply;
+    if (c.payload.empty()) continue;
+    runs[i].payload = WindowRunOf(window, std::span<const ConstBuffer>(c.payload));
+    if (runs[i].payload < 0) push_bytes += TotalSize(c.payload);
   }
   if (pulling < 2 || push_bytes > staging.bytes || pull_bytes > staging.bytes) return nullptr;
 
@@ -52,9 +60,8 @@ std::shared_ptr<ArrivingValues> ArrivingValues::Track(std::vector<std::unique_pt
     // Zero before any call goes out: it holds the step before's count until the link sends this
     // call, and the work may look sooner.
     tracked.word->store(0, std::memory_order_relaxed);
-    const int64_t run = WindowRunOf(window, std::span<const MutableBuffer>(c.reply));
-    const bool stage_reply = run < 0;
-    const char* room = stage_reply ? pull_at : window.base() + run;
+    const bool stage_reply = runs[i].reply < 0;
+    const char* room = stage_reply ? pull_at : window.base() + runs[i].reply;
     size_t at = 0;
     for (const MutableBuffer& b : c.reply) {
       if (b.size == 0) continue;
@@ -71,16 +78,10 @@ std::shared_ptr<ArrivingValues> ArrivingValues::Track(std::vector<std::unique_pt
     } else {
       c.reply.front().progress = tracked.word;
     }
-    if (!c.payload.empty() && WindowRunOf(window, std::span<const ConstBuffer>(c.payload)) < 0) {
+    if (!c.payload.empty() && runs[i].payload < 0) {
       const size_t bytes = TotalSize(c.payload);
       // Gathered by the link just before the call is first sent, beside the other calls.
-      c.before = [gather = std::move(c.payload), to = push_at](LinkCall&) {
-        size_t off = 0;
-        for (const ConstBuffer& b : gather) {
-          if (b.size) std::memcpy(to + off, b.data, b.size);
-          off += b.size;
-        }
-      };
+      c.before = [gather = std::move(c.payload), to = push_at](LinkCall&) { GatherInto(gather, to); };
       c.payload = {ConstBuffer{push_at, bytes}};
       push_at += bytes;
     }

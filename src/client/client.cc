@@ -135,19 +135,16 @@ InPlaceCounts InPlaceCountsNow() {
 StatusOr<std::span<float>> ClientImpl::DenseMemory(size_t floats) {
   if (initialized_) return Status::FailedPrecondition("take dense memory before Initialize()");
   if (floats == 0) return Status::InvalidArgument("dense memory of 0 floats");
-  if (floats > kMaxWindowBytes / sizeof(float)) {
-    return Status::InvalidArgument("dense memory of " + std::to_string(floats) + " floats is more than " +
-                                   std::to_string(kMaxWindowBytes) + " bytes");
-  }
   // With several pservers, two runs as large as the model's memory follow it: the values and the
   // gradients a step moves fit each (ArrivingValues). Address space until a step stages a call.
-  const size_t bytes = floats * sizeof(float);
   const size_t runs = job_.pservers > 1 ? 2 : 0;
-  if (bytes > kMaxWindowBytes / (1 + runs)) {
-    return Status::InvalidArgument("dense memory of " + std::to_string(floats) +
-                                   " floats, with room to stage it for " + std::to_string(job_.pservers) +
-                                   " pservers, is more than " + std::to_string(kMaxWindowBytes) + " bytes");
+  if (floats > kMaxWindowBytes / sizeof(float) / (1 + runs)) {
+    return Status::InvalidArgument(
+        "dense memory of " + std::to_string(floats) + " floats" +
+        (runs ? ", with room to stage it for " + std::to_string(job_.pservers) + " pservers," : "") +
+        " is more than " + std::to_string(kMaxWindowBytes) + " bytes");
   }
+  const size_t bytes = floats * sizeof(float);
   TESSERA_ASSIGN_OR_RETURN(char* m, window_->Allocate(bytes * (1 + runs)));
   if (runs > 0) staging_ = {m + bytes, m + 2 * bytes, bytes};
   return std::span<float>(reinterpret_cast<float*>(m), floats);

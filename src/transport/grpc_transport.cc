@@ -55,11 +55,7 @@ class GrpcResponder : public Responder {
       return;
     }
     p->resize(TotalSize(payload));
-    size_t off = 0;
-    for (const auto& b : payload) {
-      if (b.size) std::memcpy(p->data() + off, b.data, b.size);
-      off += b.size;
-    }
+    GatherInto(payload, p->data());
     reactor_->Finish(grpc::Status::OK);
   }
 
@@ -170,11 +166,7 @@ class GrpcConnection : public ClientConnection {
     req.set_header(std::string(header));
     std::string* p = req.mutable_payload();
     p->resize(TotalSize(payload));
-    size_t off = 0;
-    for (const auto& b : payload) {
-      if (b.size) std::memcpy(p->data() + off, b.data, b.size);
-      off += b.size;
-    }
+    GatherInto(payload, p->data());
     wire::Frame& reply = reply_;
     reply.Clear();
     grpc::ClientContext ctx;

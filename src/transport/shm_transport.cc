@@ -241,11 +241,7 @@ class ShmConnection : public ClientConnection {
     if (place) {
       EncodeWindowDescriptor(*place, reinterpret_cast<uint8_t*>(own_.data()));
     } else {
-      size_t off = 0;
-      for (const auto& b : payload) {
-        if (b.size) std::memcpy(own_.data() + off, b.data, b.size);
-        off += b.size;
-      }
+      GatherInto(payload, own_.data());
     }
     std::memcpy(own_.data() + hoff + descriptor, header.data(), header.size());
     const std::string_view signed_part(own_.data() + hoff, descriptor + header.size());

@@ -34,6 +34,29 @@ void* MapNew(size_t size, UniqueFd* fd) {
   return ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
 }
 
+// Copies `from`'s contents to the fresh zeroed `to`: only the ranges its memfd `fd` holds data
+// in (SEEK_DATA, SEEK_HOLE), so a renewal does not fill the new memory's holes with zeros (a
+// window's staging runs, untouched by most jobs, stay address space); all of it without a memfd.
+void CopyWritten(const UniqueFd& fd, const char* from, char* to, size_t size) {
+  if (!fd.valid()) {
+    std::memcpy(to, from, size);
+    return;
+  }
+  off_t at = 0;
+  while (static_cast<size_t>(at) < size) {
+    const off_t data = ::lseek(fd.get(), at, SEEK_DATA);
+    if (data < 0) {
+      if (errno == ENXIO) return;                                       // only holes from here
+      std::memcpy(to + at, from + at, size - static_cast<size_t>(at));  // cannot tell: copy the rest
+      return;
+    }
+    off_t hole = ::lseek(fd.get(), data, SEEK_HOLE);
+    if (hole < 0 || static_cast<size_t>(hole) > size) hole = static_cast<off_t>(size);
+    std::memcpy(to + data, from + data, static_cast<size_t>(hole - data));
+    at = hole;
+  }
+}
+
 }  // namespace
 
 ShmWindow::~ShmWindow() {
@@ -116,7 +139,7 @@ Status ShmWindow::Renew(uint64_t generation) {
   UniqueFd fd;
   void* m = MapNew(size, &fd);
   if (m == MAP_FAILED) return give_up(ShmErrno("mmap of a renewed window"));
-  std::memcpy(m, base, size);
+  CopyWritten(fd_, base, static_cast<char*>(m), size);
   if (::mremap(m, size, size, MREMAP_MAYMOVE | MREMAP_FIXED, base) == MAP_FAILED) {
     const Status s = ShmErrno("mremap of the renewed window");
     ::munmap(m, size);

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 
 #include <atomic>
 #include <cstring>
@@ -107,6 +108,32 @@ TEST(ShmWindowTest, RenewalKeepsContentsAndAddressesAndCutsOffTheOldMemory) {
   ASSERT_EQ(::pread(now.get(), &seen, 1, 7), 1);
   EXPECT_EQ(seen, 't');
   ::munmap(peer, 8192);
+}
+
+// A renewal copies what was written, and leaves what never was (a multi-pserver client's staging
+// runs, untouched unless it works ahead) as holes: before, copying the whole window filled the new
+// memory with zeros, a renewal of a large model's window taking twice and more its memory.
+TEST(ShmWindowTest, RenewalCopiesWhatWasWrittenAndLeavesTheRestUnallocated) {
+  constexpr size_t kBytes = size_t{64} << 20;
+  ShmWindow w;
+  auto m = w.Allocate(kBytes);
+  ASSERT_TRUE(m.ok());
+  ASSERT_TRUE(w.shared());
+  char* b = *m;
+  std::memset(b, 'a', 4096);                   // the first page
+  std::memset(b + kBytes / 2, 'z', 2 * 4096);  // and two in the middle
+  ASSERT_TRUE(w.Renew(1).ok());
+  EXPECT_EQ(b[0], 'a');
+  EXPECT_EQ(b[4095], 'a');
+  EXPECT_EQ(b[4096], 0);
+  EXPECT_EQ(b[kBytes / 2 + 8191], 'z');
+  uint64_t g = 0;
+  UniqueFd now = w.DuplicateFd(&g);
+  ASSERT_TRUE(now.valid());
+  struct stat st {};
+  ASSERT_EQ(::fstat(now.get(), &st), 0);
+  EXPECT_LT(static_cast<size_t>(st.st_blocks) * 512, size_t{1} << 20)
+      << "the renewed window holds " << st.st_blocks * 512 << " bytes of " << kBytes;
 }
 
 TEST(ShmWindowTest, TheSummarySaysWhatWentInPlace) {

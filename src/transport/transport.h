@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <ostream>
 #include <span>
@@ -90,6 +91,13 @@ inline size_t TotalSize(std::span<const MutableBuffer> bufs) {
   size_t n = 0;
   for (const auto& b : bufs) n += b.size;
   return n;
+}
+// Copies `bufs` one after another to `to` (TotalSize(bufs) bytes of room).
+inline void GatherInto(std::span<const ConstBuffer> bufs, char* to) {
+  for (const auto& b : bufs) {
+    if (b.size) std::memcpy(to, b.data, b.size);
+    to += b.size;
+  }
 }
 
 // Sends the reply to one request. Exactly one Send per request, from any thread, at any time
