@@ -217,7 +217,8 @@ TEST(WireCodecTest, ErrorFeedbackKeepsEverythingNotSent) {
 
 // The signs' encoder and decoder work 32 elements to a word: every size, and the tails after the
 // last full word, give the bits of the definition (bit i % 8 of byte i / 8 set where the residual
-// is >= 0, -0.0 included), and the values +-scale from them.
+// is >= 0, -0.0 included), and the values +-scale from them; the scale is the mean magnitude,
+// summed in lanes and runs of 1,024 (every tail counted).
 TEST(WireCodecTest, SignsAreTheDefinitionsBitsAtEverySize) {
   std::mt19937 rng(11);
   wire::Segment s;
@@ -225,7 +226,7 @@ TEST(WireCodecTest, SignsAreTheDefinitionsBitsAtEverySize) {
   s.set_param("w");
   s.set_coding(wire::SIGNS);
   for (size_t n : {size_t{0}, size_t{1}, size_t{7}, size_t{8}, size_t{31}, size_t{32}, size_t{33}, size_t{63},
-                   size_t{64}, size_t{65}, size_t{100}, size_t{1031}}) {
+                   size_t{64}, size_t{65}, size_t{100}, size_t{1031}, size_t{2048}, size_t{3001}}) {
     auto g = Gradient(rng, n);
     if (n > 3) g[3] = -0.0f;
     std::vector<float> residual(n, 0.0f), expect_residual(n);
@@ -234,6 +235,10 @@ TEST(WireCodecTest, SignsAreTheDefinitionsBitsAtEverySize) {
     ASSERT_EQ(bytes.size(), sizeof(float) + (n + 7) / 8) << n;
     float scale;
     std::memcpy(&scale, bytes.data(), sizeof scale);
+    double mean = 0;
+    for (float x : g) mean += std::fabs(x);
+    mean = n == 0 ? 0 : mean / static_cast<double>(n);
+    ASSERT_NEAR(scale, mean, 1e-6 * mean) << n;
     const auto* bits = reinterpret_cast<const unsigned char*>(bytes.data() + sizeof scale);
     std::vector<float> decoded(n);
     ASSERT_TRUE(DecodeSegment(s, bytes.data(), n, decoded.data()).ok());

@@ -48,10 +48,14 @@ void ChangeStamps::Applied(const std::string& param, int64_t block, const float*
   Block& b = stamps_[{param, block}];
   std::vector<uint32_t>& s = b.stamps;
   if (s.size() != n) s.assign(n, 0);
+  // A local copy of the stamp: a store into `s` might otherwise change the member (both are
+  // uint32_t), and the compiler would reload it at every element instead of vectorizing.
+  const uint32_t stamp = stamp_;
+  uint32_t* stamps = s.data();
   size_t changed = 0;
   for (size_t i = 0; i < n; ++i) {
     const bool touched = grad[i] != 0.0f;
-    s[i] = touched ? stamp_ : s[i];
+    stamps[i] = touched ? stamp : stamps[i];
     changed += touched;
   }
   if (changed == n) b.every = stamp_;
