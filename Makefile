@@ -53,6 +53,7 @@ bench: build
 	$(BUILD_DIR)/bench/checkpoint_bench
 	bench/ctr_quality.sh $(BUILD_DIR)
 	$(BUILD_DIR)/bench/auth_bench
+	$(BUILD_DIR)/bench/codec_bench
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/master_bench
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/mlp_bench
 	TESSERA_BUILD_DIR=$(abspath $(BUILD_DIR)) $(BUILD_DIR)/bench/step_timeline
