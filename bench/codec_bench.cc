@@ -81,7 +81,22 @@ void BM_NarrowBfloat16(benchmark::State& state) {
   }
   state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
 }
-BENCHMARK(BM_NarrowBfloat16)->Arg(64 << 10);
+BENCHMARK(BM_NarrowBfloat16)->Arg(64 << 10)->Arg(13 << 20);
+
+// A reply's values widened from bfloat16 on the trainer: a block, and a whole shard of the 26 M
+// model (13 M values, beyond the caches).
+void BM_WidenBfloat16(benchmark::State& state) {
+  const auto n = static_cast<size_t>(state.range(0));
+  std::vector<uint16_t> in(n);
+  NarrowValues(Gradient(n, 5), wire::BFLOAT16, in.data());
+  std::vector<float> out(n);
+  for (auto _ : state) {
+    WidenValues(in.data(), n, wire::BFLOAT16, out.data());
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetItemsProcessed(state.iterations() * static_cast<int64_t>(n));
+}
+BENCHMARK(BM_WidenBfloat16)->Arg(64 << 10)->Arg(13 << 20);
 
 // An apply's stamps: every element touched (a sign push), or one in a hundred (a top-k push).
 void BM_StampsApplied(benchmark::State& state) {

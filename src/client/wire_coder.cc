@@ -100,6 +100,23 @@ Status WireCoder::Encode(LinkCall* call) {
   thread_local std::vector<float> scratch;
   FloatCursor in{std::span<const ConstBuffer>(call->payload)};
   call->wire_payload.clear();
+  // Room for the most the push may take, at once: grown segment by segment, a push of tens of
+  // MB was copied over and over as the string doubled.
+  size_t most = 0;
+  for (const wire::Segment& seg : call->req.push()) {
+    const size_t n = Elements(seg);
+    switch (seg.coding()) {
+      case wire::TOP_K:
+        most += TopKCount(format_.For(seg.param()).ratio, n) * (sizeof(uint32_t) + ValueBytes(seg.dtype()));
+        break;
+      case wire::SIGNS:
+        most += sizeof(float) + (n + 7) / 8;
+        break;
+      default:
+        most += n * ValueBytes(seg.dtype());
+    }
+  }
+  call->wire_payload.reserve(most);
   for (wire::Segment& seg : *call->req.mutable_push()) {
     const size_t n = Elements(seg);
     const float* g = in.Next(n, &scratch);

@@ -32,7 +32,9 @@ bool HeldPushes::Hold(const std::string& trainer, int index, int64_t samples,
   h.segments.Swap(segments);
   h.list = std::move(list);
   h.list.Rebind(&h.segments);
-  h.payload.clear();
+  // `payload` keeps its old bytes (data() reads the borrowed ones): KeepBorrowed may hand it back
+  // to the decoder of the next push, whose resize to the same size then writes nothing (a clear
+  // made it zero tens of MB each step).
   h.borrowed = static_cast<const char*>(payload.data);
   h.borrowed_size = payload.size;
   return opened;

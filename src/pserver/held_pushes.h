@@ -54,7 +54,8 @@ class HeldPushes {
   void Drop(const std::string& trainer);
   // Copies what `trainer`'s pieces still need from the request being handled; a piece borrowing
   // `owned` (the request's push decoded from a wire format) takes that buffer instead, leaving
-  // the piece's old one in its place (its memory reused next time).
+  // the piece's old one in its place at its old size (its memory reused next time, and not
+  // zeroed again when the next push has that size).
   void KeepBorrowed(const std::string& trainer, std::string* owned = nullptr);
   // Marks spent every present piece whose parts are all dense blocks `applied` says are done.
   void MarkSpent(const std::function<bool(const std::string& param, int64_t block)>& applied);
