@@ -45,6 +45,7 @@ struct Setup {
   std::string optimizer = "adam:lr=0.001";
   int passes = 1;
   bool eval = false;
+  bool pieces = false;  // the mlp pushes w1 in ranges as backward computes them (--model-arg pieces=1)
 };
 
 constexpr const char* kJobHosts[] = {"core", "ps0", "ps1", "tr0", "tr1"};
@@ -108,6 +109,7 @@ Run OneRun(NetLab& lab, const std::string& dir, const std::string& store, const 
                                      "--store",      store,
                                      "--model-arg",  "hidden=" + std::to_string(setup.hidden)};
     if (setup.eval) argv.insert(argv.end(), {"--eval-dataset", "fm-test"});
+    if (setup.pieces) argv.insert(argv.end(), {"--model-arg", "pieces=1"});
     trainers.push_back(&lab.Start(h, argv, run + "/" + h + ".log"));
   }
   static const std::regex evaluated("pass (\\d+) evaluated on fm-test:.* accuracy=([0-9.]+)");
@@ -154,6 +156,9 @@ int Main(int argc, char** argv) {
       "the job's optimizer (with sgd or adagrad, pulls in a topk or sign job carry only what changed)");
   app.add_flag("--eval", base.eval,
                "evaluate on fm-test after each pass; the table shows the last pass's accuracy");
+  app.add_flag("--pieces", base.pieces,
+               "the trainers push in pieces: w1 in ranges of blocks, each sent as soon as backward computes "
+               "it (--model-arg pieces=1)");
   int rounds = 1;
   app.add_option("--rounds", rounds,
                  "runs of the whole --wire list on each link, one after another (each format against the "
@@ -212,8 +217,8 @@ int Main(int argc, char** argv) {
       return 1;
     }
   }
-  std::printf("%d pass(es) over %s, 2 trainers x 2 pservers, sync, %s\n\n", base.passes, base.dataset.c_str(),
-              base.optimizer.c_str());
+  std::printf("%d pass(es) over %s, 2 trainers x 2 pservers, sync, %s%s\n\n", base.passes,
+              base.dataset.c_str(), base.optimizer.c_str(), base.pieces ? ", pushes in pieces" : "");
   std::printf(
       "| hidden | parameters (M) | link | wire | whole run (s) | training (s) | samples trained | samples/s "
       "| "

@@ -3,6 +3,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include <optional>
+
 #include "client/wire_coder.h"
 #include "common/backoff.h"
 #include "job/wire_convert.h"
@@ -238,7 +240,11 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
     // MB, zeroed, each step cost the trainer more than the decoding.
     if (coded && lane.coded_reply.size() < call.wire_reply_bytes)
       lane.coded_reply.resize(call.wire_reply_bytes);
-    const MutableBuffer coded_reply{lane.coded_reply.data(), coded ? call.wire_reply_bytes : 0};
+    // Over tcp its values are widened into the caller's buffers as they come.
+    std::optional<WireCoder::ReplyDecoder> decoder;
+    if (coded) decoder.emplace(transport_->coder.get(), &call, lane.coded_reply.data());
+    const MutableBuffer coded_reply{lane.coded_reply.data(), coded ? call.wire_reply_bytes : 0, nullptr,
+                                    decoder ? &*decoder : nullptr};
     std::string header = call.req.SerializeAsString();
     auto result = coded ? (*conn)->Call(header,
                                         coded_payload.size ? std::span<const ConstBuffer>(&coded_payload, 1)
@@ -278,8 +284,7 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
       const bool deferred = reply.pull_deferred() && result->payload_bytes == 0;
       if (coded && !deferred && call.req.pull_size() > 0) {
         // Its size depends on what changed: checked against the reply's own segments.
-        Status d =
-            transport_->coder->DecodeReply(&call, reply, lane.coded_reply.data(), result->payload_bytes);
+        Status d = decoder->Finish(reply, result->payload_bytes);
         if (!d.ok()) return Status::DataLoss("pserver " + std::to_string(index_) + ": " + d.message());
       } else if (!coded && result->payload_bytes != TotalSize(call.reply) && !deferred) {
         return Status::DataLoss("pserver " + std::to_string(index_) + " sent " +

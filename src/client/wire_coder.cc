@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "job/wire_codec.h"
+#include "job/wire_convert.h"
 
 namespace tessera {
 namespace {
@@ -154,14 +155,13 @@ Status WireCoder::Encode(LinkCall* call) {
   return Status::OK();
 }
 
-Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, const char* in, size_t bytes) {
-  const auto& asked = call->req.pull();
+Status WireCoder::CheckReply(const LinkCall& call, const wire::DataReply& reply, size_t bytes) const {
+  const auto& asked = call.req.pull();
   const auto& said = reply.pull();
   if (said.size() != asked.size()) {
     return Status::DataLoss("the reply lists " + std::to_string(said.size()) + " segments for a pull of " +
                             std::to_string(asked.size()));
   }
-  // Every segment checked before anything is written.
   size_t need = 0;
   for (int i = 0; i < said.size(); ++i) {
     const wire::Segment& s = said[i];
@@ -179,19 +179,73 @@ Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, cons
     return Status::DataLoss("the reply has " + std::to_string(bytes) +
                             " payload bytes, its segments describe " + std::to_string(need));
   }
-  size_t buf = 0, off = 0;  // where the next value goes: call->reply[buf], byte `off`
-  thread_local std::vector<float> whole;
-  for (const wire::Segment& s : said) {
-    const size_t n = Elements(s);
+  return Status::OK();
+}
+
+Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, const char* in, size_t bytes) {
+  ReplyDecoder decoder(this, call, in);
+  return decoder.Finish(reply, bytes);
+}
+
+void WireCoder::ReplyDecoder::Reset() {
+  told_.Clear();
+  reply_ = nullptr;
+  bytes_ = 0;
+  status_ = Status::OK();
+  decoded_to_ = 0;
+  segment_ = 0;
+  segment_at_ = 0;
+  done_ = 0;
+  buf_ = off_ = 0;
+}
+
+void WireCoder::ReplyDecoder::Begin(std::string_view header, size_t payload_bytes) {
+  Reset();
+  if (!told_.ParseFromArray(header.data(), static_cast<int>(header.size())) || !ReplyStatus(told_).ok() ||
+      payload_bytes == 0) {
+    return;  // an error, or no values: RunOn sees it once the call returns
+  }
+  reply_ = &told_;
+  bytes_ = payload_bytes;
+  status_ = coder_->CheckReply(*call_, told_, payload_bytes);
+}
+
+void WireCoder::ReplyDecoder::Arrived(size_t bytes) {
+  // Every 256 KiB, and at the end: each run widened while the next bytes arrive.
+  constexpr size_t kStride = 256 << 10;
+  if (reply_ == nullptr || !status_.ok() || (bytes < bytes_ && bytes - decoded_to_ < kStride)) return;
+  status_ = Advance(std::min(bytes, bytes_));
+}
+
+Status WireCoder::ReplyDecoder::Finish(const wire::DataReply& reply, size_t bytes) {
+  if (reply_ == nullptr || bytes != bytes_) {
+    // Not told as it came (another transport, or no watcher): all of it now.
+    Reset();
+    reply_ = &reply;
+    bytes_ = bytes;
+    status_ = coder_->CheckReply(*call_, reply, bytes);
+  }
+  if (!status_.ok()) return status_;
+  return status_ = Advance(bytes);
+}
+
+Status WireCoder::ReplyDecoder::Advance(size_t avail) {
+  const auto& said = reply_->pull();
+  std::vector<MutableBuffer>& out = call_->reply;
+  while (segment_ < said.size()) {
+    const wire::Segment& s = said[segment_];
+    const size_t n = coder_->Elements(s);
     const size_t vb = ValueBytes(s.dtype());
+    const char* in = in_ + segment_at_;
     if (s.coding() == wire::TOP_K) {
-      // Changes: the block's values as held, with the elements sent replaced. A dense block is one
-      // reply buffer (RequestBuilder).
-      if (buf >= call->reply.size() || off != 0 || call->reply[buf].size != n * sizeof(float)) {
+      // Changes: the block's values as held, with the elements sent replaced, once all of them
+      // have come. A dense block is one reply buffer (RequestBuilder).
+      const auto k = static_cast<size_t>(s.nonzeros());
+      if (segment_at_ + k * (sizeof(uint32_t) + vb) > avail) break;
+      if (buf_ >= out.size() || off_ != 0 || out[buf_].size != n * sizeof(float)) {
         return Status::DataLoss("a reply of changes to '" + s.param() + "' does not match its buffer");
       }
-      auto* values = static_cast<float*>(call->reply[buf].data);
-      const auto k = static_cast<size_t>(s.nonzeros());
+      auto* values = static_cast<float*>(out[buf_].data);
       const char* v = in + k * sizeof(uint32_t);
       for (size_t j = 0; j < k; ++j) {
         uint32_t at;
@@ -199,25 +253,31 @@ Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, cons
         if (at >= n) return Status::DataLoss("a change to '" + s.param() + "' is past its block");
         WidenValues(v + j * vb, 1, s.dtype(), values + at);
       }
-      in += k * (sizeof(uint32_t) + vb);
-      ++buf;
+      segment_at_ += k * (sizeof(uint32_t) + vb);
+      ++buf_;
     } else {
-      size_t left = n;
-      while (left > 0 && buf < call->reply.size()) {
-        MutableBuffer& b = call->reply[buf];
-        const size_t take = std::min(left, (b.size - off) / sizeof(float));
-        WidenValues(in, take, s.dtype(), reinterpret_cast<float*>(static_cast<char*>(b.data) + off));
-        in += take * vb;
-        left -= take;
-        off += take * sizeof(float);
-        if (off >= b.size) {
-          ++buf;
-          off = 0;
+      // Values: as many as have come.
+      const size_t upto = std::min(n, (avail - segment_at_) / vb);
+      while (done_ < upto && buf_ < out.size()) {
+        MutableBuffer& b = out[buf_];
+        const size_t take = std::min(upto - done_, (b.size - off_) / sizeof(float));
+        WidenValues(in + done_ * vb, take, s.dtype(),
+                    reinterpret_cast<float*>(static_cast<char*>(b.data) + off_));
+        done_ += take;
+        off_ += take * sizeof(float);
+        if (off_ >= b.size) {
+          ++buf_;
+          off_ = 0;
         }
       }
+      if (upto < n) break;
+      segment_at_ += n * vb;
+      done_ = 0;
     }
-    if (s.block() >= 0 && s.since() != 0) SetToken(s, s.since());
+    if (s.block() >= 0 && s.since() != 0) coder_->SetToken(s, s.since());
+    ++segment_;
   }
+  decoded_to_ = avail;
   return Status::OK();
 }
 

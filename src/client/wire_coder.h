@@ -19,6 +19,7 @@
 #include "client/request_builder.h"
 #include "common/mutex.h"
 #include "job/wire_format.h"
+#include "transport/transport.h"
 
 namespace tessera {
 
@@ -39,7 +40,41 @@ class WireCoder {
   // pull (its segments or their sizes).
   Status DecodeReply(LinkCall* call, const wire::DataReply& reply, const char* in, size_t bytes);
 
+  // DecodeReply as the reply's bytes come into `in` (the buffer the call receives its reply
+  // into): given to the transport with that buffer (MutableBuffer::watcher), it checks the reply
+  // from its header, before any value is written, and widens each value once it has come, while
+  // the next ones travel (a 26 M model's replies took 20 ms a call to widen after they had
+  // come). One per attempt at the call; Finish after the call writes what is left, or all of it
+  // when the transport did not tell.
+  class ReplyDecoder : public ReplyWatcher {
+   public:
+    ReplyDecoder(WireCoder* coder, LinkCall* call, const char* in) : coder_(coder), call_(call), in_(in) {}
+    void Begin(std::string_view header, size_t payload_bytes) override;
+    void Arrived(size_t bytes) override;
+    // After the call returned `reply` with `bytes` of payload: as DecodeReply.
+    Status Finish(const wire::DataReply& reply, size_t bytes);
+
+   private:
+    void Reset();
+    Status Advance(size_t avail);  // writes every value within the first `avail` bytes
+
+    WireCoder* coder_;
+    LinkCall* call_;
+    const char* in_;
+    wire::DataReply told_;                    // the header Begin was told
+    const wire::DataReply* reply_ = nullptr;  // what is decoded: told_, or Finish's reply
+    size_t bytes_ = 0;                        // its payload
+    Status status_;                           // its check, then the first error decoding it
+    size_t decoded_to_ = 0;                   // bytes of it written
+    int segment_ = 0;                         // the next segment, starting at byte segment_at_
+    size_t segment_at_ = 0;
+    size_t done_ = 0;           // values of it written
+    size_t buf_ = 0, off_ = 0;  // where the next goes: call_->reply[buf_], byte off_
+  };
+
  private:
+  // DataLoss unless `reply` answers the call's pull, segment for segment, in `bytes`.
+  Status CheckReply(const LinkCall& call, const wire::DataReply& reply, size_t bytes) const;
   // The floats segment `s` stands for (a dense block's count, a sparse segment's rows x dim).
   size_t Elements(const wire::Segment& s) const;
   // Residuals of dense parameter `name` (its size), made zero at first use.

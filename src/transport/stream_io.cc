@@ -185,7 +185,8 @@ Status StreamReader::Fill(const Deadline* deadline) {
   return Status::OK();
 }
 
-Status StreamReader::ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline) {
+Status StreamReader::ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline,
+                                ReplyWatcher* watcher, size_t placed) {
   while (bytes > 0) {
     size_t r = 0;
     if (tls_) {
@@ -202,12 +203,16 @@ Status StreamReader::ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadli
     bytes -= r;
     total_ += r;
     Advance(iov, n, r);
+    placed += r;
+    if (watcher) watcher->Arrived(placed);
   }
   return Status::OK();
 }
 
-Status StreamReader::ReadInto(std::span<const MutableBuffer> bufs, size_t n, const Deadline* deadline) {
+Status StreamReader::ReadInto(std::span<const MutableBuffer> bufs, size_t n, const Deadline* deadline,
+                              ReplyWatcher* watcher) {
   size_t bi = 0, off = 0;  // position in bufs
+  size_t placed = 0;       // bytes written into bufs
   auto advance = [&](size_t k) {
     off += k;
     while (bi < bufs.size() && off == bufs[bi].size) {
@@ -224,8 +229,10 @@ Status StreamReader::ReadInto(std::span<const MutableBuffer> bufs, size_t n, con
     std::memcpy(static_cast<char*>(bufs[bi].data) + off, stage_.get() + begin_, k);
     begin_ += k;
     n -= k;
+    placed += k;
     advance(k);
   }
+  if (watcher && placed > 0) watcher->Arrived(placed);
   if (n == 0) return Status::OK();
   // Large remainders land straight in the caller's buffers.
   std::vector<iovec>& iov = iov_;
@@ -239,7 +246,7 @@ Status StreamReader::ReadInto(std::span<const MutableBuffer> bufs, size_t n, con
     want -= k;
   }
   if (want > 0) return Status::Internal("read past the end of the given buffers");
-  return ReadDirect(iov.data(), iov.size(), n, deadline);
+  return ReadDirect(iov.data(), iov.size(), n, deadline, watcher, placed);
 }
 
 Status StreamReader::Read(void* dst, size_t n, const Deadline* deadline) {

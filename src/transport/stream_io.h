@@ -119,8 +119,10 @@ class StreamReader {
 
   // Reads exactly n bytes into dst. Unavailable("connection closed ...") at end of stream.
   Status Read(void* dst, size_t n, const Deadline* deadline);
-  // Reads exactly n bytes, filling `bufs` in order (their total must be >= n).
-  Status ReadInto(std::span<const MutableBuffer> bufs, size_t n, const Deadline* deadline);
+  // Reads exactly n bytes, filling `bufs` in order (their total must be >= n). `watcher` (if
+  // any) is told how many have landed after each receive.
+  Status ReadInto(std::span<const MutableBuffer> bufs, size_t n, const Deadline* deadline,
+                  ReplyWatcher* watcher = nullptr);
   // Reads and drops n bytes.
   Status Skip(size_t n, const Deadline* deadline);
   // Whether bytes of a next message are already staged.
@@ -133,7 +135,10 @@ class StreamReader {
  private:
   // Receives at least one byte into the stage. Unavailable at end of stream.
   Status Fill(const Deadline* deadline);
-  Status ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline);
+  // Receives `bytes` into `iov` (n entries); `watcher` is told after each receive how many have
+  // landed since the read began, counting the `placed` before.
+  Status ReadDirect(iovec* iov, size_t n, size_t bytes, const Deadline* deadline, ReplyWatcher* watcher,
+                    size_t placed);
 
   int fd_ = -1;
   TlsStream* tls_ = nullptr;

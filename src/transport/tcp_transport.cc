@@ -274,7 +274,9 @@ class TcpConnection : public ClientConnection {
       Drop();
       return ReplyTooLarge(address_, p->payload_len, TotalSize(reply_buffers));
     }
-    if (Status s = reader_.ReadInto(reply_buffers, p->payload_len, &d); !s.ok())
+    ReplyWatcher* watcher = reply_buffers.empty() ? nullptr : reply_buffers[0].watcher;
+    if (watcher) watcher->Begin(header_, p->payload_len);
+    if (Status s = reader_.ReadInto(reply_buffers, p->payload_len, &d, watcher); !s.ok())
       return Fail(s, "reading the reply");
     return CallResult{header_, p->payload_len};
   }

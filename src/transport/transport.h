@@ -72,6 +72,19 @@ struct ConstBuffer {
   size_t size = 0;
 };
 
+// A caller's reader of a reply as its bytes come (tcp tells one; the other transports do not, and
+// the caller reads the reply once Call returns). Both run on the calling thread, inside Call:
+// Begin once the reply's header is read and checked, before any of its payload; then Arrived as
+// payload bytes land in the reply buffers, the last time with all of them. A call that fails may
+// have begun and not ended; a retry begins again.
+class ReplyWatcher {
+ public:
+  virtual ~ReplyWatcher() = default;
+  virtual void Begin(std::string_view header, size_t payload_bytes) = 0;
+  // The payload's first `bytes` are in the reply buffers.
+  virtual void Arrived(size_t bytes) = 0;
+};
+
 struct MutableBuffer {
   void* data = nullptr;
   size_t size = 0;
@@ -80,6 +93,8 @@ struct MutableBuffer {
   // caller may give one with its first reply buffer, a word in its window (ShmWindow::
   // progress_slot): a call answered there in place is told in it.
   std::atomic<uint64_t>* progress = nullptr;
+  // Given with the first reply buffer: told of the reply as it arrives (tcp). Null: not told.
+  ReplyWatcher* watcher = nullptr;
 };
 
 inline size_t TotalSize(std::span<const ConstBuffer> bufs) {

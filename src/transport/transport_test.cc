@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
@@ -197,6 +198,57 @@ TEST_P(TransportTest, PayloadsOfEverySizeArriveWhole) {
 }
 
 TEST_P(TransportTest, LargeHeadersArriveWhole) { RoundTrip(100, std::string(300000, 'h')); }
+
+// Over tcp a reply's watcher (MutableBuffer::watcher) is told its header before any payload
+// byte is written, then how far the payload has come, each time with every byte before that
+// point in place, growing to all of it. The other transports do not tell.
+TEST_P(TransportTest, AReplyTellsItsWatcherHowFarItHasComeOverTcp) {
+  constexpr size_t n = size_t{20} << 20;
+  std::vector<char> data(n);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(i * 131 + 7);
+  std::vector<char> got(n, 0);
+  struct Watcher : ReplyWatcher {
+    const std::vector<char>* data;
+    const std::vector<char>* got;
+    int begun = 0;
+    std::string header;
+    size_t payload = 0;
+    bool written_before_begin = false, wrong = false;
+    std::vector<size_t> told;
+    void Begin(std::string_view h, size_t bytes) override {
+      ++begun;
+      header = h;
+      payload = bytes;
+      written_before_begin = std::any_of(got->begin(), got->end(), [](char c) { return c != 0; });
+    }
+    void Arrived(size_t bytes) override {
+      told.push_back(bytes);
+      for (size_t i : {size_t{0}, bytes / 2, bytes - 1})  // what it says has come has come
+        wrong = wrong || (*got)[i] != static_cast<char>((*data)[i] ^ 0x5a);
+    }
+  } watcher;
+  watcher.data = &data;
+  watcher.got = &got;
+  ConstBuffer out{data.data(), n};
+  MutableBuffer in{got.data(), n, nullptr, &watcher};
+  auto r = conn_->Call("x", {&out, 1}, {&in, 1}, std::chrono::seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->payload_bytes, n);
+  if (kind() != TransportKind::kTcp) {
+    EXPECT_EQ(watcher.begun, 0);
+    EXPECT_TRUE(watcher.told.empty());
+    return;
+  }
+  EXPECT_EQ(watcher.begun, 1);
+  EXPECT_EQ(watcher.header, "re:x");
+  EXPECT_EQ(watcher.payload, n);
+  EXPECT_FALSE(watcher.written_before_begin);
+  EXPECT_FALSE(watcher.wrong);
+  ASSERT_GE(watcher.told.size(), 2u) << "20 MB in one receive";
+  EXPECT_TRUE(std::is_sorted(watcher.told.begin(), watcher.told.end()));
+  EXPECT_GT(watcher.told.front(), 0u);
+  EXPECT_EQ(watcher.told.back(), n);
+}
 
 TEST_P(TransportTest, RepliesSentLaterFromAnotherThreadArrive) {
   for (int i = 0; i < 5; ++i) RoundTrip(10000, "later");
