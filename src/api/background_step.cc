@@ -15,7 +15,16 @@
 namespace tessera::api {
 
 struct BackgroundStep::Impl {
+  // How far the step's thread follows the values of several pservers' calls at a time.
+  static constexpr size_t kFollowStride = 64 << 10;
+
   void Loop();
+  // This step's values were given out early (with mu held).
+  void CountAhead() {
+    if (ahead_this_step) return;
+    ahead_this_step = true;
+    steps_ahead.fetch_add(1, std::memory_order_relaxed);
+  }
   // Waits (with mu held by `lock`) until the step has ended.
   void WaitEnded(std::unique_lock<std::mutex>& lock) {
     cv.wait(lock, [&] { return !running.load(std::memory_order_acquire); });
@@ -30,6 +39,11 @@ struct BackgroundStep::Impl {
   std::atomic<bool> running{false};  // from Start until the step ended
   std::optional<WaitingCall> call;   // the step's call, once sent (where its reply goes)
   bool ahead_this_step = false;      // ValuesReady said true during this step
+  // A step over several pservers' calls (call->arrival): the step's thread follows its values as
+  // they land, and says here how far they are the step's, from the first at `span.first`.
+  std::pair<const char*, const char*> span{};
+  const char* ready_upto = nullptr;
+  bool following = false;  // it may say more
   Handle result;
   std::atomic<uint64_t> steps_ahead{0};
 };
@@ -46,12 +60,35 @@ void BackgroundStep::Impl::Loop() {
     Handle h;
     {
       // The call's reply: where it lies and how far it is written (only the first call this
-      // thread sends runs the work; a pserver tells only a call in place).
+      // thread sends runs the work; a pserver tells only a call in place). Over several
+      // pservers' calls, the values are followed here as they land (a staged block copied into
+      // the model as far as it has come: the tracker is this thread's alone), until all are
+      // there or nothing can tell.
       WhileWaiting publish(
           [this](const WaitingCall& c) {
+            const auto span = c.arrival ? c.arrival->Span() : std::pair<const char*, const char*>{};
             {
               std::lock_guard<std::mutex> lock(mu);
               call = c;
+              this->span = span;
+              ready_upto = span.first;
+              following = c.arrival != nullptr;
+            }
+            cv.notify_all();
+            if (c.arrival == nullptr) return;
+            bool written = true;
+            for (const char* p = span.first; written && p < span.second;) {
+              p = static_cast<size_t>(span.second - p) > kFollowStride ? p + kFollowStride : span.second;
+              written = c.ReplyWrittenUpTo(p);
+              if (written) {
+                std::lock_guard<std::mutex> lock(mu);
+                ready_upto = p;
+              }
+              cv.notify_all();
+            }
+            {
+              std::lock_guard<std::mutex> lock(mu);
+              following = false;
             }
             cv.notify_all();
           },
@@ -88,6 +125,9 @@ void BackgroundStep::Start(std::function<Handle()> step) {
     m.next = std::move(step);
     m.call.reset();
     m.ahead_this_step = false;
+    m.span = {};
+    m.ready_upto = nullptr;
+    m.following = false;
     m.result = Handle();
     m.running.store(true, std::memory_order_release);
     if (!m.thread.joinable()) m.thread = std::thread([&m] { m.Loop(); });
@@ -107,6 +147,20 @@ bool BackgroundStep::ValuesReady(const void* begin, const void* end) {
   const WaitingCall call = *m.call;
   const char* b = static_cast<const char*>(begin);
   const char* e = static_cast<const char*>(end);
+  if (call.arrival != nullptr) {
+    // Several pservers' calls: the step's thread says how far the values are there.
+    if (e <= b || b < m.span.first || e > m.span.second) {
+      m.WaitEnded(lock);
+      return false;
+    }
+    m.cv.wait(lock, [&] { return m.ended() || m.ready_upto >= e || !m.following; });
+    if (m.ended() || m.ready_upto < e) {
+      m.WaitEnded(lock);
+      return false;
+    }
+    m.CountAhead();
+    return true;
+  }
   if (call.progress == nullptr || e <= b || b < call.reply_base || e > call.reply_base + call.reply_room) {
     m.WaitEnded(lock);
     return false;
@@ -127,10 +181,7 @@ bool BackgroundStep::ValuesReady(const void* begin, const void* end) {
       });
   if (ended || !written) return false;
   lock.lock();
-  if (!m.ahead_this_step) {
-    m.ahead_this_step = true;
-    m.steps_ahead.fetch_add(1, std::memory_order_relaxed);
-  }
+  m.CountAhead();
   return true;
 }
 

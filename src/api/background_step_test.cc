@@ -96,6 +96,84 @@ TEST(BackgroundStepTest, WhatCannotBeToldWaitsForTheStepsEnd) {
   EXPECT_TRUE(fresh.Wait().Wait().ok()) << "no step: a handle with nothing to wait for";
 }
 
+// Values that come over several calls (a ValuesArrival, as client/arriving_values.h): there up to
+// `landed` bytes of `room`; once `stuck` is set, nothing further will be told.
+struct FakeArrival : ValuesArrival {
+  std::vector<char> room = std::vector<char>(size_t{1} << 20);
+  std::atomic<size_t> landed{0};
+  std::atomic<bool> stuck{false};
+  mutable std::atomic<bool> asked_off_the_step{false};  // asked from a thread not the step's
+  std::thread::id step_thread;
+
+  bool WrittenUpTo(const void* p, const WaitingCall&) const override {
+    if (std::this_thread::get_id() != step_thread) asked_off_the_step = true;
+    const auto need = static_cast<size_t>(static_cast<const char*>(p) - room.data());
+    const TimePoint until = Now() + seconds(60);
+    while (landed.load() < need) {
+      if (stuck.load() || Now() > until) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    return true;
+  }
+  std::pair<const char*, const char*> Span() const override {
+    return {room.data(), room.data() + room.size()};
+  }
+  std::function<Handle()> Step(std::shared_future<void> finished) {
+    return [this, finished] {
+      step_thread = std::this_thread::get_id();
+      WaitingCall c;
+      c.arrival = this;
+      c.deadline = Now() + seconds(60);
+      WhileWaiting::RunHere(c);
+      EXPECT_EQ(finished.wait_for(seconds(60)), std::future_status::ready);
+      return Handle();
+    };
+  }
+};
+
+// Over several calls the step's thread follows the values as they land (the tracker is its own),
+// in runs of 64 KiB: a range is ready once a run past its end has landed, the step going on.
+TEST(BackgroundStepTest, OverSeveralCallsARangeIsReadyOnceTheStepsThreadSawItLand) {
+  BackgroundStep s;
+  FakeArrival values;
+  std::promise<void> finish;
+  s.Start(values.Step(finish.get_future().share()));
+  auto ready =
+      std::async(std::launch::async, [&] { return s.ValuesReady(&values.room[100], &values.room[200000]); });
+  values.landed = 150000;  // short of the range's end: still waiting
+  EXPECT_EQ(ready.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  values.landed = 4 << 16;  // the fourth run's end, past 200,000
+  ASSERT_EQ(ready.wait_for(seconds(30)), std::future_status::ready);
+  EXPECT_TRUE(ready.get());
+  EXPECT_TRUE(s.in_flight()) << "the step goes on";
+  // A range past what has landed, then nothing more told (a call answered by a copy): the wait
+  // is for the step's end.
+  auto later =
+      std::async(std::launch::async, [&] { return s.ValuesReady(&values.room[0], &values.room[500000]); });
+  values.stuck = true;
+  EXPECT_EQ(later.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  finish.set_value();
+  ASSERT_EQ(later.wait_for(seconds(30)), std::future_status::ready);
+  EXPECT_FALSE(later.get());
+  EXPECT_TRUE(s.Wait().Wait().ok());
+  EXPECT_FALSE(values.asked_off_the_step) << "only the step's thread asks the tracker";
+  EXPECT_EQ(s.steps_ahead(), 1u);
+
+  // Outside the step's values: nothing can tell, the wait is for the step.
+  FakeArrival other;
+  std::promise<void> finish2;
+  s.Start(other.Step(finish2.get_future().share()));
+  std::vector<char> elsewhere(10);
+  auto outside = std::async(std::launch::async, [&] { return s.ValuesReady(&elsewhere[0], &elsewhere[10]); });
+  other.landed = other.room.size();
+  EXPECT_EQ(outside.wait_for(std::chrono::milliseconds(50)), std::future_status::timeout);
+  finish2.set_value();
+  ASSERT_EQ(outside.wait_for(seconds(30)), std::future_status::ready);
+  EXPECT_FALSE(outside.get());
+  EXPECT_TRUE(s.Wait().Wait().ok());
+  EXPECT_EQ(s.steps_ahead(), 1u);
+}
+
 // A step left on its way when the object goes: the destructor waits for it.
 TEST(BackgroundStepTest, TheDestructorWaitsForTheStepOnItsWay) {
   FakeCall call;

@@ -126,6 +126,11 @@ bool ArrivingValues::WrittenUpTo(const void* p, const WaitingCall& here) const {
   return true;
 }
 
+std::pair<const char*, const char*> ArrivingValues::Span() const {
+  if (pieces_.empty()) return {nullptr, nullptr};
+  return {pieces_.front().values, pieces_.back().values + pieces_.back().bytes};
+}
+
 void ArrivingValues::Ended(int call) {
   calls_[static_cast<size_t>(call)].ended.store(true, std::memory_order_release);
 }

@@ -48,6 +48,7 @@ class ArrivingValues : public ValuesArrival {
   // staged one copied into the model). False when it will not be known before its call ends (the
   // call ended short of it, was answered by a copy, or its deadline, `here`'s, passed).
   bool WrittenUpTo(const void* p, const WaitingCall& here) const override;
+  std::pair<const char*, const char*> Span() const override;
   // Call i has finished, well or not (from any thread).
   void Ended(int call);
   // After every call has ended: with `ok` (each succeeded), copies the staged pieces not copied

@@ -15,6 +15,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <utility>
 
 #include "common/clock.h"
 
@@ -32,6 +33,8 @@ class ValuesArrival {
   // As WaitingCall::ReplyWrittenUpTo, for the values before model address `p`; `here` is the call
   // the asking thread runs (its reply's socket ends a wait on its own word).
   virtual bool WrittenUpTo(const void* p, const WaitingCall& here) const = 0;
+  // The memory the step's values go to: from the first one to the end of the last.
+  virtual std::pair<const char*, const char*> Span() const = 0;
 };
 
 // What the work may know of the call it runs beside.

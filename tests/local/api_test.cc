@@ -175,7 +175,7 @@ TEST_F(LocalTest, PythonApiSparseEmbeddingEventsErrorsAndModelFiles) {
 // same bits again, once a step and with buckets, and the pulls were on their way at forwards.
 // With one pserver the steps waited for go in place in the trainer's dense memory: same bits; and
 // so do the steps not waited for, whose next forward begins on the first layer's values as the
-// pserver writes them there (issue 53): same bits, most forwards begun so.
+// pserver writes them there (issue 53): same bits, most forwards begun so. With two pservers too.
 TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
   UploadFashionMnist(false);
   auto train = [&](const std::string& name, const std::string& args,
@@ -215,6 +215,14 @@ TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
   EXPECT_GE(ahead.value("in_place", 0), 930) << "steps not waited for go in place too";
   EXPECT_GE(ahead.value("ahead", 0), 469) << "at least half the forwards begin on values written in place";
   same_bits(wide, ahead, "one pserver, steps not waited for");
+  // With two pservers the step's values come over two calls, their blocks alternating in the
+  // dense memory (staged): the step's thread follows both as they land, and the next forward
+  // begins on the first layer's as soon as they are there; the same bits.
+  const auto wide2 = train("two-pservers-256", "whole 0 wait 256");
+  const auto ahead2 = train("two-pservers-256-nowait", "whole 0 nowait 256");
+  EXPECT_EQ(wide2.value("ahead", -1), 0);
+  EXPECT_GE(ahead2.value("ahead", 0), 469) << "at least half the forwards begin on values as they land";
+  same_bits(wide2, ahead2, "two pservers, steps not waited for");
   for (const auto& [name, args] :
        {std::pair<std::string, std::string>{"each", "overlap 0"},
         std::pair<std::string, std::string>{"buckets", "overlap 1048576"},
