@@ -85,6 +85,13 @@ int64_t CostHistory::Add(CostPoint p) {
   return points_.back().seq;
 }
 
+bool CostHistory::HasEvaluation(const CostPoint& p) const {
+  return std::any_of(points_.rbegin(), points_.rend(), [&](const CostPoint& q) {
+    return !q.metric.empty() && q.metric == p.metric && q.pass == p.pass && q.step == p.step &&
+           q.value == p.value;
+  });
+}
+
 std::vector<CostPoint> CostHistory::Since(int64_t since, size_t limit) const {
   std::vector<CostPoint> out;
   auto it = std::upper_bound(points_.begin(), points_.end(), since,

@@ -77,6 +77,10 @@ class CostHistory {
   explicit CostHistory(size_t capacity = 20000) : capacity_(capacity) {}
   // Appends (the oldest points go beyond the capacity); returns the point's seq.
   int64_t Add(CostPoint p);
+  // Whether evaluation `p` is here already: the same metric of the same pass, at the same step,
+  // with the same value (a trainer's report sent again, to this master or to the one before it,
+  // whose points this one restored).
+  bool HasEvaluation(const CostPoint& p) const;
   // Points with seq > `since`, oldest first, at most `limit`.
   std::vector<CostPoint> Since(int64_t since, size_t limit = 5000) const;
   int64_t last_seq() const { return next_seq_ - 1; }

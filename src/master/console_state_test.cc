@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <functional>
+
 namespace tessera::master {
 namespace {
 
@@ -91,6 +93,35 @@ TEST(CostHistoryTest, BoundedSinceAndJsonRoundTrip) {
   EXPECT_EQ(next.Add(CostPoint{}), 7);
   EXPECT_FALSE(CostHistory::FromJson("{}").ok());
   EXPECT_FALSE(CostHistory::FromJson("[{\"step\":1}]").ok());  // no seq
+}
+
+// An evaluation is known again by its metric, pass, step and value, here or after a restore (a
+// report sent again to the master that took over); another pass, step or value is another.
+TEST(CostHistoryTest, AnEvaluationIsKnownAgainHereAndAfterARestore) {
+  CostHistory h;
+  CostPoint eval;
+  eval.metric = "accuracy";
+  eval.pass = 7;
+  eval.step = 800;
+  eval.value = 0.85;
+  EXPECT_FALSE(h.HasEvaluation(eval));
+  h.Add(eval);
+  CostPoint cost;
+  cost.trainer = "0";
+  cost.pass = 7;
+  cost.step = 800;
+  h.Add(cost);
+  EXPECT_TRUE(h.HasEvaluation(eval));
+  CostHistory next;
+  next.Restore(*CostHistory::FromJson(CostHistory::ToJson(h.Since(0))));
+  EXPECT_TRUE(next.HasEvaluation(eval));
+  for (auto change : std::vector<std::function<void(CostPoint&)>>{
+           [](CostPoint& p) { p.pass = 8; }, [](CostPoint& p) { p.step = 900; },
+           [](CostPoint& p) { p.value = 0.86; }, [](CostPoint& p) { p.metric = "loss"; }}) {
+    CostPoint other = eval;
+    change(other);
+    EXPECT_FALSE(next.HasEvaluation(other)) << other.metric << " " << other.pass << " " << other.step;
+  }
 }
 
 }  // namespace

@@ -356,15 +356,20 @@ grpc::Status MasterService::AddReport(const ProgressReport& report) {
     p.pass = m.pass();
     p.metric = m.name();
     p.value = m.value();
+    // A report sent again (its answer lost, or its master gone after recording it) is recorded
+    // once: the console and the run's history show each pass's evaluation once.
+    if (cost_.HasEvaluation(p)) {
+      spdlog::info("pass {} evaluation by trainer {} ({}) was recorded already", m.pass() + 1, req->trainer(),
+                   m.name());
+      continue;
+    }
     cost_.Add(std::move(p));
-  }
-  max_step_ = std::max(max_step_, req->step());
-  for (const auto& m : req->metrics()) {
     spdlog::info("pass {} evaluation by trainer {}: {} = {:.4f}", m.pass() + 1, req->trainer(), m.name(),
                  m.value());
     metrics_.push_back(m);
     if (metrics_.size() > 1000) metrics_.erase(metrics_.begin());
   }
+  max_step_ = std::max(max_step_, req->step());
   while (!recent_.empty() && recent_.front().time_ms < now - 10000) recent_.pop_front();
   return grpc::Status::OK;
 }

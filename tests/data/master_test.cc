@@ -954,6 +954,29 @@ TEST_F(MasterTest, ManyTrainersAreAskedForFewerReportsAndTheReaderFollows) {
   EXPECT_EQ(progress->next.count(), 400) << "in the tail: more often, spread over the 200";
 }
 
+// A progress report sent again with its evaluation (its answer lost, as when the master is
+// killed between recording it and answering) records the evaluation once; the next pass's is
+// another. (The run's history held a pass's accuracy twice after a master failover.)
+TEST_F(MasterTest, AnEvaluationReportedAgainIsRecordedOnce) {
+  StartOnePassWithTrainerT0();
+  master::MasterClient mc(client_.get(), kJob, token_, secret_);
+  master::ProgressReport r;
+  r.set_trainer("t0");
+  r.set_step(5);
+  auto* m = r.add_metrics();
+  m->set_name("accuracy");
+  m->set_value(0.875);
+  m->set_pass(0);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(mc.Report(r, Deadline(std::chrono::seconds(20))).ok());
+  auto status = MasterStatus();
+  ASSERT_EQ(status.metrics_size(), 1) << status.DebugString();
+  EXPECT_EQ(status.metrics(0).value(), 0.875);
+  r.set_step(9);
+  r.mutable_metrics(0)->set_pass(1);
+  ASSERT_TRUE(mc.Report(r, Deadline(std::chrono::seconds(20))).ok());
+  EXPECT_EQ(MasterStatus().metrics_size(), 2);
+}
+
 TEST_F(MasterTest, MasterRefusesAnotherDataSetsQueue) {
   MakeDataset("a", 100, 1024);
   MakeDataset("b", 200, 1024);
