@@ -103,18 +103,14 @@ Status WireCoder::Encode(LinkCall* call) {
   call->wire_payload.clear();
   // Room for the most the push may take, at once: grown segment by segment, a push of tens of
   // MB was copied over and over as the string doubled.
+  // (A TOP_K segment's size depends on the elements it sends, not known yet: at most k.)
   size_t most = 0;
   for (const wire::Segment& seg : call->req.push()) {
     const size_t n = Elements(seg);
-    switch (seg.coding()) {
-      case wire::TOP_K:
-        most += TopKCount(format_.For(seg.param()).ratio, n) * (sizeof(uint32_t) + ValueBytes(seg.dtype()));
-        break;
-      case wire::SIGNS:
-        most += sizeof(float) + (n + 7) / 8;
-        break;
-      default:
-        most += n * ValueBytes(seg.dtype());
+    if (seg.coding() == wire::TOP_K) {
+      most += TopKCount(format_.For(seg.param()).ratio, n) * (sizeof(uint32_t) + ValueBytes(seg.dtype()));
+    } else if (auto b = SegmentWireBytes(seg, n); b.ok()) {
+      most += *b;
     }
   }
   call->wire_payload.reserve(most);
@@ -180,11 +176,6 @@ Status WireCoder::CheckReply(const LinkCall& call, const wire::DataReply& reply,
                             " payload bytes, its segments describe " + std::to_string(need));
   }
   return Status::OK();
-}
-
-Status WireCoder::DecodeReply(LinkCall* call, const wire::DataReply& reply, const char* in, size_t bytes) {
-  ReplyDecoder decoder(this, call, in);
-  return decoder.Finish(reply, bytes);
 }
 
 void WireCoder::ReplyDecoder::Reset() {

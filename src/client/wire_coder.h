@@ -35,14 +35,11 @@ class WireCoder {
   // once per call (later calls do nothing). InvalidArgument when its payload does not hold the
   // floats its segments describe.
   Status Encode(LinkCall* call);
-  // Writes the reply (`bytes` at `in`, its segments in `reply`) into the call's reply buffers:
-  // widened, or changes applied where it sent changes. DataLoss when the reply does not match the
-  // pull (its segments or their sizes).
-  Status DecodeReply(LinkCall* call, const wire::DataReply& reply, const char* in, size_t bytes);
-
-  // DecodeReply as the reply's bytes come into `in` (the buffer the call receives its reply
-  // into): given to the transport with that buffer (MutableBuffer::watcher), it checks the reply
-  // from its header, before any value is written, and widens each value once it has come, while
+  // Writes a pull's reply, as its bytes come into `in` (the buffer the call receives its reply
+  // into), into the call's reply buffers: widened, or changes applied where it sent changes.
+  // Given to the transport with that buffer (MutableBuffer::watcher), it checks the reply from
+  // its header, before any value is written (DataLoss when the reply does not match the pull: its
+  // segments or their sizes), and widens each value once it has come, while
   // the next ones travel (a 26 M model's replies took 20 ms a call to widen after they had
   // come). One per attempt at the call; Finish after the call writes what is left, or all of it
   // when the transport did not tell.
@@ -51,7 +48,7 @@ class WireCoder {
     ReplyDecoder(WireCoder* coder, LinkCall* call, const char* in) : coder_(coder), call_(call), in_(in) {}
     void Begin(std::string_view header, size_t payload_bytes) override;
     void Arrived(size_t bytes) override;
-    // After the call returned `reply` with `bytes` of payload: as DecodeReply.
+    // After the call returned `reply` with `bytes` of payload: the rest of it, or all of it.
     Status Finish(const wire::DataReply& reply, size_t bytes);
 
    private:
