@@ -213,7 +213,8 @@ TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
   const auto ahead = train("one-pserver-256-nowait", "whole 0 nowait 256", "1");
   EXPECT_EQ(wide.value("ahead", -1), 0);
   EXPECT_GE(ahead.value("in_place", 0), 930) << "steps not waited for go in place too";
-  EXPECT_GE(ahead.value("ahead", 0), 469) << "at least half the forwards begin on values written in place";
+  // 778-875 of 938 alone, 357 beside other tests on 2 cores; 0 without the work ahead.
+  EXPECT_GE(ahead.value("ahead", 0), 188) << "at least a fifth of the forwards begin on values written in place";
   same_bits(wide, ahead, "one pserver, steps not waited for");
   // With two pservers the step's values come over two calls, their blocks alternating in the
   // dense memory (staged): the step's thread follows both as they land, and the next forward
@@ -221,7 +222,8 @@ TEST_F(LocalTest, PytorchOverlapGivesTheBitsOfOnePushAStep) {
   const auto wide2 = train("two-pservers-256", "whole 0 wait 256");
   const auto ahead2 = train("two-pservers-256-nowait", "whole 0 nowait 256");
   EXPECT_EQ(wide2.value("ahead", -1), 0);
-  EXPECT_GE(ahead2.value("ahead", 0), 469) << "at least half the forwards begin on values as they land";
+  // 830 of 938 alone, 454 in a full suite's load; 0 without the following.
+  EXPECT_GE(ahead2.value("ahead", 0), 188) << "at least a fifth of the forwards begin on values as they land";
   same_bits(wide2, ahead2, "two pservers, steps not waited for");
   for (const auto& [name, args] :
        {std::pair<std::string, std::string>{"each", "overlap 0"},
