@@ -425,6 +425,9 @@ Status Run::FixedLoad(Json* out) {
   fixed_requests_per_s_ =
       RatesBetween(before, after, std::chrono::duration<double>(Now() - t0).count()).requests();
   (*out)["etcd_fixed_per_s"] = fixed_requests_per_s_;
+  // The connections held before any trainer: the pservers', the masters', this process's, and
+  // each etcd member's own (its HTTP gateway dials the member's gRPC port).
+  (*out)["etcd_connections_fixed"] = server_.Connections();
   return Status::OK();
 }
 

@@ -127,6 +127,14 @@ TEST_F(EtcdTest, OutageLongerThanTheLeaseIsUnconfirmedThenLost) {
   // etcd extends leases when it restarts, so revoke it to make the loss certain.
   ASSERT_TRUE(client_->RevokeLease(id).ok());
   ASSERT_TRUE(WaitUntil([&] { return (*keeper)->state() == LeaseState::kLost; }, std::chrono::seconds(15)));
+  // state() reads the tracker, which knows of the loss a moment before the keeper's thread
+  // tells the listener: wait for the listener too.
+  ASSERT_TRUE(WaitUntil(
+      [&] {
+        auto seen = log.states();
+        return !seen.empty() && seen.back() == LeaseState::kLost;
+      },
+      std::chrono::seconds(15)));
   auto states = log.states();
   ASSERT_GE(states.size(), 2u);
   EXPECT_EQ(states.front(), LeaseState::kUnconfirmed);
