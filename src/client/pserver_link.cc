@@ -235,7 +235,10 @@ StatusOr<wire::DataReply> PserverLink::RunOn(int lane_index, LinkCall& call, con
     // sent and answered through the call's own bytes.
     const bool coded = transport_->coder && transport_->coder->Applies(call);
     if (coded) TESSERA_RETURN_IF_ERROR(transport_->coder->Encode(&call));
-    const ConstBuffer coded_payload{call.wire_payload.data(), call.wire_payload.size()};
+    const ConstBuffer coded_payload =
+        call.wire_stream
+            ? ConstBuffer{call.wire_stream->data(), call.wire_stream->size(), call.wire_stream.get()}
+            : ConstBuffer{call.wire_payload.data(), call.wire_payload.size()};
     // The reply's bytes come into the lane's buffer, kept from call to call: a fresh one of tens of
     // MB, zeroed, each step cost the trainer more than the decoding.
     if (coded && lane.coded_reply.size() < call.wire_reply_bytes)

@@ -40,6 +40,8 @@ struct SparseTableInfo {
   TableLimits limits;
 };
 
+class NarrowedPush;  // client/wire_coder.h
+
 // One request to one pserver, with the buffers it gathers from and scatters into.
 struct LinkCall {
   wire::DataRequest req;
@@ -60,6 +62,7 @@ struct LinkCall {
   // buffer), before it is widened into `reply`.
   bool wire_encoded = false;
   std::string wire_payload;
+  std::shared_ptr<NarrowedPush> wire_stream;  // instead of wire_payload: made as it is sent
   size_t wire_reply_bytes = 0;
 };
 

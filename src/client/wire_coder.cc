@@ -96,11 +96,63 @@ float* WireCoder::Residual(const std::string& name) {
   return it->second.data();
 }
 
+NarrowedPush::NarrowedPush(std::vector<Run> runs, size_t bytes)
+    : runs_(std::move(runs)), out_(std::make_unique_for_overwrite<char[]>(bytes)), bytes_(bytes) {}
+
+void NarrowedPush::Fill(size_t bytes) {
+  bytes = std::min(bytes, bytes_);
+  // Bounded by the runs: each turn ends one, or reaches `bytes`.
+  while (made_ < bytes && run_ < runs_.size()) {
+    const Run& r = runs_[run_];
+    const size_t width = ValueBytes(r.dtype);
+    const size_t from = (made_ - r.at) / width;
+    const size_t to = std::min(r.n, (bytes - r.at + width - 1) / width);
+    NarrowValues({r.from + from, to - from}, r.dtype, out_.get() + made_);
+    made_ = r.at + to * width;
+    if (to == r.n) ++run_;
+  }
+}
+
+std::shared_ptr<NarrowedPush> WireCoder::Streamed(const LinkCall& call) const {
+  std::vector<NarrowedPush::Run> runs;
+  size_t at = 0, buf = 0, off = 0;
+  for (const wire::Segment& seg : call.req.push()) {
+    const size_t width = ValueBytes(seg.dtype());
+    if (seg.coding() != wire::PLAIN || width == 0) return nullptr;
+    const size_t n = Elements(seg);
+    if (n == 0) continue;
+    // Its gradients in one buffer, from where the segment before ended.
+    while (buf < call.payload.size() && off == call.payload[buf].size) {
+      ++buf;
+      off = 0;
+    }
+    if (buf == call.payload.size() || call.payload[buf].size - off < n * sizeof(float)) return nullptr;
+    runs.push_back({reinterpret_cast<const float*>(static_cast<const char*>(call.payload[buf].data) + off), n,
+                    seg.dtype(), at});
+    off += n * sizeof(float);
+    at += n * width;
+  }
+  return std::make_shared<NarrowedPush>(std::move(runs), at);
+}
+
 Status WireCoder::Encode(LinkCall* call) {
   if (call->wire_encoded) return Status::OK();
+  call->wire_payload.clear();
+  call->wire_stream = Streamed(*call);
+  if (!call->wire_stream) TESSERA_RETURN_IF_ERROR(EncodeAtOnce(call));
+  size_t reply_bytes = 0;  // the most it may be: every value
+  for (wire::Segment& seg : *call->req.mutable_pull()) {
+    reply_bytes += Elements(seg) * ValueBytes(seg.dtype());
+    if (seg.block() >= 0 && format_.For(seg.param()).error_feedback()) seg.set_since(Token(seg));
+  }
+  call->wire_reply_bytes = reply_bytes;
+  call->wire_encoded = true;
+  return Status::OK();
+}
+
+Status WireCoder::EncodeAtOnce(LinkCall* call) {
   thread_local std::vector<float> scratch;
   FloatCursor in{std::span<const ConstBuffer>(call->payload)};
-  call->wire_payload.clear();
   // Room for the most the push may take, at once: grown segment by segment, a push of tens of
   // MB was copied over and over as the string doubled.
   // (A TOP_K segment's size depends on the elements it sends, not known yet: at most k.)
@@ -141,13 +193,6 @@ Status WireCoder::Encode(LinkCall* call) {
         return Status::InvalidArgument("push: segment '" + seg.param() + "' has an unknown coding");
     }
   }
-  size_t reply_bytes = 0;  // the most it may be: every value
-  for (wire::Segment& seg : *call->req.mutable_pull()) {
-    reply_bytes += Elements(seg) * ValueBytes(seg.dtype());
-    if (seg.block() >= 0 && format_.For(seg.param()).error_feedback()) seg.set_since(Token(seg));
-  }
-  call->wire_reply_bytes = reply_bytes;
-  call->wire_encoded = true;
   return Status::OK();
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -23,6 +24,32 @@
 
 namespace tessera {
 
+// A push whose segments are all plain values (half precision) narrowed as it is sent: each value
+// once, when the transport first asks for its bytes (PayloadFiller), into memory of its own that
+// nothing zeroes first. A trainer's narrowing of a 26 M model's push then runs while the link
+// carries what it made before, not before the first byte leaves. Not thread-safe: one call's.
+class NarrowedPush : public PayloadFiller {
+ public:
+  struct Run {
+    const float* from;  // the caller's gradients (they stay put until the call ends)
+    size_t n;
+    wire::DType dtype;
+    size_t at;  // its first byte in the payload; the runs follow one another
+  };
+  NarrowedPush(std::vector<Run> runs, size_t bytes);
+  const char* data() const { return out_.get(); }
+  size_t size() const { return bytes_; }
+  // Narrows every value with a byte below `bytes` that is not narrowed yet.
+  void Fill(size_t bytes) override;
+
+ private:
+  std::vector<Run> runs_;
+  std::unique_ptr<char[]> out_;
+  size_t bytes_;
+  size_t made_ = 0;  // bytes narrowed: whole values, runs_[run_] the next
+  size_t run_ = 0;
+};
+
 class WireCoder {
  public:
   // `builder` declares the parameters (read at each call: declared before the first).
@@ -31,9 +58,11 @@ class WireCoder {
 
   // Whether `call` goes through the coder (a DATA request with segments in the format).
   bool Applies(const LinkCall& call) const;
-  // Encodes the call's push into call->wire_payload and sets call->wire_reply_bytes for its pull,
-  // once per call (later calls do nothing). InvalidArgument when its payload does not hold the
-  // floats its segments describe.
+  // Encodes the call's push and sets call->wire_reply_bytes for its pull, once per call (later
+  // calls do nothing): a push of plain values into call->wire_stream, narrowed as it is sent; one
+  // of top-k or signs (their error feedback must see the whole segment), or whose gradients are
+  // not in one buffer a segment, into call->wire_payload at once. InvalidArgument when its
+  // payload does not hold the floats its segments describe.
   Status Encode(LinkCall* call);
   // Writes a pull's reply, as its bytes come into `in` (the buffer the call receives its reply
   // into), into the call's reply buffers: widened, or changes applied where it sent changes.
@@ -70,6 +99,9 @@ class WireCoder {
   };
 
  private:
+  // The call's push narrowed as it is sent, when it can be (see Encode); null otherwise.
+  std::shared_ptr<NarrowedPush> Streamed(const LinkCall& call) const;
+  Status EncodeAtOnce(LinkCall* call);
   // DataLoss unless `reply` answers the call's pull, segment for segment, in `bytes`.
   Status CheckReply(const LinkCall& call, const wire::DataReply& reply, size_t bytes) const;
   // The floats segment `s` stands for (a dense block's count, a sparse segment's rows x dim).

@@ -162,6 +162,7 @@ class GrpcConnection : public ClientConnection {
                                     std::min(timeout, std::chrono::milliseconds(1000)))) {
       return Status::Unavailable("cannot connect to pserver at " + address_);
     }
+    FillWhole(payload);
     wire::Frame req;
     req.set_header(std::string(header));
     std::string* p = req.mutable_payload();

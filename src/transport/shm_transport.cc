@@ -209,6 +209,7 @@ class ShmConnection : public ClientConnection {
     const size_t n = TotalSize(payload);
     TESSERA_RETURN_IF_ERROR(CheckRequestSize(header.size(), n, limits_));
     if (sock_.aborted()) return AbandonedCall(endpoint_, "shm");
+    FillWhole(payload);
     call_generation_ = 0;
     // The pserver maps the window as this connection sent it: after a renewal, a new connection.
     if (sock_.valid() && window_sent_ != 0 && window_->generation() != window_sent_) Drop();

@@ -247,13 +247,7 @@ class TcpConnection : public ClientConnection {
     EncodePreamble({FrameKind::kRequest, 0, id, static_cast<uint32_t>(header.size()), TotalSize(payload)},
                    pre);
     auth_->Sign(pre, header);
-    iov_.clear();
-    iov_.push_back({pre, sizeof pre});
-    iov_.push_back({const_cast<char*>(header.data()), header.size()});
-    for (const auto& b : payload) {
-      if (b.size) iov_.push_back({const_cast<void*>(b.data), b.size});
-    }
-    if (Status s = Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d); !s.ok()) return Fail(s, "send");
+    if (Status s = SendRequest(pre, header, payload, d); !s.ok()) return Fail(s, "send");
     {
       WaitingCall call;
       call.reply_fd = fd_.get();
@@ -285,6 +279,42 @@ class TcpConnection : public ClientConnection {
   void Abort() override { fd_.Abort(); }
 
  private:
+  // A payload made as it is sent (PayloadFiller): the first run small, so its bytes leave at once.
+  static constexpr size_t kFirstFillRun = size_t{256} << 10;
+  static constexpr size_t kFillRun = size_t{1} << 20;
+
+  // The preamble, the header and the payload. A payload made as it is sent goes a run at a time,
+  // each made just before it is written, while the link carries the runs before it.
+  Status SendRequest(uint8_t* pre, std::string_view header, std::span<const ConstBuffer> payload,
+                     const Deadline& d) {
+    iov_.clear();
+    iov_.push_back({pre, kFramePreambleBytes});
+    iov_.push_back({const_cast<char*>(header.data()), header.size()});
+    PayloadFiller* filler = payload.empty() ? nullptr : payload[0].filler;
+    if (!filler) {
+      for (const auto& b : payload) {
+        if (b.size) iov_.push_back({const_cast<void*>(b.data), b.size});
+      }
+      return Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d);
+    }
+    size_t sent = 0, run = kFirstFillRun;
+    for (const auto& b : payload) {
+      const char* data = static_cast<const char*>(b.data);
+      // Bounded by the buffer's size: every turn sends at least one byte of it.
+      for (size_t off = 0; off < b.size;) {
+        const size_t take = std::min(run, b.size - off);
+        filler->Fill(sent + take);
+        iov_.push_back({const_cast<char*>(data + off), take});
+        TESSERA_RETURN_IF_ERROR(Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d));
+        iov_.clear();
+        off += take;
+        sent += take;
+        run = kFillRun;
+      }
+    }
+    return iov_.empty() ? Status::OK() : Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d);
+  }
+
   // The handshake on a fresh socket; then reads and writes go through TLS.
   Status StartTls(const Deadline& d) {
     if (!tls_ctx_) {

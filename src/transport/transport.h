@@ -67,9 +67,21 @@ struct TransportOptions {
   std::shared_ptr<class ShmWindow> window;
 };
 
+// A request's payload made as it is sent (a push narrowed into its wire format): given with the
+// first payload buffer, the transport calls Fill(n) before it reads any payload byte below n, n
+// rising to the whole payload. Tcp fills a run at a time, each while the link carries the runs
+// before it; the other transports fill all of it before they read any. On the calling thread,
+// inside Call; a retried call fills again from the start (a filler makes each byte once).
+class PayloadFiller {
+ public:
+  virtual ~PayloadFiller() = default;
+  virtual void Fill(size_t bytes) = 0;
+};
+
 struct ConstBuffer {
   const void* data = nullptr;
   size_t size = 0;
+  PayloadFiller* filler = nullptr;  // with the first buffer only; null: made already
 };
 
 // A caller's reader of a reply as its bytes come (tcp tells one; the other transports do not, and
@@ -107,6 +119,11 @@ inline size_t TotalSize(std::span<const MutableBuffer> bufs) {
   for (const auto& b : bufs) n += b.size;
   return n;
 }
+// A transport that reads the payload at once: makes all of it first (PayloadFiller).
+inline void FillWhole(std::span<const ConstBuffer> bufs) {
+  if (!bufs.empty() && bufs[0].filler) bufs[0].filler->Fill(TotalSize(bufs));
+}
+
 // Copies `bufs` one after another to `to` (TotalSize(bufs) bytes of room).
 inline void GatherInto(std::span<const ConstBuffer> bufs, char* to) {
   for (const auto& b : bufs) {

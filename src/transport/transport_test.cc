@@ -250,6 +250,43 @@ TEST_P(TransportTest, AReplyTellsItsWatcherHowFarItHasComeOverTcp) {
   EXPECT_EQ(watcher.told.back(), n);
 }
 
+// A payload made as it is sent (ConstBuffer::filler) arrives whole. Over tcp it is made a run at
+// a time, each run's bytes made before any of them is read (a byte sent before it was made would
+// arrive as the zero it was); the other transports make all of it first, in one Fill.
+TEST_P(TransportTest, APayloadMadeAsItIsSentArrivesWhole) {
+  constexpr size_t n = (size_t{5} << 20) + 3;
+  std::vector<char> want(n), data(n, 0), got(n, 0);
+  for (size_t i = 0; i < n; ++i) want[i] = static_cast<char>(i * 131 + 7);
+  struct Filler : PayloadFiller {
+    const std::vector<char>* want;
+    std::vector<char>* data;
+    size_t made = 0;
+    std::vector<size_t> asked;
+    void Fill(size_t bytes) override {
+      asked.push_back(bytes);
+      for (; made < bytes; ++made) (*data)[made] = (*want)[made];
+    }
+  } filler;
+  filler.want = &want;
+  filler.data = &data;
+  ConstBuffer out{data.data(), n, &filler};
+  MutableBuffer in{got.data(), n};
+  auto r = conn_->Call("made", {&out, 1}, {&in, 1}, std::chrono::seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->payload_bytes, n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<char>(want[i] ^ 0x5a)) << "byte " << i;
+  ASSERT_FALSE(filler.asked.empty());
+  EXPECT_TRUE(std::is_sorted(filler.asked.begin(), filler.asked.end()));
+  EXPECT_EQ(filler.asked.back(), n);
+  if (kind() == TransportKind::kTcp) {
+    EXPECT_GE(filler.asked.size(), 5u) << "5 MB in runs of at most 1 MiB";
+  } else {
+    EXPECT_EQ(filler.asked.size(), 1u);
+  }
+  // The next call, without a filler, is unchanged.
+  RoundTrip(1000);
+}
+
 TEST_P(TransportTest, RepliesSentLaterFromAnotherThreadArrive) {
   for (int i = 0; i < 5; ++i) RoundTrip(10000, "later");
 }
