@@ -25,6 +25,10 @@ namespace tessera {
 class PserverNode::Startup::Forwarder : public RequestHandler {
  public:
   void Install(RequestHandler* s) { service_.store(s); }
+  RequestWatcher* Watch(std::string_view header, size_t payload_bytes) override {
+    RequestHandler* s = service_.load();
+    return s ? s->Watch(header, payload_bytes) : nullptr;
+  }
   void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) override {
     RequestHandler* s = service_.load();
     if (s) return s->Handle(header, payload, std::move(r));

@@ -45,6 +45,10 @@ void RefreshMetrics(PserverService& s, metrics::Registry& r, PserverService::Cou
                "data requests that arrived while another was being handled (trainers pushing together, "
                "or a trainer's pieces two at a time)")
       .Add(static_cast<double>(c.overlapped - last->overlapped));
+  r.GetCounter("tessera_pserver_pushes_widened_as_they_came_total",
+               "pushes in half precision widened into float32 and scanned as their bytes came (tcp), not "
+               "after")
+      .Add(static_cast<double>(c.widened_as_they_came - last->widened_as_they_came));
   r.GetGauge("tessera_pserver_initialized", "1 once the shard holds parameters").Set(c.initialized ? 1 : 0);
   metrics::SetMemoryGauges(r, "tessera_pserver");
   for (const auto& p : c.params) {

@@ -12,6 +12,7 @@
 #include "job/wire_codec.h"
 #include "pserver/optimizer.h"
 #include "pserver/push_plan.h"
+#include "pserver/push_widener.h"
 
 namespace tessera {
 namespace {
@@ -89,6 +90,11 @@ class HandleTimer {
 };
 
 }  // namespace
+
+RequestWatcher* PserverService::Watch(std::string_view header, size_t payload_bytes) {
+  PushWidener& w = PushWidener::ForThisThread();
+  return w.Begin(header, payload_bytes) ? &w : nullptr;
+}
 
 void PserverService::Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) {
   wire::DataRequest req;
@@ -246,12 +252,21 @@ Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, i
   c->received_bytes = payload->size;
   if (push->encoded()) {
     // Decoded into float32 before anything reads it; the pserver's state stays float32.
-    thread_local std::string widened;  // grown once per connection's thread
-    c->widened = &widened;
-    TESSERA_RETURN_IF_ERROR(push->Widen(payload->data, req.mutable_push(), c->widened));
-    *payload = ConstBuffer{widened.data(), widened.size()};
-    nonfinite = FirstNonFinite(reinterpret_cast<const float*>(widened.data()), widened.size() / sizeof(float),
-                               pool_.get());
+    PushWidener& came = PushWidener::ForThisThread();
+    if (came.Take(payload->size) && push->PlainOf(came.dtype())) {
+      // Widened and scanned as its bytes came (tcp), value by value: what Widen would make.
+      c->widened = came.floats();
+      push->Widened(req.mutable_push());
+      nonfinite = came.first_nonfinite();
+      ++counters_.widened_as_they_came;
+    } else {
+      thread_local std::string widened;  // grown once per connection's thread
+      c->widened = &widened;
+      TESSERA_RETURN_IF_ERROR(push->Widen(payload->data, req.mutable_push(), c->widened));
+      nonfinite = FirstNonFinite(reinterpret_cast<const float*>(widened.data()),
+                                 widened.size() / sizeof(float), pool_.get());
+    }
+    *payload = ConstBuffer{c->widened->data(), c->widened->size()};
   }
   if (req.is_push() && !push->empty() && req.samples() < 1) {
     return Status::InvalidArgument("a push with gradients needs a sample count >= 1, got " +

@@ -99,6 +99,8 @@ class PserverService : public RequestHandler {
   explicit PserverService(PserverServiceOptions options);
   ~PserverService() override;
 
+  // A push in half precision is widened as it comes over tcp (pserver/push_widener.h).
+  RequestWatcher* Watch(std::string_view header, size_t payload_bytes) override;
   void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> responder) override;
 
   // A copy of the shard at the current version, taken under the lock (the only stall a
@@ -158,6 +160,7 @@ class PserverService : public RequestHandler {
     int64_t skipped = 0;     // empty pushes standing for a gradient a trainer dropped
     int64_t late = 0;        // sync with backup trainers: pushes that came after their step closed (dropped)
     int64_t overlapped = 0;  // data requests that began while another one was being handled
+    int64_t widened_as_they_came = 0;  // pushes in half precision widened as their bytes came (tcp)
     bool initialized = false;
     int64_t param_bytes = 0;                     // values and optimizer state held
     std::vector<ShardStore::ParamStats> params;  // per parameter: elements (rows) and bytes held

@@ -1,6 +1,7 @@
 // SegmentList (see segment_list.h).
 #include "pserver/segment_list.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "job/wire_codec.h"
@@ -95,6 +96,18 @@ Status SegmentList::Widen(const void* payload, WireSegments* segments, std::stri
     TESSERA_RETURN_IF_ERROR(
         DecodeSegment((*segments)[p.index], in + p.wire_offset, p.floats, out + p.offset));
   }
+  Widened(segments);
+  return Status::OK();
+}
+
+bool SegmentList::PlainOf(wire::DType t) const {
+  return std::all_of(parts_.begin(), parts_.end(), [&](const Part& p) {
+    const wire::Segment& s = segment(p);
+    return s.coding() == wire::PLAIN && s.dtype() == t;
+  });
+}
+
+void SegmentList::Widened(WireSegments* segments) {
   for (Part& p : parts_) {
     wire::Segment& seg = (*segments)[p.index];
     seg.set_dtype(wire::FLOAT32);
@@ -106,7 +119,6 @@ Status SegmentList::Widen(const void* payload, WireSegments* segments, std::stri
   segments_ = segments;
   wire_bytes_ = bytes();
   encoded_ = false;
-  return Status::OK();
 }
 
 std::string SegmentList::Describe(size_t element) const {

@@ -56,6 +56,11 @@ class SegmentList {
   // non-finite values, holding, applying, replicating) reads float32. InvalidArgument naming the
   // segment when a coded one is malformed. REQUIRES: CheckPayload passed.
   Status Widen(const void* payload, WireSegments* segments, std::string* floats);
+  // Whether every segment is PLAIN values of type `t`: the payload then widens value by value
+  // into what Widen makes of it (a push widened as it came, pserver/push_widener.h).
+  bool PlainOf(wire::DType t) const;
+  // Widen for a payload already widened value by value (PlainOf): `segments` made PLAIN FLOAT32.
+  void Widened(WireSegments* segments);
   // Whether any segment is in a wire format other than PLAIN FLOAT32.
   bool encoded() const { return encoded_; }
   size_t wire_bytes() const { return wire_bytes_; }

@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
+#include "job/wire_codec.h"
 #include "pserver/one_shard_for_tests.h"
 
 namespace tessera {
@@ -101,6 +104,57 @@ TEST_F(SegmentListTest, EverySegmentKnowsWhereItsValuesAreWhateverComesFirst) {
   moved.Swap(&segs);
   list->Rebind(&moved);
   EXPECT_EQ(list->segment(list->parts()[2]).block(), 0);
+}
+
+// A push of plain half-precision values, sparse rows first: widened value by value (as a push
+// that came over tcp is, pserver/push_widener.h), it is what Widen makes of it, and Widened leaves
+// the list as Widen does. A list with another type or a coded segment is not PlainOf.
+TEST_F(SegmentListTest, APlainHalfPushWidenedValueByValueIsWhatWidenMakes) {
+  google::protobuf::RepeatedPtrField<wire::Segment> segs;
+  *segs.Add() = Sparse("emb", {5, 6});
+  *segs.Add() = Dense("w", 2, 5);
+  *segs.Add() = Dense("w", 0, 10);
+  for (auto& seg : segs) seg.set_dtype(wire::BFLOAT16);
+  std::vector<float> values(21);
+  for (size_t i = 0; i < values.size(); ++i) values[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  std::vector<char> payload(values.size() * 2);
+  NarrowValues(values, wire::BFLOAT16, payload.data());
+
+  auto read = [&](google::protobuf::RepeatedPtrField<wire::Segment>* s) {
+    auto list = SegmentList::Read(store_, *s, Use::kPush, /*wire_formats=*/true);
+    EXPECT_TRUE(list.ok()) << list.status();
+    return *list;
+  };
+  auto copy = segs;
+  SegmentList widen = read(&copy);
+  std::string by_widen;
+  ASSERT_TRUE(widen.Widen(payload.data(), &copy, &by_widen).ok());
+
+  SegmentList plain = read(&segs);
+  EXPECT_TRUE(plain.PlainOf(wire::BFLOAT16));
+  EXPECT_FALSE(plain.PlainOf(wire::FLOAT16));
+  std::vector<float> by_value(values.size());
+  WidenValues(payload.data(), values.size(), wire::BFLOAT16, by_value.data());
+  ASSERT_EQ(by_widen.size(), by_value.size() * sizeof(float));
+  EXPECT_EQ(std::memcmp(by_widen.data(), by_value.data(), by_widen.size()), 0);
+  plain.Widened(&segs);
+  EXPECT_FALSE(plain.encoded());
+  EXPECT_TRUE(plain.CheckPayload(by_widen.size()).ok());
+  for (int i = 0; i < segs.size(); ++i) {
+    EXPECT_EQ(segs[i].SerializeAsString(), copy[i].SerializeAsString()) << "segment " << i;
+    EXPECT_EQ(plain.parts()[i].wire_offset, widen.parts()[i].wire_offset);
+  }
+
+  google::protobuf::RepeatedPtrField<wire::Segment> mixed;
+  *mixed.Add() = Dense("w", 0, 10);
+  *mixed.Add() = Dense("w", 1, 10);
+  mixed[0].set_dtype(wire::BFLOAT16);
+  mixed[1].set_dtype(wire::FLOAT16);
+  EXPECT_FALSE(read(&mixed).PlainOf(wire::BFLOAT16));
+  mixed[1].set_dtype(wire::BFLOAT16);
+  mixed[1].set_coding(wire::TOP_K);
+  mixed[1].set_nonzeros(2);
+  EXPECT_FALSE(read(&mixed).PlainOf(wire::BFLOAT16));
 }
 
 }  // namespace

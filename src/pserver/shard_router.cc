@@ -48,6 +48,13 @@ bool PeekIsReplicate(std::string_view header) {
 ShardRouter::ShardRouter(int shards, MakeBackup make_backup)
     : shards_(shards), make_backup_(std::move(make_backup)), services_(static_cast<size_t>(shards)) {}
 
+RequestWatcher* ShardRouter::Watch(std::string_view header, size_t payload_bytes) {
+  const int shard = PeekPserverIndex(header);
+  if (shard < 0 || shard >= shards_) return nullptr;
+  std::shared_ptr<PserverService> s = Get(shard);
+  return s ? s->Watch(header, payload_bytes) : nullptr;
+}
+
 void ShardRouter::Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) {
   const int shard = PeekPserverIndex(header);
   if (shard < 0 || shard >= shards_) {

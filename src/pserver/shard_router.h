@@ -29,6 +29,7 @@ class ShardRouter : public RequestHandler {
   using MakeBackup = std::function<std::shared_ptr<PserverService>(int shard)>;
   ShardRouter(int shards, MakeBackup make_backup);
 
+  RequestWatcher* Watch(std::string_view header, size_t payload_bytes) override;
   void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> responder) override;
 
   std::shared_ptr<PserverService> Get(int shard) const;

@@ -52,7 +52,8 @@ class ShmChannel : public MessageChannel {
     return SendGreeting(fd_.get(), greeting, &deadline);
   }
 
-  Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
+  Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload,
+                     RequestHandler* /*handler: the payload is whole in the region*/) override {
     uint8_t pre[kFramePreambleBytes];
     UniqueFd fd;
     SpinUntilReadable(fd_.get(), busy_poll_);

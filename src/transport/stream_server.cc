@@ -123,7 +123,7 @@ void StreamServer::Connection::Run() {
     uint64_t id = 0;
     std::string_view header;
     ConstBuffer payload;
-    Status s = channel_->ReadRequest(&id, &header, &payload);
+    Status s = channel_->ReadRequest(&id, &header, &payload, handler_);
     if (!s.ok()) {
       bool quiet = s.code() == StatusCode::kCancelled;
       {

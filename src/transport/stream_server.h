@@ -33,8 +33,10 @@ class MessageChannel {
   virtual Status Open(const Deadline& deadline) = 0;
   // Reads the next request; the views stay valid until the next ReadRequest. Cancelled when the
   // peer closed cleanly between messages; Unauthenticated (with *id set) when its job MAC does
-  // not check, before its payload is read; another error (with what was wrong) otherwise.
-  virtual Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) = 0;
+  // not check, before its payload is read; another error (with what was wrong) otherwise. A
+  // channel that reads a payload a receive at a time tells `handler`'s watcher (Watch) of it.
+  virtual Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload,
+                             RequestHandler* handler) = 0;
   // Tells the peer its request `id` was refused (a refusal frame, frame_auth.h), best effort.
   virtual void WriteRefusal(uint64_t id) = 0;
   // Reusable memory for a reply payload of `bytes`.

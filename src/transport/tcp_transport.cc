@@ -24,9 +24,14 @@
 namespace tessera {
 namespace {
 
+// Bytes of a watched request's payload read between two calls of its watcher.
+constexpr size_t kWatchedRun = size_t{256} << 10;
+
 // Reads `n` bytes into buf at `off`, growing the buffer only as bytes arrive (a frame that
-// claims a large length but sends little costs little memory).
-Status ReadGrowing(StreamReader& reader, AlignedBuffer& buf, size_t off, size_t n, const Deadline* deadline) {
+// claims a large length but sends little costs little memory); `watcher` (if any) is told after
+// every run of kWatchedRun.
+Status ReadGrowing(StreamReader& reader, AlignedBuffer& buf, size_t off, size_t n, const Deadline* deadline,
+                   RequestWatcher* watcher = nullptr) {
   size_t got = 0;
   while (got < n) {
     size_t chunk = std::min(n - got, std::max<size_t>(got, size_t{1} << 20));
@@ -35,7 +40,13 @@ Status ReadGrowing(StreamReader& reader, AlignedBuffer& buf, size_t off, size_t 
     } catch (const std::bad_alloc&) {
       return Status::ResourceExhausted("out of memory for a frame of " + std::to_string(n) + " bytes");
     }
-    TESSERA_RETURN_IF_ERROR(reader.Read(buf.data() + off + got, chunk, deadline));
+    const size_t run = watcher ? kWatchedRun : chunk;
+    for (size_t done = 0; done < chunk;) {  // bounded: every turn reads at least a byte
+      const size_t step = std::min(run, chunk - done);
+      TESSERA_RETURN_IF_ERROR(reader.Read(buf.data() + off + got + done, step, deadline));
+      done += step;
+      if (watcher) watcher->Arrived(buf.data() + off, got + done);
+    }
     got += chunk;
   }
   return Status::OK();
@@ -84,7 +95,8 @@ class TcpChannel : public MessageChannel {
     return Send(fd_.get(), tls_.get(), &iov, 1, &deadline);
   }
 
-  Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload) override {
+  Status ReadRequest(uint64_t* id, std::string_view* header, ConstBuffer* payload,
+                     RequestHandler* handler) override {
     uint8_t pre[kFramePreambleBytes];
     const uint64_t before = reader_.total_read();
     reader_.AwaitMessage(busy_poll_);
@@ -106,7 +118,11 @@ class TcpChannel : public MessageChannel {
         *id = p.request_id;
         return a;
       }
-      s = ReadGrowing(reader_, in_, poff, p.payload_len, nullptr);
+      RequestWatcher* watcher =
+          handler && p.payload_len > 0
+              ? handler->Watch(std::string_view(in_.data(), p.header_len), p.payload_len)
+              : nullptr;
+      s = ReadGrowing(reader_, in_, poff, p.payload_len, nullptr, watcher);
     }
     if (!s.ok()) {
       return Status(s.code() == StatusCode::kResourceExhausted ? s.code() : StatusCode::kUnavailable,

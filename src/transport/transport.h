@@ -146,9 +146,22 @@ class Responder {
   virtual void Send(std::string_view header, std::span<const ConstBuffer> payload) = 0;
 };
 
+// A handler's reader of a request's payload as its bytes come (tcp tells one; the other
+// transports do not). Arrived runs on the thread that then calls Handle, after each receive,
+// with the payload's first `bytes` at `payload` (the place may move from one call to the next),
+// growing to all of it; a request whose connection breaks may end without it.
+class RequestWatcher {
+ public:
+  virtual ~RequestWatcher() = default;
+  virtual void Arrived(const char* payload, size_t bytes) = 0;
+};
+
 class RequestHandler {
  public:
   virtual ~RequestHandler() = default;
+  // Once a request's header is read and checked, before any of its payload (tcp): a watcher to
+  // tell of the payload as it comes, or null (the default). It lives until Handle returns.
+  virtual RequestWatcher* Watch(std::string_view header, size_t payload_bytes) { return nullptr; }
   // `header` and `payload` are valid only during this call: keep copies of what you need later.
   virtual void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> responder) = 0;
 };

@@ -44,6 +44,11 @@ class TestHandler : public RequestHandler {
       request_payloads_.insert(payload.data);
     }
     std::string h(header);
+    if (h == "watched") {
+      std::lock_guard<std::mutex> lock(mu_);
+      handled_whole_ = watcher_.seen.size() == payload.size &&
+                       std::memcmp(watcher_.seen.data(), payload.data, payload.size) == 0;
+    }
     if (h == "never") {
       std::lock_guard<std::mutex> lock(mu_);
       kept_.push_back(std::move(r));
@@ -110,7 +115,49 @@ class TestHandler : public RequestHandler {
     request_payloads_.clear();
   }
 
+  // "watched": its payload as it comes (Watch), each time checked against what has come.
+  struct PayloadWatcher : RequestWatcher {
+    std::string header;
+    size_t expected = 0;
+    std::vector<size_t> told;
+    std::string seen;          // the payload's bytes as told, copied as they came
+    bool moved_bytes = false;  // a byte told before was not there any more
+    std::mutex* mu = nullptr;  // the handler's: the test reads what was told from its thread
+    void Arrived(const char* payload, size_t bytes) override {
+      std::lock_guard<std::mutex> lock(*mu);
+      told.push_back(bytes);
+      moved_bytes = moved_bytes || (!seen.empty() && std::memcmp(payload, seen.data(), seen.size()) != 0);
+      if (bytes > seen.size()) seen.append(payload + seen.size(), bytes - seen.size());
+    }
+  };
+  RequestWatcher* Watch(std::string_view header, size_t payload_bytes) override {
+    if (header != "watched") return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    watcher_ = PayloadWatcher{};
+    watcher_.mu = &mu_;
+    watcher_.header = header;
+    watcher_.expected = payload_bytes;
+    ++watched_;
+    return &watcher_;
+  }
+  int watched() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return watched_;
+  }
+  PayloadWatcher watcher() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return watcher_;
+  }
+  // Whether the last "watched" request's payload had all come, as told, when it was handled.
+  bool handled_whole() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return handled_whole_;
+  }
+
  private:
+  PayloadWatcher watcher_;  // the connection's thread only: Watch, Arrived, Handle
+  int watched_ = 0;
+  bool handled_whole_ = false;
   std::mutex mu_;
   std::vector<std::unique_ptr<Responder>> kept_;
   std::vector<std::thread> threads_;
@@ -285,6 +332,37 @@ TEST_P(TransportTest, APayloadMadeAsItIsSentArrivesWhole) {
   }
   // The next call, without a filler, is unchanged.
   RoundTrip(1000);
+}
+
+// Over tcp the handler's watcher (RequestHandler::Watch) is asked for once the header is read,
+// then told how far the payload has come, growing to all of it, each time with every byte before
+// that point in place, before the request is handled. The other transports do not ask.
+TEST_P(TransportTest, ARequestTellsItsHandlersWatcherHowFarItHasComeOverTcp) {
+  constexpr size_t n = (size_t{6} << 20) + 5;
+  std::vector<char> data(n);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(i * 131 + 7);
+  std::vector<char> got(n);
+  ConstBuffer out{data.data(), n};
+  MutableBuffer in{got.data(), n};
+  auto r = conn_->Call("watched", {&out, 1}, {&in, 1}, std::chrono::seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->payload_bytes, n);
+  if (kind() != TransportKind::kTcp) {
+    EXPECT_EQ(handler_.watched(), 0);
+    return;
+  }
+  ASSERT_EQ(handler_.watched(), 1);
+  const auto w = handler_.watcher();
+  EXPECT_EQ(w.header, "watched");
+  EXPECT_EQ(w.expected, n);
+  ASSERT_GE(w.told.size(), 6u) << "6 MB in runs of 256 KiB";
+  EXPECT_TRUE(std::is_sorted(w.told.begin(), w.told.end()));
+  EXPECT_EQ(w.told.back(), n);
+  EXPECT_FALSE(w.moved_bytes);
+  EXPECT_TRUE(handler_.handled_whole());
+  // A request its handler does not watch is read as before.
+  RoundTrip(1000);
+  EXPECT_EQ(handler_.watched(), 1);
 }
 
 TEST_P(TransportTest, RepliesSentLaterFromAnotherThreadArrive) {

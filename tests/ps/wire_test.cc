@@ -8,6 +8,7 @@
 #include <numeric>
 #include <thread>
 
+#include "common/files.h"
 #include "job/wire_codec.h"
 #include "ps/ps_fixture.h"
 
@@ -113,6 +114,48 @@ TEST_F(WireTest, HalfPrecisionRepliesOverTcpAreWidenedExactlyAsTheyCome) {
     for (int s = 0; s < kSteps; ++s) want -= 0.5f * (grad(0, j) + grad(1, j)) / 2;
     ASSERT_EQ(w[j], want) << "element " << j;
   }
+}
+
+// Over TCP a large push in half precision is widened and scanned as its bytes come
+// (pserver/push_widener.h). One pserver scans for the trainer (it waits for its step): a NaN in
+// the push is found there, named within the parameter, and the step goes on without the
+// gradient; the steps around it are exactly the float32 ones.
+TEST_F(WireTest, AHalfPushWidenedAsItCameIsScannedOnTheWay) {
+  constexpr int kBig = 1 << 20;  // 2 MB of bfloat16 a push
+  constexpr int kBad = 1000000;
+  const std::string job = "wire-widened";
+  wire_ = *WireChoice::Parse("bf16");
+  MakeJob(job, 1, "sync", "sgd:lr=0.5", 1 << 18, 1);
+  StartPserver(job);
+  ASSERT_TRUE(WaitForPservers(job, 1));
+  ClientOptions o = ClientFor(job, "0");
+  o.transport = "tcp";
+  auto c = Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  std::vector<float> w(kBig, 0.5f), g(kBig);
+  ASSERT_TRUE((*c)->AddDense("w", w.data(), w.size()).ok());
+  ASSERT_TRUE((*c)->Initialize().ok());
+  auto grad = [](int j) { return static_cast<float>((j % 5) - 2) / 8; };
+  for (int s = 0; s < 3; ++s) {
+    for (int j = 0; j < kBig; ++j) g[j] = grad(j);
+    if (s == 1) g[kBad] = std::nanf("");
+    Gradients grads;
+    grads.Dense("w", g);
+    grads.samples = 1;
+    Handle h = (*c)->PushPullAndWait(grads);
+    ASSERT_TRUE(h.Wait().ok()) << "step " << s;
+    EXPECT_EQ(h.skipped(), s == 1) << "step " << s;
+  }
+  for (int j = 0; j < kBig; ++j) ASSERT_EQ(w[j], 0.5f - 2 * 0.5f * grad(j)) << "element " << j;
+  EXPECT_TRUE((*c)->Close().ok());
+  EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_pushes_widened_as_they_came_total"), 3);
+  EXPECT_EQ(PserverMetric(job, 0, "tessera_pserver_skipped_pushes_total"), 1);
+  auto log = ReadFile(dir_ + "/pserver0.log");
+  ASSERT_TRUE(log.ok());
+  EXPECT_NE(log->find("gradient for 'w' element " + std::to_string(kBad) +
+                      " is not finite (NaN or infinity) (found by this pserver's scan)"),
+            std::string::npos)
+      << *log;
 }
 
 // A format per parameter: the one named travels in its own format, whatever the job's for the
