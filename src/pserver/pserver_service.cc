@@ -93,7 +93,10 @@ class HandleTimer {
 
 RequestWatcher* PserverService::Watch(std::string_view header, size_t payload_bytes) {
   PushWidener& w = PushWidener::ForThisThread();
-  return w.Begin(header, payload_bytes) ? &w : nullptr;
+  // No larger than a push whose segments this shard has read: what the widener allocates is
+  // bounded by the model, not by what a peer claims. (Begin forgets the request before, always.)
+  const bool sized = payload_bytes <= watch_limit_.load(std::memory_order_relaxed);
+  return w.Begin(header, sized ? payload_bytes : 0) ? &w : nullptr;
 }
 
 void PserverService::Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> r) {
@@ -252,19 +255,20 @@ Status PserverService::CheckData(wire::DataRequest& req, ConstBuffer* payload, i
   c->received_bytes = payload->size;
   if (push->encoded()) {
     // Decoded into float32 before anything reads it; the pserver's state stays float32.
+    // Pushes this large are known good in size: the next may be widened as it comes (Watch).
+    if (payload->size > watch_limit_.load(std::memory_order_relaxed))
+      watch_limit_.store(payload->size, std::memory_order_relaxed);
     PushWidener& came = PushWidener::ForThisThread();
+    c->widened = came.floats();  // the connection thread's buffer, grown once, either way
     if (came.Take(payload->size) && push->PlainOf(came.dtype())) {
       // Widened and scanned as its bytes came (tcp), value by value: what Widen would make.
-      c->widened = came.floats();
       push->Widened(req.mutable_push());
       nonfinite = came.first_nonfinite();
       ++counters_.widened_as_they_came;
     } else {
-      thread_local std::string widened;  // grown once per connection's thread
-      c->widened = &widened;
       TESSERA_RETURN_IF_ERROR(push->Widen(payload->data, req.mutable_push(), c->widened));
-      nonfinite = FirstNonFinite(reinterpret_cast<const float*>(widened.data()),
-                                 widened.size() / sizeof(float), pool_.get());
+      nonfinite = FirstNonFinite(reinterpret_cast<const float*>(c->widened->data()),
+                                 c->widened->size() / sizeof(float), pool_.get());
     }
     *payload = ConstBuffer{c->widened->data(), c->widened->size()};
   }

@@ -99,7 +99,8 @@ class PserverService : public RequestHandler {
   explicit PserverService(PserverServiceOptions options);
   ~PserverService() override;
 
-  // A push in half precision is widened as it comes over tcp (pserver/push_widener.h).
+  // A push in half precision is widened as it comes over tcp (pserver/push_widener.h), if it is
+  // no larger than one whose segments this shard has read.
   RequestWatcher* Watch(std::string_view header, size_t payload_bytes) override;
   void Handle(std::string_view header, ConstBuffer payload, std::unique_ptr<Responder> responder) override;
 
@@ -312,6 +313,7 @@ class PserverService : public RequestHandler {
   PserverServiceOptions options_;
   std::atomic<bool> serving_{true};
   std::atomic<int> data_in_progress_{0};     // HandleData calls under way
+  std::atomic<size_t> watch_limit_{0};       // the largest coded push whose segments were read
   std::atomic<int64_t> data_overlapped_{0};  // ... begun while another was under way
   std::unique_ptr<WorkPool> pool_;           // null: one thread
   // Due snapshots for the checkpoint thread (its own lock, taken inside mu_). A step's replies
