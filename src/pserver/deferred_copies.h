@@ -1,13 +1,14 @@
 // DeferredCopies: copies of shard values into pull replies (as they are, or narrowed to a wire
 // format's half precision), done after the pserver lets go of its lock. A reply's copy is registered under
 // the lock (Add) with the values as they are then; it is done by whichever comes first:
-//  - the thread that sends the reply, after unlocking (Ticket::Run): pulls copy in parallel with
-//    each other and with the handling of other requests;
-//  - a writer about to change or move values, still under the lock (Flush): it runs the copies
-//    nobody started and waits for those under way, so a reply never holds values of a version
+//  - the thread that sends the reply, after unlocking (Ticket::Run), or as it sends it, a run of
+//    parts before each run of the reply goes (Ticket::RunUpTo): pulls copy in parallel with each
+//    other and with the handling of other requests;
+//  - a writer about to change or move values, still under the lock (Flush): it makes what nobody
+//    made yet, after waiting for a run under way, so a reply never holds values of a version
 //    other than the one it names.
-// A ticket dropped without Run cancels its copy (its destination goes with the reply), or waits
-// for a writer copying into it.
+// A ticket dropped before its copy is done cancels the rest (its destination goes with the
+// reply), or waits for a writer copying into it.
 //
 // Thread-safety: Add and Flush under the owner's lock; a Ticket from the thread that holds it.
 #pragma once
@@ -48,6 +49,9 @@ class DeferredCopies {
     ~Ticket() { Cancel(); }
     // Does the copy, or waits for the writer doing it; after this the destination holds it.
     void Run();
+    // Does the parts whose places begin before `end` (a reply made as it is sent: each run of it
+    // before it goes), or waits for a writer doing them. Run or a writer's Flush does the rest.
+    void RunUpTo(const void* end);
     bool empty() const { return job_ == nullptr; }
 
    private:

@@ -46,6 +46,37 @@ TEST(DeferredCopiesTest, ACopyMayNarrowTheValuesOnTheWay) {
   EXPECT_EQ(NarrowFunction(wire::FLOAT32), nullptr) << "float32 is copied as it is";
 }
 
+// A reply made as it is sent (RunUpTo): each run makes the parts that begin before its end, in
+// the order of their places whatever order they were given in; a writer's Flush makes the rest
+// with the values they were registered with; a ticket dropped part way makes nothing more.
+TEST(DeferredCopiesTest, ACopyMadeInRunsAsItsReplyGoesIsFinishedByAWriterOrCancelled) {
+  DeferredCopies copies;
+  std::vector<float> src = {1, 2, 3, 4, 5, 6};
+  std::vector<float> out(6, 0), dropped(6, 0);
+  // Parts given out of order: [4, 6), [0, 2), [2, 4).
+  auto parts = [&](std::vector<float>& to) {
+    return std::vector<DeferredCopies::Part>{
+        {src.data() + 4, to.data() + 4, 2}, {src.data(), to.data(), 2}, {src.data() + 2, to.data() + 2, 2}};
+  };
+  auto t = copies.Add(parts(out));
+  auto d = copies.Add(parts(dropped));
+  t.RunUpTo(out.data() + 1);  // inside the first part: all of it
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 0, 0, 0, 0}));
+  t.RunUpTo(out.data() + 2);  // where the second begins: not it
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 0, 0, 0, 0}));
+  d.RunUpTo(dropped.data() + 3);
+  EXPECT_EQ(dropped, (std::vector<float>{1, 2, 3, 4, 0, 0}));
+  d = DeferredCopies::Ticket();  // the reply went nowhere: the rest is never made
+  copies.Flush();                // a writer is about to change src
+  src.assign(6, 9);
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(dropped, (std::vector<float>{1, 2, 3, 4, 0, 0}));
+  t.RunUpTo(out.data() + 6);
+  t.Run();
+  EXPECT_EQ(out, (std::vector<float>{1, 2, 3, 4, 5, 6}));
+  EXPECT_EQ(copies.pending(), 0u);
+}
+
 TEST(DeferredCopiesTest, AWriterFlushesFirstAndTheReplyKeepsTheValuesItWasRegisteredWith) {
   DeferredCopies copies;
   std::vector<float> src = {1, 2}, a(2, 0), b(2, 0);

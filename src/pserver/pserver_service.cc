@@ -59,9 +59,34 @@ void PserverService::SendError(Responder& r, const Status& s, Reason reason, int
   r.Send(h, {});
 }
 
+namespace {
+
+// A reply's copy made as the reply goes (Responder::SendMade): the parts before each run of it.
+class CopiedAsSent : public PayloadFiller {
+ public:
+  CopiedAsSent(DeferredCopies::Ticket copy, const char* base) : copy_(std::move(copy)), base_(base) {}
+  void Fill(size_t bytes) override { copy_.RunUpTo(base_ + bytes); }
+
+ private:
+  DeferredCopies::Ticket copy_;  // dropped with the filler: what was not made is cancelled
+  const char* base_;
+};
+
+// Replies this large are made as they go: over tcp their copy (a narrowing, for a half-precision
+// pull: 10 ms for 55 MB of values) overlaps the link instead of delaying its first byte.
+constexpr size_t kMadeAsSentBytes = size_t{1} << 20;
+
+}  // namespace
+
 void PserverService::Send(Reply& reply) {
-  reply.copy.Run();
   thread_local std::string h;  // reused: no allocation per reply once grown
+  if (!reply.copy.empty() && reply.payload.size >= kMadeAsSentBytes) {
+    reply.header.SerializeToString(&h);
+    const char* base = static_cast<const char*>(reply.payload.data);
+    reply.responder->SendMade(h, reply.payload, std::make_unique<CopiedAsSent>(std::move(reply.copy), base));
+    return;
+  }
+  reply.copy.Run();
   reply.header.SerializeToString(&h);
   ConstBuffer b{reply.payload.data, reply.payload.size};
   reply.responder->Send(

@@ -133,9 +133,10 @@ class ShmChannel : public MessageChannel {
     return {own_.data(), bytes};
   }
 
-  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
-                    const Deadline& deadline) override {
+  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes, const Deadline& deadline,
+                    PayloadFiller* filler) override {
     if (!broken_.ok()) return broken_;
+    if (filler) filler->Fill(payload_bytes);  // the peer reads it whole, in place
     const bool in_window = reply_in_window_ && payload_bytes > 0;
     const size_t region_payload = in_window ? 0 : payload_bytes;
     const size_t hoff = PayloadAlign(region_payload);

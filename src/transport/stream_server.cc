@@ -36,7 +36,8 @@ class StreamServer::Connection : public std::enable_shared_from_this<StreamServe
   void ResponderMade();
   void ResponderGone();
   MutableBuffer Allocate(uint64_t id, size_t bytes);
-  void Complete(uint64_t id, std::string_view header, std::span<const ConstBuffer> payload);
+  void Complete(uint64_t id, std::string_view header, std::span<const ConstBuffer> payload,
+                std::unique_ptr<PayloadFiller> filler = nullptr);
   void Abandon(uint64_t id);
 
  private:
@@ -69,6 +70,7 @@ class StreamServer::Connection : public std::enable_shared_from_this<StreamServe
   int responders_ = 0;
   std::string reply_header_;
   size_t reply_bytes_ = 0;
+  std::unique_ptr<PayloadFiller> reply_filler_;  // makes the lent reply as it is written
   MutableBuffer lent_{};
   AlignedBuffer scratch_;  // for a responder whose request is over (its reply goes nowhere)
 };
@@ -90,6 +92,13 @@ class StreamResponder : public Responder {
     if (sent_) return;
     sent_ = true;
     conn_->Complete(id_, header, payload);
+  }
+  void SendMade(std::string_view header, MutableBuffer payload,
+                std::unique_ptr<PayloadFiller> filler) override {
+    if (sent_) return;
+    sent_ = true;
+    const ConstBuffer b{payload.data, payload.size};
+    conn_->Complete(id_, header, std::span<const ConstBuffer>(&b, 1), std::move(filler));
   }
 
  private:
@@ -149,14 +158,30 @@ void StreamServer::Connection::Run() {
     }
     handler_->Handle(header, payload, std::make_unique<StreamResponder>(shared_from_this(), id));
     if (!WaitReply()) break;
-    // The reply buffer is not touched by anyone else until the next request is handed out.
-    Status w = channel_->WriteReply(id, reply_header_, reply_bytes_, Deadline(options_.send_timeout));
+    // The reply buffer is not touched by anyone else until the next request is handed out (but
+    // for its filler, which writes only what it has not made yet).
+    std::unique_ptr<PayloadFiller> filler;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      filler = std::move(reply_filler_);
+    }
+    Status w =
+        channel_->WriteReply(id, reply_header_, reply_bytes_, Deadline(options_.send_timeout), filler.get());
+    filler.reset();
     if (!w.ok()) {
       spdlog::warn("{} data plane: closing the connection to {}: the reply could not be sent: {}",
                    server_name_, peer_, w.message());
       break;
     }
   }
+  // A reply never written: its filler goes first (it cancels its copy, or waits for a writer
+  // making it), while the memory it was to make is still there.
+  std::unique_ptr<PayloadFiller> unsent;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    unsent = std::move(reply_filler_);
+  }
+  unsent.reset();
   {
     std::lock_guard<std::mutex> lock(mu_);
     closed_ = true;
@@ -228,12 +253,19 @@ MutableBuffer StreamServer::Connection::Allocate(uint64_t id, size_t bytes) {
 }
 
 void StreamServer::Connection::Complete(uint64_t id, std::string_view header,
-                                        std::span<const ConstBuffer> payload) {
-  std::lock_guard<std::mutex> lock(mu_);
-  if (closed_ || !in_request_ || id != current_id_ || ready_) return;
+                                        std::span<const ConstBuffer> payload,
+                                        std::unique_ptr<PayloadFiller> filler) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (closed_ || !in_request_ || id != current_id_ || ready_) {
+    lock.unlock();
+    filler.reset();  // outside the lock: it may wait for a copy into the memory it was to make
+    return;
+  }
   reply_header_.assign(header.data(), header.size());
   const size_t n = TotalSize(payload);
   const bool in_place = payload.size() == 1 && payload[0].data == lent_.data && payload[0].size <= lent_.size;
+  if (filler && !in_place) filler->Fill(n);  // copied below: made whole first
+  if (filler && in_place) reply_filler_ = std::move(filler);
   if (!in_place && n > 0) {
     MutableBuffer b = channel_->ReplyBuffer(n);
     size_t off = 0;

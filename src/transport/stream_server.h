@@ -41,9 +41,10 @@ class MessageChannel {
   virtual void WriteRefusal(uint64_t id) = 0;
   // Reusable memory for a reply payload of `bytes`.
   virtual MutableBuffer ReplyBuffer(size_t bytes) = 0;
-  // Writes a reply: `header` and the first `payload_bytes` of the reply buffer.
+  // Writes a reply: `header` and the first `payload_bytes` of the reply buffer, made by `filler`
+  // (if any) as it is written: a run at a time, or all of it first.
   virtual Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
-                            const Deadline& deadline) = 0;
+                            const Deadline& deadline, PayloadFiller* filler) = 0;
 };
 
 class StreamServer : public ServerTransport {

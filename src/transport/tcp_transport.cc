@@ -57,6 +57,43 @@ Status Send(int fd, TlsStream* tls, iovec* iov, size_t n, const Deadline* deadli
   return tls ? tls->WriteFully(iov, n, deadline) : WriteFully(fd, iov, n, deadline);
 }
 
+// A payload made as it is sent (PayloadFiller): the first run small, so its bytes leave at once.
+constexpr size_t kFirstFillRun = size_t{256} << 10;
+constexpr size_t kFillRun = size_t{1} << 20;
+
+// The preamble, the header and the payload of a frame (`iov`: scratch, reused from frame to
+// frame). A payload made as it is sent goes a run at a time, each made just before it is written,
+// while the link carries the runs before it.
+Status SendFrame(int fd, TlsStream* tls, uint8_t* pre, std::string_view header,
+                 std::span<const ConstBuffer> payload, const Deadline& d, std::vector<iovec>& iov) {
+  iov.clear();
+  iov.push_back({pre, kFramePreambleBytes});
+  iov.push_back({const_cast<char*>(header.data()), header.size()});
+  PayloadFiller* filler = payload.empty() ? nullptr : payload[0].filler;
+  if (!filler) {
+    for (const auto& b : payload) {
+      if (b.size) iov.push_back({const_cast<void*>(b.data), b.size});
+    }
+    return Send(fd, tls, iov.data(), iov.size(), &d);
+  }
+  size_t sent = 0, run = kFirstFillRun;
+  for (const auto& b : payload) {
+    const char* data = static_cast<const char*>(b.data);
+    // Bounded by the buffer's size: every turn sends at least one byte of it.
+    for (size_t off = 0; off < b.size;) {
+      const size_t take = std::min(run, b.size - off);
+      filler->Fill(sent + take);
+      iov.push_back({const_cast<char*>(data + off), take});
+      TESSERA_RETURN_IF_ERROR(Send(fd, tls, iov.data(), iov.size(), &d));
+      iov.clear();
+      off += take;
+      sent += take;
+      run = kFillRun;
+    }
+  }
+  return iov.empty() ? Status::OK() : Send(fd, tls, iov.data(), iov.size(), &d);
+}
+
 // The job's TLS context for one side, shared by a server's connections; null without TLS.
 StatusOr<std::shared_ptr<SSL_CTX>> ContextFor(const security::TlsConfig* tls, security::TlsSide side) {
   if (!tls) return std::shared_ptr<SSL_CTX>();
@@ -148,14 +185,13 @@ class TcpChannel : public MessageChannel {
     (void)Send(fd_.get(), tls_.get(), &iov, 1, &d);
   }
 
-  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes,
-                    const Deadline& deadline) override {
+  Status WriteReply(uint64_t id, std::string_view header, size_t payload_bytes, const Deadline& deadline,
+                    PayloadFiller* filler) override {
     uint8_t pre[kFramePreambleBytes];
     EncodePreamble({FrameKind::kReply, 0, id, static_cast<uint32_t>(header.size()), payload_bytes}, pre);
     auth_.Sign(pre, header);
-    iovec iov[3] = {
-        {pre, sizeof pre}, {const_cast<char*>(header.data()), header.size()}, {out_.data(), payload_bytes}};
-    return Send(fd_.get(), tls_.get(), iov, 3, &deadline);
+    const ConstBuffer payload{out_.data(), payload_bytes, filler};
+    return SendFrame(fd_.get(), tls_.get(), pre, header, {&payload, 1}, deadline, iov_);
   }
 
  private:
@@ -167,6 +203,7 @@ class TcpChannel : public MessageChannel {
   std::unique_ptr<TlsStream> tls_;  // after the handshake, with TLS
   StreamReader reader_;
   AlignedBuffer in_, out_;
+  std::vector<iovec> iov_;  // a reply frame's, reused
 };
 
 class TcpServerTransport : public StreamServer {
@@ -263,7 +300,8 @@ class TcpConnection : public ClientConnection {
     EncodePreamble({FrameKind::kRequest, 0, id, static_cast<uint32_t>(header.size()), TotalSize(payload)},
                    pre);
     auth_->Sign(pre, header);
-    if (Status s = SendRequest(pre, header, payload, d); !s.ok()) return Fail(s, "send");
+    if (Status s = SendFrame(fd_.get(), tls_.get(), pre, header, payload, d, iov_); !s.ok())
+      return Fail(s, "send");
     {
       WaitingCall call;
       call.reply_fd = fd_.get();
@@ -295,42 +333,6 @@ class TcpConnection : public ClientConnection {
   void Abort() override { fd_.Abort(); }
 
  private:
-  // A payload made as it is sent (PayloadFiller): the first run small, so its bytes leave at once.
-  static constexpr size_t kFirstFillRun = size_t{256} << 10;
-  static constexpr size_t kFillRun = size_t{1} << 20;
-
-  // The preamble, the header and the payload. A payload made as it is sent goes a run at a time,
-  // each made just before it is written, while the link carries the runs before it.
-  Status SendRequest(uint8_t* pre, std::string_view header, std::span<const ConstBuffer> payload,
-                     const Deadline& d) {
-    iov_.clear();
-    iov_.push_back({pre, kFramePreambleBytes});
-    iov_.push_back({const_cast<char*>(header.data()), header.size()});
-    PayloadFiller* filler = payload.empty() ? nullptr : payload[0].filler;
-    if (!filler) {
-      for (const auto& b : payload) {
-        if (b.size) iov_.push_back({const_cast<void*>(b.data), b.size});
-      }
-      return Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d);
-    }
-    size_t sent = 0, run = kFirstFillRun;
-    for (const auto& b : payload) {
-      const char* data = static_cast<const char*>(b.data);
-      // Bounded by the buffer's size: every turn sends at least one byte of it.
-      for (size_t off = 0; off < b.size;) {
-        const size_t take = std::min(run, b.size - off);
-        filler->Fill(sent + take);
-        iov_.push_back({const_cast<char*>(data + off), take});
-        TESSERA_RETURN_IF_ERROR(Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d));
-        iov_.clear();
-        off += take;
-        sent += take;
-        run = kFillRun;
-      }
-    }
-    return iov_.empty() ? Status::OK() : Send(fd_.get(), tls_.get(), iov_.data(), iov_.size(), &d);
-  }
-
   // The handshake on a fresh socket; then reads and writes go through TLS.
   Status StartTls(const Deadline& d) {
     if (!tls_ctx_) {

@@ -144,6 +144,16 @@ class Responder {
   // At most one Allocate per responder.
   virtual MutableBuffer Allocate(size_t bytes) = 0;
   virtual void Send(std::string_view header, std::span<const ConstBuffer> payload) = 0;
+  // Send for a payload made as it is sent: `payload` is this responder's Allocate memory, and
+  // `filler` makes it (PayloadFiller), kept until the reply is written or dropped. Over tcp the
+  // connection's thread makes a run at a time while the runs before go; the default makes all of
+  // it here, then sends.
+  virtual void SendMade(std::string_view header, MutableBuffer payload,
+                        std::unique_ptr<PayloadFiller> filler) {
+    filler->Fill(payload.size);
+    const ConstBuffer b{payload.data, payload.size};
+    Send(header, payload.size ? std::span<const ConstBuffer>(&b, 1) : std::span<const ConstBuffer>{});
+  }
 };
 
 // A handler's reader of a request's payload as its bytes come (tcp tells one; the other

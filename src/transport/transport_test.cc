@@ -49,6 +49,15 @@ class TestHandler : public RequestHandler {
       handled_whole_ = watcher_.seen.size() == payload.size &&
                        std::memcmp(watcher_.seen.data(), payload.data, payload.size) == 0;
     }
+    if (h == "made") {  // the payload reversed as ever, made as it is sent
+      MutableBuffer out = r->Allocate(payload.size);
+      auto filler = std::make_unique<ReplyFiller>();
+      filler->in = std::string(static_cast<const char*>(payload.data), payload.size);
+      filler->out = static_cast<char*>(out.data);
+      filler->handler = this;
+      r->SendMade("re:made", out, std::move(filler));
+      return;
+    }
     if (h == "never") {
       std::lock_guard<std::mutex> lock(mu_);
       kept_.push_back(std::move(r));
@@ -115,6 +124,34 @@ class TestHandler : public RequestHandler {
     request_payloads_.clear();
   }
 
+  // "made": its reply made as it is sent (Responder::SendMade); what it was asked, and whether it
+  // is gone (the transport keeps it until the reply is written).
+  struct ReplyFiller : PayloadFiller {
+    std::string in;
+    char* out = nullptr;
+    size_t made = 0;
+    TestHandler* handler = nullptr;
+    void Fill(size_t bytes) override {
+      {
+        std::lock_guard<std::mutex> lock(handler->mu_);
+        handler->fills_.push_back(bytes);
+      }
+      for (; made < bytes && made < in.size(); ++made) out[made] = static_cast<char>(in[made] ^ 0x5a);
+    }
+    ~ReplyFiller() override {
+      std::lock_guard<std::mutex> lock(handler->mu_);
+      ++handler->fillers_gone_;
+    }
+  };
+  std::vector<size_t> fills() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fills_;
+  }
+  int fillers_gone() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return fillers_gone_;
+  }
+
   // "watched": its payload as it comes (Watch), each time checked against what has come.
   struct PayloadWatcher : RequestWatcher {
     std::string header;
@@ -155,6 +192,8 @@ class TestHandler : public RequestHandler {
   }
 
  private:
+  std::vector<size_t> fills_;
+  int fillers_gone_ = 0;
   PayloadWatcher watcher_;  // the connection's thread only: Watch, Arrived, Handle
   int watched_ = 0;
   bool handled_whole_ = false;
@@ -363,6 +402,36 @@ TEST_P(TransportTest, ARequestTellsItsHandlersWatcherHowFarItHasComeOverTcp) {
   // A request its handler does not watch is read as before.
   RoundTrip(1000);
   EXPECT_EQ(handler_.watched(), 1);
+}
+
+// A reply made as it is sent (Responder::SendMade) arrives whole. Over tcp the connection's
+// thread makes it a run at a time as it writes it; the other transports make all of it first.
+// The filler is kept until the reply is written, then dropped.
+TEST_P(TransportTest, AReplyMadeAsItIsSentArrivesWhole) {
+  constexpr size_t n = (size_t{5} << 20) + 7;
+  std::vector<char> data(n), got(n, 0);
+  for (size_t i = 0; i < n; ++i) data[i] = static_cast<char>(i * 131 + 7);
+  ConstBuffer out{data.data(), n};
+  MutableBuffer in{got.data(), n};
+  auto r = conn_->Call("made", {&out, 1}, {&in, 1}, std::chrono::seconds(30));
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->header, "re:made");
+  ASSERT_EQ(r->payload_bytes, n);
+  for (size_t i = 0; i < n; ++i) ASSERT_EQ(got[i], static_cast<char>(data[i] ^ 0x5a)) << "byte " << i;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (handler_.fillers_gone() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  EXPECT_EQ(handler_.fillers_gone(), 1);
+  const std::vector<size_t> fills = handler_.fills();
+  ASSERT_FALSE(fills.empty());
+  EXPECT_TRUE(std::is_sorted(fills.begin(), fills.end()));
+  EXPECT_EQ(fills.back(), n);
+  if (kind() == TransportKind::kTcp) {
+    EXPECT_GE(fills.size(), 5u) << "5 MB in runs of at most 1 MiB";
+  } else {
+    EXPECT_EQ(fills.size(), 1u);
+  }
+  RoundTrip(1000);
 }
 
 TEST_P(TransportTest, RepliesSentLaterFromAnotherThreadArrive) {
