@@ -17,19 +17,23 @@ class FloatCursor {
   explicit FloatCursor(std::span<const Buffer> bufs) {
     for (const auto& b : bufs) pieces_.push_back({static_cast<const char*>(b.data), b.size});
   }
-  // The next n floats: in place when they lie in one buffer, else gathered into `scratch`. Null
-  // when fewer are left.
-  const float* Next(size_t n, std::vector<float>* scratch) {
-    size_t bytes = n * sizeof(float);
+  // The next n floats where they lie, if in one buffer; else null, and the cursor stays.
+  const float* InPlace(size_t n) {
+    const size_t bytes = n * sizeof(float);
     while (at_ < pieces_.size() && off_ == pieces_[at_].second) {
       ++at_;
       off_ = 0;
     }
-    if (at_ < pieces_.size() && pieces_[at_].second - off_ >= bytes) {
-      const float* p = reinterpret_cast<const float*>(pieces_[at_].first + off_);
-      off_ += bytes;
-      return p;
-    }
+    if (at_ == pieces_.size() || pieces_[at_].second - off_ < bytes) return nullptr;
+    const float* p = reinterpret_cast<const float*>(pieces_[at_].first + off_);
+    off_ += bytes;
+    return p;
+  }
+  // The next n floats: in place when they lie in one buffer, else gathered into `scratch`. Null
+  // when fewer are left.
+  const float* Next(size_t n, std::vector<float>* scratch) {
+    if (const float* p = InPlace(n)) return p;
+    size_t bytes = n * sizeof(float);
     scratch->resize(n);
     char* out = reinterpret_cast<char*>(scratch->data());
     while (bytes > 0) {
@@ -115,21 +119,16 @@ void NarrowedPush::Fill(size_t bytes) {
 
 std::shared_ptr<NarrowedPush> WireCoder::Streamed(const LinkCall& call) const {
   std::vector<NarrowedPush::Run> runs;
-  size_t at = 0, buf = 0, off = 0;
+  FloatCursor in{std::span<const ConstBuffer>(call.payload)};
+  size_t at = 0;
   for (const wire::Segment& seg : call.req.push()) {
     const size_t width = ValueBytes(seg.dtype());
     if (seg.coding() != wire::PLAIN || width == 0) return nullptr;
     const size_t n = Elements(seg);
     if (n == 0) continue;
-    // Its gradients in one buffer, from where the segment before ended.
-    while (buf < call.payload.size() && off == call.payload[buf].size) {
-      ++buf;
-      off = 0;
-    }
-    if (buf == call.payload.size() || call.payload[buf].size - off < n * sizeof(float)) return nullptr;
-    runs.push_back({reinterpret_cast<const float*>(static_cast<const char*>(call.payload[buf].data) + off), n,
-                    seg.dtype(), at});
-    off += n * sizeof(float);
+    const float* g = in.InPlace(n);  // its gradients in one buffer, or encoded at once
+    if (g == nullptr) return nullptr;
+    runs.push_back({g, n, seg.dtype(), at});
     at += n * width;
   }
   return std::make_shared<NarrowedPush>(std::move(runs), at);

@@ -80,14 +80,13 @@ constexpr size_t kMadeAsSentBytes = size_t{1} << 20;
 
 void PserverService::Send(Reply& reply) {
   thread_local std::string h;  // reused: no allocation per reply once grown
+  reply.header.SerializeToString(&h);
   if (!reply.copy.empty() && reply.payload.size >= kMadeAsSentBytes) {
-    reply.header.SerializeToString(&h);
     const char* base = static_cast<const char*>(reply.payload.data);
     reply.responder->SendMade(h, reply.payload, std::make_unique<CopiedAsSent>(std::move(reply.copy), base));
     return;
   }
   reply.copy.Run();
-  reply.header.SerializeToString(&h);
   ConstBuffer b{reply.payload.data, reply.payload.size};
   reply.responder->Send(
       h, reply.payload.size == 0 ? std::span<const ConstBuffer>{} : std::span<const ConstBuffer>(&b, 1));

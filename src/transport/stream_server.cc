@@ -43,8 +43,13 @@ class StreamServer::Connection : public std::enable_shared_from_this<StreamServe
  private:
   // Counts and logs a peer refused for its credentials.
   void Refused(const Status& s);
+  // Reads one request, hands it to the handler and writes its reply. False if the connection
+  // must close.
+  bool ServeOne();
   // Waits until the current request's reply is ready. False if the connection must close.
   bool WaitReply();
+  // The current reply's filler (PayloadFiller), if it has one; the connection no longer holds it.
+  std::unique_ptr<PayloadFiller> TakeReplyFiller();
   void Wake() {
     uint64_t one = 1;
     if (wake_.valid()) (void)!::write(wake_.get(), &one, sizeof one);
@@ -128,74 +133,73 @@ void StreamServer::Connection::Run() {
     finished_ = true;
     return;
   }
-  while (true) {
-    uint64_t id = 0;
-    std::string_view header;
-    ConstBuffer payload;
-    Status s = channel_->ReadRequest(&id, &header, &payload, handler_);
-    if (!s.ok()) {
-      bool quiet = s.code() == StatusCode::kCancelled;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        quiet = quiet || closed_;  // our own shutdown
-      }
-      if (s.code() == StatusCode::kUnauthenticated) {
-        Refused(s);  // counted before the peer hears of it
-        channel_->WriteRefusal(id);
-      } else if (!quiet) {
-        spdlog::warn("{} data plane: closing the connection from {}: {}", server_name_, peer_, s.message());
-      }
-      break;
-    }
-    DataPlaneWork work;  // until the reply is sent
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (closed_) break;
-      current_id_ = id;
-      in_request_ = true;
-      ready_ = abandoned_ = false;
-      lent_ = {};
-    }
-    handler_->Handle(header, payload, std::make_unique<StreamResponder>(shared_from_this(), id));
-    if (!WaitReply()) break;
-    // The reply buffer is not touched by anyone else until the next request is handed out (but
-    // for its filler, which writes only what it has not made yet).
-    std::unique_ptr<PayloadFiller> filler;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      filler = std::move(reply_filler_);
-    }
-    Status w =
-        channel_->WriteReply(id, reply_header_, reply_bytes_, Deadline(options_.send_timeout), filler.get());
-    filler.reset();
-    if (!w.ok()) {
-      spdlog::warn("{} data plane: closing the connection to {}: the reply could not be sent: {}",
-                   server_name_, peer_, w.message());
-      break;
-    }
+  // Bounded by the connection: each turn serves one request, and the peer or a shutdown ends it.
+  while (ServeOne()) {
   }
   // A reply never written: its filler goes first (it cancels its copy, or waits for a writer
   // making it), while the memory it was to make is still there.
-  std::unique_ptr<PayloadFiller> unsent;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    unsent = std::move(reply_filler_);
+  TakeReplyFiller().reset();
+  std::lock_guard<std::mutex> lock(mu_);
+  closed_ = true;
+  in_request_ = false;
+  ::shutdown(channel_->fd(), SHUT_RDWR);
+  // Its buffers (up to the largest frame it received) go back to the system now, not when the
+  // server next reaps finished connections; unless a responder still holds memory it lent (then
+  // with the last responder, which owns this connection too).
+  if (responders_ == 0) {
+    channel_.reset();
+    scratch_.Release();
   }
-  unsent.reset();
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    closed_ = true;
-    in_request_ = false;
-    ::shutdown(channel_->fd(), SHUT_RDWR);
-    // Its buffers (up to the largest frame it received) go back to the system now, not when
-    // the server next reaps finished connections; unless a responder still holds memory it lent
-    // (then with the last responder, which owns this connection too).
-    if (responders_ == 0) {
-      channel_.reset();
-      scratch_.Release();
+  finished_ = true;
+}
+
+bool StreamServer::Connection::ServeOne() {
+  uint64_t id = 0;
+  std::string_view header;
+  ConstBuffer payload;
+  Status s = channel_->ReadRequest(&id, &header, &payload, handler_);
+  if (!s.ok()) {
+    bool quiet = s.code() == StatusCode::kCancelled;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      quiet = quiet || closed_;  // our own shutdown
     }
-    finished_ = true;
+    if (s.code() == StatusCode::kUnauthenticated) {
+      Refused(s);  // counted before the peer hears of it
+      channel_->WriteRefusal(id);
+    } else if (!quiet) {
+      spdlog::warn("{} data plane: closing the connection from {}: {}", server_name_, peer_, s.message());
+    }
+    return false;
   }
+  DataPlaneWork work;  // until the reply is sent
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return false;
+    current_id_ = id;
+    in_request_ = true;
+    ready_ = abandoned_ = false;
+    lent_ = {};
+  }
+  handler_->Handle(header, payload, std::make_unique<StreamResponder>(shared_from_this(), id));
+  if (!WaitReply()) return false;
+  // The reply buffer is not touched by anyone else until the next request is handed out (but
+  // for its filler, which writes only what it has not made yet).
+  std::unique_ptr<PayloadFiller> filler = TakeReplyFiller();
+  Status w =
+      channel_->WriteReply(id, reply_header_, reply_bytes_, Deadline(options_.send_timeout), filler.get());
+  filler.reset();
+  if (!w.ok()) {
+    spdlog::warn("{} data plane: closing the connection to {}: the reply could not be sent: {}", server_name_,
+                 peer_, w.message());
+    return false;
+  }
+  return true;
+}
+
+std::unique_ptr<PayloadFiller> StreamServer::Connection::TakeReplyFiller() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return std::move(reply_filler_);
 }
 
 bool StreamServer::Connection::WaitReply() {
