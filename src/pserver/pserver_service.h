@@ -177,6 +177,8 @@ class PserverService : public RequestHandler {
     // The pulled dense blocks, copied into `payload` by Send (after the lock) unless a change to
     // the shard did it first. Declared after `responder`: dropped first, as it may write there.
     DeferredCopies::Ticket copy;
+    // The copy narrows (a pull in a wire format): Send makes it as the reply goes.
+    bool narrowed = false;
   };
 
   void HandleData(wire::DataRequest& req, ConstBuffer payload, std::unique_ptr<Responder> r);

@@ -165,6 +165,7 @@ PserverService::Reply PserverService::BuildPullReply(const wire::DataRequest& re
   if (CodedPull(pull)) {
     rep.payload.size = CodedPullReply(pull, static_cast<char*>(rep.payload.data), &rep.header, &dense);
     if (!dense.empty()) rep.copy = store_.DeferDenseCopies(std::move(dense));
+    rep.narrowed = true;
     ++counters_.pulls;
     counters_.bytes_out += static_cast<int64_t>(rep.payload.size);
     rep.responder = std::move(r);
